@@ -1,0 +1,100 @@
+"""Micro-benchmark: routing scan (IP_008) vs proton's full Message.decode, in µs per message.
+
+Also times validate_application_properties (tables 1-7) on the scanned DENM properties.
+
+Messages: a DENM carrying the twelve application properties of the appendix F logging example
+(plus publicationId and baselineVersion) with a ~200 B body, and the same DENM with a 500 KB body
+(the IP_012/013 payload bound). Bodies are data sections, as IP_118 asks.
+
+    .venv/bin/python benchmarks/bench_scan.py [--number N] [--repeat R]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import proton  # noqa: E402
+from proton import Message, int32  # noqa: E402
+
+from interchange.broker.amqp_scan import scan_message  # noqa: E402
+from interchange.broker.validation import validate_application_properties  # noqa: E402
+
+QUADTREE = (
+    ",120212302013111223,1202123020110,1202123020111,1202123021000,1202123021001,1202123021010,"
+    "1202123020112,1202123020113,1202123021002,1202123021003,1202123021012,1202123020130,"
+    "1202123020131,1202123021020,1202123021021,1202123021030,1202123020132,1202123020133,"
+    "1202123021022,1202123021023,1202123021032,1202123020310,1202123020311,1202123021200,"
+    "1202123021201,1202123021210,"
+)
+DENM_PROPERTIES = {
+    "latitude": 50.2268645,
+    "longitude": 14.4041937,
+    "messageType": "DENM",
+    "protocolVersion": "DENM:1.3.1",
+    "causeCode": int32(1),
+    "subCauseCode": int32(4),
+    "serviceType": ",HLN-TJA,",
+    "quadTree": QUADTREE,
+    "originatingCountry": "CZ",
+    "publisherId": "CZ00003",
+    "publicationId": "CZ00003:DENM-TJA-0001",
+    "baselineVersion": "1.8.0",
+}
+
+
+def encode(body_size: int) -> bytes:
+    body = os.urandom(body_size)
+    return Message(body=body, inferred=True, properties=DENM_PROPERTIES, durable=True, ttl=648).encode()
+
+
+def proton_decode(data: bytes) -> Message:
+    message = Message()
+    message.decode(data)
+    return message
+
+
+def per_message_us(function: Callable[[], object], number: int, repeat: int) -> tuple[float, float]:
+    """(best, median) µs per call over ``repeat`` rounds of ``number`` calls."""
+    rounds = sorted(timeit.repeat(function, number=number, repeat=repeat))
+    return rounds[0] / number * 1e6, rounds[len(rounds) // 2] / number * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=20_000, help="calls per round for the DENM (500 KB: /10)")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds; best and median are reported")
+    args = parser.parse_args()
+
+    print(f"Python {platform.python_version()}, python-qpid-proton {'.'.join(map(str, proton.VERSION))}, {platform.machine()}")
+    print(f"{'message':<26}{'bytes':>9}  {'scan_message µs':>18}  {'Message.decode µs':>18}  {'ratio':>6}")
+    for label, body_size, number in (
+        ("DENM, 12 props, 200 B", 200, args.number),
+        ("DENM, 12 props, 500 KB", 500_000, max(1, args.number // 10)),
+    ):
+        data = encode(body_size)
+        scanned = scan_message(data)
+        assert scanned.application_properties["messageType"] == "DENM"
+        assert len(scanned.application_properties) == 12
+        scan_best, scan_median = per_message_us(lambda: scan_message(data), number, args.repeat)
+        decode_best, decode_median = per_message_us(lambda: proton_decode(data), number, args.repeat)
+        print(
+            f"{label:<26}{len(data):>9}  {scan_best:>8.2f} ({scan_median:>6.2f})  "
+            f"{decode_best:>8.2f} ({decode_median:>6.2f})  {decode_best / scan_best:>5.1f}x"
+        )
+    scanned = scan_message(encode(200))
+    props, types = scanned.application_properties, scanned.application_property_types
+    assert validate_application_properties(props, types) == []
+    best, median = per_message_us(lambda: validate_application_properties(props, types), args.number, args.repeat)
+    print(f"{'validate (tables 1-7), DENM':<35}  {best:>8.2f} ({median:>6.2f})")
+    print("figures: best (median) of the rounds")
+
+
+if __name__ == "__main__":
+    main()

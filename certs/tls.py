@@ -1,0 +1,273 @@
+"""The node's TLS settings, in one place (chapter 5): every TLS context is built here.
+
+The Basic Interface broker (asyncio + Python ``ssl``), the Improved Interface control plane
+(aiohttp) and proton-based clients all get their settings from the same :class:`TlsFiles`:
+
+- IP_050: mutual authentication with X.509 certificates: the peer's certificate is required in
+  both directions (``CERT_REQUIRED``), verified against the trust bundle, which holds the common
+  root only (IP_115/116); leaves chain to it through an intermediate CA (IP_117).
+- IP_053/IP_054/IP_055: TLS 1.3 only (minimum = maximum = TLS 1.3) with OpenSSL's TLS 1.3
+  cipher suites and extensions (RFC 8446).
+- IP_057: the whole chain is sent: ``cert_chain`` is leaf + intermediate (``chain.pem``).
+- Revocation: when CRLs are given they are loaded into the verification store and the peer's
+  certificate is checked against them (``VERIFY_CRL_CHECK_LEAF``). OpenSSL then *requires* a
+  current CRL for the CA that issued each peer certificate: a peer whose issuer has no CRL
+  loaded, or whose issuer's CRL is past its nextUpdate, is refused ("unable to get certificate
+  CRL" / "CRL has expired"). So give the CRL of *every* intermediate CA of the trust domain
+  (``Pki.crl_paths()`` / :meth:`TlsFiles.from_pki` do), or none to disable CRL checking.
+- Servers issue no session tickets, so every connection is verified against the current CRL
+  instead of resuming a session established before a revocation.
+- Strict X.509 checking (``VERIFY_X509_STRICT``) is on; the server's certificate name is checked
+  by clients (``check_hostname``): it is the interchange FQDN, the SRV target (IP_125).
+
+A new CRL takes effect for new connections through :class:`ReloadingTls` (a fresh context is
+built when a file changes; a listener's context swaps it in per connection).
+"""
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from certs.errors import PeerIdentityError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import proton
+
+_log = logging.getLogger(__name__)
+
+#: IP_053/IP_054: the only protocol version the node speaks.
+TLS_VERSION = ssl.TLSVersion.TLSv1_3
+#: The same, spelled for proton's ``pn_ssl_domain_set_protocols``.
+PROTON_PROTOCOLS = "TLSv1.3"
+
+Role = Literal["server", "client"]
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The PEM files one TLS endpoint needs.
+
+    ``cert_chain``: own certificate followed by the intermediate (IP_057); ``key``: own private key;
+    ``trust_bundle``: the common root (IP_115/116); ``crls``: one CRL per intermediate CA, or
+    none to skip revocation checking (see the module docstring).
+    """
+
+    cert_chain: Path
+    key: Path
+    trust_bundle: Path
+    crls: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cert_chain", Path(self.cert_chain))
+        object.__setattr__(self, "key", Path(self.key))
+        object.__setattr__(self, "trust_bundle", Path(self.trust_bundle))
+        object.__setattr__(self, "crls", tuple(Path(crl) for crl in self.crls))
+
+    @classmethod
+    def from_identity_dir(
+        cls, directory: str | Path, *, trust_bundle: str | Path | None = None, crls: Sequence[str | Path] = ()
+    ) -> TlsFiles:
+        """From a PKI-issued identity directory (``chain.pem``, ``key.pem``, ``trust.pem``)."""
+        folder = Path(directory)
+        return cls(
+            cert_chain=folder / "chain.pem",
+            key=folder / "key.pem",
+            trust_bundle=Path(trust_bundle) if trust_bundle is not None else folder / "trust.pem",
+            crls=tuple(Path(crl) for crl in crls),
+        )
+
+    @classmethod
+    def from_pki(cls, pki_dir: str | Path, cn: str, *, with_crls: bool = True) -> TlsFiles:
+        """Identity ``cn`` of the PKI in ``pki_dir``, its ``trust.pem`` and every intermediate's CRL."""
+        from certs.pki import Pki  # the PKI is optional for users of TlsFiles
+
+        pki = Pki(pki_dir)
+        identity = pki.identity(cn)
+        return cls.from_identity_dir(
+            identity.directory, trust_bundle=pki.trust_bundle, crls=pki.crl_paths() if with_crls else ()
+        )
+
+    def with_crls(self, crls: Sequence[str | Path]) -> TlsFiles:
+        """A copy checking revocation against ``crls`` instead."""
+        return replace(self, crls=tuple(Path(crl) for crl in crls))
+
+    def paths(self) -> tuple[Path, ...]:
+        """Every file these settings read."""
+        return (self.cert_chain, self.key, self.trust_bundle, *self.crls)
+
+    def check(self) -> None:
+        """Raise FileNotFoundError naming the first missing file."""
+        for path in self.paths():
+            if not path.is_file():
+                raise FileNotFoundError(f"TLS file not found: {path}")
+
+
+def _configure(context: ssl.SSLContext, files: TlsFiles) -> ssl.SSLContext:
+    files.check()
+    context.minimum_version = TLS_VERSION  # IP_053
+    context.maximum_version = TLS_VERSION  # IP_054
+    context.verify_mode = ssl.CERT_REQUIRED  # IP_050: mutual authentication
+    context.load_cert_chain(certfile=files.cert_chain, keyfile=files.key)  # IP_057: leaf + intermediate
+    context.load_verify_locations(cafile=files.trust_bundle)  # IP_115/116: the common root
+    context.verify_flags |= ssl.VERIFY_X509_STRICT
+    if files.crls:
+        for crl in files.crls:
+            # A PEM file given as cafile may hold CRLs; OpenSSL adds them to the store.
+            context.load_verify_locations(cafile=crl)
+        context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+    return context
+
+
+def server_context(files: TlsFiles) -> ssl.SSLContext:
+    """TLS 1.3 server side (BI broker, II HTTPS): client certificate required and verified."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _configure(context, files)
+    context.num_tickets = 0  # no resumption: each connection is checked against the current CRL
+    return context
+
+
+def client_context(files: TlsFiles, check_hostname: bool = True) -> ssl.SSLContext:
+    """TLS 1.3 client side (actor -> interchange, interchange -> interchange).
+
+    With ``check_hostname`` the server's certificate must name the host connected to
+    (``server_hostname``), i.e. the SRV target (IP_125).
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = check_hostname
+    return _configure(context, files)
+
+
+def build_context(files: TlsFiles, role: Role, *, check_hostname: bool = True) -> ssl.SSLContext:
+    """server_context or client_context by ``role``."""
+    if role == "server":
+        return server_context(files)
+    return client_context(files, check_hostname=check_hostname)
+
+
+def _names_from_der(der: bytes) -> list[str]:
+    cert = x509.load_der_x509_certificate(der)
+    return [str(attr.value) for attr in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+
+
+def peer_common_name(source: Any) -> str:
+    """The common name of the verified peer certificate: the connection's identity (BI and II).
+
+    ``source`` may be an ``ssl.SSLObject``/``ssl.SSLSocket``, an asyncio transport or
+    ``StreamWriter`` (its ``ssl_object`` is used), the dict of ``getpeercert()``, DER bytes or a
+    ``cryptography`` certificate. Raises PeerIdentityError without exactly one CN.
+    """
+    if source is not None and hasattr(source, "get_extra_info"):
+        source = source.get_extra_info("ssl_object")
+    if isinstance(source, (ssl.SSLObject, ssl.SSLSocket)):
+        source = source.getpeercert(binary_form=True)
+    if isinstance(source, x509.Certificate):
+        names = [str(a.value) for a in source.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    elif isinstance(source, (bytes, bytearray, memoryview)) and source:
+        names = _names_from_der(bytes(source))
+    elif isinstance(source, dict) and source.get("subject"):
+        names = [value for rdn in source["subject"] for key, value in rdn if key == "commonName"]
+    else:
+        raise PeerIdentityError("the TLS peer presented no certificate")
+    if len(names) != 1 or not names[0]:
+        raise PeerIdentityError(f"the peer certificate must carry exactly one common name (found {len(names)})")
+    return names[0]
+
+
+def proton_ssl_domain(files: TlsFiles, mode: int) -> proton.SSLDomain:
+    """A proton ``SSLDomain`` with the node's settings, for proton-based clients and listeners.
+
+    ``mode`` is ``SSLDomain.MODE_CLIENT`` (the server's name is verified: VERIFY_PEER_NAME; set
+    it with ``sni=``/``virtual_host=`` when connecting by address) or ``SSLDomain.MODE_SERVER``
+    (client certificate required: VERIFY_PEER). Credentials are chain + key (IP_057), the trusted
+    CA db is the trust bundle, and only TLS 1.3 is enabled (``pn_ssl_domain_set_protocols``,
+    which the Python wrapper does not expose, is called on the domain's handle).
+
+    Proton's domain cannot check CRLs: ``files.crls`` is ignored here. Revocation is enforced by
+    the node's own ``ssl`` listeners (server_context), which see every actor and interchange.
+    """
+    import cproton
+    from proton import SSLDomain, SSLException
+
+    files.check()
+    domain = SSLDomain(mode)
+    domain.set_credentials(str(files.cert_chain), str(files.key), None)
+    domain.set_trusted_ca_db(str(files.trust_bundle))
+    if mode == SSLDomain.MODE_CLIENT:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    else:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER, str(files.trust_bundle))
+    if cproton.pn_ssl_domain_set_protocols(domain._domain, PROTON_PROTOCOLS) != 0:  # noqa: SLF001
+        raise SSLException(f"proton refused to restrict the protocols to {PROTON_PROTOCOLS}")
+    return domain
+
+
+class ReloadingTls:
+    """The current context for one role, rebuilt when any of its files changes (e.g. a new CRL).
+
+    ``current()`` compares the files' (mtime, size, inode) with those the context was built
+    from; the PKI writes files atomically, so a change is always a complete file. If a rebuild
+    fails, the previous context stays in use (its CRL still binds until its nextUpdate) and the
+    error is logged once per change. ``listener_context()`` gives a server context to hand to
+    ``asyncio.start_server``/aiohttp once: each new connection is switched to ``current()``.
+    """
+
+    def __init__(self, files: TlsFiles, role: Role, *, check_hostname: bool = True) -> None:
+        self._role: Role = role
+        self._check_hostname = check_hostname
+        self._files = files
+        self._stamp = self._fingerprint()
+        self._context = build_context(files, role, check_hostname=check_hostname)
+        self._failed_stamp: tuple[object, ...] | None = None
+
+    @property
+    def files(self) -> TlsFiles:
+        return self._files
+
+    def _fingerprint(self) -> tuple[object, ...]:
+        stamp: list[object] = []
+        for path in self._files.paths():
+            try:
+                info = path.stat()
+                stamp.append((info.st_ino, info.st_mtime_ns, info.st_size))
+            except OSError:
+                stamp.append(None)
+        return tuple(stamp)
+
+    def reload(self, files: TlsFiles | None = None) -> ssl.SSLContext:
+        """Build a new context now (from ``files`` if given); errors propagate."""
+        if files is not None:
+            self._files = files
+        stamp = self._fingerprint()
+        self._context = build_context(self._files, self._role, check_hostname=self._check_hostname)
+        self._stamp, self._failed_stamp = stamp, None
+        return self._context
+
+    def current(self) -> ssl.SSLContext:
+        """The context to use for a new connection, rebuilt first if a file changed."""
+        stamp = self._fingerprint()
+        if stamp != self._stamp and stamp != self._failed_stamp:
+            try:
+                self.reload()
+            except (OSError, ValueError) as exc:
+                self._failed_stamp = stamp
+                _log.warning("TLS files changed but the new context cannot be built (%s); keeping the previous one", exc)
+        return self._context
+
+    def listener_context(self) -> ssl.SSLContext:
+        """A server context whose connections each switch to ``current()`` during the handshake."""
+        if self._role != "server":
+            raise ValueError("listener_context() is for server-side ReloadingTls")
+        entry = server_context(self._files)
+
+        def switch(ssl_object: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext) -> None:
+            ssl_object.context = self.current()
+
+        entry.sni_callback = switch
+        return entry

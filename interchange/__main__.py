@@ -1,0 +1,5 @@
+import sys
+
+from interchange.cli import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""Admin HTTP endpoint for operators (loopback by default).
+
+- ``GET /metrics``: Prometheus metrics (IP_137).
+- ``GET /log`` and ``PUT /log``: read or switch logging at run time (IP_009/010/119/120/138),
+  body ``{"level": "debug|info|warning|error", "properties": bool, "payload": bool}``.
+- ``GET /sources``: sources with their depth, consumers and drop counters.
+Errors are JSON: ``{"error": "..."}`` with a 4xx status.
+"""
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
+
+from interchange.broker.metrics import broker_registry
+from interchange.broker.router import BrokerCore
+from interchange.broker.server import BrokerServer
+from interchange.message_log import JsonLog, LogSettings
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog) -> web.Application:
+    registry = broker_registry(core, server)
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def get_log(_: web.Request) -> web.Response:
+        return web.json_response(log.settings.model_dump())
+
+    async def put_log(request: web.Request) -> web.Response:
+        try:
+            data = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "body must be JSON")
+        if not isinstance(data, dict):
+            return _error(400, "body must be a JSON object")
+        try:
+            settings = LogSettings.model_validate({**log.settings.model_dump(), **data})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            return _error(400, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+        log.update(settings)
+        log.event("info", "log_settings_changed", settings.model_dump())
+        return web.json_response(settings.model_dump())
+
+    async def sources(_: web.Request) -> web.Response:
+        return web.json_response([
+            {"address": address, "depth": s.depth, "bytes": s.depth_bytes, "consumers": len(s.links),
+             "dropped": s.dropped, "expired": s.expired, "delivered": s.delivered, "selector": s.spec.selector}
+            for address, s in core.sources.items()])
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/log", get_log)
+    app.router.add_put("/log", put_log)
+    app.router.add_get("/sources", sources)
+    return app
+
+
+async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServer,
+                      log: JsonLog) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(admin_app(core, server, log), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, bound

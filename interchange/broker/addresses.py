@@ -1,0 +1,148 @@
+"""The broker's address model: targets (where publishers send) and sources (where consumers read).
+
+This is the small, explicit interface between the data plane (broker) and the control plane
+(Improved Interface): the II creates and deletes targets and sources at run time through
+:class:`AddressBook`; until the II runs, they come from the broker's config file.
+
+- A **target** is an address publishers attach sender links to. It names the Common Names
+  allowed to publish on it and, optionally, a *capability selector*: only messages that match
+  it are accepted (an actor's delivery endpoint accepts what fits the actor's capabilities).
+  Its ``origin`` says whether what arrives there was produced locally or imported from another
+  interchange (IP_109: imported data is never served to a third interchange).
+- A **source** is an address consumers attach receiver links to: a bounded buffer (IP_032) fed by
+  every message that passes its *node selector* (set by the node, e.g. from an II subscription)
+  and its scope (``local`` sources, served to other interchanges, only take locally produced
+  data). Consumers may add their own selector on the link; a message must pass both. Several
+  links on one source share its buffer (queue semantics).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Origin(str, Enum):
+    """Where messages published on a target come from."""
+
+    LOCAL = "local"  #: produced by a C-ITS actor connected to this interchange
+    FEDERATED = "federated"  #: imported from another interchange's source
+
+
+class Scope(str, Enum):
+    """Which published messages may enter a source."""
+
+    ALL = "all"  #: local and imported data (sources for local actors)
+    LOCAL = "local"  #: locally produced data only (sources served to other interchanges, IP_109)
+
+
+class TargetSpec(BaseModel):
+    """A publish address."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    address: str = Field(min_length=1, max_length=1024)
+    publishers: frozenset[str] = Field(default_factory=frozenset, description="CNs allowed to publish; empty = nobody")
+    selector: str | None = Field(default=None, description="messages must match this selector to be accepted")
+    origin: Origin = Origin.LOCAL
+    shard_count: int | None = Field(default=None, ge=1, description="capability shardCount, bounds shardId (IP_130)")
+
+
+class SourceSpec(BaseModel):
+    """A consume address with its buffer limits."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    address: str = Field(min_length=1, max_length=1024)
+    consumers: frozenset[str] = Field(default_factory=frozenset, description="CNs allowed to consume; empty = nobody")
+    selector: str | None = Field(default=None, description="node-set selector; every message must match it")
+    scope: Scope = Scope.ALL
+    max_messages: int = Field(default=10_000, ge=200, description="IP_032: at least 200 messages")
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+
+
+class AddressError(ValueError):
+    """An address operation that cannot be done (duplicate, unknown, invalid selector)."""
+
+
+AddressListener = Callable[[str, str, "TargetSpec | SourceSpec | None"], None]
+
+
+class AddressBook:
+    """The set of targets and sources, changed at run time by config or the II.
+
+    Listeners are told ``(kind, spec_or_None)`` after each change, so the router can
+    build or tear down its runtime objects; removing an address detaches its links.
+    """
+
+    def __init__(self) -> None:
+        self._targets: dict[str, TargetSpec] = {}
+        self._sources: dict[str, SourceSpec] = {}
+        self._listeners: list[AddressListener] = []
+
+    def subscribe(self, listener: AddressListener) -> None:
+        """Call ``listener(kind, address, spec_or_None)`` after every change."""
+        self._listeners.append(listener)
+
+    def _notify(self, kind: str, address: str, spec: TargetSpec | SourceSpec | None) -> None:
+        for listener in self._listeners:
+            listener(kind, address, spec)
+
+    @property
+    def targets(self) -> dict[str, TargetSpec]:
+        return dict(self._targets)
+
+    @property
+    def sources(self) -> dict[str, SourceSpec]:
+        return dict(self._sources)
+
+    def target(self, address: str) -> TargetSpec | None:
+        return self._targets.get(address)
+
+    def source(self, address: str) -> SourceSpec | None:
+        return self._sources.get(address)
+
+    def put_target(self, spec: TargetSpec) -> None:
+        """Create or replace a target."""
+        if spec.address in self._sources:
+            raise AddressError(f"address {spec.address!r} is already a source")
+        _check_selector(spec.selector)
+        self._targets[spec.address] = spec
+        self._notify("target", spec.address, spec)
+
+    def put_source(self, spec: SourceSpec) -> None:
+        """Create or replace a source (its buffer is kept when only grants or limits change)."""
+        if spec.address in self._targets:
+            raise AddressError(f"address {spec.address!r} is already a target")
+        _check_selector(spec.selector)
+        self._sources[spec.address] = spec
+        self._notify("source", spec.address, spec)
+
+    def remove(self, address: str) -> None:
+        """Delete a target or source; its links are detached."""
+        if address in self._targets:
+            del self._targets[address]
+            self._notify("target", address, None)
+        elif address in self._sources:
+            del self._sources[address]
+            self._notify("source", address, None)
+        else:
+            raise AddressError(f"no such address {address!r}")
+
+    def load(self, targets: Iterable[TargetSpec], sources: Iterable[SourceSpec]) -> None:
+        for t in targets:
+            self.put_target(t)
+        for s in sources:
+            self.put_source(s)
+
+
+def _check_selector(text: str | None) -> None:
+    if text is None:
+        return
+    import jms_selectors
+
+    try:
+        jms_selectors.compile(text)
+    except jms_selectors.SelectorError as exc:
+        raise AddressError(f"invalid selector: {exc}") from exc

@@ -1,0 +1,453 @@
+"""Sans-I/O AMQP 1.0 server connection driven through proton's engine (the broker's hot path).
+
+Bytes in (:meth:`ConnectionEngine.receive`), bytes out (:meth:`ConnectionEngine.take_output`);
+attaches, messages, credit and detaches go to a :class:`Router`. Proton does the AMQP framing;
+this module calls proton's low-level C functions directly (no per-event wrapper objects) and
+forwards the received message bytes as they are (IP_014/015). Everything that makes the
+per-message path fast lives here and in :mod:`interchange.broker.amqp_scan`, behind this
+small interface, and nowhere else.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import cproton
+from cproton_ffi import ffi, lib
+from proton import Data, Described, symbol, ulong
+
+from interchange.broker.message import BrokerMessage
+
+log = logging.getLogger(__name__)
+
+#: Apache selector filter (IP_066): descriptor symbol and code.
+SELECTOR_DESCRIPTOR_SYMBOL = "apache.org:selector-filter:string"
+SELECTOR_DESCRIPTOR_CODE = 0x0000468C00000004
+
+# Event types, looked up once.
+_E_CONN_REMOTE_OPEN = lib.PN_CONNECTION_REMOTE_OPEN
+_E_CONN_REMOTE_CLOSE = lib.PN_CONNECTION_REMOTE_CLOSE
+_E_SESSION_REMOTE_OPEN = lib.PN_SESSION_REMOTE_OPEN
+_E_SESSION_REMOTE_CLOSE = lib.PN_SESSION_REMOTE_CLOSE
+_E_LINK_REMOTE_OPEN = lib.PN_LINK_REMOTE_OPEN
+_E_LINK_REMOTE_CLOSE = lib.PN_LINK_REMOTE_CLOSE
+_E_LINK_REMOTE_DETACH = lib.PN_LINK_REMOTE_DETACH
+_E_LINK_FLOW = lib.PN_LINK_FLOW
+_E_LINK_FINAL = lib.PN_LINK_FINAL
+_E_DELIVERY = lib.PN_DELIVERY
+_E_TRANSPORT_ERROR = lib.PN_TRANSPORT_ERROR
+_E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
+_ACCEPTED = lib.PN_ACCEPTED
+_REJECTED = lib.PN_REJECTED
+_SND_SETTLED = lib.PN_SND_SETTLED
+_LOCAL_ACTIVE = lib.PN_LOCAL_ACTIVE
+_NULL = ffi.NULL
+
+_pn_collector_peek = lib.pn_collector_peek
+_pn_collector_pop = lib.pn_collector_pop
+_pn_event_type = lib.pn_event_type
+_pn_event_delivery = lib.pn_event_delivery
+_pn_event_link = lib.pn_event_link
+_pn_delivery_link = lib.pn_delivery_link
+_pn_delivery_readable = lib.pn_delivery_readable
+_pn_delivery_partial = lib.pn_delivery_partial
+_pn_delivery_pending = lib.pn_delivery_pending
+_pn_delivery_settled = lib.pn_delivery_settled
+_pn_delivery_updated = lib.pn_delivery_updated
+_pn_delivery_update = lib.pn_delivery_update
+_pn_delivery_settle = lib.pn_delivery_settle
+_pn_delivery_remote_state = lib.pn_delivery_remote_state
+_pn_delivery = lib.pn_delivery
+_pn_link_recv = lib.pn_link_recv
+_pn_link_send = lib.pn_link_send
+_pn_link_advance = lib.pn_link_advance
+_pn_link_credit = lib.pn_link_credit
+_pn_link_flow = lib.pn_link_flow
+_pn_link_is_sender = lib.pn_link_is_sender
+_from_buffer = ffi.from_buffer
+
+
+class AttachRefused(Exception):
+    """The router refuses a link attach: the link is closed with this AMQP error condition."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+class Rejected(Exception):
+    """The router rejects a published message (AMQP `rejected` outcome with this description)."""
+
+    def __init__(self, description: str, condition: str = "amqp:invalid-field") -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+class Router(Protocol):
+    """What a connection engine needs from the broker core."""
+
+    def attach_publisher(self, identity: str, address: str | None) -> Any: ...
+
+    def attach_consumer(self, identity: str, address: str | None, selector: str | None, link: "ConsumerLinkState") -> Any: ...
+
+    def detach_publisher(self, publication: Any) -> None: ...
+
+    def detach_consumer(self, link: "ConsumerLinkState") -> None: ...
+
+    def publish(self, publication: Any, raw: bytes) -> None:
+        """Route one message; raise :class:`Rejected` to reject it."""
+
+    def credit_available(self, link: "ConsumerLinkState") -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    """Per-connection limits (bounded memory, credit-based flow control both ways)."""
+
+    publisher_credit: int = 1000
+    max_message_size: int = 1024 * 1024
+    max_frame_size: int = 64 * 1024
+    session_incoming_capacity: int = 8 * 1024 * 1024
+    idle_timeout_ms: int = 60_000
+
+
+class ConsumerLinkState:
+    """A consumer's receiver link seen from the broker (our sender link)."""
+
+    __slots__ = ("engine", "link", "address", "selector", "source", "_tag", "presettled", "unsettled", "__weakref__")
+
+    def __init__(self, engine: "ConnectionEngine", link: Any, address: str | None, presettled: bool) -> None:
+        self.engine = engine
+        self.link = link
+        self.address = address
+        self.selector: Callable[[dict], bool] | None = None
+        self.source: Any = None
+        self._tag = 0
+        self.presettled = presettled
+        self.unsettled: dict[Any, BrokerMessage] = {}
+
+    @property
+    def identity(self) -> str:
+        return self.engine.identity
+
+    def can_send(self) -> bool:
+        return not self.engine.closed and not self.engine.paused and _pn_link_credit(self.link) > 0
+
+    def send(self, message: BrokerMessage) -> None:
+        """Create a delivery carrying the received bytes unchanged; settle per the link's mode."""
+        self._tag += 1
+        tag = self._tag.to_bytes(8, "big")
+        link = self.link
+        delivery = _pn_delivery(link, (8, _from_buffer(tag)))
+        raw = message.raw
+        _pn_link_send(link, _from_buffer(raw), len(raw))
+        _pn_link_advance(link)
+        if self.presettled:
+            _pn_delivery_settle(delivery)
+        else:
+            self.unsettled[delivery] = message
+        self.engine.on_output()
+
+
+class ConnectionEngine:
+    """One AMQP 1.0 server connection (sans-I/O) for an authenticated identity (TLS CN)."""
+
+    def __init__(self, router: Router, identity: str, limits: EngineLimits, on_output: Callable[[], None],
+                 events: Callable[[str, dict], None] | None = None) -> None:
+        self.router = router
+        self.identity = identity
+        self.limits = limits
+        self.on_output = on_output
+        self._events = events or (lambda kind, fields: None)
+        self.paused = False
+        self.closed = False
+        self.container_id: str | None = None
+        self._transport = lib.pn_transport()
+        lib.pn_transport_set_server(self._transport)
+        lib.pn_transport_set_max_frame(self._transport, limits.max_frame_size)
+        lib.pn_transport_set_idle_timeout(self._transport, limits.idle_timeout_ms)
+        self._connection = lib.pn_connection()
+        self._collector = lib.pn_collector()
+        lib.pn_connection_collect(self._connection, self._collector)
+        lib.pn_transport_bind(self._transport, self._connection)
+        self._publishers: dict[Any, Any] = {}
+        self._consumers: dict[Any, ConsumerLinkState] = {}
+        self._out = bytearray(64 * 1024)
+        self._released = False
+
+    # ----------------------------------------------------------------- bytes in/out
+    def receive(self, data: bytes) -> None:
+        """Feed bytes received from the peer (after TLS and SASL)."""
+        transport = self._transport
+        view = memoryview(data)
+        while view:
+            capacity = lib.pn_transport_capacity(transport)
+            if capacity <= 0:
+                break
+            n = min(capacity, len(view))
+            lib.pn_transport_push(transport, _from_buffer(view[:n]), n)
+            view = view[n:]
+            self._process()
+        self._process()
+
+    def receive_eof(self) -> None:
+        """The peer closed its side."""
+        lib.pn_transport_close_tail(self._transport)
+        self._process()
+
+    def take_output(self) -> bytes:
+        """Return (and consume) the bytes proton wants to send."""
+        transport = self._transport
+        chunks = []
+        while True:
+            pending = lib.pn_transport_pending(transport)
+            if pending <= 0:
+                break
+            if pending > len(self._out):
+                self._out = bytearray(pending)
+            got = lib.pn_transport_peek(transport, _from_buffer(self._out), pending)
+            if got < 0:
+                break
+            chunks.append(bytes(self._out[:pending]))
+            lib.pn_transport_pop(transport, pending)
+        if lib.pn_transport_closed(self._transport):
+            self._on_closed()
+        return b"".join(chunks)
+
+    @property
+    def finished(self) -> bool:
+        """True when the transport is closed both ways: the socket can be closed."""
+        return bool(lib.pn_transport_closed(self._transport))
+
+    def tick(self, now_ms: int) -> int:
+        """Drive idle-timeout keep-alives; returns the next deadline in ms (0 = none)."""
+        deadline = lib.pn_transport_tick(self._transport, now_ms)
+        self._process()
+        return int(deadline)
+
+    def set_paused(self, paused: bool) -> None:
+        """Back-pressure from the socket: stop handing out messages while paused."""
+        self.paused = paused
+        if not paused:
+            for state in list(self._consumers.values()):
+                if _pn_link_credit(state.link) > 0:
+                    self.router.credit_available(state)
+
+    def close(self, condition: str | None = None, description: str | None = None) -> None:
+        """Close the connection (with an error condition if given)."""
+        if condition:
+            cond = lib.pn_connection_condition(self._connection)
+            cproton.pn_condition_set_name(cond, condition)
+            cproton.pn_condition_set_description(cond, description or condition)
+        lib.pn_connection_close(self._connection)
+        self._process()
+
+    def close_link(self, link: Any, condition: str, description: str) -> None:
+        """Detach one link with an error condition (address deleted, grant withdrawn)."""
+        self._forget_link(link)
+        if lib.pn_link_state(link) & _LOCAL_ACTIVE:
+            cond = lib.pn_link_condition(link)
+            cproton.pn_condition_set_name(cond, condition)
+            cproton.pn_condition_set_description(cond, description)
+            lib.pn_link_close(link)
+        self._process()
+        self.on_output()
+
+    def release(self) -> None:
+        """Free proton's objects; the engine is unusable afterwards."""
+        self._on_closed()
+        if not self._released:
+            self._released = True
+            lib.pn_transport_unbind(self._transport)
+            lib.pn_decref(self._transport)
+            lib.pn_connection_release(self._connection)
+            lib.pn_collector_free(self._collector)
+
+    # ----------------------------------------------------------------- events
+    def _process(self) -> None:
+        collector = self._collector
+        while True:
+            event = _pn_collector_peek(collector)
+            if event == _NULL:
+                return
+            etype = _pn_event_type(event)
+            if etype == _E_DELIVERY:
+                self._on_delivery(_pn_event_delivery(event))
+            elif etype == _E_LINK_FLOW:
+                link = _pn_event_link(event)
+                state = self._consumers.get(link)
+                if state is not None:
+                    if _pn_link_credit(link) > 0 and not self.paused:
+                        self.router.credit_available(state)
+                    if lib.pn_link_get_drain(link):
+                        lib.pn_link_drained(link)
+            elif etype == _E_LINK_REMOTE_OPEN:
+                self._on_attach(_pn_event_link(event))
+            elif etype in (_E_LINK_REMOTE_CLOSE, _E_LINK_REMOTE_DETACH):
+                link = _pn_event_link(event)
+                self._forget_link(link)
+                if lib.pn_link_state(link) & _LOCAL_ACTIVE:
+                    if etype == _E_LINK_REMOTE_CLOSE:
+                        lib.pn_link_close(link)
+                    else:
+                        lib.pn_link_detach(link)
+            elif etype == _E_LINK_FINAL:
+                self._forget_link(_pn_event_link(event))
+            elif etype == _E_SESSION_REMOTE_OPEN:
+                session = lib.pn_event_session(event)
+                lib.pn_session_set_incoming_capacity(session, self.limits.session_incoming_capacity)
+                lib.pn_session_open(session)
+            elif etype == _E_SESSION_REMOTE_CLOSE:
+                lib.pn_session_close(lib.pn_event_session(event))
+            elif etype == _E_CONN_REMOTE_OPEN:
+                self.container_id = cproton.pn_connection_remote_container(self._connection)
+                cproton.pn_connection_set_container(self._connection, "croads-interchange")
+                lib.pn_connection_open(self._connection)
+                self._events("connection_open", {"container": self.container_id})
+            elif etype == _E_CONN_REMOTE_CLOSE:
+                lib.pn_connection_close(self._connection)
+            elif etype == _E_TRANSPORT_ERROR:
+                cond = lib.pn_transport_condition(self._transport)
+                self._events("transport_error", {
+                    "condition": cproton.pn_condition_get_name(cond),
+                    "description": cproton.pn_condition_get_description(cond),
+                })
+            elif etype == _E_TRANSPORT_CLOSED:
+                self._on_closed()
+            _pn_collector_pop(collector)
+
+    def _on_closed(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for link in list(self._publishers) + list(self._consumers):
+            self._forget_link(link)
+
+    def _forget_link(self, link: Any) -> None:
+        publication = self._publishers.pop(link, None)
+        if publication is not None:
+            self.router.detach_publisher(publication)
+        state = self._consumers.pop(link, None)
+        if state is not None:
+            self.router.detach_consumer(state)
+
+    def _refuse(self, link: Any, condition: str, description: str) -> None:
+        cond = lib.pn_link_condition(link)
+        cproton.pn_condition_set_name(cond, condition)
+        cproton.pn_condition_set_description(cond, description)
+        lib.pn_link_open(link)
+        lib.pn_link_close(link)
+        self._events("link_refused", {"condition": condition, "description": description})
+
+    def _on_attach(self, link: Any) -> None:
+        if _pn_link_is_sender(link):
+            self._attach_consumer(link)
+        else:
+            self._attach_publisher(link)
+
+    def _attach_publisher(self, link: Any) -> None:
+        remote_target = lib.pn_link_remote_target(link)
+        address = cproton.pn_terminus_get_address(remote_target)
+        try:
+            publication = self.router.attach_publisher(self.identity, address)
+        except AttachRefused as exc:
+            self._refuse(link, exc.condition, exc.description)
+            return
+        lib.pn_terminus_copy(lib.pn_link_target(link), remote_target)
+        lib.pn_terminus_copy(lib.pn_link_source(link), lib.pn_link_remote_source(link))
+        lib.pn_link_set_rcv_settle_mode(link, lib.PN_RCV_FIRST)
+        lib.pn_link_set_max_message_size(link, self.limits.max_message_size)
+        lib.pn_link_open(link)
+        _pn_link_flow(link, self.limits.publisher_credit)
+        self._publishers[link] = publication
+        publication.closer = lambda condition, description: self.close_link(link, condition, description)
+
+    def _attach_consumer(self, link: Any) -> None:
+        remote_source = lib.pn_link_remote_source(link)
+        address = cproton.pn_terminus_get_address(remote_source)
+        try:
+            selector = selector_from_filter(Data(lib.pn_terminus_filter(remote_source)))
+        except ValueError as exc:
+            self._refuse(link, "amqp:invalid-field", str(exc))
+            return
+        presettled = lib.pn_link_remote_snd_settle_mode(link) == _SND_SETTLED
+        state = ConsumerLinkState(self, link, address, presettled)
+        try:
+            self.router.attach_consumer(self.identity, address, selector, state)
+        except AttachRefused as exc:
+            self._refuse(link, exc.condition, exc.description)
+            return
+        lib.pn_terminus_copy(lib.pn_link_source(link), remote_source)  # echoes the filter back
+        lib.pn_terminus_copy(lib.pn_link_target(link), lib.pn_link_remote_target(link))
+        lib.pn_link_set_snd_settle_mode(link, lib.pn_link_remote_snd_settle_mode(link))
+        lib.pn_link_open(link)
+        self._consumers[link] = state
+
+    def _on_delivery(self, delivery: Any) -> None:
+        link = _pn_delivery_link(delivery)
+        publication = self._publishers.get(link)
+        if publication is not None:
+            if not _pn_delivery_readable(delivery) or _pn_delivery_partial(delivery):
+                return
+            self._receive_message(link, delivery, publication)
+            return
+        state = self._consumers.get(link)
+        if state is not None and _pn_delivery_updated(delivery):
+            if _pn_delivery_remote_state(delivery) or _pn_delivery_settled(delivery):
+                state.unsettled.pop(delivery, None)
+                _pn_delivery_settle(delivery)
+
+    def _receive_message(self, link: Any, delivery: Any, publication: Any) -> None:
+        size = _pn_delivery_pending(delivery)
+        buf = bytearray(size)
+        got = _pn_link_recv(link, _from_buffer(buf), size)
+        _pn_link_advance(link)
+        remote_settled = _pn_delivery_settled(delivery)
+        raw = bytes(buf) if got == size else bytes(buf[: max(got, 0)])
+        try:
+            self.router.publish(publication, raw)
+            outcome = _ACCEPTED
+        except Rejected as exc:
+            outcome = _REJECTED
+            if not remote_settled:
+                cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
+                cproton.pn_condition_set_name(cond, exc.condition)
+                cproton.pn_condition_set_description(cond, exc.description)
+        if not remote_settled:
+            _pn_delivery_update(delivery, outcome)
+        _pn_delivery_settle(delivery)
+        credit = _pn_link_credit(link)
+        window = self.limits.publisher_credit
+        if credit < window // 2:
+            _pn_link_flow(link, window - credit)
+
+
+def selector_from_filter(data: Data) -> str | None:
+    """Extract the JMS selector text from a source filter map (IP_066).
+
+    The filter is found by its descriptor (symbol ``apache.org:selector-filter:string`` or code
+    0x0000468C00000004) under any key. Other filters are ignored. A selector filter whose value
+    is not a string raises ValueError.
+    """
+    data.rewind()
+    if not data.next():
+        return None
+    try:
+        filters = data.get_object()
+    except Exception as exc:  # malformed filter map from the peer
+        raise ValueError(f"unreadable source filter: {exc}") from exc
+    if not isinstance(filters, dict):
+        return None
+    for value in filters.values():
+        if isinstance(value, Described) and (
+            value.descriptor == symbol(SELECTOR_DESCRIPTOR_SYMBOL)
+            or value.descriptor == ulong(SELECTOR_DESCRIPTOR_CODE)
+        ):
+            if not isinstance(value.value, str):
+                raise ValueError("selector filter value must be a string")
+            return value.value
+    return None

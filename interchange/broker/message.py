@@ -1,0 +1,32 @@
+"""The broker's in-memory form of a routed message."""
+from __future__ import annotations
+
+
+class BrokerMessage:
+    """One received message, kept as the exact bytes received (IP_014/015).
+
+    ``properties`` are the decoded application properties (read for routing only, IP_008);
+    ``expiry_ms`` is the absolute expiry in ms since the epoch (IP_033) or None;
+    ``shard_key`` orders delivery per (publicationId, shardId) (IP_128, no shardId = shard 1).
+    """
+
+    __slots__ = ("raw", "properties", "expiry_ms", "federated", "publisher", "shard_key", "arrival_ms", "size")
+
+    def __init__(
+        self,
+        raw: bytes,
+        properties: dict,
+        expiry_ms: int | None,
+        federated: bool,
+        publisher: str,
+        arrival_ms: int,
+    ) -> None:
+        self.raw = raw
+        self.properties = properties
+        self.expiry_ms = expiry_ms
+        self.federated = federated
+        self.publisher = publisher
+        self.arrival_ms = arrival_ms
+        self.size = len(raw)
+        shard = properties.get("shardId")
+        self.shard_key = (properties.get("publicationId"), shard if isinstance(shard, int) else 1)

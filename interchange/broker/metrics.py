@@ -1,0 +1,77 @@
+"""Prometheus metrics of the broker (IP_137): connections, sources and their depths, message
+counters (rates come from Prometheus' rate()), routing latency and process vitals.
+
+Read at scrape time from the broker's own counters (a custom collector), so the hot path
+pays nothing for metrics.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from interchange.broker.observer import LATENCY_BUCKETS
+
+if TYPE_CHECKING:
+    from interchange.broker.router import BrokerCore
+    from interchange.broker.server import BrokerServer
+
+
+class BrokerCollector:
+    """A prometheus-client collector reading one broker's state."""
+
+    def __init__(self, core: "BrokerCore", server: "BrokerServer") -> None:
+        self._core = core
+        self._server = server
+
+    def collect(self) -> Iterator[Metric]:
+        core, obs = self._core, self._core.observer
+        yield GaugeMetricFamily("interchange_connections", "Open AMQP connections", value=len(self._server.connections))
+        yield GaugeMetricFamily("interchange_sources", "Number of sources (message queues)", value=len(core.sources))
+        yield GaugeMetricFamily("interchange_targets", "Number of targets", value=len(core.addresses.targets))
+        depth = GaugeMetricFamily("interchange_source_depth", "Messages buffered in a source", labels=["source"])
+        depth_bytes = GaugeMetricFamily("interchange_source_bytes", "Bytes buffered in a source", labels=["source"])
+        dropped = CounterMetricFamily("interchange_source_dropped", "Messages dropped because a source was full",
+                                      labels=["source"])
+        consumers = GaugeMetricFamily("interchange_source_consumers", "Consumer links on a source", labels=["source"])
+        for address, source in core.sources.items():
+            depth.add_metric([address], source.depth)
+            depth_bytes.add_metric([address], source.depth_bytes)
+            dropped.add_metric([address], source.dropped)
+            consumers.add_metric([address], len(source.links))
+        yield depth
+        yield depth_bytes
+        yield dropped
+        yield consumers
+        yield CounterMetricFamily("interchange_messages_received", "Messages accepted from publishers",
+                                  value=obs.received_count)
+        yield CounterMetricFamily("interchange_messages_rejected", "Malformed messages rejected (IP_016)",
+                                  value=obs.rejected_count)
+        yield CounterMetricFamily("interchange_messages_routed", "Messages routed to at least one source",
+                                  value=obs.routed_count)
+        yield CounterMetricFamily("interchange_messages_unroutable", "Messages no source wanted",
+                                  value=obs.unroutable)
+        yield CounterMetricFamily("interchange_messages_expired", "Messages dropped on TTL expiry (IP_033)",
+                                  value=obs.expired_count)
+        yield CounterMetricFamily("interchange_messages_delivered", "Messages handed to consumers",
+                                  value=sum(s.delivered for s in core.sources.values()))
+        cumulative, buckets = 0, []
+        for bound, count in zip(LATENCY_BUCKETS, obs.latency_counts):
+            cumulative += count
+            buckets.append((repr(bound), cumulative))
+        cumulative += obs.latency_counts[-1]
+        buckets.append(("+Inf", cumulative))
+        yield HistogramMetricFamily("interchange_routing_latency_seconds",
+                                    "Time from arrival to availability on the sources (IP_012)",
+                                    buckets=buckets, sum_value=obs.latency_sum)
+
+
+def broker_registry(core: "BrokerCore", server: "BrokerServer") -> CollectorRegistry:
+    """A registry with the broker's metrics and the process vitals (CPU, memory, fds)."""
+    registry = CollectorRegistry()
+    registry.register(BrokerCollector(core, server))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry

@@ -1,0 +1,184 @@
+"""The broker core (sans-I/O): authorizes links, validates and routes messages to sources.
+
+It implements the :class:`interchange.broker.engine.Router` interface for connection engines
+and reacts to :class:`~interchange.broker.addresses.AddressBook` changes made by config or the II.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+import jms_selectors
+from interchange.broker.admission import Admission
+from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
+from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
+from interchange.broker.message import BrokerMessage
+from interchange.broker.observer import BrokerObserver
+from interchange.broker.routing_index import RoutingIndex
+from interchange.broker.source import Source
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Publication:
+    """A publisher's link on a target."""
+
+    __slots__ = ("identity", "spec", "federated", "matches", "closer")
+
+    def __init__(self, identity: str, spec: TargetSpec) -> None:
+        self.identity = identity
+        self.spec = spec
+        self.federated = spec.origin is Origin.FEDERATED
+        self.matches = jms_selectors.compile(spec.selector).matches if spec.selector else None
+        self.closer: Callable[[str, str], None] | None = None
+
+
+class BrokerCore:
+    """Routing state of one broker process."""
+
+    def __init__(
+        self,
+        addresses: AddressBook,
+        admission: Admission,
+        observer: BrokerObserver | None = None,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.addresses = addresses
+        self.admission = admission
+        self.observer = observer or BrokerObserver()
+        self.clock_ms = clock_ms
+        self.sources: dict[str, Source] = {}
+        self._publications: dict[str, set[Publication]] = {}
+        self._index = RoutingIndex()
+        addresses.subscribe(self._on_address_change)
+        for spec in addresses.sources.values():
+            self._on_address_change("source", spec.address, spec)
+
+    # ------------------------------------------------------------ address book changes
+    def _on_address_change(self, kind: str, address: str, spec: TargetSpec | SourceSpec | None) -> None:
+        if kind == "source":
+            old = self.sources.get(address)
+            if spec is None:
+                if old is not None:
+                    self._index.remove(old)
+                    del self.sources[address]
+                    for link in list(old.links):
+                        link.engine.close_link(link.link, "amqp:resource-deleted", f"source {address!r} was deleted")
+                return
+            assert isinstance(spec, SourceSpec)
+            node_selector = jms_selectors.compile(spec.selector) if spec.selector else None
+            source = Source(spec, node_selector.matches if node_selector else None)
+            if old is not None:
+                self._index.remove(old)
+                source.adopt(old)
+                for link in list(source.links):
+                    if link.identity not in spec.consumers:
+                        source.remove_link(link)
+                        link.engine.close_link(link.link, "amqp:unauthorized-access", "consumer grant withdrawn")
+            self.sources[address] = source
+            self._index.add(source, node_selector.ast if node_selector else None)
+        else:
+            for publication in list(self._publications.get(address, ())):
+                allowed = spec is not None and publication.identity in spec.publishers
+                if not allowed and publication.closer is not None:
+                    publication.closer("amqp:resource-deleted" if spec is None else "amqp:unauthorized-access",
+                                       f"target {address!r} was deleted or the grant withdrawn")
+                elif spec is not None:
+                    assert isinstance(spec, TargetSpec)
+                    fresh = Publication(publication.identity, spec)
+                    publication.spec, publication.matches, publication.federated = spec, fresh.matches, fresh.federated
+
+    # ------------------------------------------------------------ Router interface
+    def attach_publisher(self, identity: str, address: str | None) -> Publication:
+        """Authorize a publisher's link on a target (IP_050: identity is the TLS certificate CN)."""
+        if not address:
+            raise AttachRefused("amqp:invalid-field", "a publisher link needs a target address")
+        spec = self.addresses.target(address)
+        if spec is None:
+            raise AttachRefused("amqp:not-found", f"no target {address!r}")
+        if identity not in spec.publishers:
+            raise AttachRefused("amqp:unauthorized-access", f"{identity!r} may not publish to {address!r}")
+        publication = Publication(identity, spec)
+        self._publications.setdefault(address, set()).add(publication)
+        self.observer.link_attached("publisher", identity, address, None)
+        return publication
+
+    def detach_publisher(self, publication: Publication) -> None:
+        self._publications.get(publication.spec.address, set()).discard(publication)
+        self.observer.link_detached("publisher", publication.identity, publication.spec.address)
+
+    def attach_consumer(self, identity: str, address: str | None, selector: str | None, link: ConsumerLinkState) -> Source:
+        """Authorize a consumer on a source and compile its link selector (IP_024/066/067)."""
+        if not address:
+            raise AttachRefused("amqp:invalid-field", "a consumer link needs a source address")
+        source = self.sources.get(address)
+        if source is None:
+            raise AttachRefused("amqp:not-found", f"no source {address!r}")
+        if identity not in source.spec.consumers:
+            raise AttachRefused("amqp:unauthorized-access", f"{identity!r} may not consume from {address!r}")
+        if selector is not None:
+            try:
+                link.selector = jms_selectors.compile(selector).matches
+            except jms_selectors.SelectorError as exc:
+                raise AttachRefused("amqp:invalid-field", str(exc)) from None
+        link.source = source
+        source.add_link(link)
+        self.observer.link_attached("consumer", identity, address, selector)
+        return source
+
+    def detach_consumer(self, link: ConsumerLinkState) -> None:
+        source = link.source
+        if source is not None:
+            source.remove_link(link)
+            # Messages sent but not settled by the consumer go back to the front of the buffer.
+            if link.unsettled:
+                source.requeue(list(link.unsettled.values()))
+                link.unsettled.clear()
+            self.observer.link_detached("consumer", link.identity, source.spec.address)
+            if self.sources.get(source.spec.address) is source:
+                source.credit_changed(self.clock_ms())
+
+    def credit_available(self, link: ConsumerLinkState) -> None:
+        source = link.source
+        if source is not None:
+            source.credit_changed(self.clock_ms())
+
+    def publish(self, publication: Publication, raw: bytes) -> None:
+        """Validate and route one message; raise Rejected for a malformed one (IP_016)."""
+        now = self.clock_ms()
+        try:
+            message = self.admission.admit(raw, publication.identity, publication.federated,
+                                           publication.spec.shard_count, now)
+            if publication.matches is not None and not publication.matches(message.properties):
+                raise Rejected("message does not fit the capabilities registered for this target")
+        except Rejected as exc:
+            self.observer.rejected(publication.identity, publication.spec.address, raw, exc.description)
+            raise
+        self.observer.received(message, publication.spec.address)
+        if message.expiry_ms is not None and message.expiry_ms <= now:
+            self.observer.expired(1)
+            return
+        self._route(message, now)
+
+    def _route(self, message: BrokerMessage, now: int) -> None:
+        properties = message.properties
+        federated = message.federated
+        routed = 0
+        for source in self._index.candidates(properties):
+            if federated and source.spec.scope is Scope.LOCAL:
+                continue  # IP_109: imported data is never served to a third interchange
+            node_selector = source.node_selector
+            if node_selector is None or node_selector(properties):
+                source.offer(message, now)
+                routed += 1
+        self.observer.routed(message, routed, now)
+
+    # ------------------------------------------------------------ housekeeping
+    def expire(self) -> int:
+        """Drop expired messages from every source (IP_033); return how many."""
+        now = self.clock_ms()
+        dropped = sum(source.expire(now) for source in self.sources.values())
+        if dropped:
+            self.observer.expired(dropped)
+        return dropped

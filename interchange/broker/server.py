@@ -1,0 +1,208 @@
+"""asyncio I/O around the sans-I/O broker: TLS sockets in, SASL, proton engine, bytes out.
+
+This layer only moves bytes and time. TLS is terminated by Python's ssl module with the
+node's TLS settings (IP_019/053/054: TLS 1.3 only, client certificate required and checked
+against the trust bundle and CRLs); the connection's identity is the peer certificate's CN.
+Output is flushed once per event-loop turn for every connection that has something to send
+(batching per I/O wake-up).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections.abc import Callable
+
+from certs.errors import PeerIdentityError
+from certs.tls import peer_common_name
+from interchange.broker.engine import ConnectionEngine, EngineLimits
+from interchange.broker.router import BrokerCore
+from interchange.broker.sasl import SaslServer
+
+log = logging.getLogger(__name__)
+
+
+class AmqpConnection(asyncio.Protocol):
+    """One client connection: TLS transport -> SASL -> proton engine."""
+
+    def __init__(self, server: "BrokerServer", plain_identity: str | None) -> None:
+        self._server = server
+        self._plain_identity = plain_identity
+        self._transport: asyncio.Transport | None = None
+        self._sasl = SaslServer()
+        self.engine: ConnectionEngine | None = None
+        self.identity = ""
+        self.peer = ""
+
+    # asyncio callbacks ------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peername = transport.get_extra_info("peername")
+        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            try:
+                self.identity = peer_common_name(ssl_object)
+            except PeerIdentityError:
+                self.identity = ""
+        else:
+            self.identity = self._plain_identity or ""
+        if not self.identity:
+            self._server.event("warning", "connection_refused", {"peer": self.peer, "reason": "no identity"})
+            transport.close()
+            return
+        self._server.connection_opened(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.engine is None:
+            step = self._sasl.receive(data)
+            if step.send and self._transport is not None:
+                self._transport.write(step.send)
+            if step.error is not None:
+                self._server.event("warning", "sasl_failed", {"peer": self.peer, "identity": self.identity,
+                                                               "reason": step.error})
+                if self._transport is not None:
+                    self._transport.close()
+                return
+            if not step.done:
+                return
+            self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
+                                           self._mark_dirty, self._engine_event)
+            data = step.amqp_bytes
+            if not data:
+                return
+        self.engine.receive(data)
+        self._mark_dirty()
+
+    def eof_received(self) -> bool | None:
+        if self.engine is not None:
+            self.engine.receive_eof()
+            self._mark_dirty()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.engine is not None:
+            self.engine.release()
+        self._server.connection_closed(self, exc)
+
+    def pause_writing(self) -> None:
+        if self.engine is not None:
+            self.engine.set_paused(True)
+
+    def resume_writing(self) -> None:
+        if self.engine is not None:
+            self.engine.set_paused(False)
+            self._mark_dirty()
+
+    # helpers -------------------------------------------------------------------------
+    def _mark_dirty(self) -> None:
+        self._server.mark_dirty(self)
+
+    def _engine_event(self, kind: str, fields: dict) -> None:
+        level = "warning" if kind in ("transport_error", "link_refused") else "info"
+        self._server.event(level, kind, {"peer": self.peer, "identity": self.identity, **fields})
+
+    def flush(self) -> None:
+        engine, transport = self.engine, self._transport
+        if engine is None or transport is None or transport.is_closing():
+            return
+        out = engine.take_output()
+        if out:
+            transport.write(out)
+        if engine.finished:
+            transport.close()
+
+    def tick(self, now_ms: int) -> None:
+        if self.engine is not None:
+            self.engine.tick(now_ms)
+            self._mark_dirty()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class BrokerServer:
+    """Listening sockets and the set of live connections of one broker process."""
+
+    def __init__(self, core: BrokerCore, limits: EngineLimits | None = None,
+                 event: Callable[[str, str, dict], None] | None = None,
+                 housekeeping_interval: float = 1.0) -> None:
+        self.core = core
+        self.limits = limits or EngineLimits()
+        self._event = event
+        self.connections: set[AmqpConnection] = set()
+        self._dirty: set[AmqpConnection] = set()
+        self._flush_scheduled = False
+        self._servers: list[asyncio.base_events.Server] = []
+        self._housekeeping: asyncio.Task | None = None
+        self._interval = housekeeping_interval
+
+    def event(self, level: str, kind: str, fields: dict) -> None:
+        if self._event is not None:
+            self._event(level, kind, fields)
+
+    async def listen_tls(self, host: str, port: int, context: ssl.SSLContext) -> int:
+        """Listen for AMQP over TLS 1.3 (IP_019); returns the bound port."""
+        server = await asyncio.get_running_loop().create_server(
+            lambda: AmqpConnection(self, None), host, port, ssl=context, ssl_handshake_timeout=10.0,
+            backlog=2048)
+        self._servers.append(server)
+        self._start_housekeeping()
+        return server.sockets[0].getsockname()[1]
+
+    async def listen_plain(self, host: str, port: int, identity: str) -> int:
+        """Plain AMQP for local development only: every connection gets ``identity``."""
+        server = await asyncio.get_running_loop().create_server(
+            lambda: AmqpConnection(self, identity), host, port, backlog=2048)
+        self._servers.append(server)
+        self._start_housekeeping()
+        return server.sockets[0].getsockname()[1]
+
+    def _start_housekeeping(self) -> None:
+        if self._housekeeping is None:
+            self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+
+    async def _housekeep(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            now_ms = time.time_ns() // 1_000_000
+            self.core.expire()
+            for connection in list(self.connections):
+                connection.tick(now_ms)
+
+    def connection_opened(self, connection: AmqpConnection) -> None:
+        self.connections.add(connection)
+        self.event("info", "connect", {"peer": connection.peer, "identity": connection.identity})
+
+    def connection_closed(self, connection: AmqpConnection, exc: Exception | None) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self._dirty.discard(connection)
+            self.event("info", "disconnect", {"peer": connection.peer, "identity": connection.identity,
+                                              "error": str(exc) if exc else None})
+
+    def mark_dirty(self, connection: AmqpConnection) -> None:
+        self._dirty.add(connection)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        for connection in dirty:
+            connection.flush()
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for connection in list(self.connections):
+            connection.abort()
+        for server in self._servers:
+            await server.wait_closed()
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            self._housekeeping = None

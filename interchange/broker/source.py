@@ -1,0 +1,225 @@
+"""A source's bounded buffer and its hand-off to consumer links (sans-I/O).
+
+IP_032: every source buffers at least 200 messages; bounded in count and bytes, and when
+full the oldest message is dropped and counted, so one slow consumer never slows the
+publishers or the other consumers. IP_033: an expired message is never delivered.
+IP_128/129: messages of one (publicationId, shardId) never overtake each other: the buffer
+is FIFO, queued messages go out before new ones, and while several links share a source
+each shard sticks to the link that received its first message.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from interchange.broker.addresses import SourceSpec
+from interchange.broker.message import BrokerMessage
+
+Matcher = Callable[[dict], bool]
+
+
+class ConsumerLink(Protocol):
+    """What a source needs from a consumer's link (implemented by the AMQP engine)."""
+
+    selector: Matcher | None
+
+    def can_send(self) -> bool:
+        """True while the link has credit and its connection is not back-pressured."""
+
+    def send(self, message: BrokerMessage) -> None:
+        """Deliver a message (uses one credit)."""
+
+
+_SENT, _BLOCKED, _NO_TAKER = 0, 1, 2
+
+
+class Source:
+    """Runtime state of one source address.
+
+    Buffered messages wait in FIFO order. A message is *blocked* when a link wants it (its
+    selector matches) but cannot take it now (no credit, back-pressure); later messages of the
+    same shard then wait behind it. A message no attached link wants does not hold anything up.
+    After a full pass over the buffer the source is *clean*: it knows which shards are blocked,
+    so a new message can be handed over directly without rescanning the buffer; credit and link
+    changes make it unclean again.
+    """
+
+    __slots__ = ("spec", "node_selector", "_queue", "_bytes", "links", "_next_link", "_shard_owner",
+                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued")
+
+    def __init__(self, spec: SourceSpec, node_selector: Matcher | None) -> None:
+        self.spec = spec
+        self.node_selector = node_selector
+        self._queue: deque[BrokerMessage] = deque()
+        self._bytes = 0
+        self.links: list[ConsumerLink] = []
+        self._next_link = 0
+        self._shard_owner: dict[tuple, ConsumerLink] = {}
+        self._blocked: set[tuple] = set()
+        self._clean = True
+        self.dropped = 0
+        self.expired = 0
+        self.delivered = 0
+        self.enqueued = 0
+
+    @property
+    def depth(self) -> int:
+        return len(self._queue)
+
+    @property
+    def depth_bytes(self) -> int:
+        return self._bytes
+
+    def add_link(self, link: ConsumerLink) -> None:
+        self.links.append(link)
+        self._clean = False
+
+    def remove_link(self, link: ConsumerLink) -> None:
+        if link in self.links:
+            self.links.remove(link)
+        for key in [k for k, owner in self._shard_owner.items() if owner is link]:
+            del self._shard_owner[key]
+        self._clean = False
+
+    def credit_changed(self, now_ms: int) -> None:
+        """A link got credit or its connection can write again: retry the buffer."""
+        self._clean = False
+        self.pump(now_ms)
+
+    def offer(self, message: BrokerMessage, now_ms: int) -> None:
+        """Take a routed message: hand it to a ready link, or buffer it."""
+        self.enqueued += 1
+        was_empty = not self._queue
+        if was_empty or (self._clean and message.shard_key not in self._blocked):
+            outcome = self._try_send(message)
+            if outcome == _SENT:
+                return
+            if was_empty:
+                self._blocked.clear()
+                self._clean = True
+            self._queue.append(message)
+            self._bytes += message.size
+            if outcome == _BLOCKED:
+                self._blocked.add(message.shard_key)
+            self._evict()
+            return
+        self._queue.append(message)
+        self._bytes += message.size
+        self._evict()
+        if not self._clean:
+            self.pump(now_ms)
+        else:
+            self._blocked.add(message.shard_key)
+
+    def _evict(self) -> None:
+        spec = self.spec
+        while self._queue and (len(self._queue) > spec.max_messages or self._bytes > spec.max_bytes):
+            old = self._queue.popleft()
+            self._bytes -= old.size
+            self.dropped += 1
+
+    def _try_send(self, message: BrokerMessage) -> int:
+        links = self.links
+        if not links:
+            return _NO_TAKER
+        properties = message.properties
+        n = len(links)
+        if n == 1:
+            link = links[0]
+            if link.selector is not None and not link.selector(properties):
+                return _NO_TAKER
+            if not link.can_send():
+                return _BLOCKED
+            link.send(message)
+            self.delivered += 1
+            return _SENT
+        key = message.shard_key
+        owner = self._shard_owner.get(key)
+        if owner is not None and (owner.selector is None or owner.selector(properties)):
+            if not owner.can_send():
+                return _BLOCKED
+            owner.send(message)
+            self.delivered += 1
+            return _SENT
+        wanted = False
+        for i in range(n):
+            link = links[(self._next_link + i) % n]
+            if link.selector is not None and not link.selector(properties):
+                continue
+            wanted = True
+            if link.can_send():
+                self._next_link = (self._next_link + i + 1) % n
+                self._shard_owner[key] = link
+                link.send(message)
+                self.delivered += 1
+                return _SENT
+        return _BLOCKED if wanted else _NO_TAKER
+
+    def pump(self, now_ms: int) -> None:
+        """Deliver buffered messages, oldest first, to links that can take them."""
+        queue = self._queue
+        if not queue or not any(link.can_send() for link in self.links):
+            self._drop_expired(now_ms)
+            self._clean = True
+            self._blocked = {m.shard_key for m in queue}
+            return
+        kept: deque[BrokerMessage] = deque()
+        blocked: set[tuple] = set()
+        while queue:
+            message = queue.popleft()
+            if message.expiry_ms is not None and message.expiry_ms <= now_ms:
+                self._bytes -= message.size
+                self.expired += 1
+                continue
+            key = message.shard_key
+            outcome = _BLOCKED if key in blocked else self._try_send(message)
+            if outcome == _SENT:
+                self._bytes -= message.size
+                continue
+            kept.append(message)
+            if outcome == _BLOCKED:
+                blocked.add(key)
+        self._queue = kept
+        self._blocked = blocked
+        self._clean = True
+
+    def _drop_expired(self, now_ms: int) -> None:
+        queue = self._queue
+        while queue and queue[0].expiry_ms is not None and queue[0].expiry_ms <= now_ms:
+            self._bytes -= queue.popleft().size
+            self.expired += 1
+
+    def expire(self, now_ms: int) -> int:
+        """Drop every expired message; return how many were dropped."""
+        before = len(self._queue)
+        keep = deque(m for m in self._queue if m.expiry_ms is None or m.expiry_ms > now_ms)
+        dropped = before - len(keep)
+        if dropped:
+            self._bytes = sum(m.size for m in keep)
+            self._queue = keep
+            self.expired += dropped
+        return dropped
+
+    def adopt(self, old: "Source") -> None:
+        """Take over the buffer, links and counters of the source this one replaces."""
+        self._queue, self._bytes = old._queue, old._bytes
+        self.links, self._shard_owner = old.links, old._shard_owner
+        self.dropped, self.expired = old.dropped, old.expired
+        self.delivered, self.enqueued = old.delivered, old.enqueued
+        self._clean = False
+        for link in self.links:
+            link.source = self
+        self._evict()
+
+    def requeue(self, messages: list[BrokerMessage]) -> None:
+        """Put messages a consumer never settled back at the front, in their order."""
+        for message in reversed(messages):
+            self._queue.appendleft(message)
+            self._bytes += message.size
+        self._clean = False
+        self._evict()
+
+    def clear(self) -> None:
+        self._queue.clear()
+        self._bytes = 0

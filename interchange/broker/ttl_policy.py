@@ -1,0 +1,113 @@
+"""Message lifetime: default TTL per messageType and a message's effective expiry (IP_033, IP_034).
+
+IP_033: a message's TTL is its BI repetition interval x 1.2, at least 1 s, and a broker may
+enforce TTL policies when the producer set none or per message type. IP_034: such policies are
+the broker's to choose and to document. The defaults, all configurable through :class:`TtlPolicy`:
+
+=================================  ===================  ==============================================
+messageType                        repetition interval  default TTL
+=================================  ===================  ==============================================
+DENM, IVIM, MAPEM, POIM-PA         540 s                648 s  (repeated at least every 9 min, IP_048)
+CAM                                120 s                144 s  (1 to 120 s, IP_124; the longest, so a
+                                                               CAM never expires before its successor)
+CPM                                1 s                  1.2 s  (IP_136)
+SPATEM, SREM, SSEM                 1 s                  1.2 s  (current signal state and priority
+                                                               requests: short-lived)
+missing or other messageType       540 s                648 s
+=================================  ===================  ==============================================
+
+A producer's own expiry (header ttl, properties absolute-expiry-time) always wins over the
+default; the policy's optional ``maximum_ttl_ms`` caps every expiry (a destination policy, IP_034).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_serializer, field_validator
+
+from interchange.broker.amqp_scan import ScannedMessage
+
+__all__ = ["DEFAULT_REPETITION_INTERVALS_MS", "DEFAULT_TTL_POLICY", "TtlPolicy", "default_ttl_ms", "effective_expiry_ms"]
+
+_NINE_MINUTES_MS = 540_000
+
+#: BI repetition interval per messageType, in ms (see the module docstring for the sources).
+DEFAULT_REPETITION_INTERVALS_MS: Mapping[str, int] = MappingProxyType(
+    {
+        "DENM": _NINE_MINUTES_MS,
+        "IVIM": _NINE_MINUTES_MS,
+        "MAPEM": _NINE_MINUTES_MS,
+        "POIM-PA": _NINE_MINUTES_MS,
+        "CAM": 120_000,
+        "CPM": 1_000,
+        "SPATEM": 1_000,
+        "SREM": 1_000,
+        "SSEM": 1_000,
+    }
+)
+
+
+class TtlPolicy(BaseModel):
+    """The broker's TTL policy (IP_033/034); immutable, built from configuration.
+
+    ``repetition_interval_ms`` entries override the defaults per messageType, the others keep
+    theirs; ``fallback_interval_ms`` serves a missing or unknown messageType.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repetition_interval_ms: Mapping[str, PositiveInt] = Field(default_factory=dict, validate_default=True)
+    fallback_interval_ms: PositiveInt = _NINE_MINUTES_MS
+    factor: float = Field(default=1.2, gt=0, allow_inf_nan=False)
+    minimum_ttl_ms: int = Field(default=1_000, ge=0)
+    maximum_ttl_ms: PositiveInt | None = None
+
+    @field_validator("repetition_interval_ms", mode="after")
+    @classmethod
+    def _merge_defaults(cls, value: Mapping[str, int]) -> Mapping[str, int]:
+        return MappingProxyType({**DEFAULT_REPETITION_INTERVALS_MS, **value})
+
+    @field_serializer("repetition_interval_ms")
+    def _plain_dict(self, value: Mapping[str, int]) -> dict[str, int]:
+        return dict(value)
+
+    def default_ttl_ms(self, message_type: object) -> int:
+        """IP_033: repetition interval x factor, at least ``minimum_ttl_ms``, capped by ``maximum_ttl_ms``."""
+        if isinstance(message_type, str):
+            interval = self.repetition_interval_ms.get(message_type, self.fallback_interval_ms)
+        else:
+            interval = self.fallback_interval_ms
+        ttl = max(self.minimum_ttl_ms, round(interval * self.factor))
+        if self.maximum_ttl_ms is not None and ttl > self.maximum_ttl_ms:
+            return self.maximum_ttl_ms
+        return ttl
+
+
+#: The documented defaults (immutable).
+DEFAULT_TTL_POLICY = TtlPolicy()
+
+
+def default_ttl_ms(message_type: object, policy: TtlPolicy = DEFAULT_TTL_POLICY) -> int:
+    """IP_033: the TTL in ms given to a message of ``message_type`` that carries no expiry."""
+    return policy.default_ttl_ms(message_type)
+
+
+def effective_expiry_ms(scanned: ScannedMessage, arrival_ms: int, policy: TtlPolicy = DEFAULT_TTL_POLICY) -> int:
+    """The absolute time (ms since the epoch) after which the message is not delivered (IP_033).
+
+    The earlier of arrival + header ttl and the properties' absolute-expiry-time; when the
+    producer set neither, arrival + the policy's default for the message's messageType. A ttl or
+    absolute-expiry-time of 0 counts as unset (JMS writes 0 for "never expires"). The policy's
+    ``maximum_ttl_ms`` caps the result.
+    """
+    ttl = scanned.ttl_ms
+    absolute = scanned.absolute_expiry_time_ms
+    expiry = arrival_ms + ttl if ttl else None
+    if absolute and (expiry is None or absolute < expiry):
+        expiry = absolute
+    if expiry is None:
+        return arrival_ms + policy.default_ttl_ms(scanned.application_properties.get("messageType"))
+    if policy.maximum_ttl_ms is not None:
+        return min(expiry, arrival_ms + policy.maximum_ttl_ms)
+    return expiry

@@ -1,0 +1,46 @@
+"""The `interchange` command: one CLI, one subcommand per concern.
+
+Each package that offers commands exposes ``register(subparsers)``, which adds
+its subparser and sets ``handler=<callable(args) -> int>`` as a default. Errors
+meant for the user are raised as :class:`CliError` and printed without a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from interchange.errors import CliError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from certs import cli as certs_cli
+    from interchange import demo, node_cli
+    from quadtree import cli as quadtree_cli
+
+    parser = argparse.ArgumentParser(
+        prog="interchange",
+        description="C-Roads interchange node (Basic Interface broker, Improved Interface, tools)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    quadtree_cli.register(sub)
+    certs_cli.register(sub)
+    node_cli.register(sub)
+    demo.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except CliError as exc:
+        print(f"interchange {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Node configuration (pydantic), read from a TOML or JSON file.
+
+Example (TOML)::
+
+    name = "ixc-a.example.eu"
+    data_dir = "var/ixc-a"
+
+    [tls]
+    cert_chain = "pki/issued/ixc-a.example.eu/chain.pem"
+    key = "pki/issued/ixc-a.example.eu/key.pem"
+    trust_bundle = "pki/trust.pem"
+    crls = ["pki/ca/intermediate/crl.pem"]
+
+    [broker]
+    host = "127.0.0.1"
+    port = 5671
+    # plain_port = 5672          # plain AMQP, local development only
+    # plain_identity = "dev"     # identity given to plain connections
+
+    [[broker.targets]]
+    address = "denm-in"
+    publishers = ["actor-1"]
+
+    [[broker.sources]]
+    address = "actor-2-denm"
+    consumers = ["actor-2"]
+    selector = "messageType = 'DENM'"
+
+    [log]
+    path = "var/ixc-a/node.log"
+    level = "info"
+    properties = true
+    payload = false
+
+    [admin]
+    port = 9090                  # Prometheus metrics and log switches, loopback only
+
+Relative paths are resolved against the config file's directory.
+"""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.engine import EngineLimits
+from interchange.broker.ttl_policy import TtlPolicy
+from interchange.errors import CliError
+from interchange.message_log import LogSettings
+
+
+class TlsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cert_chain: Path
+    key: Path
+    trust_bundle: Path
+    crls: list[Path] = Field(default_factory=list)
+
+
+class LimitsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    publisher_credit: int = Field(default=1000, ge=1, le=100_000)
+    max_message_size: int = Field(default=1024 * 1024, ge=1024)
+    max_frame_size: int = Field(default=64 * 1024, ge=512)
+    idle_timeout_ms: int = Field(default=60_000, ge=0)
+
+    def engine_limits(self) -> EngineLimits:
+        return EngineLimits(publisher_credit=self.publisher_credit, max_message_size=self.max_message_size,
+                            max_frame_size=self.max_frame_size, idle_timeout_ms=self.idle_timeout_ms)
+
+
+class BrokerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=5671, ge=0, le=65535)
+    plain_port: int | None = Field(default=None, ge=0, le=65535)
+    plain_identity: str | None = None
+    targets: list[TargetSpec] = Field(default_factory=list)
+    sources: list[SourceSpec] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    ttl: TtlPolicy = Field(default_factory=TtlPolicy)
+
+
+class LogConfig(LogSettings):
+    path: Path | None = None
+
+
+class AdminConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=0, le=65535)
+
+
+class NodeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    data_dir: Path = Path("var")
+    tls: TlsConfig | None = None
+    broker: BrokerConfig = Field(default_factory=BrokerConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
+
+    def resolve(self, base: Path) -> "NodeConfig":
+        """Make relative paths relative to ``base``."""
+        def fix(p: Path) -> Path:
+            return p if p.is_absolute() else base / p
+
+        update: dict = {"data_dir": fix(self.data_dir)}
+        if self.tls is not None:
+            update["tls"] = self.tls.model_copy(update={
+                "cert_chain": fix(self.tls.cert_chain), "key": fix(self.tls.key),
+                "trust_bundle": fix(self.tls.trust_bundle), "crls": [fix(c) for c in self.tls.crls]})
+        if self.log.path is not None:
+            update["log"] = self.log.model_copy(update={"path": fix(self.log.path)})
+        return self.model_copy(update=update)
+
+
+def load_config(path: Path) -> NodeConfig:
+    """Read and validate a node config file; errors become one readable CliError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot read config {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(f"config {path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+    try:
+        config = NodeConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise CliError(f"config {path}: {problems}") from None
+    return config.resolve(path.parent.resolve())

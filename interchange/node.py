@@ -1,0 +1,90 @@
+"""The node runtime: builds the broker (and later the II) from a :class:`NodeConfig` and runs
+them in one asyncio event loop."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from dataclasses import dataclass, field
+
+from certs.tls import ReloadingTls, TlsFiles
+from interchange.admin import start_admin
+from interchange.broker.addresses import AddressBook
+from interchange.broker.admission import Admission
+from interchange.broker.observer import BrokerObserver
+from interchange.broker.router import BrokerCore
+from interchange.broker.server import BrokerServer
+from interchange.config import NodeConfig
+from interchange.message_log import JsonLog, LogSettings
+
+
+@dataclass
+class RunningNode:
+    """Handles of a started node (for the CLI, the demo and the tests)."""
+
+    config: NodeConfig
+    addresses: AddressBook
+    core: BrokerCore
+    server: BrokerServer
+    log: JsonLog
+    amqps_port: int | None = None
+    amqp_port: int | None = None
+    admin_port: int | None = None
+    _closers: list = field(default_factory=list)
+
+    async def close(self) -> None:
+        for closer in reversed(self._closers):
+            await closer()
+        await self.server.close()
+        self.log.close()
+
+
+def tls_files(config: NodeConfig) -> TlsFiles:
+    assert config.tls is not None
+    return TlsFiles(cert_chain=config.tls.cert_chain, key=config.tls.key,
+                    trust_bundle=config.tls.trust_bundle, crls=tuple(config.tls.crls))
+
+
+async def start_node(config: NodeConfig) -> RunningNode:
+    """Start the broker listeners (and the admin endpoint when configured)."""
+    log = JsonLog(config.name, path=config.log.path,
+                  settings=LogSettings.model_validate(config.log.model_dump(exclude={"path"})))
+    addresses = AddressBook()
+    addresses.load(config.broker.targets, config.broker.sources)
+    core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log))
+    server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
+    node = RunningNode(config, addresses, core, server, log)
+    if config.tls is not None:
+        tls = ReloadingTls(tls_files(config), "server")  # a new CRL applies to new connections
+        node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port, tls.listener_context())
+    if config.broker.plain_port is not None:
+        if not config.broker.plain_identity:
+            raise ValueError("broker.plain_port needs broker.plain_identity (the identity of plain connections)")
+        node.amqp_port = await server.listen_plain(config.broker.host, config.broker.plain_port,
+                                                   config.broker.plain_identity)
+    if node.amqps_port is None and node.amqp_port is None:
+        raise ValueError("nothing to listen on: configure [tls] (AMQPS) or broker.plain_port")
+    if config.admin.port is not None:
+        runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log)
+        node._closers.append(runner.cleanup)
+    log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
+                                       "admin_port": node.admin_port})
+    return node
+
+
+async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
+    """Run a node until SIGINT/SIGTERM."""
+    node = await start_node(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    print(f"interchange {config.name}: AMQPS port {node.amqps_port}, plain AMQP port {node.amqp_port}, "
+          f"admin port {node.admin_port}", flush=True)
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        await node.close()

@@ -1,0 +1,494 @@
+"""Compile a selector tree into Python functions (IP_066/067: filter every message, fast).
+
+For each condition the generator writes two Python boolean expressions, T ("is definitely
+TRUE") and F ("is definitely FALSE"), which encode three-valued logic without ever producing
+an "unknown" value at run time::
+
+    T(NOT x) = F(x)              F(NOT x) = T(x)
+    T(a AND b) = T(a) and T(b)   F(a AND b) = F(a) or F(b)
+    T(a OR b)  = T(a) or T(b)    F(a OR b)  = F(a) and F(b)
+
+``matches(p)`` returns T(root); ``evaluate(p)`` returns True if T, False if F, else None.
+Predicates comparing a property with a literal (the usual case) become inline type tests and
+comparisons; everything else (arithmetic, property-to-property comparisons) calls small
+helper functions. Sub-trees without identifiers are folded with the reference evaluator.
+
+Safety: the generated source never contains selector text. Property names, literals, LIKE
+matchers and IN sets are placed in the function's globals under generated names (``_k0``,
+``_c1``, ...), so no selector can inject code. Each property is read once per function
+(``_v0 = p.get(_k0)`` up front, or a walrus at its only use). Nesting deeper than
+:data:`HOIST_DEPTH` is moved into separate generated functions, so Python's own parser and
+compiler limits are never reached. The whole body runs in ``try``/``except Exception`` (free in
+CPython 3.11 when nothing is raised): a mapping that misbehaves gives "no match", never an error.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+from jms_selectors import reference
+from jms_selectors.ast import (
+    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary,
+    identifiers, unparse,
+)
+
+#: Nesting of generated expressions after which a sub-tree gets its own generated function.
+HOIST_DEPTH = 8
+
+_MIRROR = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_REF = re.compile("\x01(\\d+)\x02")
+_SIMPLE = re.compile("\x01\\d+\x02|[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Selector:
+    """A compiled selector: ``text``, ``ast``, ``matches(props)`` and ``evaluate(props)``.
+
+    ``matches`` and ``evaluate`` are plain generated functions stored on the instance (no
+    method-call overhead); ``source`` is their Python source, for inspection.
+    """
+
+    __slots__ = ("text", "ast", "matches", "evaluate", "source")
+
+    text: str
+    ast: Expr
+    matches: Callable[[Mapping[str, object]], bool]
+    evaluate: Callable[[Mapping[str, object]], bool | None]
+    source: str
+
+    def __init__(self, text: str, ast: Expr) -> None:
+        self.text = text
+        self.ast = ast
+        self.matches, self.evaluate, self.source = _build(ast)
+
+    def __repr__(self) -> str:
+        return f"Selector({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Selector) and other.ast == self.ast
+
+    def __hash__(self) -> int:
+        return hash(self.ast)
+
+    def __reduce__(self):
+        return (_restore, (self.text, self.ast))
+
+
+def _restore(text: str, ast: Expr) -> Selector:
+    return Selector(text, ast)
+
+
+# ------------------------------------------------------------------ run-time helpers
+# Numbers are int and float (and subclasses), never bool; see jms_selectors.reference.
+
+
+def _num(x: object) -> bool:
+    return isinstance(x, (int, float)) and type(x) is not bool
+
+
+def _to_float(x: int | float) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _add(x: object, y: object) -> int | float | None:
+    if not (_num(x) and _num(y)):
+        return None
+    if isinstance(x, int) and isinstance(y, int):
+        return int(x) + int(y)
+    return _to_float(x) + _to_float(y)  # type: ignore[arg-type]
+
+
+def _sub(x: object, y: object) -> int | float | None:
+    if not (_num(x) and _num(y)):
+        return None
+    if isinstance(x, int) and isinstance(y, int):
+        return int(x) - int(y)
+    return _to_float(x) - _to_float(y)  # type: ignore[arg-type]
+
+
+def _mul(x: object, y: object) -> int | float | None:
+    if not (_num(x) and _num(y)):
+        return None
+    if isinstance(x, int) and isinstance(y, int):
+        return int(x) * int(y)
+    return _to_float(x) * _to_float(y)  # type: ignore[arg-type]
+
+
+def _div(x: object, y: object) -> int | float | None:
+    """Exact/exact truncates toward zero (SQL-92), exact/0 is unknown; otherwise IEEE 754."""
+    if not (_num(x) and _num(y)):
+        return None
+    if isinstance(x, int) and isinstance(y, int):
+        if not y:
+            return None
+        q = abs(int(x)) // abs(int(y))
+        return -q if (x < 0) != (y < 0) else q
+    a, b = _to_float(x), _to_float(y)  # type: ignore[arg-type]
+    if b == 0.0:
+        return math.nan if a == 0.0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+def _neg(x: object) -> int | float | None:
+    return -x if _num(x) else None  # type: ignore[operator]
+
+
+def _pos(x: object) -> int | float | None:
+    return x if _num(x) else None  # type: ignore[return-value]
+
+
+def _comparable(x: object, y: object, ordering: bool) -> bool:
+    if x is None or y is None:
+        return False
+    if _num(x):
+        return _num(y)
+    if ordering:
+        return False
+    if isinstance(x, str):
+        return isinstance(y, str)
+    return type(x) is bool and type(y) is bool
+
+
+def _eq(x: object, y: object) -> bool | None:
+    return bool(x == y) if _comparable(x, y, False) else None
+
+
+def _ne(x: object, y: object) -> bool | None:
+    return bool(x != y) if _comparable(x, y, False) else None
+
+
+def _lt(x: object, y: object) -> bool | None:
+    return x < y if _comparable(x, y, True) else None  # type: ignore[operator]
+
+
+def _le(x: object, y: object) -> bool | None:
+    return x <= y if _comparable(x, y, True) else None  # type: ignore[operator]
+
+
+def _gt(x: object, y: object) -> bool | None:
+    return x > y if _comparable(x, y, True) else None  # type: ignore[operator]
+
+
+def _ge(x: object, y: object) -> bool | None:
+    return x >= y if _comparable(x, y, True) else None  # type: ignore[operator]
+
+
+def _between(x: object, low: object, high: object) -> bool | None:
+    above, below = _ge(x, low), _le(x, high)
+    if above is False or below is False:
+        return False
+    return None if above is None or below is None else True
+
+
+_RUNTIME: dict[str, object] = {
+    "_NT": frozenset({int, float}),
+    "_NUMT": (int, float),
+    "_add": _add, "_sub": _sub, "_mul": _mul, "_div": _div, "_neg": _neg, "_pos": _pos,
+    "_between": _between,
+}
+_ARITHMETIC = {"+": "_add", "-": "_sub", "*": "_mul", "/": "_div"}
+_COMPARE = {"=": _eq, "<>": _ne, "<": _lt, "<=": _le, ">": _gt, ">=": _ge}
+_RUNTIME.update({f"_cmp{i}": fn for i, fn in enumerate(_COMPARE.values())})
+_COMPARE_NAME = {op: f"_cmp{i}" for i, op in enumerate(_COMPARE)}
+
+
+# ------------------------------------------------------------------ code generation
+class _Function:
+    """One generated function: its property references, grouped by predicate instance."""
+
+    def __init__(self) -> None:
+        self.refs: list[tuple[str, int]] = []
+        self.instance = 0
+        self._instances = 0
+        self._temps = 0
+
+    def ref(self, name: str) -> str:
+        self.refs.append((name, self.instance))
+        return f"\x01{len(self.refs) - 1}\x02"
+
+    def temp(self) -> str:
+        self._temps += 1
+        return f"_t{self._temps}"
+
+    @contextmanager
+    def predicate(self) -> Iterator[None]:
+        """References made inside one predicate's code; its first one runs before the others."""
+        outer = self.instance
+        self._instances += 1
+        self.instance = self._instances
+        try:
+            yield
+        finally:
+            self.instance = outer
+
+
+class _Generator:
+    """Python source and globals for one selector."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, object] = dict(_RUNTIME)
+        self.definitions: list[str] = []
+        self._constants: dict[tuple[type, object], str] = {}
+        self._keys: dict[str, str] = {}
+        self._hoisted: dict[tuple[int, str], str] = {}
+        self._pinned: list[Expr] = []  # keeps id()-keyed nodes alive during generation
+        self._dynamic: dict[int, bool] = {}
+        self._count = 0
+
+    def _name(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def const(self, value: object) -> str:
+        """A global name bound to ``value`` (deduplicated for strings and ints)."""
+        if value is None or isinstance(value, bool):
+            return repr(value)
+        key = (type(value), value) if type(value) in (str, int) else None
+        if key is not None and key in self._constants:
+            return self._constants[key]
+        name = self._name("_c")
+        self.namespace[name] = value
+        if key is not None:
+            self._constants[key] = name
+        return name
+
+    def key(self, prop: str) -> str:
+        if prop not in self._keys:
+            name = self._name("_k")
+            self.namespace[name] = prop
+            self._keys[prop] = name
+        return self._keys[prop]
+
+    def dynamic(self, node: Expr) -> bool:
+        """Whether the node reads any property (otherwise it is folded at compile time)."""
+        found = self._dynamic.get(id(node))
+        if found is None:
+            found = bool(identifiers(node))
+            self._dynamic[id(node)] = found
+            self._pinned.append(node)
+        return found
+
+    # ---------------------------------------------------------------- functions
+    def function(self, name: str, expressions: list[str], fn: _Function, template: str) -> None:
+        """Emit ``def name(p)`` whose body is ``template`` formatted with the rendered expressions."""
+        prologue, rendered = self._render(fn, expressions)
+        lines = [f"def {name}(p):"]
+        body = prologue + [template.format(*rendered)]
+        if name.startswith("_h"):
+            lines += ["    " + line for line in body]
+        else:
+            lines += ["    try:"] + ["        " + line for line in body]
+            lines += ["    except Exception:", f"        return {'False' if name == '_match' else 'None'}"]
+        self.definitions.append("\n".join(lines))
+
+    def _render(self, fn: _Function, expressions: list[str]) -> tuple[list[str], list[str]]:
+        instances: dict[str, set[int]] = {}
+        for prop, instance in fn.refs:
+            instances.setdefault(prop, set()).add(instance)
+        variables = {prop: f"_v{i}" for i, prop in enumerate(instances)}
+        shared = {prop for prop, used in instances.items() if len(used) > 1}
+        prologue = [f"{variables[prop]} = p.get({self.key(prop)})" for prop in variables if prop in shared]
+        bound: set[str] = set()
+
+        def substitute(match: re.Match[str]) -> str:
+            prop = fn.refs[int(match.group(1))][0]
+            var = variables[prop]
+            if prop in shared or prop in bound:
+                return var
+            bound.add(prop)
+            return f"({var} := p.get({self.key(prop)}))"
+
+        return prologue, [_REF.sub(substitute, text) for text in expressions]
+
+    def hoist(self, node: Expr, mode: str) -> str:
+        """Generate ``node`` (mode T, F or V) as its own function; return the call expression."""
+        key = (id(node), mode)
+        name = self._hoisted.get(key)
+        if name is None:
+            self._pinned.append(node)
+            name = self._name("_h")
+            self._hoisted[key] = name
+            fn = _Function()
+            if mode == "V":
+                code = self.value(node, fn, 0)[0]
+            else:
+                code = self.cond(node, mode == "T", fn, 0)
+            self.function(name, [code], fn, "return {}")
+        return f"{name}(p)"
+
+    # ---------------------------------------------------------------- conditions
+    def cond(self, node: Expr, positive: bool, fn: _Function, depth: int) -> str:
+        """Python expression: true iff ``node`` is definitely TRUE (positive) / FALSE."""
+        if not self.dynamic(node):
+            return "True" if reference.evaluate(node, {}) is positive else "False"
+        if isinstance(node, Not):
+            return self.cond(node.operand, not positive, fn, depth)
+        if isinstance(node, (And, Or)):
+            if depth >= HOIST_DEPTH:
+                return self.hoist(node, "T" if positive else "F")
+            parts = [self.cond(operand, positive, fn, depth + 1) for operand in node.operands]
+            conjunctive = isinstance(node, And) == positive
+            return "(" + (" and " if conjunctive else " or ").join(parts) + ")"
+        with fn.predicate():
+            return self.predicate(node, positive, fn, depth + 1)
+
+    def predicate(self, node: Expr, positive: bool, fn: _Function, depth: int) -> str:
+        if isinstance(node, Identifier):  # a property used as a condition: booleans only
+            return f"{fn.ref(node.name)} is {positive}"
+        if isinstance(node, Comparison):
+            return self.comparison(node, positive, fn, depth)
+        if isinstance(node, Like):
+            return self.like(node, positive != node.negated, fn, depth)
+        if isinstance(node, In):
+            return self.member(node, positive != node.negated, fn, depth)
+        if isinstance(node, Between):
+            return self.between(node, positive != node.negated, fn, depth)
+        if isinstance(node, IsNull):
+            code, kind = self.value(node.subject, fn, depth)
+            return f"{code} is {'not ' if positive == node.negated else ''}None"
+        return "False"  # arithmetic used as a condition (not produced by the parser): never boolean
+
+    # ---------------------------------------------------------------- values
+    def value(self, node: Expr, fn: _Function, depth: int) -> tuple[str, str]:
+        """Python expression for a value and its static kind.
+
+        Kinds: ``str``/``num``/``bool``/``null`` for constants, ``num?`` (a number or None)
+        for arithmetic, ``any`` for properties and conditions.
+        """
+        if not self.dynamic(node):
+            folded = reference.value(node, {})
+            if folded is None or isinstance(folded, bool):
+                return repr(folded), "null" if folded is None else "bool"
+            return self.const(folded), "str" if isinstance(folded, str) else "num"
+        if isinstance(node, Identifier):
+            return fn.ref(node.name), "any"
+        if isinstance(node, (Unary, Arithmetic)):
+            if depth >= HOIST_DEPTH:
+                return self.hoist(node, "V"), "num?"
+            if isinstance(node, Unary):
+                operand = self.value(node.operand, fn, depth + 1)[0]
+                return f"{'_neg' if node.op == '-' else '_pos'}({operand})", "num?"
+            left = self.value(node.left, fn, depth + 1)[0]
+            right = self.value(node.right, fn, depth + 1)[0]
+            return f"{_ARITHMETIC[node.op]}({left}, {right})", "num?"
+        if depth >= HOIST_DEPTH:
+            true, false = self.hoist(node, "T"), self.hoist(node, "F")
+        else:
+            true, false = self.cond(node, True, fn, depth + 1), self.cond(node, False, fn, depth + 1)
+        return f"(True if {true} else False if {false} else None)", "any"
+
+    def bind(self, code: str, fn: _Function) -> tuple[str, str]:
+        """(first use, later uses) of a value needed more than once in one predicate."""
+        if _SIMPLE.fullmatch(code):
+            return code, code
+        temp = fn.temp()
+        return f"({temp} := {code})", temp
+
+    @staticmethod
+    def is_str(first: str, rest: str, kind: str) -> str:
+        if kind == "num?":
+            return "False"
+        return f"(type({first}) is str or isinstance({rest}, str))"
+
+    @staticmethod
+    def is_num(first: str, rest: str, kind: str) -> str:
+        if kind == "num?":
+            return f"{first} is not None"
+        return f"(type({first}) in _NT or (isinstance({rest}, _NUMT) and type({rest}) is not bool))"
+
+    # ---------------------------------------------------------------- predicates
+    def comparison(self, node: Comparison, positive: bool, fn: _Function, depth: int) -> str:
+        op = node.op
+        left, left_kind = self.value(node.left, fn, depth)
+        right, right_kind = self.value(node.right, fn, depth)
+        constant = ("str", "num", "bool", "null")
+        if left_kind in constant and right_kind not in constant:
+            left, left_kind, right, right_kind, op = right, right_kind, left, left_kind, _MIRROR[op]
+        if right_kind not in constant:
+            return f"{_COMPARE_NAME[op]}({left}, {right}) is {positive}"
+        if right_kind == "null":
+            return "False"
+        if op == "<>":  # T(a <> b) = F(a = b)
+            op, positive = "=", not positive
+        first, rest = self.bind(left, fn)
+        if right_kind == "bool":
+            if op != "=" or left_kind == "num?":
+                return "False"
+            wanted = (right == "True") == positive
+            return f"{first} is {wanted}"
+        if right_kind == "str":
+            if op != "=":
+                return "False"
+            if positive:
+                return f"({first} == {right} and {self.is_str(rest, rest, left_kind)})"
+            return f"({self.is_str(first, rest, left_kind)} and {rest} != {right})"
+        if op == "=" and positive:
+            return f"({first} == {right} and {self.is_num(rest, rest, left_kind)})"
+        symbol = "==" if op == "=" else op
+        negation = "" if positive else "not "
+        return f"({self.is_num(first, rest, left_kind)} and {negation}{rest} {symbol} {right})"
+
+    def like(self, node: Like, match: bool, fn: _Function, depth: int) -> str:
+        code, kind = self.value(node.subject, fn, depth)
+        if kind != "any":
+            return "False"
+        first, rest = self.bind(code, fn)
+        pattern = node.matcher
+        literal = self.const(pattern.literal)
+        test = {
+            "exact": f"{rest} == {literal}",
+            "prefix": f"{rest}.startswith({literal})",
+            "suffix": f"{rest}.endswith({literal})",
+            "contains": f"{literal} in {rest}",
+            "any": "True",
+        }.get(pattern.kind) or f"{self.const(pattern.matches)}({rest})"
+        return f"({self.is_str(first, rest, kind)} and {'' if match else 'not '}{test})"
+
+    def member(self, node: In, inside: bool, fn: _Function, depth: int) -> str:
+        code, kind = self.value(node.subject, fn, depth)
+        strings = frozenset(v for v in node.values if isinstance(v, str))
+        numbers = frozenset(v for v in node.values if not isinstance(v, str))
+        first, rest = self.bind(code, fn)
+        if inside:
+            tests = []
+            if strings and kind != "num?":
+                tests.append(f"({self.is_str(first, rest, kind)} and {rest} in {self.const(strings)})")
+            if numbers:
+                check = self.is_num(rest if tests else first, rest, kind)
+                tests.append(f"({check} and {rest} in {self.const(numbers)})")
+            return "(" + " or ".join(tests) + ")" if tests else "False"
+        if strings and numbers:
+            return "False"  # some comparison is always unknown, so never definitely FALSE
+        if strings:
+            if kind == "num?":
+                return "False"
+            return f"({self.is_str(first, rest, kind)} and {rest} not in {self.const(strings)})"
+        return f"({self.is_num(first, rest, kind)} and {rest} not in {self.const(numbers)})"
+
+    def between(self, node: Between, inside: bool, fn: _Function, depth: int) -> str:
+        subject, kind = self.value(node.subject, fn, depth)
+        low, low_kind = self.value(node.low, fn, depth)
+        high, high_kind = self.value(node.high, fn, depth)
+        if low_kind == "num" and high_kind == "num" and kind in ("any", "num?"):
+            first, rest = self.bind(subject, fn)
+            return f"({self.is_num(first, rest, kind)} and {'' if inside else 'not '}{low} <= {rest} <= {high})"
+        return f"_between({subject}, {low}, {high}) is {inside}"
+
+
+def _build(ast: Expr) -> tuple[Callable, Callable, str]:
+    """Generate, compile and return (matches, evaluate, source) for a syntax tree."""
+    generator = _Generator()
+    fn = _Function()
+    true = generator.cond(ast, True, fn, 0)
+    generator.function("_match", [true], fn, "return True if {0} else False")
+    fn = _Function()
+    true, false = generator.cond(ast, True, fn, 0), generator.cond(ast, False, fn, 0)
+    generator.function("_evaluate", [true, false], fn, "return True if {0} else False if {1} else None")
+    source = "\n\n".join(generator.definitions) + "\n"
+    namespace = generator.namespace
+    exec(compile(source, "<jms_selectors>", "exec"), namespace)  # noqa: S102 - source holds no selector text
+    return namespace["_match"], namespace["_evaluate"], source  # type: ignore[return-value]

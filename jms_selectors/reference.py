@@ -1,0 +1,162 @@
+"""Reference tree-walking evaluator: the definition of selector semantics (IP_066/067).
+
+Deliberately plain and independent of :mod:`jms_selectors.compiler`: it is the differential
+testing oracle and the benchmark baseline. Three-valued: ``True``, ``False`` or ``None``
+(unknown). Value expressions evaluate to a Python value, with ``None`` for null/unknown.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Mapping
+
+from jms_selectors.ast import (
+    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary,
+)
+
+_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def evaluate(node: Expr, properties: Mapping[str, object]) -> bool | None:
+    """Truth of ``node`` for a message's application properties: True, False or None (unknown).
+
+    Never raises: a mapping that fails when read makes the result unknown.
+    """
+    try:
+        return _truth(_value(node, properties))
+    except Exception:
+        return None
+
+
+def is_number(value: object) -> bool:
+    """Exact (int) or approximate (float) numeric value, subclasses included; bool is not a number."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def value(node: Expr, properties: Mapping[str, object]) -> object:
+    """Value of any expression: a number, string or boolean, or None for null/unknown.
+
+    Conditions give True/False/None; may raise if reading the mapping raises.
+    """
+    return _value(node, properties)
+
+
+def _truth(value: object) -> bool | None:
+    """A value used as a condition: booleans are themselves, anything else is unknown."""
+    return value if isinstance(value, bool) else None
+
+
+def _not(value: bool | None) -> bool | None:
+    return None if value is None else not value
+
+
+def _and(values: list[bool | None]) -> bool | None:
+    if False in values:
+        return False
+    return None if None in values else True
+
+
+def _or(values: list[bool | None]) -> bool | None:
+    if True in values:
+        return True
+    return None if None in values else False
+
+
+def compare(op: str, left: object, right: object) -> bool | None:
+    """``left op right``: numbers with any operator, strings and booleans with = and <> only."""
+    if left is None or right is None:
+        return None
+    if is_number(left) and is_number(right):
+        if op == "=":
+            return left == right
+        if op == "<>":
+            return left != right
+        return _ORDER[op](left, right)
+    same_kind = (isinstance(left, str) and isinstance(right, str)) or (
+        isinstance(left, bool) and isinstance(right, bool)
+    )
+    if op in ("=", "<>") and same_kind:
+        return (left == right) == (op == "=")
+    return None
+
+
+def _float(value: int | float) -> float:
+    """An exact number as the nearest double, infinite when out of range (Java's conversion)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def arithmetic(op: str, left: object, right: object) -> int | float | None:
+    """``left op right`` on numbers; unknown (None) for anything else or exact division by zero."""
+    if not (is_number(left) and is_number(right)):
+        return None
+    if isinstance(left, int) and isinstance(right, int):
+        if op == "+":
+            return int(left) + int(right)
+        if op == "-":
+            return int(left) - int(right)
+        if op == "*":
+            return int(left) * int(right)
+        if right == 0:
+            return None
+        quotient = abs(left) // abs(right)  # SQL-92: truncate toward zero
+        return quotient if (left < 0) == (right < 0) else -quotient
+    x, y = _float(left), _float(right)  # type: ignore[arg-type]
+    if op == "+":
+        return x + y
+    if op == "-":
+        return x - y
+    if op == "*":
+        return x * y
+    if y == 0.0:  # IEEE 754: x/±0 is ±inf, 0/0 and nan/0 are nan
+        if x == 0.0 or math.isnan(x):
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    return x / y
+
+
+def _value(node: Expr, props: Mapping[str, object]) -> object:
+    if isinstance(node, Literal):
+        return node.value
+    if isinstance(node, Identifier):
+        return props.get(node.name)
+    if isinstance(node, Unary):
+        operand = _value(node.operand, props)
+        if not is_number(operand):
+            return None
+        return -operand if node.op == "-" else operand  # type: ignore[operator]
+    if isinstance(node, Arithmetic):
+        return arithmetic(node.op, _value(node.left, props), _value(node.right, props))
+    if isinstance(node, Comparison):
+        return compare(node.op, _value(node.left, props), _value(node.right, props))
+    if isinstance(node, Like):
+        subject = _value(node.subject, props)
+        if not isinstance(subject, str):
+            return None
+        return node.matcher.matches(subject) != node.negated
+    if isinstance(node, In):  # x IN (a, b) is x = a OR x = b
+        subject = _value(node.subject, props)
+        result = _or([compare("=", subject, item) for item in node.values])
+        return _not(result) if node.negated else result
+    if isinstance(node, Between):  # x BETWEEN a AND b is x >= a AND x <= b
+        subject = _value(node.subject, props)
+        low, high = _value(node.low, props), _value(node.high, props)
+        result = _and([compare(">=", subject, low), compare("<=", subject, high)])
+        return _not(result) if node.negated else result
+    if isinstance(node, IsNull):
+        return (_value(node.subject, props) is None) != node.negated
+    if isinstance(node, Not):
+        return _not(_truth(_value(node.operand, props)))
+    if isinstance(node, (And, Or)):  # stops at the first FALSE (AND) / TRUE (OR) operand
+        decisive = isinstance(node, Or)
+        result: bool | None = not decisive
+        for operand in node.operands:
+            truth = _truth(_value(operand, props))
+            if truth is decisive:
+                return decisive
+            if truth is None:
+                result = None
+        return result
+    raise TypeError(f"not a selector node: {node!r}")

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs everything (scripts/setup.sh) and runs the main job: the interchange demo
+# on embedded defaults (generated test PKI, loopback). Extra arguments go to `interchange demo`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/interchange demo "$@"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything the node and its tests need on a fresh Debian 12 machine:
+# system packages (only those missing), then a virtualenv in .venv with the project
+# installed editable with its test extras. Safe to run again; quiet when nothing changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+need() { missing+=("$1"); }
+command -v python3 >/dev/null || need python3
+python3 -c 'import venv, ensurepip' 2>/dev/null || need python3-venv
+python3 -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)' 2>/dev/null || need python3-dev
+command -v cc >/dev/null || need gcc
+command -v pkg-config >/dev/null || need pkg-config
+[ -f /usr/include/openssl/ssl.h ] || need libssl-dev          # python-qpid-proton builds against OpenSSL
+command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local mode) runs on the JVM
+command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests
+
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c 'import proton, cproton, pyspark, aiohttp, dns, cryptography, pydantic' \
+    || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi

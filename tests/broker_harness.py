@@ -1,0 +1,153 @@
+"""A real broker on 127.0.0.1 with a real test PKI, and proton clients speaking to it over TLS 1.3.
+
+The broker runs in its own thread and event loop (as in production: one loop for the node), so
+tests can use proton's blocking client API from the test thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from proton import Message, SSLDomain
+from proton.reactor import Selector
+from proton.utils import BlockingConnection
+
+from certs import TestPki, create_test_pki
+from certs.tls import TlsFiles, proton_ssl_domain
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.node import RunningNode, start_node
+
+BROKER_CN = "broker.interchange.test"
+ACTORS = ("actor-1", "actor-2", "actor-3", "actor-4", "neighbour.interchange.test")
+STEP_TIMEOUT = 10.0
+
+T = TypeVar("T")
+
+
+def make_pki(directory: Path) -> TestPki:
+    return create_test_pki(directory, [BROKER_CN, "neighbour.interchange.test"], ["actor-1", "actor-2", "actor-3", "actor-4"])
+
+
+@dataclass
+class BrokerUnderTest:
+    """A started node: its loop thread, ports, and handles on its core."""
+
+    pki: TestPki
+    node: RunningNode
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    log_path: Path
+
+    @property
+    def port(self) -> int:
+        assert self.node.amqps_port is not None
+        return self.node.amqps_port
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the broker's loop thread and return its result."""
+        async def wrapper() -> T:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(STEP_TIMEOUT)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(STEP_TIMEOUT)
+
+    def connect(self, cn: str, **kwargs: Any) -> BlockingConnection:
+        """A proton BlockingConnection authenticated as ``cn`` (SASL EXTERNAL over TLS 1.3)."""
+        return client_connection(self.pki, cn, self.port, **kwargs)
+
+    def stop(self) -> None:
+        try:
+            self.run(self.node.close())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(STEP_TIMEOUT)
+            self.loop.close()
+
+
+def client_connection(pki: TestPki, cn: str, port: int, **kwargs: Any) -> BlockingConnection:
+    files = TlsFiles.from_pki(pki.directory, cn, with_crls=False)
+    domain = proton_ssl_domain(files, SSLDomain.MODE_CLIENT)
+    options: dict[str, Any] = {"virtual_host": BROKER_CN, "allowed_mechs": "EXTERNAL", "timeout": STEP_TIMEOUT}
+    options.update(kwargs)
+    return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=domain, **options)
+
+
+def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = (),
+                 sources: Iterable[SourceSpec] = (), **broker_options: Any) -> BrokerUnderTest:
+    identity = pki.identity(BROKER_CN)
+    log_path = workdir / "node.log"
+    config = NodeConfig(
+        name=BROKER_CN,
+        data_dir=workdir,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle,
+                      crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=0, targets=list(targets), sources=list(sources),
+                            **broker_options),
+        log=LogConfig(path=log_path, level="debug", properties=True, payload=True),
+    )
+    loop = asyncio.new_event_loop()
+    started: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def boot() -> None:
+            try:
+                started["node"] = await start_node(config)
+            except BaseException as exc:  # reported to the test thread
+                started["error"] = exc
+            finally:
+                ready.set()
+
+        loop.create_task(boot())
+        loop.run_forever()
+
+    thread = threading.Thread(target=main, name="broker-loop", daemon=True)
+    thread.start()
+    if not ready.wait(STEP_TIMEOUT):
+        raise TimeoutError("broker did not start")
+    if "error" in started:
+        raise started["error"]
+    return BrokerUnderTest(pki, started["node"], loop, thread, log_path)
+
+
+def denm(quad_tree: str = ",120202130121133020,", body: bytes = b"\x01\x02denm", **extra: Any) -> Message:
+    """A valid DENM message (tables 1 and 2)."""
+    properties: dict[str, Any] = {
+        "publisherId": "NO00001",
+        "publicationId": "NO00001:denm-1",
+        "originatingCountry": "NO",
+        "protocolVersion": "DENM:1.3.1",
+        "messageType": "DENM",
+        "quadTree": quad_tree,
+        "causeCode": 1,
+        "subCauseCode": 0,
+        "latitude": 51.485992,
+        "longitude": 4.735311,
+    }
+    properties.update(extra)
+    return Message(body=body, properties=properties, inferred=True)
+
+
+def ivim(quad_tree: str = ",031332213323322232,", **extra: Any) -> Message:
+    properties: dict[str, Any] = {
+        "publisherId": "ES00002",
+        "publicationId": "ES00002:ivim-1",
+        "originatingCountry": "ES",
+        "protocolVersion": "IVIM:1.2.1",
+        "messageType": "IVIM",
+        "quadTree": quad_tree,
+    }
+    properties.update(extra)
+    return Message(body=b"\x10ivim", properties=properties, inferred=True)
+
+
+def selector_option(text: str) -> Selector:
+    return Selector(text)
