@@ -15,6 +15,7 @@ from interchange.errors import CliError
 
 def build_parser() -> argparse.ArgumentParser:
     from certs import cli as certs_cli
+    from ii_api import cli as ii_cli
     from interchange import demo, node_cli
     from quadtree import cli as quadtree_cli
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     certs_cli.register(sub)
     node_cli.register(sub)
     demo.register(sub)
+    ii_cli.register(sub)
     return parser
 
 

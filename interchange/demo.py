@@ -33,6 +33,7 @@ def write_config(directory: Path, port: int) -> Path:
     """Create the test PKI (kept across runs) and the node config; return the config path."""
     from certs import create_test_pki
 
+    directory = directory.resolve()
     made = create_test_pki(directory / "pki", [INTERCHANGE], [PUBLISHER, CONSUMER], exist_ok=True)
     identity = made.identity(INTERCHANGE)
     config = {
@@ -89,10 +90,10 @@ def _clients(directory: Path, port: int) -> list[str]:
     got = receiver.receive(timeout=10)
     receiver.accept()
     lines.append(f"consumer {CONSUMER} received {got.properties['messageType']} "
-                 f"quadTree {got.properties['quadTree']} : {got.body.decode()!r}")
+                 f"quadTree {got.properties['quadTree']} : {bytes(got.body).decode()!r}")
     try:
         extra = receiver.receive(timeout=1)
-        lines.append(f"UNEXPECTED extra message: {extra.body!r}")
+        lines.append(f"UNEXPECTED extra message: {bytes(extra.body)!r}")
     except Exception:  # noqa: BLE001 - proton raises Timeout: nothing else matched, as intended
         lines.append("no other message matched the selector (the IVIM and the DENM in Spain were filtered out)")
     publisher.close()
