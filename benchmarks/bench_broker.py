@@ -1,0 +1,591 @@
+"""Broker benchmark (a script, not a test): our broker vs a peer broker, same load, same run.
+
+Starts our broker (``interchange broker --config``) in a subprocess with a generated test PKI
+and N sources, each with a node selector (an II subscription: ``messageType = 'DENM' AND
+quadTree LIKE '%,<tile prefix>%'``, matching a few percent of the messages), drives it with the C
+load generator (benchmarks/loadgen, TLS 1.3 + client certificate + SASL EXTERNAL) and measures
+the broker's CPU time from /proc/<pid>/stat (utime + stime) around the publishing phase only
+(the generator signals when every link is attached and when the last delivery arrived).
+
+The same loads then run against a peer: by default our own deliberately straightforward
+``benchmarks/baseline_broker.py`` (proton MessagingHandler + Container, every consumer's selector
+evaluated on every message), or any AMQP 1.0 broker given with ``--peer amqps://host:port`` /
+``--peer amqp://host:port``. A peer has topic semantics: the producer publishes to
+``--peer-target`` and each subscription is a consumer link on ``--peer-source`` carrying its
+selector as a link filter (see benchmarks/README.md for what e.g. ActiveMQ needs).
+
+    .venv/bin/python benchmarks/bench_broker.py --quick            # < 2 minutes
+    .venv/bin/python benchmarks/bench_broker.py                    # the full matrix (~20 min)
+    .venv/bin/python benchmarks/bench_broker.py --only matrix --subs 1,100 --sizes 200
+    .venv/bin/python benchmarks/bench_broker.py --peer amqp://127.0.0.1:5672 --peer-target topic://bench \\
+        --peer-source topic://bench [--peer-pid PID]
+
+Output: a table per scenario on stdout, and (with --json FILE) every raw result.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BROKER_CN = "broker.interchange.test"
+PRODUCER_CN = "actor-1"
+CONSUMER_CN = "actor-2"
+TARGET = "bench-in"
+TILE_ROOT = "1202021"  # must match loadgen.c
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+LOADGEN_SRC = ROOT / "benchmarks" / "loadgen" / "loadgen.c"
+LOADGEN_BIN = ROOT / "build" / "loadgen"
+
+
+# ------------------------------------------------------------------ the load's shape
+def message_kind(i: int, cells: int) -> tuple[str, int]:
+    """(messageType, cell) of a producer's i-th message: the rule loadgen.c follows."""
+    return ("IVIM" if i % 4 == 3 else "DENM", (i // 4) % cells)
+
+
+def tile_prefix(cell: int, cells: int) -> str:
+    digits = round(math.log(cells, 4))
+    return TILE_ROOT + "".join(str((cell >> (2 * k)) & 3) for k in range(digits - 1, -1, -1))
+
+
+def subscription(j: int, cells: int) -> tuple[str, int, str]:
+    """(messageType, cell, selector) of subscription j: DENM/IVIM alternately, cells in turn."""
+    message_type = "DENM" if j % 2 == 0 else "IVIM"
+    cell = (j // 2) % cells
+    selector = f"messageType = '{message_type}' AND quadTree LIKE '%,{tile_prefix(cell, cells)}%'"
+    return message_type, cell, selector
+
+
+def expected_deliveries(messages: int, producers: int, subs: list[tuple[str, int] | None], cells: int) -> int:
+    """Deliveries the load should produce (None in subs = a subscription without selector)."""
+    wanted = Counter(s for s in subs if s is not None)
+    everything = sum(1 for s in subs if s is None)
+    total = 0
+    for p in range(producers):
+        share = messages // producers + (1 if p < messages % producers else 0)
+        for i in range(share):
+            total += wanted.get(message_kind(i, cells), 0) + everything
+    return total
+
+
+# ------------------------------------------------------------------ processes
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def raise_nofile() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def wait_port(host: str, port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {host}:{port}")
+
+
+def ensure_loadgen(rebuild: bool) -> Path:
+    if rebuild or not LOADGEN_BIN.exists() or LOADGEN_BIN.stat().st_mtime < LOADGEN_SRC.stat().st_mtime:
+        subprocess.run(["sh", str(ROOT / "benchmarks" / "loadgen" / "build.sh"), str(LOADGEN_BIN)], check=True,
+                       stdout=subprocess.DEVNULL)
+    return LOADGEN_BIN
+
+
+@dataclass
+class Broker:
+    """A broker process under test (ours or the baseline), or an external peer (proc None)."""
+
+    name: str
+    url: str
+    target: str
+    proc: subprocess.Popen | None = None
+    pid: int | None = None
+    sources: list[str] = field(default_factory=list)  # consumer lines (address[\tselector])
+
+    def cpu(self) -> float | None:
+        return cpu_seconds(self.pid) if self.pid else None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Workspace:
+    """Temp dir with a test PKI, and helpers to start brokers there."""
+
+    def __init__(self, keep: bool) -> None:
+        from certs import create_test_pki
+
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+        self.keep = keep
+        self.pki = create_test_pki(self.dir / "pki", [BROKER_CN], [PRODUCER_CN, CONSUMER_CN])
+        self.counter = 0
+
+    def client_files(self, cn: str) -> tuple[Path, Path, Path]:
+        identity = self.pki.identity(cn)
+        return identity.chain, identity.key, self.pki.trust_bundle
+
+    def start_ours(self, subs: list[str | None], cells: int, publisher_credit: int = 1000,
+                   log_level: str = "info") -> Broker:
+        """Our broker with one source per subscription (node selector = the subscription's)."""
+        self.counter += 1
+        identity = self.pki.identity(BROKER_CN)
+        sources = [{"address": f"sub-{j}", "consumers": [PRODUCER_CN, CONSUMER_CN], **({"selector": s} if s else {})}
+                   for j, s in enumerate(subs)]
+        config = {
+            "name": BROKER_CN,
+            "data_dir": str(self.dir / f"node-{self.counter}"),
+            "tls": {"cert_chain": str(identity.chain), "key": str(identity.key),
+                    "trust_bundle": str(self.pki.trust_bundle), "crls": [str(c) for c in self.pki.crls]},
+            "broker": {"host": "127.0.0.1", "port": 0, "targets": [{"address": TARGET, "publishers": [PRODUCER_CN, CONSUMER_CN]}],
+                       "sources": sources, "limits": {"publisher_credit": publisher_credit}},
+            "log": {"path": str(self.dir / f"node-{self.counter}.log"), "level": log_level},
+        }
+        path = self.dir / f"node-{self.counter}.json"
+        path.write_text(json.dumps(config))
+        proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(path)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=raise_nofile)
+        port = None
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "AMQPS port" in line:
+                port = int(line.split("AMQPS port")[1].split(",")[0])
+                break
+        if port is None:
+            proc.kill()
+            raise RuntimeError("our broker did not start:\n" + "".join(lines))
+        return Broker("ours", f"amqps://127.0.0.1:{port}", TARGET, proc, proc.pid,
+                      [f"sub-{j}" for j in range(len(subs))])
+
+    def start_baseline(self) -> Broker:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "baseline_broker.py"),
+                                 "--pki", str(self.pki.directory), "--cn", BROKER_CN],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=raise_nofile)
+        line = proc.stdout.readline()
+        if "BASELINE port" not in line:
+            proc.kill()
+            raise RuntimeError("baseline broker did not start: " + line + proc.stdout.read())
+        port = int(line.split()[-1])
+        wait_port("127.0.0.1", port)
+        return Broker("baseline", f"amqps://127.0.0.1:{port}", "bench", proc, proc.pid)
+
+    def close(self) -> None:
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ one measured run
+@dataclass
+class Load:
+    subs: int  # number of subscriptions; 0 = one subscription without selector
+    size: int
+    messages: int
+    producers: int = 1
+    window: int = 1000
+    rate: float = 0.0
+    presettled: bool = False
+    consumer_connections: int = 10
+    cells: int = 16
+
+    def sub_kinds(self) -> list[tuple[str, int] | None]:
+        if self.subs == 0:
+            return [None]
+        return [subscription(j, self.cells)[:2] for j in range(self.subs)]
+
+    def selectors(self) -> list[str | None]:
+        if self.subs == 0:
+            return [None]
+        return [subscription(j, self.cells)[2] for j in range(self.subs)]
+
+    def label(self) -> str:
+        return "1 (all)" if self.subs == 0 else str(self.subs)
+
+
+def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_source: str | None,
+             timeout: float, tls_args: list[str] | None = None) -> dict:
+    """Run the load generator once; returns its JSON plus the broker's CPU seconds."""
+    consumers_file = ws.dir / f"consumers-{broker.name}-{load.subs}.txt"
+    selectors = load.selectors()
+    with consumers_file.open("w") as f:
+        for j, selector in enumerate(selectors):
+            if peer_source is None:  # ours: the source holds the selector
+                f.write(f"{broker.sources[j]}\n")
+            else:  # a peer: one topic, the selector on the consumer link
+                f.write(f"{peer_source}\t{selector}\n" if selector else f"{peer_source}\n")
+    expect = expected_deliveries(load.messages, load.producers, load.sub_kinds(), load.cells)
+    args = [str(loadgen), "run", "--url", broker.url, "--target", broker.target,
+            "--messages", str(load.messages), "--size", str(load.size), "--producers", str(load.producers),
+            "--window", str(load.window), "--rate", str(load.rate), "--cells", str(load.cells),
+            "--consumers", str(consumers_file),
+            "--consumer-connections", str(min(load.consumer_connections, len(selectors))),
+            "--expect", str(expect), "--timeout", str(timeout), "--sync", "--idle-ms", "3000"]
+    if load.presettled:
+        args.append("--presettled")
+    if broker.url.startswith("amqps:"):
+        args += tls_args if tls_args is not None else _tls_args(ws)
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1)
+    cpu0 = cpu1 = None
+    wall0 = wall1 = 0.0
+    stderr_lines = []
+    try:
+        for line in proc.stderr:
+            stderr_lines.append(line)
+            if line.strip() == "READY":
+                cpu0, wall0 = broker.cpu(), time.monotonic()
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            elif line.strip() == "DONE":
+                cpu1, wall1 = broker.cpu(), time.monotonic()
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                break
+        out = proc.stdout.read()
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    try:
+        result = json.loads(out)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"loadgen failed ({proc.returncode}): {out}\n{''.join(stderr_lines)}") from None
+    result["broker_cpu_s"] = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    result["wall_s"] = wall1 - wall0 if wall0 else None
+    result["broker"] = broker.name
+    result["subs"] = load.label()
+    return result
+
+
+def _tls_args(ws: Workspace, cn: str = CONSUMER_CN) -> list[str]:
+    # one identity for the whole generator: both CNs are granted where needed (see start_ours)
+    chain, key, trust = ws.client_files(cn)
+    return ["--cert", str(chain), "--key", str(key), "--ca", str(trust), "--vhost", BROKER_CN]
+
+
+def per_message(result: dict) -> tuple[float | None, float | None]:
+    cpu = result.get("broker_cpu_s")
+    if cpu is None:
+        return None, None
+    sent = result.get("sent") or 0
+    deliveries = result.get("deliveries") or 0
+    return (cpu * 1e6 / sent if sent else None, cpu * 1e6 / deliveries if deliveries else None)
+
+
+# ------------------------------------------------------------------ output
+def fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1000} KB" if size >= 1000 else f"{size} B"
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n### {title}\n")
+    print("| broker | subs | payload | msgs | deliveries | sent/s | delivered/s | p50 ms | p99 ms | max ms "
+          "| CPU µs/msg | CPU µs/delivery | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        us_msg, us_del = per_message(r)
+        lat = r.get("latency_us", {})
+        note = []
+        if r.get("deliveries") != r.get("expected") and r.get("expected"):
+            note.append(f"expected {r['expected']}")
+        if r.get("rejected"):
+            note.append(f"{r['rejected']} rejected")
+        if r.get("timed_out"):
+            note.append("timed out")
+        if r.get("aborted"):
+            note.append("aborted")
+        if r.get("errors"):
+            note.append("; ".join(r["errors"])[:80])
+        if r.get("extra"):
+            note.append(r["extra"])
+        print(f"| {r['broker']} | {r['subs']} | {size_label(r['size'])} | {r['sent']} | {r['deliveries']} "
+              f"| {fmt(r['sent_per_s'], 0)} | {fmt(r['delivered_per_s'], 0)} | {fmt(lat.get('p50', 0) / 1000, 2)} "
+              f"| {fmt(lat.get('p99', 0) / 1000, 2)} | {fmt(lat.get('max', 0) / 1000, 2)} | {fmt(us_msg)} "
+              f"| {fmt(us_del)} | {', '.join(note)} |", flush=True)
+
+
+def print_ratios(pairs: list[tuple[dict, dict]]) -> None:
+    if not pairs:
+        return
+    print("\n### Ratios (ours / peer)\n")
+    print("| subs | payload | CPU per msg | CPU per delivery | sent/s | delivered/s | p99 latency |")
+    print("|---|---|---|---|---|---|---|")
+    for ours, peer in pairs:
+        a, b = per_message(ours), per_message(peer)
+
+        def ratio(x, y):
+            return f"{x / y:.3f}" if x and y else "-"
+
+        print(f"| {ours['subs']} | {size_label(ours['size'])} | {ratio(a[0], b[0])} | {ratio(a[1], b[1])} "
+              f"| {ratio(ours['sent_per_s'], peer['sent_per_s'])} "
+              f"| {ratio(ours['delivered_per_s'], peer['delivered_per_s'])} "
+              f"| {ratio(ours['latency_us']['p99'], peer['latency_us']['p99'])} |", flush=True)
+
+
+def machine_notes() -> str:
+    import ssl
+
+    import proton
+
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    proton_c = "?"
+    try:
+        header = Path("/usr/include/proton/version.h").read_text()
+        parts = {k: line.split()[-1] for line in header.splitlines() for k in ("MAJOR", "MINOR", "POINT")
+                 if f"PN_VERSION_{k}" in line}
+        proton_c = f"{parts['MAJOR']}.{parts['MINOR']}.{parts['POINT']}"
+    except (OSError, KeyError):
+        pass
+    return (f"{os.cpu_count()} cores, {model}; Python {platform.python_version()}; "
+            f"python-qpid-proton {proton.VERSION if hasattr(proton, 'VERSION') else '?'}; "
+            f"proton-C (loadgen) {proton_c}; {ssl.OPENSSL_VERSION}; kernel {platform.release()}")
+
+
+# ------------------------------------------------------------------ scenarios
+def matrix_loads(subs_list: list[int], sizes: list[int], quick: bool) -> list[Load]:
+    """Messages per case: enough for ~1-3 s of broker CPU, fewer where fan-out is large."""
+    loads = []
+    for subs in subs_list:
+        for size in sizes:
+            if quick:
+                base = {200: 5000, 5000: 2000, 500_000: 40}[size] if size in (200, 5000, 500_000) else 1000
+            else:
+                base = {200: 20000, 5000: 10000, 500_000: 200}[size] if size in (200, 5000, 500_000) else 5000
+            fanout = max(1.0, 0.031 * subs)  # ~3.1 % of messages per subscription
+            budget = {200: 300_000, 5000: 150_000, 500_000: 3000}.get(size, 100_000)
+            if quick:
+                budget //= 5
+            messages = int(min(base, max(budget / fanout, 10 if size >= 100_000 else 200)))
+            loads.append(Load(subs=subs, size=size, messages=messages))
+    return loads
+
+
+def peer_messages(load: Load, quick: bool) -> int:
+    """The baseline costs ~20-100x more per message: fewer messages keep the run short."""
+    budget = 3000 if quick else 8000
+    fanout = max(1.0, 0.031 * load.subs)
+    per_sub_cost = max(1.0, load.subs / 50)  # every selector evaluated for every message
+    return int(max(20 if load.size < 100_000 else 10, min(load.messages, budget / max(fanout, per_sub_cost))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
+    parser.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
+    parser.add_argument("--only", default="all",
+                        help="comma list of: matrix, latency, ip012, ip013, slow, connections (default all)")
+    parser.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
+    parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
+    parser.add_argument("--peer", default="baseline",
+                        help="'baseline' (benchmarks/baseline_broker.py), 'none', or an amqp(s)://host:port URL")
+    parser.add_argument("--peer-target", default="bench", help="address the peer's producer publishes to")
+    parser.add_argument("--peer-source", default="bench", help="address the peer's consumers read (with selectors)")
+    parser.add_argument("--peer-pid", type=int, help="pid of an external peer, to read its CPU time")
+    parser.add_argument("--peer-cert-cn", default=CONSUMER_CN, help="client identity for an amqps peer")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per-run limit of the publishing phase (s)")
+    parser.add_argument("--json", type=Path, help="write every raw result here")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (PKI, configs, logs)")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild the load generator")
+    args = parser.parse_args(argv)
+
+    loadgen = ensure_loadgen(args.rebuild)
+    raise_nofile()
+    quick = args.quick
+    only = set(args.only.split(",")) if args.only != "all" else {"matrix", "latency", "ip012", "ip013", "slow",
+                                                                   "connections"}
+    subs_list = [int(x) for x in args.subs.split(",")] if args.subs else ([0, 1, 100, 1000] if quick
+                                                                          else [0, 1, 100, 1000, 10000])
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([200, 5000, 500_000])
+    ws = Workspace(args.keep)
+    print(f"# Broker benchmark ({'quick' if quick else 'full'}) — {machine_notes()}", flush=True)
+    print(f"# workdir {ws.dir}", flush=True)
+    results: list[dict] = []
+    started = time.monotonic()
+
+    def peer_broker() -> Broker | None:
+        if args.peer == "none":
+            return None
+        if args.peer == "baseline":
+            return ws.start_baseline()
+        return Broker("peer", args.peer, args.peer_target, None, args.peer_pid)
+
+    def peer_source() -> str:
+        return "bench" if args.peer == "baseline" else args.peer_source
+
+    try:
+        if "matrix" in only:
+            loads = matrix_loads(subs_list, sizes, quick)
+            ours_rows, peer_rows, pairs = [], [], []
+            for subs in subs_list:
+                group = [ld for ld in loads if ld.subs == subs]
+                broker = ws.start_ours(group[0].selectors(), group[0].cells)
+                try:
+                    for load in group:
+                        r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                        results.append({"scenario": "matrix", **r})
+                        ours_rows.append(r)
+                        print_table(f"matrix: ours, {load.label()} subscriptions, {size_label(load.size)}", [r])
+                finally:
+                    broker.stop()
+                peer = peer_broker()
+                if peer is not None:
+                    try:
+                        for load in group:
+                            pload = Load(**{**load.__dict__, "messages": peer_messages(load, quick)})
+                            r = run_load(loadgen, ws, peer, pload, peer_source(), args.timeout,
+                                         _tls_args(ws, args.peer_cert_cn))
+                            results.append({"scenario": "matrix", **r})
+                            peer_rows.append(r)
+                            pairs.append((next(o for o in ours_rows if o["subs"] == r["subs"]
+                                               and o["size"] == r["size"]), r))
+                            print_table(f"matrix: {peer.name}, {load.label()} subscriptions, "
+                                        f"{size_label(load.size)}", [r])
+                    finally:
+                        peer.stop()
+            print_table("Matrix: ours (1 producer, unsettled, broker credit 1000; consumers pre-settled)",
+                        ours_rows)
+            if peer_rows:
+                print_table("Matrix: peer", peer_rows)
+                print_ratios(pairs)
+
+        if "latency" in only:
+            # Not saturated: a steady rate well below capacity, 100 subscriptions.
+            rows = []
+            broker = ws.start_ours(Load(100, 200, 0).selectors(), 16)
+            try:
+                for size, rate, msgs in ((200, 1000, 3000 if quick else 10000), (5000, 500, 1500 if quick else 5000)):
+                    r = run_load(loadgen, ws, broker, Load(100, size, msgs, rate=rate), None, args.timeout)
+                    r["extra"] = f"rate {rate}/s"
+                    results.append({"scenario": "latency", **r})
+                    rows.append(r)
+            finally:
+                broker.stop()
+            print_table("Latency when not saturated (100 subscriptions, paced producer)", rows)
+
+        if "ip012" in only:
+            rows = []
+            for subs in (0, 100):
+                load = Load(subs, 500_000, 20 if quick else 50, rate=10)
+                broker = ws.start_ours(load.selectors(), 16)
+                try:
+                    r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                finally:
+                    broker.stop()
+                lat = r["latency_us"]
+                r["extra"] = f"IP_012 every 500 KB message < 30 ms: {'met' if lat['max'] < 30_000 else 'NOT met'}"
+                results.append({"scenario": "ip012", **r})
+                rows.append(r)
+            print_table("IP_012: 500 KB messages, 10/s", rows)
+
+        if "ip013" in only:
+            rows = []
+            for subs in (0, 100):
+                load = Load(subs, 200, 5000)
+                broker = ws.start_ours(load.selectors(), 16)
+                try:
+                    r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                finally:
+                    broker.stop()
+                total_ms = (r["deliver_seconds"] or 0) * 1000
+                r["extra"] = (f"IP_013 5,000 msgs first send -> last delivery {total_ms:.0f} ms: "
+                              f"{'met' if total_ms < 1000 else 'NOT met'}")
+                results.append({"scenario": "ip013", **r})
+                rows.append(r)
+            print_table("IP_013: a burst of 5,000 messages", rows)
+
+        if "slow" in only:
+            rows = []
+            load = Load(100, 200, 4000 if quick else 20000, producers=50, window=10, rate=2000)
+            broker = ws.start_ours(load.selectors(), 16, publisher_credit=10)
+            try:
+                r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                r["extra"] = "50 producers, broker credit 10, window 10, 2000/s total"
+                results.append({"scenario": "slow", **r})
+                rows.append(r)
+                load = Load(100, 200, 4000 if quick else 20000, producers=50, window=10)
+                r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                r["extra"] = "50 producers, broker credit 10, window 10, flat out"
+                results.append({"scenario": "slow", **r})
+                rows.append(r)
+            finally:
+                broker.stop()
+            print_table("Many slow producers (100 subscriptions)", rows)
+
+        if "connections" in only:
+            broker = ws.start_ours([None], 16)
+            try:
+                cpu0 = broker.cpu()
+                out = subprocess.run([str(loadgen), "connect", "--url", broker.url, "--connections", "1000",
+                                      "--deadline-ms", "10000", *_tls_args(ws)],
+                                     capture_output=True, text=True, timeout=120)
+                cpu1 = broker.cpu()
+            finally:
+                broker.stop()
+            r = json.loads(out.stdout)
+            r["broker_cpu_s"] = cpu1 - cpu0
+            results.append({"scenario": "connections", **r})
+            print("\n### 1,000 connections opened at once (TLS 1.3 + SASL EXTERNAL + AMQP open)\n")
+            print(f"opened {r['opened']}/{r['attempted']} within {r['deadline_ms']} ms (failed {r['failed']}); "
+                  f"open time p50 {r['open_ms']['p50']:.0f} ms, last {r['open_ms']['max']:.0f} ms; "
+                  f"broker CPU {r['broker_cpu_s'] * 1000:.0f} ms ({r['broker_cpu_s'] * 1e6 / max(1, r['opened']):.0f} "
+                  f"µs per connection); target: all within 10 s: "
+                  f"{'met' if r['opened'] == 1000 and r['open_ms']['max'] < 10000 else 'NOT met'}"
+                  + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
+    finally:
+        ws.close()
+        if args.json:
+            args.json.write_text(json.dumps({"machine": machine_notes(), "results": results}, indent=1))
+    print(f"\n# total {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
