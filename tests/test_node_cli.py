@@ -1,0 +1,62 @@
+"""The `interchange demo` main job and `interchange broker` config errors, end to end."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from broker_harness import denm, make_pki, start_broker
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.cli import main
+
+
+def test_demo_delivers_only_the_matching_denm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "received DENM quadTree ,120202130121133020, : 'stationary vehicle at Hazeldonk'" in out
+    assert "no other message matched the selector" in out
+    assert (tmp_path / "demo" / "node.json").is_file()
+    records = [json.loads(line) for line in (tmp_path / "demo" / "var" / "node.log").read_text().splitlines()]
+    assert sum(r["event"] == "received_message" for r in records) == 3
+    # A second run reuses the PKI.
+    assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+
+
+@pytest.mark.parametrize("content, suffix, expected", [
+    (None, ".toml", "cannot read config"),
+    ("name = ", ".toml", "is not valid TOML"),
+    ("{", ".json", "is not valid JSON"),
+    ('name = "x"\n[broker]\nport = 99999\n', ".toml", "broker.port"),
+    ('name = "x"\n[[broker.sources]]\naddress = "s"\nmax_messages = 10\n', ".toml", "max_messages"),
+    ('name = "x"\nunknown = 1\n', ".toml", "unknown"),
+    ('name = "x"\n', ".toml", "nothing to listen on"),
+    ('name = "x"\n[[broker.sources]]\naddress = "s"\nselector = "a ="\n', ".toml", "invalid selector"),
+])
+def test_broker_config_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           content: str | None, suffix: str, expected: str) -> None:
+    path = tmp_path / f"node{suffix}"
+    if content is not None:
+        path.write_text(content)
+    assert main(["broker", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and "\n" not in err and "Traceback" not in err
+
+
+def test_configured_addresses_survive_restart(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    targets = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
+    sources = [SourceSpec(address="out", consumers=frozenset({"actor-2"}), selector="messageType = 'DENM'")]
+    for run in range(2):
+        b = start_broker(pki, tmp_path / f"run{run}", targets, sources)
+        try:
+            publisher = b.connect("actor-1")
+            publisher.create_sender("in").send(denm(body=f"run{run}".encode()))
+            publisher.close()
+            consumer = b.connect("actor-2")
+            receiver = consumer.create_receiver("out", credit=5)
+            assert bytes(receiver.receive(timeout=5).body) == f"run{run}".encode()  # nothing left from run 0
+            receiver.accept()
+            consumer.close()
+        finally:
+            b.stop()
