@@ -33,6 +33,7 @@ __all__ = [
     "INTEGER_TYPES",
     "STRING_TYPES",
     "AmqpDecimal",
+    "decode_application_properties",
     "ScanError",
     "ScannedMessage",
     "scan_message",
@@ -512,8 +513,12 @@ def _check_first_body_section(data, code: int, p: int, end: int, start: int) -> 
         _skip_values(data, p, end, 1)
 
 
-def scan_message(data: bytes | bytearray | memoryview) -> ScannedMessage:
+def scan_message(data: bytes | bytearray | memoryview, *, decode_properties: bool = True) -> ScannedMessage:
     """Scan one encoded AMQP 1.0 message; raise :class:`ScanError` if it is malformed.
+
+    With ``decode_properties=False`` the application-properties section is only located
+    (its offsets are set, the returned maps are empty); :func:`decode_application_properties`
+    decodes it later, e.g. only when a cache of already-seen property sections misses.
 
     IP_008: reads the header (durable, priority, ttl), the properties section's
     absolute-expiry-time and creation-time, and the application properties; every other
@@ -563,7 +568,10 @@ def scan_message(data: bytes | bytearray | memoryview) -> ScannedMessage:
                 raise ScanError(f"{_SECTION_NAMES[code]} section at offset {start} is repeated or out of order")
             last = code
             if code == _APPLICATION_PROPERTIES:
-                props, types, pos = _application_properties(data, pos, end)
+                if decode_properties:
+                    props, types, pos = _application_properties(data, pos, end)
+                else:
+                    _, _, pos = _compound_bounds(data, pos, end, "application-properties", 0xC1, 0xD1)
                 props_start = start
                 props_end = pos
             elif code == _HEADER:
@@ -589,3 +597,27 @@ def scan_message(data: bytes | bytearray | memoryview) -> ScannedMessage:
 
 
 _new_scanned = tuple.__new__
+
+
+def decode_application_properties(data: bytes | bytearray | memoryview, start: int, end: int
+                                  ) -> tuple[dict[str, object], dict[str, str]]:
+    """Decode the application-properties section found by :func:`scan_message` at ``start``..``end``."""
+    if not isinstance(data, bytes):
+        data = memoryview(data)
+        if data.format != "B" or data.ndim != 1:
+            data = data.cast("B")
+    try:
+        if data[start] == 0x00 and start + 3 <= end and data[start + 1] == 0x53:
+            code, pos = data[start + 2], start + 3
+        else:
+            code, pos = _descriptor(data, start, end)
+        if code != _APPLICATION_PROPERTIES:
+            raise ScanError(f"no application-properties section at offset {start}")
+        props, types, stop = _application_properties(data, pos, end)
+    except ScanError:
+        raise
+    except (IndexError, _StructError, ValueError, OverflowError) as exc:
+        raise ScanError(f"malformed message: {exc}") from None
+    if stop != end:
+        raise ScanError(f"application-properties section at offset {start} does not end at {end}")
+    return props, types

@@ -1,0 +1,632 @@
+"""Pydantic v2 models of every JSON body of the Improved Interface (II) and the local actor API.
+
+Conventions (all bodies)
+    * Attribute names are the JSON property names (``messageType``, ``lastUpdatedTimestamp``);
+      serialise with :meth:`WireModel.to_json` (= ``model_dump(mode="json")``). Optional
+      properties whose value is ``None`` are omitted on output (DENM ``causeCode`` excepted:
+      Table 11 makes it mandatory with the default ``null``).
+    * IP_092 / IP_095: JSON properties this profile does not define are ignored on input.
+    * IP_132: capability objects (capabilities message, capability, application, metadata)
+      keep properties named ``custom-<namespace>-<name>`` and emit them again unchanged; any
+      other unknown property is dropped.
+    * Numbers are JSON integers only (``"6"``, ``6.0`` and ``true`` are refused); strings are
+      JSON strings only.
+
+Improved Interface (chapter 4, appendices C and D)
+    ``POST <base>/capabilities`` (IP_105, IP_093/094): request and response are
+    :class:`CapabilitiesMessage` ``{"version": "2.0", "name", "capabilities": [Capability]}``
+    (Table 9). :class:`Capability` is ``{"application", "metadata"}`` (Table 10; the profile
+    gives a capability no ``id``). ``application`` (Table 11) is a union discriminated by
+    ``messageType``: :class:`DenmApplication` (``causeCode``), :class:`IvimApplication`,
+    :class:`SpatemApplication`, :class:`MapemApplication`, :class:`SremApplication`,
+    :class:`SsemApplication`, :class:`CamApplication`, :class:`CpmApplication`,
+    :class:`PoimPaApplication`; any other message type (NordicWay's ``DATEX_2``) parses as
+    :class:`OtherApplication` so one foreign capability does not make a neighbour's whole
+    capability exchange fail (IP_092); the local actor API refuses it. ``metadata`` is
+    :class:`Metadata` (Table 12): ``infoURL`` (NordicWay's ``infoUrl`` accepted on input),
+    ``shardCount``, ``redirectPolicy`` (OPTIONAL / MANDATORY / NOT_AVAILABLE),
+    ``maxBandwidth``, ``maxMessageRate``, ``repetitionInterval``.
+
+    ``POST <base>/subscriptions`` (IP_106, IP_096/097): :class:`SubscriptionRequest`
+    ``{"version": "1.2", "name", "subscriptions": [{"selector", "consumerCommonName"?}]}``
+    (Table 13; NordicWay's version ``"2.0"`` is accepted and read as ``"1.2"``), answered with
+    :class:`SubscriptionResponse` (Table 14) ``{"version", "name", "subscriptions":
+    [Subscription]}``, each ``{"id", "selector", "consumerCommonName"?, "path", "status",
+    "errorMessage"?}`` plus, beyond Table 14, optional ``endpoints`` and
+    ``lastUpdatedTimestamp``. ``GET <base>/<name>/subscriptions`` (IP_107) answers the same
+    shape (:data:`SubscriptionListResponse`). ``GET <path>`` (IP_108/110) answers
+    :class:`SubscriptionPollResponse` (Table 15) with ``endpoints`` [:class:`Endpoint`
+    ``{"host", "port", "source", "maxBandwidth"?, "maxMessageRate"?}``] and the mandatory
+    ``lastUpdatedTimestamp`` (Unix time in ms). :class:`SubscriptionStatus` has exactly the
+    seven values of Table 14/15.
+
+Local actor API (IP_068 "selected parts of II ... based upon a bilateral agreement"; the shape
+of the NordicWay onboard API, everything under ``/{actorCommonName}/``, path name = client
+certificate CN)
+    ``POST capabilities``: :class:`LocalCapabilitiesRequest` ``{"name"?, "version"?,
+    "capabilities": [Capability]}`` (a bare JSON array of capabilities is accepted too);
+    answered, and listed by ``GET capabilities``, with :class:`LocalCapabilitiesResponse`
+    ``{"name", "version": "1.0", "capabilities": [{"id", "path", "definition": Capability}]}``;
+    ``GET capabilities/{id}`` answers one :class:`LocalCapability`.
+
+    ``POST deliveries``: :class:`DeliveriesRequest` ``{"name"?, "version"?, "deliveries":
+    [{"selector"}]}``; answered (and listed) with :class:`DeliveriesResponse`
+    ``{"name", "version", "deliveries": [Delivery]}``; :class:`Delivery` is ``{"id", "path",
+    "selector", "status", "endpoints": [{"host", "port", "target", "maxBandwidth"?,
+    "maxMessageRate"?}], "lastUpdatedTimestamp", "errorMessage"?}`` with a
+    :class:`DeliveryStatus` (REQUESTED, CREATED, ILLEGAL, NOT_VALID, NO_OVERLAP, ERROR).
+
+    ``POST subscriptions``: :class:`LocalSubscriptionsRequest` ``{"name"?, "version"?,
+    "subscriptions": [{"selector", "consumerCommonName"?}]}``; answered (and listed) with
+    :class:`LocalSubscriptionsResponse` ``{"name", "version", "subscriptions":
+    [LocalSubscription]}``; :class:`LocalSubscription` is ``{"id", "path", "selector",
+    "consumerCommonName"?, "status", "endpoints": [{"host", "port", "source",
+    "maxBandwidth"?, "maxMessageRate"?}], "lastUpdatedTimestamp", "errorMessage"?}`` with the
+    II's :class:`SubscriptionStatus` (NordicWay's ``lastUpdatedTimeStamp`` spelling is read too).
+
+    ``GET network/capabilities?selector=``: :class:`NetworkCapabilitiesResponse`
+    ``{"name", "selector", "version", "capabilities": [Capability]}``.
+
+    An invalid selector is not a validation error of the body: the server answers it with the
+    status NOT_VALID and an ``errorMessage``. Error bodies (HTTP 4xx) are
+    :class:`ii_api.errors.ErrorBody` ``{"error", "field"?}``.
+"""
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from quadtree.tiles import check_tile
+
+__all__ = [
+    "APPLICATION_TAGS", "LOCAL_API_VERSION", "MESSAGE_TYPES", "AnyApplication", "Application",
+    "CamApplication", "CapabilitiesMessage", "CapabilitiesRequest", "CapabilitiesResponse",
+    "Capability", "CpmApplication", "DeliveriesRequest", "DeliveriesResponse", "Delivery",
+    "DeliveryEndpoint", "DeliveryRequestItem", "DeliveryStatus", "DenmApplication", "Endpoint",
+    "Extensible", "IvimApplication", "LocalCapabilitiesRequest", "LocalCapabilitiesResponse",
+    "LocalCapability", "LocalEndpoint", "LocalSubscription", "LocalSubscriptionsRequest",
+    "LocalSubscriptionsResponse", "MapemApplication", "MessageType", "Metadata",
+    "NetworkCapabilitiesResponse", "OtherApplication", "PoimPaApplication", "RedirectPolicy",
+    "SpatemApplication", "SremApplication", "SsemApplication", "Subscription",
+    "SubscriptionListResponse", "SubscriptionPollResponse", "SubscriptionRequest",
+    "SubscriptionRequestItem", "SubscriptionResponse", "SubscriptionStatus", "WireModel",
+    "is_custom_property",
+]
+
+CAPABILITIES_VERSION = "2.0"  # Table 9
+SUBSCRIPTIONS_VERSION = "1.2"  # Tables 13/14
+LOCAL_API_VERSION = "1.0"  # NordicWay onboard API
+
+_CUSTOM = re.compile(r"custom-[^-]+-.+", re.DOTALL)
+
+
+def is_custom_property(key: object) -> bool:
+    """IP_131/IP_132: ``custom-<unique_namespace_id>-<property_name>``."""
+    return isinstance(key, str) and _CUSTOM.fullmatch(key) is not None
+
+
+# ------------------------------------------------------------------------------ value types
+def _check_quadtree_tile(value: str) -> str:
+    if not value:
+        raise ValueError("a quadTree tile must not be empty")
+    return check_tile(value)
+
+
+Int = Annotated[int, Strict()]
+NonNegativeInt = Annotated[int, Strict(), Field(ge=0)]
+PositiveInt = Annotated[int, Strict(), Field(ge=1)]
+Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
+Timestamp = Annotated[int, Strict(), Field(ge=0)]  # Unix time in milliseconds (Table 15)
+Text = Annotated[str, Strict()]
+Name = Annotated[str, Strict(), Field(min_length=1)]
+Tile = Annotated[str, Strict(), AfterValidator(_check_quadtree_tile)]  # IP_037: digits 0-3
+
+
+class MessageType(StrEnum):
+    """Table 1 / Table 11: the nine C-ITS message types."""
+
+    DENM = "DENM"
+    IVIM = "IVIM"
+    SPATEM = "SPATEM"
+    MAPEM = "MAPEM"
+    SREM = "SREM"
+    SSEM = "SSEM"
+    CAM = "CAM"
+    CPM = "CPM"
+    POIM_PA = "POIM-PA"
+
+
+MESSAGE_TYPES: frozenset[str] = frozenset(m.value for m in MessageType)
+
+
+class RedirectPolicy(StrEnum):
+    """Table 12 ``redirectPolicy``; an omitted policy means OPTIONAL."""
+
+    OPTIONAL = "OPTIONAL"
+    MANDATORY = "MANDATORY"
+    NOT_AVAILABLE = "NOT_AVAILABLE"
+
+
+class SubscriptionStatus(StrEnum):
+    """Tables 14 and 15: the seven subscription statuses."""
+
+    REQUESTED = "REQUESTED"
+    CREATED = "CREATED"
+    ILLEGAL = "ILLEGAL"
+    NOT_VALID = "NOT_VALID"
+    NO_OVERLAP = "NO_OVERLAP"
+    RESUBSCRIBE = "RESUBSCRIBE"
+    ERROR = "ERROR"
+
+
+class DeliveryStatus(StrEnum):
+    """Local actor API delivery statuses (NordicWay onboard API)."""
+
+    REQUESTED = "REQUESTED"
+    CREATED = "CREATED"
+    ILLEGAL = "ILLEGAL"
+    NOT_VALID = "NOT_VALID"
+    NO_OVERLAP = "NO_OVERLAP"
+    ERROR = "ERROR"
+
+
+# ------------------------------------------------------------------------------ base models
+class WireModel(BaseModel):
+    """A JSON body. IP_092/IP_095: unknown properties are ignored on input.
+
+    On output optional properties that are ``None`` are left out, except those named in
+    ``_KEEP_NULL`` (mandatory properties whose value may be ``null``).
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    _KEEP_NULL: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_absent(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name, info in type(self).model_fields.items():
+                if name in self._KEEP_NULL or info.is_required():
+                    continue
+                if name in data and data[name] is None:
+                    del data[name]
+        return data
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object (plain dicts/lists) to send."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def known_keys(cls) -> frozenset[str]:
+        """JSON property names this model reads: field names and their input aliases."""
+        keys: set[str] = set()
+        for name, info in cls.model_fields.items():
+            keys.add(name)
+            alias = info.validation_alias
+            if isinstance(alias, str):
+                keys.add(alias)
+            elif isinstance(alias, AliasChoices):
+                keys.update(c for c in alias.choices if isinstance(c, str))
+        return frozenset(keys)
+
+
+class Extensible(WireModel):
+    """A capability object: IP_132 ``custom-<ns>-<name>`` properties kept and re-emitted.
+
+    Other unknown properties are dropped (IP_092). The kept ones are in ``model_extra``.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_only_custom_extras(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = cls.known_keys()
+            return {k: v for k, v in data.items() if k in known or is_custom_property(k)}
+        return data
+
+    @property
+    def custom_properties(self) -> dict[str, Any]:
+        """The ``custom-*`` properties received (IP_132)."""
+        return dict(self.model_extra or {})
+
+
+# ------------------------------------------------------------------ capabilities (Tables 9-12)
+class Application(Extensible):
+    """Table 11, the properties common to every message type."""
+
+    messageType: Text
+    publisherId: Name
+    publicationId: Name  # IP: mandatory when the II is used; identifies one capability
+    originatingCountry: Name
+    protocolVersion: Name
+    quadTree: list[Tile]  # coverage of the whole dataset
+
+
+class DenmApplication(Application):
+    """Table 11 DENM: ``causeCode`` mandatory, ``null`` when unknown; -1 = cancellations."""
+
+    _KEEP_NULL: ClassVar[frozenset[str]] = frozenset({"causeCode"})
+    messageType: Literal["DENM"] = "DENM"
+    causeCode: list[Int] | None = None
+
+
+class IvimApplication(Application):
+    """IVIM. ``iviType`` / ``pictogramCategoryCode`` (the Table 3 values the dataset holds) are
+    optional extensions beyond Table 11, as in earlier NordicWay capability formats."""
+
+    messageType: Literal["IVIM"] = "IVIM"
+    iviType: list[Int] | None = None
+    pictogramCategoryCode: list[Int] | None = None
+
+
+class _IntersectionApplication(Application):
+    """``ids``: optional extension beyond Table 11, the Table 4/5 ``id`` values the dataset holds."""
+
+    ids: list[Text] | None = None
+
+
+class SpatemApplication(_IntersectionApplication):
+    messageType: Literal["SPATEM"] = "SPATEM"
+
+
+class MapemApplication(_IntersectionApplication):
+    messageType: Literal["MAPEM"] = "MAPEM"
+
+
+class SremApplication(_IntersectionApplication):
+    messageType: Literal["SREM"] = "SREM"
+
+
+class SsemApplication(_IntersectionApplication):
+    messageType: Literal["SSEM"] = "SSEM"
+
+
+class CamApplication(Application):
+    """CAM. ``stationType`` (Table 6 values; NordicWay's ``stationTypes`` read too) is an
+    optional extension beyond Table 11."""
+
+    messageType: Literal["CAM"] = "CAM"
+    stationType: list[Int] | None = Field(None, validation_alias=AliasChoices("stationType", "stationTypes"))
+
+
+class CpmApplication(Application):
+    messageType: Literal["CPM"] = "CPM"
+
+
+class PoimPaApplication(Application):
+    messageType: Literal["POIM-PA"] = "POIM-PA"
+
+
+class OtherApplication(Application):
+    """A message type outside Table 1 (e.g. NordicWay's ``DATEX_2``); kept, never routed."""
+
+    @field_validator("messageType")
+    @classmethod
+    def _not_a_known_type(cls, value: str) -> str:
+        if value in MESSAGE_TYPES:  # only reached when built directly, not through the union
+            raise ValueError(f"{value} has its own application model")
+        return value
+
+
+_OTHER_TAG = "other"
+APPLICATION_TAGS: frozenset[str] = MESSAGE_TYPES | {_OTHER_TAG}
+
+
+def _application_tag(value: Any) -> str:
+    kind = value.get("messageType") if isinstance(value, dict) else getattr(value, "messageType", None)
+    return kind if isinstance(kind, str) and kind in MESSAGE_TYPES else _OTHER_TAG
+
+
+AnyApplication = Annotated[
+    Union[
+        Annotated[DenmApplication, Tag("DENM")],
+        Annotated[IvimApplication, Tag("IVIM")],
+        Annotated[SpatemApplication, Tag("SPATEM")],
+        Annotated[MapemApplication, Tag("MAPEM")],
+        Annotated[SremApplication, Tag("SREM")],
+        Annotated[SsemApplication, Tag("SSEM")],
+        Annotated[CamApplication, Tag("CAM")],
+        Annotated[CpmApplication, Tag("CPM")],
+        Annotated[PoimPaApplication, Tag("POIM-PA")],
+        Annotated[OtherApplication, Tag(_OTHER_TAG)],
+    ],
+    Discriminator(_application_tag),
+]
+
+
+def _redirect_policy_alias(value: Any) -> Any:
+    return RedirectPolicy.NOT_AVAILABLE.value if value == "NOT_ALLOWED" else value
+
+
+class Metadata(Extensible):
+    """Table 12 (all optional). ``infoUrl`` (NordicWay) is read as ``infoURL``."""
+
+    infoURL: Text | None = Field(None, validation_alias=AliasChoices("infoURL", "infoUrl"))
+    shardCount: PositiveInt | None = None  # appendix G
+    redirectPolicy: Annotated[RedirectPolicy | None, BeforeValidator(_redirect_policy_alias)] = None
+    maxBandwidth: NonNegativeInt | None = None  # bytes/s over 5 s, per shard
+    maxMessageRate: NonNegativeInt | None = None  # messages/s over 5 s, per shard
+    repetitionInterval: NonNegativeInt | None = None  # ms
+
+    @property
+    def effective_redirect_policy(self) -> RedirectPolicy:
+        """Table 12: an omitted policy is OPTIONAL."""
+        return self.redirectPolicy or RedirectPolicy.OPTIONAL
+
+
+class Capability(Extensible):
+    """Table 10: one dataset. (The profile gives a capability no ``id``.)"""
+
+    application: AnyApplication
+    metadata: Metadata = Field(default_factory=Metadata)
+
+
+class CapabilitiesMessage(Extensible):
+    """Table 9 / appendix C: body of ``POST /capabilities`` and of its answer (IP_093/094)."""
+
+    version: Text = CAPABILITIES_VERSION
+    name: Name
+    capabilities: list[Capability]  # may be empty
+
+
+CapabilitiesRequest = CapabilitiesMessage
+CapabilitiesResponse = CapabilitiesMessage
+
+
+# ------------------------------------------------------------------ subscriptions (Tables 13-15)
+def _subscription_version(value: Any) -> Any:
+    return SUBSCRIPTIONS_VERSION if value == "2.0" else value  # NordicWay sends "2.0"
+
+
+SubscriptionVersion = Annotated[Literal["1.2"], BeforeValidator(_subscription_version)]
+
+
+class Endpoint(WireModel):
+    """Table 15 endpoint; host, port and source are mandatory when the status is CREATED."""
+
+    host: Name | None = None
+    port: Port | None = None
+    source: Name | None = None
+    maxBandwidth: NonNegativeInt | None = None  # NordicWay extension
+    maxMessageRate: NonNegativeInt | None = None  # NordicWay extension
+
+    @property
+    def complete(self) -> bool:
+        return self.host is not None and self.port is not None and self.source is not None
+
+
+def _check_created_endpoints(status: SubscriptionStatus | None, endpoints: list[Endpoint] | None) -> None:
+    if status is SubscriptionStatus.CREATED:
+        for index, endpoint in enumerate(endpoints or ()):
+            if not endpoint.complete:
+                raise ValueError(f"endpoint {index} needs host, port and source when the status is CREATED")
+
+
+class SubscriptionRequestItem(WireModel):
+    """Table 13: one requested subscription."""
+
+    selector: Text
+    consumerCommonName: Name | None = None  # omitted = the requesting interchange (no redirect)
+
+
+class SubscriptionRequest(WireModel):
+    """Table 13 / appendix D: body of ``POST /subscriptions`` (IP_096)."""
+
+    version: SubscriptionVersion = SUBSCRIPTIONS_VERSION
+    name: Name
+    subscriptions: list[SubscriptionRequestItem] = Field(min_length=1)
+
+
+class Subscription(WireModel):
+    """Table 14: one subscription in the POST answer or the list (IP_097, IP_107)."""
+
+    id: Name
+    selector: Text
+    consumerCommonName: Name | None = None
+    path: Name
+    status: SubscriptionStatus
+    errorMessage: Text | None = None
+    endpoints: list[Endpoint] | None = None  # beyond Table 14: known once CREATED
+    lastUpdatedTimestamp: Timestamp | None = None  # beyond Table 14
+
+    @field_validator("endpoints")
+    @classmethod
+    def _created_endpoints(cls, value: Any, info: ValidationInfo) -> Any:
+        _check_created_endpoints(info.data.get("status"), value)
+        return value
+
+
+class SubscriptionResponse(WireModel):
+    """Table 14 / appendix D: answer to ``POST /subscriptions`` and ``GET /<name>/subscriptions``."""
+
+    version: SubscriptionVersion = SUBSCRIPTIONS_VERSION
+    name: Name
+    subscriptions: list[Subscription]
+
+
+SubscriptionListResponse = SubscriptionResponse
+
+
+class SubscriptionPollResponse(WireModel):
+    """Table 15 / appendix D: answer to ``GET <path>`` (IP_108, IP_110)."""
+
+    id: Name
+    selector: Text
+    consumerCommonName: Name | None = None
+    path: Name
+    status: SubscriptionStatus
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    errorMessage: Text | None = None
+    lastUpdatedTimestamp: Timestamp
+
+    @field_validator("endpoints")
+    @classmethod
+    def _created_endpoints(cls, value: Any, info: ValidationInfo) -> Any:
+        _check_created_endpoints(info.data.get("status"), value)
+        return value
+
+
+# ---------------------------------------------------------------------------- local actor API
+def _bare_list_as(key: str):
+    def wrap(data: Any) -> Any:
+        return {key: data} if isinstance(data, list) else data
+
+    return wrap
+
+
+class LocalCapabilitiesRequest(WireModel):
+    """``POST /{actor}/capabilities``: the capabilities the actor will deliver."""
+
+    name: Name | None = None  # if given, must be the actor's CN (checked by the server)
+    version: Text = LOCAL_API_VERSION
+    capabilities: list[Capability] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_bare_list(cls, data: Any) -> Any:
+        return _bare_list_as("capabilities")(data)
+
+    @field_validator("capabilities")
+    @classmethod
+    def _known_message_types(cls, value: list[Capability]) -> list[Capability]:
+        for index, capability in enumerate(value):
+            if isinstance(capability.application, OtherApplication):
+                raise ValueError(
+                    f"capability {index}: messageType {capability.application.messageType!r} is not one of "
+                    f"{', '.join(m.value for m in MessageType)}"
+                )
+        return value
+
+
+class LocalCapability(WireModel):
+    """One stored capability of an actor (NordicWay ``{id, path, definition}``)."""
+
+    id: Name
+    path: Name
+    definition: Capability
+
+
+class LocalCapabilitiesResponse(WireModel):
+    """Answer to ``POST`` and ``GET /{actor}/capabilities``."""
+
+    name: Name
+    version: Text = LOCAL_API_VERSION
+    capabilities: list[LocalCapability]
+
+
+class DeliveryRequestItem(WireModel):
+    selector: Text
+
+
+class DeliveriesRequest(WireModel):
+    """``POST /{actor}/deliveries``: where the actor wants to publish."""
+
+    name: Name | None = None
+    version: Text = LOCAL_API_VERSION
+    deliveries: list[DeliveryRequestItem] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_bare_list(cls, data: Any) -> Any:
+        return _bare_list_as("deliveries")(data)
+
+
+class DeliveryEndpoint(WireModel):
+    """An AMQP target the actor publishes to (Basic Interface)."""
+
+    host: Name
+    port: Port
+    target: Name
+    maxBandwidth: NonNegativeInt | None = None
+    maxMessageRate: NonNegativeInt | None = None
+
+
+class Delivery(WireModel):
+    id: Name
+    path: Name
+    selector: Text
+    status: DeliveryStatus
+    endpoints: list[DeliveryEndpoint] = Field(default_factory=list)
+    lastUpdatedTimestamp: Timestamp
+    errorMessage: Text | None = None
+
+
+class DeliveriesResponse(WireModel):
+    """Answer to ``POST`` and ``GET /{actor}/deliveries``."""
+
+    name: Name
+    version: Text = LOCAL_API_VERSION
+    deliveries: list[Delivery]
+
+
+class LocalSubscriptionsRequest(WireModel):
+    """``POST /{actor}/subscriptions``."""
+
+    name: Name | None = None
+    version: Text = LOCAL_API_VERSION
+    subscriptions: list[SubscriptionRequestItem] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_bare_list(cls, data: Any) -> Any:
+        return _bare_list_as("subscriptions")(data)
+
+
+class LocalEndpoint(WireModel):
+    """An AMQP source the actor consumes from (Basic Interface)."""
+
+    host: Name
+    port: Port
+    source: Name
+    maxBandwidth: NonNegativeInt | None = None
+    maxMessageRate: NonNegativeInt | None = None
+
+
+class LocalSubscription(WireModel):
+    id: Name
+    path: Name
+    selector: Text
+    consumerCommonName: Name | None = None
+    status: SubscriptionStatus
+    endpoints: list[LocalEndpoint] = Field(default_factory=list)
+    lastUpdatedTimestamp: Timestamp = Field(
+        validation_alias=AliasChoices("lastUpdatedTimestamp", "lastUpdatedTimeStamp")
+    )
+    errorMessage: Text | None = None
+
+
+class LocalSubscriptionsResponse(WireModel):
+    """Answer to ``POST`` and ``GET /{actor}/subscriptions``."""
+
+    name: Name
+    version: Text = LOCAL_API_VERSION
+    subscriptions: list[LocalSubscription]
+
+
+class NetworkCapabilitiesResponse(WireModel):
+    """Answer to ``GET /{actor}/network/capabilities?selector=``: capabilities the selector matches."""
+
+    name: Name
+    selector: Text = ""
+    version: Text = LOCAL_API_VERSION
+    capabilities: list[Capability]

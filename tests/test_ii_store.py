@@ -1,0 +1,248 @@
+"""SQLite persistence of the Improved Interface state (ii_api.store)."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from ii_api.discovery import Neighbour
+from ii_api.store import (
+    DB_FILENAME,
+    SCHEMA_VERSION,
+    AsyncStore,
+    DuplicatePublicationIdError,
+    NotFoundError,
+    Store,
+    StoreError,
+)
+
+A = Neighbour("ixn-a.one.test", "10.0.0.1", 8443, "one.test", 10, 5)
+B = Neighbour("ixn-b.two.test", "10.0.0.2", 443, "two.test")
+DENM = {"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:1", "quadTree": ["0120"]}
+
+
+class Clock:
+    """A settable millisecond clock."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock) -> Store:
+    with Store.open(tmp_path / "data", clock=clock) as opened:
+        yield opened  # type: ignore[misc]
+
+
+def test_new_database_uses_wal_full_sync_and_the_latest_schema(tmp_path: Path, store: Store) -> None:
+    assert (tmp_path / "data" / DB_FILENAME).is_file()
+    assert store.schema_version == SCHEMA_VERSION
+    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_neighbours_upsert_keeps_first_seen(store: Store, clock: Clock) -> None:
+    store.upsert_neighbours([A, B])
+    first = clock.now
+    clock.now += 60_000
+    moved = Neighbour(A.name, "10.0.0.99", 9443, "one.test", 1, 1)
+    store.upsert_neighbours([moved])
+
+    got = store.get_neighbour(A.name)
+    assert got is not None
+    assert (got.host, got.port, got.priority, got.weight) == ("10.0.0.99", 9443, 1, 1)
+    assert (got.first_seen_ms, got.last_seen_ms) == (first, first + 60_000)
+    assert [n.name for n in store.list_neighbours()] == [A.name, B.name]
+    assert store.delete_neighbour(B.name) and not store.delete_neighbour(B.name)
+    assert store.get_neighbour(B.name) is None
+
+
+def test_neighbour_capabilities_are_replaced_and_deleted_with_the_neighbour(store: Store, clock: Clock) -> None:
+    store.upsert_neighbours([A])
+    store.put_neighbour_capabilities(A.name, {"version": "1.0", "capabilities": [DENM]})
+    clock.now += 1
+    store.put_neighbour_capabilities(A.name, {"version": "1.0", "capabilities": []})
+    got = store.get_neighbour_capabilities(A.name)
+    assert got is not None and got.document == {"version": "1.0", "capabilities": []} and got.received_ms == clock.now
+    assert [c.neighbour for c in store.list_neighbour_capabilities()] == [A.name]
+    store.delete_neighbour(A.name)
+    assert store.get_neighbour_capabilities(A.name) is None
+
+
+def test_outgoing_subscription_lifecycle(store: Store, clock: Clock) -> None:
+    sub = store.add_outgoing_subscription(A.name, "messageType = 'DENM'", status="REQUESTED")
+    assert (sub.status, sub.endpoints, sub.remote_id, sub.created_ms) == ("REQUESTED", [], None, clock.now)
+    clock.now += 5
+    endpoints = [{"host": "ixn-a.one.test", "port": 5671, "source": "sub-1", "maxBandwidth": 0}]
+    updated = store.update_outgoing_subscription(sub.id, status="CREATED", remote_id="17",
+                                                 remote_path="/me.one.test/subscriptions/17", endpoints=endpoints)
+    assert (updated.status, updated.remote_id, updated.endpoints) == ("CREATED", "17", endpoints)
+    assert (updated.created_ms, updated.last_updated_ms) == (sub.created_ms, clock.now)
+    assert store.update_outgoing_subscription(sub.id, error="timeout").remote_id == "17"  # untouched columns stay
+    assert store.update_outgoing_subscription(sub.id, error=None).error is None  # None clears
+    assert store.list_outgoing_subscriptions(A.name) == [store.get_outgoing_subscription(sub.id)]
+    assert store.list_outgoing_subscriptions("someone-else") == []
+    assert store.delete_outgoing_subscription(sub.id)
+    with pytest.raises(NotFoundError):
+        store.update_outgoing_subscription(sub.id, status="CREATED")
+
+
+def test_incoming_subscriptions_are_scoped_by_owner(store: Store) -> None:
+    sub = store.add_incoming_subscription(A.name, "originatingCountry = 'NO'", status="REQUESTED",
+                                          consumer_common_name="actor-1")
+    assert store.get_incoming_subscription(sub.id, owner_cn=A.name) == sub
+    assert store.get_incoming_subscription(sub.id, owner_cn=B.name) is None
+    with pytest.raises(NotFoundError):
+        store.update_incoming_subscription(sub.id, owner_cn=B.name, status="CREATED")
+    assert not store.delete_incoming_subscription(sub.id, owner_cn=B.name)
+    created = store.update_incoming_subscription(sub.id, owner_cn=A.name, status="CREATED",
+                                                 source_address="ixn-a.one.test-1", endpoints=[{"port": 5671}])
+    assert (created.status, created.source_address, created.consumer_common_name) == (
+        "CREATED", "ixn-a.one.test-1", "actor-1")
+    assert store.delete_incoming_subscription(sub.id, owner_cn=A.name)
+    assert store.list_incoming_subscriptions() == []
+
+
+def test_deliveries_and_local_subscriptions(store: Store) -> None:
+    delivery = store.add_delivery("actor-1", "publicationId = 'NO00001:1'", status="REQUESTED")
+    done = store.update_delivery(delivery.id, actor_cn="actor-1", status="CREATED", target_address="actor-1-d1")
+    assert (done.status, done.target_address) == ("CREATED", "actor-1-d1")
+    assert store.list_deliveries("actor-1") == [done] and store.list_deliveries("actor-2") == []
+
+    sub = store.add_local_subscription("actor-2", "messageType = 'DENM'", status="REQUESTED")
+    bad = store.update_local_subscription(sub.id, status="ILLEGAL", error="unknown identifier 'x'")
+    assert (bad.status, bad.error) == ("ILLEGAL", "unknown identifier 'x'")
+    assert store.get_local_subscription(sub.id, actor_cn="actor-1") is None
+    assert store.delete_local_subscription(sub.id, actor_cn="actor-2")
+    assert store.delete_delivery(delivery.id)
+    assert store.get_delivery(delivery.id) is None
+
+
+def test_ids_are_never_reused(store: Store) -> None:
+    first = store.add_delivery("actor-1", "1 = 1", status="REQUESTED")
+    store.delete_delivery(first.id)
+    assert store.add_delivery("actor-1", "1 = 1", status="REQUESTED").id > first.id
+
+
+def test_publication_id_is_unique_across_actors(store: Store) -> None:
+    cap = store.add_local_capability("actor-1", "NO00001:1", DENM)
+    assert store.find_local_capability("NO00001:1") == cap
+    with pytest.raises(DuplicatePublicationIdError) as raised:
+        store.add_local_capability("actor-2", "NO00001:1", {**DENM, "publisherId": "NO00002"})
+    assert raised.value.publication_id == "NO00001:1"
+    assert [c.actor_cn for c in store.list_local_capabilities()] == ["actor-1"]
+    changed = store.update_local_capability(cap.id, {**DENM, "quadTree": ["0121"]}, actor_cn="actor-1")
+    assert changed.document["quadTree"] == ["0121"] and changed.publication_id == "NO00001:1"
+    assert not store.delete_local_capability(cap.id, actor_cn="actor-2")
+    assert store.delete_local_capability(cap.id, actor_cn="actor-1")
+    assert store.add_local_capability("actor-2", "NO00001:1", DENM).actor_cn == "actor-2"  # free again
+
+
+def test_a_failing_batch_is_rolled_back_entirely(store: Store) -> None:
+    store.add_local_capability("actor-1", "taken", DENM)
+    with pytest.raises(DuplicatePublicationIdError):
+        store.add_local_capabilities("actor-2", [("fresh-1", DENM), ("fresh-2", DENM), ("taken", DENM)])
+    assert [c.publication_id for c in store.list_local_capabilities()] == ["taken"]
+
+    with pytest.raises(StoreError, match="constraint"):
+        store.upsert_neighbours([A, Neighbour("bad.one.test", "10.0.0.3", 70000, "one.test")])  # port CHECK
+    assert store.list_neighbours() == []
+
+
+def test_explicit_transaction_rolls_back_on_any_exception(store: Store) -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        with store.transaction():
+            store.upsert_neighbours([A])
+            store.add_outgoing_subscription(A.name, "1 = 1", status="REQUESTED")
+            assert store.get_neighbour(A.name) is not None  # visible inside
+            raise RuntimeError("boom")
+    assert store.list_neighbours() == [] and store.list_outgoing_subscriptions() == []
+    with store.transaction():
+        store.upsert_neighbours([A])
+        store.add_outgoing_subscription(A.name, "1 = 1", status="REQUESTED")
+    assert len(store.list_neighbours()) == len(store.list_outgoing_subscriptions()) == 1
+
+
+def test_invalid_values_are_refused(store: Store) -> None:
+    with pytest.raises(StoreError):
+        store.add_delivery("actor-1", "1 = 1", status="")
+    with pytest.raises(StoreError):
+        store.add_delivery("", "1 = 1", status="REQUESTED")
+    with pytest.raises(ValueError):
+        store.put_neighbour_capabilities(A.name, {"x": float("nan")})
+    assert store.list_deliveries() == [] and store.list_neighbour_capabilities() == []
+
+
+def test_everything_persists_across_reopen(tmp_path: Path, clock: Clock) -> None:
+    with Store.open(tmp_path, clock=clock) as first:
+        first.upsert_neighbours([A])
+        first.put_neighbour_capabilities(A.name, [DENM])
+        out = first.add_outgoing_subscription(A.name, "1 = 1", status="REQUESTED")
+        inc = first.add_incoming_subscription(B.name, "1 = 1", status="CREATED", source_address="q1")
+        cap = first.add_local_capability("actor-1", "NO00001:1", DENM)
+        dlv = first.add_delivery("actor-1", "1 = 1", status="CREATED", target_address="t1")
+        sub = first.add_local_subscription("actor-1", "1 = 1", status="CREATED", consumer_common_name="actor-1")
+    with Store.open(tmp_path, create=False, clock=clock) as again:
+        assert again.schema_version == SCHEMA_VERSION
+        assert again.get_neighbour(A.name) is not None
+        assert again.get_neighbour_capabilities(A.name).document == [DENM]  # type: ignore[union-attr]
+        assert again.get_outgoing_subscription(out.id) == out
+        assert again.get_incoming_subscription(inc.id) == inc
+        assert again.get_local_capability(cap.id) == cap
+        assert again.get_delivery(dlv.id) == dlv
+        assert again.get_local_subscription(sub.id) == sub
+
+
+def test_open_without_create_and_newer_schema_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="cannot open"):
+        Store.open(tmp_path / "missing", create=False)
+    assert not (tmp_path / "missing").exists()
+    with Store.open(tmp_path):
+        pass
+    with sqlite3.connect(tmp_path / DB_FILENAME) as raw:
+        raw.execute("INSERT INTO schema_version VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    raw.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store.open(tmp_path)
+
+
+async def test_async_facade_runs_in_one_worker_thread(tmp_path: Path, clock: Clock) -> None:
+    threads: set[int] = set()
+    async with AsyncStore.for_data_dir(tmp_path, clock=clock) as store:
+        await store.upsert_neighbours([A, B])
+        cap = await store.add_local_capability("actor-1", "NO00001:1", DENM)
+        with pytest.raises(DuplicatePublicationIdError):
+            await store.add_local_capabilities("actor-2", [("x", DENM), ("NO00001:1", DENM)])
+        subs = await asyncio.gather(*(store.add_incoming_subscription(A.name, f"n = {i}", status="REQUESTED")
+                                      for i in range(20)))
+        assert len({s.id for s in subs}) == 20
+        updated = await store.update_incoming_subscription(subs[0].id, owner_cn=A.name, status="CREATED")
+        assert updated.status == "CREATED"
+        for _ in range(3):
+            threads.add(await store.call(lambda s: threading.get_ident()))
+        assert threads != {threading.get_ident()} and len(threads) == 1
+
+        def two_writes(s: Store) -> None:
+            with s.transaction():
+                s.add_delivery("actor-1", "1 = 1", status="REQUESTED")
+                s.add_delivery("actor-1", "2 = 2", status="REQUESTED")
+
+        await store.call(two_writes)
+        assert [n.name for n in await store.list_neighbours()] == [A.name, B.name]
+        assert await store.list_local_capabilities() == [cap]
+        assert len(await store.list_deliveries("actor-1")) == 2
+    with pytest.raises(StoreError, match="not open"):
+        await store.list_neighbours()
+    with Store.open(tmp_path) as again:  # what the facade wrote is on disk
+        assert len(again.list_incoming_subscriptions(A.name)) == 20
