@@ -219,8 +219,10 @@ def make_resolver(config: DiscoveryConfig) -> dns.asyncresolver.Resolver:
     return resolver
 
 
-def _describe(exc: dns.exception.DNSException) -> tuple[str, bool]:
+def _describe(exc: Exception) -> tuple[str, bool]:
     """A short reason for a failed lookup, and whether it is a verdict (NXDOMAIN, no data)."""
+    if isinstance(exc, OSError):
+        return f"network error: {exc}", False
     if isinstance(exc, dns.resolver.NXDOMAIN):
         return "NXDOMAIN", True
     if isinstance(exc, dns.resolver.NoAnswer):
@@ -324,7 +326,7 @@ class Discovery:
         qname = srv_query_name(domain)
         try:
             answer = await self._resolver.resolve(qname, dns.rdatatype.SRV, search=False)
-        except dns.exception.DNSException as exc:
+        except (dns.exception.DNSException, OSError) as exc:
             reason, verdict = _describe(exc)
             return _DomainOutcome([], [f"{domain}: SRV {qname.rstrip('.')}: {reason}"], unsettled_domain=not verdict)
         own = self.config.own_name
@@ -339,7 +341,7 @@ class Discovery:
         """(IPv4 address, error, whether DNS gave a verdict) for target ``name`` (IP_085/087)."""
         try:
             answer = await self._resolver.resolve(f"{name}.", dns.rdatatype.A, search=False)
-        except dns.exception.DNSException as exc:
+        except (dns.exception.DNSException, OSError) as exc:
             reason, verdict = _describe(exc)
             return None, f"no A record ({reason})", verdict
         host = first_ipv4(r.to_text() for r in answer)

@@ -24,7 +24,7 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -378,7 +378,8 @@ class Store:
                 "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)")
             current = self._conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
             if current > SCHEMA_VERSION:
-                raise StoreError(f"II database schema version {current} is newer than this program's ({SCHEMA_VERSION})")
+                raise StoreError(
+                    f"II database schema version {current} is newer than this program's ({SCHEMA_VERSION})")
             for version, statements in MIGRATIONS:
                 if version > current:
                     for statement in statements:
@@ -392,8 +393,8 @@ class Store:
         values = {**values, "created_ms": now, "last_updated_ms": now}
         row = {c: _dump(v) if c in table.json else _text(v) for c, v in values.items()}
         with self._write() as conn:
-            cursor = conn.execute(
-                f"INSERT INTO {table.name} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
+            columns, marks = ", ".join(row), ", ".join("?" * len(row))
+            cursor = conn.execute(f"INSERT INTO {table.name} ({columns}) VALUES ({marks})", tuple(row.values()))
             return self._require(table, int(cursor.lastrowid or 0), None)
 
     def _where(self, table: _Table[Any], row_id: int, owner: str | None) -> tuple[str, tuple[Any, ...]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,9 +41,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> Store:
+def store(tmp_path: Path, clock: Clock) -> Iterator[Store]:
     with Store.open(tmp_path / "data", clock=clock) as opened:
-        yield opened  # type: ignore[misc]
+        yield opened
 
 
 def test_new_database_uses_wal_full_sync_and_the_latest_schema(tmp_path: Path, store: Store) -> None:

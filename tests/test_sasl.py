@@ -127,3 +127,43 @@ def test_malformed_frames_fail_cleanly(frame: bytes) -> None:
 
 def test_outcome_frame_encoding() -> None:
     assert outcome_frame(0) == b"\x00\x00\x00\x10\x02\x01\x00\x00\x00\x53\x44\xc0\x03\x01\x50\x00"
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+def test_client_and_server_agree(chunk: int) -> None:
+    from interchange.broker.sasl import SaslClient
+
+    client, server = SaslClient("EXTERNAL"), SaslServer()
+    to_server = client.start()
+    server_step = None
+    for i in range(0, len(to_server), chunk):
+        server_step = server.receive(to_server[i : i + chunk])
+    assert server_step is not None and server_step.done and server_step.mechanism == "EXTERNAL"
+    to_client = SASL_HEADER + mechanisms_frame(("EXTERNAL", "ANONYMOUS")) + outcome_frame(0) + AMQP_HEADER
+    after = b""
+    for i in range(0, len(to_client), chunk):
+        piece = to_client[i : i + chunk]
+        if client.finished:
+            after += piece  # the I/O layer hands these to the AMQP engine
+            continue
+        step = client.receive(piece)
+        assert step.error is None
+        if step.done:
+            after += step.amqp_bytes
+    assert client.finished and after == AMQP_HEADER
+
+
+def test_client_refused_outcome() -> None:
+    from interchange.broker.sasl import SaslClient
+
+    client = SaslClient("EXTERNAL")
+    client.start()
+    step = client.receive(SASL_HEADER + mechanisms_frame(("PLAIN",)) + outcome_frame(1))
+    assert step.error is not None and "refused" in step.error
+
+
+def test_client_rejects_non_sasl_server() -> None:
+    from interchange.broker.sasl import SaslClient
+
+    step = SaslClient().receive(AMQP_HEADER)
+    assert step.error is not None and "protocol header" in step.error

@@ -190,3 +190,75 @@ class SaslServer:
         self._state = "failed"
         self._buffer.clear()
         return SaslStep(send=bytes(send), error=reason)
+
+
+def init_frame(mechanism: str) -> bytes:
+    """Encode a sasl-init frame choosing ``mechanism`` (no initial response)."""
+    name = mechanism.encode("ascii")
+    return _frame(_SASL_INIT, bytes([0xA3, len(name)]) + name, 1)
+
+
+class SaslClient:
+    """Client side of the SASL exchange (sans-I/O), for the node's own outgoing connections.
+
+    Sends the SASL header and a sasl-init for ``mechanism`` (EXTERNAL: the identity is our TLS
+    client certificate), then waits for the server's sasl-mechanisms and sasl-outcome.
+    """
+
+    def __init__(self, mechanism: str = "EXTERNAL") -> None:
+        self._mechanism = mechanism
+        self._buffer = bytearray()
+        self._state = "header"
+        self._offered: tuple[str, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self._state in ("done", "failed")
+
+    def start(self) -> bytes:
+        """The bytes to send first: SASL header and sasl-init (pipelined)."""
+        return SASL_HEADER + init_frame(self._mechanism)
+
+    def receive(self, data: bytes) -> SaslStep:
+        if self.finished:
+            raise RuntimeError("SASL exchange already finished")
+        self._buffer += data
+        while True:
+            if self._state == "header":
+                if len(self._buffer) < 8:
+                    return SaslStep()
+                if bytes(self._buffer[:8]) != SASL_HEADER:
+                    return self._fail(f"server answered with protocol header {bytes(self._buffer[:8])!r}")
+                del self._buffer[:8]
+                self._state = "frames"
+            if len(self._buffer) < 8:
+                return SaslStep()
+            size = _U32.unpack_from(self._buffer, 0)[0]
+            doff, ftype = self._buffer[4], self._buffer[5]
+            if size < 8 or size > MAX_SASL_FRAME or doff < 2 or doff * 4 > size or ftype != _FRAME_SASL:
+                return self._fail("malformed SASL frame header")
+            if len(self._buffer) < size:
+                return SaslStep()
+            body = bytes(self._buffer[doff * 4 : size])
+            del self._buffer[:size]
+            if len(body) < 3 or body[0] != 0 or body[1] != 0x53:
+                return self._fail("unsupported SASL frame")
+            code = body[2]
+            if code == _SASL_MECHANISMS:
+                continue  # we already chose; an unsupported choice comes back as the outcome
+            if code != _SASL_OUTCOME:
+                return self._fail(f"unexpected SASL performative 0x{code:x}")
+            # outcome list: first field is the ubyte code
+            first = 6 if body[3:4] == b"\xc0" else 12 if body[3:4] == b"\xd0" else len(body)
+            outcome = body[first + 1] if len(body) > first + 1 and body[first] == 0x50 else None
+            if outcome != OUTCOME_OK:
+                return self._fail(f"SASL {self._mechanism} refused by the server (outcome {outcome})")
+            self._state = "done"
+            rest = bytes(self._buffer)
+            self._buffer.clear()
+            return SaslStep(done=True, amqp_bytes=rest, mechanism=self._mechanism)
+
+    def _fail(self, reason: str) -> SaslStep:
+        self._state = "failed"
+        self._buffer.clear()
+        return SaslStep(error=reason)

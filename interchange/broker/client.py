@@ -1,0 +1,263 @@
+"""The node's own AMQP 1.0 client: receiver links to another interchange's sources (federation).
+
+:class:`ClientEngine` is sans-I/O (bytes in, bytes out, callbacks for messages); proton's engine
+does the framing in client mode and the node runs SASL EXTERNAL itself (its identity is its TLS
+client certificate, IP_050). :class:`ClientConnection` moves the bytes over an asyncio TLS stream.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import cproton
+from cproton_ffi import ffi, lib
+from proton import Data, Described, symbol
+
+from interchange.broker.engine import SELECTOR_DESCRIPTOR_SYMBOL
+from interchange.broker.sasl import SaslClient
+
+log = logging.getLogger(__name__)
+
+#: on_message(raw bytes) -> None to accept, or an error description to reject.
+MessageCallback = Callable[[bytes], "str | None"]
+
+
+@dataclass
+class ReceiverState:
+    """One receiver link opened by the client."""
+
+    address: str
+    selector: str | None
+    credit: int
+    on_message: MessageCallback
+    link: Any = None
+    opened: bool = False
+    closed: bool = False
+    error: str | None = None
+    received: int = 0
+
+
+class ClientEngine:
+    """Sans-I/O AMQP 1.0 client connection with receiver links (proton engine, client mode)."""
+
+    def __init__(self, container_id: str, hostname: str | None = None) -> None:
+        self._transport = lib.pn_transport()
+        self._connection = lib.pn_connection()
+        self._collector = lib.pn_collector()
+        lib.pn_connection_collect(self._connection, self._collector)
+        cproton.pn_connection_set_container(self._connection, container_id)
+        if hostname:
+            cproton.pn_connection_set_hostname(self._connection, hostname)
+        lib.pn_transport_bind(self._transport, self._connection)
+        lib.pn_connection_open(self._connection)
+        self._session = lib.pn_session(self._connection)
+        lib.pn_session_open(self._session)
+        self._receivers: dict[Any, ReceiverState] = {}
+        self.remote_error: str | None = None
+        self.closed = False
+        self._released = False
+        self._names = 0
+
+    def open_receiver(self, state: ReceiverState) -> ReceiverState:
+        self._names += 1
+        link = cproton.pn_receiver(self._session, f"rx-{self._names}-{state.address}")
+        cproton.pn_terminus_set_address(lib.pn_link_source(link), state.address)
+        if state.selector is not None:
+            data = Data(lib.pn_terminus_filter(lib.pn_link_source(link)))
+            data.put_dict({symbol("jms-selector"): Described(symbol(SELECTOR_DESCRIPTOR_SYMBOL), state.selector)})
+        lib.pn_link_set_rcv_settle_mode(link, lib.PN_RCV_FIRST)
+        lib.pn_link_open(link)
+        lib.pn_link_flow(link, state.credit)
+        state.link = link
+        self._receivers[link] = state
+        return state
+
+    def receive(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            capacity = lib.pn_transport_capacity(self._transport)
+            if capacity <= 0:
+                break
+            n = min(capacity, len(view))
+            lib.pn_transport_push(self._transport, ffi.from_buffer(view[:n]), n)
+            view = view[n:]
+            self._process()
+        self._process()
+
+    def receive_eof(self) -> None:
+        lib.pn_transport_close_tail(self._transport)
+        self._process()
+
+    def take_output(self) -> bytes:
+        self._process()
+        out = []
+        while True:
+            pending = lib.pn_transport_pending(self._transport)
+            if pending <= 0:
+                break
+            got, buf = cproton.pn_transport_peek(self._transport, pending)
+            if got < 0:
+                break
+            out.append(bytes(buf))
+            lib.pn_transport_pop(self._transport, pending)
+        return b"".join(out)
+
+    @property
+    def finished(self) -> bool:
+        return bool(lib.pn_transport_closed(self._transport))
+
+    def close(self) -> None:
+        lib.pn_connection_close(self._connection)
+        self._process()
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            lib.pn_transport_unbind(self._transport)
+            lib.pn_decref(self._transport)
+            lib.pn_connection_release(self._connection)
+            lib.pn_collector_free(self._collector)
+
+    def _process(self) -> None:
+        collector = self._collector
+        while True:
+            event = lib.pn_collector_peek(collector)
+            if event == ffi.NULL:
+                return
+            etype = lib.pn_event_type(event)
+            if etype == lib.PN_DELIVERY:
+                self._on_delivery(lib.pn_event_delivery(event))
+            elif etype == lib.PN_LINK_REMOTE_OPEN:
+                state = self._receivers.get(lib.pn_event_link(event))
+                if state is not None:
+                    state.opened = True
+            elif etype in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
+                link = lib.pn_event_link(event)
+                state = self._receivers.get(link)
+                if state is not None:
+                    state.closed = True
+                    cond = lib.pn_link_remote_condition(link)
+                    if lib.pn_condition_is_set(cond):
+                        state.error = (f"{cproton.pn_condition_get_name(cond)}: "
+                                       f"{cproton.pn_condition_get_description(cond)}")
+                    lib.pn_link_close(link)
+            elif etype == lib.PN_CONNECTION_REMOTE_CLOSE:
+                cond = lib.pn_connection_remote_condition(self._connection)
+                if lib.pn_condition_is_set(cond):
+                    self.remote_error = (f"{cproton.pn_condition_get_name(cond)}: "
+                                         f"{cproton.pn_condition_get_description(cond)}")
+                lib.pn_connection_close(self._connection)
+            elif etype == lib.PN_TRANSPORT_CLOSED:
+                self.closed = True
+                for state in self._receivers.values():
+                    state.closed = True
+            lib.pn_collector_pop(collector)
+
+    def _on_delivery(self, delivery: Any) -> None:
+        link = lib.pn_delivery_link(delivery)
+        state = self._receivers.get(link)
+        if state is None or not lib.pn_delivery_readable(delivery) or lib.pn_delivery_partial(delivery):
+            return
+        size = lib.pn_delivery_pending(delivery)
+        got, buf = cproton.pn_link_recv(link, size)
+        lib.pn_link_advance(link)
+        error = state.on_message(bytes(buf[: max(got, 0)]))
+        state.received += 1
+        if not lib.pn_delivery_settled(delivery):
+            if error is None:
+                lib.pn_delivery_update(delivery, lib.PN_ACCEPTED)
+            else:
+                cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
+                cproton.pn_condition_set_name(cond, "amqp:invalid-field")
+                cproton.pn_condition_set_description(cond, error)
+                lib.pn_delivery_update(delivery, lib.PN_REJECTED)
+        lib.pn_delivery_settle(delivery)
+        credit = lib.pn_link_credit(link)
+        if credit < state.credit // 2:
+            lib.pn_link_flow(link, state.credit - credit)
+
+
+class ClientConnection(asyncio.Protocol):
+    """An outgoing AMQP connection over TLS: SASL EXTERNAL, then the proton client engine."""
+
+    def __init__(self, engine: ClientEngine) -> None:
+        self.engine = engine
+        self._sasl = SaslClient("EXTERNAL")
+        self._transport: asyncio.Transport | None = None
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @classmethod
+    async def open(cls, host: str, port: int, context: ssl.SSLContext, server_hostname: str,
+                   container_id: str, timeout: float = 10.0) -> "ClientConnection":
+        loop = asyncio.get_running_loop()
+        engine = ClientEngine(container_id, server_hostname)
+        _, protocol = await asyncio.wait_for(
+            loop.create_connection(lambda: cls(engine), host, port, ssl=context, server_hostname=server_hostname),
+            timeout)
+        await asyncio.wait_for(protocol.ready, timeout)
+        return protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.write(self._sasl.start())
+
+    def data_received(self, data: bytes) -> None:
+        if not self._sasl.finished:
+            step = self._sasl.receive(data)
+            if step.error is not None:
+                if not self.ready.done():
+                    self.ready.set_exception(ConnectionError(step.error))
+                assert self._transport is not None
+                self._transport.close()
+                return
+            if not step.done:
+                return
+            if not self.ready.done():
+                self.ready.set_result(None)
+            data = step.amqp_bytes
+        if data:
+            self.engine.receive(data)
+        self.flush()
+
+    def flush(self) -> None:
+        if self._transport is None or self._transport.is_closing() or not self._sasl.finished:
+            return
+        out = self.engine.take_output()
+        if out:
+            self._transport.write(out)
+        if self.engine.finished:
+            self._transport.close()
+
+    def open_receiver(self, address: str, on_message: MessageCallback, selector: str | None = None,
+                      credit: int = 500) -> ReceiverState:
+        state = self.engine.open_receiver(ReceiverState(address, selector, credit, on_message))
+        self.flush()
+        return state
+
+    def eof_received(self) -> bool | None:
+        self.engine.receive_eof()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(ConnectionError(str(exc) if exc else "connection closed during SASL"))
+        self.engine.closed = True
+        self.engine.release()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        self.engine.close()
+        self.flush()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.lost), timeout)
+        except asyncio.TimeoutError:
+            self._transport.abort()
