@@ -280,10 +280,14 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
                 proc.stdin.flush()
                 break
         out = proc.stdout.read()
+        stderr_lines += proc.stderr.readlines()
         proc.wait(60)
     finally:
         if proc.poll() is None:
             proc.kill()
+    if os.environ.get("BENCH_LOADGEN_STDERR"):  # e.g. with PN_TRACE_FRM=1 for a frame trace
+        with open(os.environ["BENCH_LOADGEN_STDERR"], "a") as f:
+            f.writelines(stderr_lines)
     try:
         result = json.loads(out)
     except json.JSONDecodeError:

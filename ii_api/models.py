@@ -36,8 +36,9 @@ Improved Interface (chapter 4, appendices C and D)
     ``lastUpdatedTimestamp``. ``GET <base>/<name>/subscriptions`` (IP_107) answers the same
     shape (:data:`SubscriptionListResponse`). ``GET <path>`` (IP_108/110) answers
     :class:`SubscriptionPollResponse` (Table 15) with ``endpoints`` [:class:`Endpoint`
-    ``{"host", "port", "source", "maxBandwidth"?, "maxMessageRate"?}``] and the mandatory
-    ``lastUpdatedTimestamp`` (Unix time in ms). :class:`SubscriptionStatus` has exactly the
+    ``{"host", "port", "source", "maxBandwidth"?, "maxMessageRate"?}``; host, port and source
+    are required only when the status is CREATED] and ``lastUpdatedTimestamp`` (Unix time in
+    ms; mandatory in Table 15 but missing from the appendix D example, so optional on input). :class:`SubscriptionStatus` has exactly the
     seven values of Table 14/15.
 
 Local actor API (IP_068 "selected parts of II ... based upon a bilateral agreement"; the shape
@@ -477,7 +478,9 @@ class SubscriptionPollResponse(WireModel):
     status: SubscriptionStatus
     endpoints: list[Endpoint] = Field(default_factory=list)
     errorMessage: Text | None = None
-    lastUpdatedTimestamp: Timestamp
+    # Table 15 makes it mandatory, yet the appendix D example omits it: read as optional,
+    # always set by this node.
+    lastUpdatedTimestamp: Timestamp | None = None
 
     @field_validator("endpoints")
     @classmethod

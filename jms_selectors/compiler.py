@@ -184,11 +184,42 @@ def _between(x: object, low: object, high: object) -> bool | None:
     return None if above is None or below is None else True
 
 
+def _bool3(x: object) -> bool | None:
+    return x if type(x) is bool else None
+
+
+def _not3(x: bool | None) -> bool | None:
+    return None if x is None else not x
+
+
+def _and3(*values: bool | None) -> bool | None:
+    return False if False in values else None if None in values else True
+
+
+def _or3(*values: bool | None) -> bool | None:
+    return True if True in values else None if None in values else False
+
+
+def _like3(x: object, match: Callable[[str], bool], negated: bool) -> bool | None:
+    return match(x) != negated if isinstance(x, str) else None
+
+
+def _in3(x: object, strings: frozenset, numbers: frozenset, negated: bool) -> bool | None:
+    if isinstance(x, str):
+        found = True if x in strings else None if numbers else False
+    elif _num(x):
+        found = True if x in numbers else None if strings else False
+    else:
+        return None
+    return None if found is None else found != negated
+
+
 _RUNTIME: dict[str, object] = {
     "_NT": frozenset({int, float}),
     "_NUMT": (int, float),
     "_add": _add, "_sub": _sub, "_mul": _mul, "_div": _div, "_neg": _neg, "_pos": _pos,
-    "_between": _between,
+    "_between": _between, "_bool3": _bool3, "_not3": _not3, "_and3": _and3, "_or3": _or3, "_like3": _like3,
+    "_in3": _in3,
 }
 _ARITHMETIC = {"+": "_add", "-": "_sub", "*": "_mul", "/": "_div"}
 _COMPARE = {"=": _eq, "<>": _ne, "<": _lt, "<=": _le, ">": _gt, ">=": _ge}
@@ -305,7 +336,7 @@ class _Generator:
         return prologue, [_REF.sub(substitute, text) for text in expressions]
 
     def hoist(self, node: Expr, mode: str) -> str:
-        """Generate ``node`` (mode T, F or V) as its own function; return the call expression."""
+        """Generate ``node`` (mode T, F, V or 3) as its own function; return the call expression."""
         key = (id(node), mode)
         name = self._hoisted.get(key)
         if name is None:
@@ -315,6 +346,8 @@ class _Generator:
             fn = _Function()
             if mode == "V":
                 code = self.value(node, fn, 0)[0]
+            elif mode == "3":
+                code = self.three(node, fn, 0)
             else:
                 code = self.cond(node, mode == "T", fn, 0)
             self.function(name, [code], fn, "return {}")
@@ -375,11 +408,43 @@ class _Generator:
             left = self.value(node.left, fn, depth + 1)[0]
             right = self.value(node.right, fn, depth + 1)[0]
             return f"{_ARITHMETIC[node.op]}({left}, {right})", "num?"
+        return self.three(node, fn, depth), "any"
+
+    def three(self, node: Expr, fn: _Function, depth: int) -> str:
+        """A condition used as a value: True, False or None, each sub-expression evaluated once.
+
+        (Writing it as ``True if T else False if F else None`` would evaluate nested
+        conditions-as-values exponentially often.) Rare, so it calls helpers.
+        """
+        if not self.dynamic(node):
+            return repr(reference.evaluate(node, {}))
         if depth >= HOIST_DEPTH:
-            true, false = self.hoist(node, "T"), self.hoist(node, "F")
-        else:
-            true, false = self.cond(node, True, fn, depth + 1), self.cond(node, False, fn, depth + 1)
-        return f"(True if {true} else False if {false} else None)", "any"
+            return self.hoist(node, "3")
+        depth += 1
+        if isinstance(node, Identifier):
+            return f"_bool3({fn.ref(node.name)})"
+        if isinstance(node, Not):
+            return f"_not3({self.three(node.operand, fn, depth)})"
+        if isinstance(node, (And, Or)):
+            operands = ", ".join(self.three(operand, fn, depth) for operand in node.operands)
+            return f"{'_and3' if isinstance(node, And) else '_or3'}({operands})"
+        if isinstance(node, Comparison):
+            left, right = self.value(node.left, fn, depth)[0], self.value(node.right, fn, depth)[0]
+            return f"{_COMPARE_NAME[node.op]}({left}, {right})"
+        if isinstance(node, Like):
+            subject = self.value(node.subject, fn, depth)[0]
+            return f"_like3({subject}, {self.const(node.matcher.matches)}, {node.negated})"
+        if isinstance(node, In):
+            subject = self.value(node.subject, fn, depth)[0]
+            strings = frozenset(v for v in node.values if isinstance(v, str))
+            numbers = frozenset(v for v in node.values if not isinstance(v, str))
+            return f"_in3({subject}, {self.const(strings)}, {self.const(numbers)}, {node.negated})"
+        if isinstance(node, Between):
+            parts = ", ".join(self.value(part, fn, depth)[0] for part in (node.subject, node.low, node.high))
+            return f"_not3(_between({parts}))" if node.negated else f"_between({parts})"
+        if isinstance(node, IsNull):
+            return f"({self.value(node.subject, fn, depth)[0]} is {'not ' if node.negated else ''}None)"
+        return "None"  # arithmetic used as a condition (not produced by the parser)
 
     def bind(self, code: str, fn: _Function) -> tuple[str, str]:
         """(first use, later uses) of a value needed more than once in one predicate."""

@@ -62,6 +62,9 @@ class ClientEngine:
         self._released = False
         self._names = 0
 
+    def any_link_closed(self) -> bool:
+        return any(state.closed for state in self._receivers.values())
+
     def open_receiver(self, state: ReceiverState) -> ReceiverState:
         self._names += 1
         link = cproton.pn_receiver(self._session, f"rx-{self._names}-{state.address}")
@@ -190,6 +193,7 @@ class ClientConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.link_closed = asyncio.Event()  #: set when the peer detaches one of our links
 
     @classmethod
     async def open(cls, host: str, port: int, context: ssl.SSLContext, server_hostname: str,
@@ -223,6 +227,8 @@ class ClientConnection(asyncio.Protocol):
             data = step.amqp_bytes
         if data:
             self.engine.receive(data)
+        if not self.link_closed.is_set() and self.engine.any_link_closed():
+            self.link_closed.set()
         self.flush()
 
     def flush(self) -> None:

@@ -161,6 +161,24 @@ class BrokerCore:
             return
         self._route(message, now)
 
+    def publish_imported(self, raw: bytes, neighbour: str) -> None:
+        """Route a message received from another interchange's source (federation).
+
+        It is validated like any other and marked as imported, so it only reaches sources of
+        scope ``all`` and is never served on to a third interchange (IP_109).
+        """
+        now = self.clock_ms()
+        try:
+            message = self.admission.admit(raw, neighbour, True, None, now)
+        except Rejected as exc:
+            self.observer.rejected(neighbour, "(federation)", raw, exc.description)
+            raise
+        self.observer.received(message, f"federation:{neighbour}")
+        if message.expiry_ms is not None and message.expiry_ms <= now:
+            self.observer.expired(1)
+            return
+        self._route(message, now)
+
     def _route(self, message: BrokerMessage, now: int) -> None:
         properties = message.properties
         federated = message.federated

@@ -1,0 +1,120 @@
+"""Data exchange between interchanges (chapter 4.2.8): receiver links to a neighbour's endpoints.
+
+When one of our subscriptions at a neighbour reaches CREATED, the II asks :class:`Federation` to
+pull from each endpoint ``{host, port, source}``: an AMQP connection over TLS 1.3 with our
+interchange certificate (SASL EXTERNAL), the neighbour's name checked against its server
+certificate (IP_125), and a receiver link on the source. Every message received is routed into
+the local broker as imported data (never re-exported to a third interchange, IP_109). A dropped
+connection is re-established with exponential back-off until the subscription goes.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from interchange.broker.client import ClientConnection
+from interchange.broker.engine import Rejected
+from interchange.broker.router import BrokerCore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RemoteEndpoint:
+    """Where to pull one subscription's messages from."""
+
+    neighbour: str  #: the neighbour interchange's name = its server certificate name
+    host: str
+    port: int
+    source: str
+
+
+@dataclass
+class LinkStatus:
+    """What an operator (and the tests) can see of one federation link."""
+
+    endpoint: RemoteEndpoint
+    connected: bool = False
+    received: int = 0
+    rejected: int = 0
+    connects: int = 0
+    last_error: str | None = None
+
+
+class Federation:
+    """Supervises the node's receiver links to other interchanges."""
+
+    def __init__(self, core: BrokerCore, client_context: Callable[[], ssl.SSLContext], own_name: str,
+                 min_backoff: float = 0.5, max_backoff: float = 60.0) -> None:
+        self._core = core
+        self._context = client_context
+        self._own_name = own_name
+        self._min_backoff = min_backoff
+        self._max_backoff = max_backoff
+        self._tasks: dict[str, list[asyncio.Task]] = {}
+        self.status: dict[str, list[LinkStatus]] = {}
+
+    def pull(self, key: str, endpoints: list[RemoteEndpoint]) -> None:
+        """Start (or restart with new endpoints) the links of subscription ``key``."""
+        self.stop(key)
+        statuses = [LinkStatus(endpoint) for endpoint in endpoints]
+        self.status[key] = statuses
+        loop = asyncio.get_running_loop()
+        self._tasks[key] = [loop.create_task(self._supervise(status), name=f"federation-{key}")
+                            for status in statuses]
+
+    def stop(self, key: str) -> None:
+        """Close the links of subscription ``key``."""
+        for task in self._tasks.pop(key, []):
+            task.cancel()
+        self.status.pop(key, None)
+
+    async def close(self) -> None:
+        tasks = [t for ts in self._tasks.values() for t in ts]
+        for key in list(self._tasks):
+            self.stop(key)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _on_message(self, status: LinkStatus, raw: bytes) -> str | None:
+        try:
+            self._core.publish_imported(raw, status.endpoint.neighbour)
+        except Rejected as exc:
+            status.rejected += 1
+            return exc.description
+        status.received += 1
+        return None
+
+    async def _supervise(self, status: LinkStatus) -> None:
+        endpoint = status.endpoint
+        backoff = self._min_backoff
+        while True:
+            connection: ClientConnection | None = None
+            try:
+                connection = await ClientConnection.open(endpoint.host, endpoint.port, self._context(),
+                                                         endpoint.neighbour, self._own_name)
+                status.connects += 1
+                receiver = connection.open_receiver(endpoint.source, lambda raw: self._on_message(status, raw))
+                status.connected = True
+                backoff = self._min_backoff
+                closed = asyncio.ensure_future(connection.link_closed.wait())
+                try:
+                    await asyncio.wait([connection.lost, closed], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    closed.cancel()
+                status.last_error = receiver.error or connection.engine.remote_error or "connection closed"
+                await connection.close()
+            except asyncio.CancelledError:
+                if connection is not None:
+                    await connection.close()
+                raise
+            except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
+                status.last_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                status.connected = False
+            log.warning("federation link to %s:%s/%s down (%s); retrying in %.1f s",
+                        endpoint.host, endpoint.port, endpoint.source, status.last_error, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
