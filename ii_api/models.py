@@ -38,8 +38,8 @@ Improved Interface (chapter 4, appendices C and D)
     :class:`SubscriptionPollResponse` (Table 15) with ``endpoints`` [:class:`Endpoint`
     ``{"host", "port", "source", "maxBandwidth"?, "maxMessageRate"?}``; host, port and source
     are required only when the status is CREATED] and ``lastUpdatedTimestamp`` (Unix time in
-    ms; mandatory in Table 15 but missing from the appendix D example, so optional on input). :class:`SubscriptionStatus` has exactly the
-    seven values of Table 14/15.
+    ms; mandatory in Table 15 but missing from the appendix D example, so optional on input).
+    :class:`SubscriptionStatus` has exactly the seven values of Table 14/15.
 
 Local actor API (IP_068 "selected parts of II ... based upon a bilateral agreement"; the shape
 of the NordicWay onboard API, everything under ``/{actorCommonName}/``, path name = client

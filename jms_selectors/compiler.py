@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from jms_selectors import reference
+from jms_selectors.like import contains_any
 from jms_selectors.ast import (
     And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary,
     identifiers, unparse,
@@ -265,6 +266,7 @@ class _Generator:
         self.definitions: list[str] = []
         self._constants: dict[tuple[type, object], str] = {}
         self._keys: dict[str, str] = {}
+        self._searchers: dict[frozenset[str], str] = {}
         self._hoisted: dict[tuple[int, str], str] = {}
         self._pinned: list[Expr] = []  # keeps id()-keyed nodes alive during generation
         self._dynamic: dict[int, bool] = {}
@@ -285,6 +287,13 @@ class _Generator:
         self.namespace[name] = value
         if key is not None:
             self._constants[key] = name
+        return name
+
+    def searcher(self, literals: frozenset[str]) -> str:
+        """A global name bound to a search for any of ``literals`` (one per distinct set)."""
+        name = self._searchers.get(literals)
+        if name is None:
+            name = self._searchers[literals] = self.const(contains_any(list(literals)))
         return name
 
     def key(self, prop: str) -> str:
@@ -363,11 +372,40 @@ class _Generator:
         if isinstance(node, (And, Or)):
             if depth >= HOIST_DEPTH:
                 return self.hoist(node, "T" if positive else "F")
-            parts = [self.cond(operand, positive, fn, depth + 1) for operand in node.operands]
-            conjunctive = isinstance(node, And) == positive
-            return "(" + (" and " if conjunctive else " or ").join(parts) + ")"
+            return self.junction(node, positive, fn, depth + 1)
         with fn.predicate():
             return self.predicate(node, positive, fn, depth + 1)
+
+    def junction(self, node: And | Or, positive: bool, fn: _Function, depth: int) -> str:
+        """T/F of an n-ary AND/OR: the operands' T (or F) joined by ``and`` or ``or``.
+
+        Three or more ``x LIKE '%lit%'`` operands on the same property whose tests are joined
+        by ``or`` ("x contains one of ...", e.g. a quadTree tile list) or, negated, by ``and``
+        ("x contains none of ...") are merged into one regex search over ``x``.
+        """
+        disjunctive = isinstance(node, Or) == positive
+        groups: dict[str, list[Like]] = {}
+        for operand in node.operands:
+            if (
+                isinstance(operand, Like)
+                and isinstance(operand.subject, Identifier)
+                and operand.matcher.kind == "contains"
+                and (positive != operand.negated) == disjunctive
+            ):
+                groups.setdefault(operand.subject.name, []).append(operand)
+        merged = {id(like): name for name, likes in groups.items() if len(likes) >= 3 for like in likes}
+        parts = []
+        for operand in node.operands:
+            name = merged.get(id(operand))
+            if name is None:
+                parts.append(self.cond(operand, positive, fn, depth))
+            elif name in groups:
+                search = self.searcher(frozenset(like.matcher.literal for like in groups.pop(name)))
+                with fn.predicate():
+                    first, rest = self.bind(fn.ref(name), fn)
+                    found = "is not None" if disjunctive else "is None"
+                    parts.append(f"({self.is_str(first, rest, 'any')} and {search}({rest}) {found})")
+        return "(" + (" or " if disjunctive else " and ").join(parts) + ")"
 
     def predicate(self, node: Expr, positive: bool, fn: _Function, depth: int) -> str:
         if isinstance(node, Identifier):  # a property used as a condition: booleans only

@@ -161,3 +161,14 @@ def compile_like(pattern: str, escape: str | None = None) -> LikePattern:
 
 def _make(pattern: str, escape: str | None, kind: str, literal: object, matches: Callable[[str], bool]) -> LikePattern:
     return LikePattern(pattern, escape, kind, str(literal), matches)
+
+
+def contains_any(literals: list[str]) -> Callable[[str], object]:
+    """``search(s)``: not None iff ``s`` contains one of the non-empty ``literals``.
+
+    Used for ``q LIKE '%,t1%' OR q LIKE '%,t2%' OR ...`` (IP_066 quadTree filters): one scan
+    of the value instead of one per tile. The pattern is a plain alternation of escaped
+    literals; ``re`` factors out their common prefix and scans for it, and without quantifiers
+    a search costs at most O(len(s) * total literal length).
+    """
+    return re.compile("|".join(re.escape(literal) for literal in sorted(set(literals)))).search

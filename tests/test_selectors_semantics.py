@@ -285,6 +285,39 @@ def test_like(text, props, expected):
     check(text, props, expected)
 
 
+MANY = "q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%'"
+
+
+@pytest.mark.parametrize("text,props,expected", table(
+    (MANY, {"q": "xbx"}, T),
+    (MANY, {"q": "xyz"}, F),
+    (MANY, {"q": 5}, U),
+    (MANY, {}, U),
+    ("NOT (" + MANY + ")", {"q": "xbx"}, F),
+    ("NOT (" + MANY + ")", {"q": "xyz"}, T),
+    ("NOT (" + MANY + ")", {}, U),
+    ("q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%'", {"q": "xyz"}, T),
+    ("q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%'", {"q": "xcz"}, F),
+    ("q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%'", {"q": None}, U),
+    ("NOT (q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%')", {"q": "a"}, T),
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "xcx"}, T),
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "cx"}, T),
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, U),
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, U),
+    ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "d"}, F),
+    ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "e"}, T),
+    ("q LIKE '%.%' OR q LIKE '%*%' OR q LIKE '%(%' OR q LIKE '%|%'", {"q": "a(b"}, T),
+    ("q LIKE '%.%' OR q LIKE '%*%' OR q LIKE '%(%' OR q LIKE '%|%'", {"q": "ab"}, F),
+    ("q LIKE '%ab%' OR q LIKE '%abc%' OR q LIKE '%a%'", {"q": "xa"}, T),
+    ("q LIKE '%!%%' ESCAPE '!' OR q LIKE '%!_%' ESCAPE '!' OR q LIKE '%\n%'", {"q": "a_b"}, T),
+    ("q LIKE '%!%%' ESCAPE '!' OR q LIKE '%!_%' ESCAPE '!' OR q LIKE '%\n%'", {"q": "ab"}, F),
+    ("q LIKE '%a%' AND q LIKE '%b%' AND q LIKE '%c%'", {"q": "cab"}, T),
+    ("q LIKE '%a%' AND q LIKE '%b%' AND q LIKE '%c%'", {"q": "ca"}, F),
+))
+def test_like_chains_on_one_property(text, props, expected):
+    check(text, props, expected)
+
+
 # ----------------------------------------------------------------------------- IN
 @pytest.mark.parametrize("text,props,expected", table(
     ("a IN ('x', 'y')", {"a": "x"}, T),
@@ -484,7 +517,7 @@ def test_precedence(text, props, expected):
 
 # ----------------------------------------------------------------------------- value types
 def test_proton_types_are_numbers_and_strings():
-    proton = pytest.importorskip("proton")
+    import proton
     props = {
         "i": proton.int32(5), "u": proton.ulong(2**63), "f": proton.float32(1.5), "b": proton.ubyte(7),
         "s": proton.symbol("DENM"), "c": proton.char("x"), "t": proton.timestamp(1000),
