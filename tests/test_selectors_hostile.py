@@ -97,6 +97,7 @@ def _alternating(levels: int) -> str:
     return text
 
 
+@pytest.mark.timeout(120)
 def test_deeply_nested_valid_selectors_compile_and_agree():
     selectors = [
         _alternating(MAX_DEPTH - 3),
@@ -104,6 +105,8 @@ def test_deeply_nested_valid_selectors_compile_and_agree():
         "a" + " + 1" * (MAX_DEPTH - 2) + " > 0",
         "-" + "(-" * 45 + "a" + ")" * 45 + " = 1",
         "(" * 48 + "a = 1" + ") = TRUE" * 48,
+        "(" * 95 + "a = 1" + ") <> FALSE" * 95,  # conditions as values: linear, not exponential
+        "(" * 95 + "a" + " IS NULL)" * 95,
         "a IN (" + ", ".join(str(i) for i in range(1000)) + ") AND " + _alternating(80),
     ]
     for text in selectors:
