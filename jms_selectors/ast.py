@@ -28,12 +28,16 @@ into selector text that parses to an equal tree.
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
-from typing import Literal as _L, Union
+from typing import Union
 
 #: Python types a :class:`Literal` may hold: ``str``, ``int`` (exact numeric), ``float``
 #: (approximate numeric), ``bool`` (TRUE/FALSE) or ``None`` (NULL).
 LiteralValue = Union[str, int, float, bool, None]
+SignOp = typing.Literal["+", "-"]
+ArithmeticOp = typing.Literal["+", "-", "*", "/"]
+ComparisonOp = typing.Literal["=", "<>", "<", "<=", ">", ">="]
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class Literal:
 class Unary:
     """Arithmetic sign ``+x`` / ``-x``."""
 
-    op: _L["+", "-"]
+    op: SignOp
     operand: Expr
 
 
@@ -71,7 +75,7 @@ class Unary:
 class Arithmetic:
     """Binary arithmetic ``left op right``; ``/`` of two exact numbers truncates toward zero."""
 
-    op: _L["+", "-", "*", "/"]
+    op: ArithmeticOp
     left: Expr
     right: Expr
 
@@ -80,7 +84,7 @@ class Arithmetic:
 class Comparison:
     """``left op right``; ``<``..``>=`` are numeric only, ``=``/``<>`` also strings and booleans."""
 
-    op: _L["=", "<>", "<", "<=", ">", ">="]
+    op: ComparisonOp
     left: Expr
     right: Expr
 

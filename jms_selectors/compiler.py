@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from jms_selectors import reference
-from jms_selectors.like import contains_any
 from jms_selectors.ast import (
-    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary,
-    identifiers, unparse,
+    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Not, Or, Unary, identifiers,
 )
+from jms_selectors.like import contains_any
 
 #: Nesting of generated expressions after which a sub-tree gets its own generated function.
 HOIST_DEPTH = 8

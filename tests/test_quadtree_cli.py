@@ -1,30 +1,14 @@
 """`interchange quadtree`: tiles of a position or a circle from the command line."""
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-
 import pytest
 
+from interchange.cli import main as interchange_main
 from quadtree import cover_circle, format_property, selector_for_tiles
-
-# Subcommands other packages register; while one of them is still being written
-# in the shared tree, a stand-in keeps these tests about `quadtree` only.
-SIBLING_CLIS = ("certs.cli", "interchange.demo", "interchange.node_cli")
 
 
 @pytest.fixture
-def main(monkeypatch: pytest.MonkeyPatch):
-    for name in SIBLING_CLIS:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            stub = types.ModuleType(name)
-            stub.register = lambda subparsers: None  # type: ignore[attr-defined]
-            monkeypatch.setitem(sys.modules, name, stub)
-    from interchange.cli import main as interchange_main
-
+def main():
     return interchange_main
 
 
