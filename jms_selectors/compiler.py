@@ -60,7 +60,10 @@ class Selector:
     def __init__(self, text: str, ast: Expr) -> None:
         self.text = text
         self.ast = ast
-        self.matches, self.evaluate, self.source = _build(ast)
+        try:
+            self.matches, self.evaluate, self.source = _build(ast)
+        except (RecursionError, MemoryError):  # only for trees the parser would not produce
+            self.matches, self.evaluate, self.source = _walker(ast)
 
     def __repr__(self) -> str:
         return f"Selector({self.text!r})"
@@ -73,6 +76,18 @@ class Selector:
 
     def __reduce__(self):
         return (_restore, (self.text, self.ast))
+
+
+def _walker(ast: Expr) -> tuple[Callable, Callable, str]:
+    """Fallback when code generation hits a resource limit: closures over the reference walker."""
+
+    def evaluate(properties: Mapping[str, object]) -> bool | None:
+        return reference.evaluate(ast, properties)
+
+    def matches(properties: Mapping[str, object]) -> bool:
+        return reference.evaluate(ast, properties) is True
+
+    return matches, evaluate, ""
 
 
 def _restore(text: str, ast: Expr) -> Selector:
@@ -364,10 +379,10 @@ class _Generator:
     # ---------------------------------------------------------------- conditions
     def cond(self, node: Expr, positive: bool, fn: _Function, depth: int) -> str:
         """Python expression: true iff ``node`` is definitely TRUE (positive) / FALSE."""
+        while isinstance(node, Not):  # T(NOT x) = F(x), F(NOT x) = T(x)
+            node, positive = node.operand, not positive
         if not self.dynamic(node):
             return "True" if reference.evaluate(node, {}) is positive else "False"
-        if isinstance(node, Not):
-            return self.cond(node.operand, not positive, fn, depth)
         if isinstance(node, (And, Or)):
             if depth >= HOIST_DEPTH:
                 return self.hoist(node, "T" if positive else "F")
@@ -455,11 +470,11 @@ class _Generator:
         """
         if not self.dynamic(node):
             return repr(reference.evaluate(node, {}))
+        if isinstance(node, Identifier):
+            return f"_bool3({fn.ref(node.name)})"
         if depth >= HOIST_DEPTH:
             return self.hoist(node, "3")
         depth += 1
-        if isinstance(node, Identifier):
-            return f"_bool3({fn.ref(node.name)})"
         if isinstance(node, Not):
             return f"_not3({self.three(node.operand, fn, depth)})"
         if isinstance(node, (And, Or)):

@@ -394,3 +394,20 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
     assert received[0]["arrivalTime"].endswith("Z")
     assert any(r["event"] == "connect" for r in records)
     assert any(r["event"] == "link_attach" and r["details"].get("address") == "in" for r in records)
+
+
+def test_oversized_message_closes_the_link_with_a_clear_error(pki: TestPki, tmp_path: Path) -> None:
+    from interchange.config import LimitsConfig
+
+    b = start_broker(pki, tmp_path, TARGETS, SOURCES, limits=LimitsConfig(max_message_size=64 * 1024))
+    try:
+        publisher = b.connect("actor-1")
+        sender = publisher.create_sender("in")
+        sender.send(denm(body=bytes(32 * 1024)))  # within the limit
+        with pytest.raises((LinkDetached, SendException)) as excinfo:
+            sender.send(denm(body=bytes(200 * 1024)))
+        condition = sender.link.remote_condition
+        assert condition is not None and condition.name == "amqp:link:message-size-exceeded", excinfo.value
+        publisher.close()
+    finally:
+        b.stop()

@@ -281,3 +281,23 @@ def test_no_injection_through_names_or_literals():
     assert selector.matches({nasty: nasty}) is True
     assert selector.matches({'x"); raise SystemExit #': "a\\nb"}) is True
     assert selector.matches({}) is False
+
+
+def test_trees_deeper_than_the_parser_allows_still_evaluate():
+    """Analysis code may build trees directly; depth beyond the stack falls back, never raises."""
+    from jms_selectors.ast import Comparison, Identifier, Literal, Not
+
+    from jms_selectors.ast import Arithmetic
+
+    tree = Comparison("=", Identifier("a"), Literal(1))
+    for _ in range(3000):
+        tree = Not(tree)
+    selector = jms_selectors.Selector("(built)", tree)  # NOT chains are compiled without recursion
+    assert selector.evaluate({"a": 1}) is True and selector.evaluate({"a": 2}) is False
+    value = Identifier("a")
+    for _ in range(5000):
+        value = Arithmetic("+", value, Literal(1))
+    selector = jms_selectors.Selector("(built)", Comparison(">", value, Literal(0)))
+    assert selector.source == ""  # code generation gave up: the walker is used (and may give up too)
+    assert selector.evaluate({"a": 1}) in (True, None)
+    assert selector.matches({"a": 1}) in (True, False)

@@ -391,7 +391,12 @@ class ConnectionEngine:
         link = _pn_delivery_link(delivery)
         publication = self._publishers.get(link)
         if publication is not None:
-            if not _pn_delivery_readable(delivery) or _pn_delivery_partial(delivery):
+            if not _pn_delivery_readable(delivery):
+                return
+            if _pn_delivery_partial(delivery):
+                if _pn_delivery_pending(delivery) > self.limits.max_message_size:
+                    self.close_link(link, "amqp:link:message-size-exceeded",
+                                    f"message larger than {self.limits.max_message_size} bytes")
                 return
             self._receive_message(link, delivery, publication)
             return
