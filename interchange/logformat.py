@@ -5,9 +5,12 @@ Each line is one JSON object::
 
     {"schemaVersion": 1, "timestamp": "2021-07-15T12:30:23.317Z", "level": "info",
      "event": "received_message", "node": "ixc-a", "address": "denm-in", "identity": "actor-1",
+     "publisher": "actor-1",
      "arrivalTime": "2021-07-15T12:30:23.317Z", "size": 204,
      "applicationProperties": {...}, "bodyContentHex": "2040..."}
 
+``identity`` is the connection's CN (the publisher for ``received_message``, the consumer for
+``sent_message``, which also carries ``departureTime``); ``publisher`` is the publisher's CN.
 ``applicationProperties`` and ``bodyContentHex`` are the two fields of appendix F; they are present
 only while property / payload logging is switched on (IP_119/120). Arrival and departure times
 have millisecond precision (IP_010). Non-message events (connect, disconnect, link_attach,
@@ -45,6 +48,7 @@ class LogRecord(BaseModel):
     node: str | None = None
     address: str | None = None
     identity: str | None = None
+    publisher: str | None = None
     arrivalTime: str | None = None
     departureTime: str | None = None
     size: int | None = None

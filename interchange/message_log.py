@@ -77,13 +77,15 @@ class JsonLog:
             record["details"] = fields
             self._write(record)
 
-    def message(self, event: str, message: BrokerMessage, address: str, departure_ms: int | None = None) -> None:
+    def message(self, event: str, message: BrokerMessage, address: str, departure_ms: int | None = None,
+                identity: str | None = None) -> None:
         """A received or sent message with timestamps (IP_010), properties and payload (IP_119/120)."""
         if not self._enabled("info") or not self.messages_on:
             return
         record = self._base("info", event)
         record["address"] = address
-        record["identity"] = message.publisher
+        record["identity"] = identity or message.publisher
+        record["publisher"] = message.publisher
         record["arrivalTime"] = logformat.iso_ms(message.arrival_ms)
         if departure_ms is not None:
             record["departureTime"] = logformat.iso_ms(departure_ms)

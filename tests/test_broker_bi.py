@@ -144,6 +144,28 @@ def _every_type_message(body: bytes) -> Message:
                    annotations={symbol("x-opt-test"): "annotation"})
 
 
+def test_departure_logged_with_consumer_identity(broker: BrokerUnderTest) -> None:
+    consumer = broker.connect("actor-2")
+    receiver = consumer.create_receiver("denm-only", credit=5)
+    publisher = broker.connect("actor-1")
+    publisher.create_sender("in").send(denm(body=b"logged"))
+    receiver.receive(timeout=5)
+    receiver.accept()
+    publisher.close()
+    consumer.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+        sent = [r for r in records if r["event"] == "sent_message" and r["address"] == "denm-only"]
+        if sent:
+            assert sent[0]["identity"] == "actor-2" and sent[0]["publisher"] == "actor-1"
+            assert sent[0]["departureTime"] >= sent[0]["arrivalTime"]
+            assert sent[0]["applicationProperties"]["messageType"] == "DENM"
+            return
+        time.sleep(0.05)
+    pytest.fail("departure not logged")
+
+
 def test_forwarding_is_byte_exact(broker: BrokerUnderTest) -> None:
     bodies = [bytes(range(256)) * 4, b"", b"\x00" * 5000, bytes(reversed(range(256)))]
     payloads = [_every_type_message(body).encode() for body in bodies]
@@ -392,6 +414,8 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
     assert received[0]["applicationProperties"]["messageType"] == "DENM"
     assert received[0]["bodyContentHex"] == b"\x01\x02denm".hex()
     assert received[0]["arrivalTime"].endswith("Z")
+    sent = [r for r in records if r["event"] == "sent_message"]
+    assert sent == []  # nobody consumed while logging was on
     assert any(r["event"] == "connect" for r in records)
     assert any(r["event"] == "link_attach" and r["details"].get("address") == "in" for r in records)
 

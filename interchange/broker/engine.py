@@ -150,7 +150,10 @@ class ConsumerLinkState:
             _pn_delivery_settle(delivery)
         else:
             self.unsettled[delivery] = message
-        self.engine.on_output()
+        engine = self.engine
+        if engine.sent_hook is not None:
+            engine.sent_hook(message, self.address, engine.identity)
+        engine.on_output()
 
 
 class ConnectionEngine:
@@ -163,6 +166,8 @@ class ConnectionEngine:
         self.limits = limits
         self.on_output = on_output
         self._events = events or (lambda kind, fields: None)
+        #: called as (message, source address, consumer identity) for every message sent, when set
+        self.sent_hook: Callable[[BrokerMessage, str | None, str], None] | None = None
         self.paused = False
         self.closed = False
         self.container_id: str | None = None

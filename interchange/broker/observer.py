@@ -5,6 +5,7 @@ and the message log (IP_009/010/119/120/121) is called only while it is switched
 """
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from typing import Protocol
 
@@ -19,7 +20,8 @@ class MessageLog(Protocol):
 
     messages_on: bool
 
-    def message(self, event: str, message: BrokerMessage, address: str, departure_ms: int | None = None) -> None: ...
+    def message(self, event: str, message: BrokerMessage, address: str, departure_ms: int | None = None,
+                identity: str | None = None) -> None: ...
 
     def rejected(self, identity: str, address: str, raw: bytes, reason: str) -> None: ...
 
@@ -44,6 +46,13 @@ class BrokerObserver:
         log = self.log
         if log is not None and log.messages_on:
             log.message("received_message", message, address)
+
+    def sent(self, message: BrokerMessage, address: str | None, identity: str) -> None:
+        """IP_010: departure timestamp of a message handed to a consumer."""
+        log = self.log
+        if log is not None and log.messages_on:
+            log.message("sent_message", message, address or "", departure_ms=time.time_ns() // 1_000_000,
+                        identity=identity)
 
     def link_attached(self, role: str, identity: str, address: str, selector: str | None) -> None:
         if self.log is not None:

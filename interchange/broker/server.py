@@ -70,6 +70,8 @@ class AmqpConnection(asyncio.Protocol):
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
                                            self._mark_dirty, self._engine_event)
+            if self._server.core.observer.log is not None:
+                self.engine.sent_hook = self._server.core.observer.sent  # IP_010 departure times
             data = step.amqp_bytes
             if not data:
                 return
