@@ -32,6 +32,8 @@ import typing
 from dataclasses import dataclass
 from typing import Union
 
+from jms_selectors.lexer import KEYWORDS, is_identifier_part, is_identifier_start
+
 #: Python types a :class:`Literal` may hold: ``str``, ``int`` (exact numeric), ``float``
 #: (approximate numeric), ``bool`` (TRUE/FALSE) or ``None`` (NULL).
 LiteralValue = Union[str, int, float, bool, None]
@@ -194,7 +196,6 @@ def identifiers(node: Expr) -> frozenset[str]:
 
 
 # ---------------------------------------------------------------------------------- unparse
-_KEYWORDS = frozenset({"NOT", "AND", "OR", "BETWEEN", "LIKE", "ESCAPE", "IN", "IS", "TRUE", "FALSE", "NULL"})
 _ATOM, _UNARY, _MUL, _ADD, _PRED, _NOT, _AND, _OR = 8, 7, 6, 5, 4, 3, 2, 1
 
 
@@ -203,13 +204,11 @@ def _quote(text: str, quote: str) -> str:
 
 
 def _bare_identifier(name: str) -> bool:
-    from jms_selectors.lexer import is_identifier_part, is_identifier_start
-
     return (
         bool(name)
         and is_identifier_start(name[0])
         and all(is_identifier_part(c) for c in name[1:])
-        and not (name.isascii() and name.upper() in _KEYWORDS)
+        and not (name.isascii() and name.upper() in KEYWORDS)
     )
 
 

@@ -613,6 +613,17 @@ IP_066_COUNTRY = "messageType = 'DENM' AND originatingCountry = 'FR'"
     ("shardId = 1", APPENDIX_F, U),
     ("shardId IS NULL OR shardId = 1", APPENDIX_F, T),
     ("causeCode = -1", {"causeCode": -1}, T),
+    ("quadTree NOT LIKE '%,1202021%'", APPENDIX_F, T),
+    ("quadTree NOT LIKE '%,1202123021210,%'", APPENDIX_F, F),
+    ("NOT quadTree LIKE '%,120212302013111223,%'", APPENDIX_F, F),
+    ("quadTree LIKE '%,1202123021210,'", APPENDIX_F, T),
+    ("quadTree LIKE ',120212302013111223,%'", APPENDIX_F, T),
+    ("quadTree LIKE '%,1202123021210,%' OR quadTree LIKE '%,0%'", APPENDIX_F, T),
+    ("quadTree LIKE '%,3%' OR quadTree LIKE '%,0%'", APPENDIX_F, F),
+    ("NOT (quadTree LIKE '%,3%' OR quadTree LIKE '%,0%')", APPENDIX_F, T),
+    ("quadTree LIKE '%.%'", {"quadTree": "a" * 300 + ".b"}, T),
+    ("quadTree LIKE '%.%'", {"quadTree": "a" * 300}, F),
+    ("quadTree LIKE '%,1202021%'", {"quadTree": 5}, U),
     ("messageType = 'DENM' AND NOT (causeCode = -1)", APPENDIX_F, T),
 ))
 def test_c_roads_examples(text, props, expected):
