@@ -47,7 +47,9 @@ class Consumer:
 
 
 def link_selector(link) -> str | None:
-    filters = link.remote_source.filter.get_object() if link.remote_source.filter else None
+    data = link.remote_source.filter
+    data.rewind()
+    filters = data.get_object() if data.next() else None
     if isinstance(filters, dict):
         for value in filters.values():
             if isinstance(value, Described) and value.descriptor in (SELECTOR_SYMBOL, SELECTOR_CODE):

@@ -435,3 +435,31 @@ def test_oversized_message_closes_the_link_with_a_clear_error(pki: TestPki, tmp_
         publisher.close()
     finally:
         b.stop()
+
+
+def test_consumer_that_stops_reading_its_socket_is_back_pressured(broker: BrokerUnderTest) -> None:
+    """A consumer with plenty of credit that stops reading: the broker stops writing to it (its
+    connection is paused), buffers in the source instead of in socket buffers, and everyone else
+    goes on."""
+    stuck = broker.connect("actor-3")
+    stuck_rx = stuck.create_receiver("all", credit=100_000)  # never received from below
+    fast = broker.connect("actor-2")
+    fast_rx = fast.create_receiver("denm-only", credit=1000)
+    publisher = broker.connect("actor-1")
+    sender = publisher.create_sender("in")
+    for i in range(150):
+        sender.send(denm(body=bytes([i % 256]) * 100_000))
+    got = [body(fast_rx.receive(timeout=10))[0] for _ in range(150)]
+    fast_rx.accept()
+    assert got == [i % 256 for i in range(150)]
+
+    def stuck_state() -> tuple[bool, int]:
+        engines = [c.engine for c in broker.node.server.connections if c.identity == "actor-3"]
+        return engines[0].paused, broker.node.core.sources["all"].depth
+
+    paused, depth = broker.call(stuck_state)
+    assert paused and depth > 0
+    stuck_rx.close()
+    stuck.close()
+    publisher.close()
+    fast.close()

@@ -113,7 +113,8 @@ static bool started, sending_done, finished, timed_out, aborted;
 static unsigned char head[HEAD_KEEP], scratch[HEAD_KEEP];
 static char errors[MAX_ERRORS][256];
 static int n_errors;
-static bool bytes_blocked;
+static bool bytes_blocked, closing;
+static long transports_closed;
 static long open_count, open_failed;
 static int64_t *open_times;
 
@@ -436,7 +437,8 @@ static void maybe_start(void) {
   }
   started = true;
   t_start = mono_ns();
-  for (long i = 0; i < opt_producers; i++) pump(&producers[i]);
+  /* a connection's objects are touched only while handling its own events: wake the producers */
+  for (long i = 0; i < opt_producers; i++) pn_connection_wake(producers[i].conn);
 }
 
 static void finish(void) {
@@ -527,6 +529,12 @@ static void handle(pn_event_t *e) {
       }
       break;
     }
+    case PN_CONNECTION_WAKE: {
+      conn_ctx_t *ctx = pn_connection_get_context(pn_event_connection(e));
+      if (closing) pn_connection_close(pn_event_connection(e));
+      else if (ctx && ctx->role == ROLE_PRODUCER) pump(&producers[ctx->index]);
+      break;
+    }
     case PN_LINK_REMOTE_OPEN: {
       pn_link_t *l = pn_event_link(e);
       if (pn_link_is_sender(l)) {
@@ -565,8 +573,9 @@ static void handle(pn_event_t *e) {
       pn_transport_t *t = pn_event_transport(e);
       pn_connection_t *c = pn_event_connection(e);
       conn_ctx_t *ctx = c ? pn_connection_get_context(c) : NULL;
-      if (ctx) {
+      if (ctx && !ctx->closed) {
         ctx->closed = true;
+        transports_closed++;
         if (ctx->role == ROLE_PROBE) {
           if (!ctx->opened) { open_failed++; condition_error("connection failed", pn_transport_condition(t)); }
         } else if (!finished) {
@@ -668,7 +677,11 @@ static void run_loop(bool (*done)(void), int64_t deadline_ns, int tick_ms_fast) 
     if (timeout) {
       if (started && !finished) {
         bytes_blocked = false;
-        for (long i = 0; i < opt_producers; i++) pump(&producers[i]);
+        for (long i = 0; i < opt_producers; i++) { /* wake the producers that may send now */
+          producer_t *p = &producers[i];
+          if (p->link && p->sent < allowed_by_rate(p) && (opt_presettled || p->sent - p->settled < opt_window))
+            pn_connection_wake(p->conn);
+        }
         check_done();
       }
       if (mono_ns() > deadline_ns) { timed_out = true; finish(); }
@@ -830,19 +843,23 @@ int main(int argc, char **argv) {
   } else {
     usage();
   }
-  /* close everything; give the peer a moment to see the closes */
-  pn_proactor_disconnect(proactor, NULL);
-  int64_t until = mono_ns() + 2000000000LL;
-  bool inactive = false;
-  pn_proactor_set_timeout(proactor, 2000);
-  while (!inactive && mono_ns() < until) {
+  /* close every connection properly (AMQP close), then give up after 3 s */
+  closing = true;
+  finished = true;
+  for (long c = 0; c < n_ctxs; c++)
+    if (!ctxs[c].closed) pn_connection_wake(ctxs[c].conn);
+  int64_t until = mono_ns() + 3000000000LL;
+  pn_proactor_set_timeout(proactor, 3000);
+  while (transports_closed < n_ctxs && mono_ns() < until) {
     pn_event_batch_t *b = pn_proactor_wait(proactor);
     pn_event_t *e;
+    bool timeout = false;
     while ((e = pn_event_batch_next(b))) {
-      pn_event_type_t t = pn_event_type(e);
-      if (t == PN_PROACTOR_INACTIVE || t == PN_PROACTOR_TIMEOUT) inactive = true;
+      if (pn_event_type(e) == PN_PROACTOR_TIMEOUT) timeout = true;
+      else handle(e);
     }
     pn_proactor_done(proactor, b);
+    if (timeout) break;
   }
   pn_proactor_free(proactor);
   if (ssl_domain) pn_ssl_domain_free(ssl_domain);
