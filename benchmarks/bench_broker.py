@@ -72,6 +72,13 @@ def subscription(j: int, cells: int) -> tuple[str, int, str]:
     return message_type, cell, selector
 
 
+def inactive_selector(j: int) -> str:
+    """A subscription of the same shape whose tile no message of the load lies in."""
+    tile = "1202023" + "".join(str((j >> (2 * k)) & 3) for k in range(7, -1, -1))
+    message_type = "DENM" if j % 2 == 0 else "IVIM"
+    return f"messageType = '{message_type}' AND quadTree LIKE '%,{tile}%'"
+
+
 def expected_deliveries(messages: int, producers: int, subs: list[tuple[str, int] | None], cells: int) -> int:
     """Deliveries the load should produce (None in subs = a subscription without selector)."""
     wanted = Counter(s for s in subs if s is not None)
@@ -165,7 +172,7 @@ class Workspace:
         return identity.chain, identity.key, self.pki.trust_bundle
 
     def start_ours(self, subs: list[str | None], cells: int, publisher_credit: int = 1000,
-                   log_level: str = "info") -> Broker:
+                   log_level: str = "info", plain: bool = False) -> Broker:
         """Our broker with one source per subscription (node selector = the subscription's)."""
         self.counter += 1
         identity = self.pki.identity(BROKER_CN)
@@ -180,6 +187,8 @@ class Workspace:
                        "sources": sources, "limits": {"publisher_credit": publisher_credit}},
             "log": {"path": str(self.dir / f"node-{self.counter}.log"), "level": log_level},
         }
+        if plain:  # the local-development listener: same broker, no TLS (identity given by config)
+            config["broker"].update(plain_port=0, plain_identity=CONSUMER_CN)
         path = self.dir / f"node-{self.counter}.json"
         path.write_text(json.dumps(config))
         proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(path)],
@@ -195,11 +204,14 @@ class Workspace:
             lines.append(line)
             if "AMQPS port" in line:
                 port = int(line.split("AMQPS port")[1].split(",")[0])
+                if plain:
+                    port = int(line.split("plain AMQP port")[1].split(",")[0])
                 break
         if port is None:
             proc.kill()
             raise RuntimeError("our broker did not start:\n" + "".join(lines))
-        return Broker("ours", f"amqps://127.0.0.1:{port}", TARGET, proc, proc.pid,
+        return Broker("ours (plain)" if plain else "ours", f"{'amqp' if plain else 'amqps'}://127.0.0.1:{port}",
+                      TARGET, proc, proc.pid,
                       [f"sub-{j}" for j in range(len(subs))])
 
     def start_baseline(self) -> Broker:
@@ -233,19 +245,26 @@ class Load:
     consumer_connections: int = 10
     consumer_credit: int = 1000
     cells: int = 16
+    active: int | None = None  # only subscriptions j < active can match; the others select absent tiles
+
+    def _is_active(self, j: int) -> bool:
+        return self.active is None or j < self.active
 
     def sub_kinds(self) -> list[tuple[str, int] | None]:
         if self.subs == 0:
             return [None]
-        return [subscription(j, self.cells)[:2] for j in range(self.subs)]
+        return [subscription(j, self.cells)[:2] if self._is_active(j) else ("none", -1) for j in range(self.subs)]
 
     def selectors(self) -> list[str | None]:
         if self.subs == 0:
             return [None]
-        return [subscription(j, self.cells)[2] for j in range(self.subs)]
+        return [subscription(j, self.cells)[2] if self._is_active(j) else inactive_selector(j)
+                for j in range(self.subs)]
 
     def label(self) -> str:
-        return "1 (all)" if self.subs == 0 else str(self.subs)
+        if self.subs == 0:
+            return "1 (all)"
+        return f"{self.subs} ({self.active} active)" if self.active is not None else str(self.subs)
 
 
 def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_source: str | None,
@@ -274,17 +293,17 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             bufsize=1)
     cpu0 = cpu1 = None
-    wall0 = wall1 = 0.0
+    wall0 = wall1 = gen0 = gen1 = 0.0
     stderr_lines = []
     try:
         for line in proc.stderr:
             stderr_lines.append(line)
             if line.strip() == "READY":
-                cpu0, wall0 = broker.cpu(), time.monotonic()
+                cpu0, wall0, gen0 = broker.cpu(), time.monotonic(), cpu_seconds(proc.pid)
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
             elif line.strip() == "DONE":
-                cpu1, wall1 = broker.cpu(), time.monotonic()
+                cpu1, wall1, gen1 = broker.cpu(), time.monotonic(), cpu_seconds(proc.pid)
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
                 break
@@ -302,7 +321,12 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
     except json.JSONDecodeError:
         raise RuntimeError(f"loadgen failed ({proc.returncode}): {out}\n{''.join(stderr_lines)}") from None
     result["broker_cpu_s"] = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
-    result["wall_s"] = wall1 - wall0 if wall0 else None
+    result["wall_s"] = wall1 - wall0 if wall0 and wall1 else None
+    # Utilisation over the measured phase (which ends when the last expected delivery arrived)
+    if result["wall_s"]:
+        if result["broker_cpu_s"] is not None:
+            result["broker_util"] = result["broker_cpu_s"] / result["wall_s"]
+        result["loadgen_util"] = (gen1 - gen0) / result["wall_s"]
     result["broker"] = broker.name
     result["subs"] = load.label()
     return result
@@ -343,8 +367,8 @@ def size_label(size: int) -> str:
 def print_table(title: str, rows: list[dict]) -> None:
     print(f"\n### {title}\n")
     print("| broker | subs | payload | msgs | deliveries | sent/s | delivered/s | p50 ms | p99 ms | max ms "
-          "| CPU µs/msg | CPU µs/delivery | note |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| CPU µs/msg | CPU µs/delivery | broker/gen CPU | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         us_msg, us_del = per_message(r)
         lat = r.get("latency_us", {})
@@ -364,7 +388,12 @@ def print_table(title: str, rows: list[dict]) -> None:
         print(f"| {r['broker']} | {r['subs']} | {size_label(r['size'])} | {r['sent']} | {r['deliveries']} "
               f"| {fmt(r['sent_per_s'], 0)} | {fmt(r['delivered_per_s'], 0)} | {fmt(lat.get('p50', 0) / 1000, 2)} "
               f"| {fmt(lat.get('p99', 0) / 1000, 2)} | {fmt(lat.get('max', 0) / 1000, 2)} | {fmt(us_msg)} "
-              f"| {fmt(us_del)} | {', '.join(note)} |", flush=True)
+              f"| {fmt(us_del)} | {_pct(r.get('broker_util'))}/{_pct(r.get('loadgen_util'))} "
+              f"| {', '.join(note)} |", flush=True)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
 
 
 def print_ratios(pairs: list[tuple[dict, dict]]) -> None:
@@ -442,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
     parser.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
     parser.add_argument("--only", default="all",
-                        help="comma list of: matrix, latency, ip012, ip013, slow, connections (default all)")
+                        help="comma list of: matrix, flat, tls, latency, ip012, ip013, slow, connections "
+                             "(default all)")
     parser.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
     parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
     parser.add_argument("--peer", default="baseline",
@@ -452,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-pid", type=int, help="pid of an external peer, to read its CPU time")
     parser.add_argument("--peer-cert-cn", default=CONSUMER_CN, help="client identity for an amqps peer")
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run limit of the publishing phase (s)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per matrix case against ours (median shown)")
     parser.add_argument("--json", type=Path, help="write every raw result here")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (PKI, configs, logs)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the load generator")
@@ -460,8 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     loadgen = ensure_loadgen(args.rebuild)
     raise_nofile()
     quick = args.quick
-    only = set(args.only.split(",")) if args.only != "all" else {"matrix", "latency", "ip012", "ip013", "slow",
-                                                                   "connections"}
+    only = set(args.only.split(",")) if args.only != "all" else {"matrix", "flat", "tls", "latency", "ip012",
+                                                                   "ip013", "slow", "connections"}
     subs_list = [int(x) for x in args.subs.split(",")] if args.subs else ([0, 1, 100, 1000] if quick
                                                                           else [0, 1, 100, 1000, 10000])
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([200, 5000, 500_000])
@@ -491,7 +522,12 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     warm_up(loadgen, ws, broker, group[0], None, args.timeout)
                     for load in group:
-                        r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                        runs = [run_load(loadgen, ws, broker, load, None, args.timeout) for _ in range(args.repeat)]
+                        runs.sort(key=lambda x: per_message(x)[0] or 0.0)
+                        r = runs[len(runs) // 2]  # the median by CPU per message
+                        if args.repeat > 1:
+                            spread = [per_message(x)[0] for x in runs]
+                            r["extra"] = "CPU µs/msg of the runs: " + ", ".join(fmt(v) for v in spread)
                         results.append({"scenario": "matrix", **r})
                         ours_rows.append(r)
                         print_table(f"matrix: ours, {load.label()} subscriptions, {size_label(load.size)}", [r])
@@ -520,19 +556,54 @@ def main(argv: list[str] | None = None) -> int:
                 print_table("Matrix: peer", peer_rows)
                 print_ratios(pairs)
 
+        if "flat" in only:
+            # Cost per message as subscriptions grow at a constant fan-out: 100 subscriptions match
+            # as in the matrix, the others select tiles no message lies in (other areas of Europe).
+            rows = []
+            for subs in ([100, 1000] if quick else [100, 1000, 10000]):
+                load = Load(subs, 200, 10000 if quick else 30000, active=100)
+                broker = ws.start_ours(load.selectors(), 16)
+                try:
+                    warm_up(loadgen, ws, broker, load, None, args.timeout)
+                    r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                finally:
+                    broker.stop()
+                results.append({"scenario": "flat", **r})
+                rows.append(r)
+            print_table("Constant fan-out, growing subscriptions (200 B)", rows)
+
+        if "tls" in only:
+            # The same broker over its plain development listener: what TLS costs.
+            rows = []
+            for subs in (0, 100):
+                for plain in (False, True):
+                    load = Load(subs, 200, 20000 if quick else 50000)
+                    broker = ws.start_ours(load.selectors(), 16, plain=plain)
+                    try:
+                        warm_up(loadgen, ws, broker, load, None, args.timeout)
+                        r = run_load(loadgen, ws, broker, load, None, args.timeout)
+                    finally:
+                        broker.stop()
+                    results.append({"scenario": "tls", **r})
+                    rows.append(r)
+            print_table("TLS vs plain AMQP (same broker, 200 B)", rows)
+
         if "latency" in only:
             # Not saturated: a steady rate well below capacity, 100 subscriptions.
             rows = []
-            broker = ws.start_ours(Load(100, 200, 0).selectors(), 16)
-            try:
-                for size, rate, msgs in ((200, 1000, 3000 if quick else 10000), (5000, 500, 1500 if quick else 5000)):
-                    r = run_load(loadgen, ws, broker, Load(100, size, msgs, rate=rate), None, args.timeout)
-                    r["extra"] = f"rate {rate}/s"
-                    results.append({"scenario": "latency", **r})
-                    rows.append(r)
-            finally:
-                broker.stop()
-            print_table("Latency when not saturated (100 subscriptions, paced producer)", rows)
+            for subs in (0, 100):
+                broker = ws.start_ours(Load(subs, 200, 0).selectors(), 16)
+                try:
+                    warm_up(loadgen, ws, broker, Load(subs, 200, 0), None, args.timeout)
+                    for size, rate, msgs in ((200, 1000, 3000 if quick else 10000),
+                                             (5000, 500, 1500 if quick else 5000)):
+                        r = run_load(loadgen, ws, broker, Load(subs, size, msgs, rate=rate), None, args.timeout)
+                        r["extra"] = f"rate {rate}/s"
+                        results.append({"scenario": "latency", **r})
+                        rows.append(r)
+                finally:
+                    broker.stop()
+            print_table("Latency when not saturated (paced producer)", rows)
 
         if "ip012" in only:
             rows = []

@@ -463,3 +463,18 @@ def test_consumer_that_stops_reading_its_socket_is_back_pressured(broker: Broker
     stuck.close()
     publisher.close()
     fast.close()
+
+
+def test_released_message_is_redelivered(broker: BrokerUnderTest) -> None:
+    publisher = broker.connect("actor-1")
+    publisher.create_sender("in").send(denm(body=b"again"))
+    first = broker.connect("actor-2")
+    rx = first.create_receiver("all", credit=1)
+    assert body(rx.receive(timeout=5)) == b"again"
+    rx.release()  # "not processed": the broker must offer it again
+    rx.close()
+    rx2 = first.create_receiver("all", credit=1, name="second-link")
+    assert body(rx2.receive(timeout=5)) == b"again"
+    rx2.accept()
+    publisher.close()
+    first.close()

@@ -42,6 +42,8 @@ _E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
 _ACCEPTED = lib.PN_ACCEPTED
 _REJECTED = lib.PN_REJECTED
 _SND_SETTLED = lib.PN_SND_SETTLED
+#: Outcomes after which a message goes back to its source (the consumer did not process it).
+_REDELIVER = frozenset({lib.PN_RELEASED, lib.PN_MODIFIED})
 _LOCAL_ACTIVE = lib.PN_LOCAL_ACTIVE
 _NULL = ffi.NULL
 
@@ -102,6 +104,9 @@ class Router(Protocol):
         """Route one message; raise :class:`Rejected` to reject it."""
 
     def credit_available(self, link: "ConsumerLinkState") -> None: ...
+
+    def redeliver(self, link: "ConsumerLinkState", message: BrokerMessage) -> None:
+        """The consumer released the message: offer it again (first in line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,9 +412,12 @@ class ConnectionEngine:
             return
         state = self._consumers.get(link)
         if state is not None and _pn_delivery_updated(delivery):
-            if _pn_delivery_remote_state(delivery) or _pn_delivery_settled(delivery):
-                state.unsettled.pop(delivery, None)
+            outcome = _pn_delivery_remote_state(delivery)
+            if outcome or _pn_delivery_settled(delivery):
+                message = state.unsettled.pop(delivery, None)
                 _pn_delivery_settle(delivery)
+                if message is not None and outcome in _REDELIVER:
+                    self.router.redeliver(state, message)
 
     def _receive_message(self, link: Any, delivery: Any, publication: Any) -> None:
         size = _pn_delivery_pending(delivery)

@@ -139,6 +139,13 @@ class BrokerCore:
             if self.sources.get(source.spec.address) is source:
                 source.credit_changed(self.clock_ms())
 
+    def redeliver(self, link: ConsumerLinkState, message: BrokerMessage) -> None:
+        """A consumer released or modified a delivery: it goes back to the front of its source."""
+        source = link.source
+        if source is not None and self.sources.get(source.spec.address) is source:
+            source.requeue([message])
+            source.credit_changed(self.clock_ms())
+
     def credit_available(self, link: ConsumerLinkState) -> None:
         source = link.source
         if source is not None:
