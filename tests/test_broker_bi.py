@@ -471,10 +471,11 @@ def test_released_message_is_redelivered(broker: BrokerUnderTest) -> None:
     first = broker.connect("actor-2")
     rx = first.create_receiver("all", credit=1)
     assert body(rx.receive(timeout=5)) == b"again"
-    rx.release()  # "not processed": the broker must offer it again
-    rx.close()
-    rx2 = first.create_receiver("all", credit=1, name="second-link")
+    rx.release()  # "not processed": the broker offers it again, while this link stays attached
+    second = broker.connect("actor-3")
+    rx2 = second.create_receiver("all", credit=1)
     assert body(rx2.receive(timeout=5)) == b"again"
     rx2.accept()
     publisher.close()
+    second.close()
     first.close()
