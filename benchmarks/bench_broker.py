@@ -4,8 +4,9 @@ Starts our broker (``interchange broker --config``) in a subprocess with a gener
 and N sources, each with a node selector (an II subscription: ``messageType = 'DENM' AND
 quadTree LIKE '%,<tile prefix>%'``, matching a few percent of the messages), drives it with the C
 load generator (benchmarks/loadgen, TLS 1.3 + client certificate + SASL EXTERNAL) and measures
-the broker's CPU time from /proc/<pid>/stat (utime + stime) around the publishing phase only
-(the generator signals when every link is attached and when the last delivery arrived).
+the broker's CPU time (utime + stime of all its threads, from /proc/<pid>/task/*/schedstat) around
+the publishing phase only (the generator signals when every link is attached and when the last
+delivery arrived).
 
 The same loads then run against a peer: by default our own deliberately straightforward
 ``benchmarks/baseline_broker.py`` (proton MessagingHandler + Container, every consumer's selector
@@ -14,13 +15,14 @@ evaluated on every message), or any AMQP 1.0 broker given with ``--peer amqps://
 ``--peer-target`` and each subscription is a consumer link on ``--peer-source`` carrying its
 selector as a link filter (see benchmarks/README.md for what e.g. ActiveMQ needs).
 
-    .venv/bin/python benchmarks/bench_broker.py --quick            # < 2 minutes
-    .venv/bin/python benchmarks/bench_broker.py                    # the full matrix (~20 min)
-    .venv/bin/python benchmarks/bench_broker.py --only matrix --subs 1,100 --sizes 200
+    .venv/bin/python benchmarks/bench_broker.py --quick            # < 2 minutes (~1 here)
+    .venv/bin/python benchmarks/bench_broker.py --repeat 3         # everything (~5 minutes here)
+    .venv/bin/python benchmarks/bench_broker.py --only matrix --subs 1,100 --sizes 200 --peer none
     .venv/bin/python benchmarks/bench_broker.py --peer amqp://127.0.0.1:5672 --peer-target topic://bench \\
         --peer-source topic://bench [--peer-pid PID]
 
 Output: a table per scenario on stdout, and (with --json FILE) every raw result.
+BENCH_LOADGEN_STDERR=FILE appends the generator's stderr there (with PN_TRACE_FRM=1: a frame trace).
 """
 from __future__ import annotations
 
@@ -176,14 +178,16 @@ class Workspace:
         """Our broker with one source per subscription (node selector = the subscription's)."""
         self.counter += 1
         identity = self.pki.identity(BROKER_CN)
-        sources = [{"address": f"sub-{j}", "consumers": [PRODUCER_CN, CONSUMER_CN], **({"selector": s} if s else {})}
+        # The generator uses one identity (CONSUMER_CN) for both roles: both CNs get both grants.
+        grants = [PRODUCER_CN, CONSUMER_CN]
+        sources = [{"address": f"sub-{j}", "consumers": grants, **({"selector": s} if s else {})}
                    for j, s in enumerate(subs)]
         config = {
             "name": BROKER_CN,
             "data_dir": str(self.dir / f"node-{self.counter}"),
             "tls": {"cert_chain": str(identity.chain), "key": str(identity.key),
                     "trust_bundle": str(self.pki.trust_bundle), "crls": [str(c) for c in self.pki.crls]},
-            "broker": {"host": "127.0.0.1", "port": 0, "targets": [{"address": TARGET, "publishers": [PRODUCER_CN, CONSUMER_CN]}],
+            "broker": {"host": "127.0.0.1", "port": 0, "targets": [{"address": TARGET, "publishers": grants}],
                        "sources": sources, "limits": {"publisher_credit": publisher_credit}},
             "log": {"path": str(self.dir / f"node-{self.counter}.log"), "level": log_level},
         }
@@ -414,10 +418,17 @@ def print_ratios(pairs: list[tuple[dict, dict]]) -> None:
               f"| {ratio(ours['latency_us']['p99'], peer['latency_us']['p99'])} |", flush=True)
 
 
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
+
+
 def machine_notes() -> str:
     import ssl
-
-    import proton
 
     model = "?"
     try:
@@ -436,7 +447,7 @@ def machine_notes() -> str:
     except (OSError, KeyError):
         pass
     return (f"{os.cpu_count()} cores, {model}; Python {platform.python_version()}; "
-            f"python-qpid-proton {proton.VERSION if hasattr(proton, 'VERSION') else '?'}; "
+            f"python-qpid-proton {_dist_version('python-qpid-proton')}; "
             f"proton-C (loadgen) {proton_c}; {ssl.OPENSSL_VERSION}; kernel {platform.release()}")
 
 
