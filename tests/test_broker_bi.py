@@ -477,3 +477,19 @@ def test_released_message_is_redelivered(broker: BrokerUnderTest) -> None:
     assert broker.call(lambda: broker.node.core.sources["all"].depth) == 0
     publisher.close()
     first.close()
+
+
+def test_presettled_consumer_link_gets_settled_deliveries(broker: BrokerUnderTest) -> None:
+    from proton.reactor import AtMostOnce
+
+    consumer = broker.connect("actor-2")
+    receiver = consumer.create_receiver("denm-only", credit=50, options=AtMostOnce())
+    publisher = broker.connect("actor-1")
+    sender = publisher.create_sender("in")
+    for i in range(20):
+        sender.send(denm(body=f"p{i}".encode()))
+    assert [body(receiver.receive(timeout=5)) for _ in range(20)] == [f"p{i}".encode() for i in range(20)]
+    links = broker.call(lambda: [(l.presettled, len(l.unsettled)) for l in broker.node.core.sources["denm-only"].links])
+    assert links == [(True, 0)]
+    publisher.close()
+    consumer.close()

@@ -65,7 +65,7 @@ def test_index_never_loses_a_match(selectors: list[str | None], messages: list[d
         expected = {s.spec.address for s in sources if s.node_selector is None or s.node_selector(props)}
         candidates = list(index.candidates(props))
         assert len(candidates) == len({id(c) for c in candidates})  # each source at most once
-        found = {s.spec.address for s in candidates if s.node_selector is None or s.node_selector(props)}
+        found = {s.spec.address for s in candidates if s.residual is None or s.residual(props)}
         assert found == expected
 
 
@@ -82,6 +82,21 @@ def test_index_rules_out_most_sources() -> None:
     for source in sources[:500]:
         index.remove(source)
     assert len(index) == 500
+
+
+@pytest.mark.parametrize("text, residual_true_for, residual_false_for", [
+    ("quadTree LIKE '%,12%' OR quadTree LIKE '%,03%'", None, None),
+    ("messageType = 'DENM' AND quadTree LIKE '%,12%'", {"messageType": "DENM"}, {"messageType": "IVIM"}),
+    ("messageType = 'DENM' AND causeCode = 1", {"causeCode": 1}, {"causeCode": 2}),
+    ("causeCode = 1 OR causeCode = 2", {"causeCode": 2}, {"causeCode": 3}),
+])
+def test_residual_is_what_the_key_does_not_cover(text: str, residual_true_for, residual_false_for) -> None:
+    source = _source(1, text)
+    RoutingIndex().add(source, jms_selectors.compile(text).ast)
+    if residual_true_for is None:
+        assert source.residual is None
+    else:
+        assert source.residual(residual_true_for) and not source.residual(residual_false_for)
 
 
 def test_remove_restores_always_and_type_buckets() -> None:

@@ -31,16 +31,14 @@ class Admission:
         self.cache_hits = 0
         self.cache_misses = 0
 
-    def admit(self, raw: bytes, publisher: str, federated: bool, shard_count: int | None,
+    def admit(self, raw: bytes | bytearray, publisher: str, federated: bool, shard_count: int | None,
               now_ms: int) -> BrokerMessage:
-        if type(raw) is not bytes:
-            raw = bytes(raw)
         try:
             scanned = scan_message(raw, decode_properties=False)
         except ScanError as exc:
             raise Rejected(f"malformed AMQP message: {exc}", "amqp:decode-error") from None
         start, end = scanned.application_properties_offset, scanned.application_properties_end
-        key = (raw[start:end] if start is not None else b"", shard_count)
+        key = (bytes(raw[start:end]) if start is not None else b"", shard_count)
         cache = self._cache
         entry = cache.get(key)
         if entry is None:

@@ -43,6 +43,11 @@ _ACCEPTED = lib.PN_ACCEPTED
 _REJECTED = lib.PN_REJECTED
 _SND_SETTLED = lib.PN_SND_SETTLED
 #: Outcomes after which a message goes back to its source (the consumer did not process it).
+_COPY_LIMIT = 64 * 1024
+# One constant tag for pre-settled deliveries; the buffer and the struct live as long as the module.
+_SETTLED_TAG_BUFFER = ffi.new("char[]", b"\x00")
+_SETTLED_TAG_STRUCT = ffi.new("pn_bytes_t *", (1, _SETTLED_TAG_BUFFER))
+_SETTLED_TAG = _SETTLED_TAG_STRUCT[0]
 _REDELIVER = frozenset({lib.PN_RELEASED, lib.PN_MODIFIED})
 _LOCAL_ACTIVE = lib.PN_LOCAL_ACTIVE
 _NULL = ffi.NULL
@@ -144,21 +149,26 @@ class ConsumerLinkState:
 
     def send(self, message: BrokerMessage) -> None:
         """Create a delivery carrying the received bytes unchanged; settle per the link's mode."""
-        self._tag += 1
-        tag = self._tag.to_bytes(8, "big")
         link = self.link
-        delivery = _pn_delivery(link, (8, _from_buffer(tag)))
         raw = message.raw
-        _pn_link_send(link, _from_buffer(raw), len(raw))
-        _pn_link_advance(link)
-        if self.presettled:
+        if self.presettled:  # a settled delivery's tag need not be unique
+            delivery = _pn_delivery(link, _SETTLED_TAG)
+            _pn_link_send(link, _from_buffer(raw), len(raw))
+            _pn_link_advance(link)
             _pn_delivery_settle(delivery)
         else:
+            self._tag += 1
+            tag = self._tag.to_bytes(8, "big")
+            delivery = _pn_delivery(link, (8, _from_buffer(tag)))
+            _pn_link_send(link, _from_buffer(raw), len(raw))
+            _pn_link_advance(link)
             self.unsettled[delivery] = message
         engine = self.engine
         if engine.sent_hook is not None:
             engine.sent_hook(message, self.address, engine.identity)
-        engine.on_output()
+        if not engine.output_marked:
+            engine.output_marked = True
+            engine.on_output()
 
 
 class ConnectionEngine:
@@ -174,6 +184,8 @@ class ConnectionEngine:
         #: called as (message, source address, consumer identity) for every message sent, when set
         self.sent_hook: Callable[[BrokerMessage, str | None, str], None] | None = None
         self.paused = False
+        #: set when output was announced with on_output(); cleared by the I/O layer when it takes output
+        self.output_marked = False
         self.closed = False
         self.container_id: str | None = None
         self._transport = lib.pn_transport()
@@ -186,7 +198,6 @@ class ConnectionEngine:
         lib.pn_transport_bind(self._transport, self._connection)
         self._publishers: dict[Any, Any] = {}
         self._consumers: dict[Any, ConsumerLinkState] = {}
-        self._out = bytearray(64 * 1024)
         self._released = False
 
     # ----------------------------------------------------------------- bytes in/out
@@ -209,24 +220,27 @@ class ConnectionEngine:
         lib.pn_transport_close_tail(self._transport)
         self._process()
 
-    def take_output(self) -> bytes:
-        """Return (and consume) the bytes proton wants to send."""
+    def take_output(self, limit: int = 4 * 1024 * 1024) -> bytearray:
+        """Return (and consume) up to ``limit`` bytes proton wants to send (see :attr:`has_output`)."""
         transport = self._transport
-        chunks = []
-        while True:
-            pending = lib.pn_transport_pending(transport)
-            if pending <= 0:
-                break
-            if pending > len(self._out):
-                self._out = bytearray(pending)
-            got = lib.pn_transport_peek(transport, _from_buffer(self._out), pending)
-            if got < 0:
-                break
-            chunks.append(bytes(self._out[:pending]))
-            lib.pn_transport_pop(transport, pending)
-        if lib.pn_transport_closed(self._transport):
+        pending = lib.pn_transport_pending(transport)
+        out = bytearray()
+        if pending > 0:
+            size = min(pending, limit)
+            out = bytearray(size)
+            got = lib.pn_transport_peek(transport, _from_buffer(out), size)
+            if got >= 0:
+                lib.pn_transport_pop(transport, size)
+            else:
+                out = bytearray()
+        if lib.pn_transport_closed(transport):
             self._on_closed()
-        return b"".join(chunks)
+        return out
+
+    @property
+    def has_output(self) -> bool:
+        """True when proton still holds bytes to send."""
+        return lib.pn_transport_pending(self._transport) > 0
 
     @property
     def finished(self) -> bool:
@@ -244,7 +258,8 @@ class ConnectionEngine:
         self.paused = paused
         if not paused:
             for state in list(self._consumers.values()):
-                if _pn_link_credit(state.link) > 0:
+                source = state.source
+                if source is not None and source.depth and _pn_link_credit(state.link) > 0:
                     self.router.credit_available(state)
 
     def close(self, condition: str | None = None, description: str | None = None) -> None:
@@ -425,7 +440,11 @@ class ConnectionEngine:
         got = _pn_link_recv(link, _from_buffer(buf), size)
         _pn_link_advance(link)
         remote_settled = _pn_delivery_settled(delivery)
-        raw = bytes(buf) if got == size else bytes(buf[: max(got, 0)])
+        if got != size:
+            buf = buf[: max(got, 0)]
+        # Small messages become bytes (cheap, hashable); large ones stay in the buffer proton
+        # filled, which is forwarded as it is (no copy of a 500 KB payload).
+        raw = bytes(buf) if size <= _COPY_LIMIT else buf
         try:
             self.router.publish(publication, raw)
             outcome = _ACCEPTED

@@ -193,8 +193,8 @@ class BrokerCore:
         for source in self._index.candidates(properties):
             if federated and source.spec.scope is Scope.LOCAL:
                 continue  # IP_109: imported data is never served to a third interchange
-            node_selector = source.node_selector
-            if node_selector is None or node_selector(properties):
+            residual = source.residual  # the node selector less what the index already matched
+            if residual is None or residual(properties):
                 source.offer(message, now)
                 routed += 1
         self.observer.routed(message, routed, now)

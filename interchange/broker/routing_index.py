@@ -11,7 +11,10 @@ From each selector's top-level conjuncts (``A AND B AND ...``) the index takes o
 - else a message type: a conjunct ``messageType = 'X'`` files it under X;
 - else the source is a candidate for every message.
 
-The router still evaluates each candidate's full selector: the index only rules sources out.
+A candidate reached through its key is known to satisfy that conjunct, so the router evaluates
+only the *residual* selector (the other conjuncts; none at all for a pure area or type
+subscription), which :meth:`RoutingIndex.add` compiles and stores on the source. The index never
+rules in a source whose selector is false: candidates + residual == the full selector.
 """
 from __future__ import annotations
 
@@ -35,7 +38,9 @@ class RoutingIndex:
         return len(self._keys)
 
     def add(self, source: Source, ast: Any | None) -> None:
-        key = index_key(ast)
+        """File ``source`` under its key and set ``source.residual`` (None: nothing left to check)."""
+        key, rest = split_key(ast)
+        source.residual = _compile_residual(rest, source.node_selector)
         self._keys[id(source)] = key
         kind, values = key
         if kind == "tile":
@@ -102,21 +107,40 @@ class RoutingIndex:
 
 def index_key(ast: Any | None) -> tuple[str, tuple[str, ...]]:
     """("tile", tiles) | ("type", (messageType,)) | ("always", ()) for a selector's AST."""
+    return split_key(ast)[0]
+
+
+_ALL = object()  #: residual marker: the whole selector is left to evaluate
+
+
+def split_key(ast: Any | None) -> tuple[tuple[str, tuple[str, ...]], Any]:
+    """The index key and the conjuncts it does not cover (a tuple; or _ALL for "always")."""
     if ast is None:
-        return ("always", ())
+        return ("always", ()), ()
     from jms_selectors import ast as nodes
 
     conjuncts = ast.operands if isinstance(ast, nodes.And) else (ast,)
-    message_type = None
-    for node in conjuncts:
+    for i, node in enumerate(conjuncts):
         tiles = _quadtree_tiles(node, nodes)
         if tiles is not None:
-            return ("tile", tiles)
-        if message_type is None:
-            message_type = _required_message_type(node, nodes)
-    if message_type is not None:
-        return ("type", (message_type,))
-    return ("always", ())
+            return ("tile", tiles), conjuncts[:i] + conjuncts[i + 1:]
+    for i, node in enumerate(conjuncts):
+        message_type = _required_message_type(node, nodes)
+        if message_type is not None:
+            return ("type", (message_type,)), conjuncts[:i] + conjuncts[i + 1:]
+    return ("always", ()), _ALL
+
+
+def _compile_residual(rest: Any, full: Any) -> Any:
+    if rest is _ALL:
+        return full
+    if not rest:
+        return None
+    from jms_selectors import Selector
+    from jms_selectors import ast as nodes
+
+    tree = rest[0] if len(rest) == 1 else nodes.And(tuple(rest))
+    return Selector(nodes.unparse(tree), tree).matches
 
 
 def _quadtree_tiles(node: Any, nodes: Any) -> tuple[str, ...] | None:

@@ -107,14 +107,19 @@ class AmqpConnection(asyncio.Protocol):
         self._server.event(level, kind, {"peer": self.peer, "identity": self.identity, **fields})
 
     def flush(self) -> None:
+        """Move proton's output to the socket: at most one chunk per loop turn, nothing while the
+        socket is back-pressured (proton keeps it; the flow stops at the links)."""
         engine, transport = self.engine, self._transport
-        if engine is None or transport is None or transport.is_closing():
+        if engine is None or transport is None or transport.is_closing() or engine.paused:
             return
+        engine.output_marked = False
         out = engine.take_output()
         if out:
             transport.write(out)
         if engine.finished:
             transport.close()
+        elif engine.has_output and not engine.paused:
+            self._mark_dirty()
 
     def tick(self, now_ms: int) -> None:
         if self.engine is not None:

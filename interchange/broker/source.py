@@ -45,12 +45,14 @@ class Source:
     changes make it unclean again.
     """
 
-    __slots__ = ("spec", "node_selector", "_queue", "_bytes", "links", "_next_link", "_shard_owner",
+    __slots__ = ("spec", "node_selector", "residual", "_queue", "_bytes", "links", "_next_link", "_shard_owner",
                  "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued")
 
     def __init__(self, spec: SourceSpec, node_selector: Matcher | None) -> None:
         self.spec = spec
         self.node_selector = node_selector
+        #: what is left of the node selector once the routing index has matched (set by the index)
+        self.residual = node_selector
         self._queue: deque[BrokerMessage] = deque()
         self._bytes = 0
         self.links: list[ConsumerLink] = []
@@ -157,14 +159,19 @@ class Source:
         return _BLOCKED if wanted else _NO_TAKER
 
     def pump(self, now_ms: int) -> None:
-        """Deliver buffered messages, oldest first, to links that can take them."""
+        """Deliver buffered messages, oldest first, to links that can take them.
+
+        Scans from the head and stops as soon as no link can take anything more, so a credit
+        grant costs what it delivers plus the messages it has to step over, not the backlog.
+        """
         queue = self._queue
-        if not queue or not any(link.can_send() for link in self.links):
+        links = self.links
+        if not queue or not any(link.can_send() for link in links):
             self._drop_expired(now_ms)
             self._clean = True
             self._blocked = {m.shard_key for m in queue}
             return
-        kept: deque[BrokerMessage] = deque()
+        skipped: list[BrokerMessage] = []
         blocked: set[tuple] = set()
         while queue:
             message = queue.popleft()
@@ -177,10 +184,15 @@ class Source:
             if outcome == _SENT:
                 self._bytes -= message.size
                 continue
-            kept.append(message)
+            skipped.append(message)
             if outcome == _BLOCKED:
                 blocked.add(key)
-        self._queue = kept
+                if not any(link.can_send() for link in links):
+                    # Nothing more can go out until credit or links change, which makes the
+                    # source unclean again; until then every new message is held anyway.
+                    break
+        if skipped:
+            queue.extendleft(reversed(skipped))
         self._blocked = blocked
         self._clean = True
 

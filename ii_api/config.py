@@ -1,0 +1,62 @@
+"""Configuration of the Improved Interface service (the ``[ii]`` section of the node config).
+
+Example (TOML)::
+
+    [ii]
+    host = "0.0.0.0"
+    port = 8443                    # the HTTPS control channel; the SRV record's port (IP_090)
+    public_host = "ixc-a.example.eu"  # AMQPS host advertised in endpoints (default: the node name)
+    poll_interval_s = 300          # IP_127: at most 5 minutes
+    capability_repost_s = 86400    # IP_091: at most 24 hours
+
+    [ii.discovery]                 # IP_073/089
+    dns_server = "192.0.2.53"
+    domains = ["c-its-interchange.eu", "interchanges.example.eu"]
+    interval_s = 3600              # at most 12 hours
+
+    [ii.policy]                    # ILLEGAL rules, see ii_api/policy.py
+    max_selector_length = 2000
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ii_api.discovery import DiscoveryConfig
+from ii_api.policy import SubscriptionPolicy
+
+__all__ = ["IIConfig", "MAX_CAPABILITY_REPOST_S", "MAX_POLL_INTERVAL_S"]
+
+MAX_POLL_INTERVAL_S = 300.0  # IP_127
+MAX_CAPABILITY_REPOST_S = 24 * 3600.0  # IP_091
+
+
+class IIConfig(BaseModel):
+    """The II's HTTPS listener, what it advertises, discovery, timers and policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8443, ge=0, le=65535, description="0: any free port (tests)")
+    base_path: str = Field(default="", description="II base URL path: '' or '/a/b' (the same on every node)")
+    public_host: str | None = Field(default=None, description="AMQPS host in endpoints (default: the node name)")
+    public_port: int | None = Field(default=None, ge=1, le=65535, description="AMQPS port in endpoints "
+                                                                             "(default: the broker's)")
+    discovery: DiscoveryConfig | None = Field(default=None, description="None: no DNS, stored neighbours only")
+    poll_interval_s: float = Field(default=MAX_POLL_INTERVAL_S, gt=0, le=MAX_POLL_INTERVAL_S)
+    capability_repost_s: float = Field(default=MAX_CAPABILITY_REPOST_S, gt=0, le=MAX_CAPABILITY_REPOST_S)
+    request_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    retry_min_s: float = Field(default=0.5, gt=0, le=60, description="first retry after a failed request")
+    retry_max_s: float = Field(default=60.0, gt=0, le=3600)
+    federation_backoff_s: float = Field(default=0.5, gt=0, le=60, description="first reconnect of a data link")
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    policy: SubscriptionPolicy = Field(default_factory=SubscriptionPolicy)
+
+    @field_validator("base_path")
+    @classmethod
+    def _base_path(cls, value: str) -> str:
+        value = value.strip()
+        if value in ("", "/"):
+            return ""
+        if not value.startswith("/") or value.endswith("/") or "//" in value or any(c in value for c in "?#{} "):
+            raise ValueError("base_path must be '' or like '/a/b' (leading slash, no trailing slash)")
+        return value
