@@ -364,6 +364,11 @@ class OutgoingSubscriptionMachine:
     # ---- events
     def start(self, now: float) -> list[Action]:
         """Begin (or resume after a restart): request, poll at once, or delete."""
+        if self.withdrawn and self.phase is Phase.NEW:
+            self.phase = Phase.DONE
+            return [Finished("withdrawn before it was requested")]
+        if self.withdrawn and self.phase is Phase.ACTIVE:
+            return self._begin_delete()
         actions: list[Action] = []
         if self.phase is Phase.ACTIVE and self.status in (SubscriptionStatus.CREATED, SubscriptionStatus.ERROR):
             actions += self._federation(tuple(e for e in self.endpoints if e.complete))

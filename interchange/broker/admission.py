@@ -16,7 +16,7 @@ from interchange.broker.amqp_scan import ScanError, decode_application_propertie
 from interchange.broker.engine import Rejected
 from interchange.broker.message import BrokerMessage
 from interchange.broker.ttl_policy import TtlPolicy, expiry_ms
-from interchange.broker.validation import validate_application_properties
+from interchange.broker.validation import MESSAGE_TYPES, validate_application_properties
 
 _NO_PROPERTIES: dict[str, object] = {}
 
@@ -26,6 +26,9 @@ class Admission:
 
     def __init__(self, ttl_policy: TtlPolicy, cache_size: int = 4096) -> None:
         self.ttl_policy = ttl_policy
+        # IP_033 defaults per messageType, computed once (the common case: no TTL on the message)
+        self._default_ttl = {t: ttl_policy.default_ttl_ms(t) for t in MESSAGE_TYPES}
+        self._fallback_ttl = ttl_policy.default_ttl_ms(None)
         self._cache: dict[tuple[bytes, int | None], tuple[dict[str, object], str | None]] = {}
         self._cache_size = cache_size
         self.cache_hits = 0
@@ -52,8 +55,11 @@ class Admission:
         properties, problem = entry
         if problem is not None:
             raise Rejected(problem)
-        expiry = expiry_ms(scanned.ttl_ms, scanned.absolute_expiry_time_ms, properties.get("messageType"),
-                           now_ms, self.ttl_policy)
+        ttl, absolute = scanned.ttl_ms, scanned.absolute_expiry_time_ms
+        if ttl or absolute:
+            expiry = expiry_ms(ttl, absolute, properties.get("messageType"), now_ms, self.ttl_policy)
+        else:
+            expiry = now_ms + self._default_ttl.get(properties.get("messageType"), self._fallback_ttl)
         return BrokerMessage(raw, properties, expiry, federated, publisher, now_ms)
 
     @staticmethod

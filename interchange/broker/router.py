@@ -12,7 +12,7 @@ from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
 from interchange.broker.message import BrokerMessage
-from interchange.broker.observer import BrokerObserver
+from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.routing_index import RoutingIndex
 from interchange.broker.source import Source
 
@@ -153,6 +153,10 @@ class BrokerCore:
 
     def publish(self, publication: Publication, raw: bytes) -> None:
         """Validate and route one message; raise Rejected for a malformed one (IP_016)."""
+        observer = self.observer
+        timed = observer.received_count % LATENCY_SAMPLE == 0
+        if timed:
+            started = time.perf_counter()
         now = self.clock_ms()
         try:
             message = self.admission.admit(raw, publication.identity, publication.federated,
@@ -162,11 +166,13 @@ class BrokerCore:
         except Rejected as exc:
             self.observer.rejected(publication.identity, publication.spec.address, raw, exc.description)
             raise
-        self.observer.received(message, publication.spec.address)
+        observer.received(message, publication.spec.address)
         if message.expiry_ms is not None and message.expiry_ms <= now:
-            self.observer.expired(1)
+            observer.expired(1)
             return
         self._route(message, now)
+        if timed:
+            observer.routing_latency(time.perf_counter() - started)
 
     def publish_imported(self, raw: bytes, neighbour: str) -> None:
         """Route a message received from another interchange's source (federation).
@@ -197,7 +203,7 @@ class BrokerCore:
             if residual is None or residual(properties):
                 source.offer(message, now)
                 routed += 1
-        self.observer.routed(message, routed, now)
+        self.observer.routed(routed)
 
     # ------------------------------------------------------------ housekeeping
     def expire(self) -> int:
