@@ -35,6 +35,13 @@ Example (TOML)::
     [admin]
     port = 9090                  # Prometheus metrics and log switches, loopback only
 
+    [ii]                         # Improved Interface (HTTPS control plane); see ii_api/config.py
+    port = 8443
+
+    [ii.discovery]
+    dns_server = "192.0.2.53"
+    domains = ["c-its-interchange.eu"]
+
 Relative paths are resolved against the config file's directory.
 """
 from __future__ import annotations
@@ -45,6 +52,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ii_api.config import IIConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
 from interchange.broker.ttl_policy import TtlPolicy
@@ -107,6 +115,7 @@ class NodeConfig(BaseModel):
     broker: BrokerConfig = Field(default_factory=BrokerConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    ii: IIConfig | None = None  # the Improved Interface; needs [tls]
 
     def resolve(self, base: Path) -> "NodeConfig":
         """Make relative paths relative to ``base``."""

@@ -10,6 +10,7 @@ import logging
 import logging.handlers
 import queue
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -40,6 +41,7 @@ class JsonLog:
                  settings: LogSettings | None = None) -> None:
         self.node = node
         self.settings = settings or LogSettings()
+        self._on_change: list[Callable[[], None]] = []
         self._queue: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,6 +61,12 @@ class JsonLog:
     def update(self, settings: LogSettings) -> None:
         """Switch logging at run time (no restart)."""
         self.settings = settings
+        for callback in self._on_change:
+            callback()
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` after every :meth:`update` (e.g. to switch per-message hooks)."""
+        self._on_change.append(callback)
 
     def _enabled(self, level: str) -> bool:
         return logformat.LEVELS[level] >= logformat.LEVELS[self.settings.level]

@@ -1,11 +1,12 @@
-"""The node runtime: builds the broker (and later the II) from a :class:`NodeConfig` and runs
-them in one asyncio event loop."""
+"""The node runtime: builds the broker and, when configured, the Improved Interface from a
+:class:`NodeConfig` and runs them in one asyncio event loop."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from certs.tls import ReloadingTls, TlsFiles
 from interchange.admin import start_admin
@@ -16,6 +17,9 @@ from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.config import NodeConfig
 from interchange.message_log import JsonLog, LogSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ii_api.service import IIService
 
 
 @dataclass
@@ -30,6 +34,8 @@ class RunningNode:
     amqps_port: int | None = None
     amqp_port: int | None = None
     admin_port: int | None = None
+    ii: IIService | None = None
+    ii_port: int | None = None
     _closers: list = field(default_factory=list)
 
     async def close(self) -> None:
@@ -67,8 +73,22 @@ async def start_node(config: NodeConfig) -> RunningNode:
     if config.admin.port is not None:
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log)
         node._closers.append(runner.cleanup)
+    if config.ii is not None:
+        if config.tls is None or node.amqps_port is None:
+            await node.close()
+            raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
+                             "and advertises the AMQPS listener")
+        from ii_api.runtime import start_ii
+
+        try:
+            running_ii = await start_ii(config, tls_files(config), addresses, core, node.amqps_port, log.event)
+        except BaseException:
+            await node.close()
+            raise
+        node.ii, node.ii_port = running_ii.service, running_ii.port
+        node._closers.append(running_ii.close)
     log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
-                                       "admin_port": node.admin_port})
+                                       "admin_port": node.admin_port, "ii_port": node.ii_port})
     return node
 
 
@@ -81,7 +101,7 @@ async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) ->
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     print(f"interchange {config.name}: AMQPS port {node.amqps_port}, plain AMQP port {node.amqp_port}, "
-          f"admin port {node.admin_port}", flush=True)
+          f"admin port {node.admin_port}, II (HTTPS) port {node.ii_port}", flush=True)
     if ready is not None:
         ready.set()
     try:

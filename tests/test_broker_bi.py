@@ -403,7 +403,12 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
         with pytest.raises(urllib.error.HTTPError) as excinfo:
             urllib.request.urlopen(bad, timeout=5)
         assert excinfo.value.code == 400 and "level" in json.loads(excinfo.value.read())["error"]
+        consumer = b.connect("actor-2")
+        rx = consumer.create_receiver("denm-only", credit=5)
         sender.send(denm(body=b"unlogged"))
+        assert [body(rx.receive(timeout=5)) for _ in range(2)] == [b"\x01\x02denm", b"unlogged"]
+        rx.accept()
+        consumer.close()
         publisher.close()
         b.run(runner.cleanup())
     finally:
@@ -415,7 +420,7 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
     assert received[0]["bodyContentHex"] == b"\x01\x02denm".hex()
     assert received[0]["arrivalTime"].endswith("Z")
     sent = [r for r in records if r["event"] == "sent_message"]
-    assert sent == []  # nobody consumed while logging was on
+    assert sent == []  # the only consumer read after message logging was switched off
     assert any(r["event"] == "connect" for r in records)
     assert any(r["event"] == "link_attach" and r["details"].get("address") == "in" for r in records)
 

@@ -70,8 +70,7 @@ class AmqpConnection(asyncio.Protocol):
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
                                            self._mark_dirty, self._engine_event)
-            if self._server.core.observer.log is not None:
-                self.engine.sent_hook = self._server.core.observer.sent  # IP_010 departure times
+            self.engine.sent_hook = self._server.sent_hook  # IP_010 departure times, while logged
             data = step.amqp_bytes
             if not data:
                 return
@@ -146,6 +145,20 @@ class BrokerServer:
         self._servers: list[asyncio.base_events.Server] = []
         self._housekeeping: asyncio.Task | None = None
         self._interval = housekeeping_interval
+        self.sent_hook = None
+        log = core.observer.log
+        if log is not None:
+            if hasattr(log, "on_change"):
+                log.on_change(self.message_logging_changed)
+            self.message_logging_changed()
+
+    def message_logging_changed(self) -> None:
+        """Give engines the per-delivery hook only while message logging is on (IP_010/119)."""
+        log = self.core.observer.log
+        self.sent_hook = self.core.observer.sent if log is not None and log.messages_on else None
+        for connection in self.connections:
+            if connection.engine is not None:
+                connection.engine.sent_hook = self.sent_hook
 
     def event(self, level: str, kind: str, fields: dict) -> None:
         if self._event is not None:

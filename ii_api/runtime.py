@@ -1,0 +1,65 @@
+"""Starting and stopping the Improved Interface inside a node (same process and event loop as the
+broker, its own HTTPS port)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from certs.tls import ReloadingTls, TlsFiles
+from ii_api.server import start_server
+from ii_api.service import EventSink, IIService
+from ii_api.store import AsyncStore
+from interchange.broker.addresses import AddressBook
+from interchange.broker.router import BrokerCore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from interchange.config import NodeConfig
+
+__all__ = ["RunningII", "start_ii"]
+
+
+@dataclass
+class RunningII:
+    """The II of a running node."""
+
+    service: IIService
+    port: int
+    runner: web.AppRunner
+    store: AsyncStore
+
+    async def close(self) -> None:
+        try:
+            await self.service.close()
+        finally:
+            try:
+                await self.runner.cleanup()
+            finally:
+                await self.store.close()
+
+
+async def start_ii(config: NodeConfig, files: TlsFiles, addresses: AddressBook, core: BrokerCore,
+                   amqps_port: int, event: EventSink | None = None) -> RunningII:
+    """Open the store, restore the state (broker addresses included), listen, start the timers."""
+    ii = config.ii
+    assert ii is not None
+    store = await AsyncStore.for_data_dir(config.data_dir).open()
+    try:
+        client_tls = ReloadingTls(files, "client")
+        service = IIService(name=config.name, config=ii, store=store, addresses=addresses, core=core,
+                            client_context=client_tls.current, amqp_host=ii.public_host or config.name,
+                            amqp_port=ii.public_port or amqps_port, event=event)
+        server_tls = ReloadingTls(files, "server")  # a new CRL applies to new connections
+        runner, port = await start_server(service, ii.host, ii.port, server_tls.listener_context(),
+                                          max_body_bytes=ii.max_body_bytes)
+        try:
+            await service.start()
+        except BaseException:
+            await service.close()
+            await runner.cleanup()
+            raise
+    except BaseException:
+        await store.close()
+        raise
+    return RunningII(service, port, runner, store)

@@ -1,0 +1,313 @@
+"""The HTTPS server of the Improved Interface and the local actor API (aiohttp, IP_069/090).
+
+One listener, TLS 1.3 only, client certificate required (:func:`certs.tls.server_context` through
+:class:`certs.tls.ReloadingTls`); the caller's identity is its certificate's Common Name.
+
+Interchanges (their CN is the target of a discovered SRV record, IP_126; the ``name`` in their
+JSON must be that CN too):
+
+    POST   <base>/capabilities                 IP_105/094   CapabilitiesMessage -> ours
+    POST   <base>/subscriptions                IP_106/097   SubscriptionRequest -> 202 SubscriptionResponse
+    GET    <base>/{name}/subscriptions         IP_107       their subscriptions (name = their CN)
+    GET    <base>/{name}/subscriptions/{id}    IP_108/110   SubscriptionPollResponse
+    DELETE <base>/{name}/subscriptions/{id}    IP_107       204
+
+C-ITS actors (IP_068/077; everything under ``/{actorCommonName}/``, which must be the CN):
+``capabilities``, ``deliveries`` and ``subscriptions`` (POST and GET; GET and DELETE by id) and
+``network/capabilities?selector=``. ``GET/DELETE /{name}/subscriptions[/{id}]`` serve both: an
+interchange gets its II subscriptions, an actor its local ones.
+
+``GET <base>/openapi.json`` describes every endpoint. Every error is JSON
+``{"error": "...", "field"?: "..."}``: 400 for malformed JSON or wrong types (naming the field),
+403, 404, 405, 409, 413, 500.
+"""
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from certs.errors import PeerIdentityError
+from certs.tls import peer_common_name
+from ii_api.errors import validation_error_body
+from ii_api.models import (
+    CapabilitiesMessage,
+    DeliveriesRequest,
+    DeliveriesResponse,
+    Delivery,
+    LocalCapabilitiesRequest,
+    LocalCapabilitiesResponse,
+    LocalCapability,
+    LocalSubscription,
+    LocalSubscriptionsRequest,
+    LocalSubscriptionsResponse,
+    NetworkCapabilitiesResponse,
+    SubscriptionPollResponse,
+    SubscriptionRequest,
+    SubscriptionResponse,
+    WireModel,
+)
+from ii_api.openapi import Operation, openapi_document
+from ii_api.service import Forbidden, IIError, IIService, NotFound
+
+log = logging.getLogger(__name__)
+
+__all__ = ["IIServer", "OPERATIONS", "build_app"]
+
+II, ACTOR, META = "interchange (II)", "local actor API", "meta"
+_DUAL = ("For an interchange (its CN is a discovered SRV target): its II subscriptions here (IP_107/108). "
+         "For a C-ITS actor: its local subscriptions.")
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("POST", "/capabilities", "post_capabilities", "Capability exchange (IP_105, IP_093/094)", II,
+              body=CapabilitiesMessage, response=(CapabilitiesMessage,),
+              description="Replaces the sender's capabilities; answers with ours. `name` must be the CN."),
+    Operation("POST", "/subscriptions", "post_subscriptions", "Subscription request (IP_106, IP_096/097)", II,
+              status=202, body=SubscriptionRequest, response=(SubscriptionResponse,),
+              description="Each subscription gets an id, a path and a status: CREATED (with endpoints), "
+                          "NOT_VALID, ILLEGAL or NO_OVERLAP (with errorMessage)."),
+    Operation("GET", "/{name}/subscriptions", "list_subscriptions", "List subscriptions (IP_107)", II,
+              response=(SubscriptionResponse, LocalSubscriptionsResponse), description=_DUAL),
+    Operation("GET", "/{name}/subscriptions/{id}", "get_subscription", "Subscription status poll (IP_108/110)", II,
+              response=(SubscriptionPollResponse, LocalSubscription), errors=(400, 403, 404), description=_DUAL),
+    Operation("DELETE", "/{name}/subscriptions/{id}", "delete_subscription", "Terminate a subscription (IP_107)",
+              II, status=204, errors=(403, 404), description=_DUAL),
+    Operation("POST", "/{name}/capabilities", "post_actor_capabilities", "Register capabilities (IP_077)", ACTOR,
+              body=LocalCapabilitiesRequest, response=(LocalCapabilitiesResponse,), errors=(400, 403, 409),
+              extra_responses={409: "a publicationId is already in use in the network"}),
+    Operation("GET", "/{name}/capabilities", "list_actor_capabilities", "List the actor's capabilities", ACTOR,
+              response=(LocalCapabilitiesResponse,), errors=(403,)),
+    Operation("GET", "/{name}/capabilities/{id}", "get_actor_capability", "One capability", ACTOR,
+              response=(LocalCapability,), errors=(403, 404)),
+    Operation("DELETE", "/{name}/capabilities/{id}", "delete_actor_capability", "Withdraw a capability", ACTOR,
+              status=204, errors=(403, 404)),
+    Operation("POST", "/{name}/deliveries", "post_deliveries", "Ask where to publish", ACTOR,
+              body=DeliveriesRequest, response=(DeliveriesResponse,),
+              description="CREATED with an endpoint {host, port, target} when the selector covers some of the "
+                          "actor's capabilities (the target accepts only messages fitting them), NO_OVERLAP "
+                          "otherwise, NOT_VALID with errorMessage for an invalid selector."),
+    Operation("GET", "/{name}/deliveries", "list_deliveries", "List the actor's deliveries", ACTOR,
+              response=(DeliveriesResponse,), errors=(403,)),
+    Operation("GET", "/{name}/deliveries/{id}", "get_delivery", "One delivery", ACTOR,
+              response=(Delivery,), errors=(403, 404)),
+    Operation("DELETE", "/{name}/deliveries/{id}", "delete_delivery", "Remove a delivery", ACTOR,
+              status=204, errors=(403, 404)),
+    Operation("POST", "/{name}/subscriptions", "post_local_subscriptions", "Subscribe (IP_079/081)", ACTOR,
+              body=LocalSubscriptionsRequest, response=(LocalSubscriptionsResponse,),
+              description="CREATED with a local endpoint {host, port, source}; with consumerCommonName = the "
+                          "actor's CN (a redirect) the endpoints of the neighbours' sources are added as they "
+                          "come. NOT_VALID / ILLEGAL with errorMessage."),
+    Operation("GET", "/{name}/network/capabilities", "network_capabilities",
+              "Capabilities anywhere in the federation matching a selector", ACTOR,
+              response=(NetworkCapabilitiesResponse,), query=(("selector", "JMS selector (optional)"),)),
+    Operation("GET", "/openapi.json", "openapi", "This document", META, errors=()),
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(model: WireModel, status: int = 200) -> web.Response:
+    return web.json_response(model.to_json(), status=status)
+
+
+def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
+    body: dict[str, Any] = {"error": message}
+    if field is not None:
+        body["field"] = field
+    return web.json_response(body, status=status, headers=headers)
+
+
+class _BadBody(Exception):
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error answer is a JSON body."""
+    try:
+        return await handler(request)
+    except IIError as exc:
+        return _error(exc.status, exc.message, exc.field)
+    except _BadBody as exc:
+        return web.json_response(exc.body, status=400)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return _error(exc.status, exc.reason or "error", headers=headers)
+    except Exception:  # noqa: BLE001 - the client gets JSON, the log the traceback
+        log.exception("ii: %s %s failed", request.method, request.path)
+        return _error(500, "internal error")
+
+
+class IIServer:
+    """The request handlers: identity checks, body parsing, one service call each."""
+
+    def __init__(self, service: IIService, *, max_body_bytes: int = 1024 * 1024) -> None:
+        self.service = service
+        self.max_body_bytes = max_body_bytes
+        self._openapi: dict[str, Any] | None = None
+
+    # ---- identity
+    @staticmethod
+    def peer_cn(request: web.Request) -> str:
+        """The verified client certificate's Common Name (IP_050/069)."""
+        transport = request.transport
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        try:
+            return peer_common_name(ssl_object)
+        except PeerIdentityError as exc:
+            raise Forbidden(str(exc)) from None
+
+    def _actor(self, request: web.Request) -> str:
+        """The local actor calling: the path name must be its CN; interchanges are refused."""
+        cn = self.peer_cn(request)
+        name = request.match_info["name"]
+        if name != cn:
+            raise Forbidden(f"the path names {name!r} but the client certificate is {cn!r}")
+        if self.service.is_neighbour(cn):
+            raise Forbidden(f"{cn!r} is an interchange: use the II endpoints")
+        return cn
+
+    def _caller(self, request: web.Request) -> tuple[str, bool]:
+        """(CN, is an interchange) for the endpoints serving both; the path name must be the CN."""
+        cn = self.peer_cn(request)
+        name = request.match_info["name"]
+        interchange = self.service.is_neighbour(cn)
+        same = name.casefold() == cn.casefold() if interchange else name == cn
+        if not same:
+            raise Forbidden(f"the path names {name!r} but the client certificate is {cn!r}; "
+                            "only the owner may see or delete a subscription")
+        return cn, interchange
+
+    @staticmethod
+    def _id(request: web.Request) -> int:
+        text = request.match_info["id"]
+        if not text.isdigit() or len(text) > 18:
+            raise NotFound(f"no item {text!r}")
+        return int(text)
+
+    async def _body(self, request: web.Request, model: type[Any]) -> Any:
+        data = await request.read()
+        try:
+            return model.model_validate_json(data)
+        except ValidationError as exc:
+            raise _BadBody(validation_error_body(exc)) from None
+
+    @staticmethod
+    def _check_body_name(name: str | None, cn: str) -> None:
+        if name is not None and name != cn:
+            raise Forbidden(f"the name in the body ({name!r}) is not the certificate's common name ({cn!r})", "name")
+
+    # ---- interchanges (II)
+    async def post_capabilities(self, request: web.Request) -> web.Response:
+        cn = self.peer_cn(request)
+        self.service.require_neighbour(cn)  # IP_126 before reading the body
+        message = await self._body(request, CapabilitiesMessage)
+        return _json(await self.service.receive_capabilities(cn, message))
+
+    async def post_subscriptions(self, request: web.Request) -> web.Response:
+        cn = self.peer_cn(request)
+        self.service.require_neighbour(cn)
+        body = await self._body(request, SubscriptionRequest)
+        return _json(await self.service.receive_subscriptions(cn, body), status=202)
+
+    async def list_subscriptions(self, request: web.Request) -> web.Response:
+        cn, interchange = self._caller(request)
+        if interchange:
+            return _json(await self.service.list_incoming(cn))
+        return _json(await self.service.list_local_subscriptions(cn))
+
+    async def get_subscription(self, request: web.Request) -> web.Response:
+        cn, interchange = self._caller(request)
+        if interchange:
+            return _json(await self.service.get_incoming(cn, self._id(request)))
+        return _json(await self.service.get_local_subscription(cn, self._id(request)))
+
+    async def delete_subscription(self, request: web.Request) -> web.Response:
+        cn, interchange = self._caller(request)
+        if interchange:
+            await self.service.delete_incoming(cn, self._id(request))
+        else:
+            await self.service.delete_local_subscription(cn, self._id(request))
+        return web.Response(status=204)
+
+    # ---- local actors
+    async def post_actor_capabilities(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        body = await self._body(request, LocalCapabilitiesRequest)
+        self._check_body_name(body.name, actor)
+        return _json(await self.service.add_capabilities(actor, body))
+
+    async def list_actor_capabilities(self, request: web.Request) -> web.Response:
+        return _json(await self.service.list_capabilities(self._actor(request)))
+
+    async def get_actor_capability(self, request: web.Request) -> web.Response:
+        return _json(await self.service.get_capability(self._actor(request), self._id(request)))
+
+    async def delete_actor_capability(self, request: web.Request) -> web.Response:
+        await self.service.delete_capability(self._actor(request), self._id(request))
+        return web.Response(status=204)
+
+    async def post_deliveries(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        body = await self._body(request, DeliveriesRequest)
+        self._check_body_name(body.name, actor)
+        return _json(await self.service.add_deliveries(actor, body))
+
+    async def list_deliveries(self, request: web.Request) -> web.Response:
+        return _json(await self.service.list_deliveries(self._actor(request)))
+
+    async def get_delivery(self, request: web.Request) -> web.Response:
+        return _json(await self.service.get_delivery(self._actor(request), self._id(request)))
+
+    async def delete_delivery(self, request: web.Request) -> web.Response:
+        await self.service.delete_delivery(self._actor(request), self._id(request))
+        return web.Response(status=204)
+
+    async def post_local_subscriptions(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        body = await self._body(request, LocalSubscriptionsRequest)
+        self._check_body_name(body.name, actor)
+        return _json(await self.service.add_local_subscriptions(actor, body))
+
+    async def network_capabilities(self, request: web.Request) -> web.Response:
+        actor = self._actor(request)
+        return _json(await self.service.network_capabilities(actor, request.query.get("selector")))
+
+    # ---- meta
+    async def openapi(self, request: web.Request) -> web.Response:
+        self.peer_cn(request)
+        if self._openapi is None:
+            self._openapi = openapi_document(
+                OPERATIONS, base_path=self.service.base, title="C-Roads interchange: Improved Interface and local "
+                "actor API", version="1.2",
+                description="Capabilities version 2.0, subscriptions version 1.2 (C-Roads IP Based Interface "
+                            "Profile, chapter 4, appendices C and D). Mutual TLS 1.3.")
+        return web.json_response(self._openapi)
+
+
+def build_app(service: IIService, *, max_body_bytes: int = 1024 * 1024) -> web.Application:
+    """The aiohttp application: every route of :data:`OPERATIONS` under the service's base path."""
+    server = IIServer(service, max_body_bytes=max_body_bytes)
+    app = web.Application(middlewares=[_errors], client_max_size=max_body_bytes)
+    for operation in OPERATIONS:
+        app.router.add_route(operation.method, f"{service.base}{operation.path}", getattr(server, operation.handler))
+    app["ii_server"] = server
+    return app
+
+
+async def start_server(service: IIService, host: str, port: int, context: ssl.SSLContext, *,
+                       max_body_bytes: int = 1024 * 1024) -> tuple[web.AppRunner, int]:
+    """Listen on ``host:port`` (0: any free port) with ``context``; return the runner and the port."""
+    runner = web.AppRunner(build_app(service, max_body_bytes=max_body_bytes), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=context)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, int(bound)
