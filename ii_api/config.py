@@ -44,6 +44,11 @@ class IIConfig(BaseModel):
     discovery: DiscoveryConfig | None = Field(default=None, description="None: no DNS, stored neighbours only")
     poll_interval_s: float = Field(default=MAX_POLL_INTERVAL_S, gt=0, le=MAX_POLL_INTERVAL_S)
     capability_repost_s: float = Field(default=MAX_CAPABILITY_REPOST_S, gt=0, le=MAX_CAPABILITY_REPOST_S)
+    first_poll_s: float = Field(default=0.05, gt=0, le=MAX_POLL_INTERVAL_S,
+                                description="first poll of a REQUESTED subscription, doubling up to the interval")
+    created_in_answer: bool = Field(default=True, description="answer POST /subscriptions with CREATED and the "
+                                    "endpoints at once; False: answer REQUESTED (as the appendix D example) and "
+                                    "let the subscriber poll")
     request_timeout_s: float = Field(default=10.0, gt=0, le=120)
     retry_min_s: float = Field(default=0.5, gt=0, le=60, description="first retry after a failed request")
     retry_max_s: float = Field(default=60.0, gt=0, le=3600)

@@ -52,4 +52,4 @@ class TargetedImport:
             if source.node_selector is None or source.node_selector(message.properties):
                 source.offer(message, now)
                 routed += 1
-        core.observer.routed(message, routed, now)
+        core.observer.routed(routed)

@@ -108,6 +108,7 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SERVER_KEY: web.AppKey["IIServer"] = web.AppKey("ii_server")
 
 
 def _json(model: WireModel, status: int = 200) -> web.Response:
@@ -298,7 +299,7 @@ def build_app(service: IIService, *, max_body_bytes: int = 1024 * 1024) -> web.A
     app = web.Application(middlewares=[_errors], client_max_size=max_body_bytes)
     for operation in OPERATIONS:
         app.router.add_route(operation.method, f"{service.base}{operation.path}", getattr(server, operation.handler))
-    app["ii_server"] = server
+    app[SERVER_KEY] = server
     return app
 
 

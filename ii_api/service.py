@@ -33,7 +33,7 @@ import logging
 import secrets
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +167,7 @@ class OutgoingRunner:
         self._events: asyncio.Queue[Callable[[float], list[Action]]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         self.finished = False
+        self.adopt = False  #: restored before its request was answered: look for it at the neighbour first
 
     @property
     def key(self) -> OutgoingKey:
@@ -217,6 +218,13 @@ class OutgoingRunner:
             peer = service.neighbour(key.neighbour)
             if peer is None:
                 return machine.post_failed(now(), f"{key.neighbour} is not a discovered neighbour")
+            if self.adopt:
+                self.adopt = False
+                found = await service.find_unclaimed(key)
+                if found is not None:  # requested before a crash, its answer never recorded (IP_106)
+                    service.event("info", "ii_subscription_adopted", {"neighbour": key.neighbour, "id": found.id})
+                    return machine.post_succeeded(now(), found.id, found.path, found.status, found.endpoints or (),
+                                                  found.errorMessage)
             request = SubscriptionRequest(name=service.name, subscriptions=[
                 SubscriptionRequestItem(selector=key.selector, consumerCommonName=key.consumer_common_name)])
             try:
@@ -256,8 +264,8 @@ class OutgoingRunner:
                 sink = TargetedImport(service.core, lambda: service.import_targets(key))
                 self.federation = Federation(sink, service.client_context, service.name,  # type: ignore[arg-type]
                                              min_backoff=service.config.federation_backoff_s)
-            self.federation.pull("subscription", [RemoteEndpoint(key.neighbour, e.host, e.port, e.source)
-                                                  for e in action.endpoints])  # type: ignore[arg-type]
+            self.federation.pull("subscription", [RemoteEndpoint(key.neighbour, service.endpoint_address(
+                key.neighbour, e.host), e.port, e.source) for e in action.endpoints])  # type: ignore[arg-type]
             service.event("info", "ii_federation_started",
                           {"neighbour": key.neighbour, "selector": key.selector,
                            "endpoints": [e.to_json() for e in action.endpoints]})
@@ -315,8 +323,8 @@ class IIService:
         self._event = event
         self.base = config.base_path
         self.client = IIClient(client_context, base_path=config.base_path, timeout_s=config.request_timeout_s)
-        self.timing = Timing(poll_interval_s=config.poll_interval_s, retry_min_s=config.retry_min_s,
-                             retry_max_s=config.retry_max_s)
+        self.timing = Timing(poll_interval_s=config.poll_interval_s, first_poll_s=config.first_poll_s,
+                             retry_min_s=config.retry_min_s, retry_max_s=config.retry_max_s)
         self._lock = asyncio.Lock()
         self._neighbours: dict[str, Neighbour] = {}
         self._neighbour_caps: dict[str, list[Capability]] = {}
@@ -386,6 +394,15 @@ class IIService:
     @property
     def neighbours(self) -> tuple[Neighbour, ...]:
         return tuple(self._neighbours[n] for n in sorted(self._neighbours))
+
+    def endpoint_address(self, neighbour: str, host: str | None) -> str:
+        """Where to connect for an endpoint: a host that is the neighbour's own name is reached at the
+        address discovery found for it (its A record, IP_085); other hosts (e.g. a load balancer)
+        as given. TLS still checks the neighbour's name (IP_125)."""
+        peer = self.neighbour(neighbour)
+        if host is None or (peer is not None and same_cn(host.rstrip("."), peer.name)):
+            return peer.host if peer is not None else neighbour
+        return host
 
     def is_neighbour(self, cn: str) -> bool:
         """IP_126: whether ``cn`` is the target of a discovered SRV record."""
@@ -492,7 +509,11 @@ class IIService:
                 self.event("info", "ii_subscription_received",
                            {"neighbour": name, "id": row.id, "selector": item.selector,
                             "consumer": decision.consumer, "status": decision.status.value, "error": decision.error})
-        return SubscriptionResponse(name=self.name, subscriptions=[self._incoming_wire(r) for r in rows])
+        answer = [self._incoming_wire(r) for r in rows]
+        if not self.config.created_in_answer:  # the appendix D way: REQUESTED now, CREATED when polled
+            answer = [s.model_copy(update={"status": SubscriptionStatus.REQUESTED, "endpoints": None})
+                      if s.status is SubscriptionStatus.CREATED else s for s in answer]
+        return SubscriptionResponse(name=self.name, subscriptions=answer)
 
     async def list_incoming(self, cn: str) -> SubscriptionResponse:
         """IP_107: the requesting interchange's subscriptions here."""
@@ -655,20 +676,37 @@ class IIService:
 
     async def add_deliveries(self, actor: str, request: DeliveriesRequest) -> DeliveriesResponse:
         """Where an actor publishes: CREATED with a target when its selector covers some of its
-        capabilities, NO_OVERLAP otherwise, NOT_VALID for an invalid selector."""
+        capabilities, NO_OVERLAP otherwise, NOT_VALID for an invalid selector. All rows are written
+        in one transaction before the targets are made and the answer is sent."""
         async with self._lock:
-            rows = []
+            planned: list[tuple[str, str, str | None, str | None, TargetSpec | None]] = []
             for item in request.deliveries:
                 compiled, problem = compile_selector(item.selector)
                 if compiled is None:
-                    rows.append(await self.store.add_delivery(actor, item.selector,
-                                                              status=DeliveryStatus.NOT_VALID.value, error=problem))
+                    planned.append((item.selector, DeliveryStatus.NOT_VALID.value, None, problem, None))
                     continue
-                row = await self.store.add_delivery(actor, item.selector, status=DeliveryStatus.NO_OVERLAP.value,
-                                                    target_address=DELIVERY_TARGET_PREFIX + _token())
-                rows.append(await self._apply_delivery(row))
-            for row in rows:
-                self.event("info", "ii_delivery_created", {"actor": actor, "id": row.id, "status": row.status,
+                address = DELIVERY_TARGET_PREFIX + _token()
+                spec = self._delivery_target(actor, item.selector, address)
+                if spec is None:
+                    planned.append((item.selector, DeliveryStatus.NO_OVERLAP.value, address,
+                                    "the selector matches none of your capabilities", None))
+                else:
+                    planned.append((item.selector, DeliveryStatus.CREATED.value, address, None, spec))
+
+            def write(store: Store) -> list[Any]:
+                with store.transaction():
+                    return [store.add_delivery(actor, selector, status=status, target_address=address, error=error)
+                            for selector, status, address, error, _ in planned]
+
+            rows = await self.store.call(write)
+            for index, (row, (_, _, _, _, spec)) in enumerate(zip(list(rows), planned)):
+                if spec is not None:
+                    try:
+                        self.addresses.put_target(spec)
+                    except AddressError as exc:
+                        rows[index] = await self.store.update_delivery(
+                            row.id, status=DeliveryStatus.ERROR.value, error=f"the target could not be created: {exc}")
+                self.event("info", "ii_delivery_created", {"actor": actor, "id": row.id, "status": rows[index].status,
                                                            "target": row.target_address})
         return DeliveriesResponse(name=actor, deliveries=[self._delivery_wire(r) for r in rows])
 
@@ -712,38 +750,39 @@ class IIService:
     async def add_local_subscriptions(self, actor: str,
                                       request: LocalSubscriptionsRequest) -> LocalSubscriptionsResponse:
         """An actor's subscriptions: a local source now (CREATED), subscriptions at neighbours that can
-        serve it requested at once (IP_079); NOT_VALID / ILLEGAL with an errorMessage otherwise."""
+        serve it requested at once (IP_079); NOT_VALID / ILLEGAL with an errorMessage otherwise.
+        All rows are written in one transaction before the sources are made and the answer is sent."""
         async with self._lock:
             existing = sum(1 for r in self._local_subs.values() if r.actor_cn == actor)
-            rows = []
+            planned: list[tuple[SubscriptionRequestItem, SubscriptionStatus, str | None, str | None]] = []
             for item in request.subscriptions:
                 ccn = item.consumerCommonName
                 compiled, problem = compile_selector(item.selector)
-                status, address = SubscriptionStatus.CREATED, None
                 if ccn is not None and ccn != actor:
-                    status, problem = SubscriptionStatus.ILLEGAL, (
-                        "consumerCommonName may only be your own common name (to ask for a redirect)")
+                    planned.append((item, SubscriptionStatus.ILLEGAL, None, "consumerCommonName may only be your "
+                                    "own common name (to ask for a redirect)"))
                 elif compiled is None:
-                    status = SubscriptionStatus.NOT_VALID
+                    planned.append((item, SubscriptionStatus.NOT_VALID, None, problem))
+                elif (problem := self.config.policy.check(item.selector, compiled.ast, existing=existing)) is not None:
+                    planned.append((item, SubscriptionStatus.ILLEGAL, None, problem))
                 else:
-                    problem = self.config.policy.check(item.selector, compiled.ast, existing=existing)
-                    if problem is not None:
-                        status = SubscriptionStatus.ILLEGAL
-                    else:
-                        address = LOCAL_SOURCE_PREFIX + _token()
-                        existing += 1
-                endpoint = [LocalEndpoint(host=self.amqp_host, port=self.amqp_port, source=address).to_json()] \
-                    if address else []
+                    planned.append((item, SubscriptionStatus.CREATED, LOCAL_SOURCE_PREFIX + _token(), None))
+                    existing += 1
 
-                def write(store: Store, item: SubscriptionRequestItem = item, status: SubscriptionStatus = status,
-                          problem: str | None = problem, endpoint: list = endpoint) -> StoredLocalSubscription:
-                    with store.transaction():
+            def write(store: Store) -> list[StoredLocalSubscription]:
+                rows = []
+                with store.transaction():
+                    for item, status, address, problem in planned:
                         row = store.add_local_subscription(actor, item.selector, status=status.value,
-                                                           consumer_common_name=item.consumerCommonName,
-                                                           error=problem)
-                        return store.update_local_subscription(row.id, endpoints=endpoint) if endpoint else row
+                                                           consumer_common_name=item.consumerCommonName, error=problem)
+                        if address is not None:
+                            row = store.update_local_subscription(row.id, endpoints=[LocalEndpoint(
+                                host=self.amqp_host, port=self.amqp_port, source=address).to_json()])
+                        rows.append(row)
+                return rows
 
-                row = await self.store.call(write)
+            rows = await self.store.call(write)
+            for row, (_, _, address, _) in zip(rows, planned):
                 if address is not None:
                     try:
                         self.addresses.put_source(self._local_source(row, address))
@@ -752,12 +791,11 @@ class IIService:
                             row.id, status=SubscriptionStatus.ERROR.value, endpoints=[],
                             error=f"the source could not be created: {exc}")
                 self._local_subs[row.id] = row
-                rows.append(row)
                 self.event("info", "ii_local_subscription_created",
                            {"actor": actor, "id": row.id, "selector": row.selector, "status": row.status,
                             "redirect": row.consumer_common_name is not None, "error": row.error})
             await self._reconcile()
-            rows = [self._local_subs.get(r.id, r) for r in rows]
+            rows = [self._local_subs[r.id] for r in rows]
         return LocalSubscriptionsResponse(name=actor, subscriptions=[self._local_subscription_wire(r) for r in rows])
 
     async def list_local_subscriptions(self, actor: str) -> LocalSubscriptionsResponse:
@@ -794,9 +832,10 @@ class IIService:
                     views.setdefault(sub_id, []).append(runner.view())
         for sub_id in sorted(set(sub_ids)):
             row = self._local_subs.get(sub_id)
-            if row is None or row.status not in _LIVE_LOCAL or not row.endpoints:
+            address = self._local_source_address(row) if row is not None else None
+            if row is None or row.status not in _LIVE_LOCAL or address is None:
                 continue
-            local = LocalEndpoint.model_validate(row.endpoints[0])
+            local = LocalEndpoint(host=self.amqp_host, port=self.amqp_port, source=address)  # as advertised now
             status, endpoints, error = local_subscription_state(row.consumer_common_name is not None, local,
                                                                 views.get(sub_id, []))
             wire = [e.to_json() for e in endpoints]
@@ -842,6 +881,26 @@ class IIService:
             self._outgoing[key] = runner
             runner.start()
         await self._refresh_local(self._local_subs)
+
+    async def find_unclaimed(self, key: OutgoingKey) -> Subscription | None:
+        """A subscription of ours at the neighbour with this selector and consumer that no row of ours
+        knows (IP_107 list), or None; errors mean None (it is then requested anew)."""
+        peer = self.neighbour(key.neighbour)
+        if peer is None:
+            return None
+        try:
+            listed = await self.client.list_subscriptions(peer, self.name)
+        except IIClientError:
+            return None
+        async with self._lock:  # after the restore: every row's remote id is known
+            claimed = {r.machine.remote_id for r in (*self._outgoing.values(), *self._retiring)
+                       if r.key.neighbour == key.neighbour and r.machine.remote_id is not None}
+        wanted = key.consumer_common_name or self.name
+        for sub in listed.subscriptions:
+            if (sub.id not in claimed and sub.selector == key.selector
+                    and same_cn(sub.consumerCommonName or self.name, wanted)):
+                return sub
+        return None
 
     async def _outgoing_changed(self, runner: OutgoingRunner) -> None:
         m = runner.machine
@@ -928,9 +987,13 @@ class IIService:
                 self.event("warning", "ii_capabilities_answer_ignored",
                            {"neighbour": name, "reason": f"answer names {theirs.name!r}"})
                 continue
-            async with self._lock:
-                if name in self._neighbours:
-                    await self._set_neighbour_capabilities(name, theirs)
+            try:
+                async with self._lock:
+                    if name in self._neighbours:
+                        await self._set_neighbour_capabilities(name, theirs)
+            except Exception:  # a bug or a store failure must not end the pushes to this neighbour
+                log.exception("ii: recording the capabilities of %s failed", name)
+                due = loop.time() + self.config.retry_max_s
 
     def pusher_state(self, name: str) -> _Pusher | None:
         return self._pushers.get(name)
@@ -992,6 +1055,10 @@ class IIService:
                 self.addresses.put_source(self._local_source(sub, address))
         capabilities = self.local_capabilities()
         for incoming in await self.store.list_incoming_subscriptions():
+            if incoming.source_address and incoming.endpoints and incoming.endpoints != [
+                    self._advertised(incoming.source_address)]:  # the advertised host or port changed
+                incoming = await self.store.update_incoming_subscription(
+                    incoming.id, endpoints=[self._advertised(incoming.source_address)])
             if incoming.source_address and incoming.status != SubscriptionStatus.ERROR.value:
                 _, grant = grant_for(incoming.selector, incoming.consumer_common_name, incoming.owner_cn, capabilities)
                 self._incoming_grants[incoming.id] = grant
@@ -1011,6 +1078,7 @@ class IIService:
         machine = OutgoingSubscriptionMachine.restore(key, row.status, row.remote_id, row.remote_path, endpoints,
                                                       row.error, self.timing)
         runner = OutgoingRunner(self, row.id, machine)
+        runner.adopt = machine.phase is Phase.NEW
         if key in self._outgoing or machine.phase is Phase.DELETING:
             machine.withdrawn = True  # a duplicate, or being deleted when we stopped: finish deleting it
             self._retiring.add(runner)
@@ -1034,7 +1102,3 @@ class IIService:
                          for r in self.outgoing()],
         }
 
-
-def capabilities_of(message: CapabilitiesMessage | Sequence[Capability]) -> list[Capability]:
-    """The capabilities of a message or list (helper for tests and tooling)."""
-    return list(message.capabilities if isinstance(message, CapabilitiesMessage) else message)

@@ -34,7 +34,6 @@ Sending side (this interchange subscribes at neighbours on behalf of its actors,
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -85,16 +84,11 @@ def compile_selector(text: str) -> tuple[jms_selectors.Selector | None, str | No
     try:
         return jms_selectors.compile(text), None
     except jms_selectors.SelectorError as exc:
-        return None, f"invalid selector: {exc}"
+        return None, str(exc)
 
 
-@functools.lru_cache(maxsize=1024)
-def _matcher(selector: str) -> CapabilityMatcher:
-    return CapabilityMatcher(selector)
-
-
-def _matching(selector: str, capabilities: Iterable[Capability]) -> list[Capability]:
-    matcher = _matcher(selector)
+def _matching(selector: str | CapabilityMatcher, capabilities: Iterable[Capability]) -> list[Capability]:
+    matcher = selector if isinstance(selector, CapabilityMatcher) else CapabilityMatcher(selector)
     return [c for c in capabilities if matcher.matches(c.application, c.metadata)]
 
 
@@ -180,10 +174,12 @@ def desired_outgoing(local_subscriptions: Iterable[LocalSubscriptionView],
     """
     wanted: dict[OutgoingKey, set[int]] = {}
     for sub in local_subscriptions:
-        if compile_selector(sub.selector)[0] is None:
+        compiled = compile_selector(sub.selector)[0]
+        if compiled is None:
             continue
+        matcher = CapabilityMatcher(compiled)  # parsed once per subscription
         for neighbour, capabilities in neighbour_capabilities.items():
-            matching = _matching(sub.selector, capabilities)
+            matching = _matching(matcher, capabilities)
             if any(redirect_compliant(c, sub.redirect) for c in matching):
                 key = OutgoingKey(neighbour, sub.selector, sub.actor_cn if sub.redirect else None)
                 wanted.setdefault(key, set()).add(sub.id)
@@ -341,9 +337,9 @@ class OutgoingSubscriptionMachine:
         return [*actions, Persist(), self._schedule(None), *self._act()]
 
     def _apply(self, now: float, status: SubscriptionStatus, endpoints: Sequence[Endpoint],
-               error: str | None) -> list[Action]:
+               error: str | None, *, changed: bool = False) -> list[Action]:
         endpoints = tuple(endpoints)
-        changed = (status, [_endpoint_key(e) for e in endpoints], error) != (
+        changed = changed or (status, [_endpoint_key(e) for e in endpoints], error) != (
             self.status, [_endpoint_key(e) for e in self.endpoints], self.error)
         self.status, self.endpoints, self.error = status, endpoints, error
         if status is SubscriptionStatus.RESUBSCRIBE:  # delete, then the service requests it anew
@@ -392,7 +388,7 @@ class OutgoingSubscriptionMachine:
         self.remote_id, self.remote_path, self.phase, self._failures = remote_id, path, Phase.ACTIVE, 0
         if self.withdrawn:
             return self._begin_delete()
-        return [Persist(), *self._apply(now, status, endpoints, error)]
+        return self._apply(now, status, endpoints, error, changed=True)
 
     def post_failed(self, now: float, error: str, http_status: int | None = None) -> list[Action]:
         if self.withdrawn:

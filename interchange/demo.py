@@ -1,125 +1,270 @@
-"""`interchange demo`: the quick-start main job on embedded defaults.
+"""`interchange demo`: the quick-start main job, a small federation on loopback.
 
-Generates (or reuses) a session-level test PKI, writes a node config, starts the Basic Interface
-broker on loopback with TLS 1.3, then a demo publisher (actor-1) sends C-ITS messages and a demo
-consumer (actor-2) receives through a JMS selector: only the DENM in its quadtree area arrives.
-With ``--serve`` the broker keeps running afterwards.
+Two interchanges, ``a.interchange.test`` and ``b.interchange.test``, each a complete node (Basic
+Interface broker + Improved Interface), find each other through DNS SRV records served by a
+demo DNS server on a loopback port, exchange capabilities and subscriptions over HTTPS (mutual
+TLS 1.3) and federate data over AMQPS. ``actor-1`` at A registers its capabilities (a DENM and an
+IVIM dataset) and a delivery through A's local actor API; ``actor-2`` at B subscribes to DENMs
+around Hazeldonk through B's. B asks A for them, polls the subscription to CREATED and pulls A's
+source into its broker; of an IVIM, a DENM in Spain and a DENM at Hazeldonk published at A,
+only the last arrives at actor-2. With ``--serve`` everything keeps running afterwards.
+
+The PKI under ``--dir`` is kept across runs; each run starts the nodes from an empty state
+(``<dir>/<interchange>/var`` and the logs are cleared).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import shutil
+import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from interchange.errors import CliError
 
-INTERCHANGE = "a.interchange.test"
+DOMAIN = "interchange.test"
+INTERCHANGE = "a.interchange.test"  # the publishing side
+SUBSCRIBER = "b.interchange.test"
+NODES = (INTERCHANGE, SUBSCRIBER)
 PUBLISHER = "actor-1"
 CONSUMER = "actor-2"
 DEMO_SELECTOR = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
+HAZELDONK, VALENCA = "120202130121133020", "031332213323322232"
+STEP_S = 20.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("demo", help="run the quick-start demo on loopback",
+    parser = subparsers.add_parser("demo", help="run the quick-start demo: a two-interchange federation on loopback",
                                    description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory (default demo-data)")
-    parser.add_argument("--port", type=int, default=0, help="AMQPS port (default: any free port)")
-    parser.add_argument("--serve", action="store_true", help="keep the broker running after the demo")
+    parser.add_argument("--port", type=int, default=0, help="AMQPS port of interchange A (default: any free port)")
+    parser.add_argument("--serve", action="store_true", help="keep the federation running after the demo")
     parser.set_defaults(handler=run)
 
 
-def write_config(directory: Path, port: int) -> Path:
-    """Create the test PKI (kept across runs) and the node config; return the config path."""
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqps_port: int) -> dict[str, Path]:
+    """Create the test PKI (kept across runs) and one node config per interchange."""
     from certs import create_test_pki
 
-    directory = directory.resolve()
-    made = create_test_pki(directory / "pki", [INTERCHANGE], [PUBLISHER, CONSUMER], exist_ok=True)
-    identity = made.identity(INTERCHANGE)
-    config = {
-        "name": INTERCHANGE,
-        "data_dir": str(directory / "var"),
-        "tls": {"cert_chain": str(identity.chain), "key": str(identity.key),
-                "trust_bundle": str(made.trust_bundle), "crls": [str(c) for c in made.crls]},
-        "broker": {
-            "host": "127.0.0.1", "port": port,
-            "targets": [{"address": "publish-actor-1", "publishers": [PUBLISHER]}],
-            "sources": [{"address": "subscribe-actor-2", "consumers": [CONSUMER]}],
-        },
-        "log": {"path": str(directory / "var" / "node.log"), "level": "info", "properties": True, "payload": True},
-        "admin": {"host": "127.0.0.1", "port": 0},
-    }
-    path = directory / "node.json"
-    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return path
+    made = create_test_pki(directory / "pki", list(NODES), [PUBLISHER, CONSUMER], exist_ok=True)
+    paths = {}
+    for name in NODES:
+        identity = made.identity(name)
+        home = directory / name
+        shutil.rmtree(home / "var", ignore_errors=True)  # every run starts from an empty II state
+        (home / "node.log").unlink(missing_ok=True)
+        config = {
+            "name": name,
+            "data_dir": str(home / "var"),
+            "tls": {"cert_chain": str(identity.chain), "key": str(identity.key),
+                    "trust_bundle": str(made.trust_bundle), "crls": [str(c) for c in made.crls]},
+            "broker": {"host": "127.0.0.1", "port": amqps_port if name == INTERCHANGE else 0},
+            "log": {"path": str(home / "node.log"), "level": "info", "properties": True, "payload": True},
+            "admin": {"host": "127.0.0.1", "port": 0},
+            "ii": {"host": "127.0.0.1", "port": ii_ports[name], "public_host": "127.0.0.1",
+                   "retry_min_s": 0.1, "retry_max_s": 2.0,
+                   "discovery": {"dns_server": "127.0.0.1", "dns_port": dns_port, "domains": [DOMAIN],
+                                 "interval_s": 60}},
+        }
+        home.mkdir(parents=True, exist_ok=True)
+        paths[name] = home / "node.json"
+        paths[name].write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return paths
 
 
-def _clients(directory: Path, port: int) -> list[str]:
-    """Publisher and consumer, as any proton application would be written (blocking API)."""
-    from proton import Message, SSLDomain
-    from proton.reactor import Selector
+class _Actor:
+    """A C-ITS actor's HTTPS client for one interchange's local actor API."""
+
+    def __init__(self, directory: Path, cn: str, interchange: str, port: int) -> None:
+        import aiohttp
+
+        from certs.tls import TlsFiles, client_context
+
+        self.cn, self.interchange, self.port = cn, interchange, port
+        self._context = client_context(TlsFiles.from_pki(directory / "pki", cn, with_crls=False))
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STEP_S))
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        url = f"https://127.0.0.1:{self.port}/{self.cn}/{path}"
+        async with self._session.request(method, url, json=body, ssl=self._context,
+                                         server_hostname=self.interchange) as response:
+            data = await response.json()
+            if response.status >= 300:
+                raise CliError(f"{method} {url}: HTTP {response.status}: {data}")
+            return data
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+def _capabilities() -> list[dict[str, Any]]:
+    common = {"publisherId": "NL00001", "originatingCountry": "NL"}
+    return [
+        {"application": {**common, "messageType": "DENM", "publicationId": "NL00001:denm-demo",
+                         "protocolVersion": "DENM:1.3.1", "quadTree": ["1202021", "0313322"], "causeCode": [1, 94]},
+         "metadata": {"infoURL": "https://example.nl/denm", "redirectPolicy": "OPTIONAL"}},
+        {"application": {**common, "messageType": "IVIM", "publicationId": "NL00001:ivim-demo",
+                         "protocolVersion": "IVIM:1.2.1", "quadTree": ["1202021"]}, "metadata": {}},
+    ]
+
+
+def _message(kind: str, tile: str, text: str) -> Any:
+    from proton import Message
+
+    props: dict[str, Any] = {"publisherId": "NL00001", "publicationId": f"NL00001:{kind.lower()}-demo",
+                             "originatingCountry": "NL",
+                             "protocolVersion": "DENM:1.3.1" if kind == "DENM" else f"{kind}:1.2.1",
+                             "messageType": kind, "quadTree": f",{tile},"}
+    if kind == "DENM":
+        props.update(causeCode=1, subCauseCode=0)
+    return Message(body=text.encode(), properties=props, inferred=True)
+
+
+def _connect(directory: Path, cn: str, port: int, server_name: str) -> Any:
+    from proton import SSLDomain
     from proton.utils import BlockingConnection
 
     from certs.tls import TlsFiles, proton_ssl_domain
 
-    def connect(cn: str) -> BlockingConnection:
-        files = TlsFiles.from_pki(directory / "pki", cn, with_crls=False)
-        return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT),
-                                  virtual_host=INTERCHANGE, allowed_mechs="EXTERNAL", timeout=10)
+    files = TlsFiles.from_pki(directory / "pki", cn, with_crls=False)
+    return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT),
+                              virtual_host=server_name, allowed_mechs="EXTERNAL", timeout=STEP_S)
 
-    def message(kind: str, tile: str, text: str) -> Message:
-        props = {"publisherId": "NL00001", "publicationId": f"NL00001:{kind.lower()}-demo",
-                 "originatingCountry": "NL", "protocolVersion": f"{kind}:1.3.1" if kind == "DENM" else f"{kind}:1.2.1",
-                 "messageType": kind, "quadTree": f",{tile},"}
-        if kind == "DENM":
-            props.update(causeCode=1, subCauseCode=0)
-        return Message(body=text.encode(), properties=props, inferred=True)
+
+def _traffic(directory: Path, a_port: int, target: str, b_port: int, source: str) -> list[str]:
+    """actor-2 listens at B, actor-1 publishes at A (blocking proton clients, in a worker thread)."""
+    from proton import Timeout
 
     lines = []
-    consumer = connect(CONSUMER)
-    receiver = consumer.create_receiver("subscribe-actor-2", credit=10, options=Selector(DEMO_SELECTOR))
-    lines.append(f"consumer {CONSUMER} attached to subscribe-actor-2 with selector: {DEMO_SELECTOR}")
-    publisher = connect(PUBLISHER)
-    sender = publisher.create_sender("publish-actor-1")
-    sent = [("IVIM", "120202130121133020", "speed limit 80 at Hazeldonk"),
-            ("DENM", "031332213323322232", "roadworks at Valenca-Tui"),
-            ("DENM", "120202130121133020", "stationary vehicle at Hazeldonk")]
-    for kind, tile, text in sent:
-        sender.send(message(kind, tile, text))
-        lines.append(f"publisher {PUBLISHER} sent {kind} quadTree ,{tile}, : {text!r}")
-    got = receiver.receive(timeout=10)
+    consumer = _connect(directory, CONSUMER, b_port, SUBSCRIBER)
+    receiver = consumer.create_receiver(source, credit=10)
+    lines.append(f"consumer {CONSUMER} attached at {SUBSCRIBER} to {source}")
+    publisher = _connect(directory, PUBLISHER, a_port, INTERCHANGE)
+    sender = publisher.create_sender(target)
+    for kind, tile, text in (("IVIM", HAZELDONK, "speed limit 80 at Hazeldonk"),
+                             ("DENM", VALENCA, "roadworks at Valenca-Tui"),
+                             ("DENM", HAZELDONK, "stationary vehicle at Hazeldonk")):
+        sender.send(_message(kind, tile, text))
+        lines.append(f"publisher {PUBLISHER} sent {kind} quadTree ,{tile}, at {INTERCHANGE}: {text!r}")
+    got = receiver.receive(timeout=STEP_S)
     receiver.accept()
-    lines.append(f"consumer {CONSUMER} received {got.properties['messageType']} "
+    lines.append(f"consumer {CONSUMER} received at {SUBSCRIBER}, from {INTERCHANGE}: {got.properties['messageType']} "
                  f"quadTree {got.properties['quadTree']} : {bytes(got.body).decode()!r}")
     try:
         extra = receiver.receive(timeout=1)
         lines.append(f"UNEXPECTED extra message: {bytes(extra.body)!r}")
-    except Exception:  # noqa: BLE001 - proton raises Timeout: nothing else matched, as intended
+    except Timeout:
         lines.append("no other message matched the selector (the IVIM and the DENM in Spain were filtered out)")
     publisher.close()
     consumer.close()
     return lines
 
 
+async def _until(predicate: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + STEP_S
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise CliError(f"demo: timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+    return value
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
 async def _demo(directory: Path, port: int, serve: bool) -> None:
     from interchange.config import load_config
-    from interchange.node import start_node
+    from interchange.demo_dns import DemoDns, SrvRecord
+    from interchange.node import RunningNode, start_node
 
-    config = load_config(write_config(directory, port))
-    node = await start_node(config)
+    directory = directory.resolve()
+    ii_ports = {name: _free_port() for name in NODES}
+    dns = DemoDns([SrvRecord(DOMAIN, name, ii_ports[name]) for name in NODES], {name: "127.0.0.1" for name in NODES})
+    dns_port = await dns.start()
+    configs = write_configs(directory, dns_port, ii_ports, port)
+    nodes: dict[str, RunningNode] = {}
+    actors: list[_Actor] = []
     try:
-        print(f"broker {config.name} listening on amqps://127.0.0.1:{node.amqps_port} (TLS 1.3, client certificates)")
-        print(f"admin/metrics: http://127.0.0.1:{node.admin_port}/metrics  log switches: /log  sources: /sources")
-        for line in await asyncio.to_thread(_clients, directory, node.amqps_port):
+        for name in NODES:
+            nodes[name] = await start_node(load_config(configs[name]))
+        a, b = nodes[INTERCHANGE], nodes[SUBSCRIBER]
+        assert a.ii is not None and b.ii is not None and a.amqps_port and b.amqps_port
+        print(f"DNS: _ixc._tcp.{DOMAIN} SRV records on udp://127.0.0.1:{dns_port}")
+        for name, node in nodes.items():
+            print(f"interchange {name}: II https://127.0.0.1:{node.ii_port} (mutual TLS 1.3), "
+                  f"AMQPS amqps://127.0.0.1:{node.amqps_port}, metrics http://127.0.0.1:{node.admin_port}/metrics")
+        await _until(lambda: b.ii.is_neighbour(INTERCHANGE) and a.ii.is_neighbour(SUBSCRIBER), "discovery")
+        print(f"  discovery: {SUBSCRIBER} found {', '.join(n.name for n in b.ii.neighbours)}; "
+              f"{INTERCHANGE} found {', '.join(n.name for n in a.ii.neighbours)}")
+        publisher = _Actor(directory, PUBLISHER, INTERCHANGE, a.ii_port or 0)
+        consumer = _Actor(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
+        actors += [publisher, consumer]
+        registered = await publisher.call("POST", "capabilities", {"capabilities": _capabilities()})
+        print(f"  {PUBLISHER} registered {len(registered['capabilities'])} capabilities at {INTERCHANGE} (DENM, IVIM)")
+        delivery = (await publisher.call("POST", "deliveries", {"deliveries": [
+            {"selector": "publisherId = 'NL00001'"}]}))["deliveries"][0]
+        target = delivery["endpoints"][0]["target"]
+        print(f"  {PUBLISHER} delivery {delivery['status']}: publish to target {target}")
+        await _until(lambda: len(b.ii.neighbour_capabilities(INTERCHANGE)) == 2, "capability exchange")
+        print(f"  capability exchange: {SUBSCRIBER} knows {INTERCHANGE}'s 2 capabilities")
+        started = time.monotonic()
+        sub = (await consumer.call("POST", "subscriptions", {"subscriptions": [{"selector": DEMO_SELECTOR}]}))
+        sub = sub["subscriptions"][0]
+        source = sub["endpoints"][0]["source"]
+        print(f"  {CONSUMER} subscription at {SUBSCRIBER} {sub['status']}: {DEMO_SELECTOR!r} -> source {source}")
+        await _until(lambda: any(link["connected"] for o in b.ii.status()["outgoing"] for link in o["links"]),
+                     "the subscription at A and its data link")
+        print(f"  {SUBSCRIBER} subscribed at {INTERCHANGE}: CREATED, data link up "
+              f"{(time.monotonic() - started) * 1000:.0f} ms after {CONSUMER}'s POST")
+        for line in await asyncio.to_thread(_traffic, directory, a.amqps_port, target, b.amqps_port, source):
             print("  " + line)
-        print(f"PKI: {directory / 'pki'}  (interchange pki --dir {directory / 'pki'} show)")
-        print(f"config: {directory / 'node.json'}  (interchange broker --config {directory / 'node.json'})")
-        print(f"log: {config.log.path}")
+        _print_where_to_look(directory, nodes)
         if serve:
             print("serving; Ctrl-C to stop")
             await asyncio.Event().wait()
     finally:
-        await node.close()
+        for actor in actors:
+            await actor.close()
+        for node in reversed(list(nodes.values())):
+            await node.close()
+        dns.close()
+
+
+def _print_where_to_look(directory: Path, nodes: dict[str, Any]) -> None:
+    a, b = nodes[INTERCHANGE], nodes[SUBSCRIBER]
+    rows = [("AT", "NEIGHBOUR", "SELECTOR", "STATUS", "LINKS")]
+    for o in b.ii.status()["outgoing"]:
+        rows.append((SUBSCRIBER, o["neighbour"], o["selector"], o["status"] or o["phase"],
+                     f"{sum(link['connected'] for link in o['links'])} connected"))
+    print("subscriptions requested by the II:")
+    for line in _table(rows):
+        print("  " + line)
+    served = [(INTERCHANGE, address, ", ".join(sorted(s.spec.consumers)), s.spec.scope.value)
+              for address, s in a.core.sources.items() if address.startswith("ii-sub-")]
+    print("sources served to other interchanges:")
+    for line in _table([("AT", "SOURCE", "CONSUMERS", "SCOPE"), *served]):
+        print("  " + line)
+    identity = directory / "pki" / "issued" / CONSUMER
+    print(f"PKI: {directory / 'pki'}  (interchange pki --dir {directory / 'pki'} show)")
+    for name in NODES:
+        print(f"{name}: config {directory / name / 'node.json'}, log {directory / name / 'node.log'}, "
+              f"neighbours: interchange neighbours --data-dir {directory / name / 'var'}")
+    print(f"the actor API, e.g. {CONSUMER}'s subscriptions: curl --cert {identity / 'chain.pem'} --key "
+          f"{identity / 'key.pem'} --cacert {directory / 'pki' / 'trust.pem'} --resolve "
+          f"{SUBSCRIBER}:{b.ii_port}:127.0.0.1 https://{SUBSCRIBER}:{b.ii_port}/{CONSUMER}/subscriptions")
+    print(f"OpenAPI: https://{SUBSCRIBER}:{b.ii_port}/openapi.json (any certificate of the PKI)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,5 +275,5 @@ def run(args: argparse.Namespace) -> int:
     except PkiError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
-        raise CliError(f"cannot start the demo broker: {exc}") from None
+        raise CliError(f"cannot start the demo: {exc}") from None
     return 0

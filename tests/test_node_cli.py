@@ -1,4 +1,4 @@
-"""The `interchange demo` main job and `interchange broker` config errors, end to end."""
+"""The `interchange demo` main job (a two-interchange federation) and `interchange broker` config errors, end to end."""
 from __future__ import annotations
 
 import json
@@ -11,16 +11,30 @@ from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.cli import main
 
 
-def test_demo_delivers_only_the_matching_denm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_federation_delivers_only_the_matching_denm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
-    assert "received DENM quadTree ,120202130121133020, : 'stationary vehicle at Hazeldonk'" in out
+    assert "discovery: b.interchange.test found a.interchange.test" in out
+    assert "capability exchange: b.interchange.test knows a.interchange.test's 2 capabilities" in out
+    assert ("received at b.interchange.test, from a.interchange.test: DENM quadTree ,120202130121133020, : "
+            "'stationary vehicle at Hazeldonk'") in out
     assert "no other message matched the selector" in out
-    assert (tmp_path / "demo" / "node.json").is_file()
-    records = [json.loads(line) for line in (tmp_path / "demo" / "var" / "node.log").read_text().splitlines()]
-    assert sum(r["event"] == "received_message" for r in records) == 3
-    # A second run reuses the PKI.
+    assert "interchange neighbours --data-dir" in out and "/openapi.json" in out
+    for name in ("a.interchange.test", "b.interchange.test"):
+        assert (tmp_path / "demo" / name / "node.json").is_file()
+    published = [json.loads(line) for line in
+                 (tmp_path / "demo" / "a.interchange.test" / "node.log").read_text().splitlines()]
+    assert sum(r["event"] == "received_message" for r in published) == 3
+    imported = [json.loads(line) for line in
+                (tmp_path / "demo" / "b.interchange.test" / "node.log").read_text().splitlines()]
+    assert [r["address"] for r in imported if r["event"] == "received_message"] == ["federation:a.interchange.test"]
+    assert any(r["event"] == "ii_federation_started" for r in imported)
+    # The neighbour list is persisted and shown by `interchange neighbours`.
+    assert main(["neighbours", "--data-dir", str(tmp_path / "demo" / "b.interchange.test" / "var")]) == 0
+    assert "a.interchange.test" in capsys.readouterr().out
+    # A second run reuses the PKI and starts from an empty state.
     assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+    assert "stationary vehicle at Hazeldonk" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("content, suffix, expected", [

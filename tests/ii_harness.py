@@ -1,0 +1,195 @@
+"""Helpers for the Improved Interface tests: nodes with the II on loopback, HTTPS clients with the
+test PKI's certificates, AMQP actors, bounded waits.
+
+Nodes run in the test's own event loop (pytest-asyncio); proton's blocking clients run in worker
+threads (``asyncio.to_thread``) so that they never block the nodes.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+from proton import Message, SSLDomain
+from proton.reactor import Selector
+from proton.utils import BlockingConnection
+
+from certs import TestPki, create_test_pki
+from certs.tls import TlsFiles, client_context, proton_ssl_domain
+from ii_api.config import IIConfig
+from ii_api.discovery import DiscoveryConfig, Neighbour
+from ii_api.store import Store
+from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.node import RunningNode, start_node
+
+A, B, C = "a.interchange.test", "b.interchange.test", "c.interchange.test"
+INTERCHANGES = (A, B, C)
+ACTORS = ("actor-a", "actor-b", "actor-c", "actor-x")
+DOMAIN = "interchange.test"
+WAIT_S = 20.0  # bound of every wait in these tests
+T = TypeVar("T")
+
+
+def make_pki(directory: Path, interchanges: Iterable[str] = INTERCHANGES, actors: Iterable[str] = ACTORS) -> TestPki:
+    return create_test_pki(directory, list(interchanges), list(actors))
+
+
+def node_config(pki: TestPki, name: str, workdir: Path, *, ii_port: int = 0, amqps_port: int = 0,
+                discovery: DiscoveryConfig | None = None, **ii: Any) -> NodeConfig:
+    identity = pki.identity(name)
+    ii.setdefault("poll_interval_s", 300.0)
+    ii.setdefault("retry_min_s", 0.1)
+    ii.setdefault("retry_max_s", 1.0)
+    ii.setdefault("federation_backoff_s", 0.1)
+    return NodeConfig(
+        name=name, data_dir=workdir,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle,
+                      crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=amqps_port),
+        log=LogConfig(path=workdir / "node.log", level="info", properties=True, payload=False),
+        ii=IIConfig(host="127.0.0.1", port=ii_port, public_host="127.0.0.1", discovery=discovery, **ii),
+    )
+
+
+def seed_neighbours(data_dir: Path, neighbours: Iterable[Neighbour]) -> None:
+    """Record neighbours as if discovery had found them (used where DNS is not the subject)."""
+    with Store.open(data_dir) as store:
+        store.upsert_neighbours(list(neighbours))
+
+
+async def start(config: NodeConfig) -> RunningNode:
+    return await asyncio.wait_for(start_node(config), WAIT_S)
+
+
+async def wait_for(predicate: Callable[[], Awaitable[T] | T], what: str, timeout: float = WAIT_S) -> T:
+    """Poll ``predicate`` (sync or async) until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+class Https:
+    """An HTTPS client with one certificate of the test PKI, talking to one node's II."""
+
+    def __init__(self, pki: TestPki, cn: str, node: RunningNode) -> None:
+        self.cn = cn
+        self.node = node
+        self._context = client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False))
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WAIT_S))
+
+    @property
+    def base(self) -> str:
+        assert self.node.ii_port is not None and self.node.ii is not None
+        return f"https://127.0.0.1:{self.node.ii_port}{self.node.ii.base}"
+
+    async def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
+                      params: dict[str, str] | None = None) -> tuple[int, Any]:
+        """(status, parsed JSON or None) for ``method`` on ``path`` (relative to the base, or absolute)."""
+        url = path if path.startswith("https://") else self.base + path
+        kwargs: dict[str, Any] = {"ssl": self._context, "server_hostname": self.node.config.name, "params": params}
+        if raw is not None:
+            kwargs["data"] = raw
+            kwargs["headers"] = {"Content-Type": "application/json"}
+        elif body is not None:
+            kwargs["json"] = body
+        async with self._session.request(method, url, **kwargs) as response:
+            data = await response.read()
+            return response.status, json.loads(data) if data else None
+
+    async def get(self, path: str, **kwargs: Any) -> tuple[int, Any]:
+        return await self.request("GET", path, **kwargs)
+
+    async def post(self, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
+        return await self.request("POST", path, body, **kwargs)
+
+    async def delete(self, path: str) -> tuple[int, Any]:
+        return await self.request("DELETE", path)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+# ------------------------------------------------------------------------------------- bodies
+def denm_capability(publisher: str = "NO00001", publication: str = "denm-1", tiles: Iterable[str] = ("1202021",),
+                    country: str = "NO", **metadata: Any) -> dict[str, Any]:
+    return {"application": {"messageType": "DENM", "publisherId": publisher,
+                            "publicationId": f"{publisher}:{publication}", "originatingCountry": country,
+                            "protocolVersion": "DENM:1.3.1", "quadTree": list(tiles), "causeCode": [1, 2]},
+            "metadata": metadata}
+
+
+def ivim_capability(publisher: str = "NO00001", publication: str = "ivim-1", tiles: Iterable[str] = ("1202021",),
+                    country: str = "NO") -> dict[str, Any]:
+    return {"application": {"messageType": "IVIM", "publisherId": publisher,
+                            "publicationId": f"{publisher}:{publication}", "originatingCountry": country,
+                            "protocolVersion": "IVIM:1.2.1", "quadTree": list(tiles)},
+            "metadata": {}}
+
+
+def denm_message(publisher: str = "NO00001", publication: str = "denm-1", tile: str = "120202130121133020",
+                 body: bytes = b"denm", cause: int = 1, country: str = "NO") -> Message:
+    return Message(body=body, inferred=True, properties={
+        "publisherId": publisher, "publicationId": f"{publisher}:{publication}", "originatingCountry": country,
+        "protocolVersion": "DENM:1.3.1", "messageType": "DENM", "quadTree": f",{tile},", "causeCode": cause,
+        "subCauseCode": 0})
+
+
+# ------------------------------------------------------------------------------------- AMQP actors
+def amqp_connect(pki: TestPki, cn: str, port: int, server_name: str) -> BlockingConnection:
+    files = TlsFiles.from_pki(pki.directory, cn, with_crls=False)
+    return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT),
+                              virtual_host=server_name, allowed_mechs="EXTERNAL", timeout=WAIT_S)
+
+
+def publish(pki: TestPki, cn: str, port: int, server_name: str, target: str, messages: Iterable[Message]) -> list[str]:
+    """Send ``messages`` to ``target``; the outcome of each ('accepted' / the rejection)."""
+    from proton import Delivery
+    from proton.utils import SendException
+
+    connection = amqp_connect(pki, cn, port, server_name)
+    outcomes = []
+    try:
+        sender = connection.create_sender(target)
+        for message in messages:
+            try:
+                sender.send(message)
+                outcomes.append("accepted")
+            except SendException as exc:
+                outcomes.append("rejected" if exc.state == Delivery.REJECTED else str(exc.state))
+    finally:
+        connection.close()
+    return outcomes
+
+
+class Consumer:
+    """A blocking receiver on one source, driven from a worker thread."""
+
+    def __init__(self, pki: TestPki, cn: str, port: int, server_name: str, source: str,
+                 selector: str | None = None) -> None:
+        self.connection = amqp_connect(pki, cn, port, server_name)
+        options = Selector(selector) if selector else None
+        self.receiver = self.connection.create_receiver(source, credit=100, options=options)
+
+    def receive(self, timeout: float = WAIT_S) -> Message | None:
+        from proton import Timeout
+
+        try:
+            message = self.receiver.receive(timeout=timeout)
+        except Timeout:
+            return None
+        self.receiver.accept()
+        return message
+
+    def close(self) -> None:
+        self.connection.close()

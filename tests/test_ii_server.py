@@ -1,0 +1,512 @@
+"""The II's HTTPS API on one real node: mutual TLS 1.3, identity checks, JSON in and out, every
+status and every 4xx, broker targets and sources behind the answers, restart restore."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certs import TestPki
+from certs.tls import TlsFiles, client_context
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq, free_port  # noqa: F401  (fixture)
+from ii_api.discovery import DiscoveryConfig, Neighbour
+from ii_api.server import OPERATIONS
+from ii_harness import (
+    A,
+    B,
+    C,
+    DOMAIN,
+    WAIT_S,
+    Consumer,
+    Https,
+    denm_capability,
+    denm_message,
+    ivim_capability,
+    make_pki,
+    node_config,
+    publish,
+    seed_neighbours,
+    start,
+    wait_for,
+)
+from interchange.broker.addresses import Scope
+from interchange.node import RunningNode
+
+DENM = "messageType = 'DENM'"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    return make_pki(tmp_path_factory.mktemp("ii-server-pki"))
+
+
+class Env:
+    """Node A with neighbour B recorded as discovered, and HTTPS clients for several identities."""
+
+    def __init__(self, pki: TestPki, node: RunningNode) -> None:
+        self.pki, self.node = pki, node
+        self.actor = Https(pki, "actor-a", node)
+        self.other = Https(pki, "actor-x", node)
+        self.b = Https(pki, B, node)  # a discovered interchange
+        self.c = Https(pki, C, node)  # an interchange that is not discovered
+
+    async def close(self) -> None:
+        for client in (self.actor, self.other, self.b, self.c):
+            await client.close()
+        await self.node.close()
+
+
+async def start_env(pki: TestPki, workdir: Path, **ii: Any) -> Env:
+    seed_neighbours(workdir, [Neighbour(B, "127.0.0.1", 9, DOMAIN)])  # nobody listens there: pushes retry
+    return Env(pki, await start(node_config(pki, A, workdir, **ii)))
+
+
+@pytest.fixture
+async def env(pki: TestPki, tmp_path: Path) -> AsyncIterator[Env]:
+    made = await start_env(pki, tmp_path / "a")
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+def subscription_request(*selectors: str, name: str = B, version: str = "1.2", **extra: Any) -> dict[str, Any]:
+    return {"version": version, "name": name, "subscriptions": [{"selector": s, **extra} for s in selectors]}
+
+
+# ------------------------------------------------------------------------------------ transport
+async def test_tls13_with_client_certificate_only(env: Env, pki: TestPki) -> None:
+    import aiohttp
+
+    url = f"https://127.0.0.1:{env.node.ii_port}/openapi.json"
+    no_cert = ssl.create_default_context(cafile=str(pki.trust_bundle))
+    tls12 = client_context(TlsFiles.from_pki(pki.directory, "actor-a", with_crls=False))
+    tls12.minimum_version = tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WAIT_S)) as session:
+        for context in (no_cert, tls12):  # IP_069/090: no client certificate, or TLS 1.2: refused
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError, OSError)):
+                async with session.get(url, ssl=context, server_hostname=A) as response:
+                    await response.read()
+    assert (await env.actor.get("/openapi.json"))[0] == 200
+
+
+async def test_openapi_document_lists_every_endpoint(env: Env) -> None:
+    status, document = await env.actor.get("/openapi.json")
+    assert status == 200 and document["openapi"].startswith("3.")
+    for operation in OPERATIONS:
+        entry = document["paths"][operation.path][operation.method.lower()]
+        assert str(operation.status) in entry["responses"]
+    schemas = document["components"]["schemas"]
+    assert {"CapabilitiesMessage", "SubscriptionRequest", "SubscriptionPollResponse", "ErrorBody"} <= set(schemas)
+    assert set(schemas["SubscriptionStatus"]["enum"]) == {
+        "REQUESTED", "CREATED", "ILLEGAL", "NOT_VALID", "NO_OVERLAP", "RESUBSCRIBE", "ERROR"}
+
+
+# ------------------------------------------------------------------------------------ 4xx
+async def test_forbidden_identities(env: Env) -> None:
+    # IP_126: an actor, and an interchange that is not a discovered SRV target, on II endpoints
+    for client in (env.actor, env.c):
+        status, body = await client.post("/capabilities", {"version": "2.0", "name": client.cn, "capabilities": []})
+        assert status == 403 and "IP_126" in body["error"]
+        status, body = await client.post("/subscriptions", subscription_request(DENM, name=client.cn))
+        assert status == 403
+    # the name in the JSON must be the certificate's CN
+    status, body = await env.b.post("/capabilities", {"version": "2.0", "name": C, "capabilities": []})
+    assert status == 403 and body["field"] == "name"
+    status, body = await env.b.post("/subscriptions", subscription_request(DENM, name=C))
+    assert status == 403
+    # the path name must be the CN: other owners' lists and items are not visible
+    assert (await env.b.get(f"/{C}/subscriptions"))[0] == 403
+    assert (await env.actor.get("/actor-x/capabilities"))[0] == 403
+    assert (await env.actor.post("/actor-x/deliveries", {"deliveries": [{"selector": DENM}]}))[0] == 403
+    assert (await env.actor.delete("/actor-x/subscriptions/1"))[0] == 403
+    # an interchange may not use the local actor API, nor an actor claim another name in the body
+    assert (await env.b.post(f"/{B}/capabilities", {"capabilities": [denm_capability()]}))[0] == 403
+    status, body = await env.actor.post("/actor-a/subscriptions", {"name": "actor-x", "subscriptions": [
+        {"selector": DENM}]})
+    assert status == 403 and body["field"] == "name"
+
+
+async def test_bad_request_bodies_name_the_field(env: Env) -> None:
+    status, body = await env.actor.post("/actor-a/capabilities", raw=b'{"capabilities": [')
+    assert status == 400 and body["error"].startswith("invalid JSON") and "field" not in body
+    status, body = await env.actor.post("/actor-a/capabilities", raw=b"[]")
+    assert status == 400 and body["field"] == "capabilities"
+    wrong = denm_capability()
+    wrong["application"]["quadTree"] = "1202021"
+    status, body = await env.actor.post("/actor-a/capabilities", {"capabilities": [wrong]})
+    assert status == 400 and body["field"] == "capabilities.0.application.quadTree"
+    wrong = denm_capability()
+    wrong["metadata"]["shardCount"] = "2"
+    status, body = await env.actor.post("/actor-a/capabilities", {"capabilities": [wrong]})
+    assert status == 400 and body["field"] == "capabilities.0.metadata.shardCount"
+    unknown = denm_capability()
+    unknown["application"]["messageType"] = "DATEX_2"
+    status, body = await env.actor.post("/actor-a/capabilities", {"capabilities": [unknown]})
+    assert status == 400 and "DATEX_2" in body["error"]
+    bad_id = denm_capability(publication="x")
+    bad_id["application"]["publicationId"] = "SE00001:x"
+    status, body = await env.actor.post("/actor-a/capabilities", {"capabilities": [bad_id]})
+    assert status == 400 and body["field"] == "capabilities.0.application.publicationId"
+    status, body = await env.b.post("/subscriptions", {"version": "1.2", "name": B, "subscriptions": [
+        {"selector": 42}]})
+    assert status == 400 and body["field"] == "subscriptions.0.selector"
+    status, body = await env.b.post("/subscriptions", subscription_request(DENM, version="3.0"))
+    assert status == 400 and body["field"] == "version"
+    status, body = await env.b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": "none"})
+    assert status == 400 and body["field"] == "capabilities"
+
+
+async def test_not_found_method_not_allowed_conflict_too_large(pki: TestPki, tmp_path: Path) -> None:
+    env = await start_env(pki, tmp_path / "a", max_body_bytes=4096)
+    try:
+        for path in ("/actor-a/capabilities/99", "/actor-a/deliveries/99", "/actor-a/subscriptions/99",
+                     "/actor-a/subscriptions/abc", "/nothing/here/at/all"):
+            status, body = await env.actor.get(path)
+            assert status == 404 and body["error"], path
+        assert (await env.actor.delete("/actor-a/capabilities/99"))[0] == 404
+        assert (await env.b.get(f"/{B}/subscriptions/99"))[0] == 404
+        assert (await env.b.delete(f"/{B}/subscriptions/99"))[0] == 404
+        status, body = await env.actor.request("PUT", "/actor-a/capabilities", {})
+        assert status == 405 and body["error"]
+        status, body = await env.actor.get("/capabilities")
+        assert status == 405
+        # publicationId unique: within a request, locally, and across the network
+        twice = {"capabilities": [denm_capability(), denm_capability()]}
+        assert (await env.actor.post("/actor-a/capabilities", twice))[0] == 409
+        assert (await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]}))[0] == 200
+        status, body = await env.other.post("/actor-x/capabilities", {"capabilities": [denm_capability()]})
+        assert status == 409 and "already in use" in body["error"]
+        theirs = denm_capability(publisher="SE00001", publication="s", country="SE")
+        assert (await env.b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": [theirs]}))[0] == 200
+        status, body = await env.other.post("/actor-x/capabilities", {"capabilities": [theirs]})
+        assert status == 409 and B in body["error"]
+        status, body = await env.actor.post("/actor-a/capabilities", raw=b'{"capabilities": []' + b" " * 5000 + b"}")
+        assert status == 413 and body["error"]
+    finally:
+        await env.close()
+
+
+# ------------------------------------------------------------------------------------ capability exchange
+async def test_capability_exchange_replaces_theirs_answers_ours_keeps_custom_properties(env: Env) -> None:
+    ours = denm_capability()
+    ours["custom-nw-roadOperator"] = "NPRA"
+    ours["application"]["custom-nw-lane"] = 2
+    ours["application"]["unknownThing"] = True  # IP_092: ignored
+    ours["metadata"]["infoUrl"] = "https://example.no/denm"  # NordicWay spelling, read as infoURL
+    status, body = await env.actor.post("/actor-a/capabilities", {"capabilities": [ours]})
+    assert status == 200
+    definition = body["capabilities"][0]["definition"]
+    assert definition["custom-nw-roadOperator"] == "NPRA" and definition["application"]["custom-nw-lane"] == 2
+    assert "unknownThing" not in definition["application"]
+    assert definition["metadata"] == {"infoURL": "https://example.no/denm"}
+    cpm = {"application": {"messageType": "CPM", "publisherId": "SE00001", "publicationId": "SE00001:cpm",
+                           "originatingCountry": "SE", "protocolVersion": "CPM:1.0", "quadTree": ["0"]},
+           "metadata": {"redirectPolicy": "MANDATORY"}}
+    poim = {"application": {"messageType": "POIM-PA", "publisherId": "SE00001", "publicationId": "SE00001:poim",
+                            "originatingCountry": "SE", "protocolVersion": "POIM:1.0", "quadTree": ["1"]}}
+    first = {"version": "2.0", "name": B, "capabilities": [cpm, poim], "futureProperty": {"x": 1}}
+    status, body = await env.b.post("/capabilities", first)
+    assert status == 200 and body["version"] == "2.0" and body["name"] == A
+    assert body["capabilities"][0]["custom-nw-roadOperator"] == "NPRA"  # IP_109: only our actors' capabilities
+    assert len(body["capabilities"]) == 1
+    assert [c.application.messageType for c in env.node.ii.neighbour_capabilities(B)] == ["CPM", "POIM-PA"]
+    status, _ = await env.b.post("/capabilities", {"version": "2.0", "name": B.upper(), "capabilities": [poim]})
+    assert status == 200  # IP_094: replaced, not merged; names compare case-insensitively
+    assert [c.application.messageType for c in env.node.ii.neighbour_capabilities(B)] == ["POIM-PA"]
+    status, network = await env.actor.get("/actor-a/network/capabilities", params={"selector": "messageType = 'POIM-PA'"})
+    assert status == 200 and [c["application"]["publicationId"] for c in network["capabilities"]] == ["SE00001:poim"]
+    status, network = await env.actor.get("/actor-a/network/capabilities")
+    assert len(network["capabilities"]) == 2
+    status, body = await env.actor.get("/actor-a/network/capabilities", params={"selector": "messageType ="})
+    assert status == 400 and body["field"] == "selector"
+
+
+# ------------------------------------------------------------------------------------ neighbour subscriptions
+async def test_neighbour_subscription_statuses_and_sources(env: Env, pki: TestPki) -> None:
+    await env.actor.post("/actor-a/capabilities", {"capabilities": [
+        denm_capability(tiles=["1202021", "0313322"]), ivim_capability(publication="ivim-r")]})
+    long = DENM + " AND " + " AND ".join(f"causeCode <> {i}" for i in range(300))
+    status, body = await env.b.post("/subscriptions", subscription_request(
+        DENM + " AND quadTree LIKE '%,1202021%'", "messageType = ", "causeCode = 1", long, "messageType = 'CAM'",
+        version="2.0"))  # NordicWay's version on the subscription API is accepted
+    assert status == 202 and body["version"] == "1.2" and body["name"] == A
+    subs = body["subscriptions"]
+    assert [s["status"] for s in subs] == ["CREATED", "NOT_VALID", "ILLEGAL", "ILLEGAL", "NO_OVERLAP"]
+    assert all(s["errorMessage"] for s in subs[1:]) and "errorMessage" not in subs[0]
+    created = subs[0]
+    assert created["path"] == f"/{B}/subscriptions/{created['id']}" and created["consumerCommonName"] == B
+    endpoint = created["endpoints"][0]
+    assert endpoint["host"] == "127.0.0.1" and endpoint["port"] == env.node.amqps_port
+    source = env.node.addresses.source(endpoint["source"])
+    assert source is not None and source.scope is Scope.LOCAL and source.consumers == {B}
+    # poll (IP_108), list (IP_107)
+    status, poll = await env.b.get(created["path"])
+    assert status == 200 and poll["status"] == "CREATED" and poll["lastUpdatedTimestamp"] > 0
+    assert poll["endpoints"] == created["endpoints"]
+    status, listed = await env.b.get(f"/{B}/subscriptions")
+    assert [s["id"] for s in listed["subscriptions"]] == [s["id"] for s in subs]
+    # only the subscribed data flows, to the neighbour's certificate only
+    status, deliveries = await env.actor.post("/actor-a/deliveries", {"deliveries": [{"selector": DENM}]})
+    target = deliveries["deliveries"][0]["endpoints"][0]["target"]
+    consumer = await asyncio.to_thread(Consumer, pki, B, env.node.amqps_port, A, endpoint["source"])
+    try:
+        outcomes = await asyncio.to_thread(publish, pki, "actor-a", env.node.amqps_port, A, target, [
+            denm_message(body=b"here"), denm_message(tile="031332213323322232", body=b"spain")])
+        assert outcomes == ["accepted", "accepted"]
+        first = await asyncio.to_thread(consumer.receive)
+        assert first is not None and bytes(first.body) == b"here"
+        assert await asyncio.to_thread(consumer.receive, 0.5) is None
+    finally:
+        await asyncio.to_thread(consumer.close)
+    # DELETE: gone, source removed
+    assert (await env.b.delete(created["path"]))[0] == 204
+    assert env.node.addresses.source(endpoint["source"]) is None
+    assert (await env.b.get(created["path"]))[0] == 404
+
+
+async def test_requested_in_the_answer_created_when_polled(pki: TestPki, tmp_path: Path) -> None:
+    env = await start_env(pki, tmp_path / "a", created_in_answer=False)
+    try:
+        await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+        status, body = await env.b.post("/subscriptions", subscription_request(DENM, "messageType = "))
+        first, invalid = body["subscriptions"]
+        assert status == 202 and first["status"] == "REQUESTED" and "endpoints" not in first
+        assert invalid["status"] == "NOT_VALID"
+        status, poll = await env.b.get(first["path"])
+        assert poll["status"] == "CREATED" and poll["endpoints"][0]["port"] == env.node.amqps_port
+    finally:
+        await env.close()
+
+
+async def test_redirect_policies_and_consumer_common_name(env: Env) -> None:
+    await env.actor.post("/actor-a/capabilities", {"capabilities": [
+        denm_capability(publication="m", redirectPolicy="MANDATORY"),
+        denm_capability(publication="n", redirectPolicy="NOT_AVAILABLE")]})
+    status, body = await env.b.post("/subscriptions", subscription_request(
+        DENM + " AND publicationId = 'NO00001:m'", DENM + " AND publicationId = 'NO00001:n'"))
+    assert [s["status"] for s in body["subscriptions"]] == ["NO_OVERLAP", "CREATED"]  # IP_134
+    assert "redirectPolicy" in body["subscriptions"][0]["errorMessage"]
+    status, body = await env.b.post("/subscriptions", subscription_request(DENM, consumerCommonName="actor-x"))
+    redirected = body["subscriptions"][0]
+    assert redirected["status"] == "CREATED" and redirected["consumerCommonName"] == "actor-x"
+    spec = env.node.addresses.source(redirected["endpoints"][0]["source"])
+    assert spec is not None and spec.consumers == {"actor-x"}
+    assert spec.selector is not None and "NO00001:m" in spec.selector and "NO00001:n" not in spec.selector
+
+
+async def test_resubscribe_when_a_matching_capability_appears(env: Env) -> None:
+    await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+    status, body = await env.b.post("/subscriptions", subscription_request(DENM, "messageType = 'IVIM'"))
+    denm_sub, ivim_sub = body["subscriptions"]
+    assert (denm_sub["status"], ivim_sub["status"]) == ("CREATED", "NO_OVERLAP")
+    await env.actor.post("/actor-a/capabilities", {"capabilities": [ivim_capability()]})
+    assert (await env.b.get(ivim_sub["path"]))[1]["status"] == "RESUBSCRIBE"
+    assert (await env.b.get(denm_sub["path"]))[1]["status"] == "CREATED"  # the IVIM is not relevant to it
+    before = (await env.b.get(denm_sub["path"]))[1]["lastUpdatedTimestamp"]
+    await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability(publication="denm-2")]})
+    after = (await env.b.get(denm_sub["path"]))[1]
+    assert after["status"] == "RESUBSCRIBE" and after["lastUpdatedTimestamp"] >= before
+
+
+# ------------------------------------------------------------------------------------ local actor API
+async def test_capabilities_get_and_delete_by_id(env: Env) -> None:
+    status, body = await env.actor.post("/actor-a/capabilities", [denm_capability()])  # a bare list is accepted
+    assert status == 200
+    item = body["capabilities"][0]
+    assert item["path"] == f"/actor-a/capabilities/{item['id']}"
+    assert (await env.actor.get(item["path"]))[1] == item
+    assert (await env.other.get(f"/actor-x/capabilities/{item['id']}"))[0] == 404  # not yours
+    assert (await env.actor.get("/actor-a/capabilities"))[1]["capabilities"] == [item]
+    assert (await env.actor.delete(item["path"]))[0] == 204
+    assert (await env.actor.get("/actor-a/capabilities"))[1]["capabilities"] == []
+    status, ours = await env.b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": []})
+    assert ours["capabilities"] == []
+
+
+async def test_deliveries_follow_the_actor_capabilities(env: Env, pki: TestPki) -> None:
+    status, body = await env.actor.post("/actor-a/deliveries", {"deliveries": [
+        {"selector": DENM}, {"selector": "messageType = = 'DENM'"}]})
+    waiting, invalid = body["deliveries"]
+    assert waiting["status"] == "NO_OVERLAP" and waiting["endpoints"] == []
+    assert invalid["status"] == "NOT_VALID" and "position" in invalid["errorMessage"]
+    status, caps = await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+    status, now = await env.actor.get(waiting["path"])
+    assert now["status"] == "CREATED" and now["lastUpdatedTimestamp"] >= waiting["lastUpdatedTimestamp"]
+    endpoint = now["endpoints"][0]
+    assert endpoint == {"host": "127.0.0.1", "port": env.node.amqps_port, "target": endpoint["target"]}
+    spec = env.node.addresses.target(endpoint["target"])
+    assert spec is not None and spec.publishers == {"actor-a"}
+    outcomes = await asyncio.to_thread(publish, pki, "actor-a", env.node.amqps_port, A, endpoint["target"], [
+        denm_message(), denm_message(tile="031332213323322232"), denm_message(cause=7),
+        denm_message(publication="other")])
+    assert outcomes == ["accepted", "rejected", "rejected", "rejected"]  # only what fits the capability
+    assert (await env.other.get("/actor-x/deliveries"))[1]["deliveries"] == []
+    await env.actor.delete(caps["capabilities"][0]["path"])
+    assert (await env.actor.get(waiting["path"]))[1]["status"] == "NO_OVERLAP"
+    assert env.node.addresses.target(endpoint["target"]) is None
+    assert (await env.actor.delete(waiting["path"]))[0] == 204
+    assert [d["id"] for d in (await env.actor.get("/actor-a/deliveries"))[1]["deliveries"]] == [invalid["id"]]
+
+
+async def test_local_subscriptions(env: Env, pki: TestPki) -> None:
+    status, body = await env.actor.post("/actor-a/subscriptions", {"subscriptions": [
+        {"selector": DENM + " AND quadTree LIKE '%,1202021%'"}, {"selector": "messageType ="},
+        {"selector": "causeCode = 3"}, {"selector": DENM, "consumerCommonName": "actor-x"}]})
+    created, invalid, broad, other_cn = body["subscriptions"]
+    assert created["status"] == "CREATED" and created["lastUpdatedTimestamp"] > 0
+    assert (invalid["status"], broad["status"], other_cn["status"]) == ("NOT_VALID", "ILLEGAL", "ILLEGAL")
+    assert all(s["errorMessage"] and s["endpoints"] == [] for s in (invalid, broad, other_cn))
+    source = created["endpoints"][0]["source"]
+    spec = env.node.addresses.source(source)
+    assert spec is not None and spec.consumers == {"actor-a"} and spec.scope is Scope.ALL
+    # local data reaches a local subscription
+    await env.other.post("/actor-x/capabilities", {"capabilities": [denm_capability(publisher="NL00001")]})
+    _, deliveries = await env.other.post("/actor-x/deliveries", {"deliveries": [{"selector": DENM}]})
+    target = deliveries["deliveries"][0]["endpoints"][0]["target"]
+    consumer = await asyncio.to_thread(Consumer, pki, "actor-a", env.node.amqps_port, A, source)
+    try:
+        await asyncio.to_thread(publish, pki, "actor-x", env.node.amqps_port, A, target,
+                                [denm_message(publisher="NL00001", body=b"local")])
+        got = await asyncio.to_thread(consumer.receive)
+        assert got is not None and bytes(got.body) == b"local"
+    finally:
+        await asyncio.to_thread(consumer.close)
+    assert (await env.actor.get(created["path"]))[1] == created
+    assert len((await env.actor.get("/actor-a/subscriptions"))[1]["subscriptions"]) == 4
+    assert (await env.other.get(created["path"].replace("actor-a", "actor-x")))[0] == 404
+    assert (await env.actor.delete(created["path"]))[0] == 204
+    assert env.node.addresses.source(source) is None
+
+
+# ------------------------------------------------------------------------------------ IP_126 with real DNS
+async def test_only_interchanges_found_in_dns_may_use_the_ii(pki: TestPki, tmp_path: Path,
+                                                             dnsmasq: DnsmasqServer) -> None:  # noqa: F811
+    dnsmasq.start(DnsRecords(srv=[Srv(DOMAIN, A, 9), Srv(DOMAIN, B, 9)],
+                             hosts={A: "127.0.0.1", B: "127.0.0.1"}, zones=("other.test",)))
+    discovery = DiscoveryConfig(dns_server=dnsmasq.host, dns_port=dnsmasq.port, domains=(DOMAIN, "other.test"),
+                                interval_s=0.2, timeout_s=2.0)
+    node = await start(node_config(pki, A, tmp_path / "a", discovery=discovery))
+    b, c = Https(pki, B, node), Https(pki, C, node)
+    try:
+        await wait_for(lambda: node.ii is not None and node.ii.is_neighbour(B), "discovery of B")
+        assert [n.name for n in node.ii.neighbours] == [B]  # not itself
+        assert (await b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": []}))[0] == 200
+        assert (await c.post("/capabilities", {"version": "2.0", "name": C, "capabilities": []}))[0] == 403
+        # DNS now lists C and drops B: refused and accepted accordingly (IP_126)
+        dnsmasq.reconfigure(DnsRecords(srv=[Srv(DOMAIN, A, 9), Srv(DOMAIN, C, 9)],
+                                       hosts={A: "127.0.0.1", C: "127.0.0.1"}, zones=("other.test",)))
+        await wait_for(lambda: node.ii.is_neighbour(C) and not node.ii.is_neighbour(B), "rediscovery")
+        assert (await c.post("/capabilities", {"version": "2.0", "name": C, "capabilities": []}))[0] == 200
+        assert (await b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": []}))[0] == 403
+    finally:
+        await b.close()
+        await c.close()
+        await node.close()
+
+
+# ------------------------------------------------------------------------------------ restart
+async def test_state_survives_a_restart(pki: TestPki, tmp_path: Path) -> None:
+    amqps_port = free_port()
+    env = await start_env(pki, tmp_path / "a", amqps_port=amqps_port)
+    try:
+        await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+        _, deliveries = await env.actor.post("/actor-a/deliveries", {"deliveries": [{"selector": DENM}]})
+        _, local = await env.other.post("/actor-x/subscriptions", {"subscriptions": [{"selector": DENM}]})
+        _, incoming = await env.b.post("/subscriptions", subscription_request(DENM))
+        await env.b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": [
+            ivim_capability(publisher="SE00001", country="SE")]})
+        before = {path: (await client.get(path))[1] for client, path in (
+            (env.actor, "/actor-a/capabilities"), (env.actor, "/actor-a/deliveries"),
+            (env.other, "/actor-x/subscriptions"), (env.b, f"/{B}/subscriptions"))}
+    finally:
+        await env.close()
+    env = await start_env(pki, tmp_path / "a", amqps_port=amqps_port)
+    try:
+        for client, path in ((env.actor, "/actor-a/capabilities"), (env.actor, "/actor-a/deliveries"),
+                             (env.other, "/actor-x/subscriptions"), (env.b, f"/{B}/subscriptions")):
+            assert (await client.get(path))[1] == before[path], path
+        target = deliveries["deliveries"][0]["endpoints"][0]["target"]
+        local_source = local["subscriptions"][0]["endpoints"][0]["source"]
+        neighbour_source = incoming["subscriptions"][0]["endpoints"][0]["source"]
+        assert env.node.addresses.target(target) is not None
+        assert env.node.addresses.source(local_source) is not None
+        spec = env.node.addresses.source(neighbour_source)
+        assert spec is not None and spec.scope is Scope.LOCAL and spec.consumers == {B}
+        assert [c.application.messageType for c in env.node.ii.neighbour_capabilities(B)] == ["IVIM"]
+        consumer = await asyncio.to_thread(Consumer, pki, "actor-x", env.node.amqps_port, A, local_source)
+        try:
+            outcomes = await asyncio.to_thread(publish, pki, "actor-a", env.node.amqps_port, A, target,
+                                               [denm_message(body=b"after restart")])
+            assert outcomes == ["accepted"]
+            got = await asyncio.to_thread(consumer.receive, WAIT_S)
+            assert got is not None and bytes(got.body) == b"after restart"
+        finally:
+            await asyncio.to_thread(consumer.close)
+    finally:
+        await env.close()
+    # Another AMQPS port: the endpoints advertise it, and say when they changed.
+    env = await start_env(pki, tmp_path / "a")
+    try:
+        _, now = await env.other.get(local["subscriptions"][0]["path"])
+        assert now["endpoints"][0]["port"] == env.node.amqps_port != amqps_port
+        assert now["lastUpdatedTimestamp"] > local["subscriptions"][0]["lastUpdatedTimestamp"]
+        _, poll = await env.b.get(incoming["subscriptions"][0]["path"])
+        assert poll["endpoints"][0]["port"] == env.node.amqps_port
+    finally:
+        await env.close()
+
+
+# ------------------------------------------------------------------------------------ configuration
+async def test_base_path_prefixes_every_route_and_path(pki: TestPki, tmp_path: Path) -> None:
+    env = await start_env(pki, tmp_path / "a", base_path="/ii/v1")
+    try:
+        assert env.actor.base.endswith("/ii/v1")
+        status, body = await env.actor.post("/actor-a/subscriptions", {"subscriptions": [{"selector": DENM}]})
+        assert status == 200 and body["subscriptions"][0]["path"] == "/ii/v1/actor-a/subscriptions/1"
+        status, document = await env.actor.get("/openapi.json")
+        assert "/ii/v1/capabilities" in document["paths"]
+        status, _ = await env.actor.request("GET", env.actor.base.replace("/ii/v1", "") + "/actor-a/subscriptions")
+        assert status == 404
+    finally:
+        await env.close()
+
+
+def test_ii_config_section(tmp_path: Path) -> None:
+    from interchange.config import load_config
+    from interchange.errors import CliError
+
+    path = tmp_path / "node.toml"
+    path.write_text('name = "a.interchange.test"\n[ii]\nport = 8443\nbase_path = "/ii"\npoll_interval_s = 60\n'
+                    '[ii.discovery]\ndns_server = "127.0.0.1"\ndns_port = 5353\n'
+                    'domains = ["one.test", "two.test"]\ninterval_s = 600\n[ii.policy]\nmax_selector_length = 500\n')
+    config = load_config(path)
+    assert config.ii is not None and config.ii.base_path == "/ii" and config.ii.poll_interval_s == 60
+    assert config.ii.discovery is not None and config.ii.discovery.domains == ("one.test", "two.test")
+    assert config.ii.policy.max_selector_length == 500
+    for bad, field in (("poll_interval_s = 301", "poll_interval_s"),  # IP_127
+                       ("capability_repost_s = 90000", "capability_repost_s"),  # IP_091
+                       ('base_path = "ii/"', "base_path")):
+        path.write_text(f'name = "a.interchange.test"\n[ii]\n{bad}\n')
+        with pytest.raises(CliError, match=field):
+            load_config(path)
+    path.write_text('name = "a.interchange.test"\n[ii.discovery]\ndns_server = "x"\ndomains = ["a.test"]\n'
+                    'interval_s = 50000\n')  # IP_089: at most 12 h
+    with pytest.raises(CliError, match="interval_s"):
+        load_config(path)
+
+
+async def test_ii_needs_tls(tmp_path: Path) -> None:
+    from ii_api.config import IIConfig
+    from interchange.config import BrokerConfig, NodeConfig
+    from interchange.node import start_node
+
+    config = NodeConfig(name=A, data_dir=tmp_path, broker=BrokerConfig(port=0, plain_port=0, plain_identity="dev"),
+                        ii=IIConfig(port=0))
+    with pytest.raises(ValueError, match="needs \\[tls\\]"):
+        await start_node(config)
+
