@@ -6,7 +6,8 @@ and reacts to :class:`~interchange.broker.addresses.AddressBook` changes made by
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
 import jms_selectors
 from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
@@ -174,11 +175,14 @@ class BrokerCore:
         if timed:
             observer.routing_latency(time.perf_counter() - started)
 
-    def publish_imported(self, raw: bytes, neighbour: str) -> None:
+    def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> None:
         """Route a message received from another interchange's source (federation).
 
         It is validated like any other and marked as imported, so it only reaches sources of
-        scope ``all`` and is never served on to a third interchange (IP_109).
+        scope ``all`` and is never served on to a third interchange (IP_109). With ``only``, it is
+        offered to those source addresses alone (still subject to their node selectors): the II
+        uses that to give what one of its subscriptions imports to the local subscriptions it
+        was made for, and to nobody twice.
         """
         now = self.clock_ms()
         try:
@@ -190,7 +194,19 @@ class BrokerCore:
         if message.expiry_ms is not None and message.expiry_ms <= now:
             self.observer.expired(1)
             return
-        self._route(message, now)
+        if only is None:
+            self._route(message, now)
+            return
+        routed = 0
+        properties = message.properties
+        for address in dict.fromkeys(only):
+            source = self.sources.get(address)
+            if source is None or source.spec.scope is not Scope.ALL:
+                continue  # IP_109: never towards another interchange
+            if source.node_selector is None or source.node_selector(properties):
+                source.offer(message, now)
+                routed += 1
+        self.observer.routed(routed)
 
     def _route(self, message: BrokerMessage, now: int) -> None:
         properties = message.properties
