@@ -9,3 +9,5 @@ def test_example_config_loads() -> None:
     assert config.broker.port == 5671 and config.admin.port == 9090
     assert config.tls is not None and config.tls.trust_bundle.name == "trust.pem"
     assert config.log.properties is False
+    assert config.ii is not None and config.ii.discovery is not None
+    assert config.ii.discovery.domains == ("c-its-interchange.eu",)
