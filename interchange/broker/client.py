@@ -18,6 +18,7 @@ from cproton_ffi import ffi, lib
 from proton import Data, Described, symbol
 
 from interchange.broker.engine import SELECTOR_DESCRIPTOR_SYMBOL
+from interchange.broker.proton_io import ProtonConnection
 from interchange.broker.sasl import SaslClient
 
 log = logging.getLogger(__name__)
@@ -45,21 +46,18 @@ class ClientEngine:
     """Sans-I/O AMQP 1.0 client connection with receiver links (proton engine, client mode)."""
 
     def __init__(self, container_id: str, hostname: str | None = None) -> None:
-        self._transport = lib.pn_transport()
-        self._connection = lib.pn_connection()
-        self._collector = lib.pn_collector()
-        lib.pn_connection_collect(self._connection, self._collector)
+        self._proton = ProtonConnection(server=False)
+        self._connection = self._proton.connection
+        self._collector = self._proton.collector
         cproton.pn_connection_set_container(self._connection, container_id)
         if hostname:
             cproton.pn_connection_set_hostname(self._connection, hostname)
-        lib.pn_transport_bind(self._transport, self._connection)
         lib.pn_connection_open(self._connection)
         self._session = lib.pn_session(self._connection)
         lib.pn_session_open(self._session)
         self._receivers: dict[Any, ReceiverState] = {}
         self.remote_error: str | None = None
         self.closed = False
-        self._released = False
         self._names = 0
 
     def any_link_closed(self) -> bool:
@@ -80,50 +78,32 @@ class ClientEngine:
         return state
 
     def receive(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            capacity = lib.pn_transport_capacity(self._transport)
-            if capacity <= 0:
-                break
-            n = min(capacity, len(view))
-            lib.pn_transport_push(self._transport, ffi.from_buffer(view[:n]), n)
-            view = view[n:]
-            self._process()
-        self._process()
+        self._proton.push(data, self._process)
 
     def receive_eof(self) -> None:
-        lib.pn_transport_close_tail(self._transport)
+        self._proton.close_input()
         self._process()
 
     def take_output(self) -> bytes:
         self._process()
         out = []
-        while True:
-            pending = lib.pn_transport_pending(self._transport)
-            if pending <= 0:
+        while self._proton.has_output:
+            chunk = self._proton.take_output(4 * 1024 * 1024)
+            if not chunk:
                 break
-            got, buf = cproton.pn_transport_peek(self._transport, pending)
-            if got < 0:
-                break
-            out.append(bytes(buf))
-            lib.pn_transport_pop(self._transport, pending)
+            out.append(chunk)
         return b"".join(out)
 
     @property
     def finished(self) -> bool:
-        return bool(lib.pn_transport_closed(self._transport))
+        return self._proton.closed
 
     def close(self) -> None:
         lib.pn_connection_close(self._connection)
         self._process()
 
     def release(self) -> None:
-        if not self._released:
-            self._released = True
-            lib.pn_transport_unbind(self._transport)
-            lib.pn_decref(self._transport)
-            lib.pn_connection_release(self._connection)
-            lib.pn_collector_free(self._collector)
+        self._proton.release()
 
     def _process(self) -> None:
         collector = self._collector

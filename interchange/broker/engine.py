@@ -19,6 +19,7 @@ from cproton_ffi import ffi, lib
 from proton import Data, Described, symbol, ulong
 
 from interchange.broker.message import BrokerMessage
+from interchange.broker.proton_io import ProtonConnection
 
 log = logging.getLogger(__name__)
 
@@ -188,64 +189,41 @@ class ConnectionEngine:
         self.output_marked = False
         self.closed = False
         self.container_id: str | None = None
-        self._transport = lib.pn_transport()
-        lib.pn_transport_set_server(self._transport)
+        self._proton = ProtonConnection(server=True)
+        self._transport = self._proton.transport
+        self._connection = self._proton.connection
+        self._collector = self._proton.collector
         lib.pn_transport_set_max_frame(self._transport, limits.max_frame_size)
         lib.pn_transport_set_idle_timeout(self._transport, limits.idle_timeout_ms)
-        self._connection = lib.pn_connection()
-        self._collector = lib.pn_collector()
-        lib.pn_connection_collect(self._connection, self._collector)
-        lib.pn_transport_bind(self._transport, self._connection)
         self._publishers: dict[Any, Any] = {}
         self._consumers: dict[Any, ConsumerLinkState] = {}
-        self._released = False
 
     # ----------------------------------------------------------------- bytes in/out
     def receive(self, data: bytes) -> None:
         """Feed bytes received from the peer (after TLS and SASL)."""
-        transport = self._transport
-        view = memoryview(data)
-        while view:
-            capacity = lib.pn_transport_capacity(transport)
-            if capacity <= 0:
-                break
-            n = min(capacity, len(view))
-            lib.pn_transport_push(transport, _from_buffer(view[:n]), n)
-            view = view[n:]
-            self._process()
-        self._process()
+        self._proton.push(data, self._process)
 
     def receive_eof(self) -> None:
         """The peer closed its side."""
-        lib.pn_transport_close_tail(self._transport)
+        self._proton.close_input()
         self._process()
 
     def take_output(self, limit: int = 4 * 1024 * 1024) -> bytearray:
         """Return (and consume) up to ``limit`` bytes proton wants to send (see :attr:`has_output`)."""
-        transport = self._transport
-        pending = lib.pn_transport_pending(transport)
-        out = bytearray()
-        if pending > 0:
-            size = min(pending, limit)
-            out = bytearray(size)
-            got = lib.pn_transport_peek(transport, _from_buffer(out), size)
-            if got >= 0:
-                lib.pn_transport_pop(transport, size)
-            else:
-                out = bytearray()
-        if lib.pn_transport_closed(transport):
+        out = self._proton.take_output(limit)
+        if self._proton.closed:
             self._on_closed()
         return out
 
     @property
     def has_output(self) -> bool:
         """True when proton still holds bytes to send."""
-        return lib.pn_transport_pending(self._transport) > 0
+        return self._proton.has_output
 
     @property
     def finished(self) -> bool:
         """True when the transport is closed both ways: the socket can be closed."""
-        return bool(lib.pn_transport_closed(self._transport))
+        return self._proton.closed
 
     def tick(self, now_ms: int) -> int:
         """Drive idle-timeout keep-alives; returns the next deadline in ms (0 = none)."""
@@ -285,12 +263,7 @@ class ConnectionEngine:
     def release(self) -> None:
         """Free proton's objects; the engine is unusable afterwards."""
         self._on_closed()
-        if not self._released:
-            self._released = True
-            lib.pn_transport_unbind(self._transport)
-            lib.pn_decref(self._transport)
-            lib.pn_connection_release(self._connection)
-            lib.pn_collector_free(self._collector)
+        self._proton.release()
 
     # ----------------------------------------------------------------- events
     def _process(self) -> None:
