@@ -108,7 +108,7 @@ class Federation:
                 await connection.close()
             except asyncio.CancelledError:
                 if connection is not None:
-                    await connection.close()
+                    connection.abort()  # stopping: no graceful close that could hold shutdown up
                 raise
             except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
                 status.last_error = f"{type(exc).__name__}: {exc}"

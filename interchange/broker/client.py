@@ -183,8 +183,16 @@ class ClientConnection(asyncio.Protocol):
         _, protocol = await asyncio.wait_for(
             loop.create_connection(lambda: cls(engine), host, port, ssl=context, server_hostname=server_hostname),
             timeout)
-        await asyncio.wait_for(protocol.ready, timeout)
+        try:
+            await asyncio.wait_for(protocol.ready, timeout)
+        except BaseException:  # refused, timed out or cancelled during SASL: drop the socket
+            protocol.abort()
+            raise
         return protocol
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -239,7 +247,11 @@ class ClientConnection(asyncio.Protocol):
             self.lost.set_result(None)
 
     async def close(self, timeout: float = 5.0) -> None:
-        if self._transport is None or self._transport.is_closing():
+        """Close gracefully (AMQP close, wait for the peer's) or abort after ``timeout``."""
+        if self._transport is None or self._transport.is_closing() or self.lost.done():
+            return
+        if not self._sasl.finished:
+            self._transport.abort()
             return
         self.engine.close()
         self.flush()
