@@ -92,6 +92,18 @@ def receive(conn: BlockingConnection, address: str, count: int, selector: str | 
     return got
 
 
+def wait_for_records(broker: BrokerUnderTest, wanted, failure: str, timeout: float = 5.0) -> list[dict]:
+    """The log records ``wanted`` selects, once there are any (the log is written by a thread)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+        found = [r for r in records if wanted(r)]
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(failure)
+
+
 def body(message: Message) -> bytes:
     """The body as bytes (proton hands out a memoryview into a buffer it reuses)."""
     return bytes(message.body)
@@ -153,17 +165,11 @@ def test_departure_logged_with_consumer_identity(broker: BrokerUnderTest) -> Non
     receiver.accept()
     publisher.close()
     consumer.close()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
-        sent = [r for r in records if r["event"] == "sent_message" and r["address"] == "denm-only"]
-        if sent:
-            assert sent[0]["identity"] == "actor-2" and sent[0]["publisher"] == "actor-1"
-            assert sent[0]["departureTime"] >= sent[0]["arrivalTime"]
-            assert sent[0]["applicationProperties"]["messageType"] == "DENM"
-            return
-        time.sleep(0.05)
-    pytest.fail("departure not logged")
+    sent = wait_for_records(broker, lambda r: r["event"] == "sent_message" and r["address"] == "denm-only",
+                            "departure not logged")
+    assert sent[0]["identity"] == "actor-2" and sent[0]["publisher"] == "actor-1"
+    assert sent[0]["departureTime"] >= sent[0]["arrivalTime"]
+    assert sent[0]["applicationProperties"]["messageType"] == "DENM"
 
 
 def test_forwarding_is_byte_exact(broker: BrokerUnderTest) -> None:
@@ -239,15 +245,8 @@ def test_malformed_messages_rejected_and_others_go_on(broker: BrokerUnderTest, m
     publisher.close()
     consumer.close()
     # IP_016: the drop is logged, with the reason.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        lines = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
-        rejected = [r for r in lines if r["event"] == "rejected_message"]
-        if rejected:
-            assert expected in rejected[-1]["details"]["reason"]
-            return
-        time.sleep(0.05)
-    pytest.fail("rejection was not logged")
+    rejected = wait_for_records(broker, lambda r: r["event"] == "rejected_message", "rejection was not logged")
+    assert expected in rejected[-1]["details"]["reason"]
 
 
 def test_undecodable_bytes_rejected(broker: BrokerUnderTest) -> None:
