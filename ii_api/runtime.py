@@ -12,6 +12,7 @@ from ii_api.server import start_server
 from ii_api.service import EventSink, IIService
 from ii_api.store import AsyncStore
 from interchange.broker.addresses import AddressBook
+from interchange.broker.placement import Placement
 from interchange.broker.router import BrokerCore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,8 +41,11 @@ class RunningII:
 
 
 async def start_ii(config: NodeConfig, files: TlsFiles, addresses: AddressBook, core: BrokerCore,
-                   amqps_port: int, event: EventSink | None = None) -> RunningII:
-    """Open the store, restore the state (broker addresses included), listen, start the timers."""
+                   amqps_ports: list[int], placement: Placement, event: EventSink | None = None) -> RunningII:
+    """Open the store, restore the state (broker addresses included), listen, start the timers.
+
+    ``amqps_ports`` are the AMQPS ports of broker processes 0..N-1; with ``ii.public_port`` set,
+    process k is advertised on public_port + k."""
     ii = config.ii
     assert ii is not None
     store = await AsyncStore.for_data_dir(config.data_dir).open()
@@ -49,7 +53,8 @@ async def start_ii(config: NodeConfig, files: TlsFiles, addresses: AddressBook, 
         client_tls = ReloadingTls(files, "client")
         service = IIService(name=config.name, config=ii, store=store, addresses=addresses, core=core,
                             client_context=client_tls.current, amqp_host=ii.public_host or config.name,
-                            amqp_port=ii.public_port or amqps_port, event=event)
+                            amqp_ports=[ii.public_port + k for k in range(len(amqps_ports))] if ii.public_port
+                            else amqps_ports, placement=placement, event=event)
         server_tls = ReloadingTls(files, "server")  # a new CRL applies to new connections
         runner, port = await start_server(service, ii.host, ii.port, server_tls.listener_context(),
                                           max_body_bytes=ii.max_body_bytes)

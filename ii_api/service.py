@@ -33,7 +33,7 @@ import logging
 import secrets
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +100,7 @@ from ii_api.subscriptions import (
     same_cn,
 )
 from interchange.broker.addresses import AddressBook, AddressError, Origin, Scope, SourceSpec, TargetSpec
+from interchange.broker.placement import Placement
 from interchange.broker.router import BrokerCore
 
 log = logging.getLogger(__name__)
@@ -310,7 +311,8 @@ class IIService:
     """The II's state and operations (see the module docstring)."""
 
     def __init__(self, *, name: str, config: IIConfig, store: AsyncStore, addresses: AddressBook,
-                 core: BrokerCore, client_context: Callable[[], ssl.SSLContext], amqp_host: str, amqp_port: int,
+                 core: BrokerCore, client_context: Callable[[], ssl.SSLContext], amqp_host: str,
+                 amqp_ports: Sequence[int], placement: Placement = Placement(),
                  event: EventSink | None = None) -> None:
         self.name = normalise_name(name)
         self.config = config
@@ -319,7 +321,8 @@ class IIService:
         self.core = core
         self.client_context = client_context
         self.amqp_host = amqp_host
-        self.amqp_port = amqp_port
+        self.amqp_ports = tuple(amqp_ports)  #: advertised AMQPS port of broker process 0..N-1
+        self.placement = placement
         self._event = event
         self.base = config.base_path
         self.client = IIClient(client_context, base_path=config.base_path, timeout_s=config.request_timeout_s)
@@ -450,8 +453,17 @@ class IIService:
     def _incoming_path(self, owner: str, sub_id: int) -> str:
         return f"{self.base}/{owner}/subscriptions/{sub_id}"
 
-    def _advertised(self, source: str) -> dict[str, Any]:
-        return {"host": self.amqp_host, "port": self.amqp_port, "source": source}
+    def _advertised(self, source: str) -> list[dict[str, Any]]:
+        """A source's endpoints: one per broker process (each routes its own targets' data to its copy)."""
+        return [e.to_json() for e in self._local_endpoints(source)]
+
+    def _local_endpoints(self, source: str) -> list[LocalEndpoint]:
+        return [LocalEndpoint(host=self.amqp_host, port=port, source=source) for port in self.amqp_ports]
+
+    def _target_port(self, target: str) -> int:
+        """The advertised port of the broker process that serves ``target`` (interchange.broker.placement)."""
+        spec = self.addresses.target(target)
+        return self.amqp_ports[self.placement.owner_of(target, spec.process if spec is not None else None)]
 
     def _incoming_wire(self, row: IncomingSubscription) -> Subscription:
         return Subscription(id=str(row.id), selector=row.selector, consumerCommonName=row.consumer_common_name,
@@ -492,7 +504,7 @@ class IIService:
                             name, item.selector, status=decision.status.value,
                             consumer_common_name=decision.consumer, source_address=address)
                         rows.append(store.update_incoming_subscription(
-                            row.id, endpoints=[self._advertised(address)] if address else [], error=decision.error))
+                            row.id, endpoints=self._advertised(address) if address else [], error=decision.error))
                 return rows
 
             rows = await self.store.call(write)
@@ -637,7 +649,8 @@ class IIService:
     def _delivery_wire(self, row: Any) -> Delivery:
         endpoints = []
         if row.status == DeliveryStatus.CREATED.value and row.target_address:
-            endpoints = [DeliveryEndpoint(host=self.amqp_host, port=self.amqp_port, target=row.target_address)]
+            endpoints = [DeliveryEndpoint(host=self.amqp_host, port=self._target_port(row.target_address),
+                                          target=row.target_address)]
         return Delivery(id=str(row.id), path=self._actor_path(row.actor_cn, "deliveries", row.id),
                         selector=row.selector, status=DeliveryStatus(row.status), endpoints=endpoints,
                         lastUpdatedTimestamp=row.last_updated_ms, errorMessage=row.error)
@@ -776,8 +789,8 @@ class IIService:
                         row = store.add_local_subscription(actor, item.selector, status=status.value,
                                                            consumer_common_name=item.consumerCommonName, error=problem)
                         if address is not None:
-                            row = store.update_local_subscription(row.id, endpoints=[LocalEndpoint(
-                                host=self.amqp_host, port=self.amqp_port, source=address).to_json()])
+                            row = store.update_local_subscription(row.id, endpoints=[
+                                e.to_json() for e in self._local_endpoints(address)])
                         rows.append(row)
                 return rows
 
@@ -835,7 +848,7 @@ class IIService:
             address = self._local_source_address(row) if row is not None else None
             if row is None or row.status not in _LIVE_LOCAL or address is None:
                 continue
-            local = LocalEndpoint(host=self.amqp_host, port=self.amqp_port, source=address)  # as advertised now
+            local = self._local_endpoints(address)  # as advertised now
             status, endpoints, error = local_subscription_state(row.consumer_common_name is not None, local,
                                                                 views.get(sub_id, []))
             wire = [e.to_json() for e in endpoints]
@@ -1055,10 +1068,10 @@ class IIService:
                 self.addresses.put_source(self._local_source(sub, address))
         capabilities = self.local_capabilities()
         for incoming in await self.store.list_incoming_subscriptions():
-            if incoming.source_address and incoming.endpoints and incoming.endpoints != [
-                    self._advertised(incoming.source_address)]:  # the advertised host or port changed
+            if incoming.source_address and incoming.endpoints and incoming.endpoints != self._advertised(
+                    incoming.source_address):  # the advertised host, port or process count changed
                 incoming = await self.store.update_incoming_subscription(
-                    incoming.id, endpoints=[self._advertised(incoming.source_address)])
+                    incoming.id, endpoints=self._advertised(incoming.source_address))
             if incoming.source_address and incoming.status != SubscriptionStatus.ERROR.value:
                 _, grant = grant_for(incoming.selector, incoming.consumer_common_name, incoming.owner_cn, capabilities)
                 self._incoming_grants[incoming.id] = grant

@@ -452,15 +452,16 @@ class OutgoingView:
     error: str | None = None
 
 
-def local_subscription_state(redirect: bool, local_endpoint: LocalEndpoint,
+def local_subscription_state(redirect: bool, local_endpoints: Sequence[LocalEndpoint],
                              outgoing: Iterable[OutgoingView]) -> tuple[SubscriptionStatus, list[LocalEndpoint], str | None]:
     """(status, endpoints, errorMessage) of a valid local subscription.
 
-    The local source (local data, plus imported data unless redirected) is always an endpoint;
+    The local source (local data, plus imported data unless redirected; one endpoint per broker
+    process) always comes first;
     a redirect adds the endpoints of its CREATED subscriptions at neighbours. ERROR (with the
     reasons) when a neighbour refused a request made on its behalf, otherwise CREATED.
     """
-    endpoints = [local_endpoint]
+    endpoints = list(local_endpoints)
     failures: list[str] = []
     for view in sorted(outgoing, key=lambda v: v.neighbour):
         if view.phase is not Phase.ACTIVE or view.status is None:

@@ -50,7 +50,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ii_api.config import IIConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -89,10 +89,20 @@ class BrokerConfig(BaseModel):
     port: int = Field(default=5671, ge=0, le=65535)
     plain_port: int | None = Field(default=None, ge=0, le=65535)
     plain_identity: str | None = None
+    processes: int = Field(default=1, ge=1, le=64, description="broker processes (one per core): process k "
+                           "listens on port + k (any free port when port is 0); see interchange.broker.placement")
     targets: list[TargetSpec] = Field(default_factory=list)
     sources: list[SourceSpec] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     ttl: TtlPolicy = Field(default_factory=TtlPolicy)
+
+    @model_validator(mode="after")
+    def _targets_in_range(self) -> "BrokerConfig":
+        for target in self.targets:
+            if target.process is not None and target.process >= self.processes:
+                raise ValueError(f"target {target.address!r} names process {target.process}, "
+                                 f"but broker.processes is {self.processes}")
+        return self
 
 
 class LogConfig(LogSettings):

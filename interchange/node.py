@@ -13,6 +13,8 @@ from interchange.admin import start_admin
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.observer import BrokerObserver
+from interchange.broker.placement import Placement
+from interchange.broker.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.config import NodeConfig
@@ -36,6 +38,11 @@ class RunningNode:
     admin_port: int | None = None
     ii: IIService | None = None
     ii_port: int | None = None
+    placement: Placement = Placement()
+    workers: BrokerProcesses | None = None  #: broker processes 1..N-1 (process 0 only)
+    #: AMQPS ports of broker processes 0..N-1 (this process first); see interchange.broker.placement
+    amqps_ports: list[int] = field(default_factory=list)
+    amqp_ports: list[int] = field(default_factory=list)  #: plain AMQP (development), likewise
     _closers: list = field(default_factory=list)
 
     async def close(self) -> None:
@@ -51,15 +58,22 @@ def tls_files(config: NodeConfig) -> TlsFiles:
                     trust_bundle=config.tls.trust_bundle, crls=tuple(config.tls.crls))
 
 
-async def start_node(config: NodeConfig) -> RunningNode:
-    """Start the broker listeners (and the admin endpoint when configured)."""
+async def start_node(config: NodeConfig, placement: Placement | None = None) -> RunningNode:
+    """Start the broker listeners (and the admin endpoint when configured).
+
+    With ``broker.processes`` > 1 this process is broker process 0 and starts the others
+    (:class:`BrokerProcesses`); ``placement`` is given only to those others.
+    """
+    main = placement is None
+    if placement is None:
+        placement = Placement(config.broker.processes)
     log = JsonLog(config.name, path=config.log.path,
                   settings=LogSettings.model_validate(config.log.model_dump(exclude={"path"})))
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
-    core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log))
+    core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement)
     server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
-    node = RunningNode(config, addresses, core, server, log)
+    node = RunningNode(config, addresses, core, server, log, placement=placement)
     if config.tls is not None:
         tls = ReloadingTls(tls_files(config), "server")  # a new CRL applies to new connections
         node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port, tls.listener_context())
@@ -73,6 +87,21 @@ async def start_node(config: NodeConfig) -> RunningNode:
     if config.admin.port is not None:
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log)
         node._closers.append(runner.cleanup)
+    if main and placement.processes > 1:
+        try:
+            workers = await BrokerProcesses.start(config.model_dump(mode="json"), placement.processes, addresses, log)
+        except BaseException:
+            await node.close()
+            raise
+        node.workers = workers
+        node._closers.append(workers.close)
+        if node.amqps_port is not None:
+            node.amqps_ports = [node.amqps_port] + [r.amqps_port for r in workers.ready if r.amqps_port is not None]
+        if node.amqp_port is not None:
+            node.amqp_ports = [node.amqp_port] + [r.amqp_port for r in workers.ready if r.amqp_port is not None]
+    else:
+        node.amqps_ports = [node.amqps_port] if node.amqps_port is not None else []
+        node.amqp_ports = [node.amqp_port] if node.amqp_port is not None else []
     if config.ii is not None:
         if config.tls is None or node.amqps_port is None:
             await node.close()
@@ -81,14 +110,16 @@ async def start_node(config: NodeConfig) -> RunningNode:
         from ii_api.runtime import start_ii
 
         try:
-            running_ii = await start_ii(config, tls_files(config), addresses, core, node.amqps_port, log.event)
+            running_ii = await start_ii(config, tls_files(config), addresses, core, node.amqps_ports, placement,
+                                        log.event)
         except BaseException:
             await node.close()
             raise
         node.ii, node.ii_port = running_ii.service, running_ii.port
         node._closers.append(running_ii.close)
     log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
-                                       "admin_port": node.admin_port, "ii_port": node.ii_port})
+                                       "admin_port": node.admin_port, "ii_port": node.ii_port,
+                                       "process": placement.index, "amqps_ports": node.amqps_ports})
     return node
 
 
@@ -100,7 +131,8 @@ async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) ->
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    print(f"interchange {config.name}: AMQPS port {node.amqps_port}, plain AMQP port {node.amqp_port}, "
+    ports = ", ".join(map(str, node.amqps_ports)) if len(node.amqps_ports) > 1 else node.amqps_port
+    print(f"interchange {config.name}: AMQPS port {ports}, plain AMQP port {node.amqp_port}, "
           f"admin port {node.admin_port}, II (HTTPS) port {node.ii_port}", flush=True)
     if ready is not None:
         ready.set()

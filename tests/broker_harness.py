@@ -87,8 +87,8 @@ def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = ()
         data_dir=workdir,
         tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle,
                       crls=list(pki.crls)),
-        broker=BrokerConfig(host="127.0.0.1", port=0, targets=list(targets), sources=list(sources),
-                            **broker_options),
+        broker=BrokerConfig(host="127.0.0.1", targets=list(targets), sources=list(sources),
+                            **{"port": 0, **broker_options}),
         log=LogConfig(path=log_path, level="debug", properties=True, payload=True),
     )
     loop = asyncio.new_event_loop()

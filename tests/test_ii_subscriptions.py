@@ -328,7 +328,10 @@ def test_local_subscription_state() -> None:
     created = OutgoingView(A, Phase.ACTIVE, S.CREATED, (ENDPOINT,))
     refused = OutgoingView(B, Phase.ACTIVE, S.ILLEGAL, (), "too long")
     pending = OutgoingView("c.x", Phase.NEW, None)
-    assert local_subscription_state(False, local, [created, pending]) == (S.CREATED, [local], None)
-    status, endpoints, error = local_subscription_state(True, local, [created, refused])
+    assert local_subscription_state(False, [local], [created, pending]) == (S.CREATED, [local], None)
+    status, endpoints, error = local_subscription_state(True, [local], [created, refused])
     assert status is S.ERROR and error == "b.interchange.test: ILLEGAL (too long)"
     assert [e.source for e in endpoints] == ["ii-local-1", "s1"]
+    second = local.model_copy(update={"port": 5672})  # two broker processes: both come first
+    _, endpoints, _ = local_subscription_state(True, [local, second], [created])
+    assert [(e.port, e.source) for e in endpoints] == [(5671, "ii-local-1"), (5672, "ii-local-1"), (ENDPOINT.port, "s1")]

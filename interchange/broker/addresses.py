@@ -47,6 +47,8 @@ class TargetSpec(BaseModel):
     selector: str | None = Field(default=None, description="messages must match this selector to be accepted")
     origin: Origin = Origin.LOCAL
     shard_count: int | None = Field(default=None, ge=1, description="capability shardCount, bounds shardId (IP_130)")
+    process: int | None = Field(default=None, ge=0, description="broker process serving it when the node runs "
+                                "several (default: by a hash of the address); see interchange.broker.placement")
 
 
 class SourceSpec(BaseModel):

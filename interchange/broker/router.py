@@ -14,6 +14,7 @@ from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec,
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
 from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
+from interchange.broker.placement import Placement
 from interchange.broker.routing_index import RoutingIndex
 from interchange.broker.source import Source
 
@@ -44,8 +45,10 @@ class BrokerCore:
         admission: Admission,
         observer: BrokerObserver | None = None,
         clock_ms: Callable[[], int] = _now_ms,
+        placement: Placement = Placement(),
     ) -> None:
         self.addresses = addresses
+        self.placement = placement
         self.admission = admission
         self.observer = observer or BrokerObserver()
         self.clock_ms = clock_ms
@@ -98,6 +101,9 @@ class BrokerCore:
         spec = self.addresses.target(address)
         if spec is None:
             raise AttachRefused("amqp:not-found", f"no target {address!r}")
+        if not self.placement.owns(spec):
+            raise AttachRefused("amqp:not-found", f"target {address!r} is served by broker process "
+                                f"{self.placement.owner(spec)} of this node (another port; the II's endpoint names it)")
         if identity not in spec.publishers:
             raise AttachRefused("amqp:unauthorized-access", f"{identity!r} may not publish to {address!r}")
         publication = Publication(identity, spec)

@@ -1,0 +1,109 @@
+"""The control channel between the node process and its extra broker processes (sans-I/O).
+
+The node process owns the :class:`~interchange.broker.addresses.AddressBook` (config and II
+change it); every broker process keeps a mirror of it, fed by this channel: one JSON object per
+line over the worker's stdin, answers over its stdout. :class:`ControlCodec` turns bytes into
+messages and messages into bytes; the asyncio code in :mod:`interchange.broker.processes` and
+:mod:`interchange.broker.worker` only moves them.
+
+Parent -> worker: ``start`` (the node config and the worker's index), ``put_target``,
+``put_source``, ``remove``, ``log`` (new log settings, IP_138 switched at run time).
+Worker -> parent: ``ready`` (the ports it listens on) or ``failed`` (why it could not start).
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.message_log import LogSettings
+
+__all__ = ["ControlCodec", "ControlError", "ControlMessage", "Failed", "LogChange", "PutSource", "PutTarget",
+           "Ready", "Remove", "Start"]
+
+MAX_LINE = 16 * 1024 * 1024  #: a config or spec never comes near this; a longer line is a broken peer
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Start(_Message):
+    op: Literal["start"] = "start"
+    index: int = Field(ge=1)
+    processes: int = Field(ge=2)
+    config: dict[str, Any]  #: a NodeConfig, paths resolved (validated by the worker)
+
+
+class PutTarget(_Message):
+    op: Literal["put_target"] = "put_target"
+    spec: TargetSpec
+
+
+class PutSource(_Message):
+    op: Literal["put_source"] = "put_source"
+    spec: SourceSpec
+
+
+class Remove(_Message):
+    op: Literal["remove"] = "remove"
+    address: str
+
+
+class LogChange(_Message):
+    op: Literal["log"] = "log"
+    settings: LogSettings
+
+
+class Ready(_Message):
+    op: Literal["ready"] = "ready"
+    amqps_port: int | None = None
+    amqp_port: int | None = None
+    admin_port: int | None = None
+
+
+class Failed(_Message):
+    op: Literal["failed"] = "failed"
+    reason: str
+
+
+ControlMessage = Annotated[Start | PutTarget | PutSource | Remove | LogChange | Ready | Failed,
+                           Field(discriminator="op")]
+_ADAPTER: TypeAdapter[ControlMessage] = TypeAdapter(ControlMessage)
+
+
+class ControlError(ValueError):
+    """A line on the control channel that is not a valid control message."""
+
+
+class ControlCodec:
+    """Line framing and (de)serialisation of control messages; fed bytes, returns messages."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    @staticmethod
+    def encode(message: _Message) -> bytes:
+        return message.model_dump_json().encode() + b"\n"
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The complete messages in ``data`` (plus what was buffered); raise ControlError for a bad line."""
+        self._buffer += data
+        messages = []
+        while (end := self._buffer.find(b"\n")) >= 0:
+            line = bytes(self._buffer[:end])
+            del self._buffer[:end + 1]
+            if line.strip():
+                messages.append(self._decode(line))
+        if len(self._buffer) > MAX_LINE:
+            raise ControlError(f"control line longer than {MAX_LINE} bytes")
+        return messages
+
+    @staticmethod
+    def _decode(line: bytes) -> Any:
+        try:
+            return _ADAPTER.validate_python(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as exc:
+            raise ControlError(f"invalid control message {line[:200]!r}: {exc}") from None

@@ -1,0 +1,134 @@
+"""An extra broker process of a node (``python -m interchange.broker.worker``), started by
+:class:`interchange.broker.processes.BrokerProcesses`.
+
+It reads control messages (:mod:`interchange.broker.control`) on stdin: first ``start`` with the
+node config and its index k, then the address book changes; it answers ``ready`` with its ports
+on its original stdout (everything else it prints goes to stderr). It runs the same broker as
+the node process, on port + k, with its own log file and admin endpoint, serving the targets
+:class:`~interchange.broker.placement.Placement` gives it and a copy of every source. It stops
+when stdin closes (the node stopped or died) or on SIGTERM; SIGINT is left to the node, which
+stops its workers itself.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from interchange.broker.addresses import AddressError
+from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
+                                        Remove, Start)
+from interchange.broker.placement import Placement
+
+
+def worker_config(config: dict, index: int) -> dict:
+    """The node config as broker process ``index`` runs it: ports shifted by ``index`` (0 stays 0,
+    any free port), its own log file, no Improved Interface, no static addresses (they come over
+    the control channel, like the II's)."""
+    broker = dict(config.get("broker") or {})
+    for key in ("port", "plain_port"):
+        if broker.get(key):
+            broker[key] = broker[key] + index
+    broker["targets"], broker["sources"] = [], []
+    admin = dict(config.get("admin") or {})
+    if admin.get("port"):
+        admin["port"] = admin["port"] + index
+    log = dict(config.get("log") or {})
+    if log.get("path"):
+        path = Path(log["path"])
+        log["path"] = str(path.with_name(f"{path.stem}.p{index}{path.suffix}"))
+    return {**config, "broker": broker, "admin": admin, "log": log, "ii": None}
+
+
+async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> int:
+    """Run one worker: ``reader`` delivers the control stream, ``send`` writes answers."""
+    from interchange.config import NodeConfig
+    from interchange.node import start_node
+
+    codec = ControlCodec()
+    pending: list = []
+    while not pending:
+        data = await reader.read(65536)
+        if not data:
+            return 0  # the node went away before starting us
+        pending = codec.feed(data)
+    start, rest = pending[0], pending[1:]
+    if not isinstance(start, Start):
+        send(codec.encode(Failed(reason=f"expected a start message, got {start.op!r}")))
+        return 2
+    try:
+        config = NodeConfig.model_validate(worker_config(start.config, start.index))
+        node = await start_node(config, placement=Placement(start.processes, start.index))
+    except (ValidationError, OSError, ValueError) as exc:
+        send(codec.encode(Failed(reason=f"broker process {start.index}: {exc}")))
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    send(codec.encode(Ready(amqps_port=node.amqps_port, amqp_port=node.amqp_port, admin_port=node.admin_port)))
+
+    def apply(message: object) -> None:
+        try:
+            if isinstance(message, PutTarget):
+                node.addresses.put_target(message.spec)
+            elif isinstance(message, PutSource):
+                node.addresses.put_source(message.spec)
+            elif isinstance(message, Remove):
+                node.addresses.remove(message.address)
+            elif isinstance(message, LogChange):
+                node.log.update(message.settings)
+            else:
+                node.log.event("error", "control_message_ignored", {"op": getattr(message, "op", None)})
+        except AddressError as exc:  # the node checked it already: a mirror out of step
+            node.log.event("error", "control_message_failed", {"error": str(exc)})
+
+    async def read_control() -> None:
+        for message in rest:
+            apply(message)
+        while data := await reader.read(65536):
+            try:
+                messages = codec.feed(data)
+            except ControlError as exc:
+                node.log.event("error", "control_channel_broken", {"error": str(exc)})
+                return
+            for message in messages:
+                apply(message)
+
+    control = loop.create_task(read_control())
+    stopped = loop.create_task(stop.wait())
+    try:
+        await asyncio.wait({control, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (control, stopped):
+            task.cancel()
+        await node.close()
+    return 0
+
+
+async def _main() -> int:
+    control_out = os.dup(1)
+    os.dup2(2, 1)  # stray prints must not corrupt the control channel
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    def send(data: bytes) -> None:
+        os.write(control_out, data)  # a few hundred bytes, once or twice: below PIPE_BUF
+
+    return await serve(reader, send)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(asyncio.run(_main()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Several broker processes per node (broker.processes): placement, the control channel, real
+worker processes over TLS 1.3, the II's endpoints naming the right process, clean shutdown."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+from proton import Message
+from proton.utils import LinkDetached
+
+from broker_harness import BrokerUnderTest, client_connection, denm, make_pki, start_broker
+from certs import TestPki
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.control import ControlCodec, ControlError, LogChange, PutTarget, Ready, Remove, Start
+from interchange.broker.placement import Placement
+from interchange.broker.worker import worker_config
+from interchange.config import BrokerConfig
+from interchange.message_log import LogSettings
+
+WAIT_S = 20.0
+
+
+# ------------------------------------------------------------------------------ sans-I/O parts
+def test_placement_explicit_hashed_and_checked() -> None:
+    two = Placement(2)
+    assert two.owner(TargetSpec(address="x", process=1)) == 1
+    hashed = {two.owner(TargetSpec(address=f"t{i}")) for i in range(20)}
+    assert hashed == {0, 1}  # a stable hash spreads targets over both
+    assert [two.owner_of(f"t{i}") for i in range(20)] == [Placement(2, 1).owner_of(f"t{i}") for i in range(20)]
+    assert Placement(1).owns(TargetSpec(address="x")) and Placement(1).owner_of("anything") == 0
+    assert Placement(2, 1).owns(TargetSpec(address="x", process=1))
+    assert not Placement(2, 0).owns(TargetSpec(address="x", process=1))
+    with pytest.raises(ValueError, match="names broker process 3"):
+        two.owner(TargetSpec(address="x", process=3))
+    with pytest.raises(ValueError):
+        Placement(2, 2)
+    with pytest.raises(ValueError):
+        Placement(0)
+
+
+def test_config_refuses_a_target_on_a_missing_process() -> None:
+    with pytest.raises(ValueError, match="names process 2, but broker.processes is 2"):
+        BrokerConfig(processes=2, targets=[TargetSpec(address="t", process=2)])
+    assert BrokerConfig(processes=3, targets=[TargetSpec(address="t", process=2)]).processes == 3
+
+
+def test_worker_config_shifts_ports_and_log_and_drops_the_ii() -> None:
+    config = {"name": "n", "broker": {"port": 5671, "plain_port": 0, "targets": [{"address": "t"}],
+                                      "sources": [{"address": "s"}]},
+              "admin": {"port": 9090}, "log": {"path": "/var/x/node.log"}, "ii": {"port": 8443}}
+    derived = worker_config(config, 2)
+    assert derived["broker"]["port"] == 5673 and derived["broker"]["plain_port"] == 0  # 0: any free port
+    assert derived["broker"]["targets"] == [] and derived["broker"]["sources"] == []
+    assert derived["admin"]["port"] == 9092 and derived["log"]["path"] == "/var/x/node.p2.log"
+    assert derived["ii"] is None and config["broker"]["port"] == 5671  # the input is not changed
+
+
+def test_control_codec_frames_and_refuses_garbage() -> None:
+    codec = ControlCodec()
+    messages = [Start(index=1, processes=2, config={"name": "n"}), PutTarget(spec=TargetSpec(address="t")),
+                Remove(address="t"), LogChange(settings=LogSettings(level="debug")), Ready(amqps_port=1)]
+    data = b"".join(codec.encode(m) for m in messages)
+    decoded = []
+    for i in range(0, len(data), 7):  # arbitrary chunking
+        decoded += codec.feed(data[i:i + 7])
+    assert decoded == messages
+    with pytest.raises(ControlError, match="invalid control message"):
+        ControlCodec().feed(b'{"op": "explode"}\n')
+    with pytest.raises(ControlError, match="invalid control message"):
+        ControlCodec().feed(b"not json\n")
+    with pytest.raises(ControlError, match="longer than"):
+        ControlCodec().feed(b"x" * (16 * 1024 * 1024 + 1))
+
+
+# ------------------------------------------------------------------------------ real processes
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    return make_pki(tmp_path_factory.mktemp("processes-pki"))
+
+
+@pytest.fixture
+def broker(pki: TestPki, tmp_path: Path):
+    started = start_broker(
+        pki, tmp_path,
+        targets=[TargetSpec(address="in-0", publishers=frozenset({"actor-1"}), process=0),
+                 TargetSpec(address="in-1", publishers=frozenset({"actor-1"}), process=1)],
+        sources=[SourceSpec(address="denm", consumers=frozenset({"actor-2"}), selector="messageType = 'DENM'")],
+        processes=2)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _send(pki: TestPki, port: int, target: str, message: Message) -> None:
+    connection = client_connection(pki, "actor-1", port)
+    try:
+        connection.create_sender(target).send(message)
+    finally:
+        connection.close()
+
+
+def _receive_all(pki: TestPki, ports: list[int], source: str, count: int) -> list[bytes]:
+    """Read ``count`` messages from ``source`` over one link per broker process."""
+    connections = [client_connection(pki, "actor-2", port) for port in ports]
+    try:
+        receivers = [c.create_receiver(source, credit=50) for c in connections]
+        got: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < count and time.monotonic() < deadline:
+            for receiver in receivers:
+                try:
+                    message = receiver.receive(timeout=0.2)
+                except Exception:  # proton.Timeout: nothing on this process yet
+                    continue
+                receiver.accept()
+                got.append(bytes(message.body))
+        return got
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_each_process_serves_its_targets_and_every_source(broker: BrokerUnderTest, pki: TestPki) -> None:
+    ports = broker.node.amqps_ports
+    assert len(ports) == 2 and ports[0] == broker.port and ports[1] != ports[0]
+    _send(pki, ports[0], "in-0", denm(body=b"from-0"))
+    _send(pki, ports[1], "in-1", denm(body=b"from-1"))
+    _send(pki, ports[1], "in-1", Message(body=b"ivim", properties={**denm().properties, "messageType": "IVIM"},
+                                          inferred=True))  # not for the DENM source
+    assert sorted(_receive_all(pki, ports, "denm", 2)) == [b"from-0", b"from-1"]
+    # a target is served by one process only: the other refuses it and says which
+    connection = client_connection(pki, "actor-1", ports[0])
+    try:
+        with pytest.raises(LinkDetached, match="served by broker process 1"):
+            connection.create_sender("in-1")
+    finally:
+        connection.close()
+    # the worker writes its own log file
+    assert (broker.log_path.parent / "node.p1.log").exists()
+
+
+def test_address_changes_reach_the_other_process(broker: BrokerUnderTest, pki: TestPki) -> None:
+    ports = broker.node.amqps_ports
+    broker.call(lambda: broker.node.addresses.put_target(
+        TargetSpec(address="late", publishers=frozenset({"actor-3"}), process=1)))
+    broker.call(lambda: broker.node.addresses.put_source(
+        SourceSpec(address="late-src", consumers=frozenset({"actor-2"}))))
+    deadline = time.monotonic() + WAIT_S
+    while True:  # the change travels to process 1 over the control channel
+        try:
+            connection = client_connection(pki, "actor-3", ports[1])
+            connection.create_sender("late").send(denm(body=b"late"))
+            connection.close()
+            break
+        except LinkDetached:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    assert _receive_all(pki, ports, "late-src", 1) == [b"late"]
+    broker.call(lambda: broker.node.addresses.remove("late-src"))
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        connection = client_connection(pki, "actor-2", ports[1])
+        try:
+            connection.create_receiver("late-src")
+        except LinkDetached as exc:
+            assert "no source" in str(exc)
+            break
+        finally:
+            connection.close()
+        assert time.monotonic() < deadline, "the removal never reached process 1"
+        time.sleep(0.05)
+
+
+def test_workers_stop_with_the_node(pki: TestPki, tmp_path: Path) -> None:
+    broker = start_broker(pki, tmp_path, processes=3)
+    workers = broker.node.workers
+    assert workers is not None and len(broker.node.amqps_ports) == 3
+    pids = [w.process.pid for w in workers._workers]  # noqa: SLF001 - the pids are the point of the test
+    broker.stop()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_worker_that_cannot_listen_fails_the_start(pki: TestPki, tmp_path: Path) -> None:
+    import socket
+
+    for _ in range(50):  # a taken port whose predecessor is free: process 0 binds, process 1 cannot
+        blocker = socket.socket()
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", taken - 1))
+            break
+        except OSError:
+            blocker.close()
+        finally:
+            probe.close()
+    try:
+        with pytest.raises(Exception, match="broker process 1"):
+            start_broker(pki, tmp_path, port=taken - 1, processes=2)
+    finally:
+        blocker.close()
+
+
+async def test_the_ii_hands_out_the_owner_and_every_process(tmp_path: Path) -> None:
+    from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_config, publish, start
+    from ii_harness import make_pki as make_ii_pki
+
+    ii_pki = make_ii_pki(tmp_path / "pki")
+    config = node_config(ii_pki, A, tmp_path / "a")
+    config = config.model_copy(update={"broker": config.broker.model_copy(update={"processes": 2})})
+    node = await start(config)
+    actor, other = Https(ii_pki, "actor-a", node), Https(ii_pki, "actor-x", node)
+    try:
+        _, body = await actor.post("/actor-a/subscriptions", {"subscriptions": [{"selector": "messageType = 'DENM'"}]})
+        endpoints = body["subscriptions"][0]["endpoints"]
+        assert sorted(e["port"] for e in endpoints) == sorted(node.amqps_ports)
+        assert len({e["source"] for e in endpoints}) == 1
+        await other.post("/actor-x/capabilities", {"capabilities": [denm_capability(publisher="NL00001")]})
+        published = []
+        for _ in range(6):  # several deliveries: the hash puts them on both processes
+            _, deliveries = await other.post("/actor-x/deliveries", {"deliveries": [{"selector": "messageType = 'DENM'"}]})
+            endpoint = deliveries["deliveries"][0]["endpoints"][0]
+            owner = node.placement.owner_of(endpoint["target"])
+            assert endpoint["port"] == node.amqps_ports[owner]
+            published.append((endpoint["port"], endpoint["target"]))
+        assert {port for port, _ in published} == set(node.amqps_ports)
+        consumers = [await asyncio.to_thread(Consumer, ii_pki, "actor-a", e["port"], A, e["source"]) for e in endpoints]
+        try:
+            for i, (port, target) in enumerate(published[:2] + [p for p in published if p[0] != published[0][0]][:1]):
+                await asyncio.to_thread(publish, ii_pki, "actor-x", port, A, target,
+                                        [denm_message(publisher="NL00001", body=f"m{i}".encode())])
+            got = []
+            for consumer in consumers:
+                while (message := await asyncio.to_thread(consumer.receive, 2.0)) is not None:
+                    got.append(bytes(message.body))
+            assert sorted(got) == [b"m0", b"m1", b"m2"]
+        finally:
+            for consumer in consumers:
+                await asyncio.to_thread(consumer.close)
+    finally:
+        await actor.close()
+        await other.close()
+        await node.close()
