@@ -13,11 +13,21 @@ The same loads then run against a peer: by default our own deliberately straight
 evaluated on every message), or any AMQP 1.0 broker given with ``--peer amqps://host:port`` /
 ``--peer amqp://host:port``. A peer has topic semantics: the producer publishes to
 ``--peer-target`` and each subscription is a consumer link on ``--peer-source`` carrying its
-selector as a link filter (see benchmarks/README.md for what e.g. ActiveMQ needs).
+selector as a link filter (see benchmarks/README.md for what e.g. ActiveMQ needs). ``--peer rabbitmq``
+starts a private RabbitMQ node (benchmarks/peers/rabbitmq.py, AMQP 1.0 plugin, TLS 1.3 + SASL
+EXTERNAL): "1 (all)" is one queue with one consumer; RabbitMQ has no selectors, so the subscriptions
+become InterCor IF2-style topic routing instead (the producer sets an IF2 routing key as subject,
+each subscription is a queue bound to amq.topic with the binding key of its selector) — reported
+as "topic routing", not selectors.
+
+Application properties: by default the generator repeats 32 property sets (16 tile cells x
+DENM/IVIM), so our broker's admission cache always hits; with ``--distinct`` (the matrix's default:
+``matrix``) every message carries its own (publicationId, reference tile, position), same routing.
 
     .venv/bin/python benchmarks/bench_broker.py --quick            # < 2 minutes (~1 here)
     .venv/bin/python benchmarks/bench_broker.py --repeat 3         # everything (~5 minutes here)
     .venv/bin/python benchmarks/bench_broker.py --only matrix --subs 1,100 --sizes 200 --peer none
+    .venv/bin/python benchmarks/bench_broker.py --only matrix --subs 0,1,100 --sizes 200 --peer rabbitmq
     .venv/bin/python benchmarks/bench_broker.py --peer amqp://127.0.0.1:5672 --peer-target topic://bench \\
         --peer-source topic://bench [--peer-pid PID]
 
@@ -49,10 +59,14 @@ BROKER_CN = "broker.interchange.test"
 PRODUCER_CN = "actor-1"
 CONSUMER_CN = "actor-2"
 TARGET = "bench-in"
+RABBITMQ_QUEUE = "/queue/bench"  # rabbitmq_amqp1_0 3.10: declares queue "bench" on attach
+RABBITMQ_TOPIC = "/exchange/amq.topic"  # target: routing key = subject; source + "/<key>": a bound queue
 TILE_ROOT = "1202021"  # must match loadgen.c
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LOADGEN_SRC = ROOT / "benchmarks" / "loadgen" / "loadgen.c"
 LOADGEN_BIN = ROOT / "build" / "loadgen"
+DISTINCT_ALL = False  # --distinct all: every load carries all-distinct application properties
+FAILURES: list[str] = []  # runs whose deliveries did not match (reported again at the end; exit 1)
 
 
 # ------------------------------------------------------------------ the load's shape
@@ -79,6 +93,20 @@ def inactive_selector(j: int) -> str:
     tile = "1202023" + "".join(str((j >> (2 * k)) & 3) for k in range(7, -1, -1))
     message_type = "DENM" if j % 2 == 0 else "IVIM"
     return f"messageType = '{message_type}' AND quadTree LIKE '%,{tile}%'"
+
+
+def topic_binding(j: int, load: "Load") -> str:
+    """The IF2 binding key equivalent to subscription j's selector (routing key:
+    type.version.provider.subtype.q1...q18, the words of the reference tile; see loadgen --subject)."""
+    if load.subs == 0:
+        return "#"
+    if load._is_active(j):
+        message_type, cell, _ = subscription(j, load.cells)
+        tile = tile_prefix(cell, load.cells)
+    else:  # as inactive_selector(j): a tile no message lies in
+        message_type = "DENM" if j % 2 == 0 else "IVIM"
+        tile = "1202023" + "".join(str((j >> (2 * k)) & 3) for k in range(7, -1, -1))
+    return f"{message_type}.*.*.*.{'.'.join(tile)}.#"
 
 
 def expected_deliveries(messages: int, producers: int, subs: list[tuple[str, int] | None], cells: int) -> int:
@@ -144,6 +172,7 @@ class Broker:
     proc: subprocess.Popen | None = None
     pid: int | None = None
     sources: list[str] = field(default_factory=list)  # consumer lines (address[\tselector])
+    topic_routing: bool = False  # a peer without selectors: bindings on a topic exchange instead
 
     def cpu(self) -> float | None:
         return cpu_seconds(self.pid) if self.pid else None
@@ -231,6 +260,22 @@ class Workspace:
         wait_port("127.0.0.1", port)
         return Broker("baseline", f"amqps://127.0.0.1:{port}", "bench", proc, proc.pid)
 
+    def start_rabbitmq(self):
+        """A private RabbitMQ node (benchmarks/peers/rabbitmq.py): TLS 1.3 with the broker identity of
+        the test PKI, SASL EXTERNAL for the generator's certificate (CONSUMER_CN)."""
+        sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+        import rabbitmq
+
+        rabbitmq.ensure_installed()
+        identity = self.pki.identity(BROKER_CN)
+        self.counter += 1
+        node = rabbitmq.RabbitMQ(self.dir / f"rabbitmq-{self.counter}", {"chain": identity.chain, "key": identity.key,
+                                                         "trust": self.pki.trust_bundle}, user=CONSUMER_CN)
+        node.start()
+        print(f"# peer: RabbitMQ {rabbitmq.version()} (rabbitmq_amqp1_0) at {node.url}, TLS 1.3 + SASL EXTERNAL, "
+              f"beam.smp pid {node.beam_pid}", flush=True)
+        return node
+
     def close(self) -> None:
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -250,6 +295,7 @@ class Load:
     consumer_credit: int = 1000
     cells: int = 16
     active: int | None = None  # only subscriptions j < active can match; the others select absent tiles
+    distinct: bool = field(default_factory=lambda: DISTINCT_ALL)  # every message its own app properties
 
     def _is_active(self, j: int) -> bool:
         return self.active is None or j < self.active
@@ -280,6 +326,8 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
         for j, selector in enumerate(selectors):
             if peer_source is None:  # ours: the source holds the selector
                 f.write(f"{broker.sources[j]}\n")
+            elif broker.topic_routing:  # e.g. RabbitMQ: a queue bound to the exchange with the binding key
+                f.write(f"{peer_source}/{topic_binding(j, load)}\n")
             else:  # a peer: one topic, the selector on the consumer link
                 f.write(f"{peer_source}\t{selector}\n" if selector else f"{peer_source}\n")
     expect = expected_deliveries(load.messages, load.producers, load.sub_kinds(), load.cells)
@@ -292,6 +340,10 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
             "--expect", str(expect), "--timeout", str(timeout), "--sync", "--idle-ms", "3000"]
     if load.presettled:
         args.append("--presettled")
+    if load.distinct:
+        args.append("--distinct")
+    if broker.topic_routing:
+        args.append("--subject")  # the IF2 routing key
     if broker.url.startswith("amqps:"):
         args += tls_args if tls_args is not None else _tls_args(ws)
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -331,9 +383,26 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
         if result["broker_cpu_s"] is not None:
             result["broker_util"] = result["broker_cpu_s"] / result["wall_s"]
         result["loadgen_util"] = (gen1 - gen0) / result["wall_s"]
+        result["loadgen_cpu_s"] = gen1 - gen0
     result["broker"] = broker.name
     result["subs"] = load.label()
+    result["props"] = "distinct" if load.distinct else "repeated"
+    check_result(result)
     return result
+
+
+def check_result(r: dict) -> None:
+    """Loudly report a run whose deliveries are not the expected ones (or with rejected messages)."""
+    problems = [text for bad, text in (
+        (r.get("deliveries") != r.get("expected"), f"{r.get('deliveries')} deliveries, expected {r.get('expected')}"),
+        (bool(r.get("rejected")), f"{r.get('rejected')} messages rejected"),
+        (bool(r.get("timed_out")), "timed out"), (bool(r.get("aborted")), "aborted"),
+    ) if bad]
+    if problems:
+        what = (f"{r['broker']}, {r['subs']} subscriptions, {size_label(r['size'])}, {r['props']} properties: "
+                + "; ".join(problems) + (f" ({'; '.join(r['errors'])[:300]})" if r.get("errors") else ""))
+        FAILURES.append(what)
+        print(f"\n!!! RUN FAILED: {what}\n", file=sys.stderr, flush=True)
 
 
 def warm_up(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_source: str | None, timeout: float,
@@ -389,7 +458,8 @@ def print_table(title: str, rows: list[dict]) -> None:
             note.append("; ".join(r["errors"])[:80])
         if r.get("extra"):
             note.append(r["extra"])
-        print(f"| {r['broker']} | {r['subs']} | {size_label(r['size'])} | {r['sent']} | {r['deliveries']} "
+        broker = r["broker"] + (", distinct props" if r.get("props") == "distinct" else "")
+        print(f"| {broker} | {r['subs']} | {size_label(r['size'])} | {r['sent']} | {r['deliveries']} "
               f"| {fmt(r['sent_per_s'], 0)} | {fmt(r['delivered_per_s'], 0)} | {fmt(lat.get('p50', 0) / 1000, 2)} "
               f"| {fmt(lat.get('p99', 0) / 1000, 2)} | {fmt(lat.get('max', 0) / 1000, 2)} | {fmt(us_msg)} "
               f"| {fmt(us_del)} | {_pct(r.get('broker_util'))}/{_pct(r.get('loadgen_util'))} "
@@ -404,15 +474,18 @@ def print_ratios(pairs: list[tuple[dict, dict]]) -> None:
     if not pairs:
         return
     print("\n### Ratios (ours / peer)\n")
-    print("| subs | payload | CPU per msg | CPU per delivery | sent/s | delivered/s | p99 latency |")
-    print("|---|---|---|---|---|---|---|")
+    print("| subs | payload | peer | props (ours / peer) | CPU per msg | CPU per delivery | sent/s | delivered/s "
+          "| p99 latency |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for ours, peer in pairs:
         a, b = per_message(ours), per_message(peer)
 
         def ratio(x, y):
             return f"{x / y:.3f}" if x and y else "-"
 
-        print(f"| {ours['subs']} | {size_label(ours['size'])} | {ratio(a[0], b[0])} | {ratio(a[1], b[1])} "
+        print(f"| {ours['subs']} | {size_label(ours['size'])} | {peer['broker']} "
+              f"| {ours.get('props')} / {peer.get('props')} "
+              f"| {ratio(a[0], b[0])} | {ratio(a[1], b[1])} "
               f"| {ratio(ours['sent_per_s'], peer['sent_per_s'])} "
               f"| {ratio(ours['delivered_per_s'], peer['delivered_per_s'])} "
               f"| {ratio(ours['latency_us']['p99'], peer['latency_us']['p99'])} |", flush=True)
@@ -478,6 +551,13 @@ def peer_messages(load: Load, quick: bool) -> int:
     return int(max(20 if load.size < 100_000 else 10, min(load.messages, budget / max(fanout, per_sub_cost))))
 
 
+def rabbitmq_messages(load: Load, quick: bool) -> int:
+    """RabbitMQ 3.10 costs ~100-200 µs per delivery: the same messages as ours up to a delivery budget."""
+    fanout = max(1.0, 0.031 * load.subs)
+    budget = 10000 if quick else 30000
+    return int(min(load.messages, max(10 if load.size >= 100_000 else 200, budget / fanout)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
     parser.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
@@ -487,7 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
     parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
     parser.add_argument("--peer", default="baseline",
-                        help="'baseline' (benchmarks/baseline_broker.py), 'none', or an amqp(s)://host:port URL")
+                        help="'baseline' (benchmarks/baseline_broker.py), 'rabbitmq' (a private RabbitMQ node, "
+                             "benchmarks/peers/rabbitmq.py), 'none', or an amqp(s)://host:port URL")
+    parser.add_argument("--distinct", choices=("matrix", "none", "all"), default="matrix",
+                        help="all-distinct application properties: 'matrix' (default) runs each matrix case "
+                             "against ours with repeated and with distinct properties (the peer: distinct); "
+                             "'none' repeated only; 'all' every scenario distinct only")
     parser.add_argument("--peer-target", default="bench", help="address the peer's producer publishes to")
     parser.add_argument("--peer-source", default="bench", help="address the peer's consumers read (with selectors)")
     parser.add_argument("--peer-pid", type=int, help="pid of an external peer, to read its CPU time")
@@ -501,6 +586,10 @@ def main(argv: list[str] | None = None) -> int:
 
     loadgen = ensure_loadgen(args.rebuild)
     raise_nofile()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop what we started
+    global DISTINCT_ALL
+    DISTINCT_ALL = args.distinct == "all"
+    modes = {"matrix": [False, True], "none": [False], "all": [True]}[args.distinct]  # ours, per matrix case
     quick = args.quick
     only = set(args.only.split(",")) if args.only != "all" else {"matrix", "flat", "tls", "latency", "ip012",
                                                                    "ip013", "slow", "connections"}
@@ -512,15 +601,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# workdir {ws.dir}", flush=True)
     results: list[dict] = []
     started = time.monotonic()
+    rabbit = None  # --peer rabbitmq: a private node per subscription count (stopped before ours runs again)
+    if args.peer == "rabbitmq":
+        sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+        import rabbitmq
 
-    def peer_broker() -> Broker | None:
+        rabbitmq.ensure_installed()  # before the long runs: apt-get install if missing
+
+    def peer_broker(subs: int = 0) -> Broker | None:
+        nonlocal rabbit
         if args.peer == "none":
             return None
         if args.peer == "baseline":
             return ws.start_baseline()
+        if args.peer == "rabbitmq":
+            if rabbit is None:
+                rabbit = ws.start_rabbitmq()
+            if subs == 0:  # one consumer, or "1 (all)": a queue
+                return Broker("rabbitmq", rabbit.url, RABBITMQ_QUEUE, None, rabbit.beam_pid)
+            return Broker("rabbitmq (topic routing)", rabbit.url, RABBITMQ_TOPIC, None, rabbit.beam_pid,
+                          topic_routing=True)
         return Broker("peer", args.peer, args.peer_target, None, args.peer_pid)
 
-    def peer_source() -> str:
+    def peer_source(subs: int = 0) -> str:
+        if args.peer == "rabbitmq":
+            return RABBITMQ_QUEUE if subs == 0 else RABBITMQ_TOPIC
         return "bench" if args.peer == "baseline" else args.peer_source
 
     try:
@@ -532,7 +637,8 @@ def main(argv: list[str] | None = None) -> int:
                 broker = ws.start_ours(group[0].selectors(), group[0].cells)
                 try:
                     warm_up(loadgen, ws, broker, group[0], None, args.timeout)
-                    for load in group:
+                    for load, distinct in ((ld, d) for ld in group for d in modes):
+                        load = Load(**{**load.__dict__, "distinct": distinct})
                         runs = [run_load(loadgen, ws, broker, load, None, args.timeout) for _ in range(args.repeat)]
                         runs.sort(key=lambda x: per_message(x)[0] or 0.0)
                         r = runs[len(runs) // 2]  # the median by CPU per message
@@ -541,26 +647,36 @@ def main(argv: list[str] | None = None) -> int:
                             r["extra"] = "CPU µs/msg of the runs: " + ", ".join(fmt(v) for v in spread)
                         results.append({"scenario": "matrix", **r})
                         ours_rows.append(r)
-                        print_table(f"matrix: ours, {load.label()} subscriptions, {size_label(load.size)}", [r])
+                        print_table(f"matrix: ours, {load.label()} subscriptions, {size_label(load.size)}, "
+                                    f"{r['props']} properties", [r])
                 finally:
                     broker.stop()
-                peer = peer_broker()
+                if args.peer == "rabbitmq" and subs != 0:
+                    print(f"\n(rabbitmq, {group[0].label()} subscriptions: RabbitMQ 3.10 has no JMS selectors "
+                          f"(it ignores the filter); measured as IF2-style topic routing instead: routing key "
+                          f"in the subject, one queue per subscription bound to amq.topic)", flush=True)
+                peer = peer_broker(subs)
                 if peer is not None:
                     try:
-                        warm_up(loadgen, ws, peer, group[0], peer_source(), args.timeout,
+                        warm_up(loadgen, ws, peer, group[0], peer_source(subs), args.timeout,
                                 _tls_args(ws, args.peer_cert_cn))
                         for load in group:
-                            pload = Load(**{**load.__dict__, "messages": peer_messages(load, quick)})
-                            r = run_load(loadgen, ws, peer, pload, peer_source(), args.timeout,
+                            # the (slow) baseline and RabbitMQ get fewer messages; the ratios are per message
+                            messages = (rabbitmq_messages(load, quick) if args.peer == "rabbitmq"
+                                        else peer_messages(load, quick))
+                            pload = Load(**{**load.__dict__, "messages": messages, "distinct": True in modes})
+                            r = run_load(loadgen, ws, peer, pload, peer_source(subs), args.timeout,
                                          _tls_args(ws, args.peer_cert_cn))
                             results.append({"scenario": "matrix", **r})
                             peer_rows.append(r)
-                            pairs.append((next(o for o in ours_rows if o["subs"] == r["subs"]
-                                               and o["size"] == r["size"]), r))
+                            pairs += [(o, r) for o in ours_rows if o["subs"] == r["subs"] and o["size"] == r["size"]]
                             print_table(f"matrix: {peer.name}, {load.label()} subscriptions, "
                                         f"{size_label(load.size)}", [r])
                     finally:
                         peer.stop()
+                        if rabbit is not None:
+                            rabbit.close()
+                            rabbit = None
             print_table("Matrix: ours (1 producer, unsettled, broker credit 1000; consumers pre-settled)",
                         ours_rows)
             if peer_rows:
@@ -686,10 +802,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'met' if r['opened'] == 1000 and r['open_ms']['max'] < 10000 else 'NOT met'}"
                   + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
     finally:
+        if rabbit is not None:
+            rabbit.close()
         ws.close()
         if args.json:
             args.json.write_text(json.dumps({"machine": machine_notes(), "results": results}, indent=1))
     print(f"\n# total {time.monotonic() - started:.0f} s", flush=True)
+    if FAILURES:
+        print(f"\n!!! {len(FAILURES)} run(s) did not deliver what was expected:\n  " + "\n  ".join(FAILURES),
+              file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

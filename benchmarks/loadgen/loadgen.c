@@ -17,6 +17,17 @@
  * and lies in quadTree cell (i / 4) % cells; cell c is the tile prefix ROOT + c in base 4
  * (log4(cells) digits). bench_broker.py relies on this rule to compute the expected deliveries.
  *
+ * By default the application properties come from 2 * cells pre-encoded templates, so a broker
+ * sees the same few property sections over and over (repetitions). With --distinct every message
+ * carries its own: the same templates, with a run-unique counter patched into fixed-width places
+ * before each send (the publicationId suffix, the digits of the zoom-18 reference tile after the
+ * cell prefix, latitude and longitude), so the routing shape stays the same and the cost is a few
+ * dozen byte writes per message.
+ *
+ * With --subject the message's subject is an InterCor IF2 routing key (for a topic exchange, e.g.
+ * RabbitMQ's "/exchange/amq.topic" target): <messageType>.<version>.<publisherId>.<subtype>.<the
+ * reference tile's 18 digits, one word each>, e.g. DENM.1_3_1.NO00001.1.1.2.0.2.0.2.1.0.3.0.1....
+ *
  * TLS (amqps://): client certificate + key, trust bundle, TLS 1.3 only, server name checked
  * against --vhost; SASL EXTERNAL. Plain (amqp://): SASL ANONYMOUS, or PLAIN with --user.
  *
@@ -66,7 +77,8 @@ static long opt_messages = 1000, opt_size = 200, opt_producers = 1, opt_window =
 static long opt_consumer_connections = 1, opt_consumer_credit = 200, opt_cells = 16;
 static long opt_expect = 0, opt_idle_ms = 2000, opt_connections = 1000, opt_deadline_ms = 10000;
 static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0;
-static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false;
+static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false, opt_distinct = false;
+static bool opt_subject = false;
 
 /* ------------------------------------------------------------------ state */
 typedef enum { ROLE_PRODUCER = 1, ROLE_CONSUMER, ROLE_PROBE } role_t;
@@ -102,8 +114,16 @@ static long n_consumers, consumers_attached, producers_attached;
 static conn_ctx_t *ctxs;
 static long n_ctxs;
 
-typedef struct { unsigned char *bytes; size_t len, ts_offset; } template_t;
+typedef struct {
+  unsigned char *bytes;
+  size_t len, ts_offset;
+  /* --distinct: where the per-message parts are (byte offsets into bytes) */
+  size_t pubid_off, tile_off, tile_digits, lat_off, lon_off, subject_tile_off; /* subject: 0 = none */
+  double lat, lon;
+} template_t;
 static template_t *templates; /* [cell * 2 + is_ivim] */
+#define PUBID_DIGITS 20               /* decimal digits of the --distinct counter in publicationId */
+static uint64_t distinct_seq;        /* --distinct: counter, starts at the run's start time in ns */
 
 static int64_t *latencies;
 static long n_lat, cap_lat;
@@ -181,21 +201,69 @@ static void put_str_prop(pn_data_t *d, const char *k, const char *v) {
   pn_data_put_string(d, pn_bytes(strlen(v), v));
 }
 
+/* Offset of the only occurrence of needle in buf[0..len), or die. */
+static size_t find_bytes(const unsigned char *buf, size_t len, const void *needle, size_t n) {
+  const unsigned char *hit = memmem(buf, len, needle, n);
+  if (!hit) die("template: placeholder not found");
+  if (memmem(hit + 1, len - (size_t)(hit + 1 - buf), needle, n)) die("template: placeholder not unique");
+  return (size_t)(hit - buf);
+}
+
+static void put_be_double(unsigned char *p, double v) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  for (int k = 7; k >= 0; k--) { p[k] = (unsigned char)(u & 0xff); u >>= 8; }
+}
+
+/* Offset of the 8 value bytes of an encoded AMQP double (0x82 + big-endian IEEE 754). */
+static size_t find_double(const unsigned char *buf, size_t len, double v) {
+  unsigned char enc[9] = {0x82};
+  put_be_double(enc + 1, v);
+  return find_bytes(buf, len, enc, 9) + 1;
+}
+
+/* --distinct: make template t this message's own (counter in publicationId, reference tile digits
+ * after the cell prefix, latitude/longitude); the lengths stay, so nothing else moves. */
+static void make_distinct(template_t *t) {
+  uint64_t seq = ++distinct_seq, v = seq;
+  unsigned char *p = t->bytes + t->pubid_off;
+  for (int k = PUBID_DIGITS - 1; k >= 0; k--) { p[k] = (unsigned char)('0' + v % 10); v /= 10; }
+  p = t->bytes + t->tile_off;
+  unsigned char *q = t->subject_tile_off ? t->bytes + t->subject_tile_off : NULL; /* every other byte */
+  v = seq;
+  for (long k = (long)t->tile_digits - 1; k >= 0; k--) {
+    p[k] = (unsigned char)('0' + (v & 3));
+    if (q) q[2 * k] = p[k];
+    v >>= 2;
+  }
+  double d = (double)(seq % 1000000) * 1e-9; /* < 0.001 degree: stays near the cell's own position */
+  put_be_double(t->bytes + t->lat_off, t->lat + d);
+  put_be_double(t->bytes + t->lon_off, t->lon + d);
+}
+
 static void build_templates(void) {
   templates = calloc((size_t)opt_cells * 2, sizeof *templates);
   char *payload = calloc(1, (size_t)opt_size);
   for (long cell = 0; cell < opt_cells; cell++) {
     for (int ivim = 0; ivim < 2; ivim++) {
-      char prefix[32], t1[32], t2[32], quad[80], pubid[64];
+      char prefix[32], t1[32], t2[32], quad[80], pubid[64], subject[128];
       tile_prefix(cell, prefix);
-      snprintf(t1, sizeof t1, "%s%s", prefix, "0123012301230123012301");
+      /* --distinct: placeholders ('x', '#') that make_distinct() overwrites before each send */
+      snprintf(t1, sizeof t1, "%s%s", prefix, opt_distinct ? "xxxxxxxxxxxxxxxxxxxxxx" : "0123012301230123012301");
       snprintf(t2, sizeof t2, "%s%s", prefix, "3210321032103210321032");
       t1[18] = 0;
       t2[18] = 0;
       snprintf(quad, sizeof quad, ",%s,%s,", t1, t2);
-      snprintf(pubid, sizeof pubid, "NO00001:bench-%s-%ld", ivim ? "ivim" : "denm", cell);
+      snprintf(pubid, sizeof pubid, "NO00001:bench-%s-%ld%s", ivim ? "ivim" : "denm", cell,
+               opt_distinct ? "-####################" : "");
       pn_message_t *m = pn_message();
       pn_message_set_inferred(m, true);
+      if (opt_subject) { /* IF2 routing key: type.version.provider.subtype.q1.q2...q18 */
+        int n = snprintf(subject, sizeof subject, "%s.%s.NO00001.%d", ivim ? "IVIM" : "DENM",
+                         ivim ? "2_0_0" : "1_3_1", ivim ? 0 : 1 + (int)(cell % 90));
+        for (int k = 0; k < 18; k++) n += snprintf(subject + n, sizeof subject - (size_t)n, ".%c", t1[k]);
+        pn_message_set_subject(m, subject);
+      }
       pn_data_t *p = pn_message_properties(m);
       pn_data_put_map(p);
       pn_data_enter(p);
@@ -226,6 +294,25 @@ static void build_templates(void) {
       t->bytes = buf;
       t->len = len;
       t->ts_offset = len - (size_t)opt_size;
+      if (opt_distinct) {
+        size_t props_end = t->ts_offset; /* the placeholders lie before the body */
+        t->pubid_off = find_bytes(buf, props_end, "####################", PUBID_DIGITS);
+        char tile_mark[40];
+        int n = snprintf(tile_mark, sizeof tile_mark, ",%sx", prefix);
+        t->tile_off = find_bytes(buf, props_end, tile_mark, (size_t)n) + (size_t)n - 1;
+        t->tile_digits = 18 - strlen(prefix);
+        t->lat = 59.9 + cell * 0.001;
+        t->lon = 10.7 + cell * 0.001;
+        t->lat_off = find_double(buf, props_end, t->lat);
+        t->lon_off = find_double(buf, props_end, t->lon);
+        if (opt_subject) { /* the subject's tile words after the prefix: ".x.x..." */
+          char mark[64];
+          int m = 0;
+          for (size_t k = 0; k < strlen(prefix); k++) m += snprintf(mark + m, sizeof mark - (size_t)m, ".%c", prefix[k]);
+          m += snprintf(mark + m, sizeof mark - (size_t)m, ".x");
+          t->subject_tile_off = find_bytes(buf, props_end, mark, (size_t)m) + (size_t)m - 1;
+        }
+      }
       /* the body is the last section: data (0x00 0x53 0x75) holding vbin8 or vbin32 */
       size_t hdr = opt_size <= 255 ? 5 : 8;
       if (t->ts_offset < hdr || buf[t->ts_offset - hdr + 2] != 0x75)
@@ -403,6 +490,7 @@ static void pump(producer_t *p) {
     pn_delivery_t *d = pn_delivery(p->link, pn_dtag((const char *)&tag, sizeof tag));
     int64_t ts = now_ns();
     memcpy(t->bytes + t->ts_offset, &ts, 8);
+    if (opt_distinct) make_distinct(t);
     pn_link_send(p->link, (const char *)t->bytes, t->len);
     pn_link_advance(p->link);
     if (opt_presettled) pn_delivery_settle(d);
@@ -759,6 +847,8 @@ static void usage(void) {
     "  plain:     [--user U --password P]   (SASL PLAIN, else ANONYMOUS)\n"
     "  run:       --target ADDR --messages M --size BYTES --producers P --window W\n"
     "             --rate MSGS_PER_S (0 = flat out) --presettled --cells 16\n"
+    "             --distinct (every message its own application properties)\n"
+    "             --subject (subject = IF2 routing key: type.version.provider.subtype.q1...q18)\n"
     "             --consumers FILE (lines: address[<TAB>selector]) --consumer-connections C\n"
     "             --consumer-credit N --consumer-unsettled --expect D --idle-ms MS\n"
     "             --timeout S --setup-timeout S --sync\n"
@@ -786,6 +876,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--window")) opt_window = atol(ARG);
     else if (!strcmp(a, "--rate")) opt_rate = atof(ARG);
     else if (!strcmp(a, "--presettled")) opt_presettled = true;
+    else if (!strcmp(a, "--distinct")) opt_distinct = true;
+    else if (!strcmp(a, "--subject")) opt_subject = true;
     else if (!strcmp(a, "--cells")) opt_cells = atol(ARG);
     else if (!strcmp(a, "--consumers")) opt_consumer_file = ARG;
     else if (!strcmp(a, "--consumer-connections")) opt_consumer_connections = atol(ARG);
@@ -822,6 +914,7 @@ int main(int argc, char **argv) {
     load_consumers();
     if (opt_consumer_connections > n_consumers && n_consumers > 0) opt_consumer_connections = n_consumers;
     build_templates();
+    distinct_seq = (uint64_t)now_ns(); /* unique per run: no property section repeats across runs */
     producers = calloc((size_t)opt_producers, sizeof *producers);
     ctxs = calloc((size_t)(opt_producers + opt_consumer_connections), sizeof *ctxs);
     if (n_consumers)

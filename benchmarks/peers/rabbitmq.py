@@ -1,0 +1,341 @@
+"""A private RabbitMQ instance as a benchmark peer (a script helper, not a test).
+
+RabbitMQ speaks AMQP 1.0 through its ``rabbitmq_amqp1_0`` plugin (Debian 12: rabbitmq-server 3.10.8,
+Erlang/OTP 25). This module
+
+- installs ``rabbitmq-server`` with apt-get if it is missing, and if the package's own service was
+  started by the installation, stops and disables it (the system instance is never used);
+- starts a private node as a child process: node name, data, logs, config, enabled plugins,
+  ``HOME`` (the Erlang cookie) and a private ``epmd`` all in one temp dir; every listener on
+  127.0.0.1 (AMQP/TLS, the Erlang distribution port and epmd, each on a free port);
+- enables ``rabbitmq_amqp1_0`` and ``rabbitmq_auth_mechanism_ssl``, and with a PKI configures TLS 1.3
+  only (``verify_peer``, ``fail_if_no_peer_cert``) and SASL EXTERNAL with the user taken from the
+  client certificate's CN (that user is created as the default user); without one: plain AMQP on
+  loopback, SASL ANONYMOUS (mapped to the default user ``guest``);
+- waits (bounded) until the node reports startup complete and the port accepts connections;
+- stops it with SIGTERM (RabbitMQ shuts down cleanly), SIGKILL after a bounded wait, then its epmd,
+  so no process is left behind.
+
+The broker's CPU time is that of the ``beam.smp`` process (all its threads): ``RabbitMQ.beam_pid``.
+
+By hand (prints the URL and waits until Ctrl-C):
+
+    .venv/bin/python benchmarks/peers/rabbitmq.py [--pki DIR --cn broker.interchange.test --user actor-2]
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the real script, not /usr/sbin's su wrapper
+EPMD = "epmd"
+PLUGINS = ("rabbitmq_amqp1_0", "rabbitmq_auth_mechanism_ssl")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _service_active() -> bool:
+    if shutil.which("systemctl") and subprocess.run(["systemctl", "is-active", "--quiet", "rabbitmq-server"],
+                                                     capture_output=True).returncode == 0:
+        return True
+    init = Path("/etc/init.d/rabbitmq-server")
+    return init.exists() and subprocess.run([str(init), "status"], capture_output=True, timeout=60).returncode == 0
+
+
+def ensure_installed(log=print) -> None:
+    """apt-get install rabbitmq-server if missing; stop and disable the service it may have started."""
+    if RABBITMQ_SERVER.exists():
+        return
+    log("# installing rabbitmq-server (apt-get) for the RabbitMQ peer ...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "install", "-y", "-q", "rabbitmq-server"], check=True, env=env,
+                   stdout=subprocess.DEVNULL, timeout=900)
+    if _service_active():  # the package starts its system-wide node where services may start
+        log("# stopping and disabling the rabbitmq-server system service the package started")
+        if shutil.which("systemctl"):
+            subprocess.run(["systemctl", "stop", "rabbitmq-server"], timeout=120)
+        else:
+            subprocess.run(["/etc/init.d/rabbitmq-server", "stop"], timeout=120)
+    if shutil.which("systemctl"):
+        subprocess.run(["systemctl", "disable", "rabbitmq-server"], capture_output=True, timeout=60)
+
+
+def version() -> str:
+    for d in Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*"):
+        return d.name.split("-", 1)[1]
+    return "?"
+
+
+class RabbitMQ:
+    """One private RabbitMQ node. ``url`` is ``amqps://127.0.0.1:PORT`` (TLS) or ``amqp://...``."""
+
+    def __init__(self, workdir: Path | None = None, pki_files: dict[str, Path] | None = None,
+                 user: str = "guest", log=print) -> None:
+        """pki_files: ``chain`` (server leaf + intermediates), ``key``, ``trust`` (CA bundle), or None
+        for plain AMQP. ``user``: the client certificate's CN (SASL EXTERNAL) that must exist."""
+        self.own_dir = workdir is None
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-rabbitmq-")) if workdir is None else workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pki_files = pki_files
+        self.user = user
+        self.log = log
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.node = f"bench{self.port}@localhost"
+        self.proc: subprocess.Popen | None = None
+        self.epmd: subprocess.Popen | None = None
+        self.beam_pid: int | None = None
+        scheme = "amqps" if pki_files else "amqp"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+
+    # -------------------------------------------------------------- configuration
+    def _write_config(self) -> Path:
+        d = self.dir
+        lines = [
+            "loopback_users = none",
+            f"default_user = {self.user}",
+            f"default_pass = {secrets.token_hex(16)}",  # never used: EXTERNAL checks the certificate
+            "log.console = true",
+            "log.console.level = info",
+            "log.file = false",
+            "vm_memory_high_watermark.relative = 0.6",
+            "disk_free_limit.absolute = 50MB",
+        ]
+        if self.pki_files:
+            # The CA file also lists the intermediates: Erlang builds its own chain from it.
+            ca = d / "ca.pem"
+            ca.write_bytes(Path(self.pki_files["trust"]).read_bytes() + Path(self.pki_files["chain"]).read_bytes())
+            lines += [
+                "listeners.tcp = none",
+                f"listeners.ssl.1 = 127.0.0.1:{self.port}",
+                f"ssl_options.cacertfile = {ca}",
+                f"ssl_options.certfile = {self.pki_files['chain']}",
+                f"ssl_options.keyfile = {self.pki_files['key']}",
+                "ssl_options.verify = verify_peer",
+                "ssl_options.fail_if_no_peer_cert = true",
+                "ssl_options.depth = 4",
+                "ssl_options.versions.1 = tlsv1.3",
+                "auth_mechanisms.1 = EXTERNAL",
+                "ssl_cert_login_from = common_name",
+            ]
+        else:
+            lines += [
+                f"listeners.tcp.1 = 127.0.0.1:{self.port}",
+                "auth_mechanisms.1 = ANONYMOUS",
+                "auth_mechanisms.2 = PLAIN",
+                f"amqp1_0.default_user = {self.user}",
+            ]
+        conf = d / "rabbitmq.conf"
+        conf.write_text("\n".join(lines) + "\n")
+        (d / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
+        (d / "rabbitmq-env.conf").write_text("")  # not /etc/rabbitmq's
+        return conf
+
+    def _env(self, conf: Path) -> dict[str, str]:
+        d = self.dir
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
+        env.update({
+            "HOME": str(d),  # the Erlang cookie goes here
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_MNESIA_BASE": str(d / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(d / "log"),
+            "RABBITMQ_LOGS": "-",
+            "RABBITMQ_CONFIG_FILE": str(conf),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(d / "advanced.config"),  # absent
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(d / "enabled_plugins"),
+            "RABBITMQ_CONF_ENV_FILE": str(d / "rabbitmq-env.conf"),
+            "RABBITMQ_PID_FILE": str(d / "rabbitmq.pid"),
+            # the distribution listener on loopback; epmd: our own, private port, loopback
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        })
+        return env
+
+    # -------------------------------------------------------------- lifetime
+    def start(self, timeout: float = 90.0) -> "RabbitMQ":
+        conf = self._write_config()
+        env = self._env(conf)
+        # our own epmd in the foreground (else erl would start a daemonised one that outlives the node)
+        self.epmd = subprocess.Popen([EPMD, "-port", str(self.epmd_port), "-address", "127.0.0.1"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        _wait_port(self.epmd_port, 10.0, self.epmd)
+        self.console = (self.dir / "console.log").open("wb")
+        self.proc = subprocess.Popen([str(RABBITMQ_SERVER)], env=env, cwd=self.dir, stdin=subprocess.DEVNULL,
+                                     stdout=self.console, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        log_path = self.dir / "console.log"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"RabbitMQ exited ({self.proc.returncode}):\n{_tail(log_path)}")
+            if b"Server startup complete" in log_path.read_bytes():
+                break
+            time.sleep(0.2)
+        else:
+            self.stop()
+            raise RuntimeError(f"RabbitMQ did not start within {timeout:.0f} s:\n{_tail(log_path)}")
+        _wait_port(self.port, max(1.0, deadline - time.monotonic()), self.proc)
+        self.beam_pid = _find_beam(self.proc.pid)
+        if self.beam_pid is None:
+            self.stop()
+            raise RuntimeError("RabbitMQ runs but its beam.smp process was not found")
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (a clean shutdown), SIGKILL after ``timeout``; then our epmd. Idempotent."""
+        if self.proc is not None:
+            tree = _descendants(self.proc.pid)  # beam.smp, erl_child_setup, inet_gethost: by pid
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)  # the script forwards it to beam.smp and waits
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    if self.beam_pid:
+                        _kill(self.beam_pid)
+                    self.proc.kill()
+                    self.proc.wait(10)
+            deadline = time.monotonic() + 10.0
+            for pid in tree:  # they exit with the node (inet_gethost a moment later); else SIGKILL
+                _wait_gone(pid, max(0.1, deadline - time.monotonic()))
+            self.proc = None
+            self.console.close()
+        if self.epmd is not None:
+            if self.epmd.poll() is None:
+                self.epmd.terminate()
+                try:
+                    self.epmd.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.epmd.kill()
+                    self.epmd.wait(10)
+            self.epmd = None
+
+    def close(self) -> None:
+        self.stop()
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "RabbitMQ":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------ helpers
+def _tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args[0]} exited ({proc.returncode}) before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(x) for x in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _find_beam(pid: int, depth: int = 4) -> int | None:
+    """The beam.smp process under the rabbitmq-server script (sh -> [erl -> erlexec ->] beam.smp)."""
+    try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "beam.smp":
+            return pid
+    except OSError:
+        return None
+    if depth:
+        for child in _children(pid):
+            found = _find_beam(child, depth - 1)
+            if found:
+                return found
+    return None
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return  # a zombie: gone, its parent reaps it
+        except OSError:
+            return
+        time.sleep(0.05)
+    if Path(f"/proc/{pid}").exists():
+        _kill(pid)
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for child in _children(pid):
+        out += [child, *_descendants(child)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run a private RabbitMQ node with AMQP 1.0 until Ctrl-C.")
+    parser.add_argument("--pki", type=Path, help="a certs PKI directory (TLS 1.3 + SASL EXTERNAL); else plain AMQP")
+    parser.add_argument("--cn", default="broker.interchange.test", help="the server identity in the PKI")
+    parser.add_argument("--user", default="actor-2", help="the client certificate's CN (the RabbitMQ user)")
+    args = parser.parse_args(argv)
+    ensure_installed()
+    files = None
+    if args.pki:
+        ident = args.pki / "issued" / args.cn
+        files = {"chain": ident / "chain.pem", "key": ident / "key.pem", "trust": ident / "trust.pem"}
+    broker = RabbitMQ(pki_files=files, user=args.user if args.pki else "guest")
+    try:
+        broker.start()
+        print(f"RabbitMQ {version()} at {broker.url} (node {broker.node}, beam.smp pid {broker.beam_pid}, "
+              f"dir {broker.dir})", flush=True)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        broker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
