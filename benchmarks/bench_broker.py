@@ -47,6 +47,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -173,6 +174,7 @@ class Broker:
     pid: int | None = None
     sources: list[str] = field(default_factory=list)  # consumer lines (address[\tselector])
     topic_routing: bool = False  # a peer without selectors: bindings on a topic exchange instead
+    processes: list["Broker"] = field(default_factory=list)  # ours with broker.processes > 1: one view each
 
     def cpu(self) -> float | None:
         return cpu_seconds(self.pid) if self.pid else None
@@ -203,8 +205,12 @@ class Workspace:
         return identity.chain, identity.key, self.pki.trust_bundle
 
     def start_ours(self, subs: list[str | None], cells: int, publisher_credit: int = 1000,
-                   log_level: str = "info", plain: bool = False) -> Broker:
-        """Our broker with one source per subscription (node selector = the subscription's)."""
+                   log_level: str = "info", plain: bool = False, processes: int = 1) -> Broker:
+        """Our broker with one source per subscription (node selector = the subscription's).
+
+        With ``processes`` > 1 (broker.processes), broker process k serves target ``bench-in-k``
+        (process 0: ``bench-in``) and a copy of every source; ``Broker.processes`` has one view per
+        process (its URL, target and pid) for one load generator each."""
         self.counter += 1
         identity = self.pki.identity(BROKER_CN)
         # The generator uses one identity (CONSUMER_CN) for both roles: both CNs get both grants.
@@ -216,7 +222,9 @@ class Workspace:
             "data_dir": str(self.dir / f"node-{self.counter}"),
             "tls": {"cert_chain": str(identity.chain), "key": str(identity.key),
                     "trust_bundle": str(self.pki.trust_bundle), "crls": [str(c) for c in self.pki.crls]},
-            "broker": {"host": "127.0.0.1", "port": 0, "targets": [{"address": TARGET, "publishers": grants}],
+            "broker": {"host": "127.0.0.1", "port": 0, "processes": processes,
+                       "targets": [{"address": _process_target(k), "publishers": grants, "process": k}
+                                   for k in range(processes)],
                        "sources": sources, "limits": {"publisher_credit": publisher_credit}},
             "log": {"path": str(self.dir / f"node-{self.counter}.log"), "level": log_level},
         }
@@ -236,16 +244,23 @@ class Workspace:
                 break
             lines.append(line)
             if "AMQPS port" in line:
-                port = int(line.split("AMQPS port")[1].split(",")[0])
+                ports = [int(p) for p in line.split("AMQPS port")[1].split(", plain")[0].split(",")]
+                port = ports[0]
                 if plain:
                     port = int(line.split("plain AMQP port")[1].split(",")[0])
                 break
         if port is None:
             proc.kill()
             raise RuntimeError("our broker did not start:\n" + "".join(lines))
-        return Broker("ours (plain)" if plain else "ours", f"{'amqp' if plain else 'amqps'}://127.0.0.1:{port}",
-                      TARGET, proc, proc.pid,
-                      [f"sub-{j}" for j in range(len(subs))])
+        names = [f"sub-{j}" for j in range(len(subs))]
+        broker = Broker("ours (plain)" if plain else "ours", f"{'amqp' if plain else 'amqps'}://127.0.0.1:{port}",
+                        TARGET, proc, proc.pid, names)
+        if processes > 1:
+            workers = sorted(int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split())
+            broker.name = f"ours x{processes}"
+            broker.processes = [Broker(f"ours x{processes} #{k}", f"amqps://127.0.0.1:{ports[k]}", _process_target(k),
+                                       None, pid, names) for k, pid in enumerate([proc.pid] + workers)]
+        return broker
 
     def start_baseline(self) -> Broker:
         proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "baseline_broker.py"),
@@ -318,9 +333,11 @@ class Load:
 
 
 def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_source: str | None,
-             timeout: float, tls_args: list[str] | None = None) -> dict:
-    """Run the load generator once; returns its JSON plus the broker's CPU seconds."""
-    consumers_file = ws.dir / f"consumers-{broker.name}-{load.subs}.txt"
+             timeout: float, tls_args: list[str] | None = None, barrier: threading.Barrier | None = None) -> dict:
+    """Run the load generator once; returns its JSON plus the broker's CPU seconds.
+
+    With ``barrier``, publishing starts only when every generator sharing it is ready."""
+    consumers_file = ws.dir / f"consumers-{broker.name}-{load.subs}.txt".replace(" ", "_").replace("#", "")
     selectors = load.selectors()
     with consumers_file.open("w") as f:
         for j, selector in enumerate(selectors):
@@ -355,6 +372,8 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
         for line in proc.stderr:
             stderr_lines.append(line)
             if line.strip() == "READY":
+                if barrier is not None:
+                    barrier.wait(timeout)
                 cpu0, wall0, gen0 = broker.cpu(), time.monotonic(), cpu_seconds(proc.pid)
                 proc.stdin.write("go\n")
                 proc.stdin.flush()
@@ -411,6 +430,50 @@ def warm_up(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sourc
     messages = 200 if load.subs >= 1000 or peer_source is not None else 2000
     run_load(loadgen, ws, broker, Load(**{**load.__dict__, "size": 200, "messages": messages}), peer_source,
              timeout, tls_args)
+
+
+def _process_target(k: int) -> str:
+    return TARGET if k == 0 else f"{TARGET}-{k}"
+
+
+def run_processes(loadgen: Path, ws: Workspace, broker: Broker, load: Load, timeout: float) -> dict:
+    """One load generator per broker process, started together; the sum of their figures.
+
+    Each generator publishes ``load.messages`` to its process's target and reads every source
+    there (each process routes its own targets' data into its copy of the sources)."""
+    views = broker.processes or [broker]
+    barrier = threading.Barrier(len(views))
+    results: list[dict | BaseException] = [RuntimeError("not run")] * len(views)
+
+    def one(k: int) -> None:
+        try:
+            results[k] = run_load(loadgen, ws, views[k], load, None, timeout, barrier=barrier)
+        except BaseException as exc:  # reported below
+            barrier.abort()
+            results[k] = exc
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(views))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    runs: list[dict] = results  # type: ignore[assignment]
+    total = dict(runs[0])
+    for key in ("sent", "deliveries", "expected", "rejected", "broker_cpu_s", "loadgen_cpu_s"):
+        total[key] = sum(r.get(key) or 0 for r in runs)
+    total["wall_s"] = max(r["wall_s"] or 0 for r in runs)
+    total["sent_per_s"] = total["sent"] / total["wall_s"] if total["wall_s"] else None
+    total["delivered_per_s"] = total["deliveries"] / total["wall_s"] if total["wall_s"] else None
+    total["latency_us"] = {q: max(r["latency_us"][q] for r in runs) for q in runs[0]["latency_us"]}
+    total["broker_util"] = total["broker_cpu_s"] / total["wall_s"] if total["wall_s"] else None
+    total["loadgen_util"] = total["loadgen_cpu_s"] / total["wall_s"] if total["wall_s"] else None
+    total["broker"] = broker.name
+    total["extra"] = (f"{len(views)} process(es): broker CPU % " + ", ".join(
+        f"{100 * (r['broker_util'] or 0):.0f}" for r in runs) + "; latency quantiles: worst of the generators")
+    return total
 
 
 def _tls_args(ws: Workspace, cn: str = CONSUMER_CN) -> list[str]:
@@ -562,8 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
     parser.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
     parser.add_argument("--only", default="all",
-                        help="comma list of: matrix, flat, tls, latency, ip012, ip013, slow, connections "
-                             "(default all)")
+                        help="comma list of: matrix, flat, tls, latency, ip012, ip013, slow, connections, "
+                             "processes (default all)")
     parser.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
     parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
     parser.add_argument("--peer", default="baseline",
@@ -592,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"matrix": [False, True], "none": [False], "all": [True]}[args.distinct]  # ours, per matrix case
     quick = args.quick
     only = set(args.only.split(",")) if args.only != "all" else {"matrix", "flat", "tls", "latency", "ip012",
-                                                                   "ip013", "slow", "connections"}
+                                                                   "ip013", "slow", "connections", "processes"}
     subs_list = [int(x) for x in args.subs.split(",")] if args.subs else ([0, 1, 100, 1000] if quick
                                                                           else [0, 1, 100, 1000, 10000])
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([200, 5000, 500_000])
@@ -682,6 +745,27 @@ def main(argv: list[str] | None = None) -> int:
             if peer_rows:
                 print_table("Matrix: peer", peer_rows)
                 print_ratios(pairs)
+
+        if "processes" in only:
+            # 1 vs 2 broker processes (broker.processes): one generator per process, started together;
+            # throughput = all messages / the longest generator's publishing phase.
+            rows = []
+            for subs in (0, 100):
+                for distinct in modes:
+                    for processes in (1, 2):
+                        load = Load(subs, 200, 20000 if quick else 50000, distinct=distinct)
+                        broker = ws.start_ours(load.selectors(), 16, processes=processes)
+                        try:
+                            for view in broker.processes or [broker]:
+                                warm_up(loadgen, ws, view, load, None, args.timeout)
+                            r = run_processes(loadgen, ws, broker, load, args.timeout)
+                        finally:
+                            broker.stop()
+                        results.append({"scenario": "processes", **r})
+                        rows.append(r)
+                        print_table(f"processes: {processes}, {load.label()} subscriptions, 200 B, "
+                                    f"{r['props']} properties", [r])
+            print_table("1 vs 2 broker processes (one generator per process, 200 B)", rows)
 
         if "flat" in only:
             # Cost per message as subscriptions grow at a constant fan-out: 100 subscriptions match
