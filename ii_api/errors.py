@@ -1,4 +1,7 @@
-"""HTTP 400 bodies for JSON that does not fit the II / local actor API models.
+"""Error answers of the II and the local actor API: refused operations and HTTP 400 bodies.
+
+:class:`IIError` and its subclasses are what an operation raises to refuse a request; the server
+answers with their ``status`` and ``{"error", "field"?}``.
 
 :func:`validation_error_body` turns a pydantic ``ValidationError`` into
 ``{"error": "subscriptions.0.selector: Field required", "field": "subscriptions.0.selector"}``:
@@ -15,7 +18,35 @@ from pydantic import ValidationError
 
 from ii_api.models import APPLICATION_TAGS, WireModel
 
-__all__ = ["ErrorBody", "describe_validation_error", "error_field", "validation_error_body"]
+__all__ = ["BadRequest", "Conflict", "ErrorBody", "Forbidden", "IIError", "NotFound", "describe_validation_error",
+           "error_field", "validation_error_body"]
+
+
+class IIError(Exception):
+    """An operation refused; the server answers ``status`` with ``{"error", "field"?}``."""
+
+    status = 400
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class BadRequest(IIError):
+    status = 400
+
+
+class Forbidden(IIError):
+    status = 403
+
+
+class NotFound(IIError):
+    status = 404
+
+
+class Conflict(IIError):
+    status = 409
 
 
 class ErrorBody(WireModel):

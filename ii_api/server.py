@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from certs.errors import PeerIdentityError
 from certs.tls import peer_common_name
-from ii_api.errors import validation_error_body
+from ii_api.errors import Forbidden, IIError, NotFound, validation_error_body
 from ii_api.models import (
     CapabilitiesMessage,
     DeliveriesRequest,
@@ -52,7 +52,7 @@ from ii_api.models import (
     WireModel,
 )
 from ii_api.openapi import Operation, openapi_document
-from ii_api.service import Forbidden, IIError, IIService, NotFound
+from ii_api.service import IIService
 
 log = logging.getLogger(__name__)
 
@@ -216,26 +216,26 @@ class IIServer:
         cn = self.peer_cn(request)
         self.service.require_neighbour(cn)
         body = await self._body(request, SubscriptionRequest)
-        return _json(await self.service.receive_subscriptions(cn, body), status=202)
+        return _json(await self.service.incoming.receive_subscriptions(cn, body), status=202)
 
     async def list_subscriptions(self, request: web.Request) -> web.Response:
         cn, interchange = self._caller(request)
         if interchange:
-            return _json(await self.service.list_incoming(cn))
-        return _json(await self.service.list_local_subscriptions(cn))
+            return _json(await self.service.incoming.list_incoming(cn))
+        return _json(await self.service.actor_subscriptions.list_local_subscriptions(cn))
 
     async def get_subscription(self, request: web.Request) -> web.Response:
         cn, interchange = self._caller(request)
         if interchange:
-            return _json(await self.service.get_incoming(cn, self._id(request)))
-        return _json(await self.service.get_local_subscription(cn, self._id(request)))
+            return _json(await self.service.incoming.get_incoming(cn, self._id(request)))
+        return _json(await self.service.actor_subscriptions.get_local_subscription(cn, self._id(request)))
 
     async def delete_subscription(self, request: web.Request) -> web.Response:
         cn, interchange = self._caller(request)
         if interchange:
-            await self.service.delete_incoming(cn, self._id(request))
+            await self.service.incoming.delete_incoming(cn, self._id(request))
         else:
-            await self.service.delete_local_subscription(cn, self._id(request))
+            await self.service.actor_subscriptions.delete_local_subscription(cn, self._id(request))
         return web.Response(status=204)
 
     # ---- local actors
@@ -243,39 +243,39 @@ class IIServer:
         actor = self._actor(request)
         body = await self._body(request, LocalCapabilitiesRequest)
         self._check_body_name(body.name, actor)
-        return _json(await self.service.add_capabilities(actor, body))
+        return _json(await self.service.actor_capabilities.add_capabilities(actor, body))
 
     async def list_actor_capabilities(self, request: web.Request) -> web.Response:
-        return _json(await self.service.list_capabilities(self._actor(request)))
+        return _json(await self.service.actor_capabilities.list_capabilities(self._actor(request)))
 
     async def get_actor_capability(self, request: web.Request) -> web.Response:
-        return _json(await self.service.get_capability(self._actor(request), self._id(request)))
+        return _json(await self.service.actor_capabilities.get_capability(self._actor(request), self._id(request)))
 
     async def delete_actor_capability(self, request: web.Request) -> web.Response:
-        await self.service.delete_capability(self._actor(request), self._id(request))
+        await self.service.actor_capabilities.delete_capability(self._actor(request), self._id(request))
         return web.Response(status=204)
 
     async def post_deliveries(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         body = await self._body(request, DeliveriesRequest)
         self._check_body_name(body.name, actor)
-        return _json(await self.service.add_deliveries(actor, body))
+        return _json(await self.service.deliveries.add_deliveries(actor, body))
 
     async def list_deliveries(self, request: web.Request) -> web.Response:
-        return _json(await self.service.list_deliveries(self._actor(request)))
+        return _json(await self.service.deliveries.list_deliveries(self._actor(request)))
 
     async def get_delivery(self, request: web.Request) -> web.Response:
-        return _json(await self.service.get_delivery(self._actor(request), self._id(request)))
+        return _json(await self.service.deliveries.get_delivery(self._actor(request), self._id(request)))
 
     async def delete_delivery(self, request: web.Request) -> web.Response:
-        await self.service.delete_delivery(self._actor(request), self._id(request))
+        await self.service.deliveries.delete_delivery(self._actor(request), self._id(request))
         return web.Response(status=204)
 
     async def post_local_subscriptions(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         body = await self._body(request, LocalSubscriptionsRequest)
         self._check_body_name(body.name, actor)
-        return _json(await self.service.add_local_subscriptions(actor, body))
+        return _json(await self.service.actor_subscriptions.add_local_subscriptions(actor, body))
 
     async def network_capabilities(self, request: web.Request) -> web.Response:
         actor = self._actor(request)

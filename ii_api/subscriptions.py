@@ -3,7 +3,8 @@ IP_127, IP_133/134).
 
 Nothing here touches sockets, the disk or the clock: functions and state machines take values
 (selectors, capabilities, responses, ``now`` in seconds of a monotonic clock) and return
-decisions or *actions* that :mod:`ii_api.service` carries out.
+decisions or *actions* that :mod:`ii_api.service` and its parts (:mod:`ii_api.incoming`,
+:mod:`ii_api.outgoing`, :mod:`ii_api.local_actors`) carry out.
 
 Incoming side (a neighbour subscribes at this interchange)
     :func:`decide_incoming` turns one requested subscription into its first status (Table 14):
