@@ -1,6 +1,9 @@
 """Micro-benchmark: routing scan (IP_008) vs proton's full Message.decode, in µs per message.
 
-Also times validate_application_properties (tables 1-7) on the scanned DENM properties.
+Also times validate_application_properties (tables 1-7) on the scanned DENM properties, and the
+broker's whole admission (scan, decode, validate, expiry, BrokerMessage) of DENMs whose application
+properties all differ (no cache hit) and of one repeated DENM, with the C accelerator
+(interchange.broker._admit) and with the pure-Python path.
 
 Messages: a DENM carrying the twelve application properties of the appendix F logging example
 (plus publicationId and baselineVersion) with a ~200 B body, and the same DENM with a 500 KB body
@@ -11,6 +14,7 @@ Messages: a DENM carrying the twelve application properties of the appendix F lo
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import sys
@@ -23,8 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import proton  # noqa: E402
 from proton import Message, int32  # noqa: E402
 
+from interchange.broker.admission import Admission  # noqa: E402
 from interchange.broker.amqp_scan import scan_message  # noqa: E402
+from interchange.broker.ttl_policy import TtlPolicy  # noqa: E402
 from interchange.broker.validation import validate_application_properties  # noqa: E402
+
+try:
+    from interchange.broker._admit import admit as c_admit  # noqa: E402
+except ImportError:
+    c_admit = None
 
 QUADTREE = (
     ",120212302013111223,1202123020110,1202123020111,1202123021000,1202123021001,1202123021010,"
@@ -52,6 +63,15 @@ DENM_PROPERTIES = {
 def encode(body_size: int) -> bytes:
     body = os.urandom(body_size)
     return Message(body=body, inferred=True, properties=DENM_PROPERTIES, durable=True, ttl=648).encode()
+
+
+def encode_distinct(count: int) -> list[bytes]:
+    """``count`` DENMs (200 B bodies) whose application properties all differ (latitude, publicationId)."""
+    out = []
+    for i in range(count):
+        properties = {**DENM_PROPERTIES, "latitude": 50.0 + i * 1e-6, "publicationId": f"CZ00003:DENM-TJA-{i:06d}"}
+        out.append(Message(body=os.urandom(200), inferred=True, properties=properties, durable=True).encode())
+    return out
 
 
 def proton_decode(data: bytes) -> Message:
@@ -93,6 +113,34 @@ def main() -> None:
     assert validate_application_properties(props, types) == []
     best, median = per_message_us(lambda: validate_application_properties(props, types), args.number, args.repeat)
     print(f"{'validate (tables 1-7), DENM':<35}  {best:>8.2f} ({median:>6.2f})")
+
+    # whole admission; the pool is larger than the Python path's cache (4096), so every
+    # distinct message misses it
+    print(f"{'admission, DENM 200 B':<35}  {'C accelerator µs':>18}  {'pure Python µs':>18}  {'ratio':>6}")
+    pool = encode_distinct(5_000)
+    repeated = pool[0]
+    policy = TtlPolicy()
+    for label, sample in (("distinct properties", None), ("repeated properties", repeated)):
+        figures = []
+        for accelerated in (True, False):
+            if accelerated and c_admit is None:
+                figures.append(None)
+                continue
+            admit = Admission(policy, accelerated=accelerated).admit
+            if sample is None:
+                messages = itertools.cycle(pool)
+                run = lambda admit=admit, messages=messages: admit(next(messages), "p", False, None, 0)  # noqa: E731
+            else:
+                run = lambda admit=admit: admit(sample, "p", False, None, 0)  # noqa: E731
+            run()
+            figures.append(per_message_us(run, args.number, args.repeat))
+        c, py = figures
+        c_text = f"{c[0]:>8.2f} ({c[1]:>6.2f})" if c else f"{'not built':>17}"
+        ratio = f"{py[0] / c[0]:>5.1f}x" if c else ""
+        print(f"  {label:<33}  {c_text}  {py[0]:>8.2f} ({py[1]:>6.2f})  {ratio}")
+    if c_admit is not None:
+        best, median = per_message_us(lambda: c_admit(repeated, None), args.number, args.repeat)
+        print(f"  {'_admit.admit() alone':<33}  {best:>8.2f} ({median:>6.2f})")
     print("figures: best (median) of the rounds")
 
 

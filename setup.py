@@ -1,0 +1,13 @@
+"""Build of the optional C accelerator; all other project metadata is in pyproject.toml."""
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "interchange.broker._admit",
+            ["interchange/broker/_admit.c"],
+            optional=True,  # without a compiler the pure-Python admission is used
+            extra_compile_args=["-O2"],
+        )
+    ]
+)
