@@ -180,11 +180,15 @@ class ClientConnection(asyncio.Protocol):
                    container_id: str, timeout: float = 10.0) -> "ClientConnection":
         loop = asyncio.get_running_loop()
         engine = ClientEngine(container_id, server_hostname)
-        _, protocol = await asyncio.wait_for(
-            loop.create_connection(lambda: cls(engine), host, port, ssl=context, server_hostname=server_hostname),
-            timeout)
+        # asyncio.timeout, not wait_for: the connect runs in this task, so cancelling it (stopping a
+        # federation link) reaches the pending connect at once; Python 3.11's wait_for could leave
+        # the outer task waiting on an inner connect task that never saw the cancellation.
+        async with asyncio.timeout(timeout):
+            _, protocol = await loop.create_connection(lambda: cls(engine), host, port, ssl=context,
+                                                       server_hostname=server_hostname)
         try:
-            await asyncio.wait_for(protocol.ready, timeout)
+            async with asyncio.timeout(timeout):
+                await protocol.ready
         except BaseException:  # refused, timed out or cancelled during SASL: drop the socket
             protocol.abort()
             raise
