@@ -1,11 +1,15 @@
-"""``interchange neighbours`` and ``interchange discover``: the II's view of the network.
+"""``interchange neighbours``, ``discover`` and ``subscriptions``: the II's view of the network.
 
     interchange neighbours [--data-dir DIR]
     interchange discover --dns HOST[:PORT] --domain D [--domain D ...] [--name OWN] [--data-dir DIR]
+    interchange subscriptions --config FILE [--json]
 
 ``neighbours`` prints the neighbours persisted in the data directory; ``discover``
 runs one DNS SRV discovery round (IP_073/086/089), stores what it found and prints
 it. Problems with single domains are printed to stderr and give exit status 1.
+``subscriptions`` prints the II's subscriptions (neighbours' here, IP_078; ours at
+neighbours, IP_079; local actors' subscriptions and deliveries) from the node's data
+directory, read-only, so also while the node runs.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from interchange.errors import CliError
 
@@ -45,6 +51,15 @@ def register(subparsers: Any) -> None:
                           help="time limit of each DNS lookup (default 5)")
     _data_dir_option(discover)
     discover.set_defaults(handler=run_discover)
+
+    subscriptions = subparsers.add_parser(
+        "subscriptions", help="list the II's subscriptions and deliveries of a node (read-only)",
+        description="Print the subscriptions of neighbours at this interchange (IP_078), this interchange's "
+                    "subscriptions at neighbours (IP_079), and the local actors' subscriptions and deliveries, "
+                    "from the II database in the node's data directory. Read-only: safe while the node runs.")
+    subscriptions.add_argument("--config", required=True, type=Path, help="node config file (TOML or JSON)")
+    subscriptions.add_argument("--json", action="store_true", help="one JSON document instead of tables")
+    subscriptions.set_defaults(handler=run_subscriptions)
 
 
 def _data_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -130,3 +145,148 @@ def run_discover(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(f"interchange discover: {error}", file=sys.stderr)
     return 1 if result.errors else 0
+
+
+# --------------------------------------------------------------------------- interchange subscriptions
+class _Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IncomingReport(_Report):
+    """A neighbour's subscription here (IP_078), with the broker source and grant behind it."""
+
+    neighbour: str
+    id: int
+    selector: str
+    consumerCommonName: str | None
+    status: str
+    source: str | None
+    granted: list[str] | None
+    endpoints: list[dict[str, Any]]
+    errorMessage: str | None
+    lastUpdated: str
+
+
+class OutgoingReport(_Report):
+    """Our subscription at a neighbour (IP_079): NEW / DELETING or the neighbour's last status."""
+
+    neighbour: str
+    id: int
+    selector: str
+    consumerCommonName: str | None
+    status: str
+    remoteId: str | None
+    path: str | None
+    endpoints: list[dict[str, Any]]
+    errorMessage: str | None
+    lastUpdated: str
+
+
+class LocalSubscriptionReport(_Report):
+    actor: str
+    id: int
+    selector: str
+    consumerCommonName: str | None
+    status: str
+    endpoints: list[dict[str, Any]]
+    errorMessage: str | None
+    lastUpdated: str
+
+
+class DeliveryReport(_Report):
+    actor: str
+    id: int
+    selector: str
+    status: str
+    target: str | None
+    errorMessage: str | None
+    lastUpdated: str
+
+
+class SubscriptionsReport(_Report):
+    """What ``interchange subscriptions --json`` prints."""
+
+    name: str
+    database: str
+    incoming: list[IncomingReport]
+    outgoing: list[OutgoingReport]
+    localSubscriptions: list[LocalSubscriptionReport]
+    deliveries: list[DeliveryReport]
+
+
+def read_subscriptions(name: str, data_dir: Path) -> SubscriptionsReport:
+    """The report from a data directory's II database, opened read-only; CliError without one."""
+    from ii_api.store import Store, StoreError, db_path
+
+    path = db_path(data_dir)
+    if not path.is_file():
+        raise CliError(f"no II database in {data_dir} (the node has not run with [ii] there)")
+    try:
+        with Store(path, read_only=True) as store:
+            incoming = store.list_incoming_subscriptions()
+            outgoing = store.list_outgoing_subscriptions()
+            local = store.list_local_subscriptions()
+            deliveries = store.list_deliveries()
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    return SubscriptionsReport(
+        name=name, database=str(path),
+        incoming=[IncomingReport(neighbour=r.owner_cn, id=r.id, selector=r.selector,
+                                 consumerCommonName=r.consumer_common_name, status=r.status,
+                                 source=r.source_address, granted=r.granted, endpoints=r.endpoints,
+                                 errorMessage=r.error, lastUpdated=_iso(r.last_updated_ms)) for r in incoming],
+        outgoing=[OutgoingReport(neighbour=r.neighbour, id=r.id, selector=r.selector,
+                                 consumerCommonName=r.consumer_common_name, status=r.status, remoteId=r.remote_id,
+                                 path=r.remote_path, endpoints=r.endpoints, errorMessage=r.error,
+                                 lastUpdated=_iso(r.last_updated_ms)) for r in outgoing],
+        localSubscriptions=[LocalSubscriptionReport(actor=r.actor_cn, id=r.id, selector=r.selector,
+                                                    consumerCommonName=r.consumer_common_name, status=r.status,
+                                                    endpoints=r.endpoints, errorMessage=r.error,
+                                                    lastUpdated=_iso(r.last_updated_ms)) for r in local],
+        deliveries=[DeliveryReport(actor=r.actor_cn, id=r.id, selector=r.selector, status=r.status,
+                                   target=r.target_address, errorMessage=r.error,
+                                   lastUpdated=_iso(r.last_updated_ms)) for r in deliveries])
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join(text.split()) if text else "-"
+
+
+def _endpoints(endpoints: Iterable[dict[str, Any]]) -> str:
+    """``host:port/source`` (or ``/target``) of each endpoint, comma separated; ``-`` for none."""
+    shown = [f"{e.get('host')}:{e.get('port')}/{e.get('source') or e.get('target')}" for e in endpoints]
+    return ",".join(shown) or "-"
+
+
+def format_subscriptions(report: SubscriptionsReport) -> str:
+    """The report as four titled tables (a section without rows says so)."""
+    sections = [
+        ("Subscriptions of neighbours here (incoming)",
+         ("NEIGHBOUR", "ID", "STATUS", "SELECTOR", "SOURCE", "ENDPOINTS", "ERROR"),
+         [(r.neighbour, r.id, r.status, _one_line(r.selector), r.source or "-", _endpoints(r.endpoints),
+           _one_line(r.errorMessage)) for r in report.incoming]),
+        ("Our subscriptions at neighbours (outgoing)",
+         ("NEIGHBOUR", "ID", "STATUS", "SELECTOR", "CONSUMER", "ENDPOINTS", "ERROR"),
+         [(r.neighbour, r.id, r.status, _one_line(r.selector), r.consumerCommonName or "-", _endpoints(r.endpoints),
+           _one_line(r.errorMessage)) for r in report.outgoing]),
+        ("Local actors' subscriptions",
+         ("ACTOR", "ID", "STATUS", "SELECTOR", "ENDPOINTS", "ERROR"),
+         [(r.actor, r.id, r.status, _one_line(r.selector), _endpoints(r.endpoints), _one_line(r.errorMessage))
+          for r in report.localSubscriptions]),
+        ("Local actors' deliveries",
+         ("ACTOR", "ID", "STATUS", "SELECTOR", "TARGET", "ERROR"),
+         [(r.actor, r.id, r.status, _one_line(r.selector), r.target or "-", _one_line(r.errorMessage))
+          for r in report.deliveries]),
+    ]
+    blocks = [f"{title}:\n" + (format_table(header, rows) if rows else "(none)") for title, header, rows in sections]
+    return "\n\n".join(blocks)
+
+
+def run_subscriptions(args: argparse.Namespace) -> int:
+    """``interchange subscriptions``: the II's subscriptions of the configured node, read-only."""
+    from interchange.config import load_config
+
+    config = load_config(args.config)
+    report = read_subscriptions(config.name, config.data_dir)
+    print(report.model_dump_json(indent=2) if args.json else format_subscriptions(report))
+    return 0

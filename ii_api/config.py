@@ -8,6 +8,7 @@ Example (TOML)::
     public_host = "ixc-a.example.eu"  # AMQPS host advertised in endpoints (default: the node name)
     poll_interval_s = 300          # IP_127: at most 5 minutes
     capability_repost_s = 86400    # IP_091: at most 24 hours
+    neighbour_grace_s = 3600       # a neighbour gone from DNS keeps its subscriptions here this long
 
     [ii.discovery]                 # IP_073/089
     dns_server = "192.0.2.53"
@@ -24,10 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ii_api.discovery import DiscoveryConfig
 from ii_api.policy import SubscriptionPolicy
 
-__all__ = ["IIConfig", "MAX_CAPABILITY_REPOST_S", "MAX_POLL_INTERVAL_S"]
+__all__ = ["IIConfig", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S", "MAX_POLL_INTERVAL_S"]
 
 MAX_POLL_INTERVAL_S = 300.0  # IP_127
 MAX_CAPABILITY_REPOST_S = 24 * 3600.0  # IP_091
+MAX_NEIGHBOUR_GRACE_S = 7 * 24 * 3600.0
 
 
 class IIConfig(BaseModel):
@@ -49,6 +51,11 @@ class IIConfig(BaseModel):
     created_in_answer: bool = Field(default=True, description="answer POST /subscriptions with CREATED and the "
                                     "endpoints at once; False: answer REQUESTED (as the appendix D example) and "
                                     "let the subscriber poll")
+    neighbour_grace_s: float = Field(
+        default=3600.0, ge=0, le=MAX_NEIGHBOUR_GRACE_S,
+        description="how long a neighbour that left DNS (IP_126 refuses it at once) keeps its subscriptions here "
+                    "(their broker sources) before they are deleted; 0: at once. A neighbour found again within "
+                    "it keeps them")
     request_timeout_s: float = Field(default=10.0, gt=0, le=120)
     retry_min_s: float = Field(default=0.5, gt=0, le=60, description="first retry after a failed request")
     retry_max_s: float = Field(default=60.0, gt=0, le=3600)

@@ -198,6 +198,21 @@ def merge_neighbours(previous: Iterable[Neighbour], result: DiscoveryResult) -> 
     return tuple(sorted(merged.values(), key=lambda n: (n.domain, n.name)))
 
 
+def neighbour_changes(known: Mapping[str, Neighbour],
+                      current: Mapping[str, Neighbour]) -> tuple[frozenset[str], frozenset[str]]:
+    """(names gone, names new or moved) from the neighbour set ``known`` to ``current``, by name."""
+    gone = frozenset(known) - frozenset(current)
+    changed = frozenset(name for name, n in current.items()
+                        if name not in known or (known[name].host, known[name].port) != (n.host, n.port))
+    return gone, changed
+
+
+def departure_delay_s(departed_ms: int, grace_s: float, now_ms: int) -> float:
+    """Seconds until the subscriptions of a neighbour that left DNS at ``departed_ms`` (ms since the
+    epoch) expire, after ``grace_s``; 0 when they are due."""
+    return max(0.0, (departed_ms - now_ms) / 1000 + grace_s)
+
+
 def is_discovered(cn: str, neighbours: Iterable[Neighbour]) -> bool:
     """IP_125/126: whether certificate Common Name ``cn`` is the target of a discovered SRV record."""
     try:

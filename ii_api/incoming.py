@@ -2,8 +2,11 @@
 
 Each requested subscription is decided by :func:`~ii_api.subscriptions.decide_incoming`; a CREATED
 one gets a broker source of scope LOCAL (IP_109) granted to its consumer, serving the
-publicationIds of the capabilities it matched (its *grant*). A capability added later turns the
+publicationIds of the capabilities it matched (its *grant*, stored with it and restored as is
+after a restart). A capability added later (also while the node was down) turns the
 subscriptions it is relevant to RESUBSCRIBE (:func:`~ii_api.subscriptions.recheck_incoming`).
+A source that cannot be created (the address book refuses it) makes the subscription ERROR
+with an ``errorMessage`` (Table 14/15).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from ii_api.models import (
 )
 from ii_api.store import IncomingSubscription, Store
 from ii_api.subscriptions import decide_incoming, grant_for, recheck_incoming
-from interchange.broker.addresses import AddressError, Scope, SourceSpec
+from interchange.broker.addresses import Scope, SourceSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from ii_api.service import IIService
@@ -32,11 +35,10 @@ NEIGHBOUR_SOURCE_PREFIX = "ii-sub-"
 
 
 class IncomingSubscriptions:
-    """Neighbours' subscriptions here, and the grant of each one with a source."""
+    """Neighbours' subscriptions here (their grants are stored with them)."""
 
     def __init__(self, service: IIService) -> None:
         self.service = service
-        self._grants: dict[int, frozenset[str]] = {}
 
     def _path(self, owner: str, sub_id: int) -> str:
         return f"{self.service.base}/{owner}/subscriptions/{sub_id}"
@@ -59,9 +61,24 @@ class IncomingSubscriptions:
             lastUpdatedTimestamp=row.last_updated_ms)
 
     @staticmethod
-    def _source(address: str, consumer: str, selector: str) -> SourceSpec:
-        # IP_109: scope LOCAL, only locally produced data is served to other interchanges.
-        return SourceSpec(address=address, consumers=frozenset({consumer}), selector=selector, scope=Scope.LOCAL)
+    def _source(row: IncomingSubscription) -> SourceSpec:
+        """The source of a subscription with a grant: its selector restricted to the grant (IP_134),
+        scope LOCAL (IP_109: only locally produced data is served to other interchanges)."""
+        assert row.source_address is not None
+        return SourceSpec(address=row.source_address, consumers=frozenset({row.consumer_common_name or row.owner_cn}),
+                          selector=granted_selector(row.selector, row.granted or ()), scope=Scope.LOCAL)
+
+    async def _open_source(self, row: IncomingSubscription) -> IncomingSubscription:
+        """Create the row's broker source; the row as it is now (ERROR if the source was refused)."""
+        service = self.service
+        failed = await service.open_source(self._source(row), row.id, service.store.update_incoming_subscription,
+                                           {"neighbour": row.owner_cn})
+        return failed or row
+
+    def _remove_source(self, row: IncomingSubscription) -> None:
+        addresses = self.service.addresses
+        if row.source_address and addresses.source(row.source_address) is not None:
+            addresses.remove(row.source_address)
 
     async def receive_subscriptions(self, cn: str, request: SubscriptionRequest) -> SubscriptionResponse:
         """IP_078/097/134: decide each requested subscription, create the sources, answer (202)."""
@@ -85,7 +102,8 @@ class IncomingSubscriptions:
                     for item, decision, address in decisions:
                         row = store.add_incoming_subscription(
                             name, item.selector, status=decision.status.value,
-                            consumer_common_name=decision.consumer, source_address=address)
+                            consumer_common_name=decision.consumer, source_address=address,
+                            granted=decision.grant if address else None)
                         rows.append(store.update_incoming_subscription(
                             row.id, endpoints=self._advertised(address) if address else [], error=decision.error))
                 return rows
@@ -93,14 +111,7 @@ class IncomingSubscriptions:
             rows = await service.store.call(write)
             for index, (row, (item, decision, address)) in enumerate(zip(list(rows), decisions)):
                 if address is not None:
-                    self._grants[row.id] = decision.grant
-                    try:
-                        service.addresses.put_source(self._source(address, decision.consumer,
-                                                                  decision.source_selector or "FALSE"))
-                    except AddressError as exc:
-                        rows[index] = await service.store.update_incoming_subscription(
-                            row.id, status=SubscriptionStatus.ERROR.value, endpoints=[],
-                            error=f"the source could not be created: {exc}")
+                    rows[index] = await self._open_source(row)
                 service.event("info", "ii_subscription_received",
                               {"neighbour": name, "id": row.id, "selector": item.selector,
                                "consumer": decision.consumer, "status": decision.status.value,
@@ -135,17 +146,24 @@ class IncomingSubscriptions:
             row = await service.store.get_incoming_subscription(sub_id, owner_cn=name)
             if row is None or not await service.store.delete_incoming_subscription(sub_id, owner_cn=name):
                 raise NotFound(f"no subscription {sub_id} of {name}")
-            self._grants.pop(sub_id, None)
-            if row.source_address and service.addresses.source(row.source_address) is not None:
-                service.addresses.remove(row.source_address)
+            self._remove_source(row)
         service.event("info", "ii_subscription_deleted", {"neighbour": name, "id": sub_id})
+
+    async def expire(self, name: str) -> None:
+        """The grace period of a neighbour that left DNS is over (:mod:`ii_api.departures`): its
+        subscriptions and their sources go (caller holds the lock)."""
+        rows = await self.service.store.expire_departure(name)
+        for row in rows:
+            self._remove_source(row)
+        self.service.event("info", "ii_neighbour_subscriptions_expired",
+                           {"neighbour": name, "ids": [r.id for r in rows]})
 
     async def recheck(self) -> None:
         """RESUBSCRIBE where a new capability is relevant (caller holds the lock)."""
         service = self.service
         capabilities = service.local_capabilities()
         for row in await service.store.list_incoming_subscriptions():
-            grant = self._grants.get(row.id, frozenset())
+            grant = frozenset(row.granted or ())
             new = recheck_incoming(SubscriptionStatus(row.status), grant, row.selector, row.consumer_common_name,
                                    row.owner_cn, capabilities)
             if new is not None:
@@ -153,18 +171,18 @@ class IncomingSubscriptions:
                 service.event("info", "ii_subscription_resubscribe", {"neighbour": row.owner_cn, "id": row.id})
 
     async def restore(self) -> None:
-        """Sources (and grants, recomputed from the current capabilities) of the stored subscriptions;
-        endpoints re-advertised if the host, port or process count changed (caller holds the lock)."""
+        """Sources of the stored subscriptions, each serving its stored grant (a restart neither widens
+        nor narrows a subscription; :meth:`recheck` then finds capabilities added meanwhile); endpoints
+        re-advertised if the host, port or process count changed (caller holds the lock)."""
         service = self.service
-        capabilities = service.local_capabilities()
         for incoming in await service.store.list_incoming_subscriptions():
             if incoming.source_address and incoming.endpoints and incoming.endpoints != self._advertised(
                     incoming.source_address):  # the advertised host, port or process count changed
                 incoming = await service.store.update_incoming_subscription(
                     incoming.id, endpoints=self._advertised(incoming.source_address))
             if incoming.source_address and incoming.status != SubscriptionStatus.ERROR.value:
-                _, grant = grant_for(incoming.selector, incoming.consumer_common_name, incoming.owner_cn, capabilities)
-                self._grants[incoming.id] = grant
-                service.addresses.put_source(self._source(
-                    incoming.source_address, incoming.consumer_common_name or incoming.owner_cn,
-                    granted_selector(incoming.selector, grant)))
+                if incoming.granted is None:  # stored before grants were (schema 1): computed once, kept
+                    _, grant = grant_for(incoming.selector, incoming.consumer_common_name, incoming.owner_cn,
+                                         service.local_capabilities())
+                    incoming = await service.store.update_incoming_subscription(incoming.id, granted=grant)
+                await self._open_source(incoming)

@@ -310,6 +310,14 @@ class ActorSubscriptions:
         selector = row.selector if row.selector.strip() else None
         return SourceSpec(address=address, consumers=frozenset({row.actor_cn}), selector=selector, scope=Scope.ALL)
 
+    async def _open_source(self, row: StoredLocalSubscription, address: str) -> StoredLocalSubscription:
+        """Create the subscription's source; the row as it is now: ERROR if the source was refused, with
+        no endpoints, so nothing is requested from neighbours for it."""
+        service = self.service
+        failed = await service.open_source(self._source(row, address), row.id, service.store.update_local_subscription,
+                                           {"actor": row.actor_cn})
+        return failed or row
+
     async def add_local_subscriptions(self, actor: str,
                                       request: LocalSubscriptionsRequest) -> LocalSubscriptionsResponse:
         """An actor's subscriptions: a local source now (CREATED), subscriptions at neighbours that can
@@ -349,12 +357,7 @@ class ActorSubscriptions:
             rows = await service.store.call(write)
             for row, (_, _, address, _) in zip(rows, planned):
                 if address is not None:
-                    try:
-                        service.addresses.put_source(self._source(row, address))
-                    except AddressError as exc:
-                        row = await service.store.update_local_subscription(
-                            row.id, status=SubscriptionStatus.ERROR.value, endpoints=[],
-                            error=f"the source could not be created: {exc}")
+                    row = await self._open_source(row, address)
                 service.local_subs[row.id] = row
                 service.event("info", "ii_local_subscription_created",
                               {"actor": actor, "id": row.id, "selector": row.selector, "status": row.status,
@@ -414,7 +417,7 @@ class ActorSubscriptions:
         """The stored subscriptions back in memory, their sources recreated (caller holds the lock)."""
         service = self.service
         for sub in await service.store.list_local_subscriptions():
-            service.local_subs[sub.id] = sub
             address = local_source_address(sub)
             if sub.status in LIVE_LOCAL and address:
-                service.addresses.put_source(self._source(sub, address))
+                sub = await self._open_source(sub, address)
+            service.local_subs[sub.id] = sub

@@ -150,7 +150,7 @@ class OutgoingRunner:
         if isinstance(action, DeleteRemote):
             peer = service.neighbour(key.neighbour)
             if peer is None:
-                return machine.delete_failed(now(), f"{key.neighbour} is not a discovered neighbour")
+                return machine.neighbour_gone(now())
             try:
                 await service.client.delete_subscription(peer, action.path)
             except IIClientError as exc:
@@ -218,7 +218,7 @@ class OutgoingSubscriptions:
         if service.closed:
             return
         views = [LocalSubscriptionView(r.id, r.actor_cn, r.selector, r.consumer_common_name is not None)
-                 for r in service.local_subs.values() if r.status in LIVE_LOCAL]
+                 for r in service.local_subs.values() if r.status in LIVE_LOCAL and local_source_address(r)]
         caps = {n: c for n, c in service.neighbour_caps.items() if n in service.neighbours_by_name}
         desired = desired_outgoing(views, caps)
         self.serves = desired

@@ -16,7 +16,9 @@ given the service:
   :class:`~ii_api.outgoing.OutgoingRunner` each (``service.outgoing``);
 * :mod:`ii_api.local_actors`: the local actor API: capabilities, deliveries, subscriptions
   (``service.actor_capabilities``, ``service.deliveries``, ``service.actor_subscriptions``);
-* :mod:`ii_api.pushes`: our capabilities POSTed to every neighbour (``service.pushes``).
+* :mod:`ii_api.pushes`: our capabilities POSTed to every neighbour (``service.pushes``);
+* :mod:`ii_api.departures`: neighbours that left DNS, whose subscriptions here expire after
+  ``neighbour_grace_s`` (``service.departures``).
 
 Reactivity: every change is propagated at once, as an event, not by a periodic scan:
 
@@ -27,7 +29,9 @@ Reactivity: every change is propagated at once, as an event, not by a periodic s
   wanted at neighbours are re-planned and those at that neighbour polled now (RESUBSCRIBE);
 * a local subscription added or removed -> re-planned; a new subscription at a neighbour is
   POSTed at once, the answer's endpoints federated at once;
-* discovery finding or losing a neighbour -> pushers started or stopped, re-planned.
+* discovery finding or losing a neighbour -> pushers started or stopped, re-planned (our
+  subscriptions at a lost one withdrawn); a lost one's subscriptions here expire after a grace
+  period unless it is found again (:mod:`ii_api.departures`).
 
 Timers only bound the delays: DNS every ``discovery.interval_s`` (<= 12 h, IP_089), capabilities
 re-POSTed every ``capability_repost_s`` (<= 24 h, IP_091), subscriptions polled every
@@ -43,31 +47,46 @@ import logging
 import secrets
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from ii_api.client import IIClient
 from ii_api.config import IIConfig
-from ii_api.discovery import Discovery, DiscoveryResult, Neighbour, merge_neighbours, normalise_name
+from ii_api.departures import NeighbourDepartures
+from ii_api.discovery import (
+    Discovery,
+    DiscoveryResult,
+    Neighbour,
+    merge_neighbours,
+    neighbour_changes,
+    normalise_name,
+)
 from ii_api.errors import BadRequest, Forbidden
 from ii_api.incoming import IncomingSubscriptions
 from ii_api.local_actors import ActorCapabilities, ActorDeliveries, ActorSubscriptions
 from ii_api.matching import CapabilityMatcher
-from ii_api.models import CapabilitiesMessage, Capability, LocalEndpoint, NetworkCapabilitiesResponse
+from ii_api.models import (
+    CapabilitiesMessage,
+    Capability,
+    LocalEndpoint,
+    NetworkCapabilitiesResponse,
+    SubscriptionStatus,
+)
 from ii_api.outgoing import OutgoingSubscriptions
 from ii_api.pushes import CapabilityPushes, Pusher
 from ii_api.store import AsyncStore
 from ii_api.store import LocalCapability as StoredCapability
 from ii_api.store import LocalSubscription as StoredLocalSubscription
 from ii_api.subscriptions import Timing, compile_selector, same_cn
-from interchange.broker.addresses import AddressBook
+from interchange.broker.addresses import AddressBook, AddressError, SourceSpec
 from interchange.broker.placement import Placement
 from interchange.broker.router import BrokerCore
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str, dict], None]
+Row = TypeVar("Row")
 
 
 class IIService:
@@ -106,6 +125,7 @@ class IIService:
         self.deliveries = ActorDeliveries(self)
         self.actor_subscriptions = ActorSubscriptions(self)
         self.pushes = CapabilityPushes(self)
+        self.departures = NeighbourDepartures(self)
         self._discovery: Discovery | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -121,7 +141,7 @@ class IIService:
             if discovery_config.own_name is None:
                 discovery_config = discovery_config.model_copy(update={"own_name": self.name})
             self._discovery = Discovery(discovery_config, on_result=self._on_discovery)
-            self._spawn(self._discovery.run_periodically(), "ii-discovery")
+            self.spawn(self._discovery.run_periodically(), "ii-discovery")
         self.event("info", "ii_started", {"neighbours": sorted(self.neighbours_by_name),
                                           "local_capabilities": len(self.local_caps),
                                           "local_subscriptions": len(self.local_subs),
@@ -141,7 +161,8 @@ class IIService:
                 await runner.federation.close()
         await self.client.close()
 
-    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+    def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        """A background task of the service (cancelled by :meth:`close`)."""
         task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -158,6 +179,20 @@ class IIService:
     def new_address(prefix: str) -> str:
         """A fresh broker address for a source or target the II makes (``prefix`` starts "ii-")."""
         return prefix + secrets.token_hex(8)
+
+    async def open_source(self, spec: SourceSpec, row_id: int, update: Callable[..., Awaitable[Row]],
+                          about: dict[str, Any]) -> Row | None:
+        """Create a subscription's broker source; None when done. If the address book refuses it (an
+        address a configured target took, a selector nested too deeply), the subscription turns ERROR
+        with an errorMessage and no endpoints (Table 14/15): ``update`` (the store's update method of
+        its table) records that, and the updated row is returned."""
+        try:
+            self.addresses.put_source(spec)
+        except AddressError as exc:
+            error = f"the source could not be created: {exc}"
+            self.event("warning", "ii_source_failed", {**about, "id": row_id, "error": error})
+            return await update(row_id, status=SubscriptionStatus.ERROR.value, endpoints=[], error=error)
+        return None
 
     def local_endpoints(self, source: str) -> list[LocalEndpoint]:
         """Where to consume from ``source``: one endpoint per broker process, as advertised now."""
@@ -238,20 +273,22 @@ class IIService:
 
     # ------------------------------------------------------------------ discovery (IP_073/089)
     async def _on_discovery(self, result: DiscoveryResult) -> None:
+        """IP_089/126: the neighbour set follows DNS. A neighbour gone is refused from now on, its
+        capabilities forgotten, our subscriptions at it withdrawn (re-plan), and its subscriptions
+        here expire after the grace period (:mod:`ii_api.departures`)."""
         if self.closed:
             return
         async with self.lock:
             known = self.neighbours_by_name
             merged = {n.name: n for n in merge_neighbours(known.values(), result)}
             await self.store.upsert_neighbours(result.neighbours)
-            gone = set(known) - set(merged)
-            changed = {name for name, n in merged.items()
-                       if name not in known or (known[name].host, known[name].port) != (n.host, n.port)}
+            gone, changed = neighbour_changes(known, merged)
             for name in gone:
-                await self.store.delete_neighbour(name)
                 self.neighbour_caps.pop(name, None)
                 self.pushes.stop(name)
             self.neighbours_by_name = merged
+            await self.departures.left(gone)
+            self.departures.returned(merged)
             for name in sorted(changed):
                 self.pushes.wake(name)
             if gone or changed:
@@ -282,6 +319,8 @@ class IIService:
         await self.deliveries.apply()
         await self.actor_subscriptions.restore()
         await self.incoming.restore()
+        await self.incoming.recheck()  # capabilities added while the node was down: RESUBSCRIBE
+        await self.departures.restore()
         await self.outgoing.restore()
         await self.outgoing.reconcile()
 

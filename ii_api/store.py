@@ -12,9 +12,14 @@ transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on error); several
 writes can share one with :meth:`Store.transaction`.
 
 Schema: numbered migrations, applied in order on open and recorded in
-``schema_version``; add a migration by appending to :data:`MIGRATIONS`. Ids of
-subscriptions, deliveries and capabilities are never reused (AUTOINCREMENT), since
-they appear in paths that neighbours and actors poll.
+``schema_version``; add a migration by appending to :data:`MIGRATIONS` (a database
+made by an older version is upgraded in place). Ids of subscriptions, deliveries and
+capabilities are never reused (AUTOINCREMENT), since they appear in paths that
+neighbours and actors poll.
+
+Read-only use (``read_only=True``, e.g. ``interchange subscriptions`` while the node
+runs): a ``mode=ro`` connection that never migrates; WAL lets it read while the node
+writes.
 """
 from __future__ import annotations
 
@@ -117,7 +122,12 @@ class OutgoingSubscription:
 
 @dataclass(frozen=True)
 class IncomingSubscription:
-    """A subscription request received from a neighbour or a local actor (IP_078)."""
+    """A subscription request received from a neighbour (IP_078).
+
+    ``granted``: the publicationIds its source serves, fixed when it was CREATED (IP_134; a
+    capability that appears later needs RESUBSCRIBE); None when it has no grant (not CREATED, or
+    a row from before schema version 2).
+    """
 
     id: int
     owner_cn: str
@@ -129,6 +139,7 @@ class IncomingSubscription:
     error: str | None
     created_ms: int
     last_updated_ms: int
+    granted: Json = None
 
 
 @dataclass(frozen=True)
@@ -244,7 +255,17 @@ _V1 = (
     "CREATE INDEX local_subscriptions_actor ON local_subscriptions (actor_cn)",
 )
 
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1),)
+_V2_GRANTS = (  # the publicationIds granted to an incoming subscription, a JSON list (IP_134)
+    "ALTER TABLE incoming_subscriptions ADD COLUMN granted TEXT CHECK (granted IS NULL OR json_valid(granted))",
+)
+
+_V3_DEPARTURES = (  # neighbours that left DNS, and since when (their subscriptions here expire)
+    """CREATE TABLE departed_neighbours (
+        name TEXT PRIMARY KEY CHECK (name <> ''),
+        departed_ms INTEGER NOT NULL)""",
+)
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2_GRANTS), (3, _V3_DEPARTURES))
 """(version, statements) in ascending order; each runs in one transaction."""
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -264,11 +285,16 @@ class _Table(Generic[R]):
         return tuple(f.name for f in fields(self.row))  # type: ignore[arg-type]
 
     def decode(self, row: sqlite3.Row) -> R:
-        return self.row(**{c: json.loads(row[c]) if c in self.json else row[c] for c in self.columns})
+        return self.row(**{c: json.loads(row[c]) if c in self.json and row[c] is not None else row[c]
+                           for c in self.columns})
+
+    def encode(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Column values for SQLite: JSON columns dumped (None stays NULL), enum members as their value."""
+        return {c: _dump(v) if c in self.json and v is not None else _text(v) for c, v in values.items()}
 
 
 _OUTGOING = _Table("outgoing_subscriptions", OutgoingSubscription, "neighbour", frozenset({"endpoints"}))
-_INCOMING = _Table("incoming_subscriptions", IncomingSubscription, "owner_cn", frozenset({"endpoints"}))
+_INCOMING = _Table("incoming_subscriptions", IncomingSubscription, "owner_cn", frozenset({"endpoints", "granted"}))
 _CAPABILITIES = _Table("local_capabilities", LocalCapability, "actor_cn", frozenset({"document"}))
 _DELIVERIES = _Table("deliveries", Delivery, "actor_cn")
 _LOCAL_SUBS = _Table("local_subscriptions", LocalSubscription, "actor_cn", frozenset({"endpoints"}))
@@ -283,6 +309,11 @@ def _text(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
+def _id_list(ids: Iterable[str] | None) -> list[str] | None:
+    """A set of ids as a sorted JSON list (None stays None)."""
+    return None if ids is None else sorted(set(ids))
+
+
 # --------------------------------------------------------------------------- sync store
 
 class Store:
@@ -292,27 +323,32 @@ class Store:
     ``create=False`` a missing file is a :class:`StoreError` instead of a new database.
     """
 
-    def __init__(self, path: str | Path, *, create: bool = True, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True, read_only: bool = False,
+                 clock: Callable[[], int] = now_ms) -> None:
         self.path = path
         self._clock = clock
         self._depth = 0
         try:
             if str(path) == ":memory:":
                 conn = sqlite3.connect(":memory:", isolation_level=None)
-            elif create:
+            elif create and not read_only:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(path, isolation_level=None)
             else:
-                conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=rw", uri=True, isolation_level=None)
+                mode = "ro" if read_only else "rw"
+                conn = sqlite3.connect(Path(path).resolve().as_uri() + f"?mode={mode}", uri=True, isolation_level=None)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open II database {path}: {exc}") from None
         conn.row_factory = sqlite3.Row
         self._conn = conn
         try:
             conn.execute("PRAGMA busy_timeout = 5000")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            self._migrate()
+            if read_only:
+                self._check_version()
+            else:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                self._migrate()
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"cannot open II database {path}: {exc}") from None
@@ -321,9 +357,10 @@ class Store:
             raise
 
     @classmethod
-    def open(cls, data_dir: str | Path, *, create: bool = True, clock: Callable[[], int] = now_ms) -> Store:
+    def open(cls, data_dir: str | Path, *, create: bool = True, read_only: bool = False,
+             clock: Callable[[], int] = now_ms) -> Store:
         """The store of a node's data directory (:data:`DB_FILENAME` inside it)."""
-        return cls(db_path(data_dir), create=create, clock=clock)
+        return cls(db_path(data_dir), create=create, read_only=read_only, clock=clock)
 
     def close(self) -> None:
         self._conn.close()
@@ -372,6 +409,18 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(str(exc)) from exc
 
+    def _check_version(self) -> None:
+        """Read-only use: the schema must be this program's (nothing is migrated)."""
+        try:
+            current = self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        except sqlite3.DatabaseError:
+            raise StoreError(f"{self.path} is not an II database") from None
+        if current is None or current < SCHEMA_VERSION:
+            raise StoreError(f"II database schema version {current} is older than this program's ({SCHEMA_VERSION}); "
+                             "start the node once to upgrade it")
+        if current > SCHEMA_VERSION:
+            raise StoreError(f"II database schema version {current} is newer than this program's ({SCHEMA_VERSION})")
+
     def _migrate(self) -> None:
         with self.transaction():
             self._conn.execute(
@@ -390,8 +439,7 @@ class Store:
 
     def _insert(self, table: _Table[R], values: dict[str, Any]) -> R:
         now = self._clock()
-        values = {**values, "created_ms": now, "last_updated_ms": now}
-        row = {c: _dump(v) if c in table.json else _text(v) for c, v in values.items()}
+        row = table.encode({**values, "created_ms": now, "last_updated_ms": now})
         with self._write() as conn:
             columns, marks = ", ".join(row), ", ".join("?" * len(row))
             cursor = conn.execute(f"INSERT INTO {table.name} ({columns}) VALUES ({marks})", tuple(row.values()))
@@ -424,7 +472,7 @@ class Store:
     def _update(self, table: _Table[R], row_id: int, owner: str | None, changes: dict[str, Any]) -> R:
         changes = {c: v for c, v in changes.items() if v is not UNSET}
         changes["last_updated_ms"] = self._clock()
-        values = {c: _dump(v) if c in table.json else _text(v) for c, v in changes.items()}
+        values = table.encode(changes)
         where, params = self._where(table, row_id, owner)
         with self._write() as conn:
             cursor = conn.execute(f"UPDATE {table.name} SET {', '.join(f'{c} = ?' for c in values)} WHERE {where}",
@@ -441,10 +489,12 @@ class Store:
     # ---- neighbours (IP_073/089)
 
     def upsert_neighbours(self, neighbours: Iterable[Neighbour], *, seen_ms: int | None = None) -> None:
-        """Record neighbours found by discovery; ``first_seen_ms`` is kept, the rest replaced."""
+        """Record neighbours found by discovery; ``first_seen_ms`` is kept, the rest replaced. A
+        neighbour found again is no longer departed."""
         seen = self._clock() if seen_ms is None else seen_ms
         rows = [(n.name, n.host, n.port, n.domain, n.priority, n.weight, seen, seen) for n in neighbours]
         with self._write() as conn:
+            conn.executemany("DELETE FROM departed_neighbours WHERE name = ?", [(r[0],) for r in rows])
             conn.executemany(
                 """INSERT INTO neighbours (name, host, port, domain, priority, weight, first_seen_ms, last_seen_ms)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -465,6 +515,31 @@ class Store:
         with self._write() as conn:
             conn.execute("DELETE FROM neighbour_capabilities WHERE neighbour = ?", (name,))
             return conn.execute("DELETE FROM neighbours WHERE name = ?", (name,)).rowcount > 0
+
+    # ---- departed neighbours (no longer in DNS, IP_126)
+
+    def record_departure(self, name: str, *, departed_ms: int | None = None) -> int:
+        """Forget a neighbour that left DNS (as :meth:`delete_neighbour`) and note since when it is
+        gone; an earlier departure is kept. Returns the departure time."""
+        with self._write() as conn:
+            self.delete_neighbour(name)
+            conn.execute("INSERT INTO departed_neighbours (name, departed_ms) VALUES (?, ?) ON CONFLICT (name) "
+                         "DO NOTHING", (name, self._clock() if departed_ms is None else departed_ms))
+            return int(conn.execute("SELECT departed_ms FROM departed_neighbours WHERE name = ?",
+                                    (name,)).fetchone()[0])
+
+    def list_departures(self) -> dict[str, int]:
+        """Departed neighbours and the time each left (ms since the epoch)."""
+        return {r[0]: r[1] for r in self._conn.execute("SELECT name, departed_ms FROM departed_neighbours")}
+
+    def expire_departure(self, name: str) -> list[IncomingSubscription]:
+        """A departed neighbour's grace period is over: its subscriptions here and its departure record
+        go, in one transaction. Returns the subscriptions deleted (their sources are the caller's)."""
+        with self._write() as conn:
+            rows = self._list(_INCOMING, name)
+            conn.execute("DELETE FROM incoming_subscriptions WHERE owner_cn = ?", (name,))
+            conn.execute("DELETE FROM departed_neighbours WHERE name = ?", (name,))
+            return rows
 
     # ---- neighbour capabilities (IP_076)
 
@@ -517,17 +592,21 @@ class Store:
     # ---- incoming subscriptions (IP_078)
 
     def add_incoming_subscription(self, owner_cn: str, selector: str, *, status: str,
-                                  consumer_common_name: str | None = None,
-                                  source_address: str | None = None) -> IncomingSubscription:
+                                  consumer_common_name: str | None = None, source_address: str | None = None,
+                                  granted: Iterable[str] | None = None) -> IncomingSubscription:
         return self._insert(_INCOMING, {"owner_cn": owner_cn, "selector": selector, "status": status,
                                         "consumer_common_name": consumer_common_name,
-                                        "source_address": source_address, "endpoints": []})
+                                        "source_address": source_address, "endpoints": [],
+                                        "granted": _id_list(granted)})
 
     def update_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None, status: str = UNSET,
                                      endpoints: Json = UNSET, source_address: str | None = UNSET,
-                                     error: str | None = UNSET) -> IncomingSubscription:
+                                     error: str | None = UNSET,
+                                     granted: Iterable[str] | None = UNSET) -> IncomingSubscription:
         return self._update(_INCOMING, sub_id, owner_cn, {"status": status, "endpoints": endpoints,
-                                                          "source_address": source_address, "error": error})
+                                                          "source_address": source_address, "error": error,
+                                                          "granted": granted if granted is UNSET
+                                                          else _id_list(granted)})
 
     def get_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None) -> IncomingSubscription | None:
         return self._get(_INCOMING, sub_id, owner_cn)
@@ -708,6 +787,16 @@ class AsyncStore:
     async def delete_neighbour(self, name: str) -> bool:
         return await self._run(Store.delete_neighbour, name)
 
+    # departed neighbours
+    async def record_departure(self, name: str, *, departed_ms: int | None = None) -> int:
+        return await self._run(Store.record_departure, name, departed_ms=departed_ms)
+
+    async def list_departures(self) -> dict[str, int]:
+        return await self._run(Store.list_departures)
+
+    async def expire_departure(self, name: str) -> list[IncomingSubscription]:
+        return await self._run(Store.expire_departure, name)
+
     # neighbour capabilities
     async def put_neighbour_capabilities(self, neighbour: str, document: Json, *,
                                          received_ms: int | None = None) -> NeighbourCapabilities:
@@ -745,16 +834,18 @@ class AsyncStore:
 
     # incoming subscriptions
     async def add_incoming_subscription(self, owner_cn: str, selector: str, *, status: str,
-                                        consumer_common_name: str | None = None,
-                                        source_address: str | None = None) -> IncomingSubscription:
+                                        consumer_common_name: str | None = None, source_address: str | None = None,
+                                        granted: Iterable[str] | None = None) -> IncomingSubscription:
         return await self._run(Store.add_incoming_subscription, owner_cn, selector, status=status,
-                               consumer_common_name=consumer_common_name, source_address=source_address)
+                               consumer_common_name=consumer_common_name, source_address=source_address,
+                               granted=granted)
 
     async def update_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None, status: str = UNSET,
                                            endpoints: Json = UNSET, source_address: str | None = UNSET,
-                                           error: str | None = UNSET) -> IncomingSubscription:
+                                           error: str | None = UNSET,
+                                           granted: Iterable[str] | None = UNSET) -> IncomingSubscription:
         return await self._run(Store.update_incoming_subscription, sub_id, owner_cn=owner_cn, status=status,
-                               endpoints=endpoints, source_address=source_address, error=error)
+                               endpoints=endpoints, source_address=source_address, error=error, granted=granted)
 
     async def get_incoming_subscription(self, sub_id: int, *,
                                         owner_cn: str | None = None) -> IncomingSubscription | None:

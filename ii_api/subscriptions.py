@@ -28,6 +28,7 @@ Sending side (this interchange subscribes at neighbours on behalf of its actors,
         ACTIVE --RESUBSCRIBE--> DELETING --DELETE--> DONE (the service requests it anew)
         ACTIVE --404 on poll--> DONE (the neighbour forgot it; requested anew)
         any --withdraw (local subscription gone)--> DELETING --DELETE--> DONE
+        DELETING --neighbour gone from DNS--> DONE (it cannot be reached, IP_090)
 
     While CREATED (or ERROR with endpoints) it asks for federation links to the endpoints
     unless the subscription is a redirect (the actor connects itself).
@@ -425,6 +426,14 @@ class OutgoingSubscriptionMachine:
         if self.phase is Phase.ACTIVE:
             return self._begin_delete()
         return []
+
+    def neighbour_gone(self, now: float) -> list[Action]:
+        """The neighbour is no longer discovered: nothing can be asked of it any more (IP_090 connects
+        to the address discovery found, IP_126 makes it refuse us too), so the subscription is
+        forgotten at once instead of retrying a DELETE."""
+        actions = self._federation(())
+        self.phase = Phase.DONE
+        return [*actions, Finished("the neighbour is no longer discovered in DNS")]
 
     def delete_succeeded(self, now: float) -> list[Action]:
         self.phase = Phase.DONE

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -22,7 +23,7 @@ from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, client_context, proton_ssl_domain
 from ii_api.config import IIConfig
 from ii_api.discovery import DiscoveryConfig, Neighbour
-from ii_api.store import Store
+from ii_api.store import MIGRATIONS, Store
 from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.node import RunningNode, start_node
 
@@ -59,6 +60,19 @@ def seed_neighbours(data_dir: Path, neighbours: Iterable[Neighbour]) -> None:
     """Record neighbours as if discovery had found them (used where DNS is not the subject)."""
     with Store.open(data_dir) as store:
         store.upsert_neighbours(list(neighbours))
+
+
+def schema_1_database(path: Path) -> sqlite3.Connection:
+    """A new II database as schema version 1 made it (before grants and departures were stored):
+    its CREATE statements, which a migration never changes, and nothing newer."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL)")
+    for statement in dict(MIGRATIONS)[1]:
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_version VALUES (1, 0)")
+    conn.commit()
+    return conn
 
 
 async def start(config: NodeConfig) -> RunningNode:
@@ -193,3 +207,25 @@ class Consumer:
 
     def close(self) -> None:
         self.connection.close()
+
+
+async def relay(pki: TestPki, publisher: str, at: RunningNode, target: str, messages: Iterable[Message],
+                consumer: str, node: RunningNode, source: str, *, count: int, quiet_s: float = 0.0) -> list[bytes]:
+    """Attach ``consumer`` to ``source`` at ``node``, publish ``messages`` as ``publisher`` to ``target``
+    at ``at`` (each must be accepted), and return the bodies of the first ``count`` messages received,
+    plus one more if it arrives within ``quiet_s``."""
+    receiver = await asyncio.to_thread(Consumer, pki, consumer, node.amqps_port, node.config.name, source)
+    try:
+        sent = list(messages)
+        outcomes = await asyncio.to_thread(publish, pki, publisher, at.amqps_port, at.config.name, target, sent)
+        assert outcomes == ["accepted"] * len(sent), outcomes
+        bodies = []
+        for _ in range(count):
+            got = await asyncio.to_thread(receiver.receive)
+            assert got is not None, f"timed out waiting for message {len(bodies) + 1} of {count}"
+            bodies.append(bytes(got.body))
+        if quiet_s and (extra := await asyncio.to_thread(receiver.receive, quiet_s)) is not None:
+            bodies.append(bytes(extra.body))
+        return bodies
+    finally:
+        await asyncio.to_thread(receiver.close)

@@ -1,15 +1,18 @@
-"""`interchange discover` and `interchange neighbours` (ii_api.cli) against a real dnsmasq."""
+"""`interchange discover` and `interchange neighbours` (ii_api.cli) against a real dnsmasq, and
+`interchange subscriptions` against a running node."""
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import pytest
 
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq  # noqa: F401  (fixture)
-from ii_api.cli import parse_dns_server
+from ii_api.cli import SubscriptionsReport, parse_dns_server
 from ii_api.discovery import Neighbour
-from ii_api.store import Store
+from ii_api.store import DB_FILENAME, Store
+from ii_harness import A, B, DOMAIN, Https, denm_capability, make_pki, node_config, seed_neighbours, start, wait_for
 from interchange.cli import main
 from interchange.errors import CliError
 
@@ -19,6 +22,7 @@ RECORDS = DnsRecords(
     hosts={"ixn-a.one.test": "127.0.0.1", "me.one.test": "127.0.0.2", "ixn-b.two.test": "127.0.0.3"},
     zones=["empty.test"],
 )
+DENM = "messageType = 'DENM'"
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
 
@@ -101,3 +105,81 @@ def test_parse_dns_server_forms() -> None:
         parse_dns_server("[::1")
     with pytest.raises(CliError):
         parse_dns_server("127.0.0.1:x")
+
+
+# ------------------------------------------------------------------------------------ interchange subscriptions
+async def test_subscriptions_lists_a_running_nodes_ii(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pki = make_pki(tmp_path / "pki")
+    workdir = tmp_path / "a"
+    seed_neighbours(workdir, [Neighbour(B, "127.0.0.1", 9, DOMAIN)])  # nobody listens there: requests fail
+    node = await start(node_config(pki, A, workdir))
+    actor, b = Https(pki, "actor-a", node), Https(pki, B, node)
+    config = tmp_path / "node.toml"
+    config.write_text(f'name = "{A}"\ndata_dir = "a"\n')  # relative to the config file
+    try:
+        await actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+        _, deliveries = await actor.post("/actor-a/deliveries", {"deliveries": [{"selector": DENM}]})
+        _, incoming = await b.post("/subscriptions", {"version": "1.2", "name": B, "subscriptions": [
+            {"selector": DENM}, {"selector": "messageType ="}]})
+        await b.post("/capabilities", {"version": "2.0", "name": B, "capabilities": [
+            denm_capability(publisher="SE00001", country="SE")]})
+        _, local = await actor.post("/actor-a/subscriptions", {"subscriptions": [{"selector": DENM}]})
+        await wait_for(lambda: _outgoing_failed(workdir), "the failed request at B recorded")
+
+        assert await asyncio.to_thread(main, ["subscriptions", "--config", str(config), "--json"]) == 0
+        report = SubscriptionsReport.model_validate_json(capsys.readouterr().out)
+        created, invalid = incoming["subscriptions"]
+        assert (report.name, report.database) == (A, str(workdir / DB_FILENAME))
+        assert [(r.neighbour, str(r.id), r.status) for r in report.incoming] == [
+            (B, created["id"], "CREATED"), (B, invalid["id"], "NOT_VALID")]
+        assert report.incoming[0].source == created["endpoints"][0]["source"]
+        assert report.incoming[0].endpoints == created["endpoints"] and report.incoming[0].granted == ["NO00001:denm-1"]
+        assert report.incoming[1].errorMessage == invalid["errorMessage"] and report.incoming[1].source is None
+        (outgoing,) = report.outgoing
+        assert (outgoing.neighbour, outgoing.selector, outgoing.status) == (B, DENM, "NEW") and outgoing.errorMessage
+        (mine,) = report.localSubscriptions
+        assert (mine.actor, str(mine.id), mine.status, mine.endpoints) == (
+            "actor-a", local["subscriptions"][0]["id"], "CREATED", local["subscriptions"][0]["endpoints"])
+        (delivery,) = report.deliveries
+        assert delivery.target == deliveries["deliveries"][0]["endpoints"][0]["target"]
+
+        assert await asyncio.to_thread(main, ["subscriptions", "--config", str(config)]) == 0
+        text = capsys.readouterr().out
+        sections = text.split("\n\n")
+        assert [s.splitlines()[0] for s in sections] == [
+            "Subscriptions of neighbours here (incoming):", "Our subscriptions at neighbours (outgoing):",
+            "Local actors' subscriptions:", "Local actors' deliveries:"]
+        incoming_rows = sections[0].splitlines()[1:]
+        assert incoming_rows[0].split()[:3] == ["NEIGHBOUR", "ID", "STATUS"]
+        assert incoming_rows[1].split()[:3] == [B, created["id"], "CREATED"]
+        assert f"127.0.0.1:{node.amqps_port}/{created['endpoints'][0]['source']}" in incoming_rows[1]
+        assert incoming_rows[2].split()[:3] == [B, invalid["id"], "NOT_VALID"]
+        assert sections[1].splitlines()[2].split()[:3] == [B, str(outgoing.id), "NEW"]
+    finally:
+        await actor.close()
+        await b.close()
+        await node.close()
+
+
+def _outgoing_failed(data_dir: Path) -> bool:
+    with Store.open(data_dir, read_only=True) as store:
+        return any(r.error for r in store.list_outgoing_subscriptions())
+
+
+def test_subscriptions_of_an_empty_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    Store.open(tmp_path / "var").close()
+    (tmp_path / "node.json").write_text('{"name": "a.interchange.test", "data_dir": "var"}')
+    assert main(["subscriptions", "--config", str(tmp_path / "node.json")]) == 0
+    assert capsys.readouterr().out.count("(none)") == 4
+
+
+def test_subscriptions_without_database_is_a_one_line_error(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "node.toml").write_text('name = "a.interchange.test"\ndata_dir = "nowhere"\n')
+    assert main(["subscriptions", "--config", str(tmp_path / "node.toml"), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"interchange subscriptions: error: no II database in {tmp_path / 'nowhere'} " \
+                  "(the node has not run with [ii] there)\n"
+    assert not (tmp_path / "nowhere").exists()
+    assert main(["subscriptions", "--config", str(tmp_path / "missing.toml")]) == 2
+    assert capsys.readouterr().err.startswith("interchange subscriptions: error: cannot read config")

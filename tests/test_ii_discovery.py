@@ -18,8 +18,10 @@ from ii_api.discovery import (
     Neighbour,
     SrvTarget,
     build_neighbours,
+    departure_delay_s,
     is_discovered,
     merge_neighbours,
+    neighbour_changes,
     parse_srv,
     srv_query_name,
 )
@@ -77,6 +79,24 @@ def test_merge_keeps_neighbours_only_where_dns_gave_no_verdict() -> None:
     outage = DiscoveryResult(neighbours=[a], unsettled_domains=frozenset({"two.test"}),
                              unsettled_names=frozenset({"c.one.test"}))
     assert set(merge_neighbours([a, b, c], outage)) == {a, b, c}
+
+
+def test_neighbour_changes_name_the_gone_and_the_new_or_moved() -> None:
+    a = Neighbour("a.one.test", "10.0.0.1", 443, "one.test")
+    b = Neighbour("b.two.test", "10.0.0.2", 443, "two.test")
+    c = Neighbour("c.one.test", "10.0.0.3", 443, "one.test")
+    moved = Neighbour("a.one.test", "10.0.0.9", 443, "one.test", priority=5)
+    assert neighbour_changes({"a.one.test": a, "b.two.test": b}, {"a.one.test": moved, "c.one.test": c}) == (
+        frozenset({"b.two.test"}), frozenset({"a.one.test", "c.one.test"}))
+    reweighted = Neighbour("a.one.test", "10.0.0.1", 443, "one.test", weight=9)  # same address: no change
+    assert neighbour_changes({"a.one.test": a}, {"a.one.test": reweighted}) == (frozenset(), frozenset())
+
+
+def test_departure_delay_counts_the_grace_period_from_the_departure() -> None:
+    assert departure_delay_s(1_000_000, 60.0, 1_000_000) == 60.0
+    assert departure_delay_s(1_000_000, 60.0, 1_045_500) == 14.5  # time spent while the node was down counts
+    assert departure_delay_s(1_000_000, 60.0, 2_000_000) == 0.0
+    assert departure_delay_s(1_000_000, 0.0, 1_000_000) == 0.0
 
 
 def test_is_discovered_compares_names_case_insensitively() -> None:

@@ -7,6 +7,7 @@ another interchange is measured and printed (``-s`` shows it), never asserted.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -35,6 +36,7 @@ from ii_harness import (
     make_pki,
     node_config,
     publish,
+    relay,
     start,
     wait_for,
 )
@@ -342,14 +344,8 @@ async def test_subscriber_restart_restores_subscriptions_and_links(federation: F
                    "link after the restart")
     _, after = await federation.https(C, A).get(f"/{C}/subscriptions")
     assert after == before  # IP_106: the restored subscription is not requested again
-    consumer = await asyncio.to_thread(Consumer, pki, "actor-c", nodes[C].amqps_port, C, source)
-    try:
-        await asyncio.to_thread(publish, pki, "actor-a", nodes[A].amqps_port, A, target_a,
-                                [denm_message(body=b"after restart")])
-        got = await asyncio.to_thread(consumer.receive)
-        assert got is not None and bytes(got.body) == b"after restart"
-    finally:
-        await asyncio.to_thread(consumer.close)
+    assert await relay(pki, "actor-a", nodes[A], target_a, [denm_message(body=b"after restart")],
+                       "actor-c", nodes[C], source, count=1) == [b"after restart"]
     # A crash after the POST to A but before its answer was committed: the row is still NEW. After
     # the restart C finds its subscription in A's list (IP_107) instead of requesting a second one.
     await federation.stop(C)
@@ -380,3 +376,69 @@ async def test_neighbours_are_persisted_and_listed_and_capabilities_reposted(
         assert str(made.ii_ports[C]) in out and "127.0.0.1" in out
     finally:
         await made.close()
+
+
+def _links_up(node: RunningNode, neighbour: str) -> bool:
+    return any(link["connected"] for o in node.ii.status()["outgoing"] if o["neighbour"] == neighbour
+               for link in o["links"])
+
+
+def _events(workdir: Path, name: str) -> list[dict[str, Any]]:
+    log = workdir / "node.log"
+    lines = log.read_text().splitlines() if log.is_file() else []
+    return [record for record in map(json.loads, lines) if record.get("event") == name]
+
+
+async def test_a_neighbour_that_leaves_dns_is_cut_off_and_subscribes_anew_when_back(
+        pki: TestPki, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    grace = {name: {"neighbour_grace_s": 2.0} for name in INTERCHANGES}
+    federation = await make_federation(pki, tmp_path, request.getfixturevalue("dnsmasq"), grace)
+    try:
+        nodes = federation.nodes
+        actor_a, actor_b = federation.https("actor-a", A), federation.https("actor-b", B)
+        target_a = await register_publisher(actor_a, denm_capability())
+        await register_publisher(actor_b, denm_capability(publisher="SE00001", country="SE"))
+        await wait_for(lambda: nodes[A].ii.neighbour_capabilities(B) and nodes[B].ii.neighbour_capabilities(A),
+                       "capabilities exchanged")
+        await actor_a.post("/actor-a/subscriptions", {"subscriptions": [{"selector": DENM_HERE + " AND "
+                                                                          "originatingCountry = 'SE'"}]})
+        _, sub_b = await actor_b.post("/actor-b/subscriptions", {"subscriptions": [{"selector": DENM_HERE + " AND "
+                                                                                    "originatingCountry = 'NO'"}]})
+        await wait_for(lambda: _links_up(nodes[A], B) and _links_up(nodes[B], A), "data links both ways")
+        with Store.open(tmp_path / A, read_only=True) as store:
+            (before,) = store.list_incoming_subscriptions(B)
+        assert before.source_address is not None
+        # B leaves DNS: A refuses it (IP_126), drops our subscription at B at once (it cannot be reached to
+        # DELETE it), and keeps B's subscription here for the grace period only
+        federation.dns.reconfigure(DnsRecords(srv=[Srv(DOMAIN, n, federation.ii_ports[n]) for n in (A, C)],
+                                              hosts={A: "127.0.0.1", C: "127.0.0.1"}))
+        await nodes[A].ii.discover_now()
+        assert not nodes[A].ii.is_neighbour(B)
+        assert nodes[A].addresses.source(before.source_address) is not None
+        await wait_for(lambda: not [o for o in nodes[A].ii.status()["outgoing"] if o["neighbour"] == B],
+                       "A's subscription at B stopped")
+        finished = await wait_for(lambda: [e["details"]["reason"] for e in _events(tmp_path / A, "ii_subscription_finished")
+                                           if e["details"]["neighbour"] == B], "the event")
+        assert finished == ["the neighbour is no longer discovered in DNS"]
+        with Store.open(tmp_path / A, read_only=True) as store:
+            assert store.list_outgoing_subscriptions(B) == []
+        await wait_for(lambda: nodes[A].addresses.source(before.source_address) is None, "B's source at A removed")
+        with Store.open(tmp_path / A, read_only=True) as store:
+            assert store.list_incoming_subscriptions(B) == []
+        # B is back: A pushes its capabilities, B polls at once, gets 404 and subscribes anew; A asks B anew
+        federation.dns.reconfigure(DnsRecords(srv=[Srv(DOMAIN, n, p) for n, p in federation.ii_ports.items()],
+                                              hosts={n: "127.0.0.1" for n in INTERCHANGES}))
+        await nodes[A].ii.discover_now()
+
+        def subscribed_anew() -> bool:
+            with Store.open(tmp_path / A, read_only=True) as store:
+                rows = store.list_incoming_subscriptions(B)
+            return [r.status for r in rows] == ["CREATED"] and rows[0].id != before.id
+
+        await wait_for(subscribed_anew, "B's new subscription at A")
+        await wait_for(lambda: _links_up(nodes[A], B) and _links_up(nodes[B], A), "data links both ways again")
+        source_b = sub_b["subscriptions"][0]["endpoints"][0]["source"]
+        assert await relay(pki, "actor-a", nodes[A], target_a, [denm_message(body=b"after the return")],
+                           "actor-b", nodes[B], source_b, count=1) == [b"after the return"]
+    finally:
+        await federation.close()

@@ -3,8 +3,10 @@ status and every 4xx, broker targets and sources behind the answers, restart res
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from certs.tls import TlsFiles, client_context
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq, free_port  # noqa: F401  (fixture)
 from ii_api.discovery import DiscoveryConfig, Neighbour
 from ii_api.server import OPERATIONS
+from ii_api.store import Store, db_path
 from ii_harness import (
     A,
     B,
@@ -29,11 +32,13 @@ from ii_harness import (
     make_pki,
     node_config,
     publish,
+    relay,
+    schema_1_database,
     seed_neighbours,
     start,
     wait_for,
 )
-from interchange.broker.addresses import Scope
+from interchange.broker.addresses import Scope, TargetSpec
 from interchange.node import RunningNode
 
 DENM = "messageType = 'DENM'"
@@ -253,16 +258,8 @@ async def test_neighbour_subscription_statuses_and_sources(env: Env, pki: TestPk
     # only the subscribed data flows, to the neighbour's certificate only
     status, deliveries = await env.actor.post("/actor-a/deliveries", {"deliveries": [{"selector": DENM}]})
     target = deliveries["deliveries"][0]["endpoints"][0]["target"]
-    consumer = await asyncio.to_thread(Consumer, pki, B, env.node.amqps_port, A, endpoint["source"])
-    try:
-        outcomes = await asyncio.to_thread(publish, pki, "actor-a", env.node.amqps_port, A, target, [
-            denm_message(body=b"here"), denm_message(tile="031332213323322232", body=b"spain")])
-        assert outcomes == ["accepted", "accepted"]
-        first = await asyncio.to_thread(consumer.receive)
-        assert first is not None and bytes(first.body) == b"here"
-        assert await asyncio.to_thread(consumer.receive, 0.5) is None
-    finally:
-        await asyncio.to_thread(consumer.close)
+    assert await relay(pki, "actor-a", env.node, target, [denm_message(body=b"here"), denm_message(
+        tile="031332213323322232", body=b"spain")], B, env.node, endpoint["source"], count=1, quiet_s=0.5) == [b"here"]
     # DELETE: gone, source removed
     assert (await env.b.delete(created["path"]))[0] == 204
     assert env.node.addresses.source(endpoint["source"]) is None
@@ -311,6 +308,21 @@ async def test_resubscribe_when_a_matching_capability_appears(env: Env) -> None:
     await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability(publication="denm-2")]})
     after = (await env.b.get(denm_sub["path"]))[1]
     assert after["status"] == "RESUBSCRIBE" and after["lastUpdatedTimestamp"] >= before
+
+
+async def test_error_when_the_broker_source_cannot_be_created(env: Env) -> None:
+    await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+    deep = "(" * 100 + DENM + ")" * 100  # valid, but nested too deeply once restricted to its grant
+    before = set(env.node.addresses.sources)
+    status, body = await env.b.post("/subscriptions", subscription_request(deep, DENM))
+    failed, created = body["subscriptions"]
+    assert status == 202 and (failed["status"], created["status"]) == ("ERROR", "CREATED")
+    assert failed["errorMessage"].startswith("the source could not be created: invalid selector")
+    assert "nested too deeply" in failed["errorMessage"] and not failed.get("endpoints")
+    assert set(env.node.addresses.sources) - before == {created["endpoints"][0]["source"]}
+    status, poll = await env.b.get(failed["path"])
+    assert (status, poll["status"], poll["errorMessage"], poll["endpoints"]) == (
+        200, "ERROR", failed["errorMessage"], [])
 
 
 # ------------------------------------------------------------------------------------ local actor API
@@ -409,6 +421,63 @@ async def test_only_interchanges_found_in_dns_may_use_the_ii(pki: TestPki, tmp_p
         await node.close()
 
 
+async def test_a_neighbour_gone_from_dns_keeps_its_subscriptions_for_the_grace_period_only(
+        pki: TestPki, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    dns: DnsmasqServer = request.getfixturevalue("dnsmasq")
+    with_b = DnsRecords(srv=[Srv(DOMAIN, A, 9), Srv(DOMAIN, B, 9)], hosts={A: "127.0.0.1", B: "127.0.0.1"})
+    without_b = DnsRecords(srv=[Srv(DOMAIN, A, 9)], hosts={A: "127.0.0.1"})
+    dns.start(with_b)
+    discovery = DiscoveryConfig(dns_server=dns.host, dns_port=dns.port, domains=(DOMAIN,), interval_s=0.2,
+                                timeout_s=2.0)
+    workdir = tmp_path / "a"
+
+    async def boot(grace_s: float) -> Env:
+        return Env(pki, await start(node_config(pki, A, workdir, discovery=discovery, neighbour_grace_s=grace_s)))
+
+    env = await boot(60)
+    try:
+        await wait_for(lambda: env.node.ii.is_neighbour(B), "discovery of B")
+        await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+        _, body = await env.b.post("/subscriptions", subscription_request(DENM))
+        sub = body["subscriptions"][0]
+        source = sub["endpoints"][0]["source"]
+        dns.reconfigure(without_b)
+        await wait_for(lambda: not env.node.ii.is_neighbour(B), "B gone from DNS")
+        refused, _ = await env.b.post("/subscriptions", subscription_request(DENM))
+        assert refused == 403  # IP_126 at once (its GETs are answered as an actor's: 404)
+        assert env.node.addresses.source(source) is not None and B in env.node.ii.departures.pending()
+        dns.reconfigure(with_b)  # back within the grace period: nothing lost
+        await wait_for(lambda: env.node.ii.is_neighbour(B), "B back in DNS")
+        assert not env.node.ii.departures.pending()
+        assert (await env.b.get(sub["path"]))[1]["status"] == "CREATED"
+        dns.reconfigure(without_b)
+        await wait_for(lambda: not env.node.ii.is_neighbour(B), "B gone again")
+    finally:
+        await env.close()
+    with Store.open(workdir, read_only=True) as store:
+        departed = store.list_departures()
+    assert list(departed) == [B]
+    env = await boot(60)  # a restart keeps the departure time: the grace period neither restarts nor ends
+    try:
+        assert B in env.node.ii.departures.pending() and env.node.addresses.source(source) is not None
+        with Store.open(workdir, read_only=True) as store:
+            assert store.list_departures() == departed
+    finally:
+        await env.close()
+    env = await boot(0)  # the grace period is over: its subscriptions and their sources go
+    try:
+        await wait_for(lambda: env.node.addresses.source(source) is None, "the expiry")
+        with Store.open(workdir, read_only=True) as store:
+            assert store.list_incoming_subscriptions() == [] and store.list_departures() == {}
+        dns.reconfigure(with_b)  # found again later: its poll says 404, so it subscribes anew
+        await wait_for(lambda: env.node.ii.is_neighbour(B), "B back in DNS")
+        assert (await env.b.get(sub["path"]))[0] == 404
+        _, body = await env.b.post("/subscriptions", subscription_request(DENM))
+        assert body["subscriptions"][0]["status"] == "CREATED"
+    finally:
+        await env.close()
+
+
 # ------------------------------------------------------------------------------------ restart
 async def test_state_survives_a_restart(pki: TestPki, tmp_path: Path) -> None:
     amqps_port = free_port()
@@ -457,6 +526,93 @@ async def test_state_survives_a_restart(pki: TestPki, tmp_path: Path) -> None:
         assert now["lastUpdatedTimestamp"] > local["subscriptions"][0]["lastUpdatedTimestamp"]
         _, poll = await env.b.get(incoming["subscriptions"][0]["path"])
         assert poll["endpoints"][0]["port"] == env.node.amqps_port
+    finally:
+        await env.close()
+
+
+async def test_a_restart_neither_widens_nor_narrows_a_grant(pki: TestPki, tmp_path: Path) -> None:
+    workdir, amqps_port = tmp_path / "a", free_port()
+    env = await start_env(pki, workdir, amqps_port=amqps_port)
+    try:
+        _, caps = await env.actor.post("/actor-a/capabilities", {"capabilities": [
+            denm_capability(), denm_capability(publication="denm-2")]})
+        _, body = await env.b.post("/subscriptions", subscription_request(DENM))
+        sub = body["subscriptions"][0]
+        source = sub["endpoints"][0]["source"]
+        spec = env.node.addresses.source(source)
+        assert spec is not None and spec.selector is not None
+        granted = spec.selector
+        assert "'NO00001:denm-1', 'NO00001:denm-2'" in granted
+        assert (await env.actor.delete(caps["capabilities"][1]["path"]))[0] == 204  # the grant stays as it was
+    finally:
+        await env.close()
+    with Store.open(workdir) as store:  # registered while the node was down
+        store.add_local_capability("actor-a", "NO00001:denm-3", denm_capability(publication="denm-3"))
+    env = await start_env(pki, workdir, amqps_port=amqps_port)
+    try:
+        spec = env.node.addresses.source(source)
+        assert spec is not None and spec.selector == granted  # not without denm-2, not with denm-3
+        _, poll = await env.b.get(sub["path"])
+        assert poll["status"] == "RESUBSCRIBE" and poll["endpoints"] == sub["endpoints"]  # denm-3 is new
+        _, deliveries = await env.actor.post("/actor-a/deliveries", {"deliveries": [{"selector": DENM}]})
+        target = deliveries["deliveries"][0]["endpoints"][0]["target"]
+        assert await relay(pki, "actor-a", env.node, target, [denm_message(publication="denm-3", body=b"not granted"),
+                                                              denm_message(body=b"granted")],
+                           B, env.node, source, count=1, quiet_s=0.3) == [b"granted"]
+    finally:
+        await env.close()
+
+
+async def test_a_schema_1_database_is_upgraded_and_its_grants_computed_once(pki: TestPki, tmp_path: Path) -> None:
+    workdir, address = tmp_path / "a", "ii-sub-0123456789abcdef"
+    with closing(schema_1_database(db_path(workdir))) as old:
+        old.execute("INSERT INTO neighbours VALUES (?, '127.0.0.1', 9, ?, 0, 0, 1, 1)", (B, DOMAIN))
+        old.execute("INSERT INTO local_capabilities (actor_cn, publication_id, document, created_ms, last_updated_ms) "
+                    "VALUES ('actor-a', 'NO00001:denm-1', ?, 1, 1)", (json.dumps(denm_capability()),))
+        old.execute("INSERT INTO incoming_subscriptions (owner_cn, consumer_common_name, selector, status, endpoints, "
+                    "source_address, created_ms, last_updated_ms) VALUES (?, ?, ?, 'CREATED', ?, ?, 1, 1)",
+                    (B, B, DENM, json.dumps([{"host": "127.0.0.1", "port": 1, "source": address}]), address))
+        old.commit()
+    env = Env(pki, await start(node_config(pki, A, workdir)))
+    try:
+        spec = env.node.addresses.source(address)
+        assert spec is not None and spec.consumers == {B} and spec.scope is Scope.LOCAL
+        assert spec.selector is not None and spec.selector.endswith("publicationId IN ('NO00001:denm-1')")
+        status, poll = await env.b.get(f"/{B}/subscriptions/1")
+        assert (status, poll["status"]) == (200, "CREATED")
+        assert poll["endpoints"] == [{"host": "127.0.0.1", "port": env.node.amqps_port, "source": address}]
+        with Store.open(workdir, read_only=True) as store:
+            assert store.schema_version == 3 and store.list_incoming_subscriptions()[0].granted == ["NO00001:denm-1"]
+    finally:
+        await env.close()
+
+
+async def test_error_when_a_restored_source_collides_with_a_configured_target(pki: TestPki, tmp_path: Path) -> None:
+    workdir = tmp_path / "a"
+    env = await start_env(pki, workdir)
+    try:
+        await env.actor.post("/actor-a/capabilities", {"capabilities": [denm_capability()]})
+        _, incoming = await env.b.post("/subscriptions", subscription_request(DENM, DENM + " AND causeCode = 1"))
+        _, local = await env.other.post("/actor-x/subscriptions", {"subscriptions": [
+            {"selector": DENM}, {"selector": DENM + " AND causeCode = 1"}]})
+    finally:
+        await env.close()
+    (hit, spared), (local_hit, local_spared) = incoming["subscriptions"], local["subscriptions"]
+    taken = [hit["endpoints"][0]["source"], local_hit["endpoints"][0]["source"]]
+    # An operator's config now has targets at those addresses: the sources cannot come back.
+    config = node_config(pki, A, workdir)
+    config = config.model_copy(update={"broker": config.broker.model_copy(update={
+        "targets": [TargetSpec(address=a, publishers=frozenset({"actor-a"})) for a in taken]})})
+    env = Env(pki, await start(config))
+    try:
+        for client, failed, fine in ((env.b, hit, spared), (env.other, local_hit, local_spared)):
+            _, poll = await client.get(failed["path"])
+            assert poll["status"] == "ERROR" and poll["endpoints"] == []
+            assert poll["errorMessage"] == (f"the source could not be created: address "
+                                            f"{failed['endpoints'][0]['source']!r} is already a target")
+            assert (await client.get(fine["path"]))[1]["status"] == "CREATED"
+            assert env.node.addresses.source(fine["endpoints"][0]["source"]) is not None
+        assert all(env.node.addresses.target(a) is not None and env.node.addresses.source(a) is None for a in taken)
     finally:
         await env.close()
 

@@ -5,6 +5,7 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from ii_api.store import (
     Store,
     StoreError,
 )
+from ii_harness import schema_1_database
 
 A = Neighbour("ixn-a.one.test", "10.0.0.1", 8443, "one.test", 10, 5)
 B = Neighbour("ixn-b.two.test", "10.0.0.2", 443, "two.test")
@@ -247,3 +249,75 @@ async def test_async_facade_runs_in_one_worker_thread(tmp_path: Path, clock: Clo
         await store.list_neighbours()
     with Store.open(tmp_path) as again:  # what the facade wrote is on disk
         assert len(again.list_incoming_subscriptions(A.name)) == 20
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / DB_FILENAME
+    with closing(schema_1_database(path)) as old:
+        assert "granted" not in _columns(old, "incoming_subscriptions")
+        old.execute("INSERT INTO neighbours VALUES (?, '10.0.0.1', 443, 'one.test', 0, 0, 1, 2)", (A.name,))
+        old.execute("INSERT INTO incoming_subscriptions (owner_cn, selector, status, endpoints, source_address, "
+                    "created_ms, last_updated_ms) VALUES (?, ?, 'CREATED', ?, 'ii-sub-1', 1, 2)",
+                    (A.name, "messageType = 'DENM'", '[{"port": 5671}]'))
+        old.commit()
+    with pytest.raises(StoreError, match="older than this program's"):
+        Store(path, read_only=True)  # never migrates
+    with Store(path, create=False) as store:
+        assert store.schema_version == SCHEMA_VERSION == 3
+        (row,) = store.list_incoming_subscriptions()
+        assert (row.owner_cn, row.selector, row.status, row.endpoints, row.source_address, row.granted,
+                row.last_updated_ms) == (A.name, "messageType = 'DENM'", "CREATED", [{"port": 5671}], "ii-sub-1",
+                                         None, 2)
+        assert store.update_incoming_subscription(row.id, granted=["NO:b", "NO:a", "NO:b"]).granted == ["NO:a", "NO:b"]
+        assert [n.name for n in store.list_neighbours()] == [A.name] and store.list_departures() == {}
+    with Store(path, read_only=True) as reader:
+        assert reader.list_incoming_subscriptions()[0].granted == ["NO:a", "NO:b"]
+        with pytest.raises(StoreError):
+            reader.add_delivery("actor-1", "1 = 1", status="CREATED")
+
+
+def test_incoming_grants_are_stored(store: Store) -> None:
+    created = store.add_incoming_subscription(A.name, "1 = 1", status="CREATED", source_address="ii-sub-1",
+                                              granted=frozenset({"NO:2", "NO:1"}))
+    refused = store.add_incoming_subscription(A.name, "2 = 2", status="NO_OVERLAP")
+    assert (created.granted, refused.granted) == (["NO:1", "NO:2"], None)
+    assert store.update_incoming_subscription(created.id, status="RESUBSCRIBE").granted == ["NO:1", "NO:2"]
+    assert store.update_incoming_subscription(created.id, granted=[]).granted == []
+
+
+def test_departures_keep_the_first_time_end_when_found_again_and_expire_with_the_subscriptions(
+        store: Store, clock: Clock) -> None:
+    store.upsert_neighbours([A, B])
+    store.put_neighbour_capabilities(A.name, {"capabilities": []})
+    mine = store.add_incoming_subscription(A.name, "1 = 1", status="CREATED", source_address="ii-sub-1")
+    theirs = store.add_incoming_subscription(B.name, "1 = 1", status="CREATED", source_address="ii-sub-2")
+    left = clock.now
+    assert store.record_departure(A.name) == left
+    clock.now += 1_000
+    assert store.record_departure(A.name) == left  # the first departure counts
+    assert store.get_neighbour(A.name) is None and store.get_neighbour_capabilities(A.name) is None
+    assert store.list_departures() == {A.name: left}
+    store.upsert_neighbours([A])  # found again
+    assert store.list_departures() == {}
+    store.record_departure(A.name)
+    assert store.expire_departure(A.name) == [mine]
+    assert store.list_incoming_subscriptions() == [theirs] and store.list_departures() == {}
+
+
+def test_read_only_store_refuses_a_newer_schema_and_a_foreign_file(tmp_path: Path) -> None:
+    Store.open(tmp_path).close()
+    with sqlite3.connect(tmp_path / DB_FILENAME) as raw:
+        raw.execute("INSERT INTO schema_version VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    raw.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store.open(tmp_path, read_only=True)
+    (tmp_path / "other.db").write_bytes(b"not a database at all" * 100)
+    with closing(sqlite3.connect(tmp_path / "foreign.db")) as foreign:
+        foreign.execute("CREATE TABLE t (x)")
+    for name in ("other.db", "foreign.db"):
+        with pytest.raises(StoreError, match="is not an II database"):
+            Store(tmp_path / name, read_only=True)

@@ -322,6 +322,19 @@ def test_outgoing_nudge_polls_now_and_restore_resumes() -> None:
     assert retired.start(0.0)[-1] == DeleteRemote("/p/1")
 
 
+def test_outgoing_forgotten_at_once_when_the_neighbour_left_dns() -> None:
+    m = machine()
+    m.start(0.0)
+    m.post_succeeded(0.0, "1", "/p/1", S.CREATED, [ENDPOINT])
+    assert m.withdraw(1.0) == [StopFederation(), Persist(), Schedule(None), DeleteRemote("/p/1")]
+    assert m.neighbour_gone(1.0) == [Finished("the neighbour is no longer discovered in DNS")]  # no DELETE retries
+    assert m.phase is Phase.DONE
+    linked = machine()
+    linked.start(0.0)
+    linked.post_succeeded(0.0, "1", "/p/1", S.CREATED, [ENDPOINT])
+    assert linked.neighbour_gone(1.0)[0] == StopFederation()
+
+
 # ---------------------------------------------------------------------------------- local subscription status
 def test_local_subscription_state() -> None:
     local = LocalEndpoint(host="127.0.0.1", port=5671, source="ii-local-1")

@@ -1,0 +1,84 @@
+"""Neighbours that left DNS: their subscriptions here expire after a grace period (IP_074/089/126).
+
+The profile ties the II to DNS: only the target of a discovered SRV record may use it (IP_126), a
+control channel is kept to the *active* interchanges (IP_074) and discovery maintains "an updated
+list of addresses and ports of other available interchange entities" (IP_089). It says nothing
+about the subscriptions of an interchange that drops out of that list. This interchange:
+
+* refuses its II requests at once (IP_126), forgets its capabilities, stops pushing ours and
+  withdraws our subscriptions at it, which can no longer be reached (IP_090: the address comes
+  from discovery); see :meth:`IIService._on_discovery <ii_api.service.IIService._on_discovery>`;
+* keeps its subscriptions here, broker sources included, for ``ii.neighbour_grace_s`` (a DNS
+  change undone in time costs nothing), then deletes them and their sources: it can no longer
+  poll or delete them, and would otherwise be served on the Basic Interface for ever;
+* found again within the grace period, it keeps them; found later, its polls get 404 and it
+  subscribes anew, as for any subscription the other side forgot.
+
+The departure time is stored, so a restart neither restarts nor skips the grace period.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ii_api.discovery import departure_delay_s
+from ii_api.store import now_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ii_api.service import IIService
+
+
+class NeighbourDepartures:
+    """One timer per departed neighbour; when it fires, its subscriptions here go."""
+
+    def __init__(self, service: IIService) -> None:
+        self.service = service
+        self._timers: dict[str, asyncio.Task[None]] = {}
+
+    def pending(self) -> dict[str, asyncio.Task[None]]:
+        """The departed neighbours whose subscriptions have not expired yet (operators, tests)."""
+        return dict(self._timers)
+
+    async def left(self, names: Iterable[str]) -> None:
+        """Neighbours DNS no longer lists: departure recorded, expiry scheduled (caller holds the lock)."""
+        for name in sorted(names):
+            departed_ms = await self.service.store.record_departure(name)
+            self._schedule(name, departed_ms)
+            self.service.event("info", "ii_neighbour_departed",
+                               {"neighbour": name, "grace_s": self.service.config.neighbour_grace_s})
+
+    def returned(self, names: Iterable[str]) -> None:
+        """Neighbours found again in time: their subscriptions stay (the store forgot the departure
+        when it recorded them)."""
+        for name in names:
+            timer = self._timers.pop(name, None)
+            if timer is not None:
+                timer.cancel()
+                self.service.event("info", "ii_neighbour_returned", {"neighbour": name})
+
+    async def restore(self) -> None:
+        """Departures survive a restart. Owners of stored subscriptions that are neither neighbours nor
+        departed (a database from before departures were recorded) depart now (caller holds the lock)."""
+        service = self.service
+        departures = await service.store.list_departures()
+        owners = {row.owner_cn for row in await service.store.list_incoming_subscriptions()}
+        for name in sorted(owners - set(departures) - set(service.neighbours_by_name)):
+            departures[name] = await service.store.record_departure(name)
+        for name, departed_ms in sorted(departures.items()):
+            self._schedule(name, departed_ms)
+
+    def _schedule(self, name: str, departed_ms: int) -> None:
+        if name not in self._timers:  # an earlier departure is kept, and so its timer
+            delay = departure_delay_s(departed_ms, self.service.config.neighbour_grace_s, now_ms())
+            self._timers[name] = self.service.spawn(self._expire_after(name, delay), f"ii-departure-{name}")
+
+    async def _expire_after(self, name: str, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        service = self.service
+        async with service.lock:
+            if self._timers.get(name) is not asyncio.current_task():
+                return  # found again meanwhile
+            del self._timers[name]
+            if service.neighbour(name) is None:
+                await service.incoming.expire(name)
