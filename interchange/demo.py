@@ -260,7 +260,8 @@ def _print_where_to_look(directory: Path, nodes: dict[str, Any]) -> None:
     print(f"PKI: {directory / 'pki'}  (interchange pki --dir {directory / 'pki'} show)")
     for name in NODES:
         print(f"{name}: config {directory / name / 'node.json'}, log {directory / name / 'node.log'}, "
-              f"neighbours: interchange neighbours --data-dir {directory / name / 'var'}")
+              f"neighbours: interchange neighbours --data-dir {directory / name / 'var'}, "
+              f"subscriptions: interchange subscriptions --config {directory / name / 'node.json'}")
     print(f"the actor API, e.g. {CONSUMER}'s subscriptions: curl --cert {identity / 'chain.pem'} --key "
           f"{identity / 'key.pem'} --cacert {directory / 'pki' / 'trust.pem'} --resolve "
           f"{SUBSCRIBER}:{b.ii_port}:127.0.0.1 https://{SUBSCRIBER}:{b.ii_port}/{CONSUMER}/subscriptions")
