@@ -6,12 +6,15 @@ tests can use proton's blocking client API from the test thread.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from proton import Message, SSLDomain
 from proton.reactor import Selector
 from proton.utils import BlockingConnection
@@ -151,3 +154,15 @@ def ivim(quad_tree: str = ",031332213323322232,", **extra: Any) -> Message:
 
 def selector_option(text: str) -> Selector:
     return Selector(text)
+
+
+def wait_for_records(broker: BrokerUnderTest, wanted, failure: str, timeout: float = 5.0) -> list[dict]:
+    """The log records ``wanted`` selects, once there are any (the log is written by a thread)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+        found = [r for r in records if wanted(r)]
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(failure)

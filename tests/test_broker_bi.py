@@ -13,17 +13,16 @@ from proton import Handler
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
 from broker_harness import (
-    BROKER_CN,
     BrokerUnderTest,
-    client_connection,
     denm,
     ivim,
     make_pki,
     selector_option,
     start_broker,
+    wait_for_records,
 )
 from certs import TestPki
-from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
+from interchange.broker.addresses import SourceSpec, TargetSpec
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +89,6 @@ def receive(conn: BlockingConnection, address: str, count: int, selector: str | 
         receiver.accept()
     receiver.close()
     return got
-
-
-def wait_for_records(broker: BrokerUnderTest, wanted, failure: str, timeout: float = 5.0) -> list[dict]:
-    """The log records ``wanted`` selects, once there are any (the log is written by a thread)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
-        found = [r for r in records if wanted(r)]
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(failure)
 
 
 def body(message: Message) -> bytes:

@@ -11,7 +11,7 @@ import pytest
 from proton import Message
 from proton.utils import LinkDetached
 
-from broker_harness import BrokerUnderTest, client_connection, denm, make_pki, start_broker
+from broker_harness import BrokerUnderTest, client_connection, denm, make_pki, start_broker, wait_for_records
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.control import ControlCodec, ControlError, LogChange, PutTarget, Ready, Remove, Start
@@ -181,11 +181,37 @@ def test_workers_stop_with_the_node(pki: TestPki, tmp_path: Path) -> None:
     broker = start_broker(pki, tmp_path, processes=3)
     workers = broker.node.workers
     assert workers is not None and len(broker.node.amqps_ports) == 3
-    pids = [w.process.pid for w in workers._workers]  # noqa: SLF001 - the pids are the point of the test
+    pids = workers.pids
+    assert len(pids) == 2
     broker.stop()
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_worker_that_dies_is_restarted_on_its_port_with_the_current_addresses(
+        broker: BrokerUnderTest, pki: TestPki) -> None:
+    import signal
+
+    workers = broker.node.workers
+    assert workers is not None
+    ports = broker.node.amqps_ports
+    old_pid = workers.pids[0]
+    os.kill(old_pid, signal.SIGKILL)
+    # an address added while process 1 is down reaches the restarted one
+    broker.call(lambda: broker.node.addresses.put_source(
+        SourceSpec(address="while-down", consumers=frozenset({"actor-2"}), selector="messageType = 'DENM'")))
+    deadline = time.monotonic() + WAIT_S
+    while broker.call(lambda: workers.restarts) < 1:
+        assert time.monotonic() < deadline, "process 1 was not restarted"
+        time.sleep(0.05)
+    assert workers.pids[0] != old_pid and broker.call(lambda: [r.amqps_port for r in workers.ready]) == [ports[1]]
+    _send(pki, ports[1], "in-1", denm(body=b"after-restart"))
+    assert _receive_all(pki, ports, "while-down", 1) == [b"after-restart"]
+    assert _receive_all(pki, ports, "denm", 1) == [b"after-restart"]
+    for event in ("broker_process_exited", "broker_process_restarted"):
+        [record] = wait_for_records(broker, lambda r, e=event: r["event"] == e, f"no {event} logged")
+        assert record["details"]["process"] == 1
 
 
 def test_a_worker_that_cannot_listen_fails_the_start(pki: TestPki, tmp_path: Path) -> None:

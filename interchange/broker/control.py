@@ -6,7 +6,8 @@ line over the worker's stdin, answers over its stdout. :class:`ControlCodec` tur
 messages and messages into bytes; the asyncio code in :mod:`interchange.broker.processes` and
 :mod:`interchange.broker.worker` only moves them.
 
-Parent -> worker: ``start`` (the node config and the worker's index), ``put_target``,
+Parent -> worker: ``start`` (the node config, the worker's index and, for a restart, the ports
+it had), ``put_target``,
 ``put_source``, ``remove``, ``log`` (new log settings, IP_138 switched at run time).
 Worker -> parent: ``ready`` (the ports it listens on) or ``failed`` (why it could not start).
 """
@@ -30,11 +31,19 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Ready(_Message):
+    op: Literal["ready"] = "ready"
+    amqps_port: int | None = None
+    amqp_port: int | None = None
+    admin_port: int | None = None
+
+
 class Start(_Message):
     op: Literal["start"] = "start"
     index: int = Field(ge=1)
     processes: int = Field(ge=2)
     config: dict[str, Any]  #: a NodeConfig, paths resolved (validated by the worker)
+    ports: Ready | None = None  #: listen exactly here (a restarted worker keeps its endpoints)
 
 
 class PutTarget(_Message):
@@ -55,13 +64,6 @@ class Remove(_Message):
 class LogChange(_Message):
     op: Literal["log"] = "log"
     settings: LogSettings
-
-
-class Ready(_Message):
-    op: Literal["ready"] = "ready"
-    amqps_port: int | None = None
-    amqp_port: int | None = None
-    admin_port: int | None = None
 
 
 class Failed(_Message):

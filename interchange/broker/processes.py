@@ -4,6 +4,11 @@ Each is ``python -m interchange.broker.worker``, fed over its stdin (:mod:`inter
 with the node config, then a snapshot of the node's :class:`AddressBook` and every later change
 (from config or the II), and the log settings when an operator switches them. The node process
 stays the one place addresses are decided; the workers only mirror them.
+
+A worker that exits while the node runs is restarted (after 0.5 s, doubling up to 30 s while it
+keeps failing) on the ports it had, with the current addresses, so the endpoints the II handed
+out stay valid; what its sources buffered is lost, as in any broker restart (messages are kept
+in memory only).
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ __all__ = ["BrokerProcesses", "WorkerStartError"]
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
+RESTART_MIN_S = 0.5
+RESTART_MAX_S = 30.0
+STABLE_S = 60.0  #: a worker that ran this long failed afresh: its restart delay starts over
 
 
 class WorkerStartError(RuntimeError):
@@ -27,19 +35,36 @@ class WorkerStartError(RuntimeError):
 
 
 class _Worker:
+    """One running worker process and its end of the control channel."""
+
     def __init__(self, index: int, process: asyncio.subprocess.Process) -> None:
         self.index = index
         self.process = process
         self.codec = ControlCodec()
-        self.ready: Ready | None = None
-        self.watcher: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def spawn(cls, start: Start, timeout_s: float) -> tuple["_Worker", Ready]:
+        """Start a worker with ``start`` and wait until it listens."""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "interchange.broker.worker",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        worker = cls(start.index, process)
+        worker.send(start)
+        try:
+            ready = await asyncio.wait_for(worker._wait_ready(), timeout_s)
+        except BaseException as exc:
+            await worker.stop()
+            if isinstance(exc, TimeoutError):
+                raise WorkerStartError(f"broker process {start.index} not ready within {timeout_s:.0f} s") from None
+            raise
+        return worker, ready
 
     def send(self, message: object) -> None:
         stdin = self.process.stdin
         if stdin is not None and not stdin.is_closing():
             stdin.write(self.codec.encode(message))  # type: ignore[arg-type]
 
-    async def wait_ready(self) -> Ready:
+    async def _wait_ready(self) -> Ready:
         stdout = self.process.stdout
         assert stdout is not None
         while True:
@@ -57,52 +82,81 @@ class _Worker:
                 if isinstance(message, Ready):
                     return message
 
+    async def stop(self) -> None:
+        """Close the control channel (the worker stops by itself), kill it if it does not."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+
 
 class BrokerProcesses:
-    """Broker processes 1..N-1 of a node, kept in step with its address book and log settings."""
+    """Broker processes 1..N-1 of a node, kept running and in step with its address book and log."""
 
-    def __init__(self, workers: list[_Worker], log: JsonLog) -> None:
-        self._workers = workers
+    def __init__(self, config: dict, processes: int, addresses: AddressBook, log: JsonLog) -> None:
+        self._config = config
+        self._processes = processes
+        self._addresses = addresses
         self._log = log
+        self._workers: dict[int, _Worker] = {}
+        self._ready: dict[int, Ready] = {}
+        self._supervisors: list[asyncio.Task[None]] = []
         self._closing = False
+        self.restarts = 0  #: worker restarts so far (operators, tests)
 
     @property
     def ready(self) -> list[Ready]:
         """Ports of processes 1..N-1, in order."""
-        return [w.ready for w in self._workers if w.ready is not None]
+        return [self._ready[k] for k in sorted(self._ready)]
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running workers, in order."""
+        return [self._workers[k].process.pid for k in sorted(self._workers)]
 
     @classmethod
     async def start(cls, config: dict, processes: int, addresses: AddressBook, log: JsonLog,
                     timeout_s: float = START_TIMEOUT_S) -> "BrokerProcesses":
         """Start processes 1..``processes``-1 with ``config`` (a NodeConfig as JSON), wait until each
         listens, then mirror ``addresses`` to them from now on."""
-        workers: list[_Worker] = []
-        pool = cls(workers, log)
+        pool = cls(config, processes, addresses, log)
         try:
-            for index in range(1, processes):
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "interchange.broker.worker",
-                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-                worker = _Worker(index, process)
-                workers.append(worker)
-                worker.send(Start(index=index, processes=processes, config=config))
-            for worker in workers:
-                try:
-                    worker.ready = await asyncio.wait_for(worker.wait_ready(), timeout_s)
-                except TimeoutError:
-                    raise WorkerStartError(f"broker process {worker.index} not ready within {timeout_s:.0f} s") from None
+            started = await asyncio.gather(
+                *(_Worker.spawn(pool._start_message(k, None), timeout_s) for k in range(1, processes)),
+                return_exceptions=True)
+            for result in started:
+                if not isinstance(result, BaseException):
+                    worker, ready = result
+                    pool._adopt(worker, ready)
+            for result in started:
+                if isinstance(result, BaseException):
+                    raise result
         except BaseException:
             await pool.close()
             raise
-        for spec in addresses.targets.values():
-            pool._broadcast(PutTarget(spec=spec))
-        for spec in addresses.sources.values():
-            pool._broadcast(PutSource(spec=spec))
         addresses.subscribe(pool._on_address_change)
         log.on_change(lambda: pool._broadcast(LogChange(settings=log.settings)))
-        for worker in workers:
-            worker.watcher = asyncio.get_running_loop().create_task(pool._watch(worker))
+        loop = asyncio.get_running_loop()
+        pool._supervisors = [loop.create_task(pool._supervise(k), name=f"broker-process-{k}")
+                             for k in range(1, processes)]
         return pool
+
+    def _start_message(self, index: int, ports: Ready | None) -> Start:
+        return Start(index=index, processes=self._processes, config=self._config, ports=ports)
+
+    def _adopt(self, worker: _Worker, ready: Ready) -> None:
+        """Take a worker that listens into service: the current addresses, then every change."""
+        self._workers[worker.index] = worker
+        self._ready[worker.index] = ready
+        for spec in self._addresses.targets.values():
+            worker.send(PutTarget(spec=spec))
+        for spec in self._addresses.sources.values():
+            worker.send(PutSource(spec=spec))
+        worker.send(LogChange(settings=self._log.settings))  # as switched at run time, if it was
 
     def _on_address_change(self, kind: str, address: str, spec: TargetSpec | SourceSpec | None) -> None:
         if spec is None:
@@ -113,31 +167,44 @@ class BrokerProcesses:
             self._broadcast(PutSource(spec=spec))
 
     def _broadcast(self, message: object) -> None:
-        for worker in self._workers:
+        for worker in self._workers.values():
             worker.send(message)
 
-    async def _watch(self, worker: _Worker) -> None:
-        """Report a broker process that exits while the node runs (its ports stop answering)."""
-        code = await worker.process.wait()
-        if not self._closing:
-            self._log.event("error", "broker_process_exited", {"process": worker.index, "status": code})
+    async def _supervise(self, index: int) -> None:
+        """Restart worker ``index`` whenever it exits while the node runs, on the ports it had."""
+        delay = RESTART_MIN_S
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            worker = self._workers.get(index)
+            if worker is not None:
+                since = loop.time()
+                code = await worker.process.wait()
+                if self._closing:
+                    return
+                del self._workers[index]
+                if loop.time() - since > STABLE_S:
+                    delay = RESTART_MIN_S
+                self._log.event("error", "broker_process_exited",
+                                {"process": index, "status": code, "restart_in_s": delay})
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESTART_MAX_S)
+            try:
+                worker, ready = await _Worker.spawn(self._start_message(index, self._ready[index]), START_TIMEOUT_S)
+            except (WorkerStartError, OSError) as exc:
+                self._log.event("error", "broker_process_restart_failed", {"process": index, "error": str(exc)})
+                continue
+            if self._closing:
+                await worker.stop()
+                return
+            self._adopt(worker, ready)
+            self.restarts += 1
+            self._log.event("warning", "broker_process_restarted", {"process": index, "pid": worker.process.pid,
+                                                                    "amqps_port": ready.amqps_port})
 
     async def close(self) -> None:
-        """Stop every worker: close its control channel, wait, then terminate/kill if it must."""
+        """Stop every worker: close its control channel, wait, then kill if it must."""
         self._closing = True
-        for worker in self._workers:
-            if worker.process.stdin is not None:
-                worker.process.stdin.close()
-        for worker in self._workers:
-            try:
-                await asyncio.wait_for(worker.process.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    worker.process.kill()
-                await worker.process.wait()
-            if worker.watcher is not None:
-                worker.watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker.watcher
-
-
+        for task in self._supervisors:
+            task.cancel()
+        await asyncio.gather(*self._supervisors, return_exceptions=True)
+        await asyncio.gather(*(worker.stop() for worker in self._workers.values()))

@@ -27,18 +27,23 @@ from interchange.broker.control import (ControlCodec, ControlError, Failed, LogC
 from interchange.broker.placement import Placement
 
 
-def worker_config(config: dict, index: int) -> dict:
+def worker_config(config: dict, index: int, ports: Ready | None = None) -> dict:
     """The node config as broker process ``index`` runs it: ports shifted by ``index`` (0 stays 0,
-    any free port), its own log file, no Improved Interface, no static addresses (they come over
-    the control channel, like the II's)."""
+    any free port) or exactly ``ports`` (a restart), its own log file, no Improved Interface, no
+    static addresses (they come over the control channel, like the II's)."""
     broker = dict(config.get("broker") or {})
+    admin = dict(config.get("admin") or {})
     for key in ("port", "plain_port"):
         if broker.get(key):
             broker[key] = broker[key] + index
-    broker["targets"], broker["sources"] = [], []
-    admin = dict(config.get("admin") or {})
     if admin.get("port"):
         admin["port"] = admin["port"] + index
+    if ports is not None:
+        for section, key, port in ((broker, "port", ports.amqps_port), (broker, "plain_port", ports.amqp_port),
+                                   (admin, "port", ports.admin_port)):
+            if port is not None:
+                section[key] = port
+    broker["targets"], broker["sources"] = [], []
     log = dict(config.get("log") or {})
     if log.get("path"):
         path = Path(log["path"])
@@ -63,7 +68,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
         send(codec.encode(Failed(reason=f"expected a start message, got {start.op!r}")))
         return 2
     try:
-        config = NodeConfig.model_validate(worker_config(start.config, start.index))
+        config = NodeConfig.model_validate(worker_config(start.config, start.index, start.ports))
         node = await start_node(config, placement=Placement(start.processes, start.index))
     except (ValidationError, OSError, ValueError) as exc:
         send(codec.encode(Failed(reason=f"broker process {start.index}: {exc}")))
