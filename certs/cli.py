@@ -37,7 +37,7 @@ def _add_key_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rsa-bits", type=int, default=2048, help=f"RSA key size, at least {MIN_RSA_BITS} (default: 2048)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``pki`` and its subcommands to the ``interchange`` command line."""
     pki = subparsers.add_parser(
         "pki", help="session-level test PKI (chapter 5, appendix E)",

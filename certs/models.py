@@ -102,7 +102,8 @@ class PkiState(_Model):
 
     def find_serial(self, serial: int) -> CaRecord | IssuedRecord | None:
         """The intermediate or leaf record with this serial (the root cannot be revoked)."""
-        for record in [*self.intermediates.values(), *self.issued]:
+        records: list[CaRecord | IssuedRecord] = [*self.intermediates.values(), *self.issued]
+        for record in records:
             if record.serial == serial:
                 return record
         return None

@@ -260,7 +260,7 @@ def _endpoints(endpoints: Iterable[dict[str, Any]]) -> str:
 
 def format_subscriptions(report: SubscriptionsReport) -> str:
     """The report as four titled tables (a section without rows says so)."""
-    sections = [
+    sections: list[tuple[str, Sequence[str], list[Sequence[object]]]] = [
         ("Subscriptions of neighbours here (incoming)",
          ("NEIGHBOUR", "ID", "STATUS", "SELECTOR", "SOURCE", "ENDPOINTS", "ERROR"),
          [(r.neighbour, r.id, r.status, _one_line(r.selector), r.source or "-", _endpoints(r.endpoints),

@@ -32,11 +32,16 @@ M = TypeVar("M", bound=WireModel)
 
 
 class Peer(Protocol):
-    """A neighbour to call: its name (= certificate CN), address and control-channel port."""
+    """A neighbour to call: its name (= certificate CN), address and control-channel port (read only)."""
 
-    name: str
-    host: str
-    port: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
 
 
 class IIClientError(Exception):

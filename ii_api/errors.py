@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ii_api.models import APPLICATION_TAGS, WireModel
 
@@ -70,7 +71,7 @@ def error_field(loc: tuple[int | str, ...]) -> str | None:
     return ".".join(parts) or None
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: ErrorDetails) -> str:
     kind = error.get("type", "")
     if kind == "json_invalid":
         return f"invalid JSON: {error.get('ctx', {}).get('error', error.get('msg', ''))}"

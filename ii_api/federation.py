@@ -14,6 +14,7 @@ import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from interchange.broker.client import ClientConnection
 from interchange.broker.engine import Rejected
@@ -99,7 +100,7 @@ class Federation:
                 receiver = connection.open_receiver(endpoint.source, lambda raw: self._on_message(status, raw))
                 status.connected = True
                 backoff = self._min_backoff
-                closed = asyncio.ensure_future(connection.link_closed.wait())
+                closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
                 try:
                     await asyncio.wait([connection.lost, closed], return_when=asyncio.FIRST_COMPLETED)
                 finally:

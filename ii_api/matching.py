@@ -57,7 +57,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeGuard, Union
 
 from jms_selectors import Selector, parse, reference
 from jms_selectors.ast import And, Expr, Identifier, IsNull, Like, Not, Or, identifiers
@@ -127,7 +127,7 @@ def _unique(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Final, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -113,7 +113,7 @@ __all__ = [
 ]
 
 CAPABILITIES_VERSION = "2.0"  # Table 9
-SUBSCRIPTIONS_VERSION = "1.2"  # Tables 13/14
+SUBSCRIPTIONS_VERSION: Final = "1.2"  # Tables 13/14 (Final: the Literal["1.2"] of SubscriptionVersion)
 LOCAL_API_VERSION = "1.0"  # NordicWay onboard API
 
 _CUSTOM = re.compile(r"custom-[^-]+-.+", re.DOTALL)
@@ -307,7 +307,7 @@ class CamApplication(Application):
     optional extension beyond Table 11."""
 
     messageType: Literal["CAM"] = "CAM"
-    stationType: list[Int] | None = Field(None, validation_alias=AliasChoices("stationType", "stationTypes"))
+    stationType: list[Int] | None = Field(default=None, validation_alias=AliasChoices("stationType", "stationTypes"))
 
 
 class CpmApplication(Application):
@@ -362,7 +362,7 @@ def _redirect_policy_alias(value: Any) -> Any:
 class Metadata(Extensible):
     """Table 12 (all optional). ``infoUrl`` (NordicWay) is read as ``infoURL``."""
 
-    infoURL: Text | None = Field(None, validation_alias=AliasChoices("infoURL", "infoUrl"))
+    infoURL: Text | None = Field(default=None, validation_alias=AliasChoices("infoURL", "infoUrl"))
     shardCount: PositiveInt | None = None  # appendix G
     redirectPolicy: Annotated[RedirectPolicy | None, BeforeValidator(_redirect_policy_alias)] = None
     maxBandwidth: NonNegativeInt | None = None  # bytes/s over 5 s, per shard

@@ -46,7 +46,7 @@ import asyncio
 import logging
 import secrets
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -161,9 +161,9 @@ class IIService:
                 await runner.federation.close()
         await self.client.close()
 
-    def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """A background task of the service (cancelled by :meth:`close`)."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -481,7 +481,8 @@ def local_subscription_state(redirect: bool, local_endpoints: Sequence[LocalEndp
         if redirect and view.status in (SubscriptionStatus.CREATED, SubscriptionStatus.ERROR):
             endpoints += [LocalEndpoint(host=e.host, port=e.port, source=e.source, maxBandwidth=e.maxBandwidth,
                                         maxMessageRate=e.maxMessageRate)
-                          for e in view.endpoints if e.complete]
+                          for e in view.endpoints  # those e.complete, spelled out so that the types narrow
+                          if e.host is not None and e.port is not None and e.source is not None]
     if failures:
         return SubscriptionStatus.ERROR, endpoints, "; ".join(failures)
     return SubscriptionStatus.CREATED, endpoints, None

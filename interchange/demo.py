@@ -20,7 +20,7 @@ import json
 import shutil
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ HAZELDONK, VALENCA = "120202130121133020", "031332213323322232"
 STEP_S = 20.0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help="run the quick-start demo: a two-interchange federation on loopback",
                                    description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory (default demo-data)")
@@ -179,7 +179,7 @@ async def _until(predicate: Callable[[], Any], what: str) -> Any:
     return value
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
@@ -200,14 +200,15 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
         for name in NODES:
             nodes[name] = await start_node(load_config(configs[name]))
         a, b = nodes[INTERCHANGE], nodes[SUBSCRIBER]
-        assert a.ii is not None and b.ii is not None and a.amqps_port and b.amqps_port
+        a_ii, b_ii = a.ii, b.ii  # locals, so that the lambdas below see them narrowed
+        assert a_ii is not None and b_ii is not None and a.amqps_port and b.amqps_port
         print(f"DNS: _ixc._tcp.{DOMAIN} SRV records on udp://127.0.0.1:{dns_port}")
         for name, node in nodes.items():
             print(f"interchange {name}: II https://127.0.0.1:{node.ii_port} (mutual TLS 1.3), "
                   f"AMQPS amqps://127.0.0.1:{node.amqps_port}, metrics http://127.0.0.1:{node.admin_port}/metrics")
-        await _until(lambda: b.ii.is_neighbour(INTERCHANGE) and a.ii.is_neighbour(SUBSCRIBER), "discovery")
-        print(f"  discovery: {SUBSCRIBER} found {', '.join(n.name for n in b.ii.neighbours)}; "
-              f"{INTERCHANGE} found {', '.join(n.name for n in a.ii.neighbours)}")
+        await _until(lambda: b_ii.is_neighbour(INTERCHANGE) and a_ii.is_neighbour(SUBSCRIBER), "discovery")
+        print(f"  discovery: {SUBSCRIBER} found {', '.join(n.name for n in b_ii.neighbours)}; "
+              f"{INTERCHANGE} found {', '.join(n.name for n in a_ii.neighbours)}")
         publisher = _Actor(directory, PUBLISHER, INTERCHANGE, a.ii_port or 0)
         consumer = _Actor(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
         actors += [publisher, consumer]
@@ -217,14 +218,14 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
             {"selector": "publisherId = 'NL00001'"}]}))["deliveries"][0]
         target = delivery["endpoints"][0]["target"]
         print(f"  {PUBLISHER} delivery {delivery['status']}: publish to target {target}")
-        await _until(lambda: len(b.ii.neighbour_capabilities(INTERCHANGE)) == 2, "capability exchange")
+        await _until(lambda: len(b_ii.neighbour_capabilities(INTERCHANGE)) == 2, "capability exchange")
         print(f"  capability exchange: {SUBSCRIBER} knows {INTERCHANGE}'s 2 capabilities")
         started = time.monotonic()
         sub = (await consumer.call("POST", "subscriptions", {"subscriptions": [{"selector": DEMO_SELECTOR}]}))
         sub = sub["subscriptions"][0]
         source = sub["endpoints"][0]["source"]
         print(f"  {CONSUMER} subscription at {SUBSCRIBER} {sub['status']}: {DEMO_SELECTOR!r} -> source {source}")
-        await _until(lambda: any(link["connected"] for o in b.ii.status()["outgoing"] for link in o["links"]),
+        await _until(lambda: any(link["connected"] for o in b_ii.status()["outgoing"] for link in o["links"]),
                      "the subscription at A and its data link")
         print(f"  {SUBSCRIBER} subscribed at {INTERCHANGE}: CREATED, data link up "
               f"{(time.monotonic() - started) * 1000:.0f} ms after {CONSUMER}'s POST")

@@ -80,7 +80,7 @@ class DemoDns:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         loop = asyncio.get_running_loop()
         transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(self), local_addr=(host, port))
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = transport
         self.port = int(transport.get_extra_info("sockname")[1])
         return self.port
 

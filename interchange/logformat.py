@@ -79,7 +79,7 @@ def json_value(value: object) -> object:
 def _plain(value: object) -> object:
     for kind in (bool, int, float, str):
         if isinstance(value, kind):
-            return kind(value)  # type: ignore[call-overload]
+            return kind(value)
     return str(value)
 
 

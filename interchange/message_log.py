@@ -104,7 +104,7 @@ class JsonLog:
             record["bodyContentHex"] = body_hex(message.raw)
         self._write(record)
 
-    def rejected(self, identity: str, address: str, raw: bytes, reason: str) -> None:
+    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str) -> None:
         """IP_016: a dropped malformed message is always logged (as a warning)."""
         if not self._enabled("warning"):
             return
@@ -122,13 +122,13 @@ class JsonLog:
         self._handler.close()
 
 
-def body_hex(raw: bytes) -> str:
+def body_hex(raw: bytes | bytearray) -> str:
     """Hex of the message's application data (appendix F ``bodyContentHex``)."""
     from proton import Message
 
     message = Message()
     try:
-        message.decode(raw)
+        message.decode(raw)  # type: ignore[arg-type]  # proton says bytes; ffi.from_buffer takes any buffer
     except Exception:  # noqa: BLE001 - an undecodable message is logged whole
         return raw.hex()
     body = message.body

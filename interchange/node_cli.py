@@ -8,7 +8,7 @@ from pathlib import Path
 from interchange.errors import CliError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "broker", help="run the AMQP 1.0 Basic Interface broker",
         description="Run the node's AMQP 1.0 broker (TLS 1.3, client certificates) from a config file.")

@@ -33,7 +33,8 @@ from contextlib import contextmanager
 
 from jms_selectors import reference
 from jms_selectors.ast import (
-    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Not, Or, Unary, identifiers,
+    And, Arithmetic, Between, Comparison, ComparisonOp, Expr, Identifier, In, IsNull, Like, Not, Or, Unary,
+    identifiers,
 )
 from jms_selectors.like import contains_any
 
@@ -42,7 +43,7 @@ HOIST_DEPTH = 8
 #: Value length from which a separator-led ``LIKE '%,lit%'`` searches with ``re`` instead of ``in``.
 _REGEX_FROM = 128
 
-_MIRROR = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_MIRROR: dict[ComparisonOp, ComparisonOp] = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _REF = re.compile("\x01(\\d+)\x02")
 _SIMPLE = re.compile("\x01\\d+\x02|[A-Za-z_][A-Za-z0-9_]*")
 

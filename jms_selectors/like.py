@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 _ONE = object()  # placeholder for "_" while parsing
 _RUN = object()  # placeholder for "%"
@@ -80,7 +81,8 @@ def _segment(items: list[object]) -> tuple[str | re.Pattern[str], int]:
     """A fixed-length segment (plain text, or a regex of single-character items) and its length."""
     if all(isinstance(x, str) for x in items):
         return "".join(items), len(items)  # type: ignore[arg-type]
-    source = "".join("." if x is _ONE else re.escape(x) for x in items)  # type: ignore[arg-type]
+    # a segment holds characters (str) and _ONE, never _RUN
+    source = "".join("." if x is _ONE else re.escape(cast(str, x)) for x in items)
     return re.compile(source, re.DOTALL), len(items)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Mapping
+from typing import TypeGuard
 
 from jms_selectors.ast import (
     And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary,
@@ -28,7 +29,7 @@ def evaluate(node: Expr, properties: Mapping[str, object]) -> bool | None:
         return None
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """Exact (int) or approximate (float) numeric value, subclasses included; bool is not a number."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -103,7 +104,7 @@ def arithmetic(op: str, left: object, right: object) -> int | float | None:
             return None
         quotient = abs(left) // abs(right)  # SQL-92: truncate toward zero
         return quotient if (left < 0) == (right < 0) else -quotient
-    x, y = _float(left), _float(right)  # type: ignore[arg-type]
+    x, y = _float(left), _float(right)
     if op == "+":
         return x + y
     if op == "-":
@@ -126,7 +127,7 @@ def _value(node: Expr, props: Mapping[str, object]) -> object:
         operand = _value(node.operand, props)
         if not is_number(operand):
             return None
-        return -operand if node.op == "-" else operand  # type: ignore[operator]
+        return -operand if node.op == "-" else operand
     if isinstance(node, Arithmetic):
         return arithmetic(node.op, _value(node.left, props), _value(node.right, props))
     if isinstance(node, Comparison):
@@ -151,7 +152,7 @@ def _value(node: Expr, props: Mapping[str, object]) -> object:
         return _not(_truth(_value(node.operand, props)))
     if isinstance(node, (And, Or)):  # stops at the first FALSE (AND) / TRUE (OR) operand
         decisive = isinstance(node, Or)
-        result: bool | None = not decisive
+        result = not decisive
         for operand in node.operands:
             truth = _truth(_value(operand, props))
             if truth is decisive:

@@ -51,7 +51,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     form.add_argument("--property", action="store_true", help="print the ',t1,t2,' quadTree property")
     form.add_argument("--selector", action="store_true", help="print the merged quadTree LIKE selector")
     parser.set_defaults(handler=run)
-    parser.error = _one_line_error(parser)  # type: ignore[method-assign]
+    parser.error = _one_line_error(parser)
     return parser
 
 

@@ -36,7 +36,7 @@ def format_property(tiles: Iterable[str]) -> str:
     return "," + ",".join(checked) + ","
 
 
-def parse_property(value: str) -> list[str]:
+def parse_property(value: object) -> list[str]:
     """``",t1,t2,"`` -> ``[t1, t2]``, refusing malformed values with a ValueError that says why.
 
     Refused: non-strings, a missing leading or trailing comma, the bare ``","``,

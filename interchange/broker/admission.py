@@ -24,6 +24,7 @@ Two paths give the same results:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from interchange.broker.amqp_scan import ScanError, decode_application_properties, scan_message
 from interchange.broker.engine import Rejected
@@ -31,6 +32,8 @@ from interchange.broker.message import BrokerMessage
 from interchange.broker.ttl_policy import TtlPolicy, expiry_ms
 from interchange.broker.validation import MESSAGE_TYPES, validate_application_properties
 
+#: interchange.broker._admit.admit (typed in _admit.pyi), or None when the module is not built
+_c_admit: Callable[[bytes | bytearray, int | None], tuple[dict[str, object], bool, int | None, int | None] | None] | None
 try:
     from interchange.broker._admit import admit as _c_admit
 except ImportError:  # not built (no compiler): the Python path alone
@@ -58,7 +61,7 @@ class Admission:
     def __init__(self, ttl_policy: TtlPolicy, cache_size: int = 4096, *, accelerated: bool | None = None) -> None:
         self.ttl_policy = ttl_policy
         # IP_033 defaults per messageType, computed once (the common case: no TTL on the message)
-        self._default_ttl = {t: ttl_policy.default_ttl_ms(t) for t in MESSAGE_TYPES}
+        self._default_ttl: dict[object, int] = {t: ttl_policy.default_ttl_ms(t) for t in MESSAGE_TYPES}
         self._fallback_ttl = ttl_policy.default_ttl_ms(None)
         self._cache: dict[tuple[bytes, int | None], tuple[dict[str, object], str | None]] = {}
         self._cache_size = cache_size
@@ -115,8 +118,10 @@ class Admission:
         return now_ms + self._default_ttl.get(properties.get("messageType"), self._fallback_ttl)
 
     @staticmethod
-    def _check(raw: bytes, start: int | None, end: int | None,
+    def _check(raw: bytes | bytearray, start: int | None, end: int | None,
                shard_count: int | None) -> tuple[dict[str, object], str | None]:
+        properties: dict[str, object]
+        types: dict[str, str]
         if start is None or end is None:
             properties, types = _NO_PROPERTIES, {}
         else:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from struct import Struct
 from struct import error as _StructError
-from typing import NamedTuple
+from typing import NamedTuple, cast
 from uuid import UUID
 
 __all__ = [
@@ -299,6 +299,7 @@ def _read_application_properties(
     """
     props: dict[str, object] = {}
     types: dict[str, str] = {}
+    value: object  # a str inline, any simple AMQP value out of line
     fixed = _FIXED
     for _ in range(pairs):
         # key: str8-utf8 inline, str32-utf8 and errors out of line
@@ -452,7 +453,9 @@ def _read_header(data, pos: int, end: int) -> tuple[bool, int, int | None, int]:
         elif c == 0x40 or c == 0x42:
             p += 1
         else:
-            durable, p = _field(data, p, stop, "header durable", ("boolean", "null"))
+            # null (0x40) is taken above, so the field is a boolean
+            value, p = _field(data, p, stop, "header durable", ("boolean", "null"))
+            durable = cast(bool, value)
         if count > 1:
             c = data[p] if p < stop else -1
             if c == 0x40:
@@ -461,7 +464,9 @@ def _read_header(data, pos: int, end: int) -> tuple[bool, int, int | None, int]:
                 priority = data[p + 1]
                 p += 2
             else:
-                priority, p = _field(data, p, stop, "header priority", ("ubyte", "null"))
+                # null (0x40) is taken above, so the field is a ubyte
+                value, p = _field(data, p, stop, "header priority", ("ubyte", "null"))
+                priority = cast(int, value)
             if count > 2:
                 c = data[p] if p < stop else -1
                 if c == 0x70 and p + 5 <= stop:

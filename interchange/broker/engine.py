@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import cproton
 from cproton_ffi import ffi, lib
@@ -20,6 +20,9 @@ from proton import Data, Described, symbol, ulong
 
 from interchange.broker.message import BrokerMessage
 from interchange.broker.proton_io import ProtonConnection
+
+if TYPE_CHECKING:
+    from interchange.broker.source import Source
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +109,7 @@ class Router(Protocol):
 
     def detach_consumer(self, link: "ConsumerLinkState") -> None: ...
 
-    def publish(self, publication: Any, raw: bytes) -> None:
+    def publish(self, publication: Any, raw: bytes | bytearray) -> None:
         """Route one message; raise :class:`Rejected` to reject it."""
 
     def credit_available(self, link: "ConsumerLinkState") -> None: ...
@@ -136,7 +139,7 @@ class ConsumerLinkState:
         self.link = link
         self.address = address
         self.selector: Callable[[dict], bool] | None = None
-        self.source: Any = None
+        self.source: Source | None = None  #: the Source it is attached to (set by the router)
         self._tag = 0
         self.presettled = presettled
         self.unsettled: dict[Any, BrokerMessage] = {}

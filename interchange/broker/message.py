@@ -5,6 +5,8 @@ from __future__ import annotations
 class BrokerMessage:
     """One received message, kept as the exact bytes received (IP_014/015).
 
+    ``raw`` is ``bytes``, or for a large message the ``bytearray`` proton filled (no copy).
+
     ``properties`` are the decoded application properties (read for routing only, IP_008);
     ``expiry_ms`` is the absolute expiry in ms since the epoch (IP_033) or None;
     ``shard_key`` orders delivery per (publicationId, shardId) (IP_128, no shardId = shard 1).
@@ -14,7 +16,7 @@ class BrokerMessage:
 
     def __init__(
         self,
-        raw: bytes,
+        raw: bytes | bytearray,
         properties: dict,
         expiry_ms: int | None,
         federated: bool,

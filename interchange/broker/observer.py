@@ -20,12 +20,14 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.03, 0.
 class MessageLog(Protocol):
     """Sink for message and connection events (see :mod:`interchange.logformat`)."""
 
-    messages_on: bool
+    @property
+    def messages_on(self) -> bool:
+        """True while message events are logged (read before building a message record)."""
 
     def message(self, event: str, message: BrokerMessage, address: str, departure_ms: int | None = None,
                 identity: str | None = None) -> None: ...
 
-    def rejected(self, identity: str, address: str, raw: bytes, reason: str) -> None: ...
+    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str) -> None: ...
 
     def event(self, level: str, event: str, fields: dict) -> None: ...
 
@@ -65,7 +67,7 @@ class BrokerObserver:
         if self.log is not None:
             self.log.event("info", "link_detach", {"role": role, "identity": identity, "address": address})
 
-    def rejected(self, identity: str, address: str, raw: bytes, reason: str) -> None:
+    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str) -> None:
         """IP_016: a malformed message is dropped and the event logged."""
         self.rejected_count += 1
         if self.log is not None:

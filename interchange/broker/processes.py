@@ -152,10 +152,10 @@ class BrokerProcesses:
         """Take a worker that listens into service: the current addresses, then every change."""
         self._workers[worker.index] = worker
         self._ready[worker.index] = ready
-        for spec in self._addresses.targets.values():
-            worker.send(PutTarget(spec=spec))
-        for spec in self._addresses.sources.values():
-            worker.send(PutSource(spec=spec))
+        for target in self._addresses.targets.values():
+            worker.send(PutTarget(spec=target))
+        for source in self._addresses.sources.values():
+            worker.send(PutSource(spec=source))
         worker.send(LogChange(settings=self._log.settings))  # as switched at run time, if it was
 
     def _on_address_change(self, kind: str, address: str, spec: TargetSpec | SourceSpec | None) -> None:

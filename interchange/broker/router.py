@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import cast
 
 import jms_selectors
 from interchange.broker.admission import Admission
@@ -67,7 +68,8 @@ class BrokerCore:
                 if old is not None:
                     self._index.remove(old)
                     del self.sources[address]
-                    for link in list(old.links):
+                    # a source's links are the engines' links attach_consumer added
+                    for link in cast("list[ConsumerLinkState]", list(old.links)):
                         link.engine.close_link(link.link, "amqp:resource-deleted", f"source {address!r} was deleted")
                 return
             assert isinstance(spec, SourceSpec)
@@ -76,15 +78,16 @@ class BrokerCore:
             if old is not None:
                 self._index.remove(old)
                 source.adopt(old)
-                for link in list(source.links):
+                for link in cast("list[ConsumerLinkState]", list(source.links)):
                     if link.identity not in spec.consumers:
                         source.remove_link(link)
                         link.engine.close_link(link.link, "amqp:unauthorized-access", "consumer grant withdrawn")
             self.sources[address] = source
             self._index.add(source, node_selector.ast if node_selector else None)
         else:
+            target = cast("TargetSpec | None", spec)  # kind "target"
             for publication in list(self._publications.get(address, ())):
-                allowed = spec is not None and publication.identity in spec.publishers
+                allowed = target is not None and publication.identity in target.publishers
                 if not allowed and publication.closer is not None:
                     publication.closer("amqp:resource-deleted" if spec is None else "amqp:unauthorized-access",
                                        f"target {address!r} was deleted or the grant withdrawn")
@@ -158,7 +161,7 @@ class BrokerCore:
         if source is not None:
             source.credit_changed(self.clock_ms())
 
-    def publish(self, publication: Publication, raw: bytes) -> None:
+    def publish(self, publication: Publication, raw: bytes | bytearray) -> None:
         """Validate and route one message; raise Rejected for a malformed one (IP_016)."""
         observer = self.observer
         timed = observer.received_count % LATENCY_SAMPLE == 0

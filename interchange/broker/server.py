@@ -17,6 +17,7 @@ from collections.abc import Callable
 from certs.errors import PeerIdentityError
 from certs.tls import peer_common_name
 from interchange.broker.engine import ConnectionEngine, EngineLimits
+from interchange.broker.message import BrokerMessage
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
 
@@ -145,7 +146,7 @@ class BrokerServer:
         self._servers: list[asyncio.base_events.Server] = []
         self._housekeeping: asyncio.Task | None = None
         self._interval = housekeeping_interval
-        self.sent_hook = None
+        self.sent_hook: Callable[[BrokerMessage, str | None, str], None] | None = None
         log = core.observer.log
         if log is not None:
             if hasattr(log, "on_change"):

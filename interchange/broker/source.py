@@ -23,6 +23,8 @@ class ConsumerLink(Protocol):
     """What a source needs from a consumer's link (implemented by the AMQP engine)."""
 
     selector: Matcher | None
+    #: the source the link is attached to (set when a replacing source adopts the links)
+    source: Source | None
 
     def can_send(self) -> bool:
         """True while the link has credit and its connection is not back-pressured."""

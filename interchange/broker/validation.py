@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import quadtree
@@ -70,6 +71,9 @@ class Problem:
 # --- value checks: each returns None when fine, or (what is wrong, requirement) ------------------
 
 Finding = tuple[str, str] | None
+#: A value check. It is called only with a value whose AMQP type passed the property's kind
+#: (str for strings, int for integers, float for floats), which the table cannot express: Any.
+Check = Callable[[Any], Finding]
 
 _PUBLISHER_ID = re.compile(r"[A-Z]{2}([0-9]{1,5})")
 _COUNTRY = re.compile(r"[A-Z]{2}")
@@ -145,9 +149,9 @@ def _check_cpm_type(value: str) -> Finding:
     return None if value in ("Vehicle", "RSU") else (f"must be 'Vehicle' or 'RSU', got {value!r}", "IP_135")
 
 
-def _range(low: float, high: float, requirement: str) -> Callable[[object], Finding]:
-    def check(value: object) -> Finding:
-        if low <= value <= high:  # type: ignore[operator]  # False for NaN
+def _range(low: float, high: float, requirement: str) -> Callable[[float], Finding]:
+    def check(value: float) -> Finding:
+        if low <= value <= high:  # False for NaN
             return None
         return f"must be {low} to {high}, got {value!r}", requirement
 
@@ -167,7 +171,7 @@ _INTEGER = "an integer"
 _FLOATING = "a float or double"
 
 #: name -> (expected kind, requirement of the table defining it, value check or None): tables 1-7.
-_SPEC: dict[str, tuple[str, str, Callable[[object], Finding] | None]] = {
+_SPEC: dict[str, tuple[str, str, Check | None]] = {
     # Table 1: every C-ITS message (IP_022)
     "publisherId": (_STRING, "IP_022", _check_publisher_id),
     "publicationId": (_STRING, "IP_022", None),  # checked against publisherId below
@@ -207,8 +211,8 @@ _KIND_TYPES = {_STRING: frozenset({"string"}), _INTEGER: INTEGER_TYPES, _FLOATIN
 _RULES = {name: (_KIND_TYPES[kind], kind, requirement, check) for name, (kind, requirement, check) in _SPEC.items()}
 
 _MANDATORY_ALL = ("publisherId", "originatingCountry", "protocolVersion", "messageType", "quadTree")
-#: messageType -> (mandatory names beyond Table 1, requirement).
-_MANDATORY_BY_TYPE = {
+#: messageType -> (mandatory names beyond Table 1, requirement); looked up with None too.
+_MANDATORY_BY_TYPE: dict[str | None, tuple[tuple[str, ...], str]] = {
     "DENM": (("causeCode", "subCauseCode"), "IP_026"),
     "CAM": (("stationType",), "IP_122"),
 }
@@ -252,7 +256,8 @@ def validate_application_properties(
     rules = _RULES
     if types is None:
         types = {}
-    valid: dict[str, object] = {}  # standard properties whose type and value passed
+    # standard properties whose type and value passed (so each has its kind's type: Any)
+    valid: dict[str, Any] = {}
     for name, value in props.items():
         rule = rules.get(name)
         if rule is None:
@@ -276,8 +281,8 @@ def validate_application_properties(
     for name in _MANDATORY_ALL:
         if name not in props:
             add(Problem(name, "missing, mandatory for every C-ITS message", "IP_022"))
-    message_type = valid.get("messageType")
-    mandatory = _MANDATORY_BY_TYPE.get(message_type)  # type: ignore[arg-type]
+    message_type: str | None = valid.get("messageType")
+    mandatory = _MANDATORY_BY_TYPE.get(message_type)
     if mandatory is not None:
         names, requirement = mandatory
         for name in names:
@@ -294,12 +299,12 @@ def validate_application_properties(
     return problems
 
 
-def _check_publication_id(valid: dict, add: Callable[[Problem], None]) -> None:
+def _check_publication_id(valid: Mapping[str, Any], add: Callable[[Problem], None]) -> None:
     """IP_022: publicationId is ``<publisherId>:<unique id>`` for the message's own publisherId."""
     if "publicationId" not in valid:
         return
     value = valid["publicationId"]
-    publisher, separator, local_id = value.partition(":")  # type: ignore[union-attr]
+    publisher, separator, local_id = value.partition(":")
     if not separator or not publisher or not local_id:
         add(Problem("publicationId", f"must be '<publisherId>:<id>', got {value!r}", "IP_022"))
     elif "publisherId" in valid and publisher != valid["publisherId"]:
@@ -307,7 +312,8 @@ def _check_publication_id(valid: dict, add: Callable[[Problem], None]) -> None:
 
 
 def _check_shards(
-    props: Mapping[str, object], valid: dict, capability_shard_count: int | None, add: Callable[[Problem], None]
+    props: Mapping[str, object], valid: Mapping[str, Any], capability_shard_count: int | None,
+    add: Callable[[Problem], None],
 ) -> None:
     """IP_128-130, appendix G: 1 <= shardId <= shardCount, for the message's and the capability's shardCount."""
     if "shardId" not in valid:
@@ -316,11 +322,11 @@ def _check_shards(
         return
     shard_id = valid["shardId"]
     shard_count = valid.get("shardCount")
-    if shard_id < 1:  # type: ignore[operator]
+    if shard_id < 1:
         add(Problem("shardId", f"must be 1 or more, got {shard_id}", "IP_128"))
-    elif shard_count is not None and shard_id > shard_count:  # type: ignore[operator]
+    elif shard_count is not None and shard_id > shard_count:
         add(Problem("shardId", f"{shard_id} exceeds shardCount {shard_count}", "IP_130"))
-    elif capability_shard_count is not None and shard_id > capability_shard_count:  # type: ignore[operator]
+    elif capability_shard_count is not None and shard_id > capability_shard_count:
         add(Problem("shardId", f"{shard_id} exceeds the capability's shardCount {capability_shard_count}", "IP_130"))
     if capability_shard_count is not None and shard_count is not None and shard_count != capability_shard_count:
         add(
