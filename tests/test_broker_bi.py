@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from proton import Delivery, Message, symbol, ubyte, int32, ulong, float32, char, timestamp, ushort, short, byte, uint
-from proton import Handler
+from proton import Handler, Terminus
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
 from broker_harness import (
@@ -187,6 +187,7 @@ def test_invalid_selector_refused_with_invalid_field(broker: BrokerUnderTest, se
     condition = excinfo.value.link.remote_condition
     assert condition.name == "amqp:invalid-field"
     assert reason in condition.description
+    assert excinfo.value.link.remote_source.type == Terminus.UNSPECIFIED  # null source: refused (2.6.3)
     consumer.close()
 
 
@@ -204,7 +205,11 @@ def test_authorization_refusals(broker: BrokerUnderTest, cn: str, address: str, 
             conn.create_sender(address)
         else:
             conn.create_receiver(address, credit=1)
-    assert excinfo.value.link.remote_condition.name == condition
+    link = excinfo.value.link
+    assert link.remote_condition.name == condition
+    # AMQP 1.0 2.6.3: the refusing attach carries a null terminus (the broker's source or target)
+    refused_terminus = link.remote_target if role == "publisher" else link.remote_source
+    assert refused_terminus.type == Terminus.UNSPECIFIED
     conn.close()
 
 
@@ -423,6 +428,41 @@ def test_oversized_message_closes_the_link_with_a_clear_error(pki: TestPki, tmp_
             sender.send(denm(body=bytes(200 * 1024)))
         condition = sender.link.remote_condition
         assert condition is not None and condition.name == "amqp:link:message-size-exceeded", excinfo.value
+        publisher.close()
+    finally:
+        b.stop()
+
+
+def test_message_size_limit_is_exact(pki: TestPki, tmp_path: Path) -> None:
+    """The limit holds to the byte, also when only the last transfer frame crosses it (found with rhea)."""
+    from interchange.config import LimitsConfig
+
+    limit = 64 * 1024
+    b = start_broker(pki, tmp_path, TARGETS, SOURCES, limits=LimitsConfig(max_message_size=limit))
+    try:
+        overhead = len(denm(body=b"").encode())
+
+        def sized(size: int) -> bytes:
+            for pad in range(size - overhead, size - overhead - 8, -1):  # the body's length prefix varies
+                raw = denm(body=bytes(pad)).encode()
+                if len(raw) == size:
+                    return raw
+            raise AssertionError(size)
+
+        publisher = b.connect("actor-1")
+        link = publisher.create_sender("in").link
+        at_limit = link.delivery(b"at")
+        link.send(sized(limit))
+        link.advance()
+        publisher.wait(lambda: bool(at_limit.remote_state), timeout=10, msg="no disposition")
+        assert at_limit.remote_state == Delivery.ACCEPTED
+        delivery = link.delivery(b"over")
+        link.send(sized(limit + 1))  # two frames; only the second crosses the limit
+        link.advance()
+        with pytest.raises(LinkDetached):
+            publisher.wait(lambda: False, timeout=10, msg="link not closed")
+        assert link.remote_condition.name == "amqp:link:message-size-exceeded"
+        assert delivery.remote_state != Delivery.ACCEPTED
         publisher.close()
     finally:
         b.stop()

@@ -54,6 +54,7 @@ _SETTLED_TAG_STRUCT = ffi.new("pn_bytes_t *", (1, _SETTLED_TAG_BUFFER))
 _SETTLED_TAG = _SETTLED_TAG_STRUCT[0]
 _REDELIVER = frozenset({lib.PN_RELEASED, lib.PN_MODIFIED})
 _LOCAL_ACTIVE = lib.PN_LOCAL_ACTIVE
+_TERMINUS_NULL = lib.PN_UNSPECIFIED  #: a terminus of this type is sent as null
 _NULL = ffi.NULL
 
 _pn_collector_peek = lib.pn_collector_peek
@@ -340,6 +341,11 @@ class ConnectionEngine:
         cond = lib.pn_link_condition(link)
         cproton.pn_condition_set_name(cond, condition)
         cproton.pn_condition_set_description(cond, description)
+        # AMQP 1.0 2.6.3: a refused link is answered with a null local terminus (our source for a
+        # consumer, our target for a publisher), then the detach. Proton would otherwise send an
+        # empty terminus, which clients such as Qpid JMS take for a successful attach.
+        terminus = lib.pn_link_source(link) if _pn_link_is_sender(link) else lib.pn_link_target(link)
+        lib.pn_terminus_set_type(terminus, _TERMINUS_NULL)
         lib.pn_link_open(link)
         lib.pn_link_close(link)
         self._events("link_refused", {"condition": condition, "description": description})
@@ -394,12 +400,16 @@ class ConnectionEngine:
         if publication is not None:
             if not _pn_delivery_readable(delivery):
                 return
-            if _pn_delivery_partial(delivery):
-                if _pn_delivery_pending(delivery) > self.limits.max_message_size:
-                    self.close_link(link, "amqp:link:message-size-exceeded",
-                                    f"message larger than {self.limits.max_message_size} bytes")
+            # Checked on every frame, the last one too: a message whose final frame crosses the
+            # limit is refused like one that crossed it earlier.
+            size = _pn_delivery_pending(delivery)
+            if size > self.limits.max_message_size:
+                self.close_link(link, "amqp:link:message-size-exceeded",
+                                f"message larger than {self.limits.max_message_size} bytes")
                 return
-            self._receive_message(link, delivery, publication)
+            if _pn_delivery_partial(delivery):
+                return
+            self._receive_message(link, delivery, publication, size)
             return
         state = self._consumers.get(link)
         if state is not None and _pn_delivery_updated(delivery):
@@ -410,8 +420,7 @@ class ConnectionEngine:
                 if message is not None and outcome in _REDELIVER:
                     self.router.redeliver(state, message)
 
-    def _receive_message(self, link: Any, delivery: Any, publication: Any) -> None:
-        size = _pn_delivery_pending(delivery)
+    def _receive_message(self, link: Any, delivery: Any, publication: Any, size: int) -> None:
         buf = bytearray(size)
         got = _pn_link_recv(link, _from_buffer(buf), size)
         _pn_link_advance(link)
