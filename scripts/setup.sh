@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the node and its tests need on a fresh Debian 12 machine:
 # system packages (only those missing), then a virtualenv in .venv with the project
-# installed editable with its test extras. Safe to run again; quiet when nothing changes.
+# installed editable with its test extras, then the interop tests' Node client (rhea, as locked in
+# tests/interop/package-lock.json). Safe to run again; quiet when nothing changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,8 @@ command -v pkg-config >/dev/null || need pkg-config
 [ -f /usr/include/openssl/ssl.h ] || need libssl-dev          # python-qpid-proton builds against OpenSSL
 command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local mode) runs on the JVM
 command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests
+command -v node >/dev/null || need nodejs                     # rhea, the third-party AMQP client of the interop tests
+command -v npm >/dev/null || need npm
 
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
@@ -36,4 +39,14 @@ if [ ! -f "$stamp" ]; then
     || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$stamp"
+fi
+
+# The interop tests' AMQP client (tests/test_interop_rhea.py): exactly the locked versions.
+node_stamp=tests/interop/node_modules/.installed-$(cat tests/interop/package.json tests/interop/package-lock.json | sha256sum | cut -c1-16)
+if [ ! -f "$node_stamp" ]; then
+  echo "setup: installing the interop test client (rhea) into tests/interop/node_modules"
+  npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error >/dev/null \
+    || { echo "setup: npm ci in tests/interop failed" >&2; exit 1; }
+  rm -f tests/interop/node_modules/.installed-*
+  touch "$node_stamp"
 fi
