@@ -353,17 +353,18 @@ def test_rhea_presettled_publishing_and_oversized_message(node_binary: str, brok
                                                        "description": "message larger than 1048576 bytes"}], events
 
 
-@pytest.mark.parametrize("cn, fields", [
-    (None, {"sasl": "ANONYMOUS"}),  # no client certificate (TLS 1.3 asks for one)
-    ("actor-1", {"tls_max": "TLSv1.2"}),  # a valid certificate, but TLS 1.2 at most
+@pytest.mark.parametrize("cn, fields, alert", [
+    (None, {"sasl": "ANONYMOUS"}, "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED"),  # no client certificate
+    ("actor-1", {"tls_max": "TLSv1.2"}, "ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION"),  # valid certificate, TLS 1.2 at most
 ])
 def test_rhea_refused_without_certificate_or_with_tls12(node_binary: str, broker: BrokerUnderTest,
-                                                        cn: str | None, fields: dict[str, Any]) -> None:
+                                                        cn: str | None, fields: dict[str, Any], alert: str) -> None:
     code, events = run_rhea(node_binary, rhea_spec(broker, cn, mode="publish", address="in",
                                                    messages=[{"application_properties": denm_properties()}],
                                                    **fields))
     assert code == 2 and not of(events, "connection_open") and not of(events, "outcome"), events
     assert len(of(events, "disconnected")) == 1, events
+    assert of(events, "disconnected")[0]["code"] == alert, events  # the broker's TLS alert reached rhea
     # The broker never got as far as an AMQP connection for it.
     records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
     assert not [r for r in records if r["event"] in ("connect", "connection_open")], records

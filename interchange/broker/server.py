@@ -1,8 +1,10 @@
 """asyncio I/O around the sans-I/O broker: TLS sockets in, SASL, proton engine, bytes out.
 
-This layer only moves bytes and time. TLS is terminated by Python's ssl module with the
-node's TLS settings (IP_019/053/054: TLS 1.3 only, client certificate required and checked
-against the trust bundle and CRLs); the connection's identity is the peer certificate's CN.
+This layer only moves bytes and time. TLS is terminated per connection by a sans-I/O
+:class:`~interchange.broker.tls_stream.TlsSession` with the node's TLS settings (IP_019/053/054:
+TLS 1.3 only, client certificate required and checked against the trust bundle and CRLs), so a
+refused handshake gets its alert and a ``tls_refused`` log event; the connection's identity is
+the peer certificate's CN.
 Output is flushed once per event-loop turn for every connection that has something to send
 (batching per I/O wake-up).
 """
@@ -20,16 +22,24 @@ from interchange.broker.engine import ConnectionEngine, EngineLimits
 from interchange.broker.message import BrokerMessage
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
+from interchange.broker.tls_stream import TlsSession
 
 log = logging.getLogger(__name__)
 
+#: Seconds a client has to complete the TLS handshake.
+HANDSHAKE_TIMEOUT = 10.0
+
 
 class AmqpConnection(asyncio.Protocol):
-    """One client connection: TLS transport -> SASL -> proton engine."""
+    """One client connection: TCP transport -> TLS session -> SASL -> proton engine."""
 
-    def __init__(self, server: "BrokerServer", plain_identity: str | None) -> None:
+    def __init__(self, server: "BrokerServer", plain_identity: str | None,
+                 context: ssl.SSLContext | None = None) -> None:
         self._server = server
         self._plain_identity = plain_identity
+        self._context = context
+        self._tls: TlsSession | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
         self._sasl = SaslServer()
         self.engine: ConnectionEngine | None = None
@@ -42,30 +52,91 @@ class AmqpConnection(asyncio.Protocol):
         self._transport = transport
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        ssl_object = transport.get_extra_info("ssl_object")
-        if ssl_object is not None:
-            try:
-                self.identity = peer_common_name(ssl_object)
-            except PeerIdentityError:
-                self.identity = ""
-        else:
-            self.identity = self._plain_identity or ""
+        if self._context is not None:
+            # A listener context from ReloadingTls switches to the current one (CRL) per handshake.
+            self._tls = TlsSession(self._context)
+            self._handshake_timer = asyncio.get_running_loop().call_later(
+                HANDSHAKE_TIMEOUT, self._handshake_timed_out)
+            return
+        self.identity = self._plain_identity or ""
+        self._opened()
+
+    def _opened(self) -> None:
         if not self.identity:
             self._server.event("warning", "connection_refused", {"peer": self.peer, "reason": "no identity"})
-            transport.close()
+            self._close()
             return
         self._server.connection_opened(self)
 
+    def _handshake_timed_out(self) -> None:
+        self._handshake_timer = None
+        self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": "handshake timeout"})
+        self.abort()
+
     def data_received(self, data: bytes) -> None:
+        tls = self._tls
+        if tls is None:
+            self._plain_received(data)
+            return
+        step = tls.receive(data)
+        transport = self._transport
+        if step.send and transport is not None:
+            transport.write(step.send)
+        if step.error is not None:
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
+            if tls.established:
+                self._server.event("warning", "tls_error", {"peer": self.peer, "identity": self.identity,
+                                                             "reason": step.error})
+            else:
+                self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": step.error})
+            if transport is not None:
+                transport.close()
+            return
+        if step.established:
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
+            try:
+                self.identity = peer_common_name(tls.ssl_object)
+            except PeerIdentityError:
+                self.identity = ""
+            self._opened()
+        if step.data and self.identity and transport is not None and not transport.is_closing():
+            self._plain_received(step.data)
+        if step.closed:
+            self._peer_closed()
+
+    def _write(self, data: bytes | bytearray) -> None:
+        """Plaintext out: encrypted when the connection is TLS."""
+        if self._transport is None:
+            return
+        if self._tls is not None:
+            self._transport.write(self._tls.send(data))
+        else:
+            self._transport.write(data)
+
+    def _close(self) -> None:
+        """Graceful close: close_notify first (best effort), then the socket once written."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if self._tls is not None:
+            goodbye = self._tls.close()
+            if goodbye:
+                transport.write(goodbye)
+        transport.close()
+
+    def _plain_received(self, data: bytes) -> None:
         if self.engine is None:
             step = self._sasl.receive(data)
-            if step.send and self._transport is not None:
-                self._transport.write(step.send)
+            if step.send:
+                self._write(step.send)
             if step.error is not None:
                 self._server.event("warning", "sasl_failed", {"peer": self.peer, "identity": self.identity,
                                                                "reason": step.error})
-                if self._transport is not None:
-                    self._transport.close()
+                self._close()
                 return
             if not step.done:
                 return
@@ -79,12 +150,18 @@ class AmqpConnection(asyncio.Protocol):
         self._mark_dirty()
 
     def eof_received(self) -> bool | None:
+        self._peer_closed()
+        return None
+
+    def _peer_closed(self) -> None:
         if self.engine is not None:
             self.engine.receive_eof()
             self._mark_dirty()
-        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         if self.engine is not None:
             self.engine.release()
         self._server.connection_closed(self, exc)
@@ -115,9 +192,9 @@ class AmqpConnection(asyncio.Protocol):
         engine.output_marked = False
         out = engine.take_output()
         if out:
-            transport.write(out)
+            self._write(out)
         if engine.finished:
-            transport.close()
+            self._close()
         elif engine.has_output and not engine.paused:
             self._mark_dirty()
 
@@ -166,10 +243,12 @@ class BrokerServer:
             self._event(level, kind, fields)
 
     async def listen_tls(self, host: str, port: int, context: ssl.SSLContext) -> int:
-        """Listen for AMQP over TLS 1.3 (IP_019); returns the bound port."""
+        """Listen for AMQP over TLS 1.3 (IP_019); returns the bound port.
+
+        TLS is terminated by each connection's own TlsSession over a plain TCP server, so that a
+        refused handshake sends its alert and is logged (``tls_refused``)."""
         server = await asyncio.get_running_loop().create_server(
-            lambda: AmqpConnection(self, None), host, port, ssl=context, ssl_handshake_timeout=10.0,
-            backlog=2048)
+            lambda: AmqpConnection(self, None, context), host, port, backlog=2048)
         self._servers.append(server)
         self._start_housekeeping()
         return server.sockets[0].getsockname()[1]

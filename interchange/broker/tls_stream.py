@@ -1,0 +1,127 @@
+"""Server-side TLS as a plain object fed bytes (sans-I/O): ciphertext in, plaintext and replies out.
+
+asyncio's own TLS (``create_server(ssl=...)``) closes a refused connection without sending the
+alert OpenSSL produced and reports the failure nowhere; with the session in our hands the alert
+is written before the close and the reason is logged (IP_009). The caller moves the bytes:
+
+- :meth:`TlsSession.receive` takes what came from the socket and returns a :class:`TlsStep`:
+  the plaintext received, the bytes to write back (handshake flights, alerts), whether the
+  handshake just completed, whether the peer closed (close_notify), or why it failed;
+- :meth:`TlsSession.send` encrypts plaintext; :meth:`TlsSession.close` gives close_notify.
+"""
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+#: Plaintext bytes asked for per ``SSLObject.read``; OpenSSL returns at most one record
+#: (16 KiB) per call, so larger buffers only cost allocation.
+READ_SIZE = 16 * 1024 + 256
+
+#: OpenSSL reason codes -> short texts for the connection log.
+REASONS = {
+    "PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "no client certificate",
+    "UNSUPPORTED_PROTOCOL": "protocol version not supported (TLS 1.3 only)",
+    "TLSV1_ALERT_PROTOCOL_VERSION": "protocol version not supported (TLS 1.3 only)",
+    "WRONG_VERSION_NUMBER": "not TLS, or an unsupported protocol version",
+    "HTTP_REQUEST": "not TLS (an HTTP request)",
+    "NO_SHARED_CIPHER": "no shared cipher suite",
+    "NO_SUITABLE_SIGNATURE_ALGORITHM": "no shared signature algorithm",
+    "TLSV1_ALERT_UNKNOWN_CA": "the peer does not trust our certificate (unknown CA)",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the peer refused our certificate",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED": "the peer refused our certificate (expired)",
+    "TLSV1_ALERT_DECRYPT_ERROR": "the peer refused our certificate (decrypt error)",
+}
+
+
+def describe(error: ssl.SSLError) -> str:
+    """A short readable reason for a TLS failure (certificate checks name the verify result)."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"client certificate rejected: {error.verify_message or 'verification failed'}"
+    reason = getattr(error, "reason", None)
+    if reason:
+        return REASONS.get(reason, reason.lower().replace("_", " "))
+    return str(error) or type(error).__name__
+
+
+@dataclass(slots=True)
+class TlsStep:
+    """The outcome of one :meth:`TlsSession.receive` call.
+
+    ``send`` is to be written to the socket in every case (on ``error`` it holds the alert;
+    write it, then close). ``established`` is True on the call that completed the handshake.
+    """
+
+    data: bytes = b""
+    send: bytes = b""
+    established: bool = False
+    closed: bool = False
+    error: str | None = None
+
+
+class TlsSession:
+    """One server-side TLS connection over memory BIOs."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.established = False
+        self.failed = False
+
+    def receive(self, data: bytes) -> TlsStep:
+        """Feed bytes from the peer; returns the decrypted data and what to send back."""
+        if self.failed:
+            return TlsStep()
+        self._incoming.write(data)
+        step = TlsStep()
+        obj = self.ssl_object
+        if not self.established:
+            try:
+                obj.do_handshake()
+            except ssl.SSLWantReadError:
+                step.send = self._outgoing.read()
+                return step
+            except ssl.SSLError as exc:
+                self.failed = True
+                step.send, step.error = self._outgoing.read(), describe(exc)
+                return step
+            self.established = step.established = True
+        chunks: list[bytes] = []
+        read = obj.read
+        try:
+            while True:
+                chunk = read(READ_SIZE)
+                if not chunk:
+                    step.closed = True
+                    break
+                chunks.append(chunk)
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLZeroReturnError:
+            step.closed = True
+        except ssl.SSLError as exc:
+            self.failed = True
+            step.error = describe(exc)
+        if chunks:
+            step.data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if self._outgoing.pending:
+            step.send = self._outgoing.read()
+        return step
+
+    def send(self, plaintext: bytes | bytearray | memoryview) -> bytes:
+        """Encrypt ``plaintext`` (all of it: the outgoing buffer is unbounded) into records."""
+        if plaintext:
+            self.ssl_object.write(plaintext)
+        return self._outgoing.read()
+
+    def close(self) -> bytes:
+        """close_notify (best effort: nothing if the session never got established or failed)."""
+        if not self.established or self.failed:
+            return b""
+        try:
+            self.ssl_object.unwrap()
+        except ssl.SSLError:
+            pass
+        return self._outgoing.read()

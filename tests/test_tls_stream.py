@@ -1,0 +1,136 @@
+"""interchange.broker.tls_stream: a server-side TLS session fed bytes in memory (no sockets)."""
+from __future__ import annotations
+
+import ssl
+
+from certs import TestPki
+from certs.tls import client_context, peer_common_name, server_context
+from interchange.broker.tls_stream import TlsSession, TlsStep
+from pki_fixtures import (  # noqa: F401  (fixtures)
+    ACTOR,
+    REVOKED_ACTOR,
+    SERVER,
+    files_for,
+    pki_main,
+    pki_other,
+    plain_client_context,
+)
+
+
+class Client:
+    """A client SSLObject over memory BIOs."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
+        self.error: ssl.SSLError | None = None
+
+    def step(self, data: bytes = b"") -> bytes:
+        """Feed the server's bytes, advance; returns what to send to the server."""
+        if data:
+            self.incoming.write(data)
+        try:
+            self.obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLError as exc:
+            self.error = exc
+        return self.outgoing.read()
+
+    def read(self) -> bytes:
+        out = b""
+        try:
+            while True:
+                out += self.obj.read(65536)
+        except ssl.SSLWantReadError:
+            return out
+
+
+def handshake(client: Client, server: TlsSession) -> TlsStep:
+    """Run the handshake to its end; returns the server's last step."""
+    to_server = client.step()
+    last = TlsStep()
+    for _ in range(10):
+        last = server.receive(to_server)
+        if last.established or last.error:
+            if last.send:
+                client.step(last.send)
+            return last
+        to_server = client.step(last.send)
+    raise AssertionError("the handshake did not finish")
+
+
+def test_handshake_and_data_both_ways(pki_main: TestPki) -> None:
+    server = TlsSession(server_context(files_for(pki_main, SERVER)))
+    client = Client(client_context(files_for(pki_main, ACTOR)))
+    last = handshake(client, server)
+    assert last.established and last.error is None and server.established
+    assert peer_common_name(server.ssl_object) == ACTOR
+    assert server.ssl_object.version() == "TLSv1.3"
+    # client -> server: several records read in one call
+    client.obj.write(b"a" * 40000)
+    client.obj.write(b"tail")
+    step = server.receive(client.outgoing.read())
+    assert step.data == b"a" * 40000 + b"tail" and not step.closed and step.error is None
+    # server -> client
+    client.incoming.write(server.send(b"hello" * 10000))
+    assert client.read() == b"hello" * 10000
+    assert server.send(b"") == b""
+    # close_notify both ways
+    client.incoming.write(server.close())
+    try:
+        client.obj.unwrap()
+    except ssl.SSLWantReadError:
+        pass
+    assert client.outgoing.pending  # the client's close_notify answer
+    assert server.receive(client.outgoing.read()).closed
+
+
+def test_data_in_the_clients_last_flight_is_delivered(pki_main: TestPki) -> None:
+    server = TlsSession(server_context(files_for(pki_main, SERVER)))
+    client = Client(client_context(files_for(pki_main, ACTOR)))
+    flight = server.receive(client.step())
+    finished = client.step(flight.send)
+    assert client.obj.version() == "TLSv1.3"  # the client is done after its Finished
+    client.obj.write(b"AMQP\x03\x01\x00\x00")
+    step = server.receive(finished + client.outgoing.read())
+    assert step.established and step.data == b"AMQP\x03\x01\x00\x00"
+
+
+def test_client_without_certificate_gets_the_alert(pki_main: TestPki) -> None:
+    server = TlsSession(server_context(files_for(pki_main, SERVER)))
+    client = Client(plain_client_context(pki_main.trust_bundle))
+    last = handshake(client, server)
+    assert not last.established and last.error == "no client certificate"
+    assert last.send, "the alert must be sent"
+    try:
+        client.read()
+    except ssl.SSLError as exc:
+        assert "certificate required" in str(exc)
+    else:
+        raise AssertionError("the client did not see the alert")
+    assert server.close() == b"" and server.receive(b"more").error is None
+
+
+def test_revoked_foreign_and_old_protocol_reasons(pki_main: TestPki, pki_other: TestPki) -> None:
+    cases = [
+        (client_context(files_for(pki_main, REVOKED_ACTOR)), "client certificate rejected: certificate revoked"),
+        (client_context(files_for(pki_other, ACTOR)), "client certificate rejected: unable to get local issuer"),
+    ]
+    tls12 = client_context(files_for(pki_main, ACTOR))
+    tls12.minimum_version = tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+    cases.append((tls12, "protocol version not supported"))
+    for context, reason in cases:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        server = TlsSession(server_context(files_for(pki_main, SERVER)))
+        client = Client(context)
+        last = handshake(client, server)
+        assert last.error is not None and last.error.startswith(reason), last.error
+        assert last.send
+
+
+def test_garbage_is_refused_with_a_reason(pki_main: TestPki) -> None:
+    server = TlsSession(server_context(files_for(pki_main, SERVER)))
+    step = server.receive(b"GET / HTTP/1.1\r\n\r\n")
+    assert step.error is not None and "HTTP" in step.error
