@@ -52,6 +52,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -432,6 +433,18 @@ def warm_up(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sourc
              timeout, tls_args)
 
 
+def run_fresh(loadgen: Path, ws: Workspace, load: Load, timeout: float, warm: bool = True, **start: Any) -> dict:
+    """One run on a broker of its own: start ours for ``load``, warm it up (unless ``warm`` is
+    False, e.g. to measure a first burst), run once, stop it."""
+    broker = ws.start_ours(load.selectors(), load.cells, **start)
+    try:
+        if warm:
+            warm_up(loadgen, ws, broker, load, None, timeout)
+        return run_load(loadgen, ws, broker, load, None, timeout)
+    finally:
+        broker.stop()
+
+
 def _process_target(k: int) -> str:
     return TARGET if k == 0 else f"{TARGET}-{k}"
 
@@ -778,13 +791,7 @@ def main(argv: list[str] | None = None) -> int:
             # as in the matrix, the others select tiles no message lies in (other areas of Europe).
             rows = []
             for subs in ([100, 1000] if quick else [100, 1000, 10000]):
-                load = Load(subs, 200, 10000 if quick else 30000, active=100)
-                broker = ws.start_ours(load.selectors(), 16)
-                try:
-                    warm_up(loadgen, ws, broker, load, None, args.timeout)
-                    r = run_load(loadgen, ws, broker, load, None, args.timeout)
-                finally:
-                    broker.stop()
+                r = run_fresh(loadgen, ws, Load(subs, 200, 10000 if quick else 30000, active=100), args.timeout)
                 results.append({"scenario": "flat", **r})
                 rows.append(r)
             print_table("Constant fan-out, growing subscriptions (200 B)", rows)
@@ -794,13 +801,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for subs in (0, 100):
                 for plain in (False, True):
-                    load = Load(subs, 200, 20000 if quick else 50000)
-                    broker = ws.start_ours(load.selectors(), 16, plain=plain)
-                    try:
-                        warm_up(loadgen, ws, broker, load, None, args.timeout)
-                        r = run_load(loadgen, ws, broker, load, None, args.timeout)
-                    finally:
-                        broker.stop()
+                    r = run_fresh(loadgen, ws, Load(subs, 200, 20000 if quick else 50000), args.timeout, plain=plain)
                     results.append({"scenario": "tls", **r})
                     rows.append(r)
             print_table("TLS vs plain AMQP (same broker, 200 B)", rows)
@@ -825,12 +826,7 @@ def main(argv: list[str] | None = None) -> int:
         if "ip012" in only:
             rows = []
             for subs in (0, 100):
-                load = Load(subs, 500_000, 20 if quick else 50, rate=10)
-                broker = ws.start_ours(load.selectors(), 16)
-                try:
-                    r = run_load(loadgen, ws, broker, load, None, args.timeout)
-                finally:
-                    broker.stop()
+                r = run_fresh(loadgen, ws, Load(subs, 500_000, 20 if quick else 50, rate=10), args.timeout, warm=False)
                 lat = r["latency_us"]
                 r["extra"] = f"IP_012 every 500 KB message < 30 ms: {'met' if lat['max'] < 30_000 else 'NOT met'}"
                 results.append({"scenario": "ip012", **r})
@@ -840,12 +836,7 @@ def main(argv: list[str] | None = None) -> int:
         if "ip013" in only:
             rows = []
             for subs in (0, 100):
-                load = Load(subs, 200, 5000)
-                broker = ws.start_ours(load.selectors(), 16)
-                try:
-                    r = run_load(loadgen, ws, broker, load, None, args.timeout)
-                finally:
-                    broker.stop()
+                r = run_fresh(loadgen, ws, Load(subs, 200, 5000), args.timeout, warm=False)
                 total_ms = (r["deliver_seconds"] or 0) * 1000
                 r["extra"] = (f"IP_013 5,000 msgs first send -> last delivery {total_ms:.0f} ms: "
                               f"{'met' if total_ms < 1000 else 'NOT met'}")
