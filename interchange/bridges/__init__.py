@@ -1,0 +1,1 @@
+"""Bridges between the interchange and other C-ITS transports (TLEX/UDAP traffic-light streaming, ...)."""
