@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ii_api import cli as ii_cli
     from interchange import demo, node_cli
     from quadtree import cli as quadtree_cli
+    from spark import cli as spark_cli
 
     parser = argparse.ArgumentParser(
         prog="interchange",
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_cli.register(sub)
     demo.register(sub)
     ii_cli.register(sub)
+    spark_cli.register(sub)
     return parser
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the node and its tests need on a fresh Debian 12 machine:
 # system packages (only those missing), then a virtualenv in .venv with the project
-# installed editable with its test extras, then the interop tests' Node client (rhea, as locked in
+# installed editable with its test and spark extras (the node itself needs neither), then the interop tests' Node client (rhea, as locked in
 # tests/interop/package-lock.json). Safe to run again; quiet when nothing changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +34,7 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c | sha256sum | cut -c1-16)  # a changed C file is rebuilt
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark]' 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -c 'import proton, cproton, pyspark, aiohttp, dns, cryptography, pydantic' \
     || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
   rm -f .venv/.installed-*

@@ -1,0 +1,63 @@
+"""The SparkSession the audit jobs run in: ``local[*]`` by default, any master unchanged.
+
+``--master`` picks the cluster (``spark://host:7077``, ``local[2]``, ...). Under ``spark-submit``
+the master and resources come from spark-submit and are left alone. The defaults suit the
+embedded case, a 2-core / 24 GB machine in local mode: few shuffle partitions (the default 200
+would make 200 tiny tasks per shuffle), adaptive query execution to coalesce them further, UTC
+for every date, Parquet with zstd, and no web UI unless asked for.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+#: Settings for every audit session; a caller's ``conf`` wins over these.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",  # 2 cores: 2 tasks per core per shuffle, AQE coalesces
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",  # partition dates and windows in UTC, like the log
+    "spark.sql.parquet.compression.codec": "zstd",
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",  # a JSON object with a repeated key keeps the last (as json.loads)
+    "spark.sql.sources.partitionOverwriteMode": "static",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",  # local mode: the driver JVM runs the tasks too
+    "spark.sql.streaming.schemaInference": "false",
+}
+
+#: Local mode: the driver talks to itself on loopback (no lookup of the host's name).
+LOCAL_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit launched this Python driver (it then owns master and resources)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(master: str | None = None, app_name: str = "interchange-audit",
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A SparkSession on ``master`` (``local[*]`` unless given or run by spark-submit)."""
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    elif not under_spark_submit():
+        builder = builder.master(DEFAULT_MASTER)
+    settings = {**DEFAULT_CONF, **(conf or {})}
+    if (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit():
+        settings = {**LOCAL_CONF, **settings}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def open_session(master: str | None, app_name: str, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:
+    """:func:`build_session`, and whether it started a new one (the caller then stops it)."""
+    created = SparkSession.getActiveSession() is None
+    return build_session(master, app_name, conf), created
