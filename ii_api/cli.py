@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"no II database in {args.data_dir} (run 'interchange discover' or the node first)")
     try:
         with Store(path, create=False) as store:
-            neighbours = store.list_neighbours()
+            neighbours = store.neighbours.list()
     except StoreError as exc:
         raise CliError(str(exc)) from None
     if not neighbours:
@@ -134,7 +134,7 @@ def run_discover(args: argparse.Namespace) -> int:
     result = asyncio.run(Discovery(config).run_once())
     try:
         with Store.open(args.data_dir) as store:
-            store.upsert_neighbours(result.neighbours)
+            store.neighbours.upsert(result.neighbours)
     except StoreError as exc:
         raise CliError(str(exc)) from None
     if result.neighbours:
@@ -223,10 +223,10 @@ def read_subscriptions(name: str, data_dir: Path) -> SubscriptionsReport:
         raise CliError(f"no II database in {data_dir} (the node has not run with [ii] there)")
     try:
         with Store(path, read_only=True) as store:
-            incoming = store.list_incoming_subscriptions()
-            outgoing = store.list_outgoing_subscriptions()
-            local = store.list_local_subscriptions()
-            deliveries = store.list_deliveries()
+            incoming = store.incoming.list()
+            outgoing = store.outgoing.list()
+            local = store.local_subscriptions.list()
+            deliveries = store.deliveries.list()
     except StoreError as exc:
         raise CliError(str(exc)) from None
     return SubscriptionsReport(

@@ -19,21 +19,28 @@ The departure time is stored, so a restart neither restarts nor skips the grace 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any
 
 from ii_api.discovery import departure_delay_s
-from ii_api.store import now_ms
+from ii_api.doors import EventSink
+from ii_api.store import AsyncStore
+from interchange.timing import now_ms
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ii_api.service import IIService
+Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 
 
 class NeighbourDepartures:
-    """One timer per departed neighbour; when it fires, its subscriptions here go."""
+    """One timer per departed neighbour (the departures are stored); when it fires, ``expired(name)``."""
 
-    def __init__(self, service: IIService) -> None:
-        self.service = service
+    def __init__(self, *, grace_s: float, store: AsyncStore, spawn: Spawn, lock: asyncio.Lock, event: EventSink,
+                 expired: Callable[[str], Awaitable[None]]) -> None:
+        self._grace_s = grace_s
+        self._store = store
+        self._spawn = spawn
+        self._lock = lock
+        self._event = event
+        self._expired = expired
         self._timers: dict[str, asyncio.Task[None]] = {}
 
     def pending(self) -> dict[str, asyncio.Task[None]]:
@@ -43,10 +50,9 @@ class NeighbourDepartures:
     async def left(self, names: Iterable[str]) -> None:
         """Neighbours DNS no longer lists: departure recorded, expiry scheduled (caller holds the lock)."""
         for name in sorted(names):
-            departed_ms = await self.service.store.record_departure(name)
+            departed_ms = await self._record(name)
             self._schedule(name, departed_ms)
-            self.service.event("info", "ii_neighbour_departed",
-                               {"neighbour": name, "grace_s": self.service.config.neighbour_grace_s})
+            self._event("info", "ii_neighbour_departed", {"neighbour": name, "grace_s": self._grace_s})
 
     def returned(self, names: Iterable[str]) -> None:
         """Neighbours found again in time: their subscriptions stay (the store forgot the departure
@@ -55,30 +61,31 @@ class NeighbourDepartures:
             timer = self._timers.pop(name, None)
             if timer is not None:
                 timer.cancel()
-                self.service.event("info", "ii_neighbour_returned", {"neighbour": name})
+                self._event("info", "ii_neighbour_returned", {"neighbour": name})
 
-    async def restore(self) -> None:
-        """Departures survive a restart. Owners of stored subscriptions that are neither neighbours nor
-        departed (a database from before departures were recorded) depart now (caller holds the lock)."""
-        service = self.service
-        departures = await service.store.list_departures()
-        owners = {row.owner_cn for row in await service.store.list_incoming_subscriptions()}
-        for name in sorted(owners - set(departures) - set(service.neighbours_by_name)):
-            departures[name] = await service.store.record_departure(name)
+    async def restore(self, owners: Iterable[str], neighbours: Iterable[str]) -> None:
+        """Departures survive a restart. ``owners`` of stored subscriptions that are neither
+        ``neighbours`` nor departed (a database from before departures were recorded) depart now
+        (caller holds the lock)."""
+        departures = await self._store.call(lambda s: s.neighbours.departures())
+        for name in sorted(set(owners) - set(departures) - set(neighbours)):
+            departures[name] = await self._record(name)
         for name, departed_ms in sorted(departures.items()):
             self._schedule(name, departed_ms)
 
+    async def _record(self, name: str) -> int:
+        """The neighbour left: forgotten in the store, its departure time kept (the first one)."""
+        return await self._store.call(lambda s: s.neighbours.record_departure(name))
+
     def _schedule(self, name: str, departed_ms: int) -> None:
         if name not in self._timers:  # an earlier departure is kept, and so its timer
-            delay = departure_delay_s(departed_ms, self.service.config.neighbour_grace_s, now_ms())
-            self._timers[name] = self.service.spawn(self._expire_after(name, delay), f"ii-departure-{name}")
+            delay = departure_delay_s(departed_ms, self._grace_s, now_ms())
+            self._timers[name] = self._spawn(self._expire_after(name, delay), f"ii-departure-{name}")
 
     async def _expire_after(self, name: str, delay_s: float) -> None:
         await asyncio.sleep(delay_s)
-        service = self.service
-        async with service.lock:
+        async with self._lock:
             if self._timers.get(name) is not asyncio.current_task():
                 return  # found again meanwhile
             del self._timers[name]
-            if service.neighbour(name) is None:
-                await service.incoming.expire(name)
+            await self._expired(name)

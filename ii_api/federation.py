@@ -18,7 +18,8 @@ from typing import Any
 
 from interchange.broker.client import ClientConnection
 from interchange.broker.engine import Rejected
-from interchange.broker.router import BrokerCore
+from ii_api.doors import MessageSink
+from interchange.timing import backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class LinkStatus:
 class Federation:
     """Supervises the node's receiver links to other interchanges."""
 
-    def __init__(self, core: BrokerCore, client_context: Callable[[], ssl.SSLContext], own_name: str,
+    def __init__(self, core: MessageSink, client_context: Callable[[], ssl.SSLContext], own_name: str,
                  min_backoff: float = 0.5, max_backoff: float = 60.0) -> None:
         self._core = core
         self._context = client_context
@@ -90,7 +91,7 @@ class Federation:
 
     async def _supervise(self, status: LinkStatus) -> None:
         endpoint = status.endpoint
-        backoff = self._min_backoff
+        failures = 0  # since the link was last up
         while True:
             connection: ClientConnection | None = None
             try:
@@ -99,7 +100,7 @@ class Federation:
                 status.connects += 1
                 receiver = connection.open_receiver(endpoint.source, lambda raw: self._on_message(status, raw))
                 status.connected = True
-                backoff = self._min_backoff
+                failures = 0
                 closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
                 try:
                     await asyncio.wait([connection.lost, closed], return_when=asyncio.FIRST_COMPLETED)
@@ -115,7 +116,8 @@ class Federation:
                 status.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 status.connected = False
+            failures += 1
+            delay = backoff_s(failures, self._min_backoff, self._max_backoff)
             log.warning("federation link to %s:%s/%s down (%s); retrying in %.1f s",
-                        endpoint.host, endpoint.port, endpoint.source, status.last_error, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self._max_backoff)
+                        endpoint.host, endpoint.port, endpoint.source, status.last_error, delay)
+            await asyncio.sleep(delay)

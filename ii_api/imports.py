@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from interchange.broker.router import BrokerCore
+from ii_api.doors import ImportSink
 
 __all__ = ["TargetedImport"]
 
@@ -23,7 +23,7 @@ __all__ = ["TargetedImport"]
 class TargetedImport:
     """The ``core`` of a :class:`~ii_api.federation.Federation`: imported data to chosen sources."""
 
-    def __init__(self, core: BrokerCore, targets: Callable[[], Iterable[str]]) -> None:
+    def __init__(self, core: ImportSink, targets: Callable[[], Iterable[str]]) -> None:
         self._core = core
         self._targets = targets
 

@@ -10,9 +10,13 @@ with an ``errorMessage`` (Table 14/15).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+from typing import Any
 
+from ii_api.broker_addresses import BrokerAddresses
 from ii_api.capability_selector import granted_selector
+from ii_api.config import IIConfig
+from ii_api.doors import EventSink, LocalCapabilityView, NeighbourDirectory
 from ii_api.errors import NotFound
 from ii_api.models import (
     Endpoint,
@@ -22,12 +26,9 @@ from ii_api.models import (
     SubscriptionResponse,
     SubscriptionStatus,
 )
-from ii_api.store import IncomingSubscription, Store
-from ii_api.subscriptions import decide_incoming, grant_for, recheck_incoming
+from ii_api.store import AsyncStore, IncomingSubscription, Table
+from ii_api.subscriptions import IncomingDecision, decide_incoming, grant_for, recheck_incoming
 from interchange.broker.addresses import Scope, SourceSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ii_api.service import IIService
 
 #: Prefix of the broker sources made for neighbours' subscriptions (the II's addresses start "ii-";
 #: config-file addresses must not).
@@ -35,30 +36,40 @@ NEIGHBOUR_SOURCE_PREFIX = "ii-sub-"
 
 
 class IncomingSubscriptions:
-    """Neighbours' subscriptions here (their grants are stored with them)."""
+    """Neighbours' subscriptions here, stored with their grants, and their broker sources."""
 
-    def __init__(self, service: IIService) -> None:
-        self.service = service
+    def __init__(self, *, name: str, config: IIConfig, store: AsyncStore, broker: BrokerAddresses,
+                 neighbours: NeighbourDirectory, capabilities: LocalCapabilityView, lock: asyncio.Lock,
+                 event: EventSink) -> None:
+        self._name = name
+        self._config = config
+        self._store = store
+        self._rows = store.incoming
+        self._broker = broker
+        self._neighbours = neighbours
+        self._capabilities = capabilities
+        self._lock = lock
+        self._event = event
 
     def _path(self, owner: str, sub_id: int) -> str:
-        return f"{self.service.base}/{owner}/subscriptions/{sub_id}"
+        return f"{self._config.base_path}/{owner}/subscriptions/{sub_id}"
 
     def _advertised(self, source: str) -> list[dict[str, Any]]:
         """A source's endpoints: one per broker process (each routes its own targets' data to its copy)."""
-        return [e.to_json() for e in self.service.local_endpoints(source)]
+        return [e.to_json() for e in self._broker.local_endpoints(source)]
+
+    def _fields(self, row: IncomingSubscription) -> dict[str, Any]:
+        """A row as the fields of its wire forms (Table 14 in lists and answers, Table 15 when polled)."""
+        return {"id": str(row.id), "selector": row.selector, "consumerCommonName": row.consumer_common_name,
+                "path": self._path(row.owner_cn, row.id), "status": SubscriptionStatus(row.status),
+                "errorMessage": row.error, "endpoints": [Endpoint.model_validate(e) for e in row.endpoints],
+                "lastUpdatedTimestamp": row.last_updated_ms}
 
     def _wire(self, row: IncomingSubscription) -> Subscription:
-        return Subscription(id=str(row.id), selector=row.selector, consumerCommonName=row.consumer_common_name,
-                            path=self._path(row.owner_cn, row.id), status=SubscriptionStatus(row.status),
-                            errorMessage=row.error, endpoints=[Endpoint.model_validate(e) for e in row.endpoints],
-                            lastUpdatedTimestamp=row.last_updated_ms)
+        return Subscription(**self._fields(row))
 
     def _poll(self, row: IncomingSubscription) -> SubscriptionPollResponse:
-        return SubscriptionPollResponse(
-            id=str(row.id), selector=row.selector, consumerCommonName=row.consumer_common_name,
-            path=self._path(row.owner_cn, row.id), status=SubscriptionStatus(row.status),
-            endpoints=[Endpoint.model_validate(e) for e in row.endpoints], errorMessage=row.error,
-            lastUpdatedTimestamp=row.last_updated_ms)
+        return SubscriptionPollResponse(**self._fields(row))
 
     @staticmethod
     def _source(row: IncomingSubscription) -> SourceSpec:
@@ -69,120 +80,115 @@ class IncomingSubscriptions:
                           selector=granted_selector(row.selector, row.granted or ()), scope=Scope.LOCAL)
 
     async def _open_source(self, row: IncomingSubscription) -> IncomingSubscription:
-        """Create the row's broker source; the row as it is now (ERROR if the source was refused)."""
-        service = self.service
-        failed = await service.open_source(self._source(row), row.id, service.store.update_incoming_subscription,
-                                           {"neighbour": row.owner_cn})
-        return failed or row
+        """Create the row's broker source; the row as it is now: ERROR with an errorMessage and no
+        endpoints if the address book refused the source (Table 14/15)."""
+        error = self._broker.open_source(self._source(row))
+        if error is None:
+            return row
+        self._event("warning", "ii_source_failed", {"neighbour": row.owner_cn, "id": row.id, "error": error})
+        return await self._rows.update(row.id, status=SubscriptionStatus.ERROR.value, endpoints=[], error=error)
 
-    def _remove_source(self, row: IncomingSubscription) -> None:
-        addresses = self.service.addresses
-        if row.source_address and addresses.source(row.source_address) is not None:
-            addresses.remove(row.source_address)
+    def _decide(self, name: str, request: SubscriptionRequest,
+                existing: int) -> list[tuple[str, IncomingDecision, str | None]]:
+        """(selector, decision, source address if CREATED) for each requested subscription."""
+        capabilities = self._capabilities.all()
+        decisions = []
+        for item in request.subscriptions:
+            decision = decide_incoming(item.selector, item.consumerCommonName, name, capabilities,
+                                       self._config.policy, existing=existing, own_name=self._name)
+            address = (self._broker.new_address(NEIGHBOUR_SOURCE_PREFIX)
+                       if decision.status is SubscriptionStatus.CREATED else None)
+            decisions.append((item.selector, decision, address))
+            existing += 1
+        return decisions
 
     async def receive_subscriptions(self, cn: str, request: SubscriptionRequest) -> SubscriptionResponse:
-        """IP_078/097/134: decide each requested subscription, create the sources, answer (202)."""
-        service = self.service
-        name = service.require_neighbour(cn, request.name)
-        async with service.lock:
-            capabilities = service.local_capabilities()
-            existing = len(await service.store.list_incoming_subscriptions(name))
-            decisions = []
-            for item in request.subscriptions:
-                decision = decide_incoming(item.selector, item.consumerCommonName, name, capabilities,
-                                           service.config.policy, existing=existing, own_name=service.name)
-                address = (service.new_address(NEIGHBOUR_SOURCE_PREFIX)
-                           if decision.status is SubscriptionStatus.CREATED else None)
-                decisions.append((item, decision, address))
-                existing += 1
+        """IP_078/097/134: decide each requested subscription, create the sources, answer (202).
+        All rows are written in one transaction before the sources are made."""
+        name = self._neighbours.require(cn, request.name)
+        async with self._lock:
+            decisions = self._decide(name, request, len(await self._rows.list(name)))
 
-            def write(store: Store) -> list[IncomingSubscription]:
+            def write(table: Table[IncomingSubscription]) -> list[IncomingSubscription]:
                 rows = []
-                with store.transaction():
-                    for item, decision, address in decisions:
-                        row = store.add_incoming_subscription(
-                            name, item.selector, status=decision.status.value,
-                            consumer_common_name=decision.consumer, source_address=address,
-                            granted=decision.grant if address else None)
-                        rows.append(store.update_incoming_subscription(
-                            row.id, endpoints=self._advertised(address) if address else [], error=decision.error))
+                for selector, decision, address in decisions:
+                    row = table.add(owner_cn=name, selector=selector, status=decision.status.value,
+                                    consumer_common_name=decision.consumer, source_address=address,
+                                    granted=decision.grant if address else None)
+                    rows.append(table.update(row.id, endpoints=self._advertised(address) if address else [],
+                                             error=decision.error))
                 return rows
 
-            rows = await service.store.call(write)
-            for index, (row, (item, decision, address)) in enumerate(zip(list(rows), decisions)):
+            rows = await self._rows.batch(write)
+            for index, (row, (selector, decision, address)) in enumerate(zip(list(rows), decisions)):
                 if address is not None:
                     rows[index] = await self._open_source(row)
-                service.event("info", "ii_subscription_received",
-                              {"neighbour": name, "id": row.id, "selector": item.selector,
-                               "consumer": decision.consumer, "status": decision.status.value,
-                               "error": decision.error})
+                self._event("info", "ii_subscription_received",
+                            {"neighbour": name, "id": row.id, "selector": selector, "consumer": decision.consumer,
+                             "status": decision.status.value, "error": decision.error})
         answer = [self._wire(r) for r in rows]
-        if not service.config.created_in_answer:  # the appendix D way: REQUESTED now, CREATED when polled
+        if not self._config.created_in_answer:  # the appendix D way: REQUESTED now, CREATED when polled
             answer = [s.model_copy(update={"status": SubscriptionStatus.REQUESTED, "endpoints": None})
                       if s.status is SubscriptionStatus.CREATED else s for s in answer]
-        return SubscriptionResponse(name=service.name, subscriptions=answer)
+        return SubscriptionResponse(name=self._name, subscriptions=answer)
 
     async def list_incoming(self, cn: str) -> SubscriptionResponse:
         """IP_107: the requesting interchange's subscriptions here."""
-        service = self.service
-        name = service.require_neighbour(cn)
-        rows = await service.store.list_incoming_subscriptions(name)
-        return SubscriptionResponse(name=service.name, subscriptions=[self._wire(r) for r in rows])
+        rows = await self._rows.list(self._neighbours.require(cn))
+        return SubscriptionResponse(name=self._name, subscriptions=[self._wire(r) for r in rows])
 
     async def get_incoming(self, cn: str, sub_id: int) -> SubscriptionPollResponse:
         """IP_108: one subscription's status; only its owner may see it."""
-        service = self.service
-        name = service.require_neighbour(cn)
-        row = await service.store.get_incoming_subscription(sub_id, owner_cn=name)
+        name = self._neighbours.require(cn)
+        row = await self._rows.get(sub_id, name)
         if row is None:
             raise NotFound(f"no subscription {sub_id} of {name}")
         return self._poll(row)
 
     async def delete_incoming(self, cn: str, sub_id: int) -> None:
         """IP_107: terminate a subscription (its source goes); only its owner may."""
-        service = self.service
-        name = service.require_neighbour(cn)
-        async with service.lock:
-            row = await service.store.get_incoming_subscription(sub_id, owner_cn=name)
-            if row is None or not await service.store.delete_incoming_subscription(sub_id, owner_cn=name):
+        name = self._neighbours.require(cn)
+        async with self._lock:
+            row = await self._rows.get(sub_id, name)
+            if row is None or not await self._rows.delete(sub_id, name):
                 raise NotFound(f"no subscription {sub_id} of {name}")
-            self._remove_source(row)
-        service.event("info", "ii_subscription_deleted", {"neighbour": name, "id": sub_id})
+            self._broker.remove_source(row.source_address)
+        self._event("info", "ii_subscription_deleted", {"neighbour": name, "id": sub_id})
+
+    async def owners(self) -> set[str]:
+        """The neighbours (present or departed) that have subscriptions here."""
+        return {row.owner_cn for row in await self._rows.list()}
 
     async def expire(self, name: str) -> None:
         """The grace period of a neighbour that left DNS is over (:mod:`ii_api.departures`): its
-        subscriptions and their sources go (caller holds the lock)."""
-        rows = await self.service.store.expire_departure(name)
+        subscriptions, their sources and its departure record go (caller holds the lock)."""
+        rows = await self._store.call(lambda s: s.expire_departure(name))
         for row in rows:
-            self._remove_source(row)
-        self.service.event("info", "ii_neighbour_subscriptions_expired",
-                           {"neighbour": name, "ids": [r.id for r in rows]})
+            self._broker.remove_source(row.source_address)
+        self._event("info", "ii_neighbour_subscriptions_expired", {"neighbour": name, "ids": [r.id for r in rows]})
 
     async def recheck(self) -> None:
         """RESUBSCRIBE where a new capability is relevant (caller holds the lock)."""
-        service = self.service
-        capabilities = service.local_capabilities()
-        for row in await service.store.list_incoming_subscriptions():
+        capabilities = self._capabilities.all()
+        for row in await self._rows.list():
             grant = frozenset(row.granted or ())
             new = recheck_incoming(SubscriptionStatus(row.status), grant, row.selector, row.consumer_common_name,
                                    row.owner_cn, capabilities)
             if new is not None:
-                await service.store.update_incoming_subscription(row.id, status=new.value, error=None)
-                service.event("info", "ii_subscription_resubscribe", {"neighbour": row.owner_cn, "id": row.id})
+                await self._rows.update(row.id, status=new.value, error=None)
+                self._event("info", "ii_subscription_resubscribe", {"neighbour": row.owner_cn, "id": row.id})
 
     async def restore(self) -> None:
         """Sources of the stored subscriptions, each serving its stored grant (a restart neither widens
         nor narrows a subscription; :meth:`recheck` then finds capabilities added meanwhile); endpoints
         re-advertised if the host, port or process count changed (caller holds the lock)."""
-        service = self.service
-        for incoming in await service.store.list_incoming_subscriptions():
+        for incoming in await self._rows.list():
             if incoming.source_address and incoming.endpoints and incoming.endpoints != self._advertised(
                     incoming.source_address):  # the advertised host, port or process count changed
-                incoming = await service.store.update_incoming_subscription(
-                    incoming.id, endpoints=self._advertised(incoming.source_address))
+                incoming = await self._rows.update(incoming.id, endpoints=self._advertised(incoming.source_address))
             if incoming.source_address and incoming.status != SubscriptionStatus.ERROR.value:
                 if incoming.granted is None:  # stored before grants were (schema 1): computed once, kept
                     _, grant = grant_for(incoming.selector, incoming.consumer_common_name, incoming.owner_cn,
-                                         service.local_capabilities())
-                    incoming = await service.store.update_incoming_subscription(incoming.id, granted=grant)
+                                         self._capabilities.all())
+                    incoming = await self._rows.update(incoming.id, granted=grant)
                 await self._open_source(incoming)

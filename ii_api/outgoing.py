@@ -6,7 +6,12 @@ and :func:`~ii_api.subscriptions.plan_outgoing`: only new subscriptions are requ
 Each runner drives the sans-I/O :class:`~ii_api.subscriptions.OutgoingSubscriptionMachine`: it
 makes the HTTP requests to the neighbour (never holding the service's lock), pulls the answer's
 endpoints through a :class:`~ii_api.federation.Federation` into the local sources that want them
-(:mod:`ii_api.imports`), and records each result in the store.
+(:mod:`ii_api.imports`), and records each result in the store. The machine's actions are
+dispatched by ``match``, one short method each.
+
+The local subscriptions a key serves come from ``wanted()`` (the actors' subscriptions); when
+the state of a key changes, ``served_changed(ids)`` tells the service which local subscriptions
+to recompute (their status and endpoints show the outgoing ones, :meth:`views`).
 """
 from __future__ import annotations
 
@@ -14,16 +19,17 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
-from ii_api.client import IIClientError
+from ii_api.client import IIClient, IIClientError
+from ii_api.doors import EventSink, ImportSink, MessageSink, NeighbourCapabilityView, NeighbourDirectory
 from ii_api.federation import Federation, RemoteEndpoint
 from ii_api.imports import TargetedImport
-from ii_api.local_actors import LIVE_LOCAL, local_source_address
 from ii_api.models import Endpoint, Subscription, SubscriptionRequest, SubscriptionRequestItem
+from ii_api.store import AsyncStore
 from ii_api.store import OutgoingSubscription as StoredOutgoing
 from ii_api.subscriptions import (
     Action,
@@ -40,15 +46,16 @@ from ii_api.subscriptions import (
     Schedule,
     StartFederation,
     StopFederation,
+    Timing,
     desired_outgoing,
     plan_outgoing,
     same_cn,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ii_api.service import IIService
-
 log = logging.getLogger(__name__)
+
+FederationFactory = Callable[[MessageSink], Federation]
+"""A new :class:`Federation` whose links hand their messages to the given sink."""
 
 
 class OutgoingRunner:
@@ -103,87 +110,114 @@ class OutgoingRunner:
         except Exception:  # a bug must not leave the subscription half-handled silently
             log.exception("ii: outgoing subscription %s failed", self.row_id)
         finally:
-            if self.federation is not None:
-                await self.federation.close()
-                self.federation = None
+            await self.close_federation()
 
     async def _execute(self, action: Action) -> list[Action]:
-        subscriptions, machine, now = self.subscriptions, self.machine, asyncio.get_running_loop().time
-        service = subscriptions.service
-        key = machine.key
-        if isinstance(action, PostRequest):
-            peer = service.neighbour(key.neighbour)
-            if peer is None:
-                return machine.post_failed(now(), f"{key.neighbour} is not a discovered neighbour")
-            if self.adopt:
-                self.adopt = False
-                found = await subscriptions.find_unclaimed(key)
-                if found is not None:  # requested before a crash, its answer never recorded (IP_106)
-                    service.event("info", "ii_subscription_adopted", {"neighbour": key.neighbour, "id": found.id})
-                    return machine.post_succeeded(now(), found.id, found.path, found.status, found.endpoints or (),
-                                                  found.errorMessage)
-            request = SubscriptionRequest(name=service.name, subscriptions=[
-                SubscriptionRequestItem(selector=key.selector, consumerCommonName=key.consumer_common_name)])
-            try:
-                response = await service.client.post_subscriptions(peer, request)
-            except IIClientError as exc:
-                service.event("warning", "ii_subscription_request_failed",
-                              {"neighbour": key.neighbour, "selector": key.selector, "error": str(exc)})
-                return machine.post_failed(now(), str(exc), exc.status)
-            if len(response.subscriptions) != 1:
-                return machine.post_failed(now(), f"expected 1 subscription in the answer, got "
-                                                  f"{len(response.subscriptions)}")
-            sub = response.subscriptions[0]
-            service.event("info", "ii_subscription_requested",
-                          {"neighbour": key.neighbour, "selector": key.selector, "id": sub.id,
-                           "status": sub.status.value})
-            return machine.post_succeeded(now(), sub.id, sub.path, sub.status, sub.endpoints or (), sub.errorMessage)
-        if isinstance(action, PollStatus):
-            peer = service.neighbour(key.neighbour)
-            if peer is None:
-                return machine.poll_failed(now(), f"{key.neighbour} is not a discovered neighbour")
-            try:
-                poll = await service.client.poll_subscription(peer, action.path)
-            except IIClientError as exc:
-                return machine.poll_failed(now(), str(exc), exc.status)
-            return machine.poll_succeeded(now(), poll.status, poll.endpoints, poll.errorMessage)
-        if isinstance(action, DeleteRemote):
-            peer = service.neighbour(key.neighbour)
-            if peer is None:
-                return machine.neighbour_gone(now())
-            try:
-                await service.client.delete_subscription(peer, action.path)
-            except IIClientError as exc:
-                return machine.delete_failed(now(), str(exc), exc.status)
-            return machine.delete_succeeded(now())
-        if isinstance(action, StartFederation):
-            if self.federation is None:
-                sink = TargetedImport(service.core, lambda: subscriptions.import_targets(key))
-                self.federation = Federation(sink, service.client_context, service.name,  # type: ignore[arg-type]
-                                             min_backoff=service.config.federation_backoff_s)
-            self.federation.pull("subscription", [RemoteEndpoint(key.neighbour, service.endpoint_address(
-                key.neighbour, e.host), e.port, e.source) for e in action.endpoints])  # type: ignore[arg-type]
-            service.event("info", "ii_federation_started",
-                          {"neighbour": key.neighbour, "selector": key.selector,
-                           "endpoints": [e.to_json() for e in action.endpoints]})
-            return []
-        if isinstance(action, StopFederation):
-            if self.federation is not None:
-                self.federation.stop("subscription")
-            return []
-        if isinstance(action, Persist):
-            await subscriptions.changed(self)
-            return []
-        if isinstance(action, Schedule):
-            return []  # the loop waits until machine.next_at
-        if isinstance(action, Finished):
-            self.finished = True
-            if self.federation is not None:
-                await self.federation.close()
-                self.federation = None
-            await subscriptions.finished(self, action.reason)
-            return []
+        """One action of the machine; what it answers to the result."""
+        match action:
+            case PostRequest():
+                return await self._post()
+            case PollStatus(path=path):
+                return await self._poll(path)
+            case DeleteRemote(path=path):
+                return await self._delete(path)
+            case StartFederation(endpoints=endpoints):
+                return self._start_federation(endpoints)
+            case StopFederation():
+                if self.federation is not None:
+                    self.federation.stop("subscription")
+                return []
+            case Persist():
+                await self.subscriptions.changed(self)
+                return []
+            case Schedule():
+                return []  # the loop waits until machine.next_at
+            case Finished(reason=reason):
+                self.finished = True
+                await self.close_federation()
+                await self.subscriptions.finished(self, reason)
+                return []
         raise AssertionError(f"unknown action {action!r}")
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    async def _post(self) -> list[Action]:
+        """POST the subscription (IP_096/106); first adopt one requested before a crash."""
+        owner, machine, key = self.subscriptions, self.machine, self.machine.key
+        peer = owner.neighbours.neighbour(key.neighbour)
+        if peer is None:
+            return machine.post_failed(self._now(), f"{key.neighbour} is not a discovered neighbour")
+        if self.adopt:
+            self.adopt = False
+            found = await owner.find_unclaimed(key)
+            if found is not None:  # requested before a crash, its answer never recorded (IP_106)
+                owner.event("info", "ii_subscription_adopted", {"neighbour": key.neighbour, "id": found.id})
+                return machine.post_succeeded(self._now(), found.id, found.path, found.status, found.endpoints or (),
+                                              found.errorMessage)
+        request = SubscriptionRequest(name=owner.name, subscriptions=[
+            SubscriptionRequestItem(selector=key.selector, consumerCommonName=key.consumer_common_name)])
+        try:
+            response = await owner.client.post_subscriptions(peer, request)
+        except IIClientError as exc:
+            owner.event("warning", "ii_subscription_request_failed",
+                        {"neighbour": key.neighbour, "selector": key.selector, "error": str(exc)})
+            return machine.post_failed(self._now(), str(exc), exc.status)
+        if len(response.subscriptions) != 1:
+            return machine.post_failed(self._now(), f"expected 1 subscription in the answer, got "
+                                                    f"{len(response.subscriptions)}")
+        sub = response.subscriptions[0]
+        owner.event("info", "ii_subscription_requested", {"neighbour": key.neighbour, "selector": key.selector,
+                                                          "id": sub.id, "status": sub.status.value})
+        return machine.post_succeeded(self._now(), sub.id, sub.path, sub.status, sub.endpoints or (),
+                                      sub.errorMessage)
+
+    async def _poll(self, path: str) -> list[Action]:
+        """GET the subscription's status (IP_108/127)."""
+        machine, key = self.machine, self.machine.key
+        peer = self.subscriptions.neighbours.neighbour(key.neighbour)
+        if peer is None:
+            return machine.poll_failed(self._now(), f"{key.neighbour} is not a discovered neighbour")
+        try:
+            poll = await self.subscriptions.client.poll_subscription(peer, path)
+        except IIClientError as exc:
+            return machine.poll_failed(self._now(), str(exc), exc.status)
+        return machine.poll_succeeded(self._now(), poll.status, poll.endpoints, poll.errorMessage)
+
+    async def _delete(self, path: str) -> list[Action]:
+        """DELETE the subscription at the neighbour (IP_107)."""
+        machine = self.machine
+        peer = self.subscriptions.neighbours.neighbour(machine.key.neighbour)
+        if peer is None:
+            return machine.neighbour_gone(self._now())
+        try:
+            await self.subscriptions.client.delete_subscription(peer, path)
+        except IIClientError as exc:
+            return machine.delete_failed(self._now(), str(exc), exc.status)
+        return machine.delete_succeeded(self._now())
+
+    def _start_federation(self, endpoints: tuple[Endpoint, ...]) -> list[Action]:
+        """Pull from the endpoints (chapter 4.2.8) into the local sources the subscription serves."""
+        owner, key = self.subscriptions, self.machine.key
+        if self.federation is None:
+            self.federation = owner.federation(owner.import_sink(key))
+        self.federation.pull("subscription", [self._remote(e) for e in endpoints])
+        owner.event("info", "ii_federation_started", {"neighbour": key.neighbour, "selector": key.selector,
+                                                      "endpoints": [e.to_json() for e in endpoints]})
+        return []
+
+    def _remote(self, endpoint: Endpoint) -> RemoteEndpoint:
+        """A complete endpoint (the machine federates only those) as a link's address."""
+        neighbour = self.machine.key.neighbour
+        assert endpoint.port is not None and endpoint.source is not None
+        return RemoteEndpoint(neighbour, self.subscriptions.neighbours.endpoint_address(neighbour, endpoint.host),
+                              endpoint.port, endpoint.source)
+
+    async def close_federation(self) -> None:
+        if self.federation is not None:
+            await self.federation.close()
+            self.federation = None
 
     def links(self) -> list[Any]:
         """Federation link statuses (for operators and tests)."""
@@ -195,8 +229,26 @@ class OutgoingRunner:
 class OutgoingSubscriptions:
     """The runners: one per wanted key (``active``), and those still withdrawing (``retiring``)."""
 
-    def __init__(self, service: IIService) -> None:
-        self.service = service
+    def __init__(self, *, name: str, store: AsyncStore, timing: Timing, client: IIClient,
+                 neighbours: NeighbourDirectory, offers: NeighbourCapabilityView,
+                 wanted: Callable[[], list[LocalSubscriptionView]], sources: Callable[[Iterable[int]], list[str]],
+                 imports: ImportSink, federation: FederationFactory,
+                 served_changed: Callable[[Iterable[int]], Awaitable[None]], lock: asyncio.Lock,
+                 event: EventSink) -> None:
+        self.name = name
+        self._rows = store.outgoing
+        self._timing = timing
+        self.client = client
+        self.neighbours = neighbours
+        self._offers = offers
+        self._wanted = wanted
+        self._sources = sources
+        self._imports = imports
+        self.federation = federation
+        self._served_changed = served_changed
+        self._lock = lock
+        self.event = event
+        self.closed = False
         self.active: dict[OutgoingKey, OutgoingRunner] = {}
         self.retiring: set[OutgoingRunner] = set()
         self.serves: dict[OutgoingKey, frozenset[int]] = {}  #: the local subscriptions each key serves
@@ -205,100 +257,116 @@ class OutgoingSubscriptions:
         """The active runners, in key order."""
         return [self.active[k] for k in sorted(self.active)]
 
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [r.task for r in (*self.active.values(), *self.retiring) if r.task is not None]
+
+    def views(self) -> dict[int, list[OutgoingView]]:
+        """By local subscription id: the views of the active subscriptions at neighbours serving it."""
+        views: dict[int, list[OutgoingView]] = {}
+        for key, ids in self.serves.items():
+            runner = self.active.get(key)
+            if runner is not None:
+                for sub_id in ids:
+                    views.setdefault(sub_id, []).append(runner.view())
+        return views
+
+    def import_sink(self, key: OutgoingKey) -> MessageSink:
+        """Where the messages the subscription ``key`` brings go: the sources of the local
+        subscriptions it serves when each arrives (see ii_api.imports)."""
+        return TargetedImport(self._imports, lambda: self._sources(self.serves.get(key, ())))
+
     def nudge(self, neighbour: str) -> None:
         """The neighbour's capabilities changed: poll its subscriptions now (RESUBSCRIBE)."""
         for runner in self.active.values():
             if runner.key.neighbour == neighbour:
                 runner.send(runner.machine.nudge)
 
+    def _offered(self) -> Mapping[str, list[Any]]:
+        """The capabilities of the current neighbours."""
+        return {n: c for n, c in self._offers.by_neighbour().items() if self.neighbours.neighbour(n) is not None}
+
     async def reconcile(self) -> None:
         """Request what is wanted and not yet requested (IP_106); withdraw what is no longer wanted.
         Caller holds the lock."""
-        service = self.service
-        if service.closed:
+        if self.closed:
             return
-        views = [LocalSubscriptionView(r.id, r.actor_cn, r.selector, r.consumer_common_name is not None)
-                 for r in service.local_subs.values() if r.status in LIVE_LOCAL and local_source_address(r)]
-        caps = {n: c for n, c in service.neighbour_caps.items() if n in service.neighbours_by_name}
-        desired = desired_outgoing(views, caps)
+        wanted = self._wanted()
+        desired = desired_outgoing(wanted, self._offered())
         self.serves = desired
         create, withdraw = plan_outgoing(desired, self.active)
         for key in withdraw:
             runner = self.active.pop(key)
             self.retiring.add(runner)
             runner.send(runner.machine.withdraw)
-            service.event("info", "ii_subscription_withdrawn", {"neighbour": key.neighbour, "selector": key.selector})
+            self.event("info", "ii_subscription_withdrawn", {"neighbour": key.neighbour, "selector": key.selector})
         for key in create:
-            row = await service.store.add_outgoing_subscription(key.neighbour, key.selector, status=Phase.NEW.value,
-                                                                consumer_common_name=key.consumer_common_name)
-            runner = OutgoingRunner(self, row.id, OutgoingSubscriptionMachine(key, service.timing))
+            row = await self._rows.add(neighbour=key.neighbour, selector=key.selector, status=Phase.NEW.value,
+                                       consumer_common_name=key.consumer_common_name)
+            runner = OutgoingRunner(self, row.id, OutgoingSubscriptionMachine(key, self._timing))
             self.active[key] = runner
             runner.start()
-        await service.actor_subscriptions.refresh(service.local_subs)
+        await self._served_changed([w.id for w in wanted])
 
     async def find_unclaimed(self, key: OutgoingKey) -> Subscription | None:
         """A subscription of ours at the neighbour with this selector and consumer that no row of ours
         knows (IP_107 list), or None; errors mean None (it is then requested anew)."""
-        service = self.service
-        peer = service.neighbour(key.neighbour)
+        peer = self.neighbours.neighbour(key.neighbour)
         if peer is None:
             return None
         try:
-            listed = await service.client.list_subscriptions(peer, service.name)
+            listed = await self.client.list_subscriptions(peer, self.name)
         except IIClientError:
             return None
-        async with service.lock:  # after the restore: every row's remote id is known
+        async with self._lock:  # after the restore: every row's remote id is known
             claimed = {r.machine.remote_id for r in (*self.active.values(), *self.retiring)
                        if r.key.neighbour == key.neighbour and r.machine.remote_id is not None}
-        wanted = key.consumer_common_name or service.name
+        wanted = key.consumer_common_name or self.name
         for sub in listed.subscriptions:
             if (sub.id not in claimed and sub.selector == key.selector
-                    and same_cn(sub.consumerCommonName or service.name, wanted)):
+                    and same_cn(sub.consumerCommonName or self.name, wanted)):
                 return sub
         return None
 
     async def changed(self, runner: OutgoingRunner) -> None:
         """The runner's machine asks for its state to be recorded (and the local subscriptions updated)."""
-        service, m = self.service, runner.machine
+        m = runner.machine
         endpoints = [e.to_json() for e in m.endpoints]
-        async with service.lock:
+        async with self._lock:
             with contextlib.suppress(LookupError):
-                await service.store.update_outgoing_subscription(runner.row_id, status=m.stored_status,
-                                                                 remote_id=m.remote_id, remote_path=m.remote_path,
-                                                                 endpoints=endpoints, error=m.error)
+                await self._rows.update(runner.row_id, status=m.stored_status, remote_id=m.remote_id,
+                                        remote_path=m.remote_path, endpoints=endpoints, error=m.error)
             if self.active.get(m.key) is runner:
-                await service.actor_subscriptions.refresh(self.serves.get(m.key, ()))
-        service.event("info", "ii_subscription_status", {"neighbour": m.key.neighbour, "selector": m.key.selector,
-                                                         "phase": m.phase.value,
-                                                         "status": m.status.value if m.status else None,
-                                                         "error": m.error})
+                await self._served_changed(self.serves.get(m.key, ()))
+        self.event("info", "ii_subscription_status", {"neighbour": m.key.neighbour, "selector": m.key.selector,
+                                                      "phase": m.phase.value,
+                                                      "status": m.status.value if m.status else None,
+                                                      "error": m.error})
 
     async def finished(self, runner: OutgoingRunner, reason: str) -> None:
         """The runner is done (deleted, or gone at the neighbour): its row goes; requested anew if still wanted."""
-        service = self.service
-        async with service.lock:
-            await service.store.delete_outgoing_subscription(runner.row_id)
+        async with self._lock:
+            await self._rows.delete(runner.row_id)
             self.retiring.discard(runner)
             if self.active.get(runner.key) is runner:
                 del self.active[runner.key]
                 await self.reconcile()  # still wanted (RESUBSCRIBE, forgotten): requested anew
-        service.event("info", "ii_subscription_finished", {"neighbour": runner.key.neighbour,
-                                                           "selector": runner.key.selector, "reason": reason})
+        self.event("info", "ii_subscription_finished", {"neighbour": runner.key.neighbour,
+                                                        "selector": runner.key.selector, "reason": reason})
 
-    def import_targets(self, key: OutgoingKey) -> list[str]:
-        """Local sources that receive what the subscription ``key`` brings (see ii_api.imports)."""
-        addresses = []
-        for sub_id in self.serves.get(key, ()):
-            row = self.service.local_subs.get(sub_id)
-            if row is not None:
-                address = local_source_address(row)
-                if address:
-                    addresses.append(address)
-        return addresses
+    async def close(self) -> None:
+        """Stop every runner and its federation links."""
+        self.closed = True
+        runners = [*self.active.values(), *self.retiring]
+        tasks = self.tasks()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for runner in runners:
+            await runner.close_federation()
 
     async def restore(self) -> None:
         """Runners for the stored outgoing subscriptions, resumed where they were (caller holds the lock)."""
-        for row in await self.service.store.list_outgoing_subscriptions():
+        for row in await self._rows.list():
             self._restore(row)
 
     def _restore(self, row: StoredOutgoing) -> None:
@@ -308,7 +376,7 @@ class OutgoingSubscriptions:
             with contextlib.suppress(ValidationError):
                 endpoints.append(Endpoint.model_validate(item))
         machine = OutgoingSubscriptionMachine.restore(key, row.status, row.remote_id, row.remote_path, endpoints,
-                                                      row.error, self.service.timing)
+                                                      row.error, self._timing)
         runner = OutgoingRunner(self, row.id, machine)
         runner.adopt = machine.phase is Phase.NEW
         if key in self.active or machine.phase is Phase.DELETING:

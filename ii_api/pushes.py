@@ -1,24 +1,24 @@
 """Capability pushes (IP_075/091): our capabilities POSTed to every neighbour.
 
-One :class:`Pusher` task per neighbour POSTs :meth:`IIService.capabilities_message
-<ii_api.service.IIService.capabilities_message>` when woken (a local capability added or removed,
-the neighbour new or moved) and at least every ``capability_repost_s`` (<= 24 h, IP_091); failures
-are retried with backoff. The neighbour's answer (its capabilities) is recorded as if it had
-POSTed them.
+One :class:`Pusher` task per neighbour POSTs our capabilities message (``message()``) when woken
+(a local capability added or removed, the neighbour new or moved) and at least every ``capability_repost_s`` (<= 24 h, IP_091); failures
+are retried with backoff. The neighbour's answer (its capabilities) goes to ``answered(name,
+message)``: the service records it as if the neighbour had POSTed it.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ii_api.client import IIClientError
+from ii_api.client import IIClient, IIClientError
+from ii_api.config import IIConfig
+from ii_api.doors import EventSink, NeighbourDirectory
+from ii_api.models import CapabilitiesMessage
 from ii_api.subscriptions import same_cn
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ii_api.service import IIService
+from interchange.timing import backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,20 @@ class Pusher:
 class CapabilityPushes:
     """The pushers, one per discovered neighbour."""
 
-    def __init__(self, service: IIService) -> None:
-        self.service = service
+    def __init__(self, *, config: IIConfig, client: IIClient, neighbours: NeighbourDirectory,
+                 message: Callable[[], CapabilitiesMessage],
+                 answered: Callable[[str, CapabilitiesMessage], Awaitable[None]], event: EventSink) -> None:
+        self._config = config
+        self._client = client
+        self._neighbours = neighbours
+        self._message = message
+        self._answered = answered
+        self._event = event
         self._pushers: dict[str, Pusher] = {}
+        self.closed = False
 
     def start(self, name: str) -> None:
-        if self.service.closed or name in self._pushers:
+        if self.closed or name in self._pushers:
             return
         pusher = Pusher(asyncio.Event())
         pusher.wake.set()  # IP_091: our capabilities go to a new neighbour at once
@@ -71,8 +79,7 @@ class CapabilityPushes:
         return [p.task for p in self._pushers.values() if p.task is not None]
 
     async def _push_loop(self, name: str, pusher: Pusher) -> None:
-        service, config = self.service, self.service.config
-        loop = asyncio.get_running_loop()
+        config, loop = self._config, asyncio.get_running_loop()
         failures = 0
         due = loop.time() + config.capability_repost_s
         while True:
@@ -80,32 +87,30 @@ class CapabilityPushes:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(pusher.wake.wait(), timeout)
             pusher.wake.clear()
-            peer = service.neighbours_by_name.get(name)
+            peer = self._neighbours.neighbour(name)
             if peer is None:
                 return
+            message = self._message()
             try:
-                theirs = await service.client.post_capabilities(peer, service.capabilities_message())
+                theirs = await self._client.post_capabilities(peer, message)
             except IIClientError as exc:
                 failures += 1
                 pusher.last_error = str(exc)
-                delay = min(config.retry_min_s * 2 ** (failures - 1), config.retry_max_s, config.capability_repost_s)
+                delay = backoff_s(failures, config.retry_min_s, min(config.retry_max_s, config.capability_repost_s))
                 due = loop.time() + delay
-                service.event("warning", "ii_capabilities_push_failed", {"neighbour": name, "error": str(exc),
-                                                                         "retry_in_s": delay})
+                self._event("warning", "ii_capabilities_push_failed", {"neighbour": name, "error": str(exc),
+                                                                       "retry_in_s": delay})
                 continue
             failures, pusher.last_error = 0, None
             pusher.pushes += 1
             due = loop.time() + config.capability_repost_s
-            service.event("info", "ii_capabilities_pushed", {"neighbour": name,
-                                                             "count": len(service.local_cap_models)})
+            self._event("info", "ii_capabilities_pushed", {"neighbour": name, "count": len(message.capabilities)})
             if not same_cn(theirs.name, name):
-                service.event("warning", "ii_capabilities_answer_ignored",
-                              {"neighbour": name, "reason": f"answer names {theirs.name!r}"})
+                self._event("warning", "ii_capabilities_answer_ignored",
+                            {"neighbour": name, "reason": f"answer names {theirs.name!r}"})
                 continue
             try:
-                async with service.lock:
-                    if name in service.neighbours_by_name:
-                        await service.set_neighbour_capabilities(name, theirs)
+                await self._answered(name, theirs)
             except Exception:  # a bug or a store failure must not end the pushes to this neighbour
                 log.exception("ii: recording the capabilities of %s failed", name)
                 due = loop.time() + config.retry_max_s

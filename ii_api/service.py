@@ -7,18 +7,24 @@ the node's data directory), keeps the broker's addresses in line with it through
 (:mod:`ii_api.server`) calls one method per operation; every method answers only after its
 writes are committed (the store's transactions, ``synchronous=FULL``).
 
-This module is the core: shared state, life cycle, identities (IP_125/126), capabilities
-(ours and the neighbours'), discovery, restart and status. The operations live in parts, each
-given the service:
+The service composes one object per resource, each owning its state (memory and its rows in the
+store) behind a small interface (:mod:`ii_api.doors`); no object imports the service or another's
+owner: what one needs of another is given to it as a view, and what changes is reported through a
+callback the service routes to the objects it concerns.
 
-* :mod:`ii_api.incoming`: neighbours' subscriptions here (``service.incoming``);
-* :mod:`ii_api.outgoing`: our subscriptions at neighbours, one
-  :class:`~ii_api.outgoing.OutgoingRunner` each (``service.outgoing``);
-* :mod:`ii_api.local_actors`: the local actor API: capabilities, deliveries, subscriptions
-  (``service.actor_capabilities``, ``service.deliveries``, ``service.actor_subscriptions``);
-* :mod:`ii_api.pushes`: our capabilities POSTed to every neighbour (``service.pushes``);
-* :mod:`ii_api.departures`: neighbours that left DNS, whose subscriptions here expire after
-  ``neighbour_grace_s`` (``service.departures``).
+==========================  ==============================================  =========================
+object                      owns                                            module
+==========================  ==============================================  =========================
+``neighbours``              the neighbour set (IP_089/126)                  :mod:`ii_api.neighbours`
+``neighbour_caps``          each neighbour's capabilities (IP_076)          :mod:`ii_api.neighbours`
+``departures``              neighbours gone from DNS, their grace timers    :mod:`ii_api.departures`
+``incoming``                neighbours' subscriptions here, their sources   :mod:`ii_api.incoming`
+``outgoing``                our subscriptions at neighbours, their runners  :mod:`ii_api.outgoing`
+``actor_capabilities``      actors' capabilities = ours (IP_077/109)        :mod:`ii_api.local_actors`
+``deliveries``              actors' deliveries, their targets               :mod:`ii_api.local_actors`
+``actor_subscriptions``     actors' subscriptions, their sources            :mod:`ii_api.local_actors`
+``pushes``                  one capability pusher per neighbour (IP_075)    :mod:`ii_api.pushes`
+==========================  ==============================================  =========================
 
 Reactivity: every change is propagated at once, as an event, not by a periodic scan:
 
@@ -44,97 +50,85 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import ssl
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any
 
-from pydantic import ValidationError
-
+from ii_api.broker_addresses import BrokerAddresses
 from ii_api.client import IIClient
 from ii_api.config import IIConfig
 from ii_api.departures import NeighbourDepartures
-from ii_api.discovery import (
-    Discovery,
-    DiscoveryResult,
-    Neighbour,
-    merge_neighbours,
-    neighbour_changes,
-    normalise_name,
-)
-from ii_api.errors import BadRequest, Forbidden
+from ii_api.discovery import Discovery, DiscoveryResult, Neighbour, normalise_name
+from ii_api.doors import AddressBookDoor, EventSink, ImportSink, MessageSink
+from ii_api.errors import BadRequest
+from ii_api.federation import Federation
 from ii_api.incoming import IncomingSubscriptions
 from ii_api.local_actors import ActorCapabilities, ActorDeliveries, ActorSubscriptions
 from ii_api.matching import CapabilityMatcher
-from ii_api.models import (
-    CapabilitiesMessage,
-    Capability,
-    LocalEndpoint,
-    NetworkCapabilitiesResponse,
-    SubscriptionStatus,
-)
+from ii_api.models import CapabilitiesMessage, Capability, NetworkCapabilitiesResponse
+from ii_api.neighbours import NeighbourCapabilities, Neighbours
 from ii_api.outgoing import OutgoingSubscriptions
 from ii_api.pushes import CapabilityPushes, Pusher
 from ii_api.store import AsyncStore
-from ii_api.store import LocalCapability as StoredCapability
-from ii_api.store import LocalSubscription as StoredLocalSubscription
-from ii_api.subscriptions import Timing, compile_selector, same_cn
-from interchange.broker.addresses import AddressBook, AddressError, SourceSpec
+from ii_api.subscriptions import Timing, compile_selector
 from interchange.broker.placement import Placement
-from interchange.broker.router import BrokerCore
+
+__all__ = ["EventSink", "IIService"]
 
 log = logging.getLogger(__name__)
 
-EventSink = Callable[[str, str, dict], None]
-Row = TypeVar("Row")
-
 
 class IIService:
-    """The II's state and operations (see the module docstring)."""
+    """The II's objects, composed, and the events between them (see the module docstring)."""
 
-    def __init__(self, *, name: str, config: IIConfig, store: AsyncStore, addresses: AddressBook,
-                 core: BrokerCore, client_context: Callable[[], ssl.SSLContext], amqp_host: str,
+    def __init__(self, *, name: str, config: IIConfig, store: AsyncStore, addresses: AddressBookDoor,
+                 core: ImportSink, client_context: Callable[[], ssl.SSLContext], amqp_host: str,
                  amqp_ports: Sequence[int], placement: Placement = Placement(),
                  event: EventSink | None = None) -> None:
         self.name = normalise_name(name)
         self.config = config
-        self.store = store
-        self.addresses = addresses
-        self.core = core
-        self.client_context = client_context
-        self.amqp_host = amqp_host
-        self.amqp_ports = tuple(amqp_ports)  #: advertised AMQPS port of broker process 0..N-1
-        self.placement = placement
-        self._event = event
         self.base = config.base_path
+        self._event = event
+        self._client_context = client_context
         self.client = IIClient(client_context, base_path=config.base_path, timeout_s=config.request_timeout_s)
-        self.timing = Timing(poll_interval_s=config.poll_interval_s, first_poll_s=config.first_poll_s,
-                             retry_min_s=config.retry_min_s, retry_max_s=config.retry_max_s)
-        # Shared state; changed only while holding the lock.
-        self.lock = asyncio.Lock()
-        self.neighbours_by_name: dict[str, Neighbour] = {}
-        self.neighbour_caps: dict[str, list[Capability]] = {}
-        self.local_caps: dict[int, StoredCapability] = {}  #: actors' capabilities by id (ours, IP_077/109)
-        self.local_cap_models: dict[int, Capability] = {}
-        self.local_subs: dict[int, StoredLocalSubscription] = {}  #: actors' subscriptions by id
+        self.lock = asyncio.Lock()  #: serialises state changes; no request to a neighbour is made holding it
         self.closed = False
-        # The parts (see the module docstring).
-        self.incoming = IncomingSubscriptions(self)
-        self.outgoing = OutgoingSubscriptions(self)
-        self.actor_capabilities = ActorCapabilities(self)
-        self.deliveries = ActorDeliveries(self)
-        self.actor_subscriptions = ActorSubscriptions(self)
-        self.pushes = CapabilityPushes(self)
-        self.departures = NeighbourDepartures(self)
         self._discovery: Discovery | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        broker = BrokerAddresses(addresses, amqp_host, amqp_ports, placement)
+        timing = Timing(poll_interval_s=config.poll_interval_s, first_poll_s=config.first_poll_s,
+                        retry_min_s=config.retry_min_s, retry_max_s=config.retry_max_s)
+        lock, event_sink = self.lock, self.event
+        # The objects (see the module docstring), each given what it reads and whom to tell.
+        self.neighbours_dir = Neighbours(store)
+        self.neighbour_caps = NeighbourCapabilities(store)
+        self.actor_capabilities = ActorCapabilities(
+            base_path=self.base, store=store, network=self.neighbour_caps.publication_ids, lock=lock,
+            event=event_sink, changed=self._local_capabilities_changed)
+        self.deliveries = ActorDeliveries(base_path=self.base, store=store, broker=broker,
+                                          capabilities=self.actor_capabilities, lock=lock, event=event_sink)
+        self.actor_subscriptions = ActorSubscriptions(config=config, store=store, broker=broker, lock=lock,
+                                                      event=event_sink, changed=self._local_subscriptions_changed)
+        self.incoming = IncomingSubscriptions(name=self.name, config=config, store=store, broker=broker,
+                                              neighbours=self.neighbours_dir, capabilities=self.actor_capabilities,
+                                              lock=lock, event=event_sink)
+        self.outgoing = OutgoingSubscriptions(
+            name=self.name, store=store, timing=timing, client=self.client, neighbours=self.neighbours_dir,
+            offers=self.neighbour_caps, wanted=self.actor_subscriptions.wanted,
+            sources=self.actor_subscriptions.sources, imports=core, federation=self._federation,
+            served_changed=self._outgoing_changed, lock=lock, event=event_sink)
+        self.pushes = CapabilityPushes(config=config, client=self.client, neighbours=self.neighbours_dir,
+                                       message=self.capabilities_message, answered=self._capabilities_answered,
+                                       event=event_sink)
+        self.departures = NeighbourDepartures(grace_s=config.neighbour_grace_s, store=store, spawn=self.spawn,
+                                              lock=lock, event=event_sink, expired=self._departure_expired)
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
         """Restore the state from the store, recreate broker addresses, start the timers."""
         async with self.lock:
             await self._restore()
-        for name in list(self.neighbours_by_name):
+        for name in self.neighbours_dir.names():
             self.pushes.start(name)
         if self.config.discovery is not None:
             discovery_config = self.config.discovery
@@ -142,23 +136,18 @@ class IIService:
                 discovery_config = discovery_config.model_copy(update={"own_name": self.name})
             self._discovery = Discovery(discovery_config, on_result=self._on_discovery)
             self.spawn(self._discovery.run_periodically(), "ii-discovery")
-        self.event("info", "ii_started", {"neighbours": sorted(self.neighbours_by_name),
-                                          "local_capabilities": len(self.local_caps),
-                                          "local_subscriptions": len(self.local_subs),
+        self.event("info", "ii_started", {"neighbours": self.neighbours_dir.names(),
+                                          "local_capabilities": len(self.actor_capabilities),
+                                          "local_subscriptions": len(self.actor_subscriptions),
                                           "outgoing_subscriptions": len(self.outgoing.active)})
 
     async def close(self) -> None:
-        self.closed = True
-        tasks = [t for t in self._tasks]
-        tasks += self.pushes.tasks()
-        runners = [*self.outgoing.active.values(), *self.outgoing.retiring]
-        tasks += [r.task for r in runners if r.task is not None]
+        self.closed = self.pushes.closed = True
+        tasks = [*self._tasks, *self.pushes.tasks()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for runner in runners:
-            if runner.federation is not None:
-                await runner.federation.close()
+        await self.outgoing.close()
         await self.client.close()
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
@@ -174,94 +163,46 @@ class IIService:
         if self._event is not None:
             self._event(level, kind, fields)
 
-    # ------------------------------------------------------------------ our broker's addresses
-    @staticmethod
-    def new_address(prefix: str) -> str:
-        """A fresh broker address for a source or target the II makes (``prefix`` starts "ii-")."""
-        return prefix + secrets.token_hex(8)
-
-    async def open_source(self, spec: SourceSpec, row_id: int, update: Callable[..., Awaitable[Row]],
-                          about: dict[str, Any]) -> Row | None:
-        """Create a subscription's broker source; None when done. If the address book refuses it (an
-        address a configured target took, a selector nested too deeply), the subscription turns ERROR
-        with an errorMessage and no endpoints (Table 14/15): ``update`` (the store's update method of
-        its table) records that, and the updated row is returned."""
-        try:
-            self.addresses.put_source(spec)
-        except AddressError as exc:
-            error = f"the source could not be created: {exc}"
-            self.event("warning", "ii_source_failed", {**about, "id": row_id, "error": error})
-            return await update(row_id, status=SubscriptionStatus.ERROR.value, endpoints=[], error=error)
-        return None
-
-    def local_endpoints(self, source: str) -> list[LocalEndpoint]:
-        """Where to consume from ``source``: one endpoint per broker process, as advertised now."""
-        return [LocalEndpoint(host=self.amqp_host, port=port, source=source) for port in self.amqp_ports]
+    def _federation(self, sink: MessageSink) -> Federation:
+        return Federation(sink, self._client_context, self.name, min_backoff=self.config.federation_backoff_s)
 
     # ------------------------------------------------------------------ identities (IP_125/126)
     def neighbour(self, name: str) -> Neighbour | None:
-        try:
-            return self.neighbours_by_name.get(normalise_name(name))
-        except ValueError:
-            return None
+        return self.neighbours_dir.neighbour(name)
 
     @property
     def neighbours(self) -> tuple[Neighbour, ...]:
-        return tuple(self.neighbours_by_name[n] for n in sorted(self.neighbours_by_name))
-
-    def endpoint_address(self, neighbour: str, host: str | None) -> str:
-        """Where to connect for an endpoint: a host that is the neighbour's own name is reached at the
-        address discovery found for it (its A record, IP_085); other hosts (e.g. a load balancer)
-        as given. TLS still checks the neighbour's name (IP_125)."""
-        peer = self.neighbour(neighbour)
-        if host is None or (peer is not None and same_cn(host.rstrip("."), peer.name)):
-            return peer.host if peer is not None else neighbour
-        return host
+        return self.neighbours_dir.all()
 
     def is_neighbour(self, cn: str) -> bool:
         """IP_126: whether ``cn`` is the target of a discovered SRV record."""
-        return self.neighbour(cn) is not None
+        return self.neighbours_dir.neighbour(cn) is not None
 
     def require_neighbour(self, cn: str, body_name: str | None = None) -> str:
         """The neighbour's name for a request by ``cn``; Forbidden (IP_126) otherwise."""
-        peer = self.neighbour(cn)
-        if peer is None:
-            raise Forbidden(f"{cn!r} is not the target of a discovered SRV record of a trusted domain (IP_126)")
-        if body_name is not None and not same_cn(body_name, cn):
-            raise Forbidden(f"the name in the body ({body_name!r}) is not the certificate's common name ({cn!r})",
-                            "name")
-        return peer.name
+        return self.neighbours_dir.require(cn, body_name)
 
     # ------------------------------------------------------------------ capabilities
     def local_capabilities(self) -> list[Capability]:
         """IP_077/IP_109: our capabilities are those our local actors registered, nothing learned."""
-        return [self.local_cap_models[i] for i in sorted(self.local_cap_models)]
+        return self.actor_capabilities.all()
 
     def capabilities_message(self) -> CapabilitiesMessage:
         return CapabilitiesMessage(name=self.name, capabilities=self.local_capabilities())
 
     def neighbour_capabilities(self, name: str) -> list[Capability]:
-        return list(self.neighbour_caps.get(name, ()))
+        return self.neighbour_caps.of(name)
 
     async def receive_capabilities(self, cn: str, message: CapabilitiesMessage) -> CapabilitiesMessage:
         """IP_076/094: replace the neighbour's capabilities; answer with ours."""
         name = self.require_neighbour(cn, message.name)
         async with self.lock:
-            await self.set_neighbour_capabilities(name, message)
+            await self._neighbour_capabilities_changed(name, message)
         return self.capabilities_message()
-
-    async def set_neighbour_capabilities(self, name: str, message: CapabilitiesMessage) -> None:
-        """Caller holds the lock."""
-        await self.store.put_neighbour_capabilities(name, message.to_json())
-        self.neighbour_caps[name] = list(message.capabilities)
-        self.event("info", "ii_capabilities_received", {"neighbour": name, "count": len(message.capabilities)})
-        await self.outgoing.reconcile()
-        self.outgoing.nudge(name)
 
     async def network_capabilities(self, actor: str, selector: str | None) -> NetworkCapabilitiesResponse:
         """Capabilities anywhere in the federation (ours and our neighbours') that ``selector`` matches."""
-        everything = self.local_capabilities() + [c for n in sorted(self.neighbour_caps)
-                                                  for c in self.neighbour_caps[n]]
+        everything = self.local_capabilities() + self.neighbour_caps.everything()
         if selector is None or not selector.strip():
             return NetworkCapabilitiesResponse(name=actor, selector=selector or "", capabilities=everything)
         compiled, problem = compile_selector(selector)
@@ -271,6 +212,40 @@ class IIService:
         return NetworkCapabilitiesResponse(name=actor, selector=selector, capabilities=[
             c for c in everything if matcher.matches(c.application, c.metadata)])
 
+    # ------------------------------------------------------------------ events between the objects
+    async def _neighbour_capabilities_changed(self, name: str, message: CapabilitiesMessage) -> None:
+        """A neighbour's capabilities (its POST, or its answer to ours): stored, subscriptions at
+        neighbours re-planned, and those at that neighbour polled now (RESUBSCRIBE). Lock held."""
+        await self.neighbour_caps.put(name, message)
+        self.event("info", "ii_capabilities_received", {"neighbour": name, "count": len(message.capabilities)})
+        await self.outgoing.reconcile()
+        self.outgoing.nudge(name)
+
+    async def _capabilities_answered(self, name: str, message: CapabilitiesMessage) -> None:
+        """A neighbour's answer to our capabilities push, recorded if it is still a neighbour."""
+        async with self.lock:
+            if name in self.neighbours_dir:
+                await self._neighbour_capabilities_changed(name, message)
+
+    async def _local_capabilities_changed(self, actor: str) -> None:
+        """Deliveries rebuilt, RESUBSCRIBE checks, neighbours told (IP_075/091). Lock held."""
+        await self.deliveries.apply(actor)
+        await self.incoming.recheck()
+        self.pushes.wake_all()
+
+    async def _local_subscriptions_changed(self) -> None:
+        """Subscriptions at neighbours re-planned (lock held)."""
+        await self.outgoing.reconcile()
+
+    async def _outgoing_changed(self, sub_ids: Iterable[int]) -> None:
+        """The local subscriptions served by changed subscriptions at neighbours: recomputed (lock held)."""
+        await self.actor_subscriptions.refresh(sub_ids, self.outgoing.views())
+
+    async def _departure_expired(self, name: str) -> None:
+        """A departed neighbour's grace period is over; unless it is back, its subscriptions go (lock held)."""
+        if self.neighbours_dir.neighbour(name) is None:
+            await self.incoming.expire(name)
+
     # ------------------------------------------------------------------ discovery (IP_073/089)
     async def _on_discovery(self, result: DiscoveryResult) -> None:
         """IP_089/126: the neighbour set follows DNS. A neighbour gone is refused from now on, its
@@ -279,21 +254,17 @@ class IIService:
         if self.closed:
             return
         async with self.lock:
-            known = self.neighbours_by_name
-            merged = {n.name: n for n in merge_neighbours(known.values(), result)}
-            await self.store.upsert_neighbours(result.neighbours)
-            gone, changed = neighbour_changes(known, merged)
+            gone, changed = await self.neighbours_dir.apply(result)
             for name in gone:
-                self.neighbour_caps.pop(name, None)
+                self.neighbour_caps.forget(name)
                 self.pushes.stop(name)
-            self.neighbours_by_name = merged
             await self.departures.left(gone)
-            self.departures.returned(merged)
+            self.departures.returned(self.neighbours_dir.names())
             for name in sorted(changed):
                 self.pushes.wake(name)
             if gone or changed:
-                self.event("info", "ii_neighbours_changed", {"neighbours": sorted(merged), "gone": sorted(gone),
-                                                             "new_or_moved": sorted(changed)})
+                self.event("info", "ii_neighbours_changed", {"neighbours": self.neighbours_dir.names(),
+                                                             "gone": sorted(gone), "new_or_moved": sorted(changed)})
                 await self.outgoing.reconcile()
         for error in result.errors:
             self.event("warning", "ii_discovery_problem", {"error": error})
@@ -306,21 +277,14 @@ class IIService:
     # ------------------------------------------------------------------ restart (state from SQLite)
     async def _restore(self) -> None:
         """Rebuild memory state and broker addresses from the store (caller holds the lock)."""
-        for stored in await self.store.list_neighbours():
-            self.neighbours_by_name[stored.name] = Neighbour(stored.name, stored.host, stored.port, stored.domain,
-                                                             stored.priority, stored.weight)
-        for document in await self.store.list_neighbour_capabilities():
-            try:
-                self.neighbour_caps[document.neighbour] = list(
-                    CapabilitiesMessage.model_validate(document.document).capabilities)
-            except ValidationError:
-                log.warning("ii: stored capabilities of %s are unreadable; ignored", document.neighbour)
+        await self.neighbours_dir.restore()
+        await self.neighbour_caps.restore()
         await self.actor_capabilities.restore()
         await self.deliveries.apply()
         await self.actor_subscriptions.restore()
         await self.incoming.restore()
         await self.incoming.recheck()  # capabilities added while the node was down: RESUBSCRIBE
-        await self.departures.restore()
+        await self.departures.restore(await self.incoming.owners(), self.neighbours_dir.names())
         await self.outgoing.restore()
         await self.outgoing.reconcile()
 
@@ -332,10 +296,10 @@ class IIService:
         return {
             "name": self.name,
             "neighbours": [{"name": n.name, "host": n.host, "port": n.port,
-                            "capabilities": len(self.neighbour_caps.get(n.name, ())),
+                            "capabilities": len(self.neighbour_caps.of(n.name)),
                             "pushes": pusher.pushes if (pusher := self.pushes.state(n.name)) is not None else 0}
                            for n in self.neighbours],
-            "local_capabilities": len(self.local_cap_models),
+            "local_capabilities": len(self.actor_capabilities),
             "outgoing": [{"neighbour": r.key.neighbour, "selector": r.key.selector,
                           "consumerCommonName": r.key.consumer_common_name, "phase": r.machine.phase.value,
                           "status": r.machine.status.value if r.machine.status else None,

@@ -24,28 +24,27 @@ writes.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import functools
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ii_api.discovery import Neighbour
+from interchange.timing import now_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from _typeshed import DataclassInstance
 
 DB_FILENAME = "ii.sqlite3"
 
 Json = Any
 """A JSON-serialisable value (dict, list, str, int, float, bool, None)."""
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the Unix epoch."""
-    return time.time_ns() // 1_000_000
 
 
 def db_path(data_dir: str | Path) -> Path:
@@ -69,15 +68,6 @@ class DuplicatePublicationIdError(StoreError):
     def __init__(self, publication_id: str) -> None:
         super().__init__(f"publicationId {publication_id!r} is already in use")
         self.publication_id = publication_id
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Any = _Unset()
-"""Default of update arguments: leave the column as it is (None clears it)."""
 
 
 # --------------------------------------------------------------------------- rows
@@ -270,31 +260,40 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2_GRANTS)
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-R = TypeVar("R")
+R = TypeVar("R", bound="DataclassInstance")  # a row: a frozen dataclass
 
 
 @dataclass(frozen=True)
 class _Table(Generic[R]):
+    """How one resource's rows are kept: its SQLite table, row type, owner column and JSON columns."""
+
     name: str
     row: type[R]
     owner: str | None = None  # column an owner filter applies to
     json: frozenset[str] = frozenset()
+    id_lists: frozenset[str] = frozenset()  # JSON columns holding a set of ids, stored as a sorted list
 
     @functools.cached_property
     def columns(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self.row))  # type: ignore[arg-type]
+        return tuple(f.name for f in fields(self.row))
 
     def decode(self, row: sqlite3.Row) -> R:
         return self.row(**{c: json.loads(row[c]) if c in self.json and row[c] is not None else row[c]
                            for c in self.columns})
 
     def encode(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Column values for SQLite: JSON columns dumped (None stays NULL), enum members as their value."""
+        """Column values for SQLite: JSON columns dumped (None stays NULL), enum members as their value.
+        A name that is not a column is a programming error (names are spliced into SQL: never input)."""
+        unknown = set(values) - set(self.columns)
+        if unknown:
+            raise TypeError(f"{self.name} has no column {', '.join(sorted(unknown))}")
+        values = {c: _id_list(v) if c in self.id_lists else v for c, v in values.items()}
         return {c: _dump(v) if c in self.json and v is not None else _text(v) for c, v in values.items()}
 
 
 _OUTGOING = _Table("outgoing_subscriptions", OutgoingSubscription, "neighbour", frozenset({"endpoints"}))
-_INCOMING = _Table("incoming_subscriptions", IncomingSubscription, "owner_cn", frozenset({"endpoints", "granted"}))
+_INCOMING = _Table("incoming_subscriptions", IncomingSubscription, "owner_cn", frozenset({"endpoints", "granted"}),
+                   frozenset({"granted"}))
 _CAPABILITIES = _Table("local_capabilities", LocalCapability, "actor_cn", frozenset({"document"}))
 _DELIVERIES = _Table("deliveries", Delivery, "actor_cn")
 _LOCAL_SUBS = _Table("local_subscriptions", LocalSubscription, "actor_cn", frozenset({"endpoints"}))
@@ -314,6 +313,199 @@ def _id_list(ids: Iterable[str] | None) -> list[str] | None:
     return None if ids is None else sorted(set(ids))
 
 
+# --------------------------------------------------------------------------- repositories
+
+class _Connection(Protocol):
+    """What a repository needs of its :class:`Store`: the connection, the clock, write transactions."""
+
+    @property
+    def conn(self) -> sqlite3.Connection: ...
+
+    def now(self) -> int: ...
+
+    def write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
+
+
+class Table(Generic[R]):
+    """The rows of one resource (subscriptions, deliveries, capabilities), by id, optionally scoped to
+    an owner (the neighbour or actor whose row it is: another owner's id is "not found").
+
+    ``add``/``update`` take column values by name; ``update`` leaves out columns not given (None
+    clears one). ``created_ms``/``last_updated_ms`` are kept by the table."""
+
+    def __init__(self, db: _Connection, table: _Table[R]) -> None:
+        self._db = db
+        self._table = table
+
+    def add(self, **values: Any) -> R:
+        now = self._db.now()
+        row = self._table.encode({**values, "created_ms": now, "last_updated_ms": now})
+        with self._db.write() as conn:
+            columns, marks = ", ".join(row), ", ".join("?" * len(row))
+            cursor = conn.execute(f"INSERT INTO {self._table.name} ({columns}) VALUES ({marks})", tuple(row.values()))
+            return self._require(int(cursor.lastrowid or 0), None)
+
+    def get(self, row_id: int, owner: str | None = None) -> R | None:
+        where, params = self._where(row_id, owner)
+        found = self._db.conn.execute(f"SELECT * FROM {self._table.name} WHERE {where}", params).fetchone()
+        return None if found is None else self._table.decode(found)
+
+    def list(self, owner: str | None = None) -> builtins.list[R]:
+        table = self._table
+        if owner is None:
+            rows = self._db.conn.execute(f"SELECT * FROM {table.name} ORDER BY id").fetchall()
+        else:
+            rows = self._db.conn.execute(f"SELECT * FROM {table.name} WHERE {table.owner} = ? ORDER BY id",
+                                         (owner,)).fetchall()
+        return [table.decode(r) for r in rows]
+
+    def update(self, row_id: int, owner: str | None = None, **changes: Any) -> R:
+        """Change the given columns; :class:`NotFoundError` if there is no such row (of ``owner``)."""
+        if self._table.owner in changes or "id" in changes:
+            raise TypeError(f"the id and owner of a {self._table.name} row never change")
+        values = self._table.encode({**changes, "last_updated_ms": self._db.now()})
+        where, params = self._where(row_id, owner)
+        with self._db.write() as conn:
+            cursor = conn.execute(f"UPDATE {self._table.name} SET {', '.join(f'{c} = ?' for c in values)} "
+                                  f"WHERE {where}", (*values.values(), *params))
+            if cursor.rowcount == 0:
+                raise self._not_found(row_id, owner)
+            return self._require(row_id, None)
+
+    def delete(self, row_id: int, owner: str | None = None) -> bool:
+        where, params = self._where(row_id, owner)
+        with self._db.write() as conn:
+            return conn.execute(f"DELETE FROM {self._table.name} WHERE {where}", params).rowcount > 0
+
+    def delete_owned_by(self, owner: str) -> builtins.list[R]:
+        """Every row of ``owner`` deleted; the rows as they were."""
+        with self._db.write() as conn:
+            rows = self.list(owner)
+            conn.execute(f"DELETE FROM {self._table.name} WHERE {self._table.owner} = ?", (owner,))
+            return rows
+
+    def _where(self, row_id: int, owner: str | None) -> tuple[str, tuple[Any, ...]]:
+        if owner is None:
+            return "id = ?", (row_id,)
+        return f"id = ? AND {self._table.owner} = ?", (row_id, owner)
+
+    def _require(self, row_id: int, owner: str | None) -> R:
+        found = self.get(row_id, owner)
+        if found is None:
+            raise self._not_found(row_id, owner)
+        return found
+
+    def _not_found(self, row_id: int, owner: str | None) -> NotFoundError:
+        return NotFoundError(f"no {self._table.name} row with id {row_id}" + (f" for {owner}" if owner else ""))
+
+
+class CapabilityTable(Table[LocalCapability]):
+    """Local actors' capabilities (IP_077): a publicationId is unique across the network."""
+
+    def add(self, **values: Any) -> LocalCapability:
+        """Register a capability; :class:`DuplicatePublicationIdError` when its publicationId is taken."""
+        try:
+            return super().add(**values)
+        except StoreError as exc:
+            if "local_capabilities.publication_id" in str(exc):
+                raise DuplicatePublicationIdError(values.get("publication_id", "")) from None
+            raise
+
+    def add_all(self, actor_cn: str, capabilities: Iterable[tuple[str, Json]]) -> builtins.list[LocalCapability]:
+        """Register (publicationId, document) pairs of ``actor_cn``: all of them or none."""
+        with self._db.write():
+            return [self.add(actor_cn=actor_cn, publication_id=publication_id, document=document)
+                    for publication_id, document in capabilities]
+
+    def find(self, publication_id: str) -> LocalCapability | None:
+        found = self._db.conn.execute("SELECT * FROM local_capabilities WHERE publication_id = ?",
+                                      (publication_id,)).fetchone()
+        return None if found is None else self._table.decode(found)
+
+
+class NeighbourTable:
+    """Neighbours found by discovery (IP_073/089), and those that left DNS since (IP_126)."""
+
+    def __init__(self, db: _Connection) -> None:
+        self._db = db
+
+    def upsert(self, neighbours: Iterable[Neighbour], *, seen_ms: int | None = None) -> None:
+        """Record neighbours found by discovery; ``first_seen_ms`` is kept, the rest replaced. A
+        neighbour found again is no longer departed."""
+        seen = self._db.now() if seen_ms is None else seen_ms
+        rows = [(n.name, n.host, n.port, n.domain, n.priority, n.weight, seen, seen) for n in neighbours]
+        with self._db.write() as conn:
+            conn.executemany("DELETE FROM departed_neighbours WHERE name = ?", [(r[0],) for r in rows])
+            conn.executemany(
+                """INSERT INTO neighbours (name, host, port, domain, priority, weight, first_seen_ms, last_seen_ms)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (name) DO UPDATE SET host = excluded.host, port = excluded.port,
+                       domain = excluded.domain, priority = excluded.priority, weight = excluded.weight,
+                       last_seen_ms = excluded.last_seen_ms""", rows)
+
+    def get(self, name: str) -> StoredNeighbour | None:
+        found = self._db.conn.execute("SELECT * FROM neighbours WHERE name = ?", (name,)).fetchone()
+        return None if found is None else StoredNeighbour(**dict(found))
+
+    def list(self) -> builtins.list[StoredNeighbour]:
+        rows = self._db.conn.execute("SELECT * FROM neighbours ORDER BY domain, name").fetchall()
+        return [StoredNeighbour(**dict(r)) for r in rows]
+
+    def delete(self, name: str) -> bool:
+        """Forget a neighbour and its capabilities document (its subscriptions stay)."""
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM neighbour_capabilities WHERE neighbour = ?", (name,))
+            return conn.execute("DELETE FROM neighbours WHERE name = ?", (name,)).rowcount > 0
+
+    def record_departure(self, name: str, *, departed_ms: int | None = None) -> int:
+        """Forget a neighbour that left DNS (as :meth:`delete`) and note since when it is gone; an
+        earlier departure is kept. Returns the departure time."""
+        with self._db.write() as conn:
+            self.delete(name)
+            conn.execute("INSERT INTO departed_neighbours (name, departed_ms) VALUES (?, ?) ON CONFLICT (name) "
+                         "DO NOTHING", (name, self._db.now() if departed_ms is None else departed_ms))
+            return int(conn.execute("SELECT departed_ms FROM departed_neighbours WHERE name = ?",
+                                    (name,)).fetchone()[0])
+
+    def departures(self) -> dict[str, int]:
+        """Departed neighbours and the time each left (ms since the epoch)."""
+        return {r[0]: r[1] for r in self._db.conn.execute("SELECT name, departed_ms FROM departed_neighbours")}
+
+    def forget_departure(self, name: str) -> None:
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM departed_neighbours WHERE name = ?", (name,))
+
+
+class NeighbourCapabilityTable:
+    """The latest capabilities document each neighbour sent (IP_076)."""
+
+    def __init__(self, db: _Connection) -> None:
+        self._db = db
+
+    def put(self, neighbour: str, document: Json, *, received_ms: int | None = None) -> NeighbourCapabilities:
+        """Replace the capabilities document of ``neighbour``."""
+        received = self._db.now() if received_ms is None else received_ms
+        with self._db.write() as conn:
+            conn.execute(
+                """INSERT INTO neighbour_capabilities (neighbour, document, received_ms) VALUES (?, ?, ?)
+                   ON CONFLICT (neighbour) DO UPDATE SET document = excluded.document,
+                       received_ms = excluded.received_ms""", (neighbour, _dump(document), received))
+        return NeighbourCapabilities(neighbour, json.loads(_dump(document)), received)
+
+    def get(self, neighbour: str) -> NeighbourCapabilities | None:
+        found = self._db.conn.execute("SELECT * FROM neighbour_capabilities WHERE neighbour = ?",
+                                      (neighbour,)).fetchone()
+        return None if found is None else NeighbourCapabilities(found[0], json.loads(found[1]), found[2])
+
+    def list(self) -> builtins.list[NeighbourCapabilities]:
+        rows = self._db.conn.execute("SELECT * FROM neighbour_capabilities ORDER BY neighbour").fetchall()
+        return [NeighbourCapabilities(r[0], json.loads(r[1]), r[2]) for r in rows]
+
+    def delete(self, neighbour: str) -> bool:
+        with self._db.write() as conn:
+            return conn.execute("DELETE FROM neighbour_capabilities WHERE neighbour = ?", (neighbour,)).rowcount > 0
+
+
 # --------------------------------------------------------------------------- sync store
 
 class Store:
@@ -321,6 +513,9 @@ class Store:
 
     ``path`` is the database file (``":memory:"`` for a throw-away one); with
     ``create=False`` a missing file is a :class:`StoreError` instead of a new database.
+    Each resource is one repository on it: :attr:`neighbours` (and departures),
+    :attr:`neighbour_capabilities`, :attr:`outgoing`, :attr:`incoming`, :attr:`capabilities`,
+    :attr:`deliveries`, :attr:`local_subscriptions`.
     """
 
     def __init__(self, path: str | Path, *, create: bool = True, read_only: bool = False,
@@ -355,6 +550,13 @@ class Store:
         except BaseException:
             conn.close()
             raise
+        self.neighbours = NeighbourTable(self)
+        self.neighbour_capabilities = NeighbourCapabilityTable(self)
+        self.outgoing: Table[OutgoingSubscription] = Table(self, _OUTGOING)
+        self.incoming: Table[IncomingSubscription] = Table(self, _INCOMING)
+        self.capabilities = CapabilityTable(self, _CAPABILITIES)
+        self.deliveries: Table[Delivery] = Table(self, _DELIVERIES)
+        self.local_subscriptions: Table[LocalSubscription] = Table(self, _LOCAL_SUBS)
 
     @classmethod
     def open(cls, data_dir: str | Path, *, create: bool = True, read_only: bool = False,
@@ -370,6 +572,14 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self._conn
+
+    def now(self) -> int:
+        """The store's clock (milliseconds since the epoch)."""
+        return self._clock()
 
     @property
     def schema_version(self) -> int:
@@ -400,7 +610,8 @@ class Store:
             self._depth = 0
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (joining an outer one); SQLite errors become :class:`StoreError`."""
         try:
             with self.transaction():
                 yield self._conn
@@ -435,273 +646,13 @@ class Store:
                         self._conn.execute(statement)
                     self._conn.execute("INSERT INTO schema_version VALUES (?, ?)", (version, self._clock()))
 
-    # ---- generic row operations (table and column names are constants, never input)
-
-    def _insert(self, table: _Table[R], values: dict[str, Any]) -> R:
-        now = self._clock()
-        row = table.encode({**values, "created_ms": now, "last_updated_ms": now})
-        with self._write() as conn:
-            columns, marks = ", ".join(row), ", ".join("?" * len(row))
-            cursor = conn.execute(f"INSERT INTO {table.name} ({columns}) VALUES ({marks})", tuple(row.values()))
-            return self._require(table, int(cursor.lastrowid or 0), None)
-
-    def _where(self, table: _Table[Any], row_id: int, owner: str | None) -> tuple[str, tuple[Any, ...]]:
-        if owner is None:
-            return "id = ?", (row_id,)
-        return f"id = ? AND {table.owner} = ?", (row_id, owner)
-
-    def _get(self, table: _Table[R], row_id: int, owner: str | None) -> R | None:
-        where, params = self._where(table, row_id, owner)
-        found = self._conn.execute(f"SELECT * FROM {table.name} WHERE {where}", params).fetchone()
-        return None if found is None else table.decode(found)
-
-    def _require(self, table: _Table[R], row_id: int, owner: str | None) -> R:
-        found = self._get(table, row_id, owner)
-        if found is None:
-            raise NotFoundError(f"no {table.name} row with id {row_id}" + (f" for {owner}" if owner else ""))
-        return found
-
-    def _list(self, table: _Table[R], owner: str | None) -> list[R]:
-        if owner is None:
-            rows = self._conn.execute(f"SELECT * FROM {table.name} ORDER BY id").fetchall()
-        else:
-            rows = self._conn.execute(f"SELECT * FROM {table.name} WHERE {table.owner} = ? ORDER BY id",
-                                      (owner,)).fetchall()
-        return [table.decode(r) for r in rows]
-
-    def _update(self, table: _Table[R], row_id: int, owner: str | None, changes: dict[str, Any]) -> R:
-        changes = {c: v for c, v in changes.items() if v is not UNSET}
-        changes["last_updated_ms"] = self._clock()
-        values = table.encode(changes)
-        where, params = self._where(table, row_id, owner)
-        with self._write() as conn:
-            cursor = conn.execute(f"UPDATE {table.name} SET {', '.join(f'{c} = ?' for c in values)} WHERE {where}",
-                                  (*values.values(), *params))
-            if cursor.rowcount == 0:
-                raise NotFoundError(f"no {table.name} row with id {row_id}" + (f" for {owner}" if owner else ""))
-            return self._require(table, row_id, None)
-
-    def _delete(self, table: _Table[Any], row_id: int, owner: str | None) -> bool:
-        where, params = self._where(table, row_id, owner)
-        with self._write() as conn:
-            return conn.execute(f"DELETE FROM {table.name} WHERE {where}", params).rowcount > 0
-
-    # ---- neighbours (IP_073/089)
-
-    def upsert_neighbours(self, neighbours: Iterable[Neighbour], *, seen_ms: int | None = None) -> None:
-        """Record neighbours found by discovery; ``first_seen_ms`` is kept, the rest replaced. A
-        neighbour found again is no longer departed."""
-        seen = self._clock() if seen_ms is None else seen_ms
-        rows = [(n.name, n.host, n.port, n.domain, n.priority, n.weight, seen, seen) for n in neighbours]
-        with self._write() as conn:
-            conn.executemany("DELETE FROM departed_neighbours WHERE name = ?", [(r[0],) for r in rows])
-            conn.executemany(
-                """INSERT INTO neighbours (name, host, port, domain, priority, weight, first_seen_ms, last_seen_ms)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (name) DO UPDATE SET host = excluded.host, port = excluded.port,
-                       domain = excluded.domain, priority = excluded.priority, weight = excluded.weight,
-                       last_seen_ms = excluded.last_seen_ms""", rows)
-
-    def get_neighbour(self, name: str) -> StoredNeighbour | None:
-        found = self._conn.execute("SELECT * FROM neighbours WHERE name = ?", (name,)).fetchone()
-        return None if found is None else StoredNeighbour(**dict(found))
-
-    def list_neighbours(self) -> list[StoredNeighbour]:
-        rows = self._conn.execute("SELECT * FROM neighbours ORDER BY domain, name").fetchall()
-        return [StoredNeighbour(**dict(r)) for r in rows]
-
-    def delete_neighbour(self, name: str) -> bool:
-        """Forget a neighbour and its capabilities document (its subscriptions stay)."""
-        with self._write() as conn:
-            conn.execute("DELETE FROM neighbour_capabilities WHERE neighbour = ?", (name,))
-            return conn.execute("DELETE FROM neighbours WHERE name = ?", (name,)).rowcount > 0
-
-    # ---- departed neighbours (no longer in DNS, IP_126)
-
-    def record_departure(self, name: str, *, departed_ms: int | None = None) -> int:
-        """Forget a neighbour that left DNS (as :meth:`delete_neighbour`) and note since when it is
-        gone; an earlier departure is kept. Returns the departure time."""
-        with self._write() as conn:
-            self.delete_neighbour(name)
-            conn.execute("INSERT INTO departed_neighbours (name, departed_ms) VALUES (?, ?) ON CONFLICT (name) "
-                         "DO NOTHING", (name, self._clock() if departed_ms is None else departed_ms))
-            return int(conn.execute("SELECT departed_ms FROM departed_neighbours WHERE name = ?",
-                                    (name,)).fetchone()[0])
-
-    def list_departures(self) -> dict[str, int]:
-        """Departed neighbours and the time each left (ms since the epoch)."""
-        return {r[0]: r[1] for r in self._conn.execute("SELECT name, departed_ms FROM departed_neighbours")}
-
     def expire_departure(self, name: str) -> list[IncomingSubscription]:
         """A departed neighbour's grace period is over: its subscriptions here and its departure record
         go, in one transaction. Returns the subscriptions deleted (their sources are the caller's)."""
-        with self._write() as conn:
-            rows = self._list(_INCOMING, name)
-            conn.execute("DELETE FROM incoming_subscriptions WHERE owner_cn = ?", (name,))
-            conn.execute("DELETE FROM departed_neighbours WHERE name = ?", (name,))
-            return rows
-
-    # ---- neighbour capabilities (IP_076)
-
-    def put_neighbour_capabilities(self, neighbour: str, document: Json, *,
-                                   received_ms: int | None = None) -> NeighbourCapabilities:
-        """Replace the capabilities document of ``neighbour``."""
-        received = self._clock() if received_ms is None else received_ms
-        with self._write() as conn:
-            conn.execute(
-                """INSERT INTO neighbour_capabilities (neighbour, document, received_ms) VALUES (?, ?, ?)
-                   ON CONFLICT (neighbour) DO UPDATE SET document = excluded.document,
-                       received_ms = excluded.received_ms""", (neighbour, _dump(document), received))
-        return NeighbourCapabilities(neighbour, json.loads(_dump(document)), received)
-
-    def get_neighbour_capabilities(self, neighbour: str) -> NeighbourCapabilities | None:
-        found = self._conn.execute("SELECT * FROM neighbour_capabilities WHERE neighbour = ?", (neighbour,)).fetchone()
-        return None if found is None else NeighbourCapabilities(found[0], json.loads(found[1]), found[2])
-
-    def list_neighbour_capabilities(self) -> list[NeighbourCapabilities]:
-        rows = self._conn.execute("SELECT * FROM neighbour_capabilities ORDER BY neighbour").fetchall()
-        return [NeighbourCapabilities(r[0], json.loads(r[1]), r[2]) for r in rows]
-
-    def delete_neighbour_capabilities(self, neighbour: str) -> bool:
-        with self._write() as conn:
-            return conn.execute("DELETE FROM neighbour_capabilities WHERE neighbour = ?", (neighbour,)).rowcount > 0
-
-    # ---- outgoing subscriptions (IP_079)
-
-    def add_outgoing_subscription(self, neighbour: str, selector: str, *, status: str,
-                                  consumer_common_name: str | None = None) -> OutgoingSubscription:
-        return self._insert(_OUTGOING, {"neighbour": neighbour, "selector": selector, "status": status,
-                                        "consumer_common_name": consumer_common_name, "endpoints": []})
-
-    def update_outgoing_subscription(self, sub_id: int, *, status: str = UNSET, remote_id: str | None = UNSET,
-                                     remote_path: str | None = UNSET, endpoints: Json = UNSET,
-                                     error: str | None = UNSET) -> OutgoingSubscription:
-        return self._update(_OUTGOING, sub_id, None, {"status": status, "remote_id": remote_id,
-                                                      "remote_path": remote_path, "endpoints": endpoints,
-                                                      "error": error})
-
-    def get_outgoing_subscription(self, sub_id: int) -> OutgoingSubscription | None:
-        return self._get(_OUTGOING, sub_id, None)
-
-    def list_outgoing_subscriptions(self, neighbour: str | None = None) -> list[OutgoingSubscription]:
-        return self._list(_OUTGOING, neighbour)
-
-    def delete_outgoing_subscription(self, sub_id: int) -> bool:
-        return self._delete(_OUTGOING, sub_id, None)
-
-    # ---- incoming subscriptions (IP_078)
-
-    def add_incoming_subscription(self, owner_cn: str, selector: str, *, status: str,
-                                  consumer_common_name: str | None = None, source_address: str | None = None,
-                                  granted: Iterable[str] | None = None) -> IncomingSubscription:
-        return self._insert(_INCOMING, {"owner_cn": owner_cn, "selector": selector, "status": status,
-                                        "consumer_common_name": consumer_common_name,
-                                        "source_address": source_address, "endpoints": [],
-                                        "granted": _id_list(granted)})
-
-    def update_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None, status: str = UNSET,
-                                     endpoints: Json = UNSET, source_address: str | None = UNSET,
-                                     error: str | None = UNSET,
-                                     granted: Iterable[str] | None = UNSET) -> IncomingSubscription:
-        return self._update(_INCOMING, sub_id, owner_cn, {"status": status, "endpoints": endpoints,
-                                                          "source_address": source_address, "error": error,
-                                                          "granted": granted if granted is UNSET
-                                                          else _id_list(granted)})
-
-    def get_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None) -> IncomingSubscription | None:
-        return self._get(_INCOMING, sub_id, owner_cn)
-
-    def list_incoming_subscriptions(self, owner_cn: str | None = None) -> list[IncomingSubscription]:
-        return self._list(_INCOMING, owner_cn)
-
-    def delete_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None) -> bool:
-        return self._delete(_INCOMING, sub_id, owner_cn)
-
-    # ---- local capabilities (IP_077)
-
-    def add_local_capabilities(self, actor_cn: str,
-                               capabilities: Iterable[tuple[str, Json]]) -> list[LocalCapability]:
-        """Register (publicationId, document) pairs of ``actor_cn``: all of them or none.
-
-        Raises :class:`DuplicatePublicationIdError` when a publicationId is taken.
-        """
-        items = list(capabilities)
         with self.transaction():
-            added = []
-            for publication_id, document in items:
-                try:
-                    added.append(self._insert(_CAPABILITIES, {"actor_cn": actor_cn, "publication_id": publication_id,
-                                                              "document": document}))
-                except StoreError as exc:
-                    if "local_capabilities.publication_id" in str(exc):
-                        raise DuplicatePublicationIdError(publication_id) from None
-                    raise
-            return added
-
-    def add_local_capability(self, actor_cn: str, publication_id: str, document: Json) -> LocalCapability:
-        return self.add_local_capabilities(actor_cn, [(publication_id, document)])[0]
-
-    def update_local_capability(self, cap_id: int, document: Json, *,
-                                actor_cn: str | None = None) -> LocalCapability:
-        """Replace a capability's document (its publicationId stays)."""
-        return self._update(_CAPABILITIES, cap_id, actor_cn, {"document": document})
-
-    def get_local_capability(self, cap_id: int, *, actor_cn: str | None = None) -> LocalCapability | None:
-        return self._get(_CAPABILITIES, cap_id, actor_cn)
-
-    def find_local_capability(self, publication_id: str) -> LocalCapability | None:
-        found = self._conn.execute("SELECT * FROM local_capabilities WHERE publication_id = ?",
-                                   (publication_id,)).fetchone()
-        return None if found is None else _CAPABILITIES.decode(found)
-
-    def list_local_capabilities(self, actor_cn: str | None = None) -> list[LocalCapability]:
-        return self._list(_CAPABILITIES, actor_cn)
-
-    def delete_local_capability(self, cap_id: int, *, actor_cn: str | None = None) -> bool:
-        return self._delete(_CAPABILITIES, cap_id, actor_cn)
-
-    # ---- deliveries
-
-    def add_delivery(self, actor_cn: str, selector: str, *, status: str,
-                     target_address: str | None = None, error: str | None = None) -> Delivery:
-        return self._insert(_DELIVERIES, {"actor_cn": actor_cn, "selector": selector, "status": status,
-                                          "target_address": target_address, "error": error})
-
-    def update_delivery(self, delivery_id: int, *, actor_cn: str | None = None, status: str = UNSET,
-                        target_address: str | None = UNSET, error: str | None = UNSET) -> Delivery:
-        return self._update(_DELIVERIES, delivery_id, actor_cn,
-                            {"status": status, "target_address": target_address, "error": error})
-
-    def get_delivery(self, delivery_id: int, *, actor_cn: str | None = None) -> Delivery | None:
-        return self._get(_DELIVERIES, delivery_id, actor_cn)
-
-    def list_deliveries(self, actor_cn: str | None = None) -> list[Delivery]:
-        return self._list(_DELIVERIES, actor_cn)
-
-    def delete_delivery(self, delivery_id: int, *, actor_cn: str | None = None) -> bool:
-        return self._delete(_DELIVERIES, delivery_id, actor_cn)
-
-    # ---- local subscriptions
-
-    def add_local_subscription(self, actor_cn: str, selector: str, *, status: str,
-                               consumer_common_name: str | None = None,
-                               error: str | None = None) -> LocalSubscription:
-        return self._insert(_LOCAL_SUBS, {"actor_cn": actor_cn, "selector": selector, "status": status,
-                                          "consumer_common_name": consumer_common_name, "endpoints": [],
-                                          "error": error})
-
-    def update_local_subscription(self, sub_id: int, *, actor_cn: str | None = None, status: str = UNSET,
-                                  endpoints: Json = UNSET, error: str | None = UNSET) -> LocalSubscription:
-        return self._update(_LOCAL_SUBS, sub_id, actor_cn, {"status": status, "endpoints": endpoints, "error": error})
-
-    def get_local_subscription(self, sub_id: int, *, actor_cn: str | None = None) -> LocalSubscription | None:
-        return self._get(_LOCAL_SUBS, sub_id, actor_cn)
-
-    def list_local_subscriptions(self, actor_cn: str | None = None) -> list[LocalSubscription]:
-        return self._list(_LOCAL_SUBS, actor_cn)
-
-    def delete_local_subscription(self, sub_id: int, *, actor_cn: str | None = None) -> bool:
-        return self._delete(_LOCAL_SUBS, sub_id, actor_cn)
+            rows = self.incoming.delete_owned_by(name)
+            self.neighbours.forget_departure(name)
+            return rows
 
 
 # --------------------------------------------------------------------------- async facade
@@ -716,6 +667,9 @@ class AsyncStore:
     ``check_same_thread`` holds), and calls run one after the other in submission
     order. A cancelled await does not stop a call already running: its write still
     commits. Use ``async with AsyncStore(path) as store:`` or :meth:`open`/:meth:`close`.
+
+    There is one call path, :meth:`call`; :class:`AsyncTable` (one per row resource, e.g.
+    ``store.incoming``) is :class:`Table` through it.
     """
 
     def __init__(self, path: str | Path, *, create: bool = True, clock: Callable[[], int] = now_ms) -> None:
@@ -723,6 +677,11 @@ class AsyncStore:
         self._args = (path, create, clock)
         self._executor: ThreadPoolExecutor | None = None
         self._store: Store | None = None
+        self.outgoing = AsyncTable(self, lambda store: store.outgoing)
+        self.incoming = AsyncTable(self, lambda store: store.incoming)
+        self.capabilities = AsyncTable(self, lambda store: store.capabilities)
+        self.deliveries = AsyncTable(self, lambda store: store.deliveries)
+        self.local_subscriptions = AsyncTable(self, lambda store: store.local_subscriptions)
 
     @classmethod
     def for_data_dir(cls, data_dir: str | Path, *, create: bool = True,
@@ -771,153 +730,32 @@ class AsyncStore:
         store = self._store
         return await self._submit(lambda: fn(store))
 
-    async def _run(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self.call(lambda store: method(store, *args, **kwargs))
 
-    # neighbours
-    async def upsert_neighbours(self, neighbours: Iterable[Neighbour], *, seen_ms: int | None = None) -> None:
-        return await self._run(Store.upsert_neighbours, list(neighbours), seen_ms=seen_ms)
+class AsyncTable(Generic[R]):
+    """A :class:`Table` used from asyncio code: each method is the table's, run by :meth:`AsyncStore.call`."""
 
-    async def get_neighbour(self, name: str) -> StoredNeighbour | None:
-        return await self._run(Store.get_neighbour, name)
+    def __init__(self, store: AsyncStore, table: Callable[[Store], Table[R]]) -> None:
+        self._store = store
+        self._table = table
 
-    async def list_neighbours(self) -> list[StoredNeighbour]:
-        return await self._run(Store.list_neighbours)
+    async def add(self, **values: Any) -> R:
+        return await self._store.call(lambda s: self._table(s).add(**values))
 
-    async def delete_neighbour(self, name: str) -> bool:
-        return await self._run(Store.delete_neighbour, name)
+    async def get(self, row_id: int, owner: str | None = None) -> R | None:
+        return await self._store.call(lambda s: self._table(s).get(row_id, owner))
 
-    # departed neighbours
-    async def record_departure(self, name: str, *, departed_ms: int | None = None) -> int:
-        return await self._run(Store.record_departure, name, departed_ms=departed_ms)
+    async def list(self, owner: str | None = None) -> builtins.list[R]:
+        return await self._store.call(lambda s: self._table(s).list(owner))
 
-    async def list_departures(self) -> dict[str, int]:
-        return await self._run(Store.list_departures)
+    async def update(self, row_id: int, owner: str | None = None, **changes: Any) -> R:
+        return await self._store.call(lambda s: self._table(s).update(row_id, owner, **changes))
 
-    async def expire_departure(self, name: str) -> list[IncomingSubscription]:
-        return await self._run(Store.expire_departure, name)
+    async def delete(self, row_id: int, owner: str | None = None) -> bool:
+        return await self._store.call(lambda s: self._table(s).delete(row_id, owner))
 
-    # neighbour capabilities
-    async def put_neighbour_capabilities(self, neighbour: str, document: Json, *,
-                                         received_ms: int | None = None) -> NeighbourCapabilities:
-        return await self._run(Store.put_neighbour_capabilities, neighbour, document, received_ms=received_ms)
-
-    async def get_neighbour_capabilities(self, neighbour: str) -> NeighbourCapabilities | None:
-        return await self._run(Store.get_neighbour_capabilities, neighbour)
-
-    async def list_neighbour_capabilities(self) -> list[NeighbourCapabilities]:
-        return await self._run(Store.list_neighbour_capabilities)
-
-    async def delete_neighbour_capabilities(self, neighbour: str) -> bool:
-        return await self._run(Store.delete_neighbour_capabilities, neighbour)
-
-    # outgoing subscriptions
-    async def add_outgoing_subscription(self, neighbour: str, selector: str, *, status: str,
-                                        consumer_common_name: str | None = None) -> OutgoingSubscription:
-        return await self._run(Store.add_outgoing_subscription, neighbour, selector, status=status,
-                               consumer_common_name=consumer_common_name)
-
-    async def update_outgoing_subscription(self, sub_id: int, *, status: str = UNSET,
-                                           remote_id: str | None = UNSET, remote_path: str | None = UNSET,
-                                           endpoints: Json = UNSET, error: str | None = UNSET) -> OutgoingSubscription:
-        return await self._run(Store.update_outgoing_subscription, sub_id, status=status, remote_id=remote_id,
-                               remote_path=remote_path, endpoints=endpoints, error=error)
-
-    async def get_outgoing_subscription(self, sub_id: int) -> OutgoingSubscription | None:
-        return await self._run(Store.get_outgoing_subscription, sub_id)
-
-    async def list_outgoing_subscriptions(self, neighbour: str | None = None) -> list[OutgoingSubscription]:
-        return await self._run(Store.list_outgoing_subscriptions, neighbour)
-
-    async def delete_outgoing_subscription(self, sub_id: int) -> bool:
-        return await self._run(Store.delete_outgoing_subscription, sub_id)
-
-    # incoming subscriptions
-    async def add_incoming_subscription(self, owner_cn: str, selector: str, *, status: str,
-                                        consumer_common_name: str | None = None, source_address: str | None = None,
-                                        granted: Iterable[str] | None = None) -> IncomingSubscription:
-        return await self._run(Store.add_incoming_subscription, owner_cn, selector, status=status,
-                               consumer_common_name=consumer_common_name, source_address=source_address,
-                               granted=granted)
-
-    async def update_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None, status: str = UNSET,
-                                           endpoints: Json = UNSET, source_address: str | None = UNSET,
-                                           error: str | None = UNSET,
-                                           granted: Iterable[str] | None = UNSET) -> IncomingSubscription:
-        return await self._run(Store.update_incoming_subscription, sub_id, owner_cn=owner_cn, status=status,
-                               endpoints=endpoints, source_address=source_address, error=error, granted=granted)
-
-    async def get_incoming_subscription(self, sub_id: int, *,
-                                        owner_cn: str | None = None) -> IncomingSubscription | None:
-        return await self._run(Store.get_incoming_subscription, sub_id, owner_cn=owner_cn)
-
-    async def list_incoming_subscriptions(self, owner_cn: str | None = None) -> list[IncomingSubscription]:
-        return await self._run(Store.list_incoming_subscriptions, owner_cn)
-
-    async def delete_incoming_subscription(self, sub_id: int, *, owner_cn: str | None = None) -> bool:
-        return await self._run(Store.delete_incoming_subscription, sub_id, owner_cn=owner_cn)
-
-    # local capabilities
-    async def add_local_capabilities(self, actor_cn: str,
-                                     capabilities: Iterable[tuple[str, Json]]) -> list[LocalCapability]:
-        return await self._run(Store.add_local_capabilities, actor_cn, list(capabilities))
-
-    async def add_local_capability(self, actor_cn: str, publication_id: str, document: Json) -> LocalCapability:
-        return await self._run(Store.add_local_capability, actor_cn, publication_id, document)
-
-    async def update_local_capability(self, cap_id: int, document: Json, *,
-                                      actor_cn: str | None = None) -> LocalCapability:
-        return await self._run(Store.update_local_capability, cap_id, document, actor_cn=actor_cn)
-
-    async def get_local_capability(self, cap_id: int, *, actor_cn: str | None = None) -> LocalCapability | None:
-        return await self._run(Store.get_local_capability, cap_id, actor_cn=actor_cn)
-
-    async def find_local_capability(self, publication_id: str) -> LocalCapability | None:
-        return await self._run(Store.find_local_capability, publication_id)
-
-    async def list_local_capabilities(self, actor_cn: str | None = None) -> list[LocalCapability]:
-        return await self._run(Store.list_local_capabilities, actor_cn)
-
-    async def delete_local_capability(self, cap_id: int, *, actor_cn: str | None = None) -> bool:
-        return await self._run(Store.delete_local_capability, cap_id, actor_cn=actor_cn)
-
-    # deliveries
-    async def add_delivery(self, actor_cn: str, selector: str, *, status: str,
-                           target_address: str | None = None, error: str | None = None) -> Delivery:
-        return await self._run(Store.add_delivery, actor_cn, selector, status=status,
-                               target_address=target_address, error=error)
-
-    async def update_delivery(self, delivery_id: int, *, actor_cn: str | None = None, status: str = UNSET,
-                              target_address: str | None = UNSET, error: str | None = UNSET) -> Delivery:
-        return await self._run(Store.update_delivery, delivery_id, actor_cn=actor_cn, status=status,
-                               target_address=target_address, error=error)
-
-    async def get_delivery(self, delivery_id: int, *, actor_cn: str | None = None) -> Delivery | None:
-        return await self._run(Store.get_delivery, delivery_id, actor_cn=actor_cn)
-
-    async def list_deliveries(self, actor_cn: str | None = None) -> list[Delivery]:
-        return await self._run(Store.list_deliveries, actor_cn)
-
-    async def delete_delivery(self, delivery_id: int, *, actor_cn: str | None = None) -> bool:
-        return await self._run(Store.delete_delivery, delivery_id, actor_cn=actor_cn)
-
-    # local subscriptions
-    async def add_local_subscription(self, actor_cn: str, selector: str, *, status: str,
-                                     consumer_common_name: str | None = None,
-                                     error: str | None = None) -> LocalSubscription:
-        return await self._run(Store.add_local_subscription, actor_cn, selector, status=status,
-                               consumer_common_name=consumer_common_name, error=error)
-
-    async def update_local_subscription(self, sub_id: int, *, actor_cn: str | None = None, status: str = UNSET,
-                                        endpoints: Json = UNSET, error: str | None = UNSET) -> LocalSubscription:
-        return await self._run(Store.update_local_subscription, sub_id, actor_cn=actor_cn, status=status,
-                               endpoints=endpoints, error=error)
-
-    async def get_local_subscription(self, sub_id: int, *, actor_cn: str | None = None) -> LocalSubscription | None:
-        return await self._run(Store.get_local_subscription, sub_id, actor_cn=actor_cn)
-
-    async def list_local_subscriptions(self, actor_cn: str | None = None) -> list[LocalSubscription]:
-        return await self._run(Store.list_local_subscriptions, actor_cn)
-
-    async def delete_local_subscription(self, sub_id: int, *, actor_cn: str | None = None) -> bool:
-        return await self._run(Store.delete_local_subscription, sub_id, actor_cn=actor_cn)
+    async def batch(self, fn: Callable[[Table[R]], T]) -> T:
+        """``fn(table)`` in one transaction (several rows written together, or none)."""
+        def run(store: Store) -> T:
+            with store.transaction():
+                return fn(self._table(store))
+        return await self._store.call(run)

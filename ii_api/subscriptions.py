@@ -3,8 +3,8 @@ IP_127, IP_133/134).
 
 Nothing here touches sockets, the disk or the clock: functions and state machines take values
 (selectors, capabilities, responses, ``now`` in seconds of a monotonic clock) and return
-decisions or *actions* that :mod:`ii_api.service` and its parts (:mod:`ii_api.incoming`,
-:mod:`ii_api.outgoing`, :mod:`ii_api.local_actors`) carry out.
+decisions or *actions* that the objects of :mod:`ii_api.incoming`, :mod:`ii_api.outgoing` and
+:mod:`ii_api.local_actors` carry out.
 
 Incoming side (a neighbour subscribes at this interchange)
     :func:`decide_incoming` turns one requested subscription into its first status (Table 14):
@@ -46,6 +46,7 @@ from ii_api.capability_selector import granted_selector
 from ii_api.matching import CapabilityMatcher
 from ii_api.models import Capability, Endpoint, LocalEndpoint, RedirectPolicy, SubscriptionStatus
 from ii_api.policy import SubscriptionPolicy
+from interchange.timing import backoff_s
 
 __all__ = [
     "Action", "DeleteRemote", "Finished", "IncomingDecision", "LocalSubscriptionView", "OutgoingKey",
@@ -310,8 +311,8 @@ class OutgoingSubscriptionMachine:
 
     def _backoff(self) -> float:
         self._failures += 1
-        return min(self.timing.retry_min_s * 2 ** (self._failures - 1), self.timing.retry_max_s,
-                   self.timing.poll_interval_s)
+        return backoff_s(self._failures, self.timing.retry_min_s, min(self.timing.retry_max_s,
+                                                                      self.timing.poll_interval_s))
 
     def _federation(self, wanted: tuple[Endpoint, ...]) -> list[Action]:
         if not self.federates or [_endpoint_key(e) for e in wanted] == [_endpoint_key(e) for e in self.federating]:

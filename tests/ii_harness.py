@@ -59,7 +59,7 @@ def node_config(pki: TestPki, name: str, workdir: Path, *, ii_port: int = 0, amq
 def seed_neighbours(data_dir: Path, neighbours: Iterable[Neighbour]) -> None:
     """Record neighbours as if discovery had found them (used where DNS is not the subject)."""
     with Store.open(data_dir) as store:
-        store.upsert_neighbours(list(neighbours))
+        store.neighbours.upsert(list(neighbours))
 
 
 def schema_1_database(path: Path) -> sqlite3.Connection:

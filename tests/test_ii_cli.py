@@ -59,12 +59,12 @@ def test_discover_reports_failing_domains_and_keeps_the_rest(dnsmasq: DnsmasqSer
     assert "ixn-b.two.test" in out
     assert err.strip() == "interchange discover: empty.test: SRV _ixc._tcp.empty.test: NXDOMAIN"
     with Store.open(tmp_path, create=False) as store:
-        assert [n.name for n in store.list_neighbours()] == ["ixn-b.two.test"]
+        assert [n.name for n in store.neighbours.list()] == ["ixn-b.two.test"]
 
 
 def test_neighbours_shows_the_last_seen_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with Store.open(tmp_path) as store:
-        store.upsert_neighbours([Neighbour("ixn-a.one.test", "10.0.0.1", 443, "one.test")], seen_ms=1_700_000_000_000)
+        store.neighbours.upsert([Neighbour("ixn-a.one.test", "10.0.0.1", 443, "one.test")], seen_ms=1_700_000_000_000)
     assert main(["neighbours", "--data-dir", str(tmp_path)]) == 0
     out, _ = capsys.readouterr()
     assert out.splitlines()[1].split() == ["ixn-a.one.test", "10.0.0.1", "443", "one.test", "2023-11-14T22:13:20Z"]
@@ -163,7 +163,7 @@ async def test_subscriptions_lists_a_running_nodes_ii(tmp_path: Path, capsys: py
 
 def _outgoing_failed(data_dir: Path) -> bool:
     with Store.open(data_dir, read_only=True) as store:
-        return any(r.error for r in store.list_outgoing_subscriptions())
+        return any(r.error for r in store.outgoing.list())
 
 
 def test_subscriptions_of_an_empty_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -350,8 +350,8 @@ async def test_subscriber_restart_restores_subscriptions_and_links(federation: F
     # the restart C finds its subscription in A's list (IP_107) instead of requesting a second one.
     await federation.stop(C)
     with Store.open(federation.workdir / C) as store:
-        (row,) = store.list_outgoing_subscriptions(A)
-        store.update_outgoing_subscription(row.id, status="NEW", remote_id=None, remote_path=None, endpoints=[])
+        (row,) = store.outgoing.list(A)
+        store.outgoing.update(row.id, status="NEW", remote_id=None, remote_path=None, endpoints=[])
     await federation.start(C)
     await wait_for(lambda: any(l["connected"] for o in nodes[C].ii.status()["outgoing"] for l in o["links"]),
                    "link after the second restart")
@@ -406,7 +406,7 @@ async def test_a_neighbour_that_leaves_dns_is_cut_off_and_subscribes_anew_when_b
                                                                                     "originatingCountry = 'NO'"}]})
         await wait_for(lambda: _links_up(nodes[A], B) and _links_up(nodes[B], A), "data links both ways")
         with Store.open(tmp_path / A, read_only=True) as store:
-            (before,) = store.list_incoming_subscriptions(B)
+            (before,) = store.incoming.list(B)
         assert before.source_address is not None
         # B leaves DNS: A refuses it (IP_126), drops our subscription at B at once (it cannot be reached to
         # DELETE it), and keeps B's subscription here for the grace period only
@@ -421,10 +421,10 @@ async def test_a_neighbour_that_leaves_dns_is_cut_off_and_subscribes_anew_when_b
                                            if e["details"]["neighbour"] == B], "the event")
         assert finished == ["the neighbour is no longer discovered in DNS"]
         with Store.open(tmp_path / A, read_only=True) as store:
-            assert store.list_outgoing_subscriptions(B) == []
+            assert store.outgoing.list(B) == []
         await wait_for(lambda: nodes[A].addresses.source(before.source_address) is None, "B's source at A removed")
         with Store.open(tmp_path / A, read_only=True) as store:
-            assert store.list_incoming_subscriptions(B) == []
+            assert store.incoming.list(B) == []
         # B is back: A pushes its capabilities, B polls at once, gets 404 and subscribes anew; A asks B anew
         federation.dns.reconfigure(DnsRecords(srv=[Srv(DOMAIN, n, p) for n, p in federation.ii_ports.items()],
                                               hosts={n: "127.0.0.1" for n in INTERCHANGES}))
@@ -432,7 +432,7 @@ async def test_a_neighbour_that_leaves_dns_is_cut_off_and_subscribes_anew_when_b
 
         def subscribed_anew() -> bool:
             with Store.open(tmp_path / A, read_only=True) as store:
-                rows = store.list_incoming_subscriptions(B)
+                rows = store.incoming.list(B)
             return [r.status for r in rows] == ["CREATED"] and rows[0].id != before.id
 
         await wait_for(subscribed_anew, "B's new subscription at A")

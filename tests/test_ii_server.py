@@ -455,20 +455,20 @@ async def test_a_neighbour_gone_from_dns_keeps_its_subscriptions_for_the_grace_p
     finally:
         await env.close()
     with Store.open(workdir, read_only=True) as store:
-        departed = store.list_departures()
+        departed = store.neighbours.departures()
     assert list(departed) == [B]
     env = await boot(60)  # a restart keeps the departure time: the grace period neither restarts nor ends
     try:
         assert B in env.node.ii.departures.pending() and env.node.addresses.source(source) is not None
         with Store.open(workdir, read_only=True) as store:
-            assert store.list_departures() == departed
+            assert store.neighbours.departures() == departed
     finally:
         await env.close()
     env = await boot(0)  # the grace period is over: its subscriptions and their sources go
     try:
         await wait_for(lambda: env.node.addresses.source(source) is None, "the expiry")
         with Store.open(workdir, read_only=True) as store:
-            assert store.list_incoming_subscriptions() == [] and store.list_departures() == {}
+            assert store.incoming.list() == [] and store.neighbours.departures() == {}
         dns.reconfigure(with_b)  # found again later: its poll says 404, so it subscribes anew
         await wait_for(lambda: env.node.ii.is_neighbour(B), "B back in DNS")
         assert (await env.b.get(sub["path"]))[0] == 404
@@ -547,7 +547,8 @@ async def test_a_restart_neither_widens_nor_narrows_a_grant(pki: TestPki, tmp_pa
     finally:
         await env.close()
     with Store.open(workdir) as store:  # registered while the node was down
-        store.add_local_capability("actor-a", "NO00001:denm-3", denm_capability(publication="denm-3"))
+        store.capabilities.add(actor_cn="actor-a", publication_id="NO00001:denm-3",
+                               document=denm_capability(publication="denm-3"))
     env = await start_env(pki, workdir, amqps_port=amqps_port)
     try:
         spec = env.node.addresses.source(source)
@@ -582,7 +583,7 @@ async def test_a_schema_1_database_is_upgraded_and_its_grants_computed_once(pki:
         assert (status, poll["status"]) == (200, "CREATED")
         assert poll["endpoints"] == [{"host": "127.0.0.1", "port": env.node.amqps_port, "source": address}]
         with Store.open(workdir, read_only=True) as store:
-            assert store.schema_version == 3 and store.list_incoming_subscriptions()[0].granted == ["NO00001:denm-1"]
+            assert store.schema_version == 3 and store.incoming.list()[0].granted == ["NO00001:denm-1"]
     finally:
         await env.close()
 

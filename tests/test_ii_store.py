@@ -56,155 +56,158 @@ def test_new_database_uses_wal_full_sync_and_the_latest_schema(tmp_path: Path, s
 
 
 def test_neighbours_upsert_keeps_first_seen(store: Store, clock: Clock) -> None:
-    store.upsert_neighbours([A, B])
+    store.neighbours.upsert([A, B])
     first = clock.now
     clock.now += 60_000
     moved = Neighbour(A.name, "10.0.0.99", 9443, "one.test", 1, 1)
-    store.upsert_neighbours([moved])
+    store.neighbours.upsert([moved])
 
-    got = store.get_neighbour(A.name)
+    got = store.neighbours.get(A.name)
     assert got is not None
     assert (got.host, got.port, got.priority, got.weight) == ("10.0.0.99", 9443, 1, 1)
     assert (got.first_seen_ms, got.last_seen_ms) == (first, first + 60_000)
-    assert [n.name for n in store.list_neighbours()] == [A.name, B.name]
-    assert store.delete_neighbour(B.name) and not store.delete_neighbour(B.name)
-    assert store.get_neighbour(B.name) is None
+    assert [n.name for n in store.neighbours.list()] == [A.name, B.name]
+    assert store.neighbours.delete(B.name) and not store.neighbours.delete(B.name)
+    assert store.neighbours.get(B.name) is None
 
 
 def test_neighbour_capabilities_are_replaced_and_deleted_with_the_neighbour(store: Store, clock: Clock) -> None:
-    store.upsert_neighbours([A])
-    store.put_neighbour_capabilities(A.name, {"version": "1.0", "capabilities": [DENM]})
+    store.neighbours.upsert([A])
+    store.neighbour_capabilities.put(A.name, {"version": "1.0", "capabilities": [DENM]})
     clock.now += 1
-    store.put_neighbour_capabilities(A.name, {"version": "1.0", "capabilities": []})
-    got = store.get_neighbour_capabilities(A.name)
+    store.neighbour_capabilities.put(A.name, {"version": "1.0", "capabilities": []})
+    got = store.neighbour_capabilities.get(A.name)
     assert got is not None and got.document == {"version": "1.0", "capabilities": []} and got.received_ms == clock.now
-    assert [c.neighbour for c in store.list_neighbour_capabilities()] == [A.name]
-    store.delete_neighbour(A.name)
-    assert store.get_neighbour_capabilities(A.name) is None
+    assert [c.neighbour for c in store.neighbour_capabilities.list()] == [A.name]
+    store.neighbours.delete(A.name)
+    assert store.neighbour_capabilities.get(A.name) is None
 
 
 def test_outgoing_subscription_lifecycle(store: Store, clock: Clock) -> None:
-    sub = store.add_outgoing_subscription(A.name, "messageType = 'DENM'", status="REQUESTED")
+    sub = store.outgoing.add(neighbour=A.name, selector="messageType = 'DENM'", status="REQUESTED")
     assert (sub.status, sub.endpoints, sub.remote_id, sub.created_ms) == ("REQUESTED", [], None, clock.now)
     clock.now += 5
     endpoints = [{"host": "ixn-a.one.test", "port": 5671, "source": "sub-1", "maxBandwidth": 0}]
-    updated = store.update_outgoing_subscription(sub.id, status="CREATED", remote_id="17",
-                                                 remote_path="/me.one.test/subscriptions/17", endpoints=endpoints)
+    updated = store.outgoing.update(sub.id, status="CREATED", remote_id="17",
+                                    remote_path="/me.one.test/subscriptions/17", endpoints=endpoints)
     assert (updated.status, updated.remote_id, updated.endpoints) == ("CREATED", "17", endpoints)
     assert (updated.created_ms, updated.last_updated_ms) == (sub.created_ms, clock.now)
-    assert store.update_outgoing_subscription(sub.id, error="timeout").remote_id == "17"  # untouched columns stay
-    assert store.update_outgoing_subscription(sub.id, error=None).error is None  # None clears
-    assert store.list_outgoing_subscriptions(A.name) == [store.get_outgoing_subscription(sub.id)]
-    assert store.list_outgoing_subscriptions("someone-else") == []
-    assert store.delete_outgoing_subscription(sub.id)
+    assert store.outgoing.update(sub.id, error="timeout").remote_id == "17"  # untouched columns stay
+    assert store.outgoing.update(sub.id, error=None).error is None  # None clears
+    assert store.outgoing.list(A.name) == [store.outgoing.get(sub.id)]
+    assert store.outgoing.list("someone-else") == []
+    assert store.outgoing.delete(sub.id)
     with pytest.raises(NotFoundError):
-        store.update_outgoing_subscription(sub.id, status="CREATED")
+        store.outgoing.update(sub.id, status="CREATED")
 
 
 def test_incoming_subscriptions_are_scoped_by_owner(store: Store) -> None:
-    sub = store.add_incoming_subscription(A.name, "originatingCountry = 'NO'", status="REQUESTED",
-                                          consumer_common_name="actor-1")
-    assert store.get_incoming_subscription(sub.id, owner_cn=A.name) == sub
-    assert store.get_incoming_subscription(sub.id, owner_cn=B.name) is None
+    sub = store.incoming.add(owner_cn=A.name, selector="originatingCountry = 'NO'", status="REQUESTED",
+                             consumer_common_name="actor-1")
+    assert store.incoming.get(sub.id, A.name) == sub
+    assert store.incoming.get(sub.id, B.name) is None
     with pytest.raises(NotFoundError):
-        store.update_incoming_subscription(sub.id, owner_cn=B.name, status="CREATED")
-    assert not store.delete_incoming_subscription(sub.id, owner_cn=B.name)
-    created = store.update_incoming_subscription(sub.id, owner_cn=A.name, status="CREATED",
-                                                 source_address="ixn-a.one.test-1", endpoints=[{"port": 5671}])
+        store.incoming.update(sub.id, B.name, status="CREATED")
+    assert not store.incoming.delete(sub.id, B.name)
+    created = store.incoming.update(sub.id, A.name, status="CREATED", source_address="ixn-a.one.test-1",
+                                    endpoints=[{"port": 5671}])
     assert (created.status, created.source_address, created.consumer_common_name) == (
         "CREATED", "ixn-a.one.test-1", "actor-1")
-    assert store.delete_incoming_subscription(sub.id, owner_cn=A.name)
-    assert store.list_incoming_subscriptions() == []
+    assert store.incoming.delete(sub.id, A.name)
+    assert store.incoming.list() == []
 
 
 def test_deliveries_and_local_subscriptions(store: Store) -> None:
-    delivery = store.add_delivery("actor-1", "publicationId = 'NO00001:1'", status="REQUESTED")
-    done = store.update_delivery(delivery.id, actor_cn="actor-1", status="CREATED", target_address="actor-1-d1")
+    delivery = store.deliveries.add(actor_cn="actor-1", selector="publicationId = 'NO00001:1'", status="REQUESTED")
+    done = store.deliveries.update(delivery.id, "actor-1", status="CREATED", target_address="actor-1-d1")
     assert (done.status, done.target_address) == ("CREATED", "actor-1-d1")
-    assert store.list_deliveries("actor-1") == [done] and store.list_deliveries("actor-2") == []
+    assert store.deliveries.list("actor-1") == [done] and store.deliveries.list("actor-2") == []
 
-    sub = store.add_local_subscription("actor-2", "messageType = 'DENM'", status="REQUESTED")
-    bad = store.update_local_subscription(sub.id, status="ILLEGAL", error="unknown identifier 'x'")
+    sub = store.local_subscriptions.add(actor_cn="actor-2", selector="messageType = 'DENM'", status="REQUESTED")
+    bad = store.local_subscriptions.update(sub.id, status="ILLEGAL", error="unknown identifier 'x'")
     assert (bad.status, bad.error) == ("ILLEGAL", "unknown identifier 'x'")
-    assert store.get_local_subscription(sub.id, actor_cn="actor-1") is None
-    assert store.delete_local_subscription(sub.id, actor_cn="actor-2")
-    assert store.delete_delivery(delivery.id)
-    assert store.get_delivery(delivery.id) is None
+    assert store.local_subscriptions.get(sub.id, "actor-1") is None
+    assert store.local_subscriptions.delete(sub.id, "actor-2")
+    assert store.deliveries.delete(delivery.id)
+    assert store.deliveries.get(delivery.id) is None
 
 
 def test_ids_are_never_reused(store: Store) -> None:
-    first = store.add_delivery("actor-1", "1 = 1", status="REQUESTED")
-    store.delete_delivery(first.id)
-    assert store.add_delivery("actor-1", "1 = 1", status="REQUESTED").id > first.id
+    first = store.deliveries.add(actor_cn="actor-1", selector="1 = 1", status="REQUESTED")
+    store.deliveries.delete(first.id)
+    assert store.deliveries.add(actor_cn="actor-1", selector="1 = 1", status="REQUESTED").id > first.id
 
 
 def test_publication_id_is_unique_across_actors(store: Store) -> None:
-    cap = store.add_local_capability("actor-1", "NO00001:1", DENM)
-    assert store.find_local_capability("NO00001:1") == cap
+    cap = store.capabilities.add(actor_cn="actor-1", publication_id="NO00001:1", document=DENM)
+    assert store.capabilities.find("NO00001:1") == cap
     with pytest.raises(DuplicatePublicationIdError) as raised:
-        store.add_local_capability("actor-2", "NO00001:1", {**DENM, "publisherId": "NO00002"})
+        store.capabilities.add(actor_cn="actor-2", publication_id="NO00001:1",
+                               document={**DENM, "publisherId": "NO00002"})
     assert raised.value.publication_id == "NO00001:1"
-    assert [c.actor_cn for c in store.list_local_capabilities()] == ["actor-1"]
-    changed = store.update_local_capability(cap.id, {**DENM, "quadTree": ["0121"]}, actor_cn="actor-1")
+    assert [c.actor_cn for c in store.capabilities.list()] == ["actor-1"]
+    changed = store.capabilities.update(cap.id, "actor-1", document={**DENM, "quadTree": ["0121"]})
     assert changed.document["quadTree"] == ["0121"] and changed.publication_id == "NO00001:1"
-    assert not store.delete_local_capability(cap.id, actor_cn="actor-2")
-    assert store.delete_local_capability(cap.id, actor_cn="actor-1")
-    assert store.add_local_capability("actor-2", "NO00001:1", DENM).actor_cn == "actor-2"  # free again
+    assert not store.capabilities.delete(cap.id, "actor-2")
+    assert store.capabilities.delete(cap.id, "actor-1")
+    again = store.capabilities.add(actor_cn="actor-2", publication_id="NO00001:1", document=DENM)
+    assert again.actor_cn == "actor-2"  # free again
 
 
 def test_a_failing_batch_is_rolled_back_entirely(store: Store) -> None:
-    store.add_local_capability("actor-1", "taken", DENM)
+    store.capabilities.add(actor_cn="actor-1", publication_id="taken", document=DENM)
     with pytest.raises(DuplicatePublicationIdError):
-        store.add_local_capabilities("actor-2", [("fresh-1", DENM), ("fresh-2", DENM), ("taken", DENM)])
-    assert [c.publication_id for c in store.list_local_capabilities()] == ["taken"]
+        store.capabilities.add_all("actor-2", [("fresh-1", DENM), ("fresh-2", DENM), ("taken", DENM)])
+    assert [c.publication_id for c in store.capabilities.list()] == ["taken"]
 
     with pytest.raises(StoreError, match="constraint"):
-        store.upsert_neighbours([A, Neighbour("bad.one.test", "10.0.0.3", 70000, "one.test")])  # port CHECK
-    assert store.list_neighbours() == []
+        store.neighbours.upsert([A, Neighbour("bad.one.test", "10.0.0.3", 70000, "one.test")])  # port CHECK
+    assert store.neighbours.list() == []
 
 
 def test_explicit_transaction_rolls_back_on_any_exception(store: Store) -> None:
     with pytest.raises(RuntimeError, match="boom"):
         with store.transaction():
-            store.upsert_neighbours([A])
-            store.add_outgoing_subscription(A.name, "1 = 1", status="REQUESTED")
-            assert store.get_neighbour(A.name) is not None  # visible inside
+            store.neighbours.upsert([A])
+            store.outgoing.add(neighbour=A.name, selector="1 = 1", status="REQUESTED")
+            assert store.neighbours.get(A.name) is not None  # visible inside
             raise RuntimeError("boom")
-    assert store.list_neighbours() == [] and store.list_outgoing_subscriptions() == []
+    assert store.neighbours.list() == [] and store.outgoing.list() == []
     with store.transaction():
-        store.upsert_neighbours([A])
-        store.add_outgoing_subscription(A.name, "1 = 1", status="REQUESTED")
-    assert len(store.list_neighbours()) == len(store.list_outgoing_subscriptions()) == 1
+        store.neighbours.upsert([A])
+        store.outgoing.add(neighbour=A.name, selector="1 = 1", status="REQUESTED")
+    assert len(store.neighbours.list()) == len(store.outgoing.list()) == 1
 
 
 def test_invalid_values_are_refused(store: Store) -> None:
     with pytest.raises(StoreError):
-        store.add_delivery("actor-1", "1 = 1", status="")
+        store.deliveries.add(actor_cn="actor-1", selector="1 = 1", status="")
     with pytest.raises(StoreError):
-        store.add_delivery("", "1 = 1", status="REQUESTED")
+        store.deliveries.add(actor_cn="", selector="1 = 1", status="REQUESTED")
     with pytest.raises(ValueError):
-        store.put_neighbour_capabilities(A.name, {"x": float("nan")})
-    assert store.list_deliveries() == [] and store.list_neighbour_capabilities() == []
+        store.neighbour_capabilities.put(A.name, {"x": float("nan")})
+    assert store.deliveries.list() == [] and store.neighbour_capabilities.list() == []
 
 
 def test_everything_persists_across_reopen(tmp_path: Path, clock: Clock) -> None:
     with Store.open(tmp_path, clock=clock) as first:
-        first.upsert_neighbours([A])
-        first.put_neighbour_capabilities(A.name, [DENM])
-        out = first.add_outgoing_subscription(A.name, "1 = 1", status="REQUESTED")
-        inc = first.add_incoming_subscription(B.name, "1 = 1", status="CREATED", source_address="q1")
-        cap = first.add_local_capability("actor-1", "NO00001:1", DENM)
-        dlv = first.add_delivery("actor-1", "1 = 1", status="CREATED", target_address="t1")
-        sub = first.add_local_subscription("actor-1", "1 = 1", status="CREATED", consumer_common_name="actor-1")
+        first.neighbours.upsert([A])
+        first.neighbour_capabilities.put(A.name, [DENM])
+        out = first.outgoing.add(neighbour=A.name, selector="1 = 1", status="REQUESTED")
+        inc = first.incoming.add(owner_cn=B.name, selector="1 = 1", status="CREATED", source_address="q1")
+        cap = first.capabilities.add(actor_cn="actor-1", publication_id="NO00001:1", document=DENM)
+        dlv = first.deliveries.add(actor_cn="actor-1", selector="1 = 1", status="CREATED", target_address="t1")
+        sub = first.local_subscriptions.add(actor_cn="actor-1", selector="1 = 1", status="CREATED",
+                                            consumer_common_name="actor-1")
     with Store.open(tmp_path, create=False, clock=clock) as again:
         assert again.schema_version == SCHEMA_VERSION
-        assert again.get_neighbour(A.name) is not None
-        assert again.get_neighbour_capabilities(A.name).document == [DENM]  # type: ignore[union-attr]
-        assert again.get_outgoing_subscription(out.id) == out
-        assert again.get_incoming_subscription(inc.id) == inc
-        assert again.get_local_capability(cap.id) == cap
-        assert again.get_delivery(dlv.id) == dlv
-        assert again.get_local_subscription(sub.id) == sub
+        assert again.neighbours.get(A.name) is not None
+        assert again.neighbour_capabilities.get(A.name).document == [DENM]  # type: ignore[union-attr]
+        assert again.outgoing.get(out.id) == out
+        assert again.incoming.get(inc.id) == inc
+        assert again.capabilities.get(cap.id) == cap
+        assert again.deliveries.get(dlv.id) == dlv
+        assert again.local_subscriptions.get(sub.id) == sub
 
 
 def test_open_without_create_and_newer_schema_are_errors(tmp_path: Path) -> None:
@@ -223,14 +226,14 @@ def test_open_without_create_and_newer_schema_are_errors(tmp_path: Path) -> None
 async def test_async_facade_runs_in_one_worker_thread(tmp_path: Path, clock: Clock) -> None:
     threads: set[int] = set()
     async with AsyncStore.for_data_dir(tmp_path, clock=clock) as store:
-        await store.upsert_neighbours([A, B])
-        cap = await store.add_local_capability("actor-1", "NO00001:1", DENM)
+        await store.call(lambda s: s.neighbours.upsert([A, B]))
+        cap = await store.capabilities.add(actor_cn="actor-1", publication_id="NO00001:1", document=DENM)
         with pytest.raises(DuplicatePublicationIdError):
-            await store.add_local_capabilities("actor-2", [("x", DENM), ("NO00001:1", DENM)])
-        subs = await asyncio.gather(*(store.add_incoming_subscription(A.name, f"n = {i}", status="REQUESTED")
+            await store.call(lambda s: s.capabilities.add_all("actor-2", [("x", DENM), ("NO00001:1", DENM)]))
+        subs = await asyncio.gather(*(store.incoming.add(owner_cn=A.name, selector=f"n = {i}", status="REQUESTED")
                                       for i in range(20)))
         assert len({s.id for s in subs}) == 20
-        updated = await store.update_incoming_subscription(subs[0].id, owner_cn=A.name, status="CREATED")
+        updated = await store.incoming.update(subs[0].id, A.name, status="CREATED")
         assert updated.status == "CREATED"
         for _ in range(3):
             threads.add(await store.call(lambda s: threading.get_ident()))
@@ -238,17 +241,17 @@ async def test_async_facade_runs_in_one_worker_thread(tmp_path: Path, clock: Clo
 
         def two_writes(s: Store) -> None:
             with s.transaction():
-                s.add_delivery("actor-1", "1 = 1", status="REQUESTED")
-                s.add_delivery("actor-1", "2 = 2", status="REQUESTED")
+                s.deliveries.add(actor_cn="actor-1", selector="1 = 1", status="REQUESTED")
+                s.deliveries.add(actor_cn="actor-1", selector="2 = 2", status="REQUESTED")
 
         await store.call(two_writes)
-        assert [n.name for n in await store.list_neighbours()] == [A.name, B.name]
-        assert await store.list_local_capabilities() == [cap]
-        assert len(await store.list_deliveries("actor-1")) == 2
+        assert [n.name for n in await store.call(lambda s: s.neighbours.list())] == [A.name, B.name]
+        assert await store.capabilities.list() == [cap]
+        assert len(await store.deliveries.list("actor-1")) == 2
     with pytest.raises(StoreError, match="not open"):
-        await store.list_neighbours()
+        await store.call(lambda s: s.neighbours.list())
     with Store.open(tmp_path) as again:  # what the facade wrote is on disk
-        assert len(again.list_incoming_subscriptions(A.name)) == 20
+        assert len(again.incoming.list(A.name)) == 20
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -268,44 +271,44 @@ def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         Store(path, read_only=True)  # never migrates
     with Store(path, create=False) as store:
         assert store.schema_version == SCHEMA_VERSION == 3
-        (row,) = store.list_incoming_subscriptions()
+        (row,) = store.incoming.list()
         assert (row.owner_cn, row.selector, row.status, row.endpoints, row.source_address, row.granted,
                 row.last_updated_ms) == (A.name, "messageType = 'DENM'", "CREATED", [{"port": 5671}], "ii-sub-1",
                                          None, 2)
-        assert store.update_incoming_subscription(row.id, granted=["NO:b", "NO:a", "NO:b"]).granted == ["NO:a", "NO:b"]
-        assert [n.name for n in store.list_neighbours()] == [A.name] and store.list_departures() == {}
+        assert store.incoming.update(row.id, granted=["NO:b", "NO:a", "NO:b"]).granted == ["NO:a", "NO:b"]
+        assert [n.name for n in store.neighbours.list()] == [A.name] and store.neighbours.departures() == {}
     with Store(path, read_only=True) as reader:
-        assert reader.list_incoming_subscriptions()[0].granted == ["NO:a", "NO:b"]
+        assert reader.incoming.list()[0].granted == ["NO:a", "NO:b"]
         with pytest.raises(StoreError):
-            reader.add_delivery("actor-1", "1 = 1", status="CREATED")
+            reader.deliveries.add(actor_cn="actor-1", selector="1 = 1", status="CREATED")
 
 
 def test_incoming_grants_are_stored(store: Store) -> None:
-    created = store.add_incoming_subscription(A.name, "1 = 1", status="CREATED", source_address="ii-sub-1",
-                                              granted=frozenset({"NO:2", "NO:1"}))
-    refused = store.add_incoming_subscription(A.name, "2 = 2", status="NO_OVERLAP")
+    created = store.incoming.add(owner_cn=A.name, selector="1 = 1", status="CREATED", source_address="ii-sub-1",
+                                 granted=frozenset({"NO:2", "NO:1"}))
+    refused = store.incoming.add(owner_cn=A.name, selector="2 = 2", status="NO_OVERLAP")
     assert (created.granted, refused.granted) == (["NO:1", "NO:2"], None)
-    assert store.update_incoming_subscription(created.id, status="RESUBSCRIBE").granted == ["NO:1", "NO:2"]
-    assert store.update_incoming_subscription(created.id, granted=[]).granted == []
+    assert store.incoming.update(created.id, status="RESUBSCRIBE").granted == ["NO:1", "NO:2"]
+    assert store.incoming.update(created.id, granted=[]).granted == []
 
 
 def test_departures_keep_the_first_time_end_when_found_again_and_expire_with_the_subscriptions(
         store: Store, clock: Clock) -> None:
-    store.upsert_neighbours([A, B])
-    store.put_neighbour_capabilities(A.name, {"capabilities": []})
-    mine = store.add_incoming_subscription(A.name, "1 = 1", status="CREATED", source_address="ii-sub-1")
-    theirs = store.add_incoming_subscription(B.name, "1 = 1", status="CREATED", source_address="ii-sub-2")
+    store.neighbours.upsert([A, B])
+    store.neighbour_capabilities.put(A.name, {"capabilities": []})
+    mine = store.incoming.add(owner_cn=A.name, selector="1 = 1", status="CREATED", source_address="ii-sub-1")
+    theirs = store.incoming.add(owner_cn=B.name, selector="1 = 1", status="CREATED", source_address="ii-sub-2")
     left = clock.now
-    assert store.record_departure(A.name) == left
+    assert store.neighbours.record_departure(A.name) == left
     clock.now += 1_000
-    assert store.record_departure(A.name) == left  # the first departure counts
-    assert store.get_neighbour(A.name) is None and store.get_neighbour_capabilities(A.name) is None
-    assert store.list_departures() == {A.name: left}
-    store.upsert_neighbours([A])  # found again
-    assert store.list_departures() == {}
-    store.record_departure(A.name)
+    assert store.neighbours.record_departure(A.name) == left  # the first departure counts
+    assert store.neighbours.get(A.name) is None and store.neighbour_capabilities.get(A.name) is None
+    assert store.neighbours.departures() == {A.name: left}
+    store.neighbours.upsert([A])  # found again
+    assert store.neighbours.departures() == {}
+    store.neighbours.record_departure(A.name)
     assert store.expire_departure(A.name) == [mine]
-    assert store.list_incoming_subscriptions() == [theirs] and store.list_departures() == {}
+    assert store.incoming.list() == [theirs] and store.neighbours.departures() == {}
 
 
 def test_read_only_store_refuses_a_newer_schema_and_a_foreign_file(tmp_path: Path) -> None:
