@@ -310,5 +310,5 @@ async def start_server(service: IIService, host: str, port: int, context: ssl.SS
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    bound = runner.addresses[0][1]  # (host, port, ...) of the socket the site listens on
     return runner, int(bound)

@@ -70,5 +70,5 @@ async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServ
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, bound
+    bound = runner.addresses[0][1]  # (host, port, ...) of the socket the site listens on
+    return runner, int(bound)
