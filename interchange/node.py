@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import signal
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from certs.tls import ReloadingTls, TlsFiles
+from ii_api.runtime import start_ii
+from ii_api.service import IIService
 from interchange.admin import start_admin
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
@@ -19,9 +20,6 @@ from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.config import NodeConfig
 from interchange.message_log import JsonLog, LogSettings
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ii_api.service import IIService
 
 
 @dataclass
@@ -107,11 +105,9 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
             await node.close()
             raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
                              "and advertises the AMQPS listener")
-        from ii_api.runtime import start_ii
-
         try:
-            running_ii = await start_ii(config, tls_files(config), addresses, core, node.amqps_ports, placement,
-                                        log.event)
+            running_ii = await start_ii(config.name, config.ii, config.data_dir, tls_files(config), addresses, core,
+                                        node.amqps_ports, placement, log.event)
         except BaseException:
             await node.close()
             raise
