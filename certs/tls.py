@@ -271,3 +271,50 @@ class ReloadingTls:
 
         entry.sni_callback = switch
         return entry
+
+
+# --- Streaming services (TLEX / UDAP) -------------------------------------------------------------
+# Not C-Roads interfaces: TLEX-BROKER-SYSTEM 6.1 and UDAP 3.1 fix TLS 1.2, the single cipher suite
+# TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (so the service's key is RSA) and server authentication
+# only. Their REST APIs are ordinary HTTPS with server authentication.
+
+#: TLEX 6.1 / UDAP 3.1: the only version and cipher suite of TCPStreaming over TLS.
+STREAMING_TLS_VERSION = ssl.TLSVersion.TLSv1_2
+STREAMING_CIPHER = "ECDHE-RSA-AES128-GCM-SHA256"  # OpenSSL's name of TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+
+
+def _streaming(context: ssl.SSLContext) -> ssl.SSLContext:
+    context.minimum_version = STREAMING_TLS_VERSION
+    context.maximum_version = STREAMING_TLS_VERSION
+    context.set_ciphers(STREAMING_CIPHER)
+    return context
+
+
+def streaming_client_context(trust_bundle: Path | None = None, *, check_hostname: bool = True) -> ssl.SSLContext:
+    """TCPStreaming client (Broker or TLC system): TLS 1.2, the one cipher suite, the service verified
+    against ``trust_bundle`` (the system's CAs when None); no client certificate."""
+    context = ssl.create_default_context(cafile=str(trust_bundle) if trust_bundle is not None else None)
+    context.check_hostname = check_hostname
+    return _streaming(context)
+
+
+def streaming_server_context(cert_chain: Path, key: Path) -> ssl.SSLContext:
+    """TCPStreaming listener of a streaming service (the simulator): RSA certificate, no client certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certfile=cert_chain, keyfile=key)
+    return _streaming(context)
+
+
+def web_client_context(trust_bundle: Path | None = None) -> ssl.SSLContext:
+    """HTTPS client for a third party's REST API (TLEX/UDAP sessions): TLS 1.2 or later, server verified."""
+    context = ssl.create_default_context(cafile=str(trust_bundle) if trust_bundle is not None else None)
+    context.minimum_version = STREAMING_TLS_VERSION
+    return context
+
+
+def web_server_context(cert_chain: Path, key: Path) -> ssl.SSLContext:
+    """HTTPS server of such an API (the simulator's REST side): TLS 1.2 or later, no client certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = STREAMING_TLS_VERSION
+    context.load_cert_chain(certfile=cert_chain, keyfile=key)
+    return context

@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from certs import cli as certs_cli
     from ii_api import cli as ii_cli
     from interchange import demo, node_cli
+    from interchange.bridges.tlex import sim_cli as tlex_sim_cli
     from quadtree import cli as quadtree_cli
     from spark import cli as spark_cli
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     ii_cli.register(sub)
     spark_cli.register(sub)
+    tlex_sim_cli.register(sub)
     return parser
 
 

@@ -1,0 +1,145 @@
+"""``interchange tlex-sim``: run a streaming-service simulator with fake traffic-light controllers.
+
+    interchange tlex-sim --dir tlex-sim [--controllers 2] [--spatem-hz 10] [--api-port 0] ...
+
+The directory keeps an RSA test PKI (TLEX 6.1 wants ECDHE-RSA), and ``sim.json`` is rewritten at
+each start with what a bridge needs: the REST base URL, the service's certificate name and trust
+bundle, the Broker account's X-Authorization token, and each controller's TLC identifier and
+intersections. The controllers (one TLC system account, singleplex sessions) send MAPEM, then
+SPATEM at the given rate, and answer SREM with SSEM. Runs until interrupted or ``--duration``.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import secrets
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from certs import create_test_pki
+from certs.errors import PkiError
+from certs.keys import KeySpec
+from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
+from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
+from interchange.bridges.tlex.rest import StreamingServiceClient
+from interchange.bridges.tlex.service import Limits, ServiceRegistry
+from interchange.bridges.tlex.simulator import StreamingServiceSimulator
+from interchange.errors import CliError
+
+SERVICE_NAME = "tlex-sim.test"
+DEFAULT_DOMAIN = "c-roads"
+
+
+def tlc_id(index: int) -> str:
+    """TLC identifiers of the simulation: 8 ASCII characters, NLSM0001, NLSM0002, ..."""
+    return f"NLSM{index + 1:04d}"
+
+
+@dataclass
+class Simulation:
+    """A running simulator, its controllers and the facts a bridge needs (``sim.json``)."""
+
+    service: StreamingServiceSimulator
+    controllers: list[FakeController]
+    facts: dict[str, Any]
+    _clients: list[StreamingServiceClient] = field(default_factory=list)
+
+    async def close(self) -> None:
+        for controller in self.controllers:
+            await controller.stop()
+        for client in self._clients:
+            await client.close()
+        await self.service.close()
+
+
+async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: float = 10.0,
+                           mapem_interval: float = 60.0, domain: str = DEFAULT_DOMAIN, host: str = "127.0.0.1",
+                           api_port: int = 0, tls_port: int = 0, plain_port: int = 0,
+                           limits: Limits | None = None) -> Simulation:
+    """Start the service and ``controllers`` fake controllers; write ``directory/sim.json``."""
+    pki = create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
+    server = pki.servers[SERVICE_NAME]
+    registry = ServiceRegistry(limits or Limits(payload_rate=max(1200.0, controllers * spatem_hz * 2),
+                                                throughput_kb=max(120.0, controllers * spatem_hz * 0.5)), {})
+    broker = registry.add_account("broker", "BROKER_SYSTEM", secrets.token_urlsafe(24))
+    operator = registry.add_account("tlc-operator", "TLC_SYSTEM", secrets.token_urlsafe(24))
+    monitor = registry.add_account("monitor", "MONITOR", secrets.token_urlsafe(24))
+    specs = [ControllerSpec(tlc_id(i), [f"5-{100 + i}"], 1_000_000 + i) for i in range(controllers)]
+    for spec in specs:
+        registry.register_tlc(operator, spec.tlc_id, domain)
+    service = StreamingServiceSimulator(registry, host=host,
+                                        stream_tls=streaming_server_context(server.chain, server.key),
+                                        api_tls=web_server_context(server.chain, server.key))
+    await service.start(api_port, tls_port, plain_port)
+    api = StreamingServiceClient(service.api_url, operator.authorization,
+                                 ssl_context=web_client_context(pki.trust_bundle), server_hostname=SERVICE_NAME)
+    await api.__aenter__()
+    stream_ssl = streaming_client_context(pki.trust_bundle)
+    fakes = [FakeController(spec, api, domain=domain, stream_ssl=stream_ssl, spatem_hz=spatem_hz,
+                            mapem_interval=mapem_interval, server_hostname=SERVICE_NAME) for spec in specs]
+    for fake in fakes:
+        fake.start()
+    facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
+             "domain": domain, "broker_authorization": broker.authorization,
+             "monitor_authorization": monitor.authorization,
+             "controllers": [{"tlc_id": s.tlc_id, "intersections": s.intersections} for s in specs]}
+    (directory / "sim.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    return Simulation(service, fakes, facts, [api])
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "tlex-sim", help="run a TLEX/UDAP streaming-service simulator with fake traffic-light controllers",
+        description="Streaming service (REST + TCPStreaming, TLS 1.2) and fake controllers emitting MAPEM/SPATEM.")
+    parser.add_argument("--dir", type=Path, default=Path("tlex-sim"), help="state directory (PKI, sim.json)")
+    parser.add_argument("--controllers", type=int, default=2, help="fake controllers (default 2)")
+    parser.add_argument("--spatem-hz", type=float, default=10.0, help="SPATEM per second per controller")
+    parser.add_argument("--mapem-interval", type=float, default=60.0, help="seconds between MAPEM repetitions")
+    parser.add_argument("--domain", default=DEFAULT_DOMAIN, help="session domain")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--api-port", type=int, default=0)
+    parser.add_argument("--tls-port", type=int, default=0)
+    parser.add_argument("--plain-port", type=int, default=0)
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.controllers <= 10_000:
+        raise CliError("--controllers must be between 0 and 10000")
+    if args.spatem_hz < 0:
+        raise CliError("--spatem-hz must not be negative")
+    try:
+        asyncio.run(_serve(args))
+    except (OSError, PkiError) as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    args.dir.mkdir(parents=True, exist_ok=True)
+    simulation = await start_simulation(args.dir, controllers=args.controllers, spatem_hz=args.spatem_hz,
+                                        mapem_interval=args.mapem_interval, domain=args.domain, host=args.host,
+                                        api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    listeners = simulation.service.registry.listeners
+    print(f"tlex-sim: REST {simulation.service.api_url}, TCPStreaming TLS port {listeners['TLSv1.2'][1]}, "
+          f"plain port {listeners['NONE'][1]}, {len(simulation.controllers)} controllers; "
+          f"bridge facts in {args.dir / 'sim.json'}", flush=True)
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(args.duration):
+                await stop.wait()
+    finally:
+        sent = sum(sum(c.record.sent.values()) for c in simulation.controllers)
+        print(f"tlex-sim: stopping; controllers sent {sent} payloads, the service routed {simulation.service.stats.routed}",
+              flush=True)
+        await simulation.close()

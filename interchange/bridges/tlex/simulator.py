@@ -1,0 +1,251 @@
+"""A streaming-service simulator (TLEX / UDAP side): REST API + TCPStreaming listeners on loopback.
+
+- REST (aiohttp, HTTPS with server authentication) under ``/api/v1``: POST/GET /sessions,
+  GET/PUT /sessions/<token>, GET /tlcs, GET /tlcs/<uuid> (TLEX 5.2, UDAP 2.2). Errors are JSON
+  ``{"error": ...}`` with 400 (bad body), 401 (no/unknown X-Authorization), 403 (role or
+  identifiers not the account's), 404 (no such session/TLC), 409 (identifier already in use).
+- TCPStreaming (TLEX 6): one listener per security mode: TLS 1.2 with
+  TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (``TLSv1.2``) and plain TCP (``NONE``); every
+  connection is a :class:`~.session.ServiceStream`; tokens are checked by the
+  :class:`~.service.ServiceRegistry` (single use, listener expiry, security mode) and accepted
+  payloads routed by it.
+- Operator hooks for tests and demos: :meth:`StreamingServiceSimulator.reconnect` (send Reconnect),
+  :meth:`StreamingServiceSimulator.say_bye`, and :attr:`closes`, the record of how connections ended.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Awaitable, Callable
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from interchange.bridges.tlex.codec import Payload
+from interchange.bridges.tlex.models import RequestDetails, SessionRequest, dump
+from interchange.bridges.tlex.service import Account, Limits, Refusal, ServiceRegistry
+from interchange.bridges.tlex.session import Action, Authenticate, Close, Deliver, ServiceStream, SessionClosed
+from interchange.bridges.tlex.stream import Pump, read_now
+
+API_PREFIX = "/api/v1"
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+@dataclass
+class ClosedConnection:
+    token: str | None
+    close: Close
+
+
+@dataclass
+class _Connection:
+    stream: ServiceStream
+    pump: Pump | None = None
+    token: str | None = None
+
+
+@dataclass
+class SimulatorStats:
+    connections: int = 0
+    routed: int = 0
+    received: int = 0
+
+
+class StreamingServiceSimulator:
+    """The service side of both specs, for tests, demos and operators without TLEX access."""
+
+    def __init__(self, registry: ServiceRegistry, *, host: str = "127.0.0.1",
+                 stream_tls: ssl.SSLContext | None = None, api_tls: ssl.SSLContext | None = None,
+                 timestamps_interval: float = 15.0, offer_plain: bool = True) -> None:
+        self.registry, self.host = registry, host
+        self._stream_tls, self._api_tls = stream_tls, api_tls
+        self.timestamps_interval = timestamps_interval
+        self._offer_plain = offer_plain
+        self.connections: dict[str, _Connection] = {}
+        self.closes: list[ClosedConnection] = []
+        self.stats = SimulatorStats()
+        self._servers: list[asyncio.Server] = []
+        self._runner: web.AppRunner | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.api_port = 0
+
+    @property
+    def api_url(self) -> str:
+        scheme = "https" if self._api_tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.api_port}{API_PREFIX}"
+
+    async def start(self, api_port: int = 0, tls_port: int = 0, plain_port: int = 0) -> None:
+        listeners: dict[str, tuple[str, int]] = {}
+        if self._stream_tls is not None:
+            listeners["TLSv1.2"] = (self.host, await self._listen(tls_port, "TLSv1.2", self._stream_tls))
+        if self._offer_plain:
+            listeners["NONE"] = (self.host, await self._listen(plain_port, "NONE", None))
+        self.registry.listeners = listeners
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, api_port, ssl_context=self._api_tls)
+        await site.start()
+        self.api_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+
+    async def _listen(self, port: int, security_mode: str, context: ssl.SSLContext | None) -> int:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.add(task)
+            try:
+                await self._serve(reader, writer, security_mode)
+            except asyncio.CancelledError:
+                writer.transport.abort()  # shutting down; asyncio's stream callback would log a cancelled handler
+            finally:
+                self._tasks.discard(task)
+
+        server = await asyncio.start_server(handle, self.host, port, ssl=context)
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        for connection in list(self.connections.values()):
+            if connection.pump is not None:
+                connection.pump.execute(connection.stream.close("service shutting down", read_now()))
+        for server in self._servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- TCPStreaming -----------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, security_mode: str) -> None:
+        self.stats.connections += 1
+        connection = _Connection(ServiceStream(self.registry.limits.keepalive_timeout, read_now()))
+        connection.pump = Pump(connection.stream, reader, writer,
+                               lambda action: self._on_action(connection, security_mode, action))
+        try:
+            close = await connection.pump.run([])
+        finally:
+            if connection.token is not None:
+                self.connections.pop(connection.token, None)
+                self.registry.disconnect(connection.token)
+        self.closes.append(ClosedConnection(connection.token, close))
+
+    def _on_action(self, connection: _Connection, security_mode: str, action: Action) -> list[Action]:
+        now = read_now()
+        match action:
+            case Authenticate(token=token):
+                try:
+                    record = self.registry.connect(token, security_mode, now.mono)
+                except Refusal as refusal:
+                    return connection.stream.refuse(refusal.message, now)
+                connection.token = token
+                self.connections[token] = connection
+                return connection.stream.accept(record.session.grant(self.timestamps_interval), now)
+            case Deliver(payload=payload) if connection.token is not None:
+                self.stats.received += 1
+                self._route(connection.token, payload, now.utc_ms)
+        return []
+
+    def _route(self, token: str, payload: Payload, utc_ms: int) -> None:
+        now = read_now()
+        for route in self.registry.route(token, payload, utc_ms):
+            target = self.connections.get(route.token)
+            if target is None or target.pump is None:
+                continue
+            with contextlib.suppress(SessionClosed):
+                target.pump.execute(target.stream.send_payload(route.payload, now))
+                self.stats.routed += 1
+
+    def reconnect(self, token: str | None = None) -> int:
+        """Send Reconnect (6.3.4.4) on one connection (or all); returns how many got it."""
+        return self._each(token, lambda c: c.stream.reconnect(read_now()))
+
+    def say_bye(self, reason: str, token: str | None = None) -> int:
+        """Send Bye and close one connection (or all)."""
+        return self._each(token, lambda c: c.stream.close(reason, read_now()))
+
+    def _each(self, token: str | None, actions: Callable[[_Connection], list[Action]]) -> int:
+        chosen = [c for t, c in self.connections.items() if token is None or t == token]
+        for connection in chosen:
+            if connection.pump is not None and connection.stream.closed is None:
+                connection.pump.execute(actions(connection))
+        return len(chosen)
+
+    def sessions_of(self, account: Account) -> list[str]:
+        return [t for t, r in self.registry.sessions.items() if r.account == account]
+
+    # --- REST -------------------------------------------------------------------------------
+
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors])
+        app.router.add_post(f"{API_PREFIX}/sessions", self._create)
+        app.router.add_get(f"{API_PREFIX}/sessions", self._list)
+        app.router.add_get(f"{API_PREFIX}/sessions/{{token}}", self._get)
+        app.router.add_put(f"{API_PREFIX}/sessions/{{token}}", self._update)
+        app.router.add_get(f"{API_PREFIX}/tlcs", self._tlcs)
+        app.router.add_get(f"{API_PREFIX}/tlcs/{{uuid}}", self._tlc)
+        return app
+
+    @web.middleware
+    async def _errors(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Refusal as refusal:
+            return _error(refusal.status, refusal.message)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            return _error(400, f"invalid request body: {problems}")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "request body is not JSON")
+        except web.HTTPException as exc:
+            return _error(exc.status, exc.reason)
+
+    def _account(self, request: web.Request) -> Account:
+        return self.registry.authenticate(request.headers.get("X-Authorization"))
+
+    async def _create(self, request: web.Request) -> web.Response:
+        account = self._account(request)
+        body = SessionRequest.model_validate(await request.json())
+        session = self.registry.create(account, body, read_now().mono, datetime.now(timezone.utc))
+        return web.json_response(dump(session))
+
+    async def _list(self, request: web.Request) -> web.Response:
+        account = self._account(request)
+        return web.json_response([dump(s) for s in self.registry.sessions_of(account, read_now().mono)])
+
+    async def _get(self, request: web.Request) -> web.Response:
+        record = self.registry.session_of(self._account(request), request.match_info["token"], read_now().mono)
+        return web.json_response(dump(record.session))
+
+    async def _update(self, request: web.Request) -> web.Response:
+        account = self._account(request)
+        details = RequestDetails.model_validate(await request.json())
+        token = request.match_info["token"]
+        session = self.registry.update(account, token, details, read_now().mono)
+        connection = self.connections.get(token)
+        if connection is not None and connection.stream.grant is not None:
+            connection.stream.grant = session.grant(self.timestamps_interval)
+        return web.json_response(dump(session))
+
+    async def _tlcs(self, request: web.Request) -> web.Response:
+        return web.json_response([dump(t) for t in self.registry.tlcs_of(self._account(request))])
+
+    async def _tlc(self, request: web.Request) -> web.Response:
+        account = self._account(request)
+        found = [t for t in self.registry.tlcs_of(account) if t.uuid == request.match_info["uuid"]]
+        if not found:
+            raise Refusal(404, "no TLC registration with this uuid")
+        return web.json_response(dump(found[0]))
+
+
+__all__ = ["API_PREFIX", "ClosedConnection", "Limits", "StreamingServiceSimulator"]

@@ -1,0 +1,84 @@
+"""Fixtures for the TLEX/UDAP tests: an RSA test PKI for the streaming service (TLS 1.2,
+ECDHE-RSA) and a running simulator with a Broker, a TLC, a second Broker and a Monitor account.
+
+Import the fixtures you use into a test module (``from tlex_harness import sim, sim_pki``).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from certs import TestPki, create_test_pki
+from certs.keys import KeySpec
+from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
+from interchange.bridges.tlex.rest import StreamingServiceClient
+from interchange.bridges.tlex.service import Account, Limits, ServiceRegistry
+from interchange.bridges.tlex.simulator import StreamingServiceSimulator
+
+SIM_HOST = "tlex-sim.test"
+DOMAIN = "test"
+TLCS = ("NLZH0023", "NLZH0024", "NLZH0025")
+TEST_LIMITS = Limits(listener_expiry=2.0, keepalive_timeout=1.5, payload_rate=200.0, payload_rate_duration=2.0,
+                     throughput_kb=200.0, throughput_duration=2.0)
+
+
+@dataclass
+class Sim:
+    service: StreamingServiceSimulator
+    pki: TestPki
+    broker: Account
+    other_broker: Account
+    tlc_system: Account
+    monitor: Account
+
+    def api(self, account: Account) -> StreamingServiceClient:
+        return StreamingServiceClient(self.service.api_url, account.authorization,
+                                      ssl_context=web_client_context(self.pki.trust_bundle), server_hostname=SIM_HOST)
+
+    def stream_ssl(self):  # noqa: ANN201
+        return streaming_client_context(self.pki.trust_bundle)
+
+
+@pytest.fixture(scope="session")
+def sim_pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    """TLEX 6.1 needs an RSA service key (ECDHE_RSA); the whole test PKI is RSA."""
+    return create_test_pki(tmp_path_factory.mktemp("tlex-pki"), [SIM_HOST], ["tlex-bridge"], key_spec=KeySpec("rsa"))
+
+
+def build_registry(limits: Limits = TEST_LIMITS) -> tuple[ServiceRegistry, dict[str, Account]]:
+    registry = ServiceRegistry(limits, {})
+    accounts = {
+        "broker": registry.add_account("bridge", "BROKER_SYSTEM", "broker-secret"),
+        "other_broker": registry.add_account("other", "BROKER_SYSTEM", "other-secret"),
+        "tlc_system": registry.add_account("vri-operator", "TLC_SYSTEM", "tlc-secret"),
+        "monitor": registry.add_account("governance", "MONITOR", "monitor-secret"),
+    }
+    for tlc in TLCS:
+        registry.register_tlc(accounts["tlc_system"], tlc, DOMAIN)
+    return registry, accounts
+
+
+@pytest.fixture
+async def sim(sim_pki: TestPki) -> AsyncIterator[Sim]:
+    registry, accounts = build_registry()
+    server = sim_pki.servers[SIM_HOST]
+    service = StreamingServiceSimulator(
+        registry, stream_tls=streaming_server_context(server.chain, server.key),
+        api_tls=web_server_context(server.chain, server.key), timestamps_interval=0.5)
+    await service.start()
+    try:
+        yield Sim(service, sim_pki, **accounts)
+    finally:
+        await service.close()
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
