@@ -92,7 +92,7 @@ class StreamingServiceSimulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, api_port, ssl_context=self._api_tls)
         await site.start()
-        self.api_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+        self.api_port = int(self._runner.addresses[0][1])  # (host, port, ...) of the socket the site listens on
 
     async def _listen(self, port: int, security_mode: str, context: ssl.SSLContext | None) -> int:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
