@@ -38,8 +38,9 @@ class JsonLog:
     """Writes :mod:`interchange.logformat` records to a file or stream."""
 
     def __init__(self, node: str, path: Path | None = None, stream: TextIO | None = None,
-                 settings: LogSettings | None = None) -> None:
+                 settings: LogSettings | None = None, process: int = 0) -> None:
         self.node = node
+        self.process = process  #: the broker process writing (0 = the node process)
         self.settings = settings or LogSettings()
         self._on_change: list[Callable[[], None]] = []
         self._queue: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
@@ -75,8 +76,9 @@ class JsonLog:
         self._queue.put(logging.makeLogRecord({"msg": logformat.dumps(record), "levelno": logging.INFO}))
 
     def _base(self, level: str, event: str) -> dict:
-        return {"schemaVersion": logformat.SCHEMA_VERSION, "timestamp": logformat.iso_ms(_now_ms()),
-                "level": level, "event": event, "node": self.node}
+        now = _now_ms()
+        return {"schemaVersion": logformat.SCHEMA_VERSION, "timestamp": logformat.iso_ms(now), "timestampMs": now,
+                "level": level, "event": event, "node": self.node, "process": self.process}
 
     def event(self, level: str, event: str, fields: dict) -> None:
         """Connection, link and error events (IP_009)."""

@@ -66,7 +66,7 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
     if placement is None:
         placement = Placement(config.broker.processes)
     log = JsonLog(config.name, path=config.log.path,
-                  settings=LogSettings.model_validate(config.log.model_dump(exclude={"path"})))
+                  settings=LogSettings.model_validate(config.log.model_dump(exclude={"path"})), process=placement.index)
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
     core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement)

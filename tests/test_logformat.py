@@ -1,0 +1,58 @@
+"""The log schema module (interchange.logformat, version 2): fields documented and listed, v1 still read."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interchange import logformat
+
+V1_RECEIVED = ('{"schemaVersion":1,"timestamp":"2021-07-15T12:30:23.317Z","level":"info","event":"received_message",'
+               '"node":"ixc-a","address":"denm-in","identity":"actor-1","publisher":"actor-1",'
+               '"arrivalTime":"2021-07-15T12:30:23.317Z","size":204,"applicationProperties":{"messageType":"DENM"},'
+               '"bodyContentHex":"2040"}')
+V1_REJECTED = ('{"schemaVersion":1,"timestamp":"2021-07-15T12:30:23.317Z","level":"warning","event":"rejected_message",'
+               '"node":"ixc-a","address":"denm-in","identity":"actor-1","size":12,"details":{"reason":"bad"}}')
+
+
+def test_every_field_is_documented_and_listed() -> None:
+    doc = logformat.__doc__ or ""
+    names = [field.name for field in logformat.FIELDS]
+    assert names == list(logformat.LogRecord.model_fields)
+    for name in names:
+        assert f"``{name}``" in doc, name
+    kinds = {field.name: (field.type, field.nullable) for field in logformat.FIELDS}
+    assert kinds["schemaVersion"] == (int, False) and kinds["event"] == (str, False)
+    assert kinds["shardSeq"] == (int, True) and kinds["outcome"] == (str, True)
+    assert kinds["applicationProperties"] == (dict, True) and kinds["details"] == (dict, True)
+    assert {field.type for field in logformat.FIELDS} == {str, int, dict}
+
+
+def test_version_1_lines_still_parse() -> None:
+    record = logformat.parse_line(V1_RECEIVED)
+    assert record.schemaVersion == 1 and record.address == "denm-in" and record.size == 204
+    assert record.messageId is None and record.timestampMs is None
+    assert logformat.parse_line(V1_REJECTED).details == {"reason": "bad"}
+
+
+def test_version_2_line_round_trips() -> None:
+    record = {"schemaVersion": logformat.SCHEMA_VERSION, "timestamp": logformat.iso_ms(1_626_352_223_317),
+              "timestampMs": 1_626_352_223_317, "level": "info", "event": "sent_message", "node": "ixc-a",
+              "process": 1, "messageId": logformat.message_id("ixc-a", 1, 1_626_350_000_000, 17),
+              "shardKey": logformat.shard_key("NL00001:1", 1), "shardSeq": 5, "outcome": "released",
+              "attempt": 2, "expirySource": "ttl", "origin": "federated", "neighbour": "ixc-b"}
+    parsed = logformat.parse_line(logformat.dumps(record))
+    assert parsed.model_dump(exclude_none=True) == record
+    assert parsed.messageId == "ixc-a/1/1626350000000/17" and parsed.shardKey == "NL00001:1#1"
+    assert record["timestamp"] == "2021-07-15T12:30:23.317Z"
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("{", "not JSON"), ("[1]", "JSON object"),
+    (json.dumps({"schemaVersion": 3, "timestamp": "t", "level": "info", "event": "x"}), "schemaVersion 3"),
+    (json.dumps({"schemaVersion": 2, "timestamp": "t", "level": "info", "event": "sent_message",
+                 "outcome": "lost"}), "outcome"),
+])
+def test_malformed_lines_are_refused_with_a_reason(line: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        logformat.parse_line(line)
