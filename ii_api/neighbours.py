@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -22,12 +23,18 @@ from ii_api.models import CapabilitiesMessage, Capability
 from ii_api.store import AsyncStore
 from ii_api.subscriptions import same_cn
 
-__all__ = ["NeighbourCapabilities", "NeighbourChanges", "Neighbours"]
+__all__ = ["NeighbourCapabilities", "NeighbourUpdate", "Neighbours"]
 
 log = logging.getLogger(__name__)
 
-NeighbourChanges = tuple[frozenset[str], frozenset[str]]
-"""(names gone, names new or moved) after a discovery round."""
+@dataclass(frozen=True)
+class NeighbourUpdate:
+    """A discovery round's outcome, planned before it is applied."""
+
+    result: DiscoveryResult
+    merged: Mapping[str, Neighbour]  #: the neighbour set after it
+    gone: frozenset[str]
+    changed: frozenset[str]  #: new or moved (host or port)
 
 
 class Neighbours:
@@ -71,13 +78,16 @@ class Neighbours:
             return peer.host if peer is not None else neighbour
         return host
 
-    async def apply(self, result: DiscoveryResult) -> NeighbourChanges:
-        """A discovery round: the set follows DNS (:func:`~ii_api.discovery.merge_neighbours`), stored."""
+    def plan(self, result: DiscoveryResult) -> NeighbourUpdate:
+        """What a discovery round changes: the set follows DNS (:func:`~ii_api.discovery.merge_neighbours`)."""
         merged = {n.name: n for n in merge_neighbours(self._by_name.values(), result)}
-        await self._store.call(lambda s: s.neighbours.upsert(result.neighbours))
-        changes = neighbour_changes(self._by_name, merged)
-        self._by_name = merged
-        return changes
+        gone, changed = neighbour_changes(self._by_name, merged)
+        return NeighbourUpdate(result, merged, gone, changed)
+
+    async def apply(self, update: NeighbourUpdate) -> None:
+        """The planned set stored (the neighbours DNS answered) and made current."""
+        await self._store.call(lambda s: s.neighbours.upsert(update.result.neighbours))
+        self._by_name = dict(update.merged)
 
     async def restore(self) -> None:
         for stored in await self._store.call(lambda s: s.neighbours.list()):

@@ -254,11 +254,13 @@ class IIService:
         if self.closed:
             return
         async with self.lock:
-            gone, changed = await self.neighbours_dir.apply(result)
+            update = self.neighbours_dir.plan(result)
+            gone, changed = update.gone, update.changed
+            await self.departures.left(gone)  # recorded before the set changes: one is gone or departed
+            await self.neighbours_dir.apply(update)
             for name in gone:
                 self.neighbour_caps.forget(name)
                 self.pushes.stop(name)
-            await self.departures.left(gone)
             self.departures.returned(self.neighbours_dir.names())
             for name in sorted(changed):
                 self.pushes.wake(name)
