@@ -15,25 +15,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from proton import Message, SSLDomain
+from proton import Message
 from proton.reactor import Selector
 from proton.utils import BlockingConnection
 
-from certs import TestPki, create_test_pki
-from certs.tls import TlsFiles, proton_ssl_domain
+from certs import TestPki
+from harness import BROKER_CN, amqp_client, denm, make_pki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.node import RunningNode, start_node
 
-BROKER_CN = "broker.interchange.test"
-ACTORS = ("actor-1", "actor-2", "actor-3", "actor-4", "neighbour.interchange.test")
+__all__ = ["BROKER_CN", "BrokerUnderTest", "client_connection", "denm", "ivim", "make_pki", "selector_option",
+           "start_broker", "wait_for_records"]
+
 STEP_TIMEOUT = 10.0
 
 T = TypeVar("T")
-
-
-def make_pki(directory: Path) -> TestPki:
-    return create_test_pki(directory, [BROKER_CN, "neighbour.interchange.test"], ["actor-1", "actor-2", "actor-3", "actor-4"])
 
 
 @dataclass
@@ -74,11 +71,8 @@ class BrokerUnderTest:
 
 
 def client_connection(pki: TestPki, cn: str, port: int, **kwargs: Any) -> BlockingConnection:
-    files = TlsFiles.from_pki(pki.directory, cn, with_crls=False)
-    domain = proton_ssl_domain(files, SSLDomain.MODE_CLIENT)
-    options: dict[str, Any] = {"virtual_host": BROKER_CN, "allowed_mechs": "EXTERNAL", "timeout": STEP_TIMEOUT}
-    options.update(kwargs)
-    return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=domain, **options)
+    """A client of the broker under test (see :func:`harness.amqp_client`)."""
+    return amqp_client(pki, cn, port, BROKER_CN, STEP_TIMEOUT, **kwargs)
 
 
 def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = (),
@@ -119,24 +113,6 @@ def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = ()
     if "error" in started:
         raise started["error"]
     return BrokerUnderTest(pki, started["node"], loop, thread, log_path)
-
-
-def denm(quad_tree: str = ",120202130121133020,", body: bytes = b"\x01\x02denm", **extra: Any) -> Message:
-    """A valid DENM message (tables 1 and 2)."""
-    properties: dict[str, Any] = {
-        "publisherId": "NO00001",
-        "publicationId": "NO00001:denm-1",
-        "originatingCountry": "NO",
-        "protocolVersion": "DENM:1.3.1",
-        "messageType": "DENM",
-        "quadTree": quad_tree,
-        "causeCode": 1,
-        "subCauseCode": 0,
-        "latitude": 51.485992,
-        "longitude": 4.735311,
-    }
-    properties.update(extra)
-    return Message(body=body, properties=properties, inferred=True)
 
 
 def ivim(quad_tree: str = ",031332213323322232,", **extra: Any) -> Message:

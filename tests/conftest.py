@@ -1,14 +1,62 @@
-"""Shared test fixtures."""
+"""Shared test fixtures: the test PKIs, the DNS server, the Spark session.
+
+Helpers (builders, clients, harnesses) live in modules next to this file (``harness.py``,
+``broker_harness.py``, ``ii_harness.py``, ``pki_fixtures.py``, ``dns_fixtures.py``) and are
+imported by name; fixtures are defined here only, so test modules use them without imports.
+"""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from certs import TestPki, create_test_pki
+from dns_fixtures import DnsmasqServer, find_dnsmasq
+from harness import make_pki
+from pki_fixtures import ACTOR, SERVER, build_main_pki
 from spark.session import build_session
 
 
+# ------------------------------------------------------------------------------ PKIs
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    """The PKI of the broker and II tests (:func:`harness.make_pki`); tests must not change it."""
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def pki_main(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    """The PKI of the certs and TLS tests (:func:`pki_fixtures.build_main_pki`); tests must not change
+    it (use ``pki_fresh`` for that)."""
+    return build_main_pki(tmp_path_factory.mktemp("pki-main"))
+
+
+@pytest.fixture(scope="session")
+def pki_other(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    """A second, unrelated trust domain using the same names as ``pki_main``."""
+    return create_test_pki(tmp_path_factory.mktemp("pki-other"), [SERVER], [ACTOR])
+
+
+@pytest.fixture
+def pki_fresh(tmp_path: Path) -> TestPki:
+    """A private test PKI a test may revoke in, re-issue in, etc."""
+    return create_test_pki(tmp_path / "pki", [SERVER], [ACTOR, "actor-2"])
+
+
+# ------------------------------------------------------------------------------ DNS
+@pytest.fixture
+def dnsmasq(tmp_path: Path) -> Iterator[DnsmasqServer]:
+    """A stopped :class:`~dns_fixtures.DnsmasqServer`; call ``.start(DnsRecords(...))``. Stopped after the test."""
+    server = DnsmasqServer(tmp_path / "dnsmasq", find_dnsmasq())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------------------ Spark
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One SparkSession (local[2]) for the whole test run: start-up costs ~10 s, so it is paid once."""

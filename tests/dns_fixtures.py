@@ -10,7 +10,7 @@ the server on the same port with new records.
 Needs the dnsmasq binary (Debian package dnsmasq-base, installed by scripts/setup.sh);
 without it the tests fail with a message saying so, they are never skipped.
 
-Import the fixture into a test module: ``from dns_fixtures import dnsmasq``.
+The ``dnsmasq`` fixture (``conftest.py``) gives a test a stopped server.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,13 +197,3 @@ class DnsmasqServer:
         self.stop()
         raise DnsmasqError(f"dnsmasq did not answer on {LISTEN}:{port} within {START_TIMEOUT_S:g} s\n"
                            f"{self.log_text()}")
-
-
-@pytest.fixture
-def dnsmasq(tmp_path: Path) -> Iterator[DnsmasqServer]:
-    """A stopped :class:`DnsmasqServer`; call ``.start(DnsRecords(...))``. Stopped after the test."""
-    server = DnsmasqServer(tmp_path / "dnsmasq", find_dnsmasq())
-    try:
-        yield server
-    finally:
-        server.stop()

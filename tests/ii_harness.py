@@ -15,28 +15,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
-from proton import Message, SSLDomain
+from proton import Message
 from proton.reactor import Selector
 from proton.utils import BlockingConnection
 
-from certs import TestPki, create_test_pki
-from certs.tls import TlsFiles, client_context, proton_ssl_domain
+from certs import TestPki
+from certs.tls import TlsFiles, client_context
+from harness import A, B, C, amqp_client, denm
 from ii_api.config import IIConfig
 from ii_api.discovery import DiscoveryConfig, Neighbour
 from ii_api.store import MIGRATIONS, Store
 from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.node import RunningNode, start_node
 
-A, B, C = "a.interchange.test", "b.interchange.test", "c.interchange.test"
-INTERCHANGES = (A, B, C)
-ACTORS = ("actor-a", "actor-b", "actor-c", "actor-x")
+__all__ = ["A", "B", "C", "DOMAIN", "INTERCHANGES", "Consumer", "Https", "amqp_connect", "denm_capability", "denm_message",
+           "ivim_capability", "node_config", "publish", "relay", "schema_1_database", "seed_neighbours", "start",
+           "wait_for"]
+
+INTERCHANGES = (A, B, C)  #: the II tests' federation
 DOMAIN = "interchange.test"
 WAIT_S = 20.0  # bound of every wait in these tests
 T = TypeVar("T")
-
-
-def make_pki(directory: Path, interchanges: Iterable[str] = INTERCHANGES, actors: Iterable[str] = ACTORS) -> TestPki:
-    return create_test_pki(directory, list(interchanges), list(actors))
 
 
 def node_config(pki: TestPki, name: str, workdir: Path, *, ii_port: int = 0, amqps_port: int = 0,
@@ -153,17 +152,15 @@ def ivim_capability(publisher: str = "NO00001", publication: str = "ivim-1", til
 
 def denm_message(publisher: str = "NO00001", publication: str = "denm-1", tile: str = "120202130121133020",
                  body: bytes = b"denm", cause: int = 1, country: str = "NO") -> Message:
-    return Message(body=body, inferred=True, properties={
-        "publisherId": publisher, "publicationId": f"{publisher}:{publication}", "originatingCountry": country,
-        "protocolVersion": "DENM:1.3.1", "messageType": "DENM", "quadTree": f",{tile},", "causeCode": cause,
-        "subCauseCode": 0})
+    """A DENM of ``publisher``'s ``publication`` in ``tile`` (see :func:`harness.denm`)."""
+    return denm(f",{tile},", body, publisherId=publisher, publicationId=f"{publisher}:{publication}",
+                originatingCountry=country, causeCode=cause)
 
 
 # ------------------------------------------------------------------------------------- AMQP actors
 def amqp_connect(pki: TestPki, cn: str, port: int, server_name: str) -> BlockingConnection:
-    files = TlsFiles.from_pki(pki.directory, cn, with_crls=False)
-    return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT),
-                              virtual_host=server_name, allowed_mechs="EXTERNAL", timeout=WAIT_S)
+    """An actor's connection to the node ``server_name`` (see :func:`harness.amqp_client`)."""
+    return amqp_client(pki, cn, port, server_name, WAIT_S)
 
 
 def publish(pki: TestPki, cn: str, port: int, server_name: str, target: str, messages: Iterable[Message]) -> list[str]:

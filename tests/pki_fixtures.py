@@ -1,6 +1,5 @@
-"""Fixtures and probes for the certs tests: test PKIs and real TLS endpoints on 127.0.0.1.
-
-Import the fixtures you use into a test module (``from pki_fixtures import pki_main``).
+"""Helpers for the certs tests: the names and builder of their test PKI (the ``pki_main``,
+``pki_other`` and ``pki_fresh`` fixtures of ``conftest.py``) and real TLS endpoints on 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ import ssl
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-
-import pytest
 
 from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, peer_common_name
@@ -31,24 +28,6 @@ def build_main_pki(directory: Path) -> TestPki:
     made.pki.issue_client(EXPIRED_ACTOR, not_before=now - timedelta(days=30), not_after=now - timedelta(days=1))
     made.pki.revoke(made.clients[REVOKED_ACTOR].serial, reason="key_compromise")
     return made
-
-
-@pytest.fixture(scope="session")
-def pki_main(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    """A shared test PKI; tests must not change it (use ``pki_fresh`` for that)."""
-    return build_main_pki(tmp_path_factory.mktemp("pki-main"))
-
-
-@pytest.fixture(scope="session")
-def pki_other(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    """A second, unrelated trust domain using the same names as ``pki_main``."""
-    return create_test_pki(tmp_path_factory.mktemp("pki-other"), [SERVER], [ACTOR])
-
-
-@pytest.fixture
-def pki_fresh(tmp_path: Path) -> TestPki:
-    """A private test PKI a test may revoke in, re-issue in, etc."""
-    return create_test_pki(tmp_path / "pki", [SERVER], [ACTOR, "actor-2"])
 
 
 def files_for(made: TestPki, cn: str, *, crls: bool = True) -> TlsFiles:

@@ -16,18 +16,12 @@ from broker_harness import (
     BrokerUnderTest,
     denm,
     ivim,
-    make_pki,
     selector_option,
     start_broker,
     wait_for_records,
 )
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 TARGETS = [

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BROKER_CN, denm, make_pki, start_broker
+from broker_harness import BROKER_CN, denm, start_broker
+from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.client import ClientConnection
@@ -15,8 +16,7 @@ from interchange.broker.client import ClientConnection
 NEIGHBOUR = "neighbour.interchange.test"
 
 
-def test_receiver_link_gets_filtered_messages_byte_exact(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path / "pki")
+def test_receiver_link_gets_filtered_messages_byte_exact(pki: TestPki, tmp_path: Path) -> None:
     broker = start_broker(pki, tmp_path, [TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
                           [SourceSpec(address="for-neighbour", consumers=frozenset({NEIGHBOUR}))])
     try:
@@ -58,8 +58,7 @@ def test_receiver_link_gets_filtered_messages_byte_exact(tmp_path: Path) -> None
         broker.stop()
 
 
-def test_client_refused_without_grant_or_trust(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path / "pki")
+def test_client_refused_without_grant_or_trust(pki: TestPki, tmp_path: Path) -> None:
     broker = start_broker(pki, tmp_path, [], [SourceSpec(address="s", consumers=frozenset({"actor-9"}))])
     try:
         context = client_context(TlsFiles.from_pki(pki.directory, NEIGHBOUR))

@@ -11,8 +11,9 @@ import pytest
 from proton import Message
 from proton.utils import LinkDetached
 
-from broker_harness import BrokerUnderTest, client_connection, denm, make_pki, start_broker, wait_for_records
+from broker_harness import BrokerUnderTest, client_connection, denm, start_broker, wait_for_records
 from certs import TestPki
+from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_config, publish, start
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.control import ControlCodec, ControlError, LogChange, PutTarget, Ready, Remove, Start
 from interchange.broker.placement import Placement
@@ -76,11 +77,6 @@ def test_control_codec_frames_and_refuses_garbage() -> None:
 
 
 # ------------------------------------------------------------------------------ real processes
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    return make_pki(tmp_path_factory.mktemp("processes-pki"))
-
-
 @pytest.fixture
 def broker(pki: TestPki, tmp_path: Path):
     started = start_broker(
@@ -237,15 +233,11 @@ def test_a_worker_that_cannot_listen_fails_the_start(pki: TestPki, tmp_path: Pat
         blocker.close()
 
 
-async def test_the_ii_hands_out_the_owner_and_every_process(tmp_path: Path) -> None:
-    from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_config, publish, start
-    from ii_harness import make_pki as make_ii_pki
-
-    ii_pki = make_ii_pki(tmp_path / "pki")
-    config = node_config(ii_pki, A, tmp_path / "a")
+async def test_the_ii_hands_out_the_owner_and_every_process(pki: TestPki, tmp_path: Path) -> None:
+    config = node_config(pki, A, tmp_path / "a")
     config = config.model_copy(update={"broker": config.broker.model_copy(update={"processes": 2})})
     node = await start(config)
-    actor, other = Https(ii_pki, "actor-a", node), Https(ii_pki, "actor-x", node)
+    actor, other = Https(pki, "actor-a", node), Https(pki, "actor-x", node)
     try:
         _, body = await actor.post("/actor-a/subscriptions", {"subscriptions": [{"selector": "messageType = 'DENM'"}]})
         endpoints = body["subscriptions"][0]["endpoints"]
@@ -260,10 +252,10 @@ async def test_the_ii_hands_out_the_owner_and_every_process(tmp_path: Path) -> N
             assert endpoint["port"] == node.amqps_ports[owner]
             published.append((endpoint["port"], endpoint["target"]))
         assert {port for port, _ in published} == set(node.amqps_ports)
-        consumers = [await asyncio.to_thread(Consumer, ii_pki, "actor-a", e["port"], A, e["source"]) for e in endpoints]
+        consumers = [await asyncio.to_thread(Consumer, pki, "actor-a", e["port"], A, e["source"]) for e in endpoints]
         try:
             for i, (port, target) in enumerate(published[:2] + [p for p in published if p[0] != published[0][0]][:1]):
-                await asyncio.to_thread(publish, ii_pki, "actor-x", port, A, target,
+                await asyncio.to_thread(publish, pki, "actor-x", port, A, target,
                                         [denm_message(publisher="NL00001", body=f"m{i}".encode())])
             got = []
             for consumer in consumers:

@@ -6,7 +6,6 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -29,16 +28,6 @@ from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER
 
 TARGETS = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
 SOURCES = [SourceSpec(address="out", consumers=frozenset({"actor-2"}))]
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    made = make_pki(tmp_path_factory.mktemp("pki"))
-    now = datetime.now(timezone.utc)
-    made.pki.issue_client("actor-expired", not_before=now - timedelta(days=30), not_after=now - timedelta(days=1))
-    revoked = made.pki.issue_client("actor-revoked")
-    made.pki.revoke(revoked.serial)
-    return made
 
 
 @pytest.fixture(scope="module")

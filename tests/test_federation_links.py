@@ -4,7 +4,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from broker_harness import BROKER_CN, denm, make_pki, start_broker
+from broker_harness import BROKER_CN, denm, start_broker
+from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from ii_api.federation import Federation, RemoteEndpoint
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
@@ -21,8 +22,7 @@ def _wait(predicate, timeout: float = 10.0) -> None:
     raise AssertionError("condition not met in time")
 
 
-def test_pull_routes_imported_messages_to_local_sources_only(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path / "pki")
+def test_pull_routes_imported_messages_to_local_sources_only(pki: TestPki, tmp_path: Path) -> None:
     remote = start_broker(pki, tmp_path / "remote", [TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
                           [SourceSpec(address="sub-1", consumers=frozenset({LOCAL}), scope=Scope.LOCAL,
                                       selector="messageType = 'DENM'")])
@@ -58,8 +58,7 @@ def test_pull_routes_imported_messages_to_local_sources_only(tmp_path: Path) -> 
         remote.stop()
 
 
-def test_refused_link_is_retried_and_reported(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path / "pki")
+def test_refused_link_is_retried_and_reported(pki: TestPki, tmp_path: Path) -> None:
     remote = start_broker(pki, tmp_path / "remote", [], [SourceSpec(address="other", consumers=frozenset({"x"}))])
     local = start_broker(pki, tmp_path / "local", [], [])
     files = TlsFiles.from_pki(pki.directory, LOCAL)

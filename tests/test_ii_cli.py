@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq  # noqa: F401  (fixture)
+from certs import TestPki
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.cli import SubscriptionsReport, parse_dns_server
 from ii_api.discovery import Neighbour
 from ii_api.store import DB_FILENAME, Store
-from ii_harness import A, B, DOMAIN, Https, denm_capability, make_pki, node_config, seed_neighbours, start, wait_for
+from ii_harness import A, B, DOMAIN, Https, denm_capability, node_config, seed_neighbours, start, wait_for
 from interchange.cli import main
 from interchange.errors import CliError
 
@@ -108,8 +109,8 @@ def test_parse_dns_server_forms() -> None:
 
 
 # ------------------------------------------------------------------------------------ interchange subscriptions
-async def test_subscriptions_lists_a_running_nodes_ii(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pki = make_pki(tmp_path / "pki")
+async def test_subscriptions_lists_a_running_nodes_ii(pki: TestPki, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     workdir = tmp_path / "a"
     seed_neighbours(workdir, [Neighbour(B, "127.0.0.1", 9, DOMAIN)])  # nobody listens there: requests fail
     node = await start(node_config(pki, A, workdir))

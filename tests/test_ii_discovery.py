@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pydantic
 import pytest
 
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq  # noqa: F401  (fixture)
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.discovery import (
     MAX_INTERVAL_S,
     Discovery,

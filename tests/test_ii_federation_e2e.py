@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from certs import TestPki
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq, free_port  # noqa: F401  (fixture)
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
 from ii_api.discovery import DiscoveryConfig
 from ii_api.store import Store
 from ii_harness import (
@@ -33,7 +33,6 @@ from ii_harness import (
     amqp_connect,
     denm_capability,
     denm_message,
-    make_pki,
     node_config,
     publish,
     relay,
@@ -45,11 +44,6 @@ from interchange.node import RunningNode
 DENM_HERE = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
 HAZELDONK = "120202130121133020"
 SPAIN = "031332213323322232"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    return make_pki(tmp_path_factory.mktemp("ii-e2e-pki"))
 
 
 @dataclass
@@ -100,7 +94,7 @@ async def make_federation(pki: TestPki, workdir: Path, dns: DnsmasqServer,
 
 
 @pytest.fixture
-async def federation(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[Federation]:  # noqa: F811
+async def federation(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[Federation]:
     # A answers subscription requests REQUESTED (as the appendix D example) so that its subscribers
     # poll to CREATED; B answers CREATED at once, and refuses selectors longer than 60 characters.
     made = await make_federation(pki, tmp_path, dnsmasq, {A: {"created_in_answer": False},
@@ -360,7 +354,7 @@ async def test_subscriber_restart_restores_subscriptions_and_links(federation: F
 
 
 async def test_neighbours_are_persisted_and_listed_and_capabilities_reposted(
-        pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+        pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, capsys: pytest.CaptureFixture[str]) -> None:
     from interchange.cli import main
 
     made = await make_federation(pki, tmp_path, dnsmasq, {A: {"capability_repost_s": 0.2}})

@@ -14,7 +14,7 @@ import pytest
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, dnsmasq, free_port  # noqa: F401  (fixture)
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
 from ii_api.discovery import DiscoveryConfig, Neighbour
 from ii_api.server import OPERATIONS
 from ii_api.store import Store, db_path
@@ -29,7 +29,6 @@ from ii_harness import (
     denm_capability,
     denm_message,
     ivim_capability,
-    make_pki,
     node_config,
     publish,
     relay,
@@ -42,11 +41,6 @@ from interchange.broker.addresses import Scope, TargetSpec
 from interchange.node import RunningNode
 
 DENM = "messageType = 'DENM'"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    return make_pki(tmp_path_factory.mktemp("ii-server-pki"))
 
 
 class Env:
@@ -397,7 +391,7 @@ async def test_local_subscriptions(env: Env, pki: TestPki) -> None:
 
 # ------------------------------------------------------------------------------------ IP_126 with real DNS
 async def test_only_interchanges_found_in_dns_may_use_the_ii(pki: TestPki, tmp_path: Path,
-                                                             dnsmasq: DnsmasqServer) -> None:  # noqa: F811
+                                                             dnsmasq: DnsmasqServer) -> None:
     dnsmasq.start(DnsRecords(srv=[Srv(DOMAIN, A, 9), Srv(DOMAIN, B, 9)],
                              hosts={A: "127.0.0.1", B: "127.0.0.1"}, zones=("other.test",)))
     discovery = DiscoveryConfig(dns_server=dnsmasq.host, dns_port=dnsmasq.port, domains=(DOMAIN, "other.test"),

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from proton import Delivery, Message, byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
-from broker_harness import BROKER_CN, BrokerUnderTest, denm, ivim, make_pki, start_broker
+from broker_harness import BROKER_CN, BrokerUnderTest, denm, ivim, start_broker
 from certs import TestPki
 from certs.tls import TlsFiles
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -47,11 +47,6 @@ def node_binary() -> str:
     if version != locked:
         pytest.fail(f"rhea {version} installed but {locked} locked: run `bash scripts/setup.sh`")
     return node
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import denm, make_pki, start_broker
+from broker_harness import denm, start_broker
+from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.cli import main
 
@@ -57,8 +58,7 @@ def test_broker_config_errors_are_one_line(tmp_path: Path, capsys: pytest.Captur
     assert expected in err and "\n" not in err and "Traceback" not in err
 
 
-def test_configured_addresses_survive_restart(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path / "pki")
+def test_configured_addresses_survive_restart(pki: TestPki, tmp_path: Path) -> None:
     targets = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
     sources = [SourceSpec(address="out", consumers=frozenset({"actor-2"}), selector="messageType = 'DENM'")]
     for run in range(2):

@@ -11,13 +11,11 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from certs import PeerIdentityError, TestPki
 from certs.tls import ReloadingTls, TlsFiles, client_context, peer_common_name, server_context
-from pki_fixtures import (  # noqa: F401  (fixtures)
+from pki_fixtures import (
     ACTOR,
     SERVER,
     ProbeServer,
     files_for,
-    pki_fresh,
-    pki_main,
     probe_client,
 )
 

@@ -7,7 +7,7 @@ import pytest
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context, server_context
-from pki_fixtures import (  # noqa: F401  (fixtures)
+from pki_fixtures import (
     ACTOR,
     ClientOutcome,
     EXPIRED_ACTOR,
@@ -16,8 +16,6 @@ from pki_fixtures import (  # noqa: F401  (fixtures)
     SERVER,
     ProbeServer,
     files_for,
-    pki_main,
-    pki_other,
     plain_client_context,
     probe_client,
 )

@@ -18,13 +18,12 @@ from proton.reactor import Container
 
 from certs import TestPki
 from certs.tls import client_context, peer_common_name, proton_ssl_domain, server_context
-from pki_fixtures import (  # noqa: F401  (fixtures)
+from pki_fixtures import (
     ACTOR,
     OTHER_SERVER,
     SERVER,
     STEP_TIMEOUT,
     files_for,
-    pki_main,
     plain_client_context,
 )
 

@@ -6,13 +6,11 @@ import ssl
 from certs import TestPki
 from certs.tls import client_context, peer_common_name, server_context
 from interchange.broker.tls_stream import TlsSession, TlsStep
-from pki_fixtures import (  # noqa: F401  (fixtures)
+from pki_fixtures import (
     ACTOR,
     REVOKED_ACTOR,
     SERVER,
     files_for,
-    pki_main,
-    pki_other,
     plain_client_context,
 )
 
