@@ -280,7 +280,7 @@ def test_if2_to_croads_and_back_is_identity(key: RoutingKey, ttl: int | None, wi
 binding_words = st.one_of(st.sampled_from(["*", "#", "#", "0", "1", "2", "3", "DENM", "IVI", "RWS", "1_2", "5"]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(types, st.lists(binding_words, min_size=1, max_size=24), st.lists(routing_keys(), min_size=8, max_size=8))
 def test_binding_selector_is_equivalent_to_topic_matching(exchange: str, words: list[str],
                                                           keys: list[RoutingKey]) -> None:
@@ -289,7 +289,10 @@ def test_binding_selector_is_equivalent_to_topic_matching(exchange: str, words: 
     binding = ".".join(words)
     try:
         selector = binding_selector(exchange, binding, PROVIDERS)
-    except If2KeyError as exc:  # only when it matches no key of a known provider
+    except If2KeyError as exc:  # matches no key of a known provider, or too many '#' to say compactly
+        if "too many '#'" in str(exc):
+            assert words.count("#") >= 3
+            return
         assert "is not in the provider table" in str(exc)
         selector = "FALSE"
     for key in keys:

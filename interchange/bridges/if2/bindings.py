@@ -52,8 +52,10 @@ from jms_selectors import SelectorError, ast, parse
 
 __all__ = ["MAX_EXPANSIONS", "binding_selector", "bindings_selector", "selector_bindings"]
 
-#: Bound on the positional patterns one binding key expands to (several '#' multiply them).
+#: Bounds on the positional patterns one binding key expands to (several '#' multiply them) and on
+#: the distinct alternatives of its selector (beyond them the selector would be huge: an error).
 MAX_EXPANSIONS = 4096
+MAX_ALTERNATIVES = 64
 #: Bound on the conjunctions a selector expands to (each becomes one binding key).
 MAX_BINDINGS = 256
 _FIELDS = ("type", "version", "provider", "subtype")
@@ -158,6 +160,9 @@ def binding_selector(exchange: str, binding: str, providers: ProviderTable) -> s
         terms = _terms(exchange, slots, providers)
         if terms is not None and terms not in conjunctions:
             conjunctions.append(terms)
+            if len(conjunctions) > MAX_ALTERNATIVES:
+                raise If2KeyError(f"binding key {binding!r} has too many '#' to translate: its selector would "
+                                  f"need more than {MAX_ALTERNATIVES} alternatives")
     head = f"messageType = '{IF2_TO_CROADS[exchange]}'"
     if not conjunctions:
         unknown = [w for w in _words(binding) if w not in ("*", "#") and w not in providers.publisher_ids]
