@@ -31,6 +31,10 @@ Selector semantics
     JMS three-valued logic (``jms_selectors.reference``), normal precedence (``NOT a AND b`` is
     ``(NOT a) AND b``). A capability matches if the selector is TRUE or UNKNOWN for some message
     it describes, i.e. only a selector that is FALSE for every such message rules it out.
+    Values of unlike types compare FALSE, as in the Apache brokers and :mod:`jms_selectors`
+    (issue 10): ``causeCode = 'x'`` rules out a capability whose causeCodes are integers, and
+    ``NOT (causeCode = 'x')`` keeps it. UNKNOWN remains for null and for properties the
+    capability does not describe (any value, so kept).
 
     ``quadTree LIKE '%,t%'`` against capability tile ``c``: TRUE for every message if ``c``
     lies inside ``t`` (``c`` starts with ``t``); TRUE for some, FALSE for others if ``t`` lies

@@ -17,7 +17,8 @@ Canonical forms produced by the parser:
   ``Comparison('=', Identifier('causeCode'), Literal(-1))``.
 * ``a NOT LIKE p`` / ``NOT IN`` / ``NOT BETWEEN`` / ``IS NOT NULL`` set ``negated=True`` on the
   predicate; a prefix ``NOT`` (``NOT a LIKE p``) is a :class:`Not` around the predicate. Both
-  mean the same.
+  mean the same, except for BETWEEN: ``x NOT BETWEEN a AND b`` is ``x < a OR x > b`` (the
+  Apache brokers' reading, FALSE for a string ``x``), ``NOT (x BETWEEN a AND b)`` its negation.
 * Operands stay in source order (``'DENM' = messageType`` keeps the literal on the left).
 * An empty selector is ``Literal(True)``.
 
@@ -32,7 +33,7 @@ import typing
 from dataclasses import dataclass
 from typing import Union
 
-from jms_selectors.lexer import KEYWORDS, is_identifier_part, is_identifier_start
+from jms_selectors.lexer import RESERVED, is_identifier_part, is_identifier_start
 
 #: Python types a :class:`Literal` may hold: ``str``, ``int`` (exact numeric), ``float``
 #: (approximate numeric), ``bool`` (TRUE/FALSE) or ``None`` (NULL).
@@ -117,7 +118,9 @@ class Like:
 
 @dataclass(frozen=True)
 class In:
-    """``subject [NOT] IN (v1, v2, ...)``; values are string or numeric literals, in source order."""
+    """``subject [NOT] IN (v1, v2, ...)``; the parser gives string literals only, in source order.
+
+    Unknown unless the subject is a string (numbers built into a tree directly never match)."""
 
     subject: Expr
     values: tuple[str | int | float, ...]
@@ -126,7 +129,7 @@ class In:
 
 @dataclass(frozen=True)
 class Between:
-    """``subject [NOT] BETWEEN low AND high`` (numeric; means ``low <= subject <= high``)."""
+    """``subject [NOT] BETWEEN low AND high``: ``low <= subject <= high``; negated ``subject < low OR subject > high``."""
 
     subject: Expr
     low: Expr
@@ -206,9 +209,10 @@ def _quote(text: str, quote: str) -> str:
 def _bare_identifier(name: str) -> bool:
     return (
         bool(name)
+        and name.isascii()
         and is_identifier_start(name[0])
         and all(is_identifier_part(c) for c in name[1:])
-        and not (name.isascii() and name.upper() in KEYWORDS)
+        and name.upper() not in RESERVED
     )
 
 

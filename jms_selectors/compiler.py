@@ -165,8 +165,7 @@ def _pos(x: object) -> int | float | None:
 
 
 def _comparable(x: object, y: object, ordering: bool) -> bool:
-    if x is None or y is None:
-        return False
+    """Both non-null and of one kind the operator applies to (numbers; strings/booleans for =)."""
     if _num(x):
         return _num(y)
     if ordering:
@@ -176,39 +175,54 @@ def _comparable(x: object, y: object, ordering: bool) -> bool:
     return type(x) is bool and type(y) is bool
 
 
+# Unlike types compare FALSE (``<>`` TRUE); only a null operand gives unknown.
 def _eq(x: object, y: object) -> bool | None:
-    return bool(x == y) if _comparable(x, y, False) else None
+    if x is None or y is None:
+        return None
+    return bool(x == y) if _comparable(x, y, False) else False
 
 
 def _ne(x: object, y: object) -> bool | None:
-    return bool(x != y) if _comparable(x, y, False) else None
+    if x is None or y is None:
+        return None
+    return bool(x != y) if _comparable(x, y, False) else True
 
 
 def _lt(x: object, y: object) -> bool | None:
-    return x < y if _comparable(x, y, True) else None  # type: ignore[operator]
+    if x is None or y is None:
+        return None
+    return x < y if _comparable(x, y, True) else False  # type: ignore[operator]
 
 
 def _le(x: object, y: object) -> bool | None:
-    return x <= y if _comparable(x, y, True) else None  # type: ignore[operator]
+    if x is None or y is None:
+        return None
+    return x <= y if _comparable(x, y, True) else False  # type: ignore[operator]
 
 
 def _gt(x: object, y: object) -> bool | None:
-    return x > y if _comparable(x, y, True) else None  # type: ignore[operator]
+    if x is None or y is None:
+        return None
+    return x > y if _comparable(x, y, True) else False  # type: ignore[operator]
 
 
 def _ge(x: object, y: object) -> bool | None:
-    return x >= y if _comparable(x, y, True) else None  # type: ignore[operator]
+    if x is None or y is None:
+        return None
+    return x >= y if _comparable(x, y, True) else False  # type: ignore[operator]
 
 
 def _between(x: object, low: object, high: object) -> bool | None:
-    above, below = _ge(x, low), _le(x, high)
-    if above is False or below is False:
-        return False
-    return None if above is None or below is None else True
+    return _and3(_ge(x, low), _le(x, high))
+
+
+def _not_between(x: object, low: object, high: object) -> bool | None:
+    """``x NOT BETWEEN a AND b`` is ``x < a OR x > b`` (the Apache brokers' createNotBetween)."""
+    return _or3(_lt(x, low), _gt(x, high))
 
 
 def _bool3(x: object) -> bool | None:
-    return x if type(x) is bool else None
+    return x if x is None or type(x) is bool else False
 
 
 def _not3(x: bool | None) -> bool | None:
@@ -224,24 +238,20 @@ def _or3(*values: bool | None) -> bool | None:
 
 
 def _like3(x: object, match: Callable[[str], bool], negated: bool) -> bool | None:
-    return match(x) != negated if isinstance(x, str) else None
-
-
-def _in3(x: object, strings: frozenset, numbers: frozenset, negated: bool) -> bool | None:
-    if isinstance(x, str):
-        found = True if x in strings else None if numbers else False
-    elif _num(x):
-        found = True if x in numbers else None if strings else False
-    else:
+    if x is None:
         return None
-    return None if found is None else found != negated
+    return match(x) != negated if isinstance(x, str) else negated
+
+
+def _in3(x: object, strings: frozenset, negated: bool) -> bool | None:
+    return (x in strings) != negated if isinstance(x, str) else None
 
 
 _RUNTIME: dict[str, object] = {
     "_NT": frozenset({int, float}),
     "_NUMT": (int, float),
     "_add": _add, "_sub": _sub, "_mul": _mul, "_div": _div, "_neg": _neg, "_pos": _pos,
-    "_between": _between, "_bool3": _bool3, "_not3": _not3, "_and3": _and3, "_or3": _or3, "_like3": _like3,
+    "_between": _between, "_not_between": _not_between, "_bool3": _bool3, "_not3": _not3, "_and3": _and3, "_or3": _or3, "_like3": _like3,
     "_in3": _in3,
 }
 _ARITHMETIC = {"+": "_add", "-": "_sub", "*": "_mul", "/": "_div"}
@@ -425,13 +435,19 @@ class _Generator:
                 search = self.searcher(frozenset(like.matcher.literal for like in groups.pop(name)))
                 with fn.predicate():
                     first, rest = self.bind(fn.ref(name), fn)
-                    found = "is not None" if disjunctive else "is None"
-                    parts.append(f"({self.is_str(first, rest, 'any')} and {search}({rest}) {found})")
+                    if disjunctive:  # some LIKE is TRUE: a string containing one of them
+                        parts.append(f"({self.is_str(first, rest, 'any')} and {search}({rest}) is not None)")
+                    else:  # every LIKE is FALSE: not null and not a string containing one of them
+                        test = f"({self.is_str(rest, rest, 'any')} and {search}({rest}) is not None)"
+                        parts.append(f"({first} is not None and not {test})")
         return "(" + (" or " if disjunctive else " and ").join(parts) + ")"
 
     def predicate(self, node: Expr, positive: bool, fn: _Function, depth: int) -> str:
-        if isinstance(node, Identifier):  # a property used as a condition: booleans only
-            return f"{fn.ref(node.name)} is {positive}"
+        if isinstance(node, Identifier):  # a property used as a condition: TRUE only if it is True
+            if positive:
+                return f"{fn.ref(node.name)} is True"
+            first, rest = self.bind(fn.ref(node.name), fn)  # FALSE: False or any non-boolean value
+            return f"({first} is not True and {rest} is not None)"
         if isinstance(node, Comparison):
             return self.comparison(node, positive, fn, depth)
         if isinstance(node, Like):
@@ -439,7 +455,7 @@ class _Generator:
         if isinstance(node, In):
             return self.member(node, positive != node.negated, fn, depth)
         if isinstance(node, Between):
-            return self.between(node, positive != node.negated, fn, depth)
+            return self.between(node, positive, fn, depth)
         if isinstance(node, IsNull):
             code, kind = self.value(node.subject, fn, depth)
             return f"{code} is {'not ' if positive == node.negated else ''}None"
@@ -497,11 +513,10 @@ class _Generator:
         if isinstance(node, In):
             subject = self.value(node.subject, fn, depth)[0]
             strings = frozenset(v for v in node.values if isinstance(v, str))
-            numbers = frozenset(v for v in node.values if not isinstance(v, str))
-            return f"_in3({subject}, {self.const(strings)}, {self.const(numbers)}, {node.negated})"
+            return f"_in3({subject}, {self.const(strings)}, {node.negated})"
         if isinstance(node, Between):
             parts = ", ".join(self.value(part, fn, depth)[0] for part in (node.subject, node.low, node.high))
-            return f"_not3(_between({parts}))" if node.negated else f"_between({parts})"
+            return f"_not_between({parts})" if node.negated else f"_between({parts})"
         if isinstance(node, IsNull):
             return f"({self.value(node.subject, fn, depth)[0]} is {'not ' if node.negated else ''}None)"
         return "None"  # arithmetic used as a condition (not produced by the parser)
@@ -542,25 +557,27 @@ class _Generator:
         first, rest = self.bind(left, fn)
         if right_kind == "bool":
             if op != "=" or left_kind == "num?":
-                return "False"
-            wanted = (right == "True") == positive
-            return f"{first} is {wanted}"
-        if right_kind == "str":
-            if op != "=":
-                return "False"
-            if positive:
-                return f"({first} == {right} and {self.is_str(rest, rest, left_kind)})"
-            return f"({self.is_str(first, rest, left_kind)} and {rest} != {right})"
-        if op == "=" and positive:
-            return f"({first} == {right} and {self.is_num(rest, rest, left_kind)})"
-        symbol = "==" if op == "=" else op
-        negation = "" if positive else "not "
-        return f"({self.is_num(first, rest, left_kind)} and {negation}{rest} {symbol} {right})"
+                holds = "False"
+            else:
+                return f"{first} is {right}" if positive else f"({first} is not {right} and {rest} is not None)"
+        elif right_kind == "str":
+            holds = f"({self.is_str(rest, rest, left_kind)} and {rest} == {right})" if op == "=" else "False"
+        else:
+            holds = f"({self.is_num(rest, rest, left_kind)} and {rest} {'==' if op == '=' else op} {right})"
+        if not positive:  # FALSE: not null, and not the same kind with the relation holding
+            return f"({first} is not None and not {holds})"
+        if holds == "False":
+            return "False"
+        if op != "=":
+            return f"({self.is_num(first, rest, left_kind)} and {rest} {op} {right})"
+        same = self.is_str(rest, rest, left_kind) if right_kind == "str" else self.is_num(rest, rest, left_kind)
+        return f"({first} == {right} and {same})"  # the cheap equality first
 
     def like(self, node: Like, match: bool, fn: _Function, depth: int) -> str:
+        """``match``: LIKE is TRUE (a string matching); else FALSE (not null, not a matching string)."""
         code, kind = self.value(node.subject, fn, depth)
-        if kind != "any":
-            return "False"
+        if kind != "any":  # arithmetic: a number (LIKE FALSE) or null
+            return "False" if match else f"{code} is not None"
         first, rest = self.bind(code, fn)
         pattern = node.matcher
         if pattern.kind == "general":
@@ -581,37 +598,32 @@ class _Generator:
                 # jumps between separators (~1.2-2x faster from ~128 characters up).
                 search = self.searcher(frozenset((pattern.literal,)))
                 test = f"({test} if len({rest}) < {_REGEX_FROM} else {search}({rest}) is not None)"
-        return f"({self.is_str(first, rest, kind)} and {'' if match else 'not '}{test})"
+        if match:
+            return f"({self.is_str(first, rest, kind)} and {test})"
+        return f"({first} is not None and not ({self.is_str(rest, rest, kind)} and {test}))"
 
     def member(self, node: In, inside: bool, fn: _Function, depth: int) -> str:
+        """IN over strings: TRUE/FALSE for a string subject, unknown for anything else."""
         code, kind = self.value(node.subject, fn, depth)
+        if kind == "num?":
+            return "False"
         strings = frozenset(v for v in node.values if isinstance(v, str))
-        numbers = frozenset(v for v in node.values if not isinstance(v, str))
         first, rest = self.bind(code, fn)
-        if inside:
-            tests = []
-            if strings and kind != "num?":
-                tests.append(f"({self.is_str(first, rest, kind)} and {rest} in {self.const(strings)})")
-            if numbers:
-                check = self.is_num(rest if tests else first, rest, kind)
-                tests.append(f"({check} and {rest} in {self.const(numbers)})")
-            return "(" + " or ".join(tests) + ")" if tests else "False"
-        if strings and numbers:
-            return "False"  # some comparison is always unknown, so never definitely FALSE
-        if strings:
-            if kind == "num?":
-                return "False"
-            return f"({self.is_str(first, rest, kind)} and {rest} not in {self.const(strings)})"
-        return f"({self.is_num(first, rest, kind)} and {rest} not in {self.const(numbers)})"
+        return f"({self.is_str(first, rest, kind)} and {rest} {'in' if inside else 'not in'} {self.const(strings)})"
 
-    def between(self, node: Between, inside: bool, fn: _Function, depth: int) -> str:
+    def between(self, node: Between, positive: bool, fn: _Function, depth: int) -> str:
+        """BETWEEN is ``x >= a AND x <= b``; NOT BETWEEN is ``x < a OR x > b``."""
         subject, kind = self.value(node.subject, fn, depth)
         low, low_kind = self.value(node.low, fn, depth)
         high, high_kind = self.value(node.high, fn, depth)
         if low_kind == "num" and high_kind == "num" and kind in ("any", "num?"):
             first, rest = self.bind(subject, fn)
-            return f"({self.is_num(first, rest, kind)} and {'' if inside else 'not '}{low} <= {rest} <= {high})"
-        return f"_between({subject}, {low}, {high}) is {inside}"
+            holds = f"{low} <= {rest} <= {high}" if not node.negated else f"({rest} < {low} or {rest} > {high})"
+            if positive:
+                return f"({self.is_num(first, rest, kind)} and {holds})"
+            return f"({first} is not None and not ({self.is_num(rest, rest, kind)} and {holds}))"
+        helper = "_not_between" if node.negated else "_between"
+        return f"{helper}({subject}, {low}, {high}) is {positive}"
 
 
 def _build(ast: Expr) -> tuple[Callable, Callable, str]:

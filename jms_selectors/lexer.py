@@ -1,9 +1,17 @@
-"""Tokens of the JMS 1.1 §3.8 selector syntax as accepted by Apache Qpid / ActiveMQ (IP_066).
+"""Tokens of the JMS 2.0 §3.8.1 selector syntax as the Apache brokers accept it (IP_066).
 
-Whitespace is space, tab, CR, LF and form feed; ``-- ...`` (to end of line) and ``/* ... */``
-are comments, as in the Apache grammars and SQL-92. Keywords are case-insensitive, identifiers
-case-sensitive. ``"..."`` is a quoted identifier (Qpid Broker-J), needed for C-Roads
-``custom-<ns>-<name>`` properties (IP_131).
+The token set is the intersection of the three JavaCC grammars federation partners run
+(checked: qpid-broker-j ``broker-core/src/main/grammar/SelectorParser.jj``, activemq
+``activemq-client/src/main/grammar/SelectorParser.jj``, activemq-artemis
+``artemis-selector/src/main/javacc/StrictParser.jj``): a selector this lexer accepts they
+all tokenize. Whitespace is space, tab, CR, LF and form feed; ``-- ...`` ended by a line break
+and ``/* ... */`` are comments (their LINE_COMMENT needs the line break: ``a = 1 -- x`` at the
+very end is refused). Keywords are case-insensitive, identifiers case-sensitive; ``XPATH`` and
+``XQUERY`` are reserved too (ActiveMQ, Artemis). Bare identifiers are ASCII
+(``[a-z_$][a-z0-9_$]*``, their ID token); ``"..."`` is a quoted identifier (Broker-J, Artemis),
+needed for C-Roads ``custom-<ns>-<name>`` properties (IP_131) and for any other name.
+Numbers: decimal (``L`` suffix allowed), ``0x`` hex, ``0`` octal, and approximate numbers with
+``.`` or an exponent; no ``F``/``D`` suffixes and no ``L`` on hex, octal or approximate numbers.
 """
 from __future__ import annotations
 
@@ -14,6 +22,8 @@ from typing import NamedTuple
 from jms_selectors.errors import SelectorError
 
 KEYWORDS = frozenset({"NOT", "AND", "OR", "BETWEEN", "LIKE", "ESCAPE", "IN", "IS", "TRUE", "FALSE", "NULL"})
+#: Words no bare identifier may be: the keywords and ActiveMQ/Artemis' XPATH and XQUERY.
+RESERVED = KEYWORDS | {"XPATH", "XQUERY"}
 
 _WHITESPACE = " \t\n\r\f"
 _OPERATORS = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", ")", ",")
@@ -72,7 +82,9 @@ def tokenize(text: str) -> list[Token]:
             return tokens
         c = text[i]
         if c == "-" and text.startswith("--", i):
-            newline = min((p for p in (text.find("\n", i), text.find("\r", i)) if p >= 0), default=n)
+            newline = min((p for p in (text.find("\n", i), text.find("\r", i)) if p >= 0), default=-1)
+            if newline < 0:  # the Apache grammars' LINE_COMMENT ends with a line break
+                raise SelectorError(i, "a '--' comment must end with a line break (portable form: /* ... */)", text)
             i = newline
         elif c == "/" and text.startswith("/*", i):
             close = text.find("*/", i + 2)
@@ -91,9 +103,7 @@ def tokenize(text: str) -> list[Token]:
             j = i + 1
             while j < n and is_identifier_part(text[j]):
                 j += 1
-            word = text[i:j]
-            upper = word.upper() if word.isascii() else ""
-            append(Token(upper, upper, i, j) if upper in KEYWORDS else Token("ID", word, i, j))
+            append(_word(text, i, j))
             i = j
         else:
             for op in _OPERATORS:
@@ -104,6 +114,23 @@ def tokenize(text: str) -> list[Token]:
             else:
                 hint = {"!": " (use '<>' for not equal)", "%": " (% is only a wildcard inside LIKE patterns)"}.get(c, "")
                 raise SelectorError(i, f"unexpected character {c!r}{hint}", text)
+
+
+def _word(text: str, start: int, end: int) -> Token:
+    """A keyword or a bare identifier; reserved words and non-ASCII names are refused."""
+    word = text[start:end]
+    if not word.isascii():
+        raise SelectorError(start, f"identifier {word!r} is not ASCII; quote it: {_quote_id(word)}", text)
+    upper = word.upper()
+    if upper in KEYWORDS:
+        return Token(upper, upper, start, end)
+    if upper in RESERVED:
+        raise SelectorError(start, f"{word!r} is a reserved word; to name a property so, quote it: {_quote_id(word)}", text)
+    return Token("ID", word, start, end)
+
+
+def _quote_id(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _quoted(text: str, start: int, quote: str) -> Token:
@@ -125,7 +152,11 @@ def _quoted(text: str, start: int, quote: str) -> Token:
 
 
 def _number(text: str, start: int) -> Token:
-    """Exact (decimal, 0x hex, 0 octal, optional L) or approximate (optional F/D) numeric literal."""
+    """Exact (decimal with optional L, 0x hex, 0 octal) or approximate (``.`` or exponent) literal.
+
+    Forms outside the Apache grammars' DECIMAL/HEX/OCTAL/FLOATING_POINT tokens are refused with
+    the portable spelling: F/D suffixes, L on hex/octal/approximate numbers, 8 or 9 in octal.
+    """
     m = _NUMBER.match(text, start)
     assert m is not None
     end = m.end()
@@ -136,22 +167,29 @@ def _number(text: str, start: int) -> Token:
         raise SelectorError(start, f"invalid numeric literal {text[start:end + 1]!r}", text)
     if end - start > MAX_NUMBER_LENGTH:
         raise SelectorError(start, f"numeric literal longer than {MAX_NUMBER_LENGTH} characters", text)
+    bare = image[: len(image) - len(suffix)]
     if m.group("hex") is not None:
         digits = m.group("hex")
         if not digits:
             raise SelectorError(start, f"invalid hexadecimal literal {image!r}: no digits after 0x", text)
-        if suffix not in ("", "l", "L"):  # pragma: no cover - f/d/F/D are hex digits, consumed above
-            raise SelectorError(start, f"invalid hexadecimal literal {image!r}", text)
+        if suffix:  # f/d/F/D are hex digits, consumed above: only L gets here
+            raise SelectorError(start, f"invalid hexadecimal literal {image!r}: no L suffix on hex (portable form: {bare})", text)
         return Token("INT", int(digits, 16), start, end)
     mantissa, exponent = m.group("mantissa"), m.group("exponent")
     if exponent is not None and exponent.lstrip("eE+-") == "":
         raise SelectorError(start, f"invalid numeric literal {image!r}: exponent without digits", text)
-    if "." in mantissa or exponent is not None or suffix in ("f", "F", "d", "D"):
-        if suffix in ("l", "L"):
-            raise SelectorError(start, f"invalid numeric literal {image!r}: L suffix on an approximate number", text)
+    approximate = "." in mantissa or exponent is not None
+    if suffix in ("f", "F", "d", "D"):
+        portable = bare if approximate else bare + ".0"
+        raise SelectorError(start, f"invalid numeric literal {image!r}: no F/D suffixes (portable form: {portable})", text)
+    if approximate:
+        if suffix:
+            raise SelectorError(start, f"invalid numeric literal {image!r}: L suffix on an approximate number (portable form: {bare})", text)
         return Token("FLOAT", float(mantissa + (exponent or "")), start, end)
-    if len(mantissa) > 1 and mantissa[0] == "0":
+    if mantissa[0] == "0":
         if any(d in "89" for d in mantissa):
             raise SelectorError(start, f"invalid octal literal {image!r}: digits 8 and 9 are not octal", text)
+        if suffix:
+            raise SelectorError(start, f"invalid octal literal {image!r}: no L suffix on octal (portable form: {bare})", text)
         return Token("INT", int(mantissa, 8), start, end)
     return Token("INT", int(mantissa), start, end)

@@ -15,14 +15,28 @@ Selectors are limited to :data:`MAX_LENGTH` bytes of UTF-8.
 
 Some type errors are found here, where only literals or the syntax decide them: the selector and
 the operands of AND/OR/NOT must be conditions (or identifiers, NULL); arithmetic operands must
-be numbers (or identifiers, NULL). Everything else is decided per message (unknown, not error).
+be numbers (or identifiers, NULL). Everything else is decided per message.
+
+Texts the Apache brokers refuse at parse time are refused here too, with a hint at the portable
+form (checked in qpid-broker-j ``ComparisonExpression.checkLessThanOperand`` /
+``checkEqualOperand`` / ``checkEqualOperandCompatability`` / ``createInFilter`` and the same
+methods of activemq ``org.apache.activemq.filter.ComparisonExpression`` and artemis
+``org.apache.activemq.artemis.selector.filter.ComparisonExpression``; their grammars' IN rule
+takes string literals only):
+
+* ``< <= > >=`` and ``BETWEEN`` with a string, boolean or NULL literal or a condition operand;
+* ``= NULL`` / ``<> NULL`` (write ``IS NULL`` / ``IS NOT NULL``);
+* a boolean literal compared with a string or numeric literal;
+* ``IN`` on anything but a property, and non-string literals in ``IN`` lists
+  (``causeCode IN (1, 2)``: write ``causeCode = 1 OR causeCode = 2``);
+* reserved words where an operand is expected (quote the name: ``"in"``).
 """
 from __future__ import annotations
 
 from typing import NamedTuple, NoReturn
 
 from jms_selectors.ast import (
-    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary,
+    And, Arithmetic, Between, Comparison, Expr, Identifier, In, IsNull, Like, Literal, Not, Or, Unary, unparse,
 )
 from jms_selectors.errors import SelectorError
 from jms_selectors.lexer import Token, describe, tokenize
@@ -148,6 +162,31 @@ class _Parser:
             what = "a boolean literal" if kind == "bool" and isinstance(part.node, Literal) else _KIND_NAMES[kind]
             self.fail(part.pos, f"{context} needs numeric operands, found {what}")
 
+    def check_comparison(self, op: str, left: _Parsed, right: _Parsed) -> None:
+        """What the Apache brokers refuse in ``left op right`` at parse time."""
+        if op not in ("=", "<>"):
+            self.check_ordered(left, repr(op))
+            self.check_ordered(right, repr(op))
+            return
+        for part in (left, right):
+            if _kind(part.node) == "null":
+                test = "IS NULL" if op == "=" else "IS NOT NULL"
+                self.fail(part.pos, f"'{op} NULL' is never true; write '{test}'")
+        literals = [part for part in (left, right) if isinstance(part.node, Literal)]
+        kinds = {_kind(part.node) for part in literals}
+        if len(literals) == 2 and "bool" in kinds and len(kinds) == 2:
+            boolean = next(part for part in literals if _kind(part.node) == "bool")
+            self.fail(boolean.pos, "a boolean literal compares only with a boolean (TRUE, FALSE or a property)")
+
+    def check_ordered(self, part: _Parsed, operator: str) -> None:
+        """An operand of ``< <= > >=``/BETWEEN: numbers only (JMS 2.0 §3.8.1.2)."""
+        kind = _kind(part.node)
+        if kind == "null":
+            self.fail(part.pos, f"{operator} with NULL is never true; test with IS NULL")
+        if kind in ("str", "bool"):
+            what = "a boolean literal" if isinstance(part.node, Literal) and kind == "bool" else _KIND_NAMES[kind]
+            self.fail(part.pos, f"{operator} orders numbers only, found {what}; strings and booleans compare only with = and <>")
+
     # ------------------------------------------------------------------ grammar
     def expression(self, min_bp: int) -> _Parsed:
         """An expression whose operators all bind at least as tightly as ``min_bp``."""
@@ -211,6 +250,9 @@ class _Parser:
             return self.make(Unary(kind, operand.node), token.pos, token, operand)  # type: ignore[arg-type]
         if kind == "EOF":
             self.fail(token, "unexpected end of input; expected an operand")
+        if kind in ("AND", "OR", "BETWEEN", "LIKE", "ESCAPE", "IN", "IS"):
+            word = self.text[token.pos : token.end]
+            self.fail(token, f"expected an operand, found the reserved word {word!r}; to name a property so, quote it: \"{word}\"")
         self.fail(token, f"expected an operand, found {describe(self.text, token)}")
 
     def nary(self, cls: type[And] | type[Or], first: _Parsed, bp: int) -> _Parsed:
@@ -239,6 +281,7 @@ class _Parser:
         kind = token.kind
         if kind in _COMPARISONS:
             right = self.expression(_ADD)
+            self.check_comparison(kind, left, right)
             return self.make(Comparison(kind, left.node, right.node), left.pos, token, left, right)  # type: ignore[arg-type]
         if kind == "IS":
             negated = self.peek().kind == "NOT"
@@ -263,6 +306,8 @@ class _Parser:
         if keyword.kind != "AND":
             self.fail(keyword, f"expected AND between the bounds of BETWEEN, found {describe(self.text, keyword)}")
         high = self.expression(_ADD)
+        for part in (left, low, high):
+            self.check_ordered(part, "BETWEEN")
         return self.make(Between(left.node, low.node, high.node, negated), left.pos, token, left, low, high)
 
     def like(self, left: _Parsed, negated: bool, at: Token) -> _Parsed:
@@ -287,6 +332,8 @@ class _Parser:
         return self.make(node, left.pos, at, left)
 
     def in_list(self, left: _Parsed, negated: bool, at: Token) -> _Parsed:
+        if not isinstance(left.node, Identifier):
+            self.fail(left.pos, f"IN applies to a property only, found {_KIND_NAMES[_kind(left.node)]}")
         opening = self.next()
         if opening.kind != "(":
             self.fail(opening, f"expected '(' after IN, found {describe(self.text, opening)}")
@@ -295,14 +342,13 @@ class _Parser:
         values: list[str | int | float] = []
         while True:
             item = self.next()
-            sign = ""
-            if item.kind in ("+", "-"):
-                sign, item = item.kind, self.next()
-                if item.kind not in ("INT", "FLOAT"):
-                    self.fail(item, f"expected a number after the sign in the IN list, found {describe(self.text, item)}")
-            if item.kind not in ("STR", "INT", "FLOAT"):
-                self.fail(item, f"expected a string or numeric literal in the IN list, found {describe(self.text, item)}")
-            values.append(-item.value if sign == "-" else item.value)  # type: ignore[operator,arg-type]
+            if item.kind in ("+", "-", "INT", "FLOAT"):
+                name = unparse(left.node)
+                portable = f"{name} <> 1 AND {name} <> 2" if negated else f"{name} = 1 OR {name} = 2"
+                self.fail(item, f"an IN list holds string literals only; for numbers write ({portable} ...)")
+            if item.kind != "STR":
+                self.fail(item, f"expected a string literal in the IN list, found {describe(self.text, item)}")
+            values.append(item.value)  # type: ignore[arg-type]
             separator = self.next()
             if separator.kind == ")":
                 break

@@ -3,6 +3,11 @@
 Deliberately plain and independent of :mod:`jms_selectors.compiler`: it is the differential
 testing oracle and the benchmark baseline. Three-valued: ``True``, ``False`` or ``None``
 (unknown). Value expressions evaluate to a Python value, with ``None`` for null/unknown.
+
+Values of unlike types compare FALSE, not unknown (JMS 2.0 §3.8.1.2 and the Apache brokers:
+the final ``return Boolean.FALSE`` branches of ``ComparisonExpression.compare`` in
+qpid-broker-j, activemq and activemq-artemis), so ``<>`` between them is TRUE; only a null
+operand makes a comparison unknown.
 """
 from __future__ import annotations
 
@@ -43,8 +48,13 @@ def value(node: Expr, properties: Mapping[str, object]) -> object:
 
 
 def _truth(value: object) -> bool | None:
-    """A value used as a condition: booleans are themselves, anything else is unknown."""
-    return value if isinstance(value, bool) else None
+    """A value used as a condition: booleans are themselves, null unknown, anything else FALSE.
+
+    (The Apache brokers' ``BooleanCastExpression``: a non-boolean property is FALSE.)
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    return False
 
 
 def _not(value: bool | None) -> bool | None:
@@ -64,7 +74,8 @@ def _or(values: list[bool | None]) -> bool | None:
 
 
 def compare(op: str, left: object, right: object) -> bool | None:
-    """``left op right``: numbers with any operator, strings and booleans with = and <> only."""
+    """``left op right``: unknown if either is null; numbers with any operator, strings and
+    booleans with = and <> only; any other pairing is unlike, FALSE (so ``<>`` is TRUE)."""
     if left is None or right is None:
         return None
     if is_number(left) and is_number(right):
@@ -76,9 +87,9 @@ def compare(op: str, left: object, right: object) -> bool | None:
     same_kind = (isinstance(left, str) and isinstance(right, str)) or (
         isinstance(left, bool) and isinstance(right, bool)
     )
-    if op in ("=", "<>") and same_kind:
-        return (left == right) == (op == "=")
-    return None
+    if op in ("=", "<>"):
+        return (same_kind and left == right) == (op == "=")
+    return False
 
 
 def _float(value: int | float) -> float:
@@ -134,18 +145,22 @@ def _value(node: Expr, props: Mapping[str, object]) -> object:
         return compare(node.op, _value(node.left, props), _value(node.right, props))
     if isinstance(node, Like):
         subject = _value(node.subject, props)
+        if subject is None:
+            return None
+        if not isinstance(subject, str):  # unlike type: LIKE is FALSE, NOT LIKE TRUE
+            return node.negated
+        return node.matcher.matches(subject) != node.negated
+    if isinstance(node, In):  # strings only; any other subject is unknown, as in the Apache brokers
+        subject = _value(node.subject, props)
         if not isinstance(subject, str):
             return None
-        return node.matcher.matches(subject) != node.negated
-    if isinstance(node, In):  # x IN (a, b) is x = a OR x = b
-        subject = _value(node.subject, props)
-        result = _or([compare("=", subject, item) for item in node.values])
-        return _not(result) if node.negated else result
-    if isinstance(node, Between):  # x BETWEEN a AND b is x >= a AND x <= b
+        return (subject in node.values) != node.negated
+    if isinstance(node, Between):
         subject = _value(node.subject, props)
         low, high = _value(node.low, props), _value(node.high, props)
-        result = _and([compare(">=", subject, low), compare("<=", subject, high)])
-        return _not(result) if node.negated else result
+        if node.negated:  # x NOT BETWEEN a AND b is x < a OR x > b (createNotBetween in all three)
+            return _or([compare("<", subject, low), compare(">", subject, high)])
+        return _and([compare(">=", subject, low), compare("<=", subject, high)])
     if isinstance(node, IsNull):
         return (_value(node.subject, props) is None) != node.negated
     if isinstance(node, Not):

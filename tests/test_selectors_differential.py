@@ -69,17 +69,37 @@ property_value = st.one_of(
 properties = st.dictionaries(st.sampled_from(NAMES), property_value, max_size=4)
 
 
+# Trees the strategy builds that the parser refuses, as the Apache brokers do (test_selectors_portable.py).
+PORTABILITY_REFUSALS = (
+    "orders numbers only", "with NULL is never true", "NULL' is never true", "compares only with a boolean",
+    "IN applies to a property only", "IN list holds string literals only",
+)
+
+
 @SETTINGS
 @given(condition)
 def test_unparse_parse_round_trip(tree):
     text = unparse(tree)
-    assert parse(text) == tree, text
+    try:
+        parsed = parse(text)
+    except SelectorError as error:
+        assert any(reason in error.reason for reason in PORTABILITY_REFUSALS), (text, error)
+        return
+    assert parsed == tree, text
+
+
+def _compiled(tree):
+    """The selector as the parser builds it when it accepts the text, else the tree compiled directly."""
+    try:
+        return jms_selectors.compile(unparse(tree))
+    except SelectorError:
+        return jms_selectors.Selector("", tree)
 
 
 @SETTINGS
 @given(condition, st.lists(properties, min_size=1, max_size=6))
 def test_compiled_agrees_with_reference(tree, samples):
-    selector = jms_selectors.compile(unparse(tree))
+    selector = _compiled(tree)
     for props in samples:
         expected = reference.evaluate(selector.ast, props)
         assert selector.evaluate(props) is expected, (selector.text, props, selector.source)

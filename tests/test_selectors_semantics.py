@@ -34,16 +34,16 @@ def table(*rows: tuple) -> list:
     ("a = 1", {"a": 1.0}, T),
     ("a = 1", {}, U),
     ("a = 1", {"a": None}, U),
-    ("a = 1", {"a": "1"}, U),
-    ("a = 1", {"a": True}, U),
-    ("a = 1", {"a": b"1"}, U),
+    ("a = 1", {"a": "1"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = 1", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = 1", {"a": b"1"}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a = 1", {"a": NAN}, F),
     ("a <> 1", {"a": 1}, F),
     ("a <> 1", {"a": 2}, T),
     ("a <> 1", {"a": NAN}, T),
     ("a <> 1", {}, U),
-    ("a <> 1", {"a": "x"}, U),
-    ("a <> 1", {"a": False}, U),
+    ("a <> 1", {"a": "x"}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("a <> 1", {"a": False}, T),  # issue 10: unlike types compare FALSE (was U)
     ("a = 1.5", {"a": 1.5}, T),
     ("a = 2.0", {"a": 2}, T),
     ("a = 9007199254740993", {"a": 9007199254740993}, T),
@@ -51,28 +51,28 @@ def table(*rows: tuple) -> list:
     ("a = 'x'", {"a": "x"}, T),
     ("a = 'x'", {"a": "y"}, F),
     ("a = 'x'", {"a": "X"}, F),
-    ("a = 'x'", {"a": 1}, U),
-    ("a = 'x'", {"a": True}, U),
-    ("a = 'x'", {"a": b"x"}, U),
+    ("a = 'x'", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = 'x'", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = 'x'", {"a": b"x"}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a = 'x'", {}, U),
     ("a <> 'x'", {"a": "x"}, F),
     ("a <> 'x'", {"a": "y"}, T),
-    ("a <> 'x'", {"a": 1}, U),
+    ("a <> 'x'", {"a": 1}, T),  # issue 10: unlike types compare FALSE (was U)
     ("a <> 'x'", {}, U),
     ("a = ''", {"a": ""}, T),
     ("a = TRUE", {"a": True}, T),
     ("a = TRUE", {"a": False}, F),
-    ("a = TRUE", {"a": 1}, U),
-    ("a = TRUE", {"a": "TRUE"}, U),
+    ("a = TRUE", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = TRUE", {"a": "TRUE"}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a = FALSE", {"a": False}, T),
     ("a <> FALSE", {"a": True}, T),
     ("a <> FALSE", {"a": False}, F),
-    ("a <> TRUE", {"a": 0}, U),
+    ("a <> TRUE", {"a": 0}, T),  # issue 10: unlike types compare FALSE (was U)
     ("a < 5", {"a": 4}, T),
     ("a < 5", {"a": 5}, F),
     ("a < 5", {"a": 4.99}, T),
-    ("a < 5", {"a": "4"}, U),
-    ("a < 5", {"a": True}, U),
+    ("a < 5", {"a": "4"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a < 5", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a < 5", {}, U),
     ("a < 5", {"a": NAN}, F),
     ("a <= 5", {"a": 5}, T),
@@ -85,37 +85,28 @@ def table(*rows: tuple) -> list:
     ("a > 1E308", {"a": INF}, T),
     ("a = 1E999", {"a": INF}, T),
     ("a < -1E999", {"a": -INF}, F),
-    ("a < 'x'", {"a": "a"}, U),
-    ("a >= 'x'", {"a": "x"}, U),
-    ("a > TRUE", {"a": True}, U),
-    ("a <= FALSE", {"a": False}, U),
     ("5 > a", {"a": 4}, T),
     ("5 > a", {"a": 6}, F),
     ("'x' = a", {"a": "x"}, T),
     ("'x' <> a", {"a": "x"}, F),
     ("TRUE = a", {"a": True}, T),
-    ("a = NULL", {"a": 1}, U),
-    ("a = NULL", {}, U),
-    ("a <> NULL", {"a": 1}, U),
-    ("NULL = a", {"a": None}, U),
-    ("a < NULL", {"a": 1}, U),
     ("a = b", {"a": 1, "b": 1.0}, T),
     ("a = b", {"a": 1, "b": 2}, F),
     ("a = b", {"a": "x", "b": "x"}, T),
     ("a = b", {"a": "x", "b": "y"}, F),
     ("a = b", {"a": True, "b": True}, T),
     ("a = b", {"a": True, "b": False}, F),
-    ("a = b", {"a": "x", "b": 1}, U),
-    ("a = b", {"a": True, "b": 1}, U),
+    ("a = b", {"a": "x", "b": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = b", {"a": True, "b": 1}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a = b", {"a": 1}, U),
     ("a = b", {"b": 1}, U),
     ("a = b", {}, U),
     ("a <> b", {"a": 1, "b": 2}, T),
     ("a <> b", {"a": "x", "b": "x"}, F),
-    ("a <> b", {"a": "x", "b": 2}, U),
+    ("a <> b", {"a": "x", "b": 2}, T),  # issue 10: unlike types compare FALSE (was U)
     ("a < b", {"a": 1, "b": 2}, T),
     ("a < b", {"a": 2, "b": 1.5}, F),
-    ("a < b", {"a": "a", "b": "b"}, U),
+    ("a < b", {"a": "a", "b": "b"}, F),  # issue 10: strings compare only with = and <> (JMS 2.0 §3.8.1.2): FALSE (was U)
     ("a >= b", {"a": 2, "b": 2}, T),
     ("a > b", {"a": NAN, "b": 1}, F),
     ("a = a", {"a": 1}, T),
@@ -126,19 +117,16 @@ def table(*rows: tuple) -> list:
     ("1 = 1.0", {}, T),
     ("'a' = 'a'", {}, T),
     ("'a' <> 'b'", {}, T),
-    ("'a' = 1", {}, U),
-    ("'a' < 'b'", {}, U),
+    ("'a' = 1", {}, F),  # issue 10: unlike types compare FALSE (was U)
     ("TRUE = TRUE", {}, T),
     ("TRUE <> FALSE", {}, T),
-    ("TRUE = 1", {}, U),
-    ("NULL = NULL", {}, U),
     ("(a = 1) = TRUE", {"a": 1}, T),
     ("(a = 1) = TRUE", {"a": 2}, F),
     ("(a = 1) = TRUE", {}, U),
     ("(a = 1) <> (b = 1)", {"a": 1, "b": 2}, T),
     ("(a = 1) = (b = 1)", {"a": 1, "b": 2}, F),
     ("(a = 1) = (b = 1)", {"a": 1}, U),
-    ("(a = 1) = 1", {"a": 1}, U),
+    ("(a = 1) = 1", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
 ))
 def test_comparison(text, props, expected):
     check(text, props, expected)
@@ -229,7 +217,7 @@ def test_arithmetic(text, props, expected):
     ("a LIKE '_b_'", {"a": "bc"}, F),
     ("a LIKE '%'", {"a": ""}, T),
     ("a LIKE '%%'", {"a": "xyz"}, T),
-    ("a LIKE '%'", {"a": 1}, U),
+    ("a LIKE '%'", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a LIKE '%'", {}, U),
     ("a LIKE ''", {"a": ""}, T),
     ("a LIKE ''", {"a": "x"}, F),
@@ -269,14 +257,14 @@ def test_arithmetic(text, props, expected):
     ("a LIKE 'x__' ESCAPE '_'", {"a": "x_"}, T),
     ("a NOT LIKE 'ab%'", {"a": "abc"}, F),
     ("a NOT LIKE 'ab%'", {"a": "x"}, T),
-    ("a NOT LIKE 'ab%'", {"a": 1}, U),
+    ("a NOT LIKE 'ab%'", {"a": 1}, T),  # issue 10: unlike types compare FALSE (was U)
     ("a NOT LIKE 'ab%'", {}, U),
     ("NOT a LIKE 'ab%'", {"a": "x"}, T),
     ("NOT a LIKE 'ab%'", {}, U),
     ("a NOT LIKE '%a_c%'", {"a": "abc"}, F),
     ("a NOT LIKE '%a_c%'", {"a": "ac"}, T),
-    ("(a + 1) LIKE '1'", {"a": 0}, U),
-    ("(a = 1) LIKE 'TRUE'", {"a": 1}, U),
+    ("(a + 1) LIKE '1'", {"a": 0}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("(a = 1) LIKE 'TRUE'", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
     ("'abc' LIKE 'a%'", {}, T),
     ("'abc' NOT LIKE 'a%'", {}, F),
     ("NULL LIKE 'a%'", {}, U),
@@ -291,7 +279,7 @@ MANY = "q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%'"
 @pytest.mark.parametrize("text,props,expected", table(
     (MANY, {"q": "xbx"}, T),
     (MANY, {"q": "xyz"}, F),
-    (MANY, {"q": 5}, U),
+    (MANY, {"q": 5}, F),  # issue 10: LIKE on a number is FALSE (was U)
     (MANY, {}, U),
     ("NOT (" + MANY + ")", {"q": "xbx"}, F),
     ("NOT (" + MANY + ")", {"q": "xyz"}, T),
@@ -302,8 +290,8 @@ MANY = "q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%'"
     ("NOT (q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%')", {"q": "a"}, T),
     ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "xcx"}, T),
     ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "cx"}, T),
-    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, U),
-    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, U),
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, F),  # issue 10: unlike types compare FALSE (was U)
     ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "d"}, F),
     ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "e"}, T),
     ("q LIKE '%.%' OR q LIKE '%*%' OR q LIKE '%(%' OR q LIKE '%|%'", {"q": "a(b"}, T),
@@ -334,33 +322,6 @@ def test_like_chains_on_one_property(text, props, expected):
     ("NOT a IN ('x')", {"a": "y"}, T),
     ("a IN ('x')", {"a": "x"}, T),
     ("a IN ('x', 'x')", {"a": "x"}, T),
-    ("a IN (1, 2)", {"a": 1}, T),
-    ("a IN (1, 2)", {"a": 1.0}, T),
-    ("a IN (1, 2)", {"a": 3}, F),
-    ("a IN (1, 2)", {"a": "1"}, U),
-    ("a IN (1, 2)", {"a": True}, U),
-    ("a IN (1, 2)", {"a": NAN}, F),
-    ("a NOT IN (1, 2)", {"a": 3}, T),
-    ("a NOT IN (1, 2)", {"a": 2}, F),
-    ("a NOT IN (1, 2)", {"a": "2"}, U),
-    ("a IN (1.5, 0x10)", {"a": 16}, T),
-    ("a IN (1.5, 0x10)", {"a": 1.5}, T),
-    ("a IN ('x', 1)", {"a": "x"}, T),
-    ("a IN ('x', 1)", {"a": 1}, T),
-    ("a IN ('x', 1)", {"a": "y"}, U),
-    ("a IN ('x', 1)", {"a": 2}, U),
-    ("a NOT IN ('x', 1)", {"a": "x"}, F),
-    ("a NOT IN ('x', 1)", {"a": "y"}, U),
-    ("causeCode IN (-1, 2)", {"causeCode": -1}, T),
-    ("causeCode IN (-1, 2)", {"causeCode": 1}, F),
-    ("a IN (+1)", {"a": 1}, T),
-    ("a IN (-0.0)", {"a": 0}, T),
-    ("(a + 0) IN (1)", {"a": 1}, T),
-    ("(a + 0) IN ('1')", {"a": 1}, U),
-    ("(a + 0) NOT IN ('1')", {"a": 1}, U),
-    ("(a + 0) NOT IN (1)", {"a": 2}, T),
-    ("'x' IN ('x', 'y')", {}, T),
-    ("NULL IN ('x')", {}, U),
 ))
 def test_in(text, props, expected):
     check(text, props, expected)
@@ -373,8 +334,8 @@ def test_in(text, props, expected):
     ("a BETWEEN 1 AND 3", {"a": 2.5}, T),
     ("a BETWEEN 1 AND 3", {"a": 0}, F),
     ("a BETWEEN 1 AND 3", {"a": 4}, F),
-    ("a BETWEEN 1 AND 3", {"a": "2"}, U),
-    ("a BETWEEN 1 AND 3", {"a": True}, U),
+    ("a BETWEEN 1 AND 3", {"a": "2"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a BETWEEN 1 AND 3", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a BETWEEN 1 AND 3", {}, U),
     ("a BETWEEN 1 AND 3", {"a": NAN}, F),
     ("a BETWEEN 3 AND 1", {"a": 2}, F),
@@ -386,11 +347,7 @@ def test_in(text, props, expected):
     ("a BETWEEN b AND 3", {"a": 2}, U),
     ("a BETWEEN b AND 3", {"a": 5}, F),
     ("a BETWEEN b AND c", {"a": 2, "b": 1, "c": 3}, T),
-    ("a BETWEEN b AND c", {"a": 2, "b": 1, "c": "3"}, U),
-    ("a BETWEEN NULL AND 3", {"a": 4}, F),
-    ("a NOT BETWEEN NULL AND 3", {"a": 4}, T),
-    ("a BETWEEN 'a' AND 'z'", {"a": "m"}, U),
-    ("a BETWEEN 1 AND 'z'", {"a": 0}, F),
+    ("a BETWEEN b AND c", {"a": 2, "b": 1, "c": "3"}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a + 1 BETWEEN 2 AND 3", {"a": 1}, T),
     ("a BETWEEN 1 + 1 AND 2 * 2", {"a": 4}, T),
     ("2 BETWEEN 1 AND 3", {}, T),
@@ -429,12 +386,12 @@ def test_is_null(text, props, expected):
 @pytest.mark.parametrize("text,props,expected", table(
     ("a", {"a": True}, T),
     ("a", {"a": False}, F),
-    ("a", {"a": 1}, U),
-    ("a", {"a": "true"}, U),
+    ("a", {"a": 1}, F),  # issue 10: a non-boolean property as a condition is FALSE (BooleanCastExpression) (was U)
+    ("a", {"a": "true"}, F),  # issue 10: unlike types compare FALSE (was U)
     ("a", {}, U),
     ("NOT a", {"a": True}, F),
     ("NOT a", {"a": False}, T),
-    ("NOT a", {"a": 0}, U),
+    ("NOT a", {"a": 0}, T),  # issue 10: unlike types compare FALSE (was U)
     ("NOT a", {}, U),
     ("TRUE", {}, T),
     ("FALSE", {}, F),
@@ -525,19 +482,21 @@ def test_proton_types_are_numbers_and_strings():
     check("i = 5 AND i > 4 AND i + 1 = 6", props, T)
     check("u = 9223372036854775808 AND u > 1", props, T)
     check("f = 1.5 AND f BETWEEN 1 AND 2", props, T)
-    check("b IN (7, 8)", props, T)
+    check("b = 7 OR b = 8", props, T)
     check("s = 'DENM' AND s LIKE 'DE%' AND s IN ('DENM')", props, T)
     check("c = 'x' AND c LIKE '_'", props, T)
     check("t / 10 = 100", props, T)
-    check("s > 'A'", props, U)
+    check("s > t", props, F)  # issue 10: a string ordered with a timestamp is FALSE (s > 'A' is now refused)
 
 
 @pytest.mark.parametrize("value", [True, False])
 def test_booleans_are_not_numbers(value):
     props = {"a": value}
-    for text in ("a = 1", "a = 0", "a <> 1", "a > 0", "a < 2", "a + 1 = 2", "-a = -1", "a IN (0, 1)",
-                 "a BETWEEN 0 AND 1"):
-        check(text, props, U)
+    for text in ("a = 1", "a = 0", "a > 0", "a < 2", "a BETWEEN 0 AND 1", "a NOT BETWEEN 0 AND 1"):
+        check(text, props, F)  # issue 10: unlike types compare FALSE (was U)
+    check("a <> 1", props, T)  # issue 10: NOT (a = 1) (was U)
+    for text in ("a + 1 = 2", "-a = -1", "a IN ('0', '1')"):
+        check(text, props, U)  # arithmetic on a boolean is null; IN on a non-string is unknown
     check("a * 1 IS NULL", props, T)
     check("a = TRUE", props, value)
 
@@ -559,14 +518,18 @@ def test_int_and_float_subclasses_are_numbers():
         pass
 
     props = {"i": Int(3), "f": Float(2.5)}
-    check("i = 3 AND f = 2.5 AND i > f AND i + f = 5.5 AND i / 2 = 1 AND i IN (3) AND f BETWEEN 2 AND 3", props, T)
+    check("i = 3 AND f = 2.5 AND i > f AND i + f = 5.5 AND i / 2 = 1 AND i <> 4 AND f BETWEEN 2 AND 3", props, T)
 
 
 @pytest.mark.parametrize("value", [b"x", bytearray(b"x"), uuid.UUID(int=1), [1], {"x": 1}, (1,), object(), 1j])
-def test_other_types_are_unknown(value):
+def test_other_types_compare_false(value):
+    """Issue 10: values of types selectors do not know are unlike every literal: FALSE (were U)."""
     props = {"a": value}
-    for text in ("a = 'x'", "a = 1", "a <> 1", "a < 1", "a LIKE '%'", "a IN ('x', 1)", "a NOT IN ('x')",
-                 "a BETWEEN 0 AND 2", "a + 1 = 2", "a", "NOT a", "a = b"):
+    for text in ("a = 'x'", "a = 1", "a < 1", "a LIKE '%'", "a BETWEEN 0 AND 2", "a NOT BETWEEN 0 AND 2", "a"):
+        check(text, props, F)
+    for text in ("a <> 1", "a NOT LIKE 'x'", "NOT a", "NOT (a = 'x')"):
+        check(text, props, T)
+    for text in ("a IN ('x')", "a NOT IN ('x')", "a + 1 = 2", "a = b"):  # IN: strings only; b is null
         check(text, props, U)
     check("a IS NOT NULL", props, T)
 
@@ -606,7 +569,7 @@ IP_066_COUNTRY = "messageType = 'DENM' AND originatingCountry = 'FR'"
     ("\"custom-nw-list\" LIKE '%,a,%'", {"custom-nw-list": ",b,a,"}, T),
     ("messageType = 'DENM' AND quadTree LIKE '%,1202123021%'", APPENDIX_F, T),
     ("messageType = 'DENM' AND quadTree LIKE '%,1202021%'", APPENDIX_F, F),
-    ("messageType = 'DENM' AND causeCode IN (1, 2) AND subCauseCode >= 4", APPENDIX_F, T),
+    ("messageType = 'DENM' AND (causeCode = 1 OR causeCode = 2) AND subCauseCode >= 4", APPENDIX_F, T),
     ("serviceType LIKE '%,HLN-TJA,%' AND originatingCountry IN ('CZ', 'SK')", APPENDIX_F, T),
     ("publisherId = 'CZ00003' AND protocolVersion LIKE 'DENM:1.3.%'", APPENDIX_F, T),
     ("latitude BETWEEN 50 AND 51 AND longitude BETWEEN 14.4 AND 14.5", APPENDIX_F, T),
@@ -623,7 +586,7 @@ IP_066_COUNTRY = "messageType = 'DENM' AND originatingCountry = 'FR'"
     ("NOT (quadTree LIKE '%,3%' OR quadTree LIKE '%,0%')", APPENDIX_F, T),
     ("quadTree LIKE '%.%'", {"quadTree": "a" * 300 + ".b"}, T),
     ("quadTree LIKE '%.%'", {"quadTree": "a" * 300}, F),
-    ("quadTree LIKE '%,1202021%'", {"quadTree": 5}, U),
+    ("quadTree LIKE '%,1202021%'", {"quadTree": 5}, F),  # issue 10: unlike types compare FALSE (was U)
     ("messageType = 'DENM' AND NOT (causeCode = -1)", APPENDIX_F, T),
 ))
 def test_c_roads_examples(text, props, expected):
