@@ -167,7 +167,7 @@ def _value(node: Expr, props: Mapping[str, object]) -> object:
         return _not(_truth(_value(node.operand, props)))
     if isinstance(node, (And, Or)):  # stops at the first FALSE (AND) / TRUE (OR) operand
         decisive = isinstance(node, Or)
-        result = not decisive
+        result: bool | None = not decisive
         for operand in node.operands:
             truth = _truth(_value(operand, props))
             if truth is decisive:
