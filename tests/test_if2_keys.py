@@ -239,7 +239,7 @@ def test_selectors_without_an_equivalent_binding(selector: str, why: str) -> Non
 
 def test_selector_or_and_in_become_several_bindings() -> None:
     found = selector_bindings("messageType IN ('DENM', 'IVIM') AND publisherId = 'DE15608' OR "
-                              "causeCode IN (3, 4) AND quadTree LIKE '%,12_2%'", PROVIDERS)
+                              "(causeCode = 3 OR causeCode = 4) AND quadTree LIKE '%,12_2%'", PROVIDERS)
     assert found == {"DENM": ["DENM.*.BASt.#", "DENM.*.*.3.1.2.*.2.#", "DENM.*.*.4.1.2.*.2.#"],
                      "IVI": ["IVI.*.BASt.#"]}
     assert selector_bindings("messageType = 'DENM' AND messageType = 'IVIM'", PROVIDERS) == {}
