@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
 from interchange.broker.metrics import broker_registry
@@ -24,8 +24,10 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog) -> web.Application:
-    registry = broker_registry(core, server)
+def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
+              registry: CollectorRegistry | None = None) -> web.Application:
+    """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None."""
+    registry = registry if registry is not None else broker_registry(core, server)
 
     async def metrics(_: web.Request) -> web.Response:
         body = generate_latest(registry)
@@ -65,8 +67,8 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog) -> web.Appli
 
 
 async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServer,
-                      log: JsonLog) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(admin_app(core, server, log), access_log=None)
+                      log: JsonLog, registry: CollectorRegistry | None = None) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(admin_app(core, server, log, registry), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

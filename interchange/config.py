@@ -42,6 +42,8 @@ Example (TOML)::
     dns_server = "192.0.2.53"
     domains = ["c-its-interchange.eu"]
 
+    [tlex]                       # traffic-light controllers via TLEX/UDAP; see interchange/bridges/tlex/config.py
+
 Relative paths are resolved against the config file's directory.
 """
 from __future__ import annotations
@@ -53,6 +55,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ii_api.config import IIConfig
+from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
 from interchange.broker.ttl_policy import TtlPolicy
@@ -126,6 +129,7 @@ class NodeConfig(BaseModel):
     log: LogConfig = Field(default_factory=LogConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
     ii: IIConfig | None = None  # the Improved Interface; needs [tls]
+    tlex: TlexBridgeConfig | None = None  # traffic lights via TLEX/UDAP; needs [tls] and [ii]
 
     def resolve(self, base: Path) -> "NodeConfig":
         """Make relative paths relative to ``base``."""
@@ -137,6 +141,8 @@ class NodeConfig(BaseModel):
             update["tls"] = self.tls.model_copy(update={
                 "cert_chain": fix(self.tls.cert_chain), "key": fix(self.tls.key),
                 "trust_bundle": fix(self.tls.trust_bundle), "crls": [fix(c) for c in self.tls.crls]})
+        if self.tlex is not None:
+            update["tlex"] = self.tlex.resolve(base)
         if self.log.path is not None:
             update["log"] = self.log.model_copy(update={"path": fix(self.log.path)})
         return self.model_copy(update=update)

@@ -7,13 +7,17 @@ import contextlib
 import signal
 from dataclasses import dataclass, field
 
+from prometheus_client import CollectorRegistry
+
 from certs.tls import ReloadingTls, TlsFiles
 from ii_api.runtime import start_ii
 from ii_api.service import IIService
 from interchange.admin import start_admin
+from interchange.bridges.tlex.bridge import TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.observer import BrokerObserver
+from interchange.broker.metrics import broker_registry
 from interchange.broker.placement import Placement
 from interchange.broker.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
@@ -41,6 +45,8 @@ class RunningNode:
     #: AMQPS ports of broker processes 0..N-1 (this process first); see interchange.broker.placement
     amqps_ports: list[int] = field(default_factory=list)
     amqp_ports: list[int] = field(default_factory=list)  #: plain AMQP (development), likewise
+    tlex: TlexBridge | None = None  #: the traffic-light bridge ([tlex])
+    metrics: CollectorRegistry | None = None  #: what the admin endpoint's /metrics shows
     _closers: list = field(default_factory=list)
 
     async def close(self) -> None:
@@ -83,7 +89,9 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
     if node.amqps_port is None and node.amqp_port is None:
         raise ValueError("nothing to listen on: configure [tls] (AMQPS) or broker.plain_port")
     if config.admin.port is not None:
-        runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log)
+        node.metrics = broker_registry(core, server)
+        runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
+                                                    node.metrics)
         node._closers.append(runner.cleanup)
     if main and placement.processes > 1:
         try:
@@ -113,10 +121,34 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
             raise
         node.ii, node.ii_port = running_ii.service, running_ii.port
         node._closers.append(running_ii.close)
+    if config.tlex is not None and main:
+        await _start_tlex(node)
     log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
                                        "admin_port": node.admin_port, "ii_port": node.ii_port,
                                        "process": placement.index, "amqps_ports": node.amqps_ports})
     return node
+
+
+async def _start_tlex(node: RunningNode) -> None:
+    """The traffic-light bridge: a local actor of this node (actor API over HTTPS, BI over AMQPS)."""
+    config = node.config
+    assert config.tlex is not None
+    if node.ii_port is None or node.amqps_port is None:
+        await node.close()
+        raise ValueError("[tlex] needs [tls] and [ii]: the bridge registers its capabilities through the "
+                         "local actor API and publishes over AMQPS")
+    bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
+                        event=node.log.event, ii_base_path=config.ii.base_path if config.ii is not None else "")
+    try:
+        await bridge.start()
+    except BaseException:
+        await bridge.close()
+        await node.close()
+        raise
+    node.tlex = bridge
+    node._closers.append(bridge.close)
+    if node.metrics is not None:
+        node.metrics.register(TlexCollector(bridge))
 
 
 async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:

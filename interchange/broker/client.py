@@ -1,4 +1,5 @@
-"""The node's own AMQP 1.0 client: receiver links to another interchange's sources (federation).
+"""The node's own AMQP 1.0 client: receiver links to another interchange's sources (federation),
+and sender links for the node's bridges, which publish into a broker as local C-ITS actors.
 
 :class:`ClientEngine` is sans-I/O (bytes in, bytes out, callbacks for messages); proton's engine
 does the framing in client mode and the node runs SASL EXTERNAL itself (its identity is its TLS
@@ -42,6 +43,25 @@ class ReceiverState:
     received: int = 0
 
 
+@dataclass
+class SenderState:
+    """One sender link opened by the client; outcomes counted from the broker's dispositions."""
+
+    address: str
+    link: Any = None
+    opened: bool = False
+    closed: bool = False
+    error: str | None = None
+    sent: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    last_rejection: str | None = None
+
+    @property
+    def credit(self) -> int:
+        return int(lib.pn_link_credit(self.link)) if self.link is not None and not self.closed else 0
+
+
 class ClientEngine:
     """Sans-I/O AMQP 1.0 client connection with receiver links (proton engine, client mode)."""
 
@@ -56,12 +76,13 @@ class ClientEngine:
         self._session = lib.pn_session(self._connection)
         lib.pn_session_open(self._session)
         self._receivers: dict[Any, ReceiverState] = {}
+        self._senders: dict[Any, SenderState] = {}
         self.remote_error: str | None = None
         self.closed = False
         self._names = 0
 
     def any_link_closed(self) -> bool:
-        return any(state.closed for state in self._receivers.values())
+        return any(state.closed for state in self._links())
 
     def open_receiver(self, state: ReceiverState) -> ReceiverState:
         self._names += 1
@@ -76,6 +97,28 @@ class ClientEngine:
         state.link = link
         self._receivers[link] = state
         return state
+
+    def _links(self) -> list[ReceiverState | SenderState]:
+        return [*self._receivers.values(), *self._senders.values()]
+
+    def open_sender(self, state: SenderState) -> SenderState:
+        self._names += 1
+        link = cproton.pn_sender(self._session, f"tx-{self._names}-{state.address}")
+        cproton.pn_terminus_set_address(lib.pn_link_target(link), state.address)
+        lib.pn_link_open(link)
+        state.link = link
+        self._senders[link] = state
+        return state
+
+    def send(self, state: SenderState, message: bytes) -> bool:
+        """Send one encoded AMQP message (unsettled; the broker's outcome is counted). False without credit."""
+        if state.credit <= 0:
+            return False
+        state.sent += 1
+        cproton.pn_delivery(state.link, b"%d" % state.sent)
+        cproton.pn_link_send(state.link, message)
+        lib.pn_link_advance(state.link)
+        return True
 
     def receive(self, data: bytes) -> None:
         self._proton.push(data, self._process)
@@ -115,12 +158,12 @@ class ClientEngine:
             if etype == lib.PN_DELIVERY:
                 self._on_delivery(lib.pn_event_delivery(event))
             elif etype == lib.PN_LINK_REMOTE_OPEN:
-                state = self._receivers.get(lib.pn_event_link(event))
+                state = self._receivers.get(lib.pn_event_link(event)) or self._senders.get(lib.pn_event_link(event))
                 if state is not None:
                     state.opened = True
             elif etype in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
                 link = lib.pn_event_link(event)
-                state = self._receivers.get(link)
+                state = self._receivers.get(link) or self._senders.get(link)
                 if state is not None:
                     state.closed = True
                     cond = lib.pn_link_remote_condition(link)
@@ -136,12 +179,30 @@ class ClientEngine:
                 lib.pn_connection_close(self._connection)
             elif etype == lib.PN_TRANSPORT_CLOSED:
                 self.closed = True
-                for state in self._receivers.values():
-                    state.closed = True
+                for link_state in self._links():
+                    link_state.closed = True
             lib.pn_collector_pop(collector)
+
+    def _on_outcome(self, state: SenderState, delivery: Any) -> None:
+        outcome = lib.pn_delivery_remote_state(delivery)
+        if outcome == lib.PN_ACCEPTED:
+            state.accepted += 1
+        elif outcome in (lib.PN_REJECTED, lib.PN_RELEASED, lib.PN_MODIFIED):
+            state.rejected += 1
+            cond = lib.pn_disposition_condition(lib.pn_delivery_remote(delivery))
+            if lib.pn_condition_is_set(cond):
+                state.last_rejection = (f"{cproton.pn_condition_get_name(cond)}: "
+                                        f"{cproton.pn_condition_get_description(cond)}")
+        else:
+            return
+        lib.pn_delivery_settle(delivery)
 
     def _on_delivery(self, delivery: Any) -> None:
         link = lib.pn_delivery_link(delivery)
+        sender = self._senders.get(link)
+        if sender is not None:
+            self._on_outcome(sender, delivery)
+            return
         state = self._receivers.get(link)
         if state is None or not lib.pn_delivery_readable(delivery) or lib.pn_delivery_partial(delivery):
             return
@@ -174,6 +235,7 @@ class ClientConnection(asyncio.Protocol):
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.link_closed = asyncio.Event()  #: set when the peer detaches one of our links
+        self.on_receive: Callable[[], None] | None = None  #: called after received bytes were processed (new credit)
 
     @classmethod
     async def open(cls, host: str, port: int, context: ssl.SSLContext, server_hostname: str,
@@ -221,6 +283,8 @@ class ClientConnection(asyncio.Protocol):
             self.engine.receive(data)
         if not self.link_closed.is_set() and self.engine.any_link_closed():
             self.link_closed.set()
+        if self.on_receive is not None:
+            self.on_receive()
         self.flush()
 
     def flush(self) -> None:
@@ -235,6 +299,11 @@ class ClientConnection(asyncio.Protocol):
     def open_receiver(self, address: str, on_message: MessageCallback, selector: str | None = None,
                       credit: int = 500) -> ReceiverState:
         state = self.engine.open_receiver(ReceiverState(address, selector, credit, on_message))
+        self.flush()
+        return state
+
+    def open_sender(self, address: str) -> SenderState:
+        state = self.engine.open_sender(SenderState(address))
         self.flush()
         return state
 

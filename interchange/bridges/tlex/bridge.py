@@ -1,0 +1,282 @@
+"""The TLEX/UDAP bridge: traffic-light controllers in and out of this interchange.
+
+The bridge is a local C-ITS actor of its node, with its own client certificate (IP_050): it
+uses the node's public doors only, the local actor API of the Improved Interface over HTTPS and
+the Basic Interface over AMQPS, as any actor would:
+
+1. registers one capability per controller and message type (SPATEM, MAPEM, SSEM; IP_077), so
+   neighbours discover the controllers' datasets through the II (capabilities kept across restarts:
+   only missing ones are posted);
+2. asks for a delivery (its publish target) and subscribes to SREMs for the bridged intersections
+   (:meth:`~.publication.Translator.srem_selector`);
+3. keeps a Broker session at the streaming service up (:class:`~.stream.SessionSupervisor`):
+   payloads from controllers become BI messages (:class:`~.publication.Translator`), SREMs from the
+   broker become payload datagrams for the controllers owning their intersections.
+
+AMQP publishing follows the broker's credit; messages wait in a bounded queue meanwhile (and while
+the AMQP connection is being re-established). Metrics per session and per TLC are a
+prometheus-client collector (:class:`TlexCollector`); events go to the node's JSON log.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from cryptography import x509
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from proton import Message
+
+from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
+from interchange.bridges.tlex.codec import Payload
+from interchange.bridges.tlex.config import TlexBridgeConfig
+from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator
+from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
+from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
+from interchange.broker.client import ClientConnection, SenderState
+
+EventSink = Callable[[str, str, dict], None]  #: (level, event, fields), JsonLog.event
+QUEUE_LIMIT = 50_000
+AMQP_RETRY_S = 1.0
+
+
+class BridgeSetupError(RuntimeError):
+    """The node refused something the bridge needs (capability, delivery, subscription)."""
+
+
+@dataclass
+class TlcCounters:
+    payloads_in: int = 0  #: received from the controller through the service
+    published: int = 0  #: handed to the broker
+    dropped: int = 0  #: not published (IP_104, unknown kind), or dropped from a full queue
+    srem_out: int = 0  #: SREMs sent to the controller
+
+
+@dataclass
+class BridgeCounters:
+    tlcs: dict[str, TlcCounters] = field(default_factory=dict)
+    srem_dropped: int = 0
+    queue_dropped: int = 0
+    amqp_connects: int = 0
+
+    def tlc(self, tlc: str | None) -> TlcCounters:
+        return self.tlcs.setdefault(tlc or "?", TlcCounters())
+
+
+class ActorApi:
+    """The node's local actor API, as this bridge's certificate sees it (``/{cn}/...``)."""
+
+    def __init__(self, base_url: str, server_name: str, cn: str, context: ssl.SSLContext) -> None:
+        self._base = f"{base_url}/{cn}"
+        self._server_name, self._context = server_name, context
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        async with self._http.request(method, f"{self._base}/{path}", json=body, ssl=self._context,
+                                      server_hostname=self._server_name) as response:
+            data = await response.json(content_type=None)
+            if response.status >= 300:
+                raise BridgeSetupError(f"{method} /{path}: HTTP {response.status}: {data}")
+            return data
+
+    async def close(self) -> None:
+        await self._http.close()
+
+
+class TlexBridge:
+    def __init__(self, config: TlexBridgeConfig, *, node_name: str, ii_port: int, amqps_port: int,
+                 event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "") -> None:
+        self.config, self.node_name, self.host = config, node_name, host
+        self._ii_url = f"https://{host}:{ii_port}{ii_base_path}"
+        self._amqps_port, self._event = amqps_port, event
+        self.translator = Translator(config)
+        self.counters = BridgeCounters()
+        self._files = TlsFiles.from_identity_dir(config.actor)
+        self.actor_cn = peer_common_name(x509.load_pem_x509_certificate(self._files.cert_chain.read_bytes()))
+        self._queue: deque[BiMessage] = deque()
+        self._amqp: ClientConnection | None = None
+        self._sender: SenderState | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._api: StreamingServiceClient | None = None
+        self.supervisor: SessionSupervisor | None = None
+        self.target: str | None = None
+        self.srem_source: str | None = None
+
+    # --- start and stop ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        actor = ActorApi(self._ii_url, self.node_name, self.actor_cn, client_context(self._files))
+        try:
+            await self._register(actor)
+        finally:
+            await actor.close()
+        config = self.config
+        self._api = StreamingServiceClient(config.api_url, config.token(), server_hostname=config.server_name,
+                                           ssl_context=web_client_context(config.trust_bundle))
+        await self._api.__aenter__()
+        request = session_request(config.domain, "broker", [c.tlc_id for c in config.controllers],
+                                  config.security_mode)
+        self.supervisor = SessionSupervisor(
+            self._api, request, stream_ssl=streaming_client_context(config.trust_bundle),
+            on_payload=self._from_controller, on_event=self._stream_event, server_hostname=config.server_name,
+            backoff=Backoff(config.backoff_initial, config.backoff_max))
+        self._tasks = [asyncio.create_task(self._amqp_loop(), name="tlex-amqp"),
+                       asyncio.create_task(self.supervisor.run(), name="tlex-session")]
+        self._event("info", "tlex_bridge_started", {"actor": self.actor_cn, "target": self.target,
+                                                    "srem_source": self.srem_source,
+                                                    "tlcs": [c.tlc_id for c in config.controllers]})
+
+    async def _register(self, actor: ActorApi) -> None:
+        existing = await actor.call("GET", "capabilities")
+        known = {c["definition"]["application"]["publicationId"] for c in existing["capabilities"]}
+        missing = [c for c in self.translator.capabilities() if c["application"]["publicationId"] not in known]
+        if missing:
+            await actor.call("POST", "capabilities", {"capabilities": missing})
+        selector = f"publisherId = '{self.config.publisher_id}'"
+        deliveries = (await actor.call("GET", "deliveries"))["deliveries"]
+        delivery = next((d for d in deliveries if d["selector"] == selector and d.get("endpoints")), None)
+        if delivery is None:
+            delivery = (await actor.call("POST", "deliveries", {"deliveries": [{"selector": selector}]}))["deliveries"][0]
+        if not delivery.get("endpoints"):
+            raise BridgeSetupError(f"delivery {delivery.get('id')} has no target: {delivery.get('status')}")
+        self.target = delivery["endpoints"][0]["target"]
+        wanted = self.translator.srem_selector()
+        subscriptions = (await actor.call("GET", "subscriptions"))["subscriptions"]
+        sub = next((s for s in subscriptions if s["selector"] == wanted and s.get("endpoints")), None)
+        if sub is None:
+            sub = (await actor.call("POST", "subscriptions", {"subscriptions": [{"selector": wanted}]}))["subscriptions"][0]
+        if not sub.get("endpoints"):
+            raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')}")
+        self.srem_source = sub["endpoints"][0]["source"]
+
+    async def close(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.close_stream("interchange bridge stopping")
+            await asyncio.sleep(0)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._amqp is not None:
+            await self._amqp.close()
+        if self._api is not None:
+            await self._api.close()
+
+    # --- controller -> C-Roads --------------------------------------------------------------
+
+    def _from_controller(self, payload: Payload) -> None:
+        counters = self.counters.tlc(payload.tlc)
+        counters.payloads_in += 1
+        result = self.translator.to_bi(payload)
+        if isinstance(result, Dropped):
+            counters.dropped += 1
+            self._event("debug", "tlex_payload_dropped", {"tlc": payload.tlc, "reason": result.reason})
+            return
+        if len(self._queue) >= QUEUE_LIMIT:
+            dropped = self._queue.popleft()
+            self.counters.tlc(dropped.tlc).dropped += 1
+            self.counters.queue_dropped += 1
+        self._queue.append(result)
+        self._drain()
+
+    def _drain(self) -> None:
+        connection, sender = self._amqp, self._sender
+        if connection is None or sender is None or sender.closed:
+            return
+        while self._queue and sender.credit > 0:
+            message = self._queue.popleft()
+            connection.engine.send(sender, encode_message(message))
+            self.counters.tlc(message.tlc).published += 1
+        connection.flush()
+
+    async def _amqp_loop(self) -> None:
+        """Keep the AMQP connection (publish target + SREM source) up."""
+        while True:
+            try:
+                await self._amqp_session()
+            except (OSError, ssl.SSLError, ConnectionError, TimeoutError) as exc:
+                self._event("warning", "tlex_amqp_failed", {"error": str(exc) or type(exc).__name__})
+            self._amqp = self._sender = None
+            await asyncio.sleep(AMQP_RETRY_S)
+
+    async def _amqp_session(self) -> None:
+        assert self.target is not None and self.srem_source is not None
+        connection = await ClientConnection.open(self.host, self._amqps_port, client_context(self._files),
+                                                 self.node_name, f"tlex-bridge-{self.actor_cn}")
+        self.counters.amqp_connects += 1
+        self._amqp = connection
+        connection.on_receive = self._drain
+        self._sender = connection.open_sender(self.target)
+        connection.open_receiver(self.srem_source, self._from_broker, credit=100)
+        self._event("info", "tlex_amqp_connected", {"target": self.target, "source": self.srem_source})
+        try:
+            await connection.lost
+        finally:
+            await connection.close()
+
+    # --- C-Roads -> controller --------------------------------------------------------------
+
+    def _from_broker(self, raw: bytes) -> str | None:
+        message = Message()
+        message.decode(raw)
+        body = message.body
+        data = bytes(body) if isinstance(body, (bytes, bytearray, memoryview)) else None
+        if data is None:
+            self.counters.srem_dropped += 1
+            return "SREM body must be the binary payload (an AMQP data section)"
+        result = self.translator.to_controllers(dict(message.properties or {}), data, read_now().utc_ms)
+        if isinstance(result, Dropped):
+            self.counters.srem_dropped += 1
+            self._event("info", "tlex_srem_dropped", {"reason": result.reason})
+            return result.reason
+        assert self.supervisor is not None
+        for payload in result:
+            self.supervisor.send(payload)
+            self.counters.tlc(payload.tlc).srem_out += 1
+        return None
+
+    def _stream_event(self, name: str, fields: dict) -> None:
+        level = "warning" if name in ("session_refused", "stream_connect_failed") else "info"
+        self._event(level, f"tlex_{name}", fields)
+
+
+def encode_message(message: BiMessage) -> bytes:
+    """The AMQP message: application properties, TTL (header, ms), the payload as one data section."""
+    amqp = Message(body=message.body, properties=message.properties, inferred=True, ttl=message.ttl_ms / 1000)
+    return bytes(amqp.encode())
+
+
+class TlexCollector:
+    """Prometheus metrics of one bridge: the session and each TLC."""
+
+    def __init__(self, bridge: TlexBridge) -> None:
+        self._bridge = bridge
+
+    def collect(self) -> Iterator[Metric]:
+        bridge, supervisor = self._bridge, self._bridge.supervisor
+        stats = supervisor.stats if supervisor is not None else None
+        yield GaugeMetricFamily("tlex_session_connected", "1 while the Broker session's stream is up",
+                                value=int(bool(stats and stats.connected)))
+        yield CounterMetricFamily("tlex_sessions_created", "Streaming sessions created", value=stats.sessions if stats else 0)
+        closes = CounterMetricFamily("tlex_stream_closes", "Streams ended, by cause (bye, reconnect, framing, ...)",
+                                     labels=["cause"])
+        for cause, count in sorted((stats.closes if stats else {}).items()):
+            closes.add_metric([cause], count)
+        yield closes
+        yield GaugeMetricFamily("tlex_publish_queue", "BI messages waiting for broker credit", value=len(bridge._queue))  # noqa: SLF001
+        yield CounterMetricFamily("tlex_srem_dropped", "SREMs from the broker not sent to a controller",
+                                  value=bridge.counters.srem_dropped)
+        per_tlc = {name: CounterMetricFamily(f"tlex_tlc_{name}", text, labels=["tlc"]) for name, text in (
+            ("payloads_in", "Payloads received from a controller"), ("published", "BI messages published"),
+            ("dropped", "Payloads not published (IP_104, unknown type, full queue)"),
+            ("srem_out", "SREMs sent to a controller"))}
+        for tlc, counters in sorted(bridge.counters.tlcs.items()):
+            for name, family in per_tlc.items():
+                family.add_metric([tlc], getattr(counters, name))
+        yield from per_tlc.values()

@@ -1,0 +1,128 @@
+"""The ``[tlex]`` section of the node config: one streaming service, the Broker account, and the
+controllers bridged into C-Roads.
+
+Example (TOML)::
+
+    [tlex]
+    api_url = "https://api.tlex.example/api/v1"
+    authorization = "..."              # the Broker system's X-Authorization token (TLEX 5.1)
+    # authorization_file = "tlex.token"  # or read it from a file
+    server_name = "api.tlex.example"   # certificate name, when api_url / the listener is an address
+    trust_bundle = "tlex-ca.pem"       # CAs of the service's certificates (system CAs when absent)
+    domain = "c-roads"
+    security_mode = "TLSv1.2"          # or "NONE" (plain TCP, development only)
+    actor = "pki/issued/tlex-bridge"   # the bridge's client identity at this node (chain.pem, key.pem, trust.pem)
+    publisher_id = "NL00001"
+    originating_country = "NL"
+    # shard_count = 4                  # with shard_id per controller (appendix G)
+
+    [[tlex.controllers]]
+    tlc_id = "NLZH0023"
+    intersections = ["5-57"]           # IntersectionReferenceID region-id (Table 4 ``id``)
+    latitude = 52.0116
+    longitude = 4.3571
+    # shard_id = 1
+
+Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
+SSEM default to 100 ms (10 Hz), MAPEM to 540 s (IP_048); protocol versions default to
+"<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from interchange.bridges.tlex.codec import TLC_ID_SIZE
+from quadtree.tiles import check_latitude, check_longitude
+
+BRIDGED_KINDS = ("SPATEM", "MAPEM", "SSEM")  #: published into C-Roads; SREM goes the other way
+DEFAULT_REPETITION_MS = {"SPATEM": 100, "MAPEM": 540_000, "SSEM": 100, "SREM": 100}
+DEFAULT_PROTOCOL_VERSIONS = {kind: f"{kind}:2.1.1" for kind in ("SPATEM", "MAPEM", "SREM", "SSEM")}
+
+
+class ControllerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tlc_id: str
+    intersections: list[str] = Field(min_length=1)
+    latitude: float
+    longitude: float
+    shard_id: int | None = Field(default=None, ge=1)
+    names: list[str] = Field(default_factory=list, description="Table 4 name values, if any")
+
+    @field_validator("tlc_id")
+    @classmethod
+    def _tlc(cls, value: str) -> str:
+        if len(value) != TLC_ID_SIZE or not value.isascii():
+            raise ValueError(f"a TLC identifier is {TLC_ID_SIZE} ASCII characters")
+        return value
+
+    @field_validator("intersections")
+    @classmethod
+    def _ids(cls, value: list[str]) -> list[str]:
+        for item in value:
+            region, _, ident = item.partition("-")
+            if not (region.isdigit() and ident.isdigit()):
+                raise ValueError(f"intersection id {item!r} is not region-id, e.g. 5-57")
+        return value
+
+    @model_validator(mode="after")
+    def _position(self) -> "ControllerConfig":
+        check_latitude(self.latitude)
+        check_longitude(self.longitude)
+        return self
+
+
+class TlexBridgeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_url: str = Field(pattern=r"^https?://")
+    authorization: str | None = None
+    authorization_file: Path | None = None
+    server_name: str | None = None
+    trust_bundle: Path | None = None
+    domain: str = Field(min_length=1)
+    security_mode: Literal["NONE", "TLSv1.2"] = "TLSv1.2"
+    actor: Path = Field(description="identity directory of the bridge's client certificate at this node")
+    publisher_id: str = Field(min_length=1)
+    originating_country: str = Field(pattern=r"^[A-Z]{2}$")
+    shard_count: int | None = Field(default=None, ge=1)
+    repetition_ms: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_REPETITION_MS))
+    protocol_versions: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_PROTOCOL_VERSIONS))
+    backoff_initial: float = Field(default=0.5, gt=0)
+    backoff_max: float = Field(default=30.0, gt=0)
+    controllers: list[ControllerConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TlexBridgeConfig":
+        if (self.authorization is None) == (self.authorization_file is None):
+            raise ValueError("give exactly one of authorization and authorization_file")
+        ids = [c.tlc_id for c in self.controllers]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a TLC identifier appears twice in tlex.controllers")
+        intersections = [i for c in self.controllers for i in c.intersections]
+        if len(set(intersections)) != len(intersections):
+            raise ValueError("an intersection id belongs to two controllers: SREM routing would be ambiguous")
+        for controller in self.controllers:
+            if self.shard_count is not None and (controller.shard_id is None or controller.shard_id > self.shard_count):
+                raise ValueError(f"controller {controller.tlc_id}: shard_id 1..{self.shard_count} needed (IP_130)")
+            if self.shard_count is None and controller.shard_id is not None:
+                raise ValueError(f"controller {controller.tlc_id}: shard_id without tlex.shard_count")
+        self.repetition_ms = {**DEFAULT_REPETITION_MS, **self.repetition_ms}
+        self.protocol_versions = {**DEFAULT_PROTOCOL_VERSIONS, **self.protocol_versions}
+        return self
+
+    def resolve(self, base: Path) -> "TlexBridgeConfig":
+        def fix(path: Path | None) -> Path | None:
+            return path if path is None or path.is_absolute() else base / path
+
+        return self.model_copy(update={"authorization_file": fix(self.authorization_file),
+                                       "trust_bundle": fix(self.trust_bundle), "actor": fix(self.actor)})
+
+    def token(self) -> str:
+        if self.authorization is not None:
+            return self.authorization
+        assert self.authorization_file is not None
+        return self.authorization_file.read_text(encoding="utf-8").strip()

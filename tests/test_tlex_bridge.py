@@ -1,0 +1,196 @@
+"""The TLEX bridge in a node, against the simulator, over real TLS sockets end to end:
+controllers -> TCPStreaming (TLS 1.2) -> bridge -> AMQPS (TLS 1.3) -> broker -> a C-ITS actor, and
+an SREM from that actor back to exactly one controller, whose SSEM comes back."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from ii_harness import Consumer, Https, make_pki, node_config, publish, start, wait_for
+from prometheus_client import generate_latest
+from proton import Message
+from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, sim, sim_pki  # noqa: F401
+
+from certs import TestPki
+from interchange.bridges.tlex.codec import Payload
+from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
+from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
+from interchange.bridges.tlex.payloads import stand_in
+from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator, tile
+from interchange.node import RunningNode
+
+NODE = "a.interchange.test"
+BRIDGE, ACTOR = "tlex-bridge", "actor-a"
+HAZELDONK = (51.485992, 4.735311)
+CONTROLLERS = [ControllerConfig(tlc_id=TLCS[0], intersections=["5-57"], latitude=HAZELDONK[0], longitude=HAZELDONK[1]),
+               ControllerConfig(tlc_id=TLCS[1], intersections=["5-58", "5-59"], latitude=52.0116, longitude=4.3571)]
+
+
+@pytest.fixture
+def node_pki(tmp_path: Path) -> TestPki:
+    return make_pki(tmp_path / "pki", [NODE], [BRIDGE, ACTOR])
+
+
+def bridge_config(sim: Sim, node_pki: TestPki) -> TlexBridgeConfig:
+    return TlexBridgeConfig(api_url=sim.service.api_url, authorization=sim.broker.authorization, server_name=SIM_HOST,
+                            trust_bundle=sim.pki.trust_bundle, domain=DOMAIN, actor=node_pki.identity(BRIDGE).directory,
+                            publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS,
+                            backoff_initial=0.05, backoff_max=0.5)
+
+
+async def start_bridged_node(sim: Sim, node_pki: TestPki, tmp_path: Path) -> RunningNode:
+    config = node_config(node_pki, NODE, tmp_path / "node").model_copy(update={"tlex": bridge_config(sim, node_pki)})
+    config = config.model_copy(update={"admin": config.admin.model_copy(update={"port": 0})})
+    return await start(config)
+
+
+async def subscribe(https: Https, selector: str) -> str:
+    status, body = await https.post(f"/{ACTOR}/subscriptions", {"subscriptions": [{"selector": selector}]})
+    assert status == 200, body
+    return body["subscriptions"][0]["endpoints"][0]["source"]
+
+
+async def test_controllers_to_actor_and_srem_back(sim: Sim, node_pki: TestPki, tmp_path: Path) -> None:
+    node = await start_bridged_node(sim, node_pki, tmp_path)
+    https = Https(node_pki, ACTOR, node)
+    bridge_https = Https(node_pki, BRIDGE, node)
+    sent: dict[str, list[bytes]] = {}
+
+    def factory_for(tlc: str, station: int):  # noqa: ANN202
+        def make(kind: str, intersection: str, seq: int) -> bytes:
+            data = stand_in(kind, station, intersection, seq)
+            sent.setdefault(tlc, []).append(data)
+            return data
+        return make
+
+    controllers: list[FakeController] = []
+    consumer = ssem_consumer = None
+    try:
+        assert node.tlex is not None
+        status, caps = await bridge_https.get(f"/{BRIDGE}/capabilities")
+        assert status == 200 and len(caps["capabilities"]) == 6  # SPATEM, MAPEM, SSEM per controller
+        source = await subscribe(https, "messageType IN ('SPATEM', 'MAPEM')")
+        consumer = await asyncio.to_thread(Consumer, node_pki, ACTOR, node.amqps_port, NODE, source)
+        async with sim.api(sim.tlc_system) as tlc_api:
+            for i, ctl in enumerate(CONTROLLERS):
+                controllers.append(FakeController(
+                    ControllerSpec(ctl.tlc_id, ctl.intersections, 100 + i), tlc_api, domain=DOMAIN,
+                    stream_ssl=sim.stream_ssl(), spatem_hz=10, server_hostname=SIM_HOST,
+                    factory=factory_for(ctl.tlc_id, 100 + i)))
+                controllers[-1].start()
+            got: list[Message] = []
+            while {m.properties["publicationId"] for m in got} != {
+                    f"NL00001:{t}-{k}" for t in TLCS[:2] for k in ("SPATEM", "MAPEM")}:
+                message = await asyncio.to_thread(consumer.receive)
+                assert message is not None, f"only {len(got)} messages arrived"
+                got.append(message)
+            for ctl in CONTROLLERS:
+                mine = [m for m in got if m.properties["publicationId"].startswith(f"NL00001:{ctl.tlc_id}-")]
+                assert mine[0].properties["messageType"] == "MAPEM"  # IP_104
+                assert [bytes(m.body) for m in mine] == sent[ctl.tlc_id][:len(mine)]  # bytes unchanged, in order
+                spat = next(m for m in mine if m.properties["messageType"] == "SPATEM")
+                assert spat.properties == {
+                    "messageType": "SPATEM", "publisherId": "NL00001", "publicationId": f"NL00001:{ctl.tlc_id}-SPATEM",
+                    "originatingCountry": "NL", "protocolVersion": "SPATEM:2.1.1", "quadTree": f",{tile(ctl)},",
+                    "id": "," + ",".join(ctl.intersections) + ",", "latitude": ctl.latitude, "longitude": ctl.longitude}
+                assert len(tile(ctl)) == 18
+                assert spat.ttl == 1.0 and mine[0].ttl == 648.0  # IP_033: 100 ms and 540 s x 1.2, at least 1 s
+
+            # SREM from a C-ITS actor at the node -> only the controller of intersection 5-59
+            srem_caps = [{"application": {"messageType": "SREM", "publisherId": "NL00002",
+                                          "publicationId": "NL00002:srem", "originatingCountry": "NL",
+                                          "protocolVersion": "SREM:2.1.1", "quadTree": ["1"]}, "metadata": {}}]
+            assert (await https.post(f"/{ACTOR}/capabilities", {"capabilities": srem_caps}))[0] == 200
+            status, body = await https.post(f"/{ACTOR}/deliveries", {"deliveries": [{"selector": "messageType = 'SREM'"}]})
+            target = body["deliveries"][0]["endpoints"][0]["target"]
+            ssem_source = await subscribe(https, "messageType = 'SSEM'")
+            ssem_consumer = await asyncio.to_thread(Consumer, node_pki, ACTOR, node.amqps_port, NODE, ssem_source)
+            srem_body = stand_in("SREM", 7, "5-59", 1)
+            srem = Message(body=srem_body, inferred=True, properties={
+                "messageType": "SREM", "publisherId": "NL00002", "publicationId": "NL00002:srem",
+                "originatingCountry": "NL", "protocolVersion": "SREM:2.1.1", "quadTree": f",{tile(CONTROLLERS[1])},",
+                "id": ",5-59,"})
+            outcomes = await asyncio.to_thread(publish, node_pki, ACTOR, node.amqps_port, NODE, target, [srem])
+            assert outcomes == ["accepted"]
+            await wait_for(lambda: controllers[1].record.received, "the SREM at controller 2")
+            assert [bytes(p.payload) for p in controllers[1].record.received] == [srem_body]
+            assert controllers[0].record.received == []
+            ssem = await asyncio.to_thread(ssem_consumer.receive)
+            assert ssem is not None and ssem.properties["publicationId"] == f"NL00001:{TLCS[1]}-SSEM"
+            assert ssem.properties["id"] == ",5-58,5-59," and bytes(ssem.body) in sent[TLCS[1]]
+
+        assert node.metrics is not None
+        metrics = generate_latest(node.metrics).decode()
+        assert 'tlex_session_connected 1.0' in metrics
+        assert f'tlex_tlc_srem_out_total{{tlc="{TLCS[1]}"}} 1.0' in metrics
+        assert f'tlex_tlc_published_total{{tlc="{TLCS[0]}"}}' in metrics
+        log = (tmp_path / "node" / "node.log").read_text()
+        assert '"tlex_stream_connected"' in log and '"tlex_bridge_started"' in log
+    finally:
+        for controller in controllers:
+            await controller.stop()
+        for c in (consumer, ssem_consumer):
+            if c is not None:
+                await asyncio.to_thread(c.close)
+        await https.close()
+        await bridge_https.close()
+        await node.close()
+
+
+async def test_bridge_survives_reconnect_and_restarts_idempotently(sim: Sim, node_pki: TestPki, tmp_path: Path) -> None:
+    node = await start_bridged_node(sim, node_pki, tmp_path)
+    try:
+        assert node.tlex is not None and node.tlex.supervisor is not None
+        supervisor = node.tlex.supervisor
+        await wait_for(lambda: supervisor.stats.connected, "the bridge's stream")
+        sim.service.reconnect()
+        await wait_for(lambda: supervisor.stats.sessions == 2 and supervisor.stats.connected, "a new session")
+        sim.service.say_bye("maintenance")
+        await wait_for(lambda: supervisor.stats.sessions == 3 and supervisor.stats.connected, "another session")
+        assert supervisor.stats.closes == {"reconnect": 1, "bye": 1}
+    finally:
+        await node.close()
+    node = await start_bridged_node(sim, node_pki, tmp_path)  # same data dir: capabilities are not posted twice
+    try:
+        https = Https(node_pki, BRIDGE, node)
+        status, caps = await https.get(f"/{BRIDGE}/capabilities")
+        assert status == 200 and len(caps["capabilities"]) == 6
+        await https.close()
+    finally:
+        await node.close()
+
+
+def test_translator_ip104_and_drops() -> None:
+    sharded = [c.model_copy(update={"shard_id": i + 1}) for i, c in enumerate(CONTROLLERS)]
+    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"), publisher_id="NL00001",
+                              originating_country="NL", controllers=sharded, shard_count=2)
+    translator = Translator(config)
+    spat = Payload(4, 1, b"s", TLCS[0])
+    assert translator.to_bi(spat) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[0])
+    assert isinstance(translator.to_bi(Payload(5, 1, b"m", TLCS[0])), BiMessage)
+    published = translator.to_bi(spat)
+    assert isinstance(published, BiMessage) and published.body == b"s"
+    assert published.properties["shardId"] == 1 and published.properties["shardCount"] == 2
+    assert translator.to_bi(Payload(4, 1, b"s", TLCS[1])) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[1])
+    assert isinstance(translator.to_bi(Payload(0x21, 1, b"?", TLCS[0])), Dropped)
+    assert isinstance(translator.to_bi(Payload(5, 1, b"m", "NLXX0000")), Dropped)
+    assert translator.to_controllers({"messageType": "SREM", "id": ",5-58,5-57,"}, b"r", 9) == [
+        Payload(9, 9, b"r", TLCS[1]), Payload(9, 9, b"r", TLCS[0])]
+    assert isinstance(translator.to_controllers({"messageType": "SREM"}, b"r", 9), Dropped)
+    assert isinstance(translator.to_controllers({"messageType": "SREM", "id": ",9-9,"}, b"r", 9), Dropped)
+    assert translator.srem_selector() == ("messageType = 'SREM' AND (id LIKE '%,5-57,%' OR id LIKE '%,5-58,%' "
+                                          "OR id LIKE '%,5-59,%')")
+
+
+def test_bridge_config_errors() -> None:
+    base = dict(api_url="https://x", domain="d", actor=Path("a"), publisher_id="NL00001", originating_country="NL")
+    with pytest.raises(ValueError, match="exactly one of authorization"):
+        TlexBridgeConfig(**base, controllers=CONTROLLERS)
+    with pytest.raises(ValueError, match="belongs to two controllers"):
+        TlexBridgeConfig(**base, authorization="t", controllers=[CONTROLLERS[0], CONTROLLERS[0].model_copy(
+            update={"tlc_id": "NLZH0099"})])
+    with pytest.raises(ValueError, match="shard_id 1..2"):
+        TlexBridgeConfig(**base, authorization="t", controllers=CONTROLLERS, shard_count=2)
+    with pytest.raises(ValueError, match="region-id"):
+        ControllerConfig(tlc_id="NLZH0001", intersections=["x"], latitude=1, longitude=1)
