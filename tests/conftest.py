@@ -1,4 +1,4 @@
-"""Shared test fixtures: the test PKIs, the DNS server, the Spark session.
+"""Shared test fixtures: the test PKIs, the DNS server, the Spark session, the TLEX simulator.
 
 Helpers (builders, clients, harnesses) live in modules next to this file (``harness.py``,
 ``broker_harness.py``, ``ii_harness.py``, ``pki_fixtures.py``, ``dns_fixtures.py``) and are
@@ -6,7 +6,7 @@ imported by name; fixtures are defined here only, so test modules use them witho
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from dns_fixtures import DnsmasqServer, find_dnsmasq
 from harness import make_pki
 from pki_fixtures import ACTOR, SERVER, build_main_pki
 from spark.session import build_session
+from tlex_harness import Sim, make_sim_pki, start_sim
 
 
 # ------------------------------------------------------------------------------ PKIs
@@ -63,3 +64,20 @@ def spark() -> Iterator[SparkSession]:
     session = build_session("local[2]", "interchange-tests", {"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
+
+
+# ------------------------------------------------------------------------------ TLEX / UDAP
+@pytest.fixture(scope="session")
+def sim_pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    """The streaming-service simulator's RSA PKI (:func:`tlex_harness.make_sim_pki`)."""
+    return make_sim_pki(tmp_path_factory.mktemp("tlex-pki"))
+
+
+@pytest.fixture
+async def sim(sim_pki: TestPki) -> AsyncIterator[Sim]:
+    """A running streaming-service simulator with its accounts (:func:`tlex_harness.start_sim`)."""
+    running = await start_sim(sim_pki)
+    try:
+        yield running
+    finally:
+        await running.service.close()

@@ -7,10 +7,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from ii_harness import Consumer, Https, make_pki, node_config, publish, start, wait_for
+from ii_harness import Consumer, Https, node_config, publish, start, wait_for
 from prometheus_client import generate_latest
 from proton import Message
-from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, sim, sim_pki  # noqa: F401
+from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim
 
 from certs import TestPki
 from interchange.bridges.tlex.codec import Payload
@@ -27,20 +27,15 @@ CONTROLLERS = [ControllerConfig(tlc_id=TLCS[0], intersections=["5-57"], latitude
                ControllerConfig(tlc_id=TLCS[1], intersections=["5-58", "5-59"], latitude=52.0116, longitude=4.3571)]
 
 
-@pytest.fixture
-def node_pki(tmp_path: Path) -> TestPki:
-    return make_pki(tmp_path / "pki", [NODE], [BRIDGE, ACTOR])
-
-
-def bridge_config(sim: Sim, node_pki: TestPki) -> TlexBridgeConfig:
+def bridge_config(sim: Sim, pki: TestPki) -> TlexBridgeConfig:
     return TlexBridgeConfig(api_url=sim.service.api_url, authorization=sim.broker.authorization, server_name=SIM_HOST,
-                            trust_bundle=sim.pki.trust_bundle, domain=DOMAIN, actor=node_pki.identity(BRIDGE).directory,
+                            trust_bundle=sim.pki.trust_bundle, domain=DOMAIN, actor=pki.identity(BRIDGE).directory,
                             publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS,
                             backoff_initial=0.05, backoff_max=0.5)
 
 
-async def start_bridged_node(sim: Sim, node_pki: TestPki, tmp_path: Path) -> RunningNode:
-    config = node_config(node_pki, NODE, tmp_path / "node").model_copy(update={"tlex": bridge_config(sim, node_pki)})
+async def start_bridged_node(sim: Sim, pki: TestPki, tmp_path: Path) -> RunningNode:
+    config = node_config(pki, NODE, tmp_path / "node").model_copy(update={"tlex": bridge_config(sim, pki)})
     config = config.model_copy(update={"admin": config.admin.model_copy(update={"port": 0})})
     return await start(config)
 
@@ -51,10 +46,10 @@ async def subscribe(https: Https, selector: str) -> str:
     return body["subscriptions"][0]["endpoints"][0]["source"]
 
 
-async def test_controllers_to_actor_and_srem_back(sim: Sim, node_pki: TestPki, tmp_path: Path) -> None:
-    node = await start_bridged_node(sim, node_pki, tmp_path)
-    https = Https(node_pki, ACTOR, node)
-    bridge_https = Https(node_pki, BRIDGE, node)
+async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    node = await start_bridged_node(sim, pki, tmp_path)
+    https = Https(pki, ACTOR, node)
+    bridge_https = Https(pki, BRIDGE, node)
     sent: dict[str, list[bytes]] = {}
 
     def factory_for(tlc: str, station: int):  # noqa: ANN202
@@ -71,7 +66,7 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, node_pki: TestPki, t
         status, caps = await bridge_https.get(f"/{BRIDGE}/capabilities")
         assert status == 200 and len(caps["capabilities"]) == 6  # SPATEM, MAPEM, SSEM per controller
         source = await subscribe(https, "messageType IN ('SPATEM', 'MAPEM')")
-        consumer = await asyncio.to_thread(Consumer, node_pki, ACTOR, node.amqps_port, NODE, source)
+        consumer = await asyncio.to_thread(Consumer, pki, ACTOR, node.amqps_port, NODE, source)
         async with sim.api(sim.tlc_system) as tlc_api:
             for i, ctl in enumerate(CONTROLLERS):
                 controllers.append(FakeController(
@@ -105,13 +100,13 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, node_pki: TestPki, t
             status, body = await https.post(f"/{ACTOR}/deliveries", {"deliveries": [{"selector": "messageType = 'SREM'"}]})
             target = body["deliveries"][0]["endpoints"][0]["target"]
             ssem_source = await subscribe(https, "messageType = 'SSEM'")
-            ssem_consumer = await asyncio.to_thread(Consumer, node_pki, ACTOR, node.amqps_port, NODE, ssem_source)
+            ssem_consumer = await asyncio.to_thread(Consumer, pki, ACTOR, node.amqps_port, NODE, ssem_source)
             srem_body = stand_in("SREM", 7, "5-59", 1)
             srem = Message(body=srem_body, inferred=True, properties={
                 "messageType": "SREM", "publisherId": "NL00002", "publicationId": "NL00002:srem",
                 "originatingCountry": "NL", "protocolVersion": "SREM:2.1.1", "quadTree": f",{tile(CONTROLLERS[1])},",
                 "id": ",5-59,"})
-            outcomes = await asyncio.to_thread(publish, node_pki, ACTOR, node.amqps_port, NODE, target, [srem])
+            outcomes = await asyncio.to_thread(publish, pki, ACTOR, node.amqps_port, NODE, target, [srem])
             assert outcomes == ["accepted"]
             await wait_for(lambda: controllers[1].record.received, "the SREM at controller 2")
             assert [bytes(p.payload) for p in controllers[1].record.received] == [srem_body]
@@ -138,8 +133,8 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, node_pki: TestPki, t
         await node.close()
 
 
-async def test_bridge_survives_reconnect_and_restarts_idempotently(sim: Sim, node_pki: TestPki, tmp_path: Path) -> None:
-    node = await start_bridged_node(sim, node_pki, tmp_path)
+async def test_bridge_survives_reconnect_and_restarts_idempotently(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    node = await start_bridged_node(sim, pki, tmp_path)
     try:
         assert node.tlex is not None and node.tlex.supervisor is not None
         supervisor = node.tlex.supervisor
@@ -151,9 +146,9 @@ async def test_bridge_survives_reconnect_and_restarts_idempotently(sim: Sim, nod
         assert supervisor.stats.closes == {"reconnect": 1, "bye": 1}
     finally:
         await node.close()
-    node = await start_bridged_node(sim, node_pki, tmp_path)  # same data dir: capabilities are not posted twice
+    node = await start_bridged_node(sim, pki, tmp_path)  # same data dir: capabilities are not posted twice
     try:
-        https = Https(node_pki, BRIDGE, node)
+        https = Https(pki, BRIDGE, node)
         status, caps = await https.get(f"/{BRIDGE}/capabilities")
         assert status == 200 and len(caps["capabilities"]) == 6
         await https.close()

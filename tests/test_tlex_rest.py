@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from tlex_harness import DOMAIN, TLCS, Sim, sim, sim_pki  # noqa: F401
+from tlex_harness import DOMAIN, TLCS, Sim
 
 from certs.tls import web_client_context
 from interchange.bridges.tlex.models import RequestDetails

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually, sim, sim_pki  # noqa: F401
+from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually
 
 from interchange.bridges.tlex.codec import (
     MONITOR_PAYLOAD,

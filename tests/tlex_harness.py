@@ -1,16 +1,14 @@
-"""Fixtures for the TLEX/UDAP tests: an RSA test PKI for the streaming service (TLS 1.2,
-ECDHE-RSA) and a running simulator with a Broker, a TLC, a second Broker and a Monitor account.
-
-Import the fixtures you use into a test module (``from tlex_harness import sim, sim_pki``).
+"""Helpers of the TLEX/UDAP tests: the simulator's accounts and limits, its RSA test PKI (TLS 1.2,
+ECDHE-RSA), and :class:`Sim`, what the ``sim`` fixture of ``conftest.py`` yields: a running
+simulator with a Broker, a second Broker, a TLC-system and a Monitor account.
 """
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import pytest
+from pathlib import Path
 
 from certs import TestPki, create_test_pki
 from certs.keys import KeySpec
@@ -43,10 +41,9 @@ class Sim:
         return streaming_client_context(self.pki.trust_bundle)
 
 
-@pytest.fixture(scope="session")
-def sim_pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+def make_sim_pki(directory: Path) -> TestPki:
     """TLEX 6.1 needs an RSA service key (ECDHE_RSA); the whole test PKI is RSA."""
-    return create_test_pki(tmp_path_factory.mktemp("tlex-pki"), [SIM_HOST], ["tlex-bridge"], key_spec=KeySpec("rsa"))
+    return create_test_pki(directory, [SIM_HOST], [], key_spec=KeySpec("rsa"))
 
 
 def build_registry(limits: Limits = TEST_LIMITS) -> tuple[ServiceRegistry, dict[str, Account]]:
@@ -62,18 +59,14 @@ def build_registry(limits: Limits = TEST_LIMITS) -> tuple[ServiceRegistry, dict[
     return registry, accounts
 
 
-@pytest.fixture
-async def sim(sim_pki: TestPki) -> AsyncIterator[Sim]:
+async def start_sim(sim_pki: TestPki) -> Sim:
     registry, accounts = build_registry()
     server = sim_pki.servers[SIM_HOST]
     service = StreamingServiceSimulator(
         registry, stream_tls=streaming_server_context(server.chain, server.key),
         api_tls=web_server_context(server.chain, server.key), timestamps_interval=0.5)
     await service.start()
-    try:
-        yield Sim(service, sim_pki, **accounts)
-    finally:
-        await service.close()
+    return Sim(service, sim_pki, **accounts)
 
 
 async def eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
