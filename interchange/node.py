@@ -19,7 +19,7 @@ from interchange.broker.admission import Admission
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.metrics import broker_registry
 from interchange.broker.placement import Placement
-from interchange.broker.processes import BrokerProcesses
+from interchange.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.config import NodeConfig

@@ -1,5 +1,5 @@
-"""An extra broker process of a node (``python -m interchange.broker.worker``), started by
-:class:`interchange.broker.processes.BrokerProcesses`.
+"""An extra broker process of a node (``python -m interchange.worker``), started by
+:class:`interchange.processes.BrokerProcesses`.
 
 It reads control messages (:mod:`interchange.broker.control`) on stdin: first ``start`` with the
 node config and its index k, then the address book changes; it answers ``ready`` with its ports
@@ -25,6 +25,8 @@ from interchange.broker.addresses import AddressError
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         Remove, Start)
 from interchange.broker.placement import Placement
+from interchange.config import NodeConfig
+from interchange.node import RunningNode, start_node
 
 
 def worker_config(config: dict, index: int, ports: Ready | None = None) -> dict:
@@ -51,21 +53,59 @@ def worker_config(config: dict, index: int, ports: Ready | None = None) -> dict:
     return {**config, "broker": broker, "admin": admin, "log": log, "ii": None}
 
 
-async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> int:
-    """Run one worker: ``reader`` delivers the control stream, ``send`` writes answers."""
-    from interchange.config import NodeConfig
-    from interchange.node import start_node
-
-    codec = ControlCodec()
-    pending: list = []
+async def _read_start(reader: asyncio.StreamReader, codec: ControlCodec) -> list[object]:
+    """The first control messages (``start`` first); [] when the node went away before starting us."""
+    pending: list[object] = []
     while not pending:
         data = await reader.read(65536)
         if not data:
-            return 0  # the node went away before starting us
-        pending = codec.feed(data)
+            return []
+        pending = list(codec.feed(data))
+    return pending
+
+
+def apply(node: RunningNode, message: object) -> None:
+    """One control message after ``start``: the node's address book or log settings, mirrored."""
+    try:
+        match message:
+            case PutTarget(spec=spec):
+                node.addresses.put_target(spec)
+            case PutSource(spec=spec):
+                node.addresses.put_source(spec)
+            case Remove(address=address):
+                node.addresses.remove(address)
+            case LogChange(settings=settings):
+                node.log.update(settings)
+            case _:
+                node.log.event("error", "control_message_ignored", {"op": getattr(message, "op", None)})
+    except AddressError as exc:  # the node checked it already: a mirror out of step
+        node.log.event("error", "control_message_failed", {"error": str(exc)})
+
+
+async def _follow(node: RunningNode, reader: asyncio.StreamReader, codec: ControlCodec,
+                  pending: list[object]) -> None:
+    """Apply the control messages that came with ``start``, then every later one until stdin closes."""
+    for message in pending:
+        apply(node, message)
+    while data := await reader.read(65536):
+        try:
+            messages = codec.feed(data)
+        except ControlError as exc:
+            node.log.event("error", "control_channel_broken", {"error": str(exc)})
+            return
+        for message in messages:
+            apply(node, message)
+
+
+async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> int:
+    """Run one worker: ``reader`` delivers the control stream, ``send`` writes answers."""
+    codec = ControlCodec()
+    pending = await _read_start(reader, codec)
+    if not pending:
+        return 0  # the node went away before starting us
     start, rest = pending[0], pending[1:]
     if not isinstance(start, Start):
-        send(codec.encode(Failed(reason=f"expected a start message, got {start.op!r}")))
+        send(codec.encode(Failed(reason=f"expected a start message, got {getattr(start, 'op', None)!r}")))
         return 2
     try:
         config = NodeConfig.model_validate(worker_config(start.config, start.index, start.ports))
@@ -78,35 +118,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
     with contextlib.suppress(NotImplementedError):
         loop.add_signal_handler(signal.SIGTERM, stop.set)
     send(codec.encode(Ready(amqps_port=node.amqps_port, amqp_port=node.amqp_port, admin_port=node.admin_port)))
-
-    def apply(message: object) -> None:
-        try:
-            if isinstance(message, PutTarget):
-                node.addresses.put_target(message.spec)
-            elif isinstance(message, PutSource):
-                node.addresses.put_source(message.spec)
-            elif isinstance(message, Remove):
-                node.addresses.remove(message.address)
-            elif isinstance(message, LogChange):
-                node.log.update(message.settings)
-            else:
-                node.log.event("error", "control_message_ignored", {"op": getattr(message, "op", None)})
-        except AddressError as exc:  # the node checked it already: a mirror out of step
-            node.log.event("error", "control_message_failed", {"error": str(exc)})
-
-    async def read_control() -> None:
-        for message in rest:
-            apply(message)
-        while data := await reader.read(65536):
-            try:
-                messages = codec.feed(data)
-            except ControlError as exc:
-                node.log.event("error", "control_channel_broken", {"error": str(exc)})
-                return
-            for message in messages:
-                apply(message)
-
-    control = loop.create_task(read_control())
+    control = loop.create_task(_follow(node, reader, codec, rest))
     stopped = loop.create_task(stop.wait())
     try:
         await asyncio.wait({control, stopped}, return_when=asyncio.FIRST_COMPLETED)

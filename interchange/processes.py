@@ -1,6 +1,6 @@
 """The node's extra broker processes (1..N-1 of ``broker.processes``), run from the node process.
 
-Each is ``python -m interchange.broker.worker``, fed over its stdin (:mod:`interchange.broker.control`)
+Each is ``python -m interchange.worker``, fed over its stdin (:mod:`interchange.broker.control`)
 with the node config, then a snapshot of the node's :class:`AddressBook` and every later change
 (from config or the II), and the log settings when an operator switches them. The node process
 stays the one place addresses are decided; the workers only mirror them.
@@ -20,6 +20,7 @@ from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         Remove, Start)
 from interchange.message_log import JsonLog
+from interchange.timing import backoff_s
 
 __all__ = ["BrokerProcesses", "WorkerStartError"]
 
@@ -46,7 +47,7 @@ class _Worker:
     async def spawn(cls, start: Start, timeout_s: float) -> tuple["_Worker", Ready]:
         """Start a worker with ``start`` and wait until it listens."""
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "interchange.broker.worker",
+            sys.executable, "-m", "interchange.worker",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         worker = cls(start.index, process)
         worker.send(start)
@@ -59,10 +60,10 @@ class _Worker:
             raise
         return worker, ready
 
-    def send(self, message: object) -> None:
+    def send(self, message: Start | PutTarget | PutSource | Remove | LogChange) -> None:
         stdin = self.process.stdin
         if stdin is not None and not stdin.is_closing():
-            stdin.write(self.codec.encode(message))  # type: ignore[arg-type]
+            stdin.write(self.codec.encode(message))
 
     async def _wait_ready(self) -> Ready:
         stdout = self.process.stdout
@@ -166,13 +167,13 @@ class BrokerProcesses:
         else:
             self._broadcast(PutSource(spec=spec))
 
-    def _broadcast(self, message: object) -> None:
+    def _broadcast(self, message: PutTarget | PutSource | Remove | LogChange) -> None:
         for worker in self._workers.values():
             worker.send(message)
 
     async def _supervise(self, index: int) -> None:
         """Restart worker ``index`` whenever it exits while the node runs, on the ports it had."""
-        delay = RESTART_MIN_S
+        failures = 0  # exits and failed restarts since it last ran for STABLE_S
         loop = asyncio.get_running_loop()
         while not self._closing:
             worker = self._workers.get(index)
@@ -183,11 +184,13 @@ class BrokerProcesses:
                     return
                 del self._workers[index]
                 if loop.time() - since > STABLE_S:
-                    delay = RESTART_MIN_S
+                    failures = 0
+            failures += 1
+            delay = backoff_s(failures, RESTART_MIN_S, RESTART_MAX_S)
+            if worker is not None:
                 self._log.event("error", "broker_process_exited",
                                 {"process": index, "status": code, "restart_in_s": delay})
             await asyncio.sleep(delay)
-            delay = min(delay * 2, RESTART_MAX_S)
             try:
                 worker, ready = await _Worker.spawn(self._start_message(index, self._ready[index]), START_TIMEOUT_S)
             except (WorkerStartError, OSError) as exc:
