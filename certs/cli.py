@@ -2,14 +2,12 @@
 
 Every subcommand takes ``--dir PKI_DIR`` (also accepted before the subcommand; default ``./pki``,
 ``demo-data/pki`` for ``demo``). Refusals (missing PKI, unknown serial, invalid CN, more than
-365 days for a leaf) are raised as CliError: one line, exit status 2.
+365 days for a leaf) are raised as :class:`~certs.errors.PkiError`: one line, exit status 2.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from interchange.errors import CliError
 
 from certs.builders import MAX_LEAF_VALIDITY
 from certs.errors import PkiError
@@ -93,18 +91,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _key_spec(args: argparse.Namespace) -> KeySpec:
     if args.key_type == "rsa" and args.rsa_bits < MIN_RSA_BITS:
-        raise CliError(f"--rsa-bits must be at least {MIN_RSA_BITS} (got {args.rsa_bits})")
-    return KeySpec(args.key_type, args.rsa_bits)  # PkiError (-> CliError) above 8192
+        raise PkiError(f"--rsa-bits must be at least {MIN_RSA_BITS} (got {args.rsa_bits})")
+    return KeySpec(args.key_type, args.rsa_bits)  # PkiError above 8192
 
 
 def _leaf_days(days: int) -> int:
     if days > MAX_LEAF_VALIDITY.days:
-        raise CliError(
+        raise PkiError(
             f"--days {days} refused: client and server certificates are valid for at most "
             f"{MAX_LEAF_VALIDITY.days} days (IP_051)"
         )
     if days < 1:
-        raise CliError(f"--days must be at least 1 (got {days})")
+        raise PkiError(f"--days must be at least 1 (got {days})")
     return days
 
 
@@ -117,17 +115,15 @@ def _describe(identity: IssuedIdentity) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch ``interchange pki SUBCOMMAND``; PkiError becomes CliError."""
+    """Dispatch ``interchange pki SUBCOMMAND``; an OSError becomes a PkiError naming the file."""
     command: str = args.pki_command
     directory = Path(getattr(args, "dir", DEMO_DIR if command == "demo" else DEFAULT_DIR))
     pki = Pki(directory)
     try:
         return _COMMANDS[command](pki, args)
-    except PkiError as exc:
-        raise CliError(str(exc)) from None
     except OSError as exc:  # e.g. permission denied while writing into the PKI directory
         where = f": {exc.filename}" if exc.filename else ""
-        raise CliError(f"{exc.strerror or exc}{where}") from None
+        raise PkiError(f"{exc.strerror or exc}{where}") from None
 
 
 def _init_root(pki: Pki, args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 Each package that offers commands exposes ``register(subparsers)``, which adds
 its subparser and sets ``handler=<callable(args) -> int>`` as a default. Errors
-meant for the user are raised as :class:`CliError` and printed without a traceback.
+meant for the user are raised as :class:`CliError` (or the user-facing error of a lower package,
+:data:`USER_ERRORS`) and printed as one line without a traceback.
 """
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from certs.errors import PkiError
 from interchange.errors import CliError
+from quadtree.errors import QuadtreeUsageError
+
+#: Errors written for the user: printed as one line, exit status 2 (the packages below the node
+#: runtime have their own, so that they never import it).
+USER_ERRORS = (CliError, PkiError, QuadtreeUsageError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except CliError as exc:
+    except USER_ERRORS as exc:
         print(f"interchange {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

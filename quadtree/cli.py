@@ -14,8 +14,8 @@ import math
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from interchange.errors import CliError
 from quadtree.cover import cover_circle
+from quadtree.errors import QuadtreeUsageError
 from quadtree.property import format_property
 from quadtree.selector import selector_for_tiles
 from quadtree.tiles import from_latlon
@@ -56,7 +56,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _one_line_error(parser: argparse.ArgumentParser) -> Callable[[str], NoReturn]:
-    """Usage errors as one line (like CliError), exit status 2, no traceback."""
+    """Usage errors as one line (like QuadtreeUsageError), exit status 2, no traceback."""
 
     def error(message: str) -> NoReturn:
         parser.exit(2, f"{parser.prog}: error: {message} (see --help)\n")
@@ -68,9 +68,9 @@ def _number(name: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise CliError(f"{name} must be a number, got {text!r}") from None
+        raise QuadtreeUsageError(f"{name} must be a number, got {text!r}") from None
     if not math.isfinite(value):
-        raise CliError(f"{name} must be a finite number, got {text!r}")
+        raise QuadtreeUsageError(f"{name} must be a finite number, got {text!r}")
     return value
 
 
@@ -80,25 +80,25 @@ def _zoom(text: str | None, default: int) -> int:
     try:
         return int(text)
     except ValueError:
-        raise CliError(f"--zoom must be an integer, got {text!r}") from None
+        raise QuadtreeUsageError(f"--zoom must be an integer, got {text!r}") from None
 
 
 def _tiles(args: argparse.Namespace) -> list[str]:
     if args.circle is not None:
         if args.lat is not None:
-            raise CliError("give either LAT LON or --circle LAT LON RADIUS_M, not both")
+            raise QuadtreeUsageError("give either LAT LON or --circle LAT LON RADIUS_M, not both")
         lat, lon, radius = (
             _number(name, text) for name, text in zip(("latitude", "longitude", "radius"), args.circle)
         )
         return cover_circle(lat, lon, radius, _zoom(args.zoom, CIRCLE_ZOOM))
     if args.lat is None or args.lon is None:
-        raise CliError("give a position LAT LON or --circle LAT LON RADIUS_M")
+        raise QuadtreeUsageError("give a position LAT LON or --circle LAT LON RADIUS_M")
     lat, lon = _number("latitude", args.lat), _number("longitude", args.lon)
     return [from_latlon(lat, lon, _zoom(args.zoom, POINT_ZOOM))]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the tiles, property or selector; library ValueErrors become CliErrors."""
+    """Print the tiles, property or selector; library ValueErrors become QuadtreeUsageErrors."""
     try:
         tiles = _tiles(args)
         if args.property:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             lines = tiles
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise QuadtreeUsageError(str(exc)) from None
     for line in lines:
         print(line)
     return 0
