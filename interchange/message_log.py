@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import queue
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from interchange import logformat
 from interchange.broker.message import BrokerMessage
+from interchange.timing import now_ms
 
 
 class LogSettings(BaseModel):
@@ -28,10 +28,6 @@ class LogSettings(BaseModel):
     level: logformat.Level = "info"
     properties: bool = False
     payload: bool = False
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class JsonLog:
@@ -76,7 +72,7 @@ class JsonLog:
         self._queue.put(logging.makeLogRecord({"msg": logformat.dumps(record), "levelno": logging.INFO}))
 
     def _base(self, level: str, event: str) -> dict:
-        now = _now_ms()
+        now = now_ms()
         return {"schemaVersion": logformat.SCHEMA_VERSION, "timestamp": logformat.iso_ms(now), "timestampMs": now,
                 "level": level, "event": event, "node": self.node, "process": self.process}
 

@@ -18,10 +18,7 @@ from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
 from interchange.broker.routing_index import RoutingIndex
 from interchange.broker.source import Source
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+from interchange.timing import now_ms
 
 
 class Publication:
@@ -45,7 +42,7 @@ class BrokerCore:
         addresses: AddressBook,
         admission: Admission,
         observer: BrokerObserver | None = None,
-        clock_ms: Callable[[], int] = _now_ms,
+        clock_ms: Callable[[], int] = now_ms,
         placement: Placement = Placement(),
     ) -> None:
         self.addresses = addresses

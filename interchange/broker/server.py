@@ -23,6 +23,7 @@ from interchange.broker.message import BrokerMessage
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
 from interchange.broker.tls_stream import TlsSession
+from interchange.timing import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -268,10 +269,10 @@ class BrokerServer:
     async def _housekeep(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
-            now_ms = time.time_ns() // 1_000_000
+            now = now_ms()
             self.core.expire()
             for connection in list(self.connections):
-                connection.tick(now_ms)
+                connection.tick(now)
 
     def connection_opened(self, connection: AmqpConnection) -> None:
         self.connections.add(connection)
