@@ -10,7 +10,7 @@ import pytest
 from ii_harness import Consumer, Https, node_config, publish, start, wait_for
 from prometheus_client import generate_latest
 from proton import Message
-from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim
+from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, up
 
 from certs import TestPki
 from interchange.bridges.tlex.codec import Payload
@@ -138,11 +138,11 @@ async def test_bridge_survives_reconnect_and_restarts_idempotently(sim: Sim, pki
     try:
         assert node.tlex is not None and node.tlex.supervisor is not None
         supervisor = node.tlex.supervisor
-        await wait_for(lambda: supervisor.stats.connected, "the bridge's stream")
-        sim.service.reconnect()
-        await wait_for(lambda: supervisor.stats.sessions == 2 and supervisor.stats.connected, "a new session")
-        sim.service.say_bye("maintenance")
-        await wait_for(lambda: supervisor.stats.sessions == 3 and supervisor.stats.connected, "another session")
+        await wait_for(lambda: up(sim, supervisor, 1), "the bridge's stream")
+        assert sim.service.reconnect() == 1
+        await wait_for(lambda: up(sim, supervisor, 2), "a new session")
+        assert sim.service.say_bye("maintenance") == 1
+        await wait_for(lambda: up(sim, supervisor, 3), "another session")
         assert supervisor.stats.closes == {"reconnect": 1, "bye": 1}
     finally:
         await node.close()

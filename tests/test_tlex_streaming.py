@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually
+from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually, up
 
 from interchange.bridges.tlex.codec import (
     MONITOR_PAYLOAD,
@@ -107,6 +107,7 @@ async def test_token_is_single_use(sim: Sim) -> None:
     reader2, writer2 = await raw_connect(sim, session)
     writer2.write(b"\x01" + encode(Token(session.token)))
     assert await read_all(reader2) == [Bye("session token already used")]
+    await eventually(lambda: any(c.close.cause is CloseCause.REFUSED for c in sim.service.closes))
     writer.write(encode(Bye("done")))
     await read_all(reader)
     reader3, writer3 = await raw_connect(sim, session)  # the session ended with its connection
@@ -159,11 +160,11 @@ async def test_supervisor_reconnects_after_reconnect_bye_and_drop(sim: Sim) -> N
                                        backoff=Backoff(0.05, 0.2))
         task = asyncio.create_task(supervisor.run())
         try:
-            await eventually(lambda: supervisor.stats.connected)
+            await eventually(lambda: up(sim, supervisor, 1))
             assert sim.service.reconnect() == 1
-            await eventually(lambda: supervisor.stats.sessions == 2 and supervisor.stats.connected)
+            await eventually(lambda: up(sim, supervisor, 2))
             assert sim.service.say_bye("maintenance") == 1
-            await eventually(lambda: supervisor.stats.sessions == 3 and supervisor.stats.connected)
+            await eventually(lambda: up(sim, supervisor, 3))
             await asyncio.sleep(2.0)  # longer than the keep-alive timeout: our KeepAlives keep it up
             assert supervisor.stats.sessions == 3 and supervisor.stats.connected
             assert supervisor.stream is not None and supervisor.stream.clock_diff_ms is not None  # timestamps answered
@@ -215,3 +216,23 @@ def _tls13_only(sim: Sim) -> ssl.SSLContext:
     context.maximum_version = ssl.TLSVersion.TLSv1_3
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     return context
+
+
+async def test_supervisor_handles_framing_error_and_hung_service(sim: Sim) -> None:
+    async with sim.api(sim.broker) as api:
+        supervisor = SessionSupervisor(api, session_request(DOMAIN, "broker", list(TLCS)), stream_ssl=sim.stream_ssl(),
+                                       on_payload=lambda p: None, server_hostname=SIM_HOST, backoff=Backoff(0.05, 0.2))
+        task = asyncio.create_task(supervisor.run())
+        try:
+            await eventually(lambda: up(sim, supervisor, 1))
+            assert sim.service.inject(b"\xab\xcd\x00\x01\x00") == 1  # out of sync: the client drops the connection
+            await eventually(lambda: up(sim, supervisor, 2))
+            loop = asyncio.get_running_loop()
+            muted_at = loop.time()
+            assert sim.service.mute() == 1  # the service sends nothing more: the keep-alive timeout (1.5 s) acts
+            await eventually(lambda: up(sim, supervisor, 3), timeout=8)
+            assert loop.time() - muted_at >= 1.4
+            assert supervisor.stats.closes == {"framing": 1, "keepalive": 1}
+        finally:
+            task.cancel()
+

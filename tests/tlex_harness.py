@@ -16,6 +16,7 @@ from certs.tls import streaming_client_context, streaming_server_context, web_cl
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Account, Limits, ServiceRegistry
 from interchange.bridges.tlex.simulator import StreamingServiceSimulator
+from interchange.bridges.tlex.stream import SessionSupervisor
 
 SIM_HOST = "tlex-sim.test"
 DOMAIN = "test"
@@ -75,3 +76,9 @@ async def eventually(check: Callable[[], bool], timeout: float = 5.0, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+def up(sim: Sim, supervisor: SessionSupervisor, sessions: int) -> bool:
+    """The supervisor's ``sessions``-th session is streaming and the service has authenticated it."""
+    return (supervisor.stats.sessions == sessions and supervisor.stats.connected and supervisor.session is not None
+            and supervisor.session.token in sim.service.connections)

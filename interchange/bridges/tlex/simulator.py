@@ -10,7 +10,9 @@
   :class:`~.service.ServiceRegistry` (single use, listener expiry, security mode) and accepted
   payloads routed by it.
 - Operator hooks for tests and demos: :meth:`StreamingServiceSimulator.reconnect` (send Reconnect),
-  :meth:`StreamingServiceSimulator.say_bye`, and :attr:`closes`, the record of how connections ended.
+  :meth:`StreamingServiceSimulator.say_bye`, :meth:`StreamingServiceSimulator.inject` (raw bytes,
+  e.g. a broken frame), :meth:`StreamingServiceSimulator.mute` (a hung service), and
+  :attr:`closes`, the record of how connections ended.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from pydantic import ValidationError
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.models import RequestDetails, SessionRequest, dump
 from interchange.bridges.tlex.service import Account, Limits, Refusal, ServiceRegistry
-from interchange.bridges.tlex.session import Action, Authenticate, Close, Deliver, ServiceStream, SessionClosed
+from interchange.bridges.tlex.session import Action, Authenticate, Close, Deliver, Send, ServiceStream, SessionClosed
 from interchange.bridges.tlex.stream import Pump, read_now
 
 API_PREFIX = "/api/v1"
@@ -49,6 +51,7 @@ class _Connection:
     stream: ServiceStream
     pump: Pump | None = None
     token: str | None = None
+    muted: bool = False  #: operator hook: the service stops sending on this connection (a hung node)
 
 
 @dataclass
@@ -130,7 +133,8 @@ class StreamingServiceSimulator:
         self.stats.connections += 1
         connection = _Connection(ServiceStream(self.registry.limits.keepalive_timeout, read_now()))
         connection.pump = Pump(connection.stream, reader, writer,
-                               lambda action: self._on_action(connection, security_mode, action))
+                               lambda action: self._on_action(connection, security_mode, action),
+                               muted=lambda: connection.muted)
         try:
             close = await connection.pump.run([])
         finally:
@@ -172,6 +176,17 @@ class StreamingServiceSimulator:
     def say_bye(self, reason: str, token: str | None = None) -> int:
         """Send Bye and close one connection (or all)."""
         return self._each(token, lambda c: c.stream.close(reason, read_now()))
+
+    def inject(self, data: bytes, token: str | None = None) -> int:
+        """Write raw bytes on one connection (or all), e.g. a broken frame to test the client."""
+        return self._each(token, lambda c: [Send(data)])
+
+    def mute(self, token: str | None = None) -> int:
+        """Stop sending anything on one connection (or all): the client's keep-alive timeout must act."""
+        chosen = [c for t, c in self.connections.items() if token is None or t == token]
+        for connection in chosen:
+            connection.muted = True
+        return len(chosen)
 
     def _each(self, token: str | None, actions: Callable[[_Connection], list[Action]]) -> int:
         chosen = [c for t, c in self.connections.items() if token is None or t == token]

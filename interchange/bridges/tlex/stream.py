@@ -63,8 +63,9 @@ class Pump:
     """One stream machine over one asyncio connection."""
 
     def __init__(self, machine: StreamMachine, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 handler: Handler) -> None:
+                 handler: Handler, muted: Callable[[], bool] = lambda: False) -> None:
         self.machine, self._reader, self._writer, self._handler = machine, reader, writer, handler
+        self._muted = muted  #: the simulator's "hung service": nothing is written while it says so
         self.closed: Close | None = None
 
     def execute(self, actions: list[Action]) -> None:
@@ -75,8 +76,10 @@ class Pump:
             match action:
                 case AnswerTimestamps():
                     self._writer.write(action.frame(read_now().utc_ms))  # t2 as late as possible
-                case Send(data=data):
+                case Send(data=data) if not self._muted():
                     self._writer.write(data)
+                case Send():
+                    pass
                 case Close():
                     self.closed = action
                     self._writer.close()
