@@ -14,7 +14,7 @@ evaluated on every message), or any AMQP 1.0 broker given with ``--peer amqps://
 ``--peer amqp://host:port``. A peer has topic semantics: the producer publishes to
 ``--peer-target`` and each subscription is a consumer link on ``--peer-source`` carrying its
 selector as a link filter (see benchmarks/README.md for what e.g. ActiveMQ needs). ``--peer rabbitmq``
-starts a private RabbitMQ node (benchmarks/peers/rabbitmq.py, AMQP 1.0 plugin, TLS 1.3 + SASL
+starts a private RabbitMQ node (interchange/testing/rabbitmq.py, AMQP 1.0 plugin, TLS 1.3 + SASL
 EXTERNAL): "1 (all)" is one queue with one consumer; RabbitMQ has no selectors, so the subscriptions
 become InterCor IF2-style topic routing instead (the producer sets an IF2 routing key as subject,
 each subscription is a queue bound to amq.topic with the binding key of its selector) — reported
@@ -277,10 +277,9 @@ class Workspace:
         return Broker("baseline", f"amqps://127.0.0.1:{port}", "bench", proc, proc.pid)
 
     def start_rabbitmq(self):
-        """A private RabbitMQ node (benchmarks/peers/rabbitmq.py): TLS 1.3 with the broker identity of
+        """A private RabbitMQ node (interchange/testing/rabbitmq.py): TLS 1.3 with the broker identity of
         the test PKI, SASL EXTERNAL for the generator's certificate (CONSUMER_CN)."""
-        sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-        import rabbitmq
+        from interchange.testing import rabbitmq
 
         rabbitmq.ensure_installed()
         identity = self.pki.identity(BROKER_CN)
@@ -644,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
     parser.add_argument("--peer", default="baseline",
                         help="'baseline' (benchmarks/baseline_broker.py), 'rabbitmq' (a private RabbitMQ node, "
-                             "benchmarks/peers/rabbitmq.py), 'none', or an amqp(s)://host:port URL")
+                             "interchange/testing/rabbitmq.py), 'none', or an amqp(s)://host:port URL")
     parser.add_argument("--distinct", choices=("matrix", "none", "all"), default="matrix",
                         help="all-distinct application properties: 'matrix' (default) runs each matrix case "
                              "against ours with repeated and with distinct properties (the peer: distinct); "
@@ -679,8 +678,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rabbit = None  # --peer rabbitmq: a private node per subscription count (stopped before ours runs again)
     if args.peer == "rabbitmq":
-        sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-        import rabbitmq
+        from interchange.testing import rabbitmq
 
         rabbitmq.ensure_installed()  # before the long runs: apt-get install if missing
 

@@ -1,7 +1,8 @@
-"""A private RabbitMQ instance as a benchmark peer (a script helper, not a test).
+"""A private RabbitMQ instance for the tests and the benchmarks (not part of a node): the benchmarks'
+AMQP 1.0 peer, and the IF2 broker of the IF2 bridge's tests and benchmark.
 
-RabbitMQ speaks AMQP 1.0 through its ``rabbitmq_amqp1_0`` plugin (Debian 12: rabbitmq-server 3.10.8,
-Erlang/OTP 25). This module
+RabbitMQ speaks AMQP 0-9-1 natively (IF2) and AMQP 1.0 through its ``rabbitmq_amqp1_0`` plugin
+(Debian 12: rabbitmq-server 3.10.8, Erlang/OTP 25). This module
 
 - installs ``rabbitmq-server`` with apt-get if it is missing, and if the package's own service was
   started by the installation, stops and disables it (the system instance is never used);
@@ -10,8 +11,9 @@ Erlang/OTP 25). This module
   127.0.0.1 (AMQP/TLS, the Erlang distribution port and epmd, each on a free port);
 - enables ``rabbitmq_amqp1_0`` and ``rabbitmq_auth_mechanism_ssl``, and with a PKI configures TLS 1.3
   only (``verify_peer``, ``fail_if_no_peer_cert``) and SASL EXTERNAL with the user taken from the
-  client certificate's CN (that user is created as the default user); without one: plain AMQP on
-  loopback, SASL ANONYMOUS (mapped to the default user ``guest``);
+  client certificate's CN (that user is created as the default user; ``users`` adds more, each
+  allowed everything on the default virtual host, through a definitions file); without one: plain
+  AMQP on loopback, SASL ANONYMOUS (mapped to the default user ``guest``);
 - waits (bounded) until the node reports startup complete and the port accepts connections;
 - stops it with SIGTERM (RabbitMQ shuts down cleanly), SIGKILL after a bounded wait, then its epmd,
   so no process is left behind.
@@ -20,10 +22,13 @@ The broker's CPU time is that of the ``beam.smp`` process (all its threads): ``R
 
 By hand (prints the URL and waits until Ctrl-C):
 
-    .venv/bin/python benchmarks/peers/rabbitmq.py [--pki DIR --cn broker.interchange.test --user actor-2]
+    .venv/bin/python -m interchange.testing.rabbitmq [--pki DIR --cn broker.interchange.test --user actor-2]
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -81,9 +86,11 @@ class RabbitMQ:
     """One private RabbitMQ node. ``url`` is ``amqps://127.0.0.1:PORT`` (TLS) or ``amqp://...``."""
 
     def __init__(self, workdir: Path | None = None, pki_files: dict[str, Path] | None = None,
-                 user: str = "guest", log=print) -> None:
+                 user: str = "guest", log=print, users: tuple[str, ...] = ()) -> None:
         """pki_files: ``chain`` (server leaf + intermediates), ``key``, ``trust`` (CA bundle), or None
-        for plain AMQP. ``user``: the client certificate's CN (SASL EXTERNAL) that must exist."""
+        for plain AMQP. ``user``: the client certificate's CN (SASL EXTERNAL) that must exist;
+        ``users``: more of them."""
+        self.users = (user, *[u for u in users if u != user])
         self.own_dir = workdir is None
         self.dir = Path(tempfile.mkdtemp(prefix="bench-rabbitmq-")) if workdir is None else workdir
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -137,6 +144,10 @@ class RabbitMQ:
                 "auth_mechanisms.2 = PLAIN",
                 f"amqp1_0.default_user = {self.user}",
             ]
+        if len(self.users) > 1:
+            definitions = d / "definitions.json"
+            definitions.write_text(json.dumps(_definitions(self.users)))
+            lines.append(f"load_definitions = {definitions}")
         conf = d / "rabbitmq.conf"
         conf.write_text("\n".join(lines) + "\n")
         (d / "enabled_plugins").write_text("[" + ",".join(PLUGINS) + "].\n")
@@ -238,6 +249,22 @@ class RabbitMQ:
 
 
 # ------------------------------------------------------------------ helpers
+def _password_hash(password: str) -> str:
+    """RabbitMQ's rabbit_password_hashing_sha256: base64(salt + sha256(salt + password))."""
+    salt = secrets.token_bytes(4)
+    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode()
+
+
+def _definitions(users: tuple[str, ...]) -> dict:
+    """Users (their passwords random and never used: EXTERNAL) with every permission on ``/``."""
+    return {
+        "vhosts": [{"name": "/"}],
+        "users": [{"name": u, "password_hash": _password_hash(secrets.token_hex(16)),
+                   "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ""} for u in users],
+        "permissions": [{"user": u, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"} for u in users],
+    }
+
+
 def _tail(path: Path, n: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
@@ -249,7 +276,7 @@ def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args[0]} exited ({proc.returncode}) before listening on {port}")
+            raise RuntimeError(f"process {proc.args!r} exited ({proc.returncode}) before listening on {port}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1.0):
                 return
