@@ -133,13 +133,29 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
     return context
 
 
-def client_context(files: TlsFiles, check_hostname: bool = True) -> ssl.SSLContext:
+class _ServerNameContext(ssl.SSLContext):
+    """A client context that verifies one configured server name whatever host a library connects
+    to (for clients that cannot be given ``server_hostname``, e.g. aiormq for the IF2 bridge)."""
+
+    server_name: str
+
+    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, server_side: bool = False,
+                 server_hostname: str | bytes | None = None, session: ssl.SSLSession | None = None) -> ssl.SSLObject:
+        return super().wrap_bio(incoming, outgoing, server_side, self.server_name, session)
+
+
+def client_context(files: TlsFiles, check_hostname: bool = True, server_name: str | None = None) -> ssl.SSLContext:
     """TLS 1.3 client side (actor -> interchange, interchange -> interchange).
 
     With ``check_hostname`` the server's certificate must name the host connected to
-    (``server_hostname``), i.e. the SRV target (IP_125).
+    (``server_hostname``), i.e. the SRV target (IP_125); with ``server_name`` it must name that.
     """
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if server_name is not None:
+        named = _ServerNameContext(ssl.PROTOCOL_TLS_CLIENT)
+        named.server_name = server_name
+        context: ssl.SSLContext = named
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = check_hostname
     return _configure(context, files)
 

@@ -1,5 +1,6 @@
 """The node's own AMQP 1.0 client: receiver links to another interchange's sources (federation),
-and sender links for the node's bridges, which publish into a broker as local C-ITS actors.
+and sender links for the node's bridges, which publish into a broker as local C-ITS actors (with a
+callback per outcome if wanted), and receivers settled later (after the bridge passed the message on).
 
 :class:`ClientEngine` is sans-I/O (bytes in, bytes out, callbacks for messages); proton's engine
 does the framing in client mode and the node runs SASL EXTERNAL itself (its identity is its TLS
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cproton
@@ -26,6 +27,18 @@ log = logging.getLogger(__name__)
 
 #: on_message(raw bytes) -> None to accept, or an error description to reject.
 MessageCallback = Callable[[bytes], "str | None"]
+#: on_message(raw bytes, delivery) for a receiver that settles later with :meth:`ClientEngine.settle`.
+DeferredCallback = Callable[[bytes, Any], None]
+#: settle(..., outcome): None accepts, RELEASE gives the message back to the source, text rejects.
+RELEASE = "released"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The peer's answer to a sent message: accepted, or why not (a rejection, released, lost)."""
+
+    accepted: bool
+    error: str | None = None
 
 
 @dataclass
@@ -41,6 +54,8 @@ class ReceiverState:
     closed: bool = False
     error: str | None = None
     received: int = 0
+    deferred: DeferredCallback | None = None  #: set: settled later by :meth:`ClientEngine.settle`
+    unsettled: set[Any] = field(default_factory=set)
 
 
 @dataclass
@@ -56,6 +71,8 @@ class SenderState:
     accepted: int = 0
     rejected: int = 0
     last_rejection: str | None = None
+    #: outcome callbacks of deliveries sent with one (:meth:`ClientEngine.send`)
+    pending: dict[Any, Callable[[Outcome], None]] = field(default_factory=dict)
 
     @property
     def credit(self) -> int:
@@ -77,6 +94,7 @@ class ClientEngine:
         lib.pn_session_open(self._session)
         self._receivers: dict[Any, ReceiverState] = {}
         self._senders: dict[Any, SenderState] = {}
+        self.flowed = False  #: a link got credit since the flag was cleared
         self.remote_error: str | None = None
         self.closed = False
         self._names = 0
@@ -110,15 +128,56 @@ class ClientEngine:
         self._senders[link] = state
         return state
 
-    def send(self, state: SenderState, message: bytes) -> bool:
-        """Send one encoded AMQP message (unsettled; the broker's outcome is counted). False without credit."""
-        if state.credit <= 0:
+    def send(self, state: SenderState, message: bytes, on_outcome: Callable[[Outcome], None] | None = None) -> bool:
+        """Send one encoded AMQP message (unsettled; the broker's outcome is counted and, with
+        ``on_outcome``, reported: also when the link or connection goes first). False without credit."""
+        if self.closed or state.credit <= 0:
             return False
         state.sent += 1
-        cproton.pn_delivery(state.link, b"%d" % state.sent)
+        delivery = cproton.pn_delivery(state.link, b"%d" % state.sent)
         cproton.pn_link_send(state.link, message)
         lib.pn_link_advance(state.link)
+        if on_outcome is not None:
+            state.pending[delivery] = on_outcome
         return True
+
+    def settle(self, state: ReceiverState, delivery: Any, outcome: str | None) -> None:
+        """Settle a deferred delivery: None accepts, :data:`RELEASE` releases, text rejects. A delivery of
+        a closed connection or link is gone (the source keeps unsettled messages for the next link)."""
+        if self.closed or state.closed or delivery not in state.unsettled:
+            return
+        state.unsettled.discard(delivery)
+        if outcome is None:
+            lib.pn_delivery_update(delivery, lib.PN_ACCEPTED)
+        elif outcome == RELEASE:
+            lib.pn_delivery_update(delivery, lib.PN_RELEASED)
+        else:
+            cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
+            cproton.pn_condition_set_name(cond, "amqp:invalid-field")
+            cproton.pn_condition_set_description(cond, outcome)
+            lib.pn_delivery_update(delivery, lib.PN_REJECTED)
+        lib.pn_delivery_settle(delivery)
+        self._top_up(state)
+
+    def _top_up(self, state: ReceiverState) -> None:
+        """Credit back to the window; a deferred receiver counts what it has not settled yet."""
+        credit = lib.pn_link_credit(state.link) + len(state.unsettled)
+        if credit < state.credit // 2:
+            lib.pn_link_flow(state.link, state.credit - credit)
+
+    def lost(self, why: str) -> None:
+        """The transport is gone: every link closed, every message in flight without an outcome."""
+        self.closed = True
+        for link_state in self._links():
+            link_state.closed = True
+        for sender in self._senders.values():
+            self._fail_pending(sender, self.remote_error or why)
+
+    @staticmethod
+    def _fail_pending(state: SenderState, why: str) -> None:
+        pending, state.pending = state.pending, {}
+        for on_outcome in pending.values():
+            on_outcome(Outcome(False, f"not settled: {why}"))
 
     def receive(self, data: bytes) -> None:
         self._proton.push(data, self._process)
@@ -157,6 +216,8 @@ class ClientEngine:
             etype = lib.pn_event_type(event)
             if etype == lib.PN_DELIVERY:
                 self._on_delivery(lib.pn_event_delivery(event))
+            elif etype == lib.PN_LINK_FLOW:
+                self.flowed = True
             elif etype == lib.PN_LINK_REMOTE_OPEN:
                 state = self._receivers.get(lib.pn_event_link(event)) or self._senders.get(lib.pn_event_link(event))
                 if state is not None:
@@ -171,6 +232,8 @@ class ClientEngine:
                         state.error = (f"{cproton.pn_condition_get_name(cond)}: "
                                        f"{cproton.pn_condition_get_description(cond)}")
                     lib.pn_link_close(link)
+                    if isinstance(state, SenderState):
+                        self._fail_pending(state, state.error or "link detached")
             elif etype == lib.PN_CONNECTION_REMOTE_CLOSE:
                 cond = lib.pn_connection_remote_condition(self._connection)
                 if lib.pn_condition_is_set(cond):
@@ -178,24 +241,28 @@ class ClientEngine:
                                          f"{cproton.pn_condition_get_description(cond)}")
                 lib.pn_connection_close(self._connection)
             elif etype == lib.PN_TRANSPORT_CLOSED:
-                self.closed = True
-                for link_state in self._links():
-                    link_state.closed = True
+                self.lost("connection closed")
             lib.pn_collector_pop(collector)
 
     def _on_outcome(self, state: SenderState, delivery: Any) -> None:
         outcome = lib.pn_delivery_remote_state(delivery)
+        error = None
         if outcome == lib.PN_ACCEPTED:
             state.accepted += 1
         elif outcome in (lib.PN_REJECTED, lib.PN_RELEASED, lib.PN_MODIFIED):
             state.rejected += 1
             cond = lib.pn_disposition_condition(lib.pn_delivery_remote(delivery))
+            error = {lib.PN_RELEASED: "released", lib.PN_MODIFIED: "modified"}.get(outcome, "rejected")
             if lib.pn_condition_is_set(cond):
                 state.last_rejection = (f"{cproton.pn_condition_get_name(cond)}: "
                                         f"{cproton.pn_condition_get_description(cond)}")
+                error = f"{error}: {state.last_rejection}"
         else:
             return
+        on_outcome = state.pending.pop(delivery, None)
         lib.pn_delivery_settle(delivery)
+        if on_outcome is not None:
+            on_outcome(Outcome(error is None, error))
 
     def _on_delivery(self, delivery: Any) -> None:
         link = lib.pn_delivery_link(delivery)
@@ -209,8 +276,12 @@ class ClientEngine:
         size = lib.pn_delivery_pending(delivery)
         got, buf = cproton.pn_link_recv(link, size)
         lib.pn_link_advance(link)
-        error = state.on_message(bytes(buf[: max(got, 0)]))
         state.received += 1
+        if state.deferred is not None and not lib.pn_delivery_settled(delivery):
+            state.unsettled.add(delivery)
+            state.deferred(bytes(buf[: max(got, 0)]), delivery)
+            return
+        error = state.on_message(bytes(buf[: max(got, 0)]))
         if not lib.pn_delivery_settled(delivery):
             if error is None:
                 lib.pn_delivery_update(delivery, lib.PN_ACCEPTED)
@@ -235,6 +306,7 @@ class ClientConnection(asyncio.Protocol):
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.link_closed = asyncio.Event()  #: set when the peer detaches one of our links
+        self._credit = asyncio.Event()  #: set when a link got credit
         self.on_receive: Callable[[], None] | None = None  #: called after received bytes were processed (new credit)
 
     @classmethod
@@ -283,6 +355,9 @@ class ClientConnection(asyncio.Protocol):
             self.engine.receive(data)
         if not self.link_closed.is_set() and self.engine.any_link_closed():
             self.link_closed.set()
+        if self.engine.flowed:
+            self.engine.flowed = False
+            self._credit.set()
         if self.on_receive is not None:
             self.on_receive()
         self.flush()
@@ -307,6 +382,41 @@ class ClientConnection(asyncio.Protocol):
         self.flush()
         return state
 
+    def open_deferred_receiver(self, address: str, on_message: DeferredCallback, selector: str | None = None,
+                               credit: int = 500) -> ReceiverState:
+        """A receiver whose messages stay unsettled until :meth:`settle` (at most ``credit`` at a time)."""
+        state = ReceiverState(address, selector, credit, lambda raw: None, deferred=on_message)
+        self.engine.open_receiver(state)
+        self.flush()
+        return state
+
+    def settle(self, state: ReceiverState, delivery: Any, outcome: str | None = None) -> None:
+        self.engine.settle(state, delivery, outcome)
+        self.flush()
+
+    async def publish(self, state: SenderState, raw: bytes) -> Outcome:
+        """Send one encoded message when the link has credit; the peer's outcome (not accepted when the
+        link or connection went away before it answered)."""
+        answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+
+        def answered(outcome: Outcome) -> None:
+            if not answer.done():
+                answer.set_result(outcome)
+
+        while not self.engine.send(state, raw, answered):
+            if state.closed or self.lost.done() or self.engine.closed:
+                return Outcome(False, f"not sent: {state.error or 'link or connection closed'}")
+            self._credit.clear()
+            waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._credit.wait()),
+                                                  asyncio.ensure_future(asyncio.shield(self.lost))]
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+        self.flush()
+        return await answer
+
     def eof_received(self) -> bool | None:
         self.engine.receive_eof()
         return None
@@ -314,7 +424,7 @@ class ClientConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.ready.done():
             self.ready.set_exception(ConnectionError(str(exc) if exc else "connection closed during SASL"))
-        self.engine.closed = True
+        self.engine.lost(str(exc) if exc else "connection closed")
         self.engine.release()
         if not self.lost.done():
             self.lost.set_result(None)
