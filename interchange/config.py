@@ -44,6 +44,9 @@ Example (TOML)::
 
     [tlex]                       # traffic-light controllers via TLEX/UDAP; see interchange/bridges/tlex/config.py
 
+    [if2]                        # InterCor IF2 bridge; see interchange/bridges/if2/config.py
+    url = "amqps://if2.example.nl:5671/production"
+
 Relative paths are resolved against the config file's directory.
 """
 from __future__ import annotations
@@ -55,6 +58,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ii_api.config import IIConfig
+from interchange.bridges.if2.config import If2Config
 from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
@@ -130,6 +134,7 @@ class NodeConfig(BaseModel):
     admin: AdminConfig = Field(default_factory=AdminConfig)
     ii: IIConfig | None = None  # the Improved Interface; needs [tls]
     tlex: TlexBridgeConfig | None = None  # traffic lights via TLEX/UDAP; needs [tls] and [ii]
+    if2: If2Config | None = None  # the InterCor IF2 bridge (interchange/bridges/if2); needs [ii]
 
     def resolve(self, base: Path) -> "NodeConfig":
         """Make relative paths relative to ``base``."""
@@ -145,6 +150,8 @@ class NodeConfig(BaseModel):
             update["tlex"] = self.tlex.resolve(base)
         if self.log.path is not None:
             update["log"] = self.log.model_copy(update={"path": fix(self.log.path)})
+        if self.if2 is not None:
+            update["if2"] = self.if2.resolve(base)
         return self.model_copy(update=update)
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -46,6 +47,7 @@ class RunningNode:
     amqps_ports: list[int] = field(default_factory=list)
     amqp_ports: list[int] = field(default_factory=list)  #: plain AMQP (development), likewise
     tlex: TlexBridge | None = None  #: the traffic-light bridge ([tlex])
+    if2: Any = None  #: the IF2 bridge ([if2], interchange.bridges.if2.bridge.If2Bridge; aio-pika is an extra)
     metrics: CollectorRegistry | None = None  #: what the admin endpoint's /metrics shows
     _closers: list = field(default_factory=list)
 
@@ -123,6 +125,8 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
         node._closers.append(running_ii.close)
     if config.tlex is not None and main:
         await _start_tlex(node)
+    if config.if2 is not None and main:
+        await _start_if2(node)
     log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
                                        "admin_port": node.admin_port, "ii_port": node.ii_port,
                                        "process": placement.index, "amqps_ports": node.amqps_ports})
@@ -149,6 +153,32 @@ async def _start_tlex(node: RunningNode) -> None:
     node._closers.append(bridge.close)
     if node.metrics is not None:
         node.metrics.register(TlexCollector(bridge))
+
+
+async def _start_if2(node: RunningNode) -> None:
+    """The IF2 bridge, a local actor of this node (actor API over HTTPS, BI over AMQPS). Imported here:
+    aio-pika is the optional [if2] extra, needed only by nodes that run the bridge."""
+    config = node.config
+    assert config.if2 is not None
+    if config.ii is None or node.ii is None or node.ii_port is None or node.amqps_port is None:
+        await node.close()
+        raise ValueError("[if2] needs [tls] and [ii]: the bridge is a local actor of the node")
+    from interchange.bridges.if2.bridge import If2Bridge, NodeView
+
+    def local(host: str) -> str:
+        return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+    view = NodeView(config.name, local(config.broker.host), node.amqps_port,
+                    f"https://{local(config.ii.host)}:{node.ii_port}{node.ii.base}")
+    bridge = If2Bridge(config.if2, view, node.log.event)
+    try:
+        await bridge.start()
+    except BaseException:
+        await bridge.close()
+        await node.close()
+        raise
+    node.if2 = bridge
+    node._closers.append(bridge.close)
 
 
 async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:

@@ -21,11 +21,15 @@ command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local m
 command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests
 command -v node >/dev/null || need nodejs                     # rhea, the third-party AMQP client of the interop tests
 command -v npm >/dev/null || need npm
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need rabbitmq-server   # the IF2 bridge tests' RabbitMQ (a private node each run)
 
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [[ " ${missing[*]} " == *" rabbitmq-server "* ]]; then  # the tests never use the system-wide node
+    { $SUDO systemctl disable --now rabbitmq-server || $SUDO service rabbitmq-server stop; } >/dev/null 2>&1 || true
+  fi
 fi
 
 if [ ! -x .venv/bin/python ]; then
@@ -34,8 +38,8 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c | sha256sum | cut -c1-16)  # a changed C file is rebuilt
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark]' 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c 'import proton, cproton, pyspark, aiohttp, dns, cryptography, pydantic' \
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark,if2]' 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c 'import proton, cproton, pyspark, aiohttp, dns, cryptography, pydantic, aio_pika' \
     || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$stamp"

@@ -1,4 +1,5 @@
-"""Shared test fixtures: the test PKIs, the DNS server, the Spark session, the TLEX simulator.
+"""Shared test fixtures: the test PKIs, the DNS server, the Spark session, the TLEX simulator, the
+IF2 RabbitMQ.
 
 Helpers (builders, clients, harnesses) live in modules next to this file (``harness.py``,
 ``broker_harness.py``, ``ii_harness.py``, ``pki_fixtures.py``, ``dns_fixtures.py``) and are
@@ -15,6 +16,8 @@ from pyspark.sql import SparkSession
 from certs import TestPki, create_test_pki
 from dns_fixtures import DnsmasqServer, find_dnsmasq
 from harness import make_pki
+from if2_harness import BACKOFFICE, BRIDGE, IF2_ACTORS, IF2_NODE, RABBITMQ_CN
+from interchange.testing import rabbitmq
 from pki_fixtures import ACTOR, SERVER, build_main_pki
 from spark.session import build_session
 from tlex_harness import Sim, make_sim_pki, start_sim
@@ -81,3 +84,28 @@ async def sim(sim_pki: TestPki) -> AsyncIterator[Sim]:
         yield running
     finally:
         await running.service.close()
+
+
+# ------------------------------------------------------------------------------ IF2 (RabbitMQ)
+@pytest.fixture(scope="session")
+def if2_pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
+    """The IF2 bridge tests' PKI: the node, the RabbitMQ broker, the bridge, a back-office, a C-ITS actor."""
+    return create_test_pki(tmp_path_factory.mktemp("pki-if2"), [IF2_NODE, RABBITMQ_CN], list(IF2_ACTORS))
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_if2(if2_pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[rabbitmq.RabbitMQ]:
+    """One private RabbitMQ (Debian's rabbitmq-server, installed by scripts/setup.sh) for the whole run:
+    TLS 1.3 on a loopback port, SASL EXTERNAL for the bridge and the back-office. A test that restarts
+    it leaves it running."""
+    if not rabbitmq.RABBITMQ_SERVER.exists():
+        pytest.fail(f"{rabbitmq.RABBITMQ_SERVER} is missing: run scripts/setup.sh (it installs rabbitmq-server)")
+    identity = if2_pki.identity(RABBITMQ_CN)
+    broker = rabbitmq.RabbitMQ(tmp_path_factory.mktemp("rabbitmq"), pki_files={
+        "chain": identity.chain, "key": identity.key, "trust": if2_pki.trust_bundle}, user=BRIDGE, users=(BACKOFFICE,),
+        log=lambda *_: None)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()

@@ -36,6 +36,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import quadtree
@@ -194,7 +195,8 @@ class If2Envelope:
 
 
 def _number(what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """A number of any AMQP 0-9-1 header type: integer, float, double or decimal."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)) or not math.isfinite(value):
         raise If2KeyError(f"{what} {value!r} is not a finite number")
     return float(value)
 

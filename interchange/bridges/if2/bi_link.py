@@ -1,0 +1,127 @@
+"""The bridge's AMQP 1.0 link to the node's Basic Interface, as a local C-ITS actor (IP_050: mutual
+TLS 1.3, SASL EXTERNAL with its certificate), kept up across connection losses.
+
+One connection carries a sender to the bridge's delivery target and a receiver on its subscription
+source whose messages stay unsettled until the bridge settles them (after RabbitMQ confirmed the
+publish): an unsettled message goes back to the source when the link drops, so nothing the bridge
+did not pass on is lost. :meth:`BiLink.send` repeats a message over reconnections until the BI
+accepts or rejects it.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from interchange.broker.client import ClientConnection, DeferredCallback, Outcome, ReceiverState, SenderState
+
+__all__ = ["BiLink"]
+
+EventSink = Callable[[str, str, dict[str, Any]], None]
+
+
+class BiLink:
+    """A supervised connection to ``host:port`` with one sender and one deferred receiver."""
+
+    def __init__(self, host: str, port: int, server_name: str, context: ssl.SSLContext, container_id: str,
+                 event: EventSink, *, backoff: tuple[float, float] = (0.2, 10.0), credit: int = 256) -> None:
+        self.host, self.port, self.server_name = host, port, server_name
+        self._context = context
+        self._container_id = container_id
+        self._event = event
+        self._backoff = backoff
+        self._credit = credit
+        self.target: str | None = None
+        self.source: tuple[str, str | None, DeferredCallback] | None = None  # address, selector, callback
+        self._connection: ClientConnection | None = None
+        self._sender: SenderState | None = None
+        self._receiver: ReceiverState | None = None
+        self._up = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.connects = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="if2-bi-link")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._connection is not None:
+            await self._connection.close()
+
+    def set_target(self, address: str) -> None:
+        """Publish to ``address`` from now on (the delivery's target)."""
+        if address == self.target:
+            return
+        self.target = address
+        if self._connection is not None and self._up.is_set():
+            self._sender = self._connection.open_sender(address)
+
+    def set_source(self, address: str, selector: str | None, on_message: DeferredCallback) -> None:
+        self.source = (address, selector, on_message)
+        if self._connection is not None and self._up.is_set():
+            self._receiver = self._connection.open_deferred_receiver(address, on_message, selector, self._credit)
+
+    def settle(self, receiver: ReceiverState, delivery: Any, outcome: str | None) -> None:
+        """Settle a delivery of ``receiver`` (ignored if its connection is gone: the source kept it)."""
+        if self._connection is not None and receiver is self._receiver:
+            self._connection.settle(receiver, delivery, outcome)
+
+    @property
+    def receiver(self) -> ReceiverState | None:
+        return self._receiver
+
+    async def send(self, raw: bytes) -> Outcome:
+        """Send until the BI answers accepted or rejected (a lost connection means: send again)."""
+        while True:
+            await self._up.wait()
+            connection, sender = self._connection, self._sender
+            if connection is None or sender is None:
+                await asyncio.sleep(0.05)  # connected, target not known yet
+                continue
+            outcome = await connection.publish(sender, raw)
+            if outcome.accepted or (outcome.error or "").startswith("rejected"):
+                return outcome
+            await asyncio.sleep(0.05)  # lost or released: the run loop reconnects; try again
+
+    async def _connect(self) -> ClientConnection:
+        connection = await ClientConnection.open(self.host, self.port, self._context, self.server_name,
+                                                 self._container_id)
+        if self.target is not None:
+            self._sender = connection.open_sender(self.target)
+        if self.source is not None:
+            address, selector, callback = self.source
+            self._receiver = connection.open_deferred_receiver(address, callback, selector, self._credit)
+        return connection
+
+    async def _run(self) -> None:
+        delay = self._backoff[0]
+        while True:
+            try:
+                self._connection = await self._connect()
+            except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as exc:
+                self._event("warning", "if2_bi_connect_failed", {"error": str(exc) or type(exc).__name__,
+                                                                 "retry_s": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._backoff[1])
+                continue
+            self.connects += 1
+            self._event("info", "if2_bi_connected", {"port": self.port, "connects": self.connects})
+            self._up.set()
+            delay = self._backoff[0]
+            connection = self._connection
+            waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.shield(connection.lost)),
+                       asyncio.ensure_future(connection.link_closed.wait())]
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            self._up.clear()
+            self._event("warning", "if2_bi_connection_lost", {"error": connection.engine.remote_error})
+            connection.abort()
+            await asyncio.sleep(delay)

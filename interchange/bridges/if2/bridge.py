@@ -1,0 +1,306 @@
+"""The IF2 bridge: InterCor IF2 back-offices (AMQP 0-9-1 on RabbitMQ) in and out of this interchange.
+
+IF2 -> C-Roads: a queue per import exchange, declared as IF2 Table 3 says (server-named,
+exclusive, non-durable, auto-delete, with x-max-length and x-message-ttl, IF2 6.3), bound with
+the configured binding keys; each message is mapped (:mod:`.keys`), its capability registered
+through the local actor API the first time its provider, type and version arrive (so neighbours
+discover it, IP_077/091), published to the bridge's delivery target at the BI, and acknowledged
+to RabbitMQ only once the BI accepted it (refused ones are rejected there, and logged).
+
+C-Roads -> IF2: the bridge's local subscription carries the selector equivalent to the export
+binding keys (:mod:`.bindings`), minus what came from IF2 (no loops between IF2 brokers through
+interchanges, IP_109); each message is mapped, passed through the republishing rules
+(:mod:`.republish`) and published to its exchange (durable topic exchanges as IF2 Table 2 says)
+with publisher confirms; the BI delivery is settled only after RabbitMQ confirmed.
+
+The client library is aio-pika (on aiormq and pamqp): asyncio-native, so the bridge runs in the
+node's one event loop without threads; it supports publisher confirms, consumer acks, QoS,
+TLS with a client certificate and SASL EXTERNAL. pika's asyncio adapter is callback-based and
+its blocking adapter would block the loop. Reconnection is the bridge's own loop (not
+aio-pika's RobustConnection), because Table 3's queues are server-named and exclusive: after a
+loss a new queue is declared and bound, which is what the spec means by "queues will be
+recreated every time a client connects".
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractConnection, AbstractIncomingMessage
+from proton import Message
+
+from certs.tls import TlsFiles, client_context
+from ii_api.models import Capability
+from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
+from interchange.bridges.if2.bi_link import BiLink
+from interchange.bridges.if2.config import If2Config
+from interchange.bridges.if2.keys import (
+    If2Envelope,
+    If2KeyError,
+    croads_properties,
+    envelope_of,
+    if2_envelope,
+    table4_headers,
+)
+from interchange.bridges.if2.republish import RepublishPolicy
+from interchange.broker.client import RELEASE
+
+__all__ = ["If2Bridge", "NodeView"]
+
+EventSink = Callable[[str, str, dict[str, Any]], None]
+#: publicationIds of what came from IF2 (keys.publication_id), not sent back to IF2.
+NOT_FROM_IF2 = "(publicationId IS NULL OR publicationId NOT LIKE '%:if2-%')"
+
+
+class NodeView:
+    """Where the bridge finds its node: the BI's host/port, the II's base URL, the node's name."""
+
+    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str) -> None:
+        self.name, self.bi_host, self.bi_port, self.ii_url = name, bi_host, bi_port, ii_url
+
+
+class If2Bridge:
+    def __init__(self, config: If2Config, node: NodeView, event: EventSink) -> None:
+        self.config = config
+        self.node = node
+        self._event = event
+        self.providers = config.provider_table()
+        files = TlsFiles(cert_chain=config.tls.cert_chain, key=config.tls.key, trust_bundle=config.tls.trust_bundle)
+        self._node_context = client_context(files)
+        self._rabbit_context = client_context(files, server_name=config.server_name) if config.server_name \
+            else client_context(files)
+        self.api = ActorApi(node.ii_url, config.actor, self._node_context, node.name)
+        self.bi = BiLink(node.bi_host, node.bi_port, node.name, self._node_context, f"if2-bridge-{config.actor}",
+                         event, backoff=(config.reconnect_min_s, config.reconnect_max_s), credit=config.prefetch)
+        self.app_id = f"{node.name}/if2"  # marks what we publish, so that our import queue skips it
+        self.policy: RepublishPolicy[If2Envelope] = RepublishPolicy(config.republish_interval_s,
+                                                                    config.default_validity_s)
+        self._registered: set[str] = set()
+        self._register_lock = asyncio.Lock()
+        self._delivery_known = False
+        self._exchanges: dict[str, AbstractExchange] = {}
+        self._rabbit_up = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._exports: set[asyncio.Task[None]] = set()  # one per unsettled BI delivery (at most `prefetch`)
+        self._connection: AbstractConnection | None = None
+        self.counts = {"imported": 0, "import_refused": 0, "exported": 0, "export_refused": 0, "republished": 0}
+
+    # ------------------------------------------------------------------ lifetime
+    async def start(self) -> None:
+        self._registered = await self.api.publication_ids()
+        delivery = await self.api.delivery()
+        self._use_delivery(delivery)
+        selector = self.config.export_selector()
+        if selector != "FALSE":
+            subscription = await self.api.subscription(f"({selector}\n) AND {NOT_FROM_IF2}")
+            if not subscription.endpoints:
+                raise ActorApiError(f"subscription {subscription.id} has no endpoint: {subscription.errorMessage}")
+            self.bi.set_source(subscription.endpoints[0].source, None, self._on_croads)
+        self.bi.start()
+        self._tasks = [asyncio.create_task(self._rabbit_loop(), name="if2-rabbitmq"),
+                       asyncio.create_task(self._republish_loop(), name="if2-republish")]
+
+    async def close(self) -> None:
+        for task in (*self._tasks, *self._exports):
+            task.cancel()
+        for task in (*self._tasks, *self._exports):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+        await self.bi.close()
+        await self.api.close()
+
+    def _use_delivery(self, delivery: Any) -> None:
+        if delivery.endpoints:
+            self.bi.set_target(delivery.endpoints[0].target)
+            self._delivery_known = True
+
+    # ------------------------------------------------------------------ RabbitMQ
+    def _url(self) -> str:
+        if self.config.auth == "external":
+            return self.config.url + ("&" if "?" in self.config.url else "?") + "auth=external"
+        return self.config.url
+
+    async def _rabbit_loop(self) -> None:
+        delay = self.config.reconnect_min_s
+        while True:
+            try:
+                await self._rabbit_session()
+                delay = self.config.reconnect_min_s
+            except (OSError, ConnectionError, asyncio.TimeoutError, aio_pika.exceptions.AMQPError) as exc:
+                self._event("warning", "if2_rabbitmq_lost", {"error": repr(exc), "retry_s": delay})
+            self._rabbit_up.clear()
+            self._exchanges = {}
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.reconnect_max_s)
+
+    async def _rabbit_session(self) -> None:
+        """One connection: exchanges, queues and consumers as IF2 6.2/6.3 say; returns when it closes."""
+        kwargs: dict[str, Any] = {"ssl_context": self._rabbit_context} if self.config.url.startswith("amqps") else {}
+        if self.config.auth == "plain":
+            kwargs.update(login=self.config.username, password=self.config.password)
+        connection = await aio_pika.connect(self._url(), timeout=10, **kwargs)
+        self._connection = connection
+        closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def on_close(*_: Any) -> None:
+            if not closed.done():
+                closed.set_result(None)
+
+        connection.close_callbacks.add(on_close)
+        async with connection:
+            publish_channel = await connection.channel(publisher_confirms=True)
+            for name in {*self.config.exports, *self.config.imports}:
+                self._exchanges[name] = await publish_channel.declare_exchange(
+                    name, aio_pika.ExchangeType.TOPIC, durable=True, auto_delete=False)  # Table 2
+            consume_channel = await connection.channel()
+            await consume_channel.set_qos(prefetch_count=self.config.prefetch)
+            for name, keys in self.config.imports.items():
+                await self._consume(consume_channel, name, keys)
+            self._rabbit_up.set()
+            self._event("info", "if2_rabbitmq_connected", {"imports": sorted(self.config.imports),
+                                                           "exports": sorted(self.config.exports)})
+            await closed
+
+    async def _consume(self, channel: AbstractChannel, exchange: str, keys: list[str]) -> None:
+        queue = await channel.declare_queue("", exclusive=True, durable=False, auto_delete=True, arguments={
+            "x-max-length": self.config.queue_max_length, "x-message-ttl": self.config.queue_message_ttl_ms})
+        for key in keys:
+            await queue.bind(exchange, routing_key=key)
+        await queue.consume(self._on_if2, no_ack=False)
+
+    # ------------------------------------------------------------------ IF2 -> C-Roads
+    async def _on_if2(self, message: AbstractIncomingMessage) -> None:
+        if message.app_id == self.app_id:  # what we exported ourselves
+            await message.ack()
+            return
+        expiration = message.properties.expiration
+        try:
+            ttl = int(expiration) if expiration is not None else None
+            envelope = envelope_of(message.routing_key or "", ttl, message.headers)
+            if envelope.key.message_type != message.exchange:
+                raise If2KeyError(f"a {envelope.key.message_type} key on exchange {message.exchange} (IF2 6.2: "
+                                  "the exchange is named after the message type)")
+            properties = croads_properties(envelope, self.providers)
+            await self._register(envelope, properties)
+        except (If2KeyError, ValueError, ActorApiError) as exc:
+            self.counts["import_refused"] += 1
+            self._event("warning", "if2_import_refused", {"routing_key": message.routing_key, "error": str(exc)})
+            await message.reject(requeue=False)
+            return
+        raw = _encode(properties, message.body, envelope.ttl_ms)
+        outcome = await self.bi.send(raw)
+        if outcome.accepted:
+            self.counts["imported"] += 1
+            await message.ack()
+        else:
+            self.counts["import_refused"] += 1
+            self._event("warning", "if2_import_refused", {"routing_key": message.routing_key, "error": outcome.error})
+            await message.reject(requeue=False)
+
+    async def _register(self, envelope: If2Envelope, properties: dict[str, Any]) -> None:
+        """The capability of the message's provider, type and version, once (IP_077)."""
+        pid = properties["publicationId"]
+        if pid in self._registered and self._delivery_known:
+            return
+        async with self._register_lock:
+            if pid not in self._registered:
+                coverage = next(p.coverage for p in self.config.providers if p.name == envelope.key.provider)
+                if not any(envelope.key.tile.startswith(tile) for tile in coverage):
+                    raise If2KeyError(f"tile {envelope.key.tile} is outside provider "
+                                      f"{envelope.key.provider!r}'s coverage {coverage}")
+                application: dict[str, Any] = {k: properties[k] for k in (
+                    "messageType", "publisherId", "publicationId", "originatingCountry", "protocolVersion")}
+                application["quadTree"] = coverage
+                await self.api.add_capability(Capability.model_validate({"application": application, "metadata": {}}))
+                self._registered.add(pid)
+                self._event("info", "if2_capability_registered", {"publicationId": pid})
+            if not self._delivery_known:
+                self._use_delivery(await self.api.refresh_delivery(await self.api.delivery()))
+
+    # ------------------------------------------------------------------ C-Roads -> IF2
+    def _on_croads(self, raw: bytes, delivery: Any) -> None:
+        receiver = self.bi.receiver
+        assert receiver is not None
+        task = asyncio.get_running_loop().create_task(self._export(raw, receiver, delivery))
+        self._exports.add(task)
+        task.add_done_callback(self._exports.discard)
+
+    async def _export(self, raw: bytes, receiver: Any, delivery: Any) -> None:
+        message = Message()
+        try:
+            message.decode(raw)
+            ttl_ms = int(message.ttl * 1000) if message.ttl else None
+            envelope = if2_envelope(message.properties or {}, self.providers, ttl_ms)
+            if not isinstance(message.body, (bytes, memoryview)) or not message.inferred:
+                raise If2KeyError("the body is not one data section (IF2 carries the encoded message as bytes)")
+        except (If2KeyError, ValueError, TypeError) as exc:
+            self.counts["export_refused"] += 1
+            self._event("warning", "if2_export_refused", {"error": str(exc)})
+            self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
+            return
+        body = bytes(message.body)
+        properties: dict[str, Any] = dict(message.properties or {})
+        identity = (str(envelope.key), properties.get("publicationId"))
+        if self.policy.offer(identity, body, envelope, ttl_ms, time.monotonic()):
+            if not await self._publish(envelope, body):
+                self.policy.failed(identity)
+                self.bi.settle(receiver, delivery, RELEASE)  # back to the source: sent again later
+                return
+            self.counts["exported"] += 1
+        self.bi.settle(receiver, delivery, None)
+
+    async def _publish(self, envelope: If2Envelope, body: bytes) -> bool:
+        """Publish to the envelope's exchange with a publisher confirm; False if it was not confirmed."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._rabbit_up.wait(), 10.0)
+        exchange = self._exchanges.get(envelope.key.message_type)
+        if exchange is None:
+            return False
+        expiration = timedelta(milliseconds=envelope.ttl_ms) if envelope.ttl_ms is not None else None
+        out = aio_pika.Message(body, headers=_wire_headers(table4_headers(envelope)), expiration=expiration,
+                               app_id=self.app_id,
+                               delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT)
+        try:
+            await exchange.publish(out, routing_key=str(envelope.key), timeout=10)
+        except (aio_pika.exceptions.AMQPError, ConnectionError, asyncio.TimeoutError, RuntimeError) as exc:
+            self._event("warning", "if2_publish_failed", {"routing_key": str(envelope.key), "error": repr(exc)})
+            return False
+        return True
+
+    async def _republish_loop(self) -> None:
+        """IF2 6.4 rules 2 and 3 between copies from C-Roads (:meth:`RepublishPolicy.due`)."""
+        while True:
+            now = time.monotonic()
+            for due in self.policy.due(now):
+                envelope = due.payload
+                again = If2Envelope(envelope.key, due.ttl_ms, envelope.lat, envelope.lon)
+                if await self._publish(again, due.body):
+                    self.counts["republished"] += 1
+                else:
+                    self.policy.failed(due.key)
+            next_due = self.policy.next_due()
+            await asyncio.sleep(1.0 if next_due is None else min(max(next_due - time.monotonic(), 0.05), 1.0))
+
+
+def _wire_headers(headers: dict[str, Any]) -> dict[str, Any]:
+    """lat/lon as AMQP decimals with 7 places (1 cm): pamqp, aio-pika's codec, would write a Python
+    float as a 32-bit float (0.4 m steps at 51 N, enough to move a point into the next zoom-18 tile)."""
+    return {k: Decimal(f"{v:.7f}") if isinstance(v, float) else v for k, v in headers.items()}
+
+
+def _encode(properties: dict[str, Any], body: bytes, ttl_ms: int | None) -> bytes:
+    """An AMQP 1.0 message for the BI: the body as one data section, byte for byte (IP_014/015)."""
+    message = Message(body=bytes(body), properties=properties, inferred=True)
+    if ttl_ms is not None:
+        message.ttl = ttl_ms / 1000.0
+    return message.encode()
+

@@ -1,0 +1,115 @@
+"""Configuration of the IF2 bridge (the ``[if2]`` section of the node config).
+
+Example (TOML)::
+
+    [if2]
+    url = "amqps://if2.example.nl:5671/production"   # the IF2 RabbitMQ and its virtual host (IF2 6.1)
+    server_name = "if2.example.nl"    # the name its certificate must carry (default: the URL host)
+    auth = "external"                 # SASL EXTERNAL with tls.cert_chain, or "plain" with user/password
+    actor = "if2-bridge"              # the bridge's C-ITS actor identity at this node (its certificate's CN)
+
+    [if2.tls]                         # the bridge's client certificate: at RabbitMQ and at this node
+    cert_chain = "pki/issued/if2-bridge/chain.pem"
+    key = "pki/issued/if2-bridge/key.pem"
+    trust_bundle = "pki/trust.pem"    # trusted for RabbitMQ's certificate (and the node's)
+
+    [[if2.providers]]                 # IF2 provider <-> publisherId; coverage = its capabilities' quadTree
+    name = "RWS"
+    publisher_id = "NL00001"
+    coverage = ["1202", "1203"]
+
+    [if2.imports]                     # IF2 -> C-Roads: binding keys per exchange (IF2 6.4)
+    DENM = ["#"]
+    IVI = ["#"]
+
+    [if2.exports]                     # C-Roads -> IF2: binding keys per exchange, translated to a selector
+    SPAT = ["#"]
+
+Queues are declared as IF2 Table 3 says (server-named, exclusive, non-durable, auto-delete) with
+the maximum length it requires and a message TTL (``queue_max_length``, ``queue_message_ttl_ms``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from interchange.bridges.if2.bindings import bindings_selector
+from interchange.bridges.if2.keys import IF2_TO_CROADS, If2KeyError, ProviderTable
+
+__all__ = ["If2Config", "If2Provider", "If2Tls"]
+
+
+class If2Tls(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cert_chain: Path
+    key: Path
+    trust_bundle: Path
+
+
+class If2Provider(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    publisher_id: str
+    coverage: list[str] = Field(min_length=1, description="quadtree tiles of the capabilities (IF2 FILTER01)")
+
+    @field_validator("coverage")
+    @classmethod
+    def _tiles(cls, tiles: list[str]) -> list[str]:
+        for tile in tiles:
+            if not tile or set(tile) - set("0123") or len(tile) > 18:
+                raise ValueError(f"coverage tile {tile!r} is not 1-18 digits 0-3")
+        return tiles
+
+
+class If2Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(pattern=r"^amqps?://", description="amqps://host:port/vhost of the IF2 RabbitMQ")
+    server_name: str | None = None
+    auth: Literal["external", "plain"] = "external"
+    username: str | None = None
+    password: str | None = None
+    actor: str = Field(min_length=1, description="the bridge's actor CN (its certificate's)")
+    tls: If2Tls
+    providers: list[If2Provider] = Field(min_length=1)
+    imports: dict[str, list[str]] = Field(default_factory=dict)
+    exports: dict[str, list[str]] = Field(default_factory=dict)
+    queue_max_length: int = Field(default=10_000, ge=1, description="IF2 6.3: queues MUST have a maximum length")
+    queue_message_ttl_ms: int = Field(default=600_000, ge=1, description="IF2 6.3: SHOULD have a maximum TTL")
+    prefetch: int = Field(default=256, ge=1, le=65535)
+    republish_interval_s: float = Field(default=3600.0, gt=0, le=3600.0)
+    default_validity_s: float = Field(default=86400.0, gt=0)
+    reconnect_min_s: float = Field(default=0.2, gt=0)
+    reconnect_max_s: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "If2Config":
+        for exchange in (*self.imports, *self.exports):
+            if exchange not in IF2_TO_CROADS:
+                raise ValueError(f"exchange {exchange!r} is not an IF2 exchange ({', '.join(IF2_TO_CROADS)})")
+        if self.auth == "plain" and (self.username is None or self.password is None):
+            raise ValueError("auth = 'plain' needs username and password")
+        try:
+            self.export_selector()
+        except If2KeyError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def provider_table(self) -> ProviderTable:
+        return ProviderTable.of((p.name, p.publisher_id) for p in self.providers)
+
+    def export_selector(self) -> str:
+        """The BI selector equivalent to the export binding keys."""
+        return bindings_selector(self.exports, self.provider_table())
+
+    def resolve(self, base: Path) -> "If2Config":
+        def fix(p: Path) -> Path:
+            return p if p.is_absolute() else base / p
+
+        tls = self.tls.model_copy(update={"cert_chain": fix(self.tls.cert_chain), "key": fix(self.tls.key),
+                                          "trust_bundle": fix(self.tls.trust_bundle)})
+        return self.model_copy(update={"tls": tls})

@@ -1,0 +1,116 @@
+"""IF2 republishing rules for the C-Roads -> IF2 direction (sans-I/O; fed messages and time).
+
+IF2 6.4: "Messages should only be published again: 1. if their content has changed, on bit-level;
+2. if their ttl has expired, but they are still valid; 3. at least once per hour." C-Roads
+publishers repeat a message while it is valid (IP_033: TTL = repetition interval x 1.2), so here
+a message *is valid* until its last copy from C-Roads expires (``last seen + ttl``; without a
+ttl, ``default_validity_s``). A message is identified by its IF2 routing key and publicationId
+(one location, cause and provider of one publication); its content is its body.
+
+:meth:`RepublishPolicy.offer` says whether a copy arriving from C-Roads goes out now: a new
+message or a changed body at once; the same body only when the copy published last has
+expired on IF2 or is an hour old (rules 2, 3). :meth:`RepublishPolicy.due` gives, at a time,
+the valid messages whose IF2 copy expired or is an hour old although no copy came from C-Roads
+(rules 2, 3 between copies), with the validity left as their ttl; expired messages are
+forgotten. :meth:`RepublishPolicy.failed` forgets a message whose publishing failed, so its next
+copy goes out.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = ["Due", "RepublishPolicy"]
+
+P = TypeVar("P")
+HOUR_S = 3600.0
+
+
+@dataclass
+class _Entry(Generic[P]):
+    body: bytes
+    payload: P  # what the caller needs to publish it again (its envelope)
+    ttl_s: float | None
+    valid_until: float
+    published_at: float
+
+    def republish_at(self, interval_s: float) -> float:
+        """When the IF2 copy needs renewing: its ttl expired, or ``interval_s`` passed."""
+        wait = interval_s if self.ttl_s is None else min(self.ttl_s, interval_s)
+        return self.published_at + wait
+
+
+@dataclass(frozen=True)
+class Due(Generic[P]):
+    """A message to publish again: its body, the caller's payload and the validity left (ms)."""
+
+    key: Hashable
+    body: bytes
+    payload: P
+    ttl_ms: int | None
+
+
+class RepublishPolicy(Generic[P]):
+    """Which C-Roads messages are (re)published to IF2, and when."""
+
+    def __init__(self, interval_s: float = HOUR_S, default_validity_s: float = 24 * HOUR_S,
+                 max_entries: int = 100_000) -> None:
+        if not 0 < interval_s <= HOUR_S:
+            raise ValueError("interval_s must be in (0, 3600]: IF2 republishes at least once per hour")
+        self.interval_s = interval_s
+        self.default_validity_s = default_validity_s
+        self.max_entries = max_entries
+        self._entries: dict[Hashable, _Entry[P]] = {}
+        self.suppressed = 0  #: identical copies not published (IF2 FILTER04)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def offer(self, key: Hashable, body: bytes, payload: P, ttl_ms: int | None, now: float) -> bool:
+        """A copy arrived from C-Roads: True if it is to be published now (and recorded as such)."""
+        ttl_s = None if ttl_ms is None else ttl_ms / 1000.0
+        valid_until = now + (self.default_validity_s if ttl_s is None else ttl_s)
+        entry = self._entries.get(key)
+        if entry is not None and entry.body == body and now < entry.republish_at(self.interval_s):
+            entry.valid_until = max(entry.valid_until, valid_until)
+            entry.payload = payload
+            self.suppressed += 1
+            return False
+        if entry is None and len(self._entries) >= self.max_entries:
+            self._evict(now)
+        self._entries.pop(key, None)  # re-inserted: the dict stays ordered by last publication
+        self._entries[key] = _Entry(body, payload, ttl_s, valid_until, now)
+        return True
+
+    def failed(self, key: Hashable) -> None:
+        """Publishing it failed: forget it, so that its next copy is published."""
+        self._entries.pop(key, None)
+
+    def due(self, now: float) -> list[Due[P]]:
+        """Valid messages whose IF2 copy must be renewed now (recorded as published); expired ones
+        are forgotten."""
+        out: list[Due[P]] = []
+        for key, entry in list(self._entries.items()):
+            if now >= entry.valid_until:
+                del self._entries[key]
+            elif now >= entry.republish_at(self.interval_s):
+                left_ms = int((entry.valid_until - now) * 1000)
+                entry.published_at = now
+                if entry.ttl_s is not None:
+                    entry.ttl_s = left_ms / 1000.0
+                out.append(Due(key, entry.body, entry.payload, None if entry.ttl_s is None else left_ms))
+        return out
+
+    def next_due(self) -> float | None:
+        """The earliest time :meth:`due` has something to do (renewal or expiry), None if nothing."""
+        times = [min(e.valid_until, e.republish_at(self.interval_s)) for e in self._entries.values()]
+        return min(times) if times else None
+
+    def _evict(self, now: float) -> None:
+        """Full: drop expired entries, else the one published longest ago."""
+        for key, entry in list(self._entries.items()):
+            if now >= entry.valid_until:
+                del self._entries[key]
+        if len(self._entries) >= self.max_entries:
+            del self._entries[next(iter(self._entries))]

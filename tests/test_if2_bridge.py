@@ -1,0 +1,260 @@
+"""The IF2 bridge against a real RabbitMQ (Debian's rabbitmq-server, TLS 1.3, SASL EXTERNAL) and a
+real node (BI over AMQPS, II over HTTPS, the test PKI): both directions, the republishing rules,
+capabilities, refusals, and recovery from connection losses and a RabbitMQ restart."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from proton import Message
+
+from certs import TestPki
+from if2_harness import (
+    BACKOFFICE,
+    BRIDGE,
+    CROADS_ACTOR,
+    HAZELDONK,
+    HAZELDONK_POINT,
+    IF2_NODE,
+    WAIT_S,
+    BackOffice,
+    bridge_node_config,
+    dotted,
+)
+from ii_harness import Consumer, Https, publish, start, wait_for
+from interchange.node import RunningNode
+from interchange.testing.rabbitmq import RabbitMQ
+
+DENM_KEY = f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}"
+
+
+@pytest.fixture
+async def node(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> AsyncIterator[RunningNode]:
+    running = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, republish_interval_s=1.0))
+    try:
+        await wait_for(lambda: running.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        yield running
+    finally:
+        await running.close()
+
+
+@pytest.fixture
+async def backoffice(if2_pki: TestPki, rabbitmq_if2: RabbitMQ) -> AsyncIterator[BackOffice]:
+    client = await BackOffice.connect(if2_pki, rabbitmq_if2)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def croads_consumer(pki: TestPki, node: RunningNode, selector: str) -> Consumer:
+    """A C-ITS actor subscribed at the node with ``selector`` (its local source)."""
+    https = Https(pki, CROADS_ACTOR, node)
+    try:
+        status, answer = await https.post(f"/{CROADS_ACTOR}/subscriptions", {
+            "name": CROADS_ACTOR, "version": "1.0", "subscriptions": [{"selector": selector}]})
+    finally:
+        await https.close()
+    assert status == 200, answer
+    source = answer["subscriptions"][0]["endpoints"][0]["source"]
+    return await asyncio.to_thread(Consumer, pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, source)
+
+
+async def croads_publisher(pki: TestPki, node: RunningNode, capability: dict[str, Any]) -> str:
+    """Register a capability and a delivery for the C-ITS actor; the delivery's target."""
+    https = Https(pki, CROADS_ACTOR, node)
+    try:
+        status, answer = await https.post(f"/{CROADS_ACTOR}/capabilities", {
+            "name": CROADS_ACTOR, "version": "1.0", "capabilities": [capability]})
+        assert status == 200, answer
+        status, answer = await https.post(f"/{CROADS_ACTOR}/deliveries", {
+            "name": CROADS_ACTOR, "version": "1.0", "deliveries": [{"selector": "TRUE"}]})
+        assert status == 200 and answer["deliveries"][0]["status"] == "CREATED", answer
+    finally:
+        await https.close()
+    return answer["deliveries"][0]["endpoints"][0]["target"]
+
+
+def spatem(body: bytes, ttl_s: float = 30.0, publisher: str = "NL00001") -> Message:
+    message = Message(body=body, inferred=True, ttl=ttl_s, properties={
+        "messageType": "SPATEM", "protocolVersion": "SPATEM:2.1.1", "publisherId": publisher,
+        "publicationId": f"{publisher}:spat-7", "originatingCountry": publisher[:2],
+        "quadTree": f",{HAZELDONK},", "latitude": HAZELDONK_POINT[0], "longitude": HAZELDONK_POINT[1]})
+    return message
+
+
+SPATEM_CAPABILITY = {"application": {"messageType": "SPATEM", "publisherId": "NL00001",
+                                     "publicationId": "NL00001:spat-7", "originatingCountry": "NL",
+                                     "protocolVersion": "SPATEM:2.1.1", "quadTree": ["1202"]}, "metadata": {}}
+
+
+async def test_if2_publisher_to_croads_consumer(if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
+    """An IF2 DENM appears at a C-Roads consumer with Table 1/2 properties and the body byte for byte;
+    the bridge registered its capability (so neighbours discover it)."""
+    consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
+    try:
+        body = bytes(range(256)) + b"\x00denm"
+        await backoffice.publish("DENM", DENM_KEY, body, lat=HAZELDONK_POINT[0], lon=HAZELDONK_POINT[1],
+                                 ttl_ms=20_000)
+        got = await asyncio.to_thread(consumer.receive)
+        assert got is not None, "nothing arrived from IF2"
+        assert bytes(got.body) == body
+        assert got.properties == {
+            "messageType": "DENM", "protocolVersion": "DENM:1.2.1", "publisherId": "NL00001",
+            "publicationId": "NL00001:if2-DENM-1_2_1", "originatingCountry": "NL",
+            "quadTree": f",{HAZELDONK},", "causeCode": 5, "subCauseCode": 0,
+            "latitude": HAZELDONK_POINT[0], "longitude": HAZELDONK_POINT[1]}
+        assert 0 < got.ttl <= 20.0
+    finally:
+        await asyncio.to_thread(consumer.close)
+    https = Https(if2_pki, BRIDGE, node)  # what the bridge registered through the local actor API
+    try:
+        status, answer = await https.get(f"/{BRIDGE}/capabilities")
+    finally:
+        await https.close()
+    assert status == 200
+    assert [c["definition"]["application"] for c in answer["capabilities"]] == [{
+        "messageType": "DENM", "publisherId": "NL00001", "publicationId": "NL00001:if2-DENM-1_2_1",
+        "originatingCountry": "NL", "protocolVersion": "DENM:1.2.1", "quadTree": ["1202"], "causeCode": None}]
+    assert node.if2.counts["imported"] == 1
+
+
+async def test_if2_messages_that_cannot_be_mapped_are_refused_and_logged(
+        if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
+    consumer = await croads_consumer(if2_pki, node, "messageType IN ('DENM', 'IVIM')")
+    try:
+        bad = [("DENM", f"DENM.1_2_1.NOPE.5.{dotted(HAZELDONK)}", {}),  # provider not in the table
+               ("DENM", f"DENM.1_2_1.RWS.x.{dotted(HAZELDONK)}", {}),  # not a cause code
+               ("IVI", f"IVI.1_2_1.RWS.0.{dotted(HAZELDONK)}", {"lat": 42.0, "lon": -8.6}),  # lat/lon elsewhere
+               ("IVI", f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}", {}),  # a DENM key on the IVI exchange
+               ("DENM", f"DENM.1_2_1.RWS.5.{dotted('031332213323322232')}", {})]  # outside RWS's coverage
+        for exchange, key, position in bad:
+            await backoffice.publish(exchange, key, b"bad", **position)
+        await backoffice.publish("IVI", f"IVI.1_2_1.BASt.speed.{dotted(HAZELDONK)}", b"good")
+        got = await asyncio.to_thread(consumer.receive)
+        assert got is not None and bytes(got.body) == b"good"
+        assert got.properties["custom-intercor-if2-subtype"] == "speed" and got.properties["messageType"] == "IVIM"
+    finally:
+        await asyncio.to_thread(consumer.close)
+    await wait_for(lambda: node.if2.counts["import_refused"] == len(bad), "the refusals to be counted")
+    log = (Path(node.config.log.path)).read_text()  # type: ignore[arg-type]
+    assert log.count('"if2_import_refused"') == len(bad)
+    assert "'NOPE' is not in the provider table" in log and "outside provider 'RWS'" in log
+
+
+async def test_croads_publisher_to_if2_consumer_with_republishing(
+        if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
+    """A SPATEM published at the BI appears on IF2's SPAT exchange with its routing key, Table 4
+    headers and body; the same bytes again are not published, changed bytes are; while valid it is
+    published again at the configured interval (1 s here; at most an hour) with the validity left."""
+    await backoffice.bind("SPAT", "SPAT.*.RWS.#")
+    target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
+    outcomes = await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                                       [spatem(b"\x01spat", ttl_s=30.0)])
+    assert outcomes == ["accepted"]
+    got = await backoffice.next()
+    assert got.exchange == "SPAT" and got.routing_key == f"SPAT.2_1_1.RWS.0.{dotted(HAZELDONK)}"
+    assert got.body == b"\x01spat" and got.properties.expiration is not None
+    assert 29_000 <= int(got.properties.expiration) <= 30_000
+    assert float(got.headers["lat"]) == HAZELDONK_POINT[0] and float(got.headers["lon"]) == HAZELDONK_POINT[1]
+    assert got.app_id == f"{IF2_NODE}/if2"
+    # the same bytes again: not republished at once; a changed body: at once
+    await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                            [spatem(b"\x01spat"), spatem(b"\x02spat")])
+    changed = await backoffice.next()
+    assert changed.body == b"\x02spat"
+    assert node.if2.policy.suppressed == 1
+    # rule 3 (interval 1 s in this test): published again without a new copy from C-Roads
+    again = await backoffice.next(timeout=5.0)
+    assert again.body == b"\x02spat" and int(again.properties.expiration) < 30_000
+    assert node.if2.counts["republished"] >= 1
+
+
+async def test_nothing_loops_between_if2_and_croads(if2_pki: TestPki, backoffice: BackOffice,
+                                                    rabbitmq_if2: RabbitMQ, tmp_path: Path) -> None:
+    """A bridge importing and exporting DENM: what came from IF2 is not exported back (the subscription
+    leaves out if2- publications), what it exported is not imported back (its app_id is skipped)."""
+    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, imports={"DENM": ["#"]},
+                                          exports={"DENM": ["#"]}))
+    try:
+        await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await backoffice.bind("DENM")
+        await backoffice.publish("DENM", DENM_KEY, b"from-if2")
+        assert (await backoffice.next()).body == b"from-if2"  # the back-office's own copy
+        await wait_for(lambda: node.if2.counts["imported"] == 1, "the DENM to be imported")
+        capability = {"application": {"messageType": "DENM", "publisherId": "DE15608",
+                                      "publicationId": "DE15608:denm-3", "originatingCountry": "DE",
+                                      "protocolVersion": "DENM:1.3.1", "quadTree": ["1202"], "causeCode": [3]},
+                      "metadata": {}}
+        target = await croads_publisher(if2_pki, node, capability)
+        denm = Message(body=b"from-croads", inferred=True, ttl=60.0, properties={
+            "messageType": "DENM", "protocolVersion": "DENM:1.3.1", "publisherId": "DE15608",
+            "publicationId": "DE15608:denm-3", "originatingCountry": "DE", "quadTree": f",{HAZELDONK},",
+            "causeCode": 3, "subCauseCode": 0})
+        assert await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                                       [denm]) == ["accepted"]
+        out = await backoffice.next()
+        assert out.body == b"from-croads" and out.routing_key == f"DENM.1_3_1.BASt.3.{dotted(HAZELDONK)}"
+        assert await backoffice.quiet(1.5) is None  # the IF2 DENM did not come back out
+        assert node.if2.counts["imported"] == 1 and node.if2.counts["exported"] == 1
+    finally:
+        await node.close()
+
+
+async def test_bi_connection_loss_loses_no_acknowledged_message(
+        if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
+    """IF2 -> C-Roads: the bridge's BI connection is cut while messages flow: every message RabbitMQ
+    handed to the bridge reaches the C-Roads consumer (acks only after the BI accepted)."""
+    consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
+    try:
+        count = 200
+        for i in range(count):
+            await backoffice.publish("DENM", DENM_KEY, b"n%d" % i)
+            if i in (50, 120):
+                node.if2.bi._connection.abort()  # the TCP connection drops, no AMQP close
+        seen: set[bytes] = set()
+        while len(seen) < count:
+            got = await asyncio.to_thread(consumer.receive, WAIT_S)
+            assert got is not None, f"{count - len(seen)} messages lost: {sorted(set(b'n%d' % i for i in range(count)) - seen)[:5]}"
+            seen.add(bytes(got.body))
+    finally:
+        await asyncio.to_thread(consumer.close)
+    assert node.if2.bi.connects >= 3
+
+
+async def test_rabbitmq_restart_is_recovered(if2_pki: TestPki, node: RunningNode, rabbitmq_if2: RabbitMQ) -> None:
+    """RabbitMQ stops and starts again: the bridge reconnects, declares its queues again (Table 3) and both
+    directions work; durable exchanges (Table 2) survived."""
+    await asyncio.to_thread(rabbitmq_if2.stop)
+    await wait_for(lambda: not node.if2._rabbit_up.is_set(), "the bridge to notice")
+    await asyncio.to_thread(rabbitmq_if2.start)
+    await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to reconnect", timeout=30.0)
+    backoffice = await BackOffice.connect(if2_pki, rabbitmq_if2)
+    consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
+    try:
+        await backoffice.bind("SPAT")
+        await backoffice.publish("DENM", DENM_KEY, b"after-restart")
+        got = await asyncio.to_thread(consumer.receive)
+        assert got is not None and bytes(got.body) == b"after-restart"
+        target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
+        await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                                [spatem(b"spat-after-restart")])
+        assert (await backoffice.next()).body == b"spat-after-restart"
+    finally:
+        await asyncio.to_thread(consumer.close)
+        await backoffice.close()
+
+
+def test_config_errors_are_clear(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    for change, why in [({"exports": {"CAM": ["#"]}}, "'CAM' is not an IF2 exchange"),
+                        ({"exports": {"DENM": ["DENM.1.NOPE.#"]}}, "'NOPE' is not in the provider table"),
+                        ({"auth": "plain"}, "needs username and password"),
+                        ({"url": "http://x"}, "should match pattern")]:
+        with pytest.raises(ValidationError, match=why):
+            bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, **change)
+    assert BACKOFFICE != BRIDGE
