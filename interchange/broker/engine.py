@@ -206,6 +206,24 @@ class ConnectionEngine:
     def receive(self, data: bytes) -> None:
         """Feed bytes received from the peer (after TLS and SASL)."""
         self._proton.push(data, self._process)
+        if lib.pn_transport_capacity(self._transport) < 0:
+            self._on_input_stopped()
+
+    def _on_input_stopped(self) -> None:
+        """Proton stopped reading without closing: a frame it could not dispatch (issue 10).
+
+        A frame after the open with an unknown performative code or a descriptor that is not a
+        ulong makes proton close its input silently: no close frame, no condition, and the
+        connection would hang with every later frame (a valid attach) unanswered. Close it with
+        ``amqp:connection:framing-error`` instead (AMQP 1.0 2.8.15).
+        """
+        if lib.pn_connection_state(self._connection) & (lib.PN_LOCAL_CLOSED | lib.PN_REMOTE_CLOSED):
+            return  # an ordinary close in progress
+        if cproton.pn_condition_get_name(lib.pn_transport_condition(self._transport)) is not None:
+            return  # proton found the error itself and answers it
+        description = "frame not understood: unknown performative or a descriptor that is not a ulong"
+        self._events("transport_error", {"condition": "amqp:connection:framing-error", "description": description})
+        self.close("amqp:connection:framing-error", description)
 
     def receive_eof(self) -> None:
         """The peer closed its side."""

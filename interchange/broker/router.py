@@ -13,6 +13,7 @@ import jms_selectors
 from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
+from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
 from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
@@ -53,6 +54,7 @@ class BrokerCore:
         self.sources: dict[str, Source] = {}
         self._publications: dict[str, set[Publication]] = {}
         self._index = RoutingIndex()
+        self.link_selectors = LinkSelectors()  #: bounded, cached link selector compilation (issue 10)
         addresses.subscribe(self._on_address_change)
         for spec in addresses.sources.values():
             self._on_address_change("source", spec.address, spec)
@@ -126,8 +128,8 @@ class BrokerCore:
             raise AttachRefused("amqp:unauthorized-access", f"{identity!r} may not consume from {address!r}")
         if selector is not None:
             try:
-                link.selector = jms_selectors.compile(selector).matches
-            except jms_selectors.SelectorError as exc:
+                link.selector = self.link_selectors.compile(selector).matches
+            except (jms_selectors.SelectorError, SelectorTooLarge) as exc:
                 raise AttachRefused("amqp:invalid-field", str(exc)) from None
         link.source = source
         source.add_link(link)
