@@ -2,6 +2,7 @@
 client library would never send, and selectors too large to compile on the shared event loop."""
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import struct
@@ -12,7 +13,7 @@ import pytest
 from proton import Terminus
 from proton.utils import LinkDetached
 
-from broker_harness import BROKER_CN, BrokerUnderTest, selector_option, start_broker, wait_for_records
+from broker_harness import BROKER_CN, BrokerUnderTest, denm, selector_option, start_broker, wait_for_records
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -128,3 +129,69 @@ def test_same_selector_compiled_once(broker: BrokerUnderTest) -> None:
     first.close()
     second.close()
     consumer.close()
+
+
+# ------------------------------------------------------------------ aborted transfers
+def test_aborted_transfer_is_discarded_not_rejected(broker: BrokerUnderTest) -> None:
+    """AMQP 1.0 2.7.5 ``aborted``: the message is discarded (as proton's own receivers do), not
+    handed to the router as an empty message and logged as an IP_016 rejection."""
+    publisher = broker.connect("actor-1")
+    sender = publisher.create_sender("in")
+    delivery = sender.link.delivery("aborted-1")
+    sender.link.send(denm().encode()[:20])  # the first bytes go out in a transfer with more=true ...
+    publisher.wait(lambda: delivery.link.session.outgoing_bytes == 0, timeout=5, msg="first bytes not sent")
+    delivery.abort()  # ... then one with aborted=true
+    sender.send(denm())  # the link still works: accepted
+    time.sleep(0.3)  # the log is written by a thread
+    records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+    assert not [r for r in records if r["event"] == "rejected_message"]
+    publisher.close()
+
+
+# ------------------------------------------------------------------ max-frame-size below 512
+def _answer_to_open(port: int, context: ssl.SSLContext, open_frame: bytes, wanted: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname=BROKER_CN) as tls:
+            tls.sendall(AMQP_HEADER + open_frame)
+            data = b""
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and wanted not in data:
+                try:
+                    chunk = tls.recv(4096)
+                except socket.timeout:
+                    break
+                if not chunk:
+                    break
+                data += chunk
+            return data
+
+
+@pytest.mark.parametrize("max_frame_size", [0, 100, 511])
+def test_max_frame_size_below_512_refused_and_logged(broker: BrokerUnderTest, pki: TestPki, max_frame_size: int) -> None:
+    """AMQP 1.0 2.7.1: max-frame-size is at least 512; proton would raise it to 512 silently."""
+    context = client_context(TlsFiles.from_pki(pki.directory, "actor-2"))
+    open_frame = frame(b"\x00\x53\x10" + list8(str8(b"small-frames"), b"\x40", b"\x70" + max_frame_size.to_bytes(4, "big")))
+    answer = _answer_to_open(broker.port, context, open_frame, b"amqp:invalid-field")
+    assert b"amqp:invalid-field" in answer and f"max-frame-size {max_frame_size} ".encode() in answer
+    wait_for_records(broker, lambda r: r["event"] == "transport_error"
+                     and f"max-frame-size {max_frame_size} " in r["details"].get("description", ""),
+                     "refused max-frame-size not logged")
+
+
+def test_max_frame_size_512_accepted(broker: BrokerUnderTest, pki: TestPki) -> None:
+    context = client_context(TlsFiles.from_pki(pki.directory, "actor-2"))
+    open_frame = frame(b"\x00\x53\x10" + list8(str8(b"frames-512"), b"\x40", b"\x70\x00\x00\x02\x00"))
+    answer = _answer_to_open(broker.port, context, open_frame, b"\x00\x53\x10")
+    assert b"\x00\x53\x10" in answer and b"amqp:invalid-field" not in answer
+
+
+def test_open_frame_check_fed_byte_by_byte() -> None:
+    from interchange.broker.open_frame import OpenFrameCheck
+
+    data = AMQP_HEADER + frame(b"\x00\x53\x10" + list8(str8(b"c"), b"\x40", b"\x70\x00\x00\x00\x64"))
+    check = OpenFrameCheck()
+    found = [check.feed(data[i:i + 1]) for i in range(len(data))]
+    assert found[:-1] == [None] * (len(data) - 1) and found[-1] == 100 and check.done
+    assert check.feed(data) is None  # decided once
+    plain = OpenFrameCheck()
+    assert plain.feed(AMQP_HEADER + OPEN) is None and plain.done  # no max-frame-size: proton's default

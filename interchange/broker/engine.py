@@ -19,6 +19,7 @@ from cproton_ffi import ffi, lib
 from proton import Data, Described, symbol, ulong
 
 from interchange.broker.message import BrokerMessage
+from interchange.broker.open_frame import MIN_MAX_FRAME_SIZE, OpenFrameCheck
 from interchange.broker.proton_io import ProtonConnection
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ _pn_event_link = lib.pn_event_link
 _pn_delivery_link = lib.pn_delivery_link
 _pn_delivery_readable = lib.pn_delivery_readable
 _pn_delivery_partial = lib.pn_delivery_partial
+_pn_delivery_aborted = lib.pn_delivery_aborted
 _pn_delivery_pending = lib.pn_delivery_pending
 _pn_delivery_settled = lib.pn_delivery_settled
 _pn_delivery_updated = lib.pn_delivery_updated
@@ -201,10 +203,16 @@ class ConnectionEngine:
         lib.pn_transport_set_idle_timeout(self._transport, limits.idle_timeout_ms)
         self._publishers: dict[Any, Any] = {}
         self._consumers: dict[Any, ConsumerLinkState] = {}
+        self._open_check: OpenFrameCheck | None = OpenFrameCheck()
+        self._small_frames: int | None = None  #: a max-frame-size below 512 in the peer's open
 
     # ----------------------------------------------------------------- bytes in/out
     def receive(self, data: bytes) -> None:
         """Feed bytes received from the peer (after TLS and SASL)."""
+        if self._open_check is not None:  # proton would raise a too small max-frame-size silently
+            self._small_frames = self._open_check.feed(data)
+            if self._open_check.done:
+                self._open_check = None
         self._proton.push(data, self._process)
         if lib.pn_transport_capacity(self._transport) < 0:
             self._on_input_stopped()
@@ -328,6 +336,8 @@ class ConnectionEngine:
                 cproton.pn_connection_set_container(self._connection, "croads-interchange")
                 lib.pn_connection_open(self._connection)
                 self._events("connection_open", {"container": self.container_id})
+                if self._small_frames is not None:
+                    self._refuse_open(self._small_frames)
             elif etype == _E_CONN_REMOTE_CLOSE:
                 lib.pn_connection_close(self._connection)
             elif etype == _E_TRANSPORT_ERROR:
@@ -339,6 +349,15 @@ class ConnectionEngine:
             elif etype == _E_TRANSPORT_CLOSED:
                 self._on_closed()
             _pn_collector_pop(collector)
+
+    def _refuse_open(self, max_frame_size: int) -> None:
+        """AMQP 1.0 2.7.1: max-frame-size is at least 512; close (proton would raise it silently)."""
+        description = f"max-frame-size {max_frame_size} is below the AMQP minimum of {MIN_MAX_FRAME_SIZE}"
+        cond = lib.pn_connection_condition(self._connection)
+        cproton.pn_condition_set_name(cond, "amqp:invalid-field")
+        cproton.pn_condition_set_description(cond, description)
+        lib.pn_connection_close(self._connection)  # inside _process: its loop sends the close
+        self._events("transport_error", {"condition": "amqp:invalid-field", "description": description})
 
     def _on_closed(self) -> None:
         if self.closed:
@@ -416,6 +435,10 @@ class ConnectionEngine:
         link = _pn_delivery_link(delivery)
         publication = self._publishers.get(link)
         if publication is not None:
+            if _pn_delivery_aborted(delivery):  # AMQP 1.0 2.6.14: discarded, as proton's receivers do
+                _pn_delivery_settle(delivery)
+                self._replenish(link)
+                return
             if not _pn_delivery_readable(delivery):
                 return
             # Checked on every frame, the last one too: a message whose final frame crosses the
@@ -460,6 +483,10 @@ class ConnectionEngine:
         if not remote_settled:
             _pn_delivery_update(delivery, outcome)
         _pn_delivery_settle(delivery)
+        self._replenish(link)
+
+    def _replenish(self, link: Any) -> None:
+        """Top the publisher's credit up to the window once half of it is used."""
         credit = _pn_link_credit(link)
         window = self.limits.publisher_credit
         if credit < window // 2:
