@@ -174,8 +174,11 @@ def test_translator_ip104_and_drops() -> None:
         Payload(9, 9, b"r", TLCS[1]), Payload(9, 9, b"r", TLCS[0])]
     assert isinstance(translator.to_controllers({"messageType": "SREM"}, b"r", 9), Dropped)
     assert isinstance(translator.to_controllers({"messageType": "SREM", "id": ",9-9,"}, b"r", 9), Dropped)
-    assert translator.srem_selector() == ("messageType = 'SREM' AND (id LIKE '%,5-57,%' OR id LIKE '%,5-58,%' "
-                                          "OR id LIKE '%,5-59,%')")
+    assert translator.srem_selectors() == ["messageType = 'SREM' AND (id LIKE '%,5-57,%' OR id LIKE '%,5-58,%' "
+                                           "OR id LIKE '%,5-59,%')"]
+    split = translator.srem_selectors(max_length=70)
+    assert split == ["messageType = 'SREM' AND (id LIKE '%,5-57,%' OR id LIKE '%,5-58,%')",
+                     "messageType = 'SREM' AND (id LIKE '%,5-59,%')"]
 
 
 def test_bridge_config_errors() -> None:

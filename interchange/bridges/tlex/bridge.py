@@ -8,7 +8,7 @@ the Basic Interface over AMQPS, as any actor would:
    neighbours discover the controllers' datasets through the II (capabilities kept across restarts:
    only missing ones are posted);
 2. asks for a delivery (its publish target) and subscribes to SREMs for the bridged intersections
-   (:meth:`~.publication.Translator.srem_selector`);
+   (:meth:`~.publication.Translator.srem_selectors`);
 3. keeps a Broker session at the streaming service up (:class:`~.stream.SessionSupervisor`):
    payloads from controllers become BI messages (:class:`~.publication.Translator`), SREMs from the
    broker become payload datagrams for the controllers owning their intersections.
@@ -105,7 +105,7 @@ class TlexBridge:
         self._api: StreamingServiceClient | None = None
         self.supervisor: SessionSupervisor | None = None
         self.target: str | None = None
-        self.srem_source: str | None = None
+        self.srem_sources: list[str] = []
 
     # --- start and stop ---------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ class TlexBridge:
         self._tasks = [asyncio.create_task(self._amqp_loop(), name="tlex-amqp"),
                        asyncio.create_task(self.supervisor.run(), name="tlex-session")]
         self._event("info", "tlex_bridge_started", {"actor": self.actor_cn, "target": self.target,
-                                                    "srem_source": self.srem_source,
+                                                    "srem_sources": self.srem_sources,
                                                     "tlcs": [c.tlc_id for c in config.controllers]})
 
     async def _register(self, actor: ActorApi) -> None:
@@ -145,14 +145,18 @@ class TlexBridge:
         if not delivery.get("endpoints"):
             raise BridgeSetupError(f"delivery {delivery.get('id')} has no target: {delivery.get('status')}")
         self.target = delivery["endpoints"][0]["target"]
-        wanted = self.translator.srem_selector()
         subscriptions = (await actor.call("GET", "subscriptions"))["subscriptions"]
-        sub = next((s for s in subscriptions if s["selector"] == wanted and s.get("endpoints")), None)
+        self.srem_sources = [await self._srem_source(actor, subscriptions, selector)
+                             for selector in self.translator.srem_selectors()]
+
+    async def _srem_source(self, actor: ActorApi, subscriptions: list[dict], selector: str) -> str:
+        sub = next((s for s in subscriptions if s["selector"] == selector and s.get("endpoints")), None)
         if sub is None:
-            sub = (await actor.call("POST", "subscriptions", {"subscriptions": [{"selector": wanted}]}))["subscriptions"][0]
+            sub = (await actor.call("POST", "subscriptions", {"subscriptions": [{"selector": selector}]}))["subscriptions"][0]
         if not sub.get("endpoints"):
-            raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')}")
-        self.srem_source = sub["endpoints"][0]["source"]
+            raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')} "
+                                   f"{sub.get('errorMessage', '')}".strip())
+        return str(sub["endpoints"][0]["source"])
 
     async def close(self) -> None:
         if self.supervisor is not None:
@@ -206,15 +210,16 @@ class TlexBridge:
             await asyncio.sleep(AMQP_RETRY_S)
 
     async def _amqp_session(self) -> None:
-        assert self.target is not None and self.srem_source is not None
+        assert self.target is not None
         connection = await ClientConnection.open(self.host, self._amqps_port, client_context(self._files),
                                                  self.node_name, f"tlex-bridge-{self.actor_cn}")
         self.counters.amqp_connects += 1
         self._amqp = connection
         connection.on_receive = self._drain
         self._sender = connection.open_sender(self.target)
-        connection.open_receiver(self.srem_source, self._from_broker, credit=100)
-        self._event("info", "tlex_amqp_connected", {"target": self.target, "source": self.srem_source})
+        for source in self.srem_sources:
+            connection.open_receiver(source, self._from_broker, credit=100)
+        self._event("info", "tlex_amqp_connected", {"target": self.target, "sources": self.srem_sources})
         try:
             await connection.lost
         finally:

@@ -28,6 +28,8 @@ from quadtree.tiles import from_latlon
 
 PropertyValue = str | int | float
 ZOOM = 18
+#: Selector length the bridge stays under: the II's default max_selector_length is 2000.
+SELECTOR_BUDGET = 1900
 
 
 def publication_id(publisher_id: str, tlc_id: str, kind: str) -> str:
@@ -127,10 +129,19 @@ class Translator:
                     "quadTree": [tile(controller)]}, "metadata": metadata})
         return caps
 
-    def srem_selector(self) -> str:
-        """The subscription selector covering SREMs for every bridged intersection."""
-        likes = " OR ".join(f"id LIKE '%,{i},%'" for i in sorted(self._owner))
-        return f"messageType = 'SREM' AND ({likes})"
+    def srem_selectors(self, max_length: int = SELECTOR_BUDGET) -> list[str]:
+        """Subscription selectors that together cover SREMs for every bridged intersection, each at
+        most ``max_length`` characters (an interchange refuses longer ones as ILLEGAL, Table 14)."""
+        head = "messageType = 'SREM' AND ("
+        selectors: list[str] = []
+        likes: list[str] = []
+        for intersection in sorted(self._owner):
+            like = f"id LIKE '%,{intersection},%'"
+            if likes and len(head) + len(" OR ".join([*likes, like])) + 1 > max_length:
+                selectors.append(head + " OR ".join(likes) + ")")
+                likes = []
+            likes.append(like)
+        return selectors + [head + " OR ".join(likes) + ")"]
 
 
 def tile(controller: ControllerConfig) -> str:

@@ -24,7 +24,8 @@ from certs import create_test_pki
 from certs.errors import PkiError
 from certs.keys import KeySpec
 from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
-from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
+from interchange.bridges.tlex.controllers import ControllerSpec, FakeController, PayloadFactory
+from interchange.bridges.tlex.payloads import stamped
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Limits, ServiceRegistry
 from interchange.bridges.tlex.simulator import StreamingServiceSimulator
@@ -59,7 +60,7 @@ class Simulation:
 async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: float = 10.0,
                            mapem_interval: float = 60.0, domain: str = DEFAULT_DOMAIN, host: str = "127.0.0.1",
                            api_port: int = 0, tls_port: int = 0, plain_port: int = 0,
-                           limits: Limits | None = None) -> Simulation:
+                           limits: Limits | None = None, stamp: bool = False) -> Simulation:
     """Start the service and ``controllers`` fake controllers; write ``directory/sim.json``."""
     pki = create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
     server = pki.servers[SERVICE_NAME]
@@ -80,7 +81,8 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
     await api.__aenter__()
     stream_ssl = streaming_client_context(pki.trust_bundle)
     fakes = [FakeController(spec, api, domain=domain, stream_ssl=stream_ssl, spatem_hz=spatem_hz,
-                            mapem_interval=mapem_interval, server_hostname=SERVICE_NAME) for spec in specs]
+                            mapem_interval=mapem_interval, server_hostname=SERVICE_NAME,
+                            factory=_stamped(spec) if stamp else None) for spec in specs]
     for fake in fakes:
         fake.start()
     facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
@@ -89,6 +91,10 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
              "controllers": [{"tlc_id": s.tlc_id, "intersections": s.intersections} for s in specs]}
     (directory / "sim.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     return Simulation(service, fakes, facts, [api])
+
+
+def _stamped(spec: ControllerSpec) -> PayloadFactory:
+    return lambda kind, intersection, sequence: stamped(kind, spec.station_id, intersection, sequence)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -105,6 +111,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--tls-port", type=int, default=0)
     parser.add_argument("--plain-port", type=int, default=0)
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--stamp", action="store_true",
+                        help="payloads carry send time, station and sequence (benchmarks: latency and loss)")
     parser.set_defaults(handler=run)
 
 
@@ -124,7 +132,8 @@ async def _serve(args: argparse.Namespace) -> None:
     args.dir.mkdir(parents=True, exist_ok=True)
     simulation = await start_simulation(args.dir, controllers=args.controllers, spatem_hz=args.spatem_hz,
                                         mapem_interval=args.mapem_interval, domain=args.domain, host=args.host,
-                                        api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port)
+                                        api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port,
+                                        stamp=args.stamp)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -139,7 +148,11 @@ async def _serve(args: argparse.Namespace) -> None:
             async with asyncio.timeout(args.duration):
                 await stop.wait()
     finally:
-        sent = sum(sum(c.record.sent.values()) for c in simulation.controllers)
-        print(f"tlex-sim: stopping; controllers sent {sent} payloads, the service routed {simulation.service.stats.routed}",
-              flush=True)
+        kinds: dict[str, int] = {}
+        for controller in simulation.controllers:
+            for kind, count in controller.record.sent.items():
+                kinds[kind] = kinds.get(kind, 0) + count
+        detail = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+        print(f"tlex-sim: stopping; controllers sent {sum(kinds.values())} payloads ({detail}), "
+              f"the service routed {simulation.service.stats.routed}", flush=True)
         await simulation.close()
