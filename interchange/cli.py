@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     from certs import cli as certs_cli
     from ii_api import cli as ii_cli
     from interchange import demo, node_cli
+    from interchange.bridges.tlex import demo as tlex_demo
     from interchange.bridges.tlex import sim_cli as tlex_sim_cli
     from quadtree import cli as quadtree_cli
     from spark import cli as spark_cli
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     ii_cli.register(sub)
     spark_cli.register(sub)
     tlex_sim_cli.register(sub)
+    tlex_demo.register(sub)
     return parser
 
 

@@ -24,3 +24,11 @@ def test_tlex_sim_runs_and_writes_facts(tmp_path: Path, capsys: pytest.CaptureFi
 def test_tlex_sim_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tlex-sim", "--dir", str(tmp_path), "--controllers", "-1"]) == 2
     assert "--controllers must be between 0 and 10000" in capsys.readouterr().err
+
+
+def test_tlex_demo_delivers_a_spatem_at_the_neighbour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tlex-demo", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "actor-2 received at b.interchange.test a SPATEM" in line)
+    assert "publicationId='NL00001:NLSM0001-SPATEM'" in line and "quadTree=',120202130121133020,'" in line
+    assert "id=',5-100,'" in line and "(ttl 1 s)" in line

@@ -1,0 +1,121 @@
+"""``interchange tlex-demo``: a simulated traffic light's SPATEM reaches a C-ITS actor at a neighbour.
+
+The federation of ``interchange demo`` (A and B on loopback, DNS SRV discovery, mutual TLS 1.3),
+plus a streaming-service simulator with one fake controller (``NLSM0001``, intersection 5-100, at
+Hazeldonk) and the TLEX bridge configured in A's node config (``[tlex]``): the bridge registers the
+controller's SPATEM/MAPEM/SSEM capabilities at A, ``actor-2`` subscribes at B to
+``messageType = 'SPATEM'``, B subscribes at A, and the controller's SPATEMs, published by the bridge
+at A, arrive at ``actor-2`` at B with their C-Roads properties and the payload bytes unchanged.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from certs import create_test_pki
+from certs.errors import PkiError
+from interchange.bridges.tlex.payloads import kind_of
+from interchange.bridges.tlex.sim_cli import start_simulation
+from interchange.config import load_config
+from interchange.demo import CONSUMER, DOMAIN, INTERCHANGE, NODES, PUBLISHER, STEP_S, SUBSCRIBER, write_configs
+from interchange.demo import _Actor as DemoActor  # noqa: PLC2701 - the demo's actor client, reused
+from interchange.demo import _connect as demo_connect  # noqa: PLC2701
+from interchange.demo import _free_port as free_port  # noqa: PLC2701
+from interchange.demo import _until as until  # noqa: PLC2701
+from interchange.demo_dns import DemoDns, SrvRecord
+from interchange.errors import CliError
+from interchange.node import RunningNode, start_node
+
+BRIDGE = "tlex-bridge"
+SELECTOR = "messageType = 'SPATEM'"
+HAZELDONK = (51.485992, 4.735311)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("tlex-demo", help="demo: a simulated traffic light's SPATEM at a neighbour's actor",
+                                   description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory (default demo-data)")
+    parser.set_defaults(handler=run)
+
+
+def add_bridge(directory: Path, config_path: Path, facts: dict[str, Any]) -> None:
+    """Give A's node config a [tlex] section for the simulator's controller."""
+    made = create_test_pki(directory / "pki", list(NODES), [PUBLISHER, CONSUMER, BRIDGE], exist_ok=True)
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tlex"] = {
+        "api_url": facts["api_url"], "authorization": facts["broker_authorization"],
+        "server_name": facts["server_name"], "trust_bundle": facts["trust_bundle"], "domain": facts["domain"],
+        "actor": str(made.identity(BRIDGE).directory), "publisher_id": "NL00001", "originating_country": "NL",
+        "repetition_ms": {"SPATEM": 500},
+        "controllers": [{"tlc_id": c["tlc_id"], "intersections": c["intersections"],
+                         "latitude": HAZELDONK[0], "longitude": HAZELDONK[1]} for c in facts["controllers"]]}
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def receive_spatem(directory: Path, port: int, source: str) -> list[str]:
+    """actor-2 at B takes one SPATEM (blocking proton client, in a worker thread)."""
+    connection = demo_connect(directory, CONSUMER, port, SUBSCRIBER)
+    try:
+        receiver = connection.create_receiver(source, credit=10)
+        message = receiver.receive(timeout=STEP_S)
+        receiver.accept()
+    finally:
+        connection.close()
+    body = bytes(message.body)
+    props = ", ".join(f"{k}={v!r}" for k, v in sorted(message.properties.items()))
+    return [f"{CONSUMER} received at {SUBSCRIBER} a {kind_of(body[1])} from the simulated traffic light via "
+            f"{INTERCHANGE} (ttl {message.ttl:g} s): {props}",
+            f"payload ({len(body)} bytes, unchanged): {body[:40]!r}..."]
+
+
+async def _demo(directory: Path) -> None:
+    directory = directory.resolve()
+    simulation = await start_simulation(directory / "tlex-sim", controllers=1, spatem_hz=2.0, mapem_interval=5.0)
+    ii_ports = {name: free_port() for name in NODES}
+    dns = DemoDns([SrvRecord(DOMAIN, name, ii_ports[name]) for name in NODES], {name: "127.0.0.1" for name in NODES})
+    nodes: dict[str, RunningNode] = {}
+    consumer: DemoActor | None = None
+    try:
+        configs = write_configs(directory, await dns.start(), ii_ports, 0)
+        add_bridge(directory, configs[INTERCHANGE], simulation.facts)
+        print(f"tlex-sim: REST {simulation.service.api_url}, controller NLSM0001 (intersection 5-100) at Hazeldonk")
+        for name in NODES:
+            nodes[name] = await start_node(load_config(configs[name]))
+        a, b = nodes[INTERCHANGE], nodes[SUBSCRIBER]
+        assert a.tlex is not None and b.ii is not None and b.amqps_port
+        b_ii = b.ii
+        print(f"{INTERCHANGE}: TLEX bridge up as actor {BRIDGE}, target {a.tlex.target}")
+        await until(lambda: b_ii.is_neighbour(INTERCHANGE), "discovery")
+        await until(lambda: any(c.application.messageType == "SPATEM"
+                                for c in b_ii.neighbour_capabilities(INTERCHANGE)), "the bridge's capabilities at B")
+        print(f"{SUBSCRIBER} knows {INTERCHANGE}'s traffic-light capabilities (SPATEM, MAPEM, SSEM of NLSM0001)")
+        consumer = DemoActor(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
+        sub = (await consumer.call("POST", "subscriptions", {"subscriptions": [{"selector": SELECTOR}]}))
+        source = sub["subscriptions"][0]["endpoints"][0]["source"]
+        print(f"{CONSUMER} subscribed at {SUBSCRIBER}: {SELECTOR!r} -> source {source}")
+        await until(lambda: any(link["connected"] for o in b_ii.status()["outgoing"] for link in o["links"]),
+                    "B's subscription at A and its data link")
+        for line in await asyncio.to_thread(receive_spatem, directory, b.amqps_port, source):
+            print("  " + line)
+        print(f"logs: {directory / INTERCHANGE / 'node.log'} (tlex_* events); metrics: "
+              f"http://127.0.0.1:{a.admin_port}/metrics (tlex_*)")
+    finally:
+        if consumer is not None:
+            await consumer.close()
+        for node in reversed(list(nodes.values())):
+            await node.close()
+        dns.close()
+        await simulation.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(_demo(args.dir))
+    except PkiError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot start the demo: {exc}") from None
+    return 0
