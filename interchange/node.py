@@ -1,5 +1,11 @@
 """The node runtime: builds the broker and, when configured, the Improved Interface from a
-:class:`NodeConfig` and runs them in one asyncio event loop."""
+:class:`NodeConfig` and runs them in one asyncio event loop.
+
+Start-up and shutdown go through one exit stack (issue 10): every part that starts registers
+how it stops, so a start that fails half way (the admin port taken, a bridge that cannot
+connect) stops what had started, in reverse order, before the error reaches the caller; nothing
+keeps serving. :meth:`RunningNode.close` unwinds the same stack.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -49,13 +55,11 @@ class RunningNode:
     tlex: TlexBridge | None = None  #: the traffic-light bridge ([tlex])
     if2: Any = None  #: the IF2 bridge ([if2], interchange.bridges.if2.bridge.If2Bridge; aio-pika is an extra)
     metrics: CollectorRegistry | None = None  #: what the admin endpoint's /metrics shows
-    _closers: list = field(default_factory=list)
+    #: how every started part stops, unwound in reverse order by close() (or by a failed start)
+    _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     async def close(self) -> None:
-        for closer in reversed(self._closers):
-            await closer()
-        await self.server.close()
-        self.log.close()
+        await self._exit.aclose()
 
 
 def tls_files(config: NodeConfig) -> TlsFiles:
@@ -65,21 +69,33 @@ def tls_files(config: NodeConfig) -> TlsFiles:
 
 
 async def start_node(config: NodeConfig, placement: Placement | None = None) -> RunningNode:
-    """Start the broker listeners (and the admin endpoint when configured).
+    """Start the broker listeners (and the admin endpoint, II and bridges when configured).
 
     With ``broker.processes`` > 1 this process is broker process 0 and starts the others
-    (:class:`BrokerProcesses`); ``placement`` is given only to those others.
+    (:class:`BrokerProcesses`); ``placement`` is given only to those others. If any part fails
+    to start, the parts already started are stopped before the error is raised.
     """
+    exit_stack = contextlib.AsyncExitStack()
+    try:
+        return await _start(config, placement, exit_stack)
+    except BaseException:
+        await exit_stack.aclose()
+        raise
+
+
+async def _start(config: NodeConfig, placement: Placement | None, exit_stack: contextlib.AsyncExitStack) -> RunningNode:
     main = placement is None
     if placement is None:
         placement = Placement(config.broker.processes)
     log = JsonLog(config.name, path=config.log.path,
                   settings=LogSettings.model_validate(config.log.model_dump(exclude={"path"})), process=placement.index)
+    exit_stack.callback(log.close)
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
     core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement)
     server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
-    node = RunningNode(config, addresses, core, server, log, placement=placement)
+    exit_stack.push_async_callback(server.close)
+    node = RunningNode(config, addresses, core, server, log, placement=placement, _exit=exit_stack)
     if config.tls is not None:
         tls = ReloadingTls(tls_files(config), "server")  # a new CRL applies to new connections
         node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port, tls.listener_context())
@@ -94,15 +110,11 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
         node.metrics = broker_registry(core, server)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
                                                     node.metrics)
-        node._closers.append(runner.cleanup)
+        node._exit.push_async_callback(runner.cleanup)
     if main and placement.processes > 1:
-        try:
-            workers = await BrokerProcesses.start(config.model_dump(mode="json"), placement.processes, addresses, log)
-        except BaseException:
-            await node.close()
-            raise
+        workers = await BrokerProcesses.start(config.model_dump(mode="json"), placement.processes, addresses, log)
         node.workers = workers
-        node._closers.append(workers.close)
+        node._exit.push_async_callback(workers.close)
         if node.amqps_port is not None:
             node.amqps_ports = [node.amqps_port] + [r.amqps_port for r in workers.ready if r.amqps_port is not None]
         if node.amqp_port is not None:
@@ -112,17 +124,12 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
         node.amqp_ports = [node.amqp_port] if node.amqp_port is not None else []
     if config.ii is not None:
         if config.tls is None or node.amqps_port is None:
-            await node.close()
             raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
                              "and advertises the AMQPS listener")
-        try:
-            running_ii = await start_ii(config.name, config.ii, config.data_dir, tls_files(config), addresses, core,
-                                        node.amqps_ports, placement, log.event)
-        except BaseException:
-            await node.close()
-            raise
+        running_ii = await start_ii(config.name, config.ii, config.data_dir, tls_files(config), addresses, core,
+                                    node.amqps_ports, placement, log.event)
         node.ii, node.ii_port = running_ii.service, running_ii.port
-        node._closers.append(running_ii.close)
+        node._exit.push_async_callback(running_ii.close)
     if config.tlex is not None and main:
         await _start_tlex(node)
     if config.if2 is not None and main:
@@ -138,7 +145,6 @@ async def _start_tlex(node: RunningNode) -> None:
     config = node.config
     assert config.tlex is not None
     if node.ii_port is None or node.amqps_port is None:
-        await node.close()
         raise ValueError("[tlex] needs [tls] and [ii]: the bridge registers its capabilities through the "
                          "local actor API and publishes over AMQPS")
     bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
@@ -147,10 +153,9 @@ async def _start_tlex(node: RunningNode) -> None:
         await bridge.start()
     except BaseException:
         await bridge.close()
-        await node.close()
         raise
     node.tlex = bridge
-    node._closers.append(bridge.close)
+    node._exit.push_async_callback(bridge.close)
     if node.metrics is not None:
         node.metrics.register(TlexCollector(bridge))
 
@@ -161,7 +166,6 @@ async def _start_if2(node: RunningNode) -> None:
     config = node.config
     assert config.if2 is not None
     if config.ii is None or node.ii is None or node.ii_port is None or node.amqps_port is None:
-        await node.close()
         raise ValueError("[if2] needs [tls] and [ii]: the bridge is a local actor of the node")
     from interchange.bridges.if2.bridge import If2Bridge, NodeView
 
@@ -175,10 +179,9 @@ async def _start_if2(node: RunningNode) -> None:
         await bridge.start()
     except BaseException:
         await bridge.close()
-        await node.close()
         raise
     node.if2 = bridge
-    node._closers.append(bridge.close)
+    node._exit.push_async_callback(bridge.close)
 
 
 async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:

@@ -23,6 +23,6 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     try:
         asyncio.run(run_forever(config))
-    except (OSError, ValueError) as exc:
-        raise CliError(str(exc)) from None
+    except (OSError, ValueError) as exc:  # start_node stopped whatever had started (one exit stack)
+        raise CliError(f"node start-up failed, nothing is left running: {exc}") from None
     return 0

@@ -1,0 +1,67 @@
+"""A node whose start-up fails half way leaves nothing running (issue 10): one exit stack in the
+node runtime; the CLI exits non-zero with one clear line."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_harness import BROKER_CN
+from certs import TestPki
+from interchange.cli import main
+from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.node import start_node
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else already listens on (the admin port of the probe)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def config(pki: TestPki, workdir: Path, admin_port: int, plain_port: int) -> NodeConfig:
+    identity = pki.identity(BROKER_CN)
+    return NodeConfig(
+        name=BROKER_CN, data_dir=workdir,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=0, plain_port=plain_port, plain_identity="dev"),
+        admin=AdminConfig(host="127.0.0.1", port=admin_port),
+        log=LogConfig(path=workdir / "node.log"),
+    )
+
+
+def _log_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if "_monitor" in t.name}  # JsonLog's QueueListener
+
+
+def test_failed_start_leaves_no_listener_and_no_log_thread(pki: TestPki, tmp_path: Path, taken_port: int) -> None:
+    plain_port = free_port()
+    threads_before = _log_threads()
+    with pytest.raises(OSError):
+        asyncio.run(start_node(config(pki, tmp_path, taken_port, plain_port)))
+    with pytest.raises(ConnectionRefusedError):  # the AMQP listener that had started is closed again
+        socket.create_connection(("127.0.0.1", plain_port), timeout=2).close()
+    assert _log_threads() == threads_before
+
+
+def test_cli_exits_non_zero_with_one_line(pki: TestPki, tmp_path: Path, taken_port: int,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "node.json"
+    path.write_text(config(pki, tmp_path, taken_port, free_port()).model_dump_json())
+    assert main(["broker", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "start-up failed" in err and str(taken_port) in err and "nothing is left running" in err
+    assert "\n" not in err and "Traceback" not in err
