@@ -3,6 +3,7 @@
     interchange audit ingest   --input LOGS... --output DIR [--master URL]
     interchange audit validate --input DIR|LOGS... --output DIR [--master URL]
     interchange audit stream   --input LOGDIR --output DIR [--available-now] [--master URL]
+    interchange audit replay   --input LOGS...|DIR [slice] (--broker HOST:PORT --pki DIR --cn CN | --dry-run)
 
 This module does not import pyspark: the node's command line loads it without the ``[spark]``
 extra, and a job is imported (:func:`importlib.import_module`) only when it runs. Each job module
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interchange.errors import CliError
+from spark import replay_args
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class Job:
     module: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
+    output_help: str = "output root of the pipeline's tables"
+    output_required: bool = True
 
 
 def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +58,9 @@ JOBS: dict[str, Job] = {
                     _validate_arguments),
     "stream": Job("spark.stream", "validate the rotated log directory continuously (Structured Streaming)",
                   _stream_arguments),
+    "replay": Job("spark.replay", "publish a slice of the log again through a node's BI, as a C-ITS actor",
+                  replay_args.add_arguments, output_help="also write the summary (JSON) to this file",
+                  output_required=False),
 }
 
 
@@ -67,8 +74,8 @@ def _conf_pair(text: str) -> tuple[str, str]:
 def _add_job(sub: Any, name: str, job: Job) -> None:
     parser = sub.add_parser(name, help=job.help, description=job.help)
     parser.add_argument("--input", nargs="+", required=True, metavar="PATH",
-                        help="log files, directories, globs (or, for validate, an ingest output directory)")
-    parser.add_argument("--output", required=True, metavar="DIR", help="output root of the pipeline's tables")
+                        help="log files, directories, globs (or, for validate and replay, an ingest output directory)")
+    parser.add_argument("--output", required=job.output_required, metavar="PATH", help=job.output_help)
     parser.add_argument("--master", default=None,
                         help="Spark master URL (default local[*]; under spark-submit, spark-submit's)")
     parser.add_argument("--conf", action="append", type=_conf_pair, default=[], metavar="KEY=VALUE",
