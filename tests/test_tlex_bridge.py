@@ -192,3 +192,19 @@ def test_bridge_config_errors() -> None:
         TlexBridgeConfig(**base, authorization="t", controllers=CONTROLLERS, shard_count=2)
     with pytest.raises(ValueError, match="region-id"):
         ControllerConfig(tlc_id="NLZH0001", intersections=["x"], latitude=1, longitude=1)
+
+
+def test_message_encoder_matches_proton() -> None:
+    from interchange.bridges.tlex.bridge import MessageEncoder
+
+    translator = Translator(TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"),
+                                             publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS))
+    encoder = MessageEncoder()
+    for body in (b"", b"m" * 255, b"M" * 256, stand_in("MAPEM", 1, "5-57", 1)):
+        message = translator.to_bi(Payload(5, 1, body, TLCS[0]))
+        assert isinstance(message, BiMessage)
+        decoded = Message()
+        decoded.decode(encoder.encode(message))
+        assert bytes(decoded.body) == body and decoded.properties == message.properties
+        assert decoded.ttl == 648.0 and decoded.durable is False
+        assert encoder.encode(message) == encoder.encode(message)
