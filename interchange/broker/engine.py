@@ -47,12 +47,13 @@ _E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
 _ACCEPTED = lib.PN_ACCEPTED
 _REJECTED = lib.PN_REJECTED
 _SND_SETTLED = lib.PN_SND_SETTLED
-#: Outcomes after which a message goes back to its source (the consumer did not process it).
+#: Received messages up to this size become bytes; larger ones are forwarded in the buffer they were read into.
 _COPY_LIMIT = 64 * 1024
 # One constant tag for pre-settled deliveries; the buffer and the struct live as long as the module.
 _SETTLED_TAG_BUFFER = ffi.new("char[]", b"\x00")
 _SETTLED_TAG_STRUCT = ffi.new("pn_bytes_t *", (1, _SETTLED_TAG_BUFFER))
 _SETTLED_TAG = _SETTLED_TAG_STRUCT[0]
+#: Outcomes after which a message goes back to its source (the consumer did not process it).
 _REDELIVER = frozenset({lib.PN_RELEASED, lib.PN_MODIFIED})
 _LOCAL_ACTIVE = lib.PN_LOCAL_ACTIVE
 _TERMINUS_NULL = lib.PN_UNSPECIFIED  #: a terminus of this type is sent as null
@@ -108,11 +109,11 @@ class Router(Protocol):
 
     def attach_consumer(self, identity: str, address: str | None, selector: str | None, link: "ConsumerLinkState") -> Any: ...
 
-    def detach_publisher(self, publication: Any) -> None: ...
+    def detach_publisher(self, publisher: Any) -> None: ...
 
     def detach_consumer(self, link: "ConsumerLinkState") -> None: ...
 
-    def publish(self, publication: Any, raw: bytes | bytearray) -> None:
+    def publish(self, publisher: Any, raw: bytes | bytearray) -> None:
         """Route one message; raise :class:`Rejected` to reject it."""
 
     def credit_available(self, link: "ConsumerLinkState") -> None: ...
@@ -153,6 +154,10 @@ class ConsumerLinkState:
 
     def can_send(self) -> bool:
         return not self.engine.closed and not self.engine.paused and _pn_link_credit(self.link) > 0
+
+    def close(self, condition: str, description: str) -> None:
+        """Detach the link with an error condition (its source deleted, its grant withdrawn)."""
+        self.engine.close_link(self.link, condition, description)
 
     def send(self, message: BrokerMessage) -> None:
         """Create a delivery carrying the received bytes unchanged; settle per the link's mode."""
@@ -297,7 +302,10 @@ class ConnectionEngine:
 
     # ----------------------------------------------------------------- events
     def _process(self) -> None:
+        """Handle proton's pending events: one short method each (``_EVENT_HANDLERS``); a delivery,
+        the hot path, is tested first, without a table lookup."""
         collector = self._collector
+        handlers = _EVENT_HANDLERS
         while True:
             event = _pn_collector_peek(collector)
             if event == _NULL:
@@ -305,50 +313,65 @@ class ConnectionEngine:
             etype = _pn_event_type(event)
             if etype == _E_DELIVERY:
                 self._on_delivery(_pn_event_delivery(event))
-            elif etype == _E_LINK_FLOW:
-                link = _pn_event_link(event)
-                state = self._consumers.get(link)
-                if state is not None:
-                    if _pn_link_credit(link) > 0 and not self.paused:
-                        self.router.credit_available(state)
-                    if lib.pn_link_get_drain(link):
-                        lib.pn_link_drained(link)
-            elif etype == _E_LINK_REMOTE_OPEN:
-                self._on_attach(_pn_event_link(event))
-            elif etype in (_E_LINK_REMOTE_CLOSE, _E_LINK_REMOTE_DETACH):
-                link = _pn_event_link(event)
-                self._forget_link(link)
-                if lib.pn_link_state(link) & _LOCAL_ACTIVE:
-                    if etype == _E_LINK_REMOTE_CLOSE:
-                        lib.pn_link_close(link)
-                    else:
-                        lib.pn_link_detach(link)
-            elif etype == _E_LINK_FINAL:
-                self._forget_link(_pn_event_link(event))
-            elif etype == _E_SESSION_REMOTE_OPEN:
-                session = lib.pn_event_session(event)
-                lib.pn_session_set_incoming_capacity(session, self.limits.session_incoming_capacity)
-                lib.pn_session_open(session)
-            elif etype == _E_SESSION_REMOTE_CLOSE:
-                lib.pn_session_close(lib.pn_event_session(event))
-            elif etype == _E_CONN_REMOTE_OPEN:
-                self.container_id = cproton.pn_connection_remote_container(self._connection)
-                cproton.pn_connection_set_container(self._connection, "croads-interchange")
-                lib.pn_connection_open(self._connection)
-                self._events("connection_open", {"container": self.container_id})
-                if self._small_frames is not None:
-                    self._refuse_open(self._small_frames)
-            elif etype == _E_CONN_REMOTE_CLOSE:
-                lib.pn_connection_close(self._connection)
-            elif etype == _E_TRANSPORT_ERROR:
-                cond = lib.pn_transport_condition(self._transport)
-                self._events("transport_error", {
-                    "condition": cproton.pn_condition_get_name(cond),
-                    "description": cproton.pn_condition_get_description(cond),
-                })
-            elif etype == _E_TRANSPORT_CLOSED:
-                self._on_closed()
+            else:
+                handler = handlers.get(etype)
+                if handler is not None:
+                    handler(self, event)
             _pn_collector_pop(collector)
+
+    def _on_link_flow(self, event: Any) -> None:
+        link = _pn_event_link(event)
+        state = self._consumers.get(link)
+        if state is not None:
+            if _pn_link_credit(link) > 0 and not self.paused:
+                self.router.credit_available(state)
+            if lib.pn_link_get_drain(link):
+                lib.pn_link_drained(link)
+
+    def _on_link_remote_open(self, event: Any) -> None:
+        self._on_attach(_pn_event_link(event))
+
+    def _on_link_remote_end(self, event: Any) -> None:
+        """The peer closed or detached a link: answer in kind."""
+        link = _pn_event_link(event)
+        self._forget_link(link)
+        if lib.pn_link_state(link) & _LOCAL_ACTIVE:
+            if _pn_event_type(event) == _E_LINK_REMOTE_CLOSE:
+                lib.pn_link_close(link)
+            else:
+                lib.pn_link_detach(link)
+
+    def _on_link_final(self, event: Any) -> None:
+        self._forget_link(_pn_event_link(event))
+
+    def _on_session_remote_open(self, event: Any) -> None:
+        session = lib.pn_event_session(event)
+        lib.pn_session_set_incoming_capacity(session, self.limits.session_incoming_capacity)
+        lib.pn_session_open(session)
+
+    def _on_session_remote_close(self, event: Any) -> None:
+        lib.pn_session_close(lib.pn_event_session(event))
+
+    def _on_connection_remote_open(self, event: Any) -> None:
+        self.container_id = cproton.pn_connection_remote_container(self._connection)
+        cproton.pn_connection_set_container(self._connection, "croads-interchange")
+        lib.pn_connection_open(self._connection)
+        self._events("connection_open", {"container": self.container_id})
+        if self._small_frames is not None:
+            self._refuse_open(self._small_frames)
+
+    def _on_connection_remote_close(self, event: Any) -> None:
+        lib.pn_connection_close(self._connection)
+
+    def _on_transport_error(self, event: Any) -> None:
+        cond = lib.pn_transport_condition(self._transport)
+        self._events("transport_error", {
+            "condition": cproton.pn_condition_get_name(cond),
+            "description": cproton.pn_condition_get_description(cond),
+        })
+
+    def _on_transport_closed(self, event: Any) -> None:
+        self._on_closed()
 
     def _refuse_open(self, max_frame_size: int) -> None:
         """AMQP 1.0 2.7.1: max-frame-size is at least 512; close (proton would raise it silently)."""
@@ -367,9 +390,9 @@ class ConnectionEngine:
             self._forget_link(link)
 
     def _forget_link(self, link: Any) -> None:
-        publication = self._publishers.pop(link, None)
-        if publication is not None:
-            self.router.detach_publisher(publication)
+        publisher = self._publishers.pop(link, None)
+        if publisher is not None:
+            self.router.detach_publisher(publisher)
         state = self._consumers.pop(link, None)
         if state is not None:
             self.router.detach_consumer(state)
@@ -397,7 +420,7 @@ class ConnectionEngine:
         remote_target = lib.pn_link_remote_target(link)
         address = cproton.pn_terminus_get_address(remote_target)
         try:
-            publication = self.router.attach_publisher(self.identity, address)
+            publisher = self.router.attach_publisher(self.identity, address)
         except AttachRefused as exc:
             self._refuse(link, exc.condition, exc.description)
             return
@@ -407,8 +430,8 @@ class ConnectionEngine:
         lib.pn_link_set_max_message_size(link, self.limits.max_message_size)
         lib.pn_link_open(link)
         _pn_link_flow(link, self.limits.publisher_credit)
-        self._publishers[link] = publication
-        publication.closer = lambda condition, description: self.close_link(link, condition, description)
+        self._publishers[link] = publisher
+        publisher.closer = lambda condition, description: self.close_link(link, condition, description)
 
     def _attach_consumer(self, link: Any) -> None:
         remote_source = lib.pn_link_remote_source(link)
@@ -433,8 +456,8 @@ class ConnectionEngine:
 
     def _on_delivery(self, delivery: Any) -> None:
         link = _pn_delivery_link(delivery)
-        publication = self._publishers.get(link)
-        if publication is not None:
+        publisher = self._publishers.get(link)
+        if publisher is not None:
             if _pn_delivery_aborted(delivery):  # AMQP 1.0 2.6.14: discarded, as proton's receivers do
                 _pn_delivery_settle(delivery)
                 self._replenish(link)
@@ -450,7 +473,7 @@ class ConnectionEngine:
                 return
             if _pn_delivery_partial(delivery):
                 return
-            self._receive_message(link, delivery, publication, size)
+            self._receive_message(link, delivery, publisher, size)
             return
         state = self._consumers.get(link)
         if state is not None and _pn_delivery_updated(delivery):
@@ -461,7 +484,7 @@ class ConnectionEngine:
                 if message is not None and outcome in _REDELIVER:
                     self.router.redeliver(state, message)
 
-    def _receive_message(self, link: Any, delivery: Any, publication: Any, size: int) -> None:
+    def _receive_message(self, link: Any, delivery: Any, publisher: Any, size: int) -> None:
         buf = bytearray(size)
         got = _pn_link_recv(link, _from_buffer(buf), size)
         _pn_link_advance(link)
@@ -472,7 +495,7 @@ class ConnectionEngine:
         # filled, which is forwarded as it is (no copy of a 500 KB payload).
         raw = bytes(buf) if size <= _COPY_LIMIT else buf
         try:
-            self.router.publish(publication, raw)
+            self.router.publish(publisher, raw)
             outcome = _ACCEPTED
         except Rejected as exc:
             outcome = _REJECTED
@@ -491,6 +514,22 @@ class ConnectionEngine:
         window = self.limits.publisher_credit
         if credit < window // 2:
             _pn_link_flow(link, window - credit)
+
+
+#: The proton events a connection engine handles (other than deliveries), and how.
+_EVENT_HANDLERS: dict[int, Callable[[ConnectionEngine, Any], None]] = {
+    _E_LINK_FLOW: ConnectionEngine._on_link_flow,
+    _E_LINK_REMOTE_OPEN: ConnectionEngine._on_link_remote_open,
+    _E_LINK_REMOTE_CLOSE: ConnectionEngine._on_link_remote_end,
+    _E_LINK_REMOTE_DETACH: ConnectionEngine._on_link_remote_end,
+    _E_LINK_FINAL: ConnectionEngine._on_link_final,
+    _E_SESSION_REMOTE_OPEN: ConnectionEngine._on_session_remote_open,
+    _E_SESSION_REMOTE_CLOSE: ConnectionEngine._on_session_remote_close,
+    _E_CONN_REMOTE_OPEN: ConnectionEngine._on_connection_remote_open,
+    _E_CONN_REMOTE_CLOSE: ConnectionEngine._on_connection_remote_close,
+    _E_TRANSPORT_ERROR: ConnectionEngine._on_transport_error,
+    _E_TRANSPORT_CLOSED: ConnectionEngine._on_transport_closed,
+}
 
 
 def selector_from_filter(data: Data) -> str | None:

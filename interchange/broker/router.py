@@ -22,8 +22,8 @@ from interchange.broker.source import Source
 from interchange.timing import now_ms
 
 
-class Publication:
-    """A publisher's link on a target."""
+class PublisherLink:
+    """A publisher's link on a target (what the router knows of it: who, which target, how to close it)."""
 
     __slots__ = ("identity", "spec", "federated", "matches", "closer")
 
@@ -52,7 +52,7 @@ class BrokerCore:
         self.observer = observer or BrokerObserver()
         self.clock_ms = clock_ms
         self.sources: dict[str, Source] = {}
-        self._publications: dict[str, set[Publication]] = {}
+        self._publishers: dict[str, set[PublisherLink]] = {}
         self._index = RoutingIndex()
         self.link_selectors = LinkSelectors()  #: bounded, cached link selector compilation (issue 10)
         addresses.subscribe(self._on_address_change)
@@ -67,9 +67,8 @@ class BrokerCore:
                 if old is not None:
                     self._index.remove(old)
                     del self.sources[address]
-                    # a source's links are the engines' links attach_consumer added
-                    for link in cast("list[ConsumerLinkState]", list(old.links)):
-                        link.engine.close_link(link.link, "amqp:resource-deleted", f"source {address!r} was deleted")
+                    for link in list(old.links):
+                        link.close("amqp:resource-deleted", f"source {address!r} was deleted")
                 return
             assert isinstance(spec, SourceSpec)
             node_selector = jms_selectors.compile(spec.selector) if spec.selector else None
@@ -77,26 +76,26 @@ class BrokerCore:
             if old is not None:
                 self._index.remove(old)
                 source.adopt(old)
-                for link in cast("list[ConsumerLinkState]", list(source.links)):
+                for link in list(source.links):
                     if link.identity not in spec.consumers:
                         source.remove_link(link)
-                        link.engine.close_link(link.link, "amqp:unauthorized-access", "consumer grant withdrawn")
+                        link.close("amqp:unauthorized-access", "consumer grant withdrawn")
             self.sources[address] = source
             self._index.add(source, node_selector.ast if node_selector else None)
         else:
             target = cast("TargetSpec | None", spec)  # kind "target"
-            for publication in list(self._publications.get(address, ())):
-                allowed = target is not None and publication.identity in target.publishers
-                if not allowed and publication.closer is not None:
-                    publication.closer("amqp:resource-deleted" if spec is None else "amqp:unauthorized-access",
+            for publisher in list(self._publishers.get(address, ())):
+                allowed = target is not None and publisher.identity in target.publishers
+                if not allowed and publisher.closer is not None:
+                    publisher.closer("amqp:resource-deleted" if spec is None else "amqp:unauthorized-access",
                                        f"target {address!r} was deleted or the grant withdrawn")
                 elif spec is not None:
                     assert isinstance(spec, TargetSpec)
-                    fresh = Publication(publication.identity, spec)
-                    publication.spec, publication.matches, publication.federated = spec, fresh.matches, fresh.federated
+                    fresh = PublisherLink(publisher.identity, spec)
+                    publisher.spec, publisher.matches, publisher.federated = spec, fresh.matches, fresh.federated
 
     # ------------------------------------------------------------ Router interface
-    def attach_publisher(self, identity: str, address: str | None) -> Publication:
+    def attach_publisher(self, identity: str, address: str | None) -> PublisherLink:
         """Authorize a publisher's link on a target (IP_050: identity is the TLS certificate CN)."""
         if not address:
             raise AttachRefused("amqp:invalid-field", "a publisher link needs a target address")
@@ -108,14 +107,14 @@ class BrokerCore:
                                 f"{self.placement.owner(spec)} of this node (another port; the II's endpoint names it)")
         if identity not in spec.publishers:
             raise AttachRefused("amqp:unauthorized-access", f"{identity!r} may not publish to {address!r}")
-        publication = Publication(identity, spec)
-        self._publications.setdefault(address, set()).add(publication)
+        publisher = PublisherLink(identity, spec)
+        self._publishers.setdefault(address, set()).add(publisher)
         self.observer.link_attached("publisher", identity, address, None)
-        return publication
+        return publisher
 
-    def detach_publisher(self, publication: Publication) -> None:
-        self._publications.get(publication.spec.address, set()).discard(publication)
-        self.observer.link_detached("publisher", publication.identity, publication.spec.address)
+    def detach_publisher(self, publisher: PublisherLink) -> None:
+        self._publishers.get(publisher.spec.address, set()).discard(publisher)
+        self.observer.link_detached("publisher", publisher.identity, publisher.spec.address)
 
     def attach_consumer(self, identity: str, address: str | None, selector: str | None, link: ConsumerLinkState) -> Source:
         """Authorize a consumer on a source and compile its link selector (IP_024/066/067)."""
@@ -160,7 +159,7 @@ class BrokerCore:
         if source is not None:
             source.credit_changed(self.clock_ms())
 
-    def publish(self, publication: Publication, raw: bytes | bytearray) -> None:
+    def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> None:
         """Validate and route one message; raise Rejected for a malformed one (IP_016)."""
         observer = self.observer
         timed = observer.received_count % LATENCY_SAMPLE == 0
@@ -168,14 +167,14 @@ class BrokerCore:
             started = time.perf_counter()
         now = self.clock_ms()
         try:
-            message = self.admission.admit(raw, publication.identity, publication.federated,
-                                           publication.spec.shard_count, now)
-            if publication.matches is not None and not publication.matches(message.properties):
+            message = self.admission.admit(raw, publisher.identity, publisher.federated,
+                                           publisher.spec.shard_count, now)
+            if publisher.matches is not None and not publisher.matches(message.properties):
                 raise Rejected("message does not fit the capabilities registered for this target")
         except Rejected as exc:
-            self.observer.rejected(publication.identity, publication.spec.address, raw, exc.description)
+            self.observer.rejected(publisher.identity, publisher.spec.address, raw, exc.description)
             raise
-        observer.received(message, publication.spec.address)
+        observer.received(message, publisher.spec.address)
         if message.expiry_ms is not None and message.expiry_ms <= now:
             observer.expired(1)
             return

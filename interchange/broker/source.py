@@ -20,11 +20,18 @@ Matcher = Callable[[dict], bool]
 
 
 class ConsumerLink(Protocol):
-    """What a source needs from a consumer's link (implemented by the AMQP engine)."""
+    """What a source (and the router) needs from a consumer's link (implemented by the AMQP engine)."""
 
     selector: Matcher | None
     #: the source the link is attached to (set when a replacing source adopts the links)
     source: Source | None
+
+    @property
+    def identity(self) -> str:
+        """The consumer's identity (its certificate's CN)."""
+
+    def close(self, condition: str, description: str) -> None:
+        """Detach the link with an AMQP error condition (its source deleted, its grant withdrawn)."""
 
     def can_send(self) -> bool:
         """True while the link has credit and its connection is not back-pressured."""
