@@ -74,8 +74,9 @@ AddressListener = Callable[[str, str, "TargetSpec | SourceSpec | None"], None]
 class AddressBook:
     """The set of targets and sources, changed at run time by config or the II.
 
-    Listeners are told ``(kind, spec_or_None)`` after each change, so the router can
-    build or tear down its runtime objects; removing an address detaches its links.
+    Listeners are called as ``listener(kind, address, spec_or_None)`` (``kind`` is "target" or
+    "source"; None when the address was removed) after each change, so the router can build or
+    tear down its runtime objects; removing an address detaches its links.
     """
 
     def __init__(self) -> None:

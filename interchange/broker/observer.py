@@ -5,15 +5,15 @@ and the message log (IP_009/010/119/120/121) is called only while it is switched
 """
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from typing import Protocol
 
 from interchange.broker.message import BrokerMessage
+from interchange.timing import now_ms
 
-#: Routing-latency histogram bucket bounds in seconds (IP_012: < 30 ms).
 #: One message in LATENCY_SAMPLE is timed (timing every message would cost more than routing it).
 LATENCY_SAMPLE = 64
+#: Routing-latency histogram bucket bounds in seconds (IP_012: < 30 ms).
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.03, 0.1, 1.0)
 
 
@@ -55,7 +55,7 @@ class BrokerObserver:
         """IP_010: departure timestamp of a message handed to a consumer."""
         log = self.log
         if log is not None and log.messages_on:
-            log.message("sent_message", message, address or "", departure_ms=time.time_ns() // 1_000_000,
+            log.message("sent_message", message, address or "", departure_ms=now_ms(),
                         identity=identity)
 
     def link_attached(self, role: str, identity: str, address: str, selector: str | None) -> None:
