@@ -148,7 +148,8 @@ async def _start_tlex(node: RunningNode) -> None:
         raise ValueError("[tlex] needs [tls] and [ii]: the bridge registers its capabilities through the "
                          "local actor API and publishes over AMQPS")
     bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
-                        event=node.log.event, ii_base_path=config.ii.base_path if config.ii is not None else "")
+                        event=node.log.event, ii_base_path=config.ii.base_path if config.ii is not None else "",
+                        state_dir=config.data_dir / "tlex")
     try:
         await bridge.start()
     except BaseException:

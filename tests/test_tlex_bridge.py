@@ -208,3 +208,48 @@ def test_message_encoder_matches_proton() -> None:
         assert bytes(decoded.body) == body and decoded.properties == message.properties
         assert decoded.ttl == 648.0 and decoded.durable is False
         assert encoder.encode(message) == encoder.encode(message)
+
+
+async def test_mapem_kept_across_a_restart(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """IP_049/IP_104: after a restart the stored MAPEM is published again first, so the controller's
+    SPATEMs flow at once although its next MAPEM is an hour away."""
+    async with sim.api(sim.tlc_system) as tlc_api:
+        controller = FakeController(ControllerSpec(TLCS[0], CONTROLLERS[0].intersections, 1), tlc_api, domain=DOMAIN,
+                                    stream_ssl=sim.stream_ssl(), spatem_hz=10, mapem_interval=3600,
+                                    server_hostname=SIM_HOST)
+        node = await start_bridged_node(sim, pki, tmp_path)
+        try:
+            controller.start()
+            assert node.tlex is not None
+            counters = node.tlex.counters
+            await wait_for(lambda: counters.tlc(TLCS[0]).published >= 5, "MAPEM and SPATEMs published")
+            await wait_for(lambda: list((tmp_path / "node" / "tlex").glob("*.mapem")), "the stored MAPEM")
+        finally:
+            await node.close()
+        node = await start_bridged_node(sim, pki, tmp_path)
+        try:
+            assert node.tlex is not None
+            counters = node.tlex.counters
+            await wait_for(lambda: counters.tlc(TLCS[0]).published >= 5, "SPATEMs published after the restart")
+            assert counters.tlc(TLCS[0]).dropped == 0 and node.tlex.translator.spatem_before_mapem == 0
+            assert '"tlex_mapem_restored"' in (tmp_path / "node" / "node.log").read_text()
+        finally:
+            await controller.stop()
+            await node.close()
+
+
+def test_mapem_store_keeps_nine_minutes(tmp_path: Path) -> None:
+    from interchange.bridges.tlex.mapem_store import KEEP_MS, MapemStore
+
+    store = MapemStore(tmp_path / "tlex")
+    store.save(TLCS[0], 1_000_000, b"map-1")
+    store.save(TLCS[0], 1_050_000, b"map-2")  # the newer one replaces it
+    store.save(TLCS[1], 1_000_000, b"map-b")
+    assert store.load([TLCS[0], TLCS[1], TLCS[2]], 1_100_000) == {TLCS[0]: (1_050_000, b"map-2"),
+                                                                   TLCS[1]: (1_000_000, b"map-b")}
+    assert store.load([TLCS[0], TLCS[1]], 1_000_000 + KEEP_MS) == {TLCS[0]: (1_050_000, b"map-2")}
+    translator = Translator(TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"),
+                                             publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS))
+    restored = translator.restored_mapem(TLCS[0], b"map-2", age_ms=600_000)
+    assert restored.ttl_ms == 48_000 and restored.body == b"map-2"  # 648 s - 600 s
+    assert isinstance(translator.to_bi(Payload(4, 1, b"s", TLCS[0])), BiMessage)  # SPATEM may follow

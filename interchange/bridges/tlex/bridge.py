@@ -25,6 +25,7 @@ import ssl
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -35,6 +36,7 @@ from proton import Data, Described, Message, ulong
 from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import TlexBridgeConfig
+from interchange.bridges.tlex.mapem_store import MapemStore
 from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
@@ -90,7 +92,9 @@ class ActorApi:
 
 class TlexBridge:
     def __init__(self, config: TlexBridgeConfig, *, node_name: str, ii_port: int, amqps_port: int,
-                 event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "") -> None:
+                 event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "",
+                 state_dir: Path | None = None) -> None:
+        self._mapems = MapemStore(state_dir) if state_dir is not None else None
         self.config, self.node_name, self.host = config, node_name, host
         self._ii_url = f"https://{host}:{ii_port}{ii_base_path}"
         self._amqps_port, self._event = amqps_port, event
@@ -111,6 +115,7 @@ class TlexBridge:
     # --- start and stop ---------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self._restore_mapems()
         actor = ActorApi(self._ii_url, self.node_name, self.actor_cn, client_context(self._files))
         try:
             await self._register(actor)
@@ -131,6 +136,17 @@ class TlexBridge:
         self._event("info", "tlex_bridge_started", {"actor": self.actor_cn, "target": self.target,
                                                     "srem_sources": self.srem_sources,
                                                     "tlcs": [c.tlc_id for c in config.controllers]})
+
+    async def _restore_mapems(self) -> None:
+        """Stored MAPEMs younger than 9 minutes go first into the publish queue (IP_049, IP_104)."""
+        if self._mapems is None:
+            return
+        now = read_now().utc_ms
+        stored = await asyncio.to_thread(self._mapems.load, [c.tlc_id for c in self.config.controllers], now)
+        for tlc, (received, payload) in sorted(stored.items()):
+            self._queue.append(self.translator.restored_mapem(tlc, payload, now - received))
+        if stored:
+            self._event("info", "tlex_mapem_restored", {"tlcs": sorted(stored)})
 
     async def _register(self, actor: ActorApi) -> None:
         existing = await actor.call("GET", "capabilities")
@@ -188,7 +204,19 @@ class TlexBridge:
             self.counters.tlc(dropped.tlc).dropped += 1
             self.counters.queue_dropped += 1
         self._queue.append(result)
+        if result.kind == "MAPEM" and self._mapems is not None:
+            self._save_mapem(result)
         self._drain()
+
+    def _save_mapem(self, message: BiMessage) -> None:
+        assert self._mapems is not None
+        task = asyncio.get_running_loop().run_in_executor(None, self._mapems.save, message.tlc, read_now().utc_ms,
+                                                          message.body)
+        task.add_done_callback(self._saved)
+
+    def _saved(self, future: asyncio.Future[None]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self._event("warning", "tlex_mapem_not_stored", {"error": str(future.exception())})
 
     def _drain(self) -> None:
         connection, sender = self._amqp, self._sender

@@ -98,6 +98,12 @@ class Translator:
             return Dropped("SPATEM before the controller's first MAPEM (IP_104)", payload.tlc)
         return BiMessage(self._properties[(payload.tlc, kind)], self._ttl[kind], payload.payload, payload.tlc, kind)
 
+    def restored_mapem(self, tlc: str, payload: bytes, age_ms: int) -> BiMessage:
+        """A MAPEM stored before a restart (IP_049), published again: its TTL shortened by its age
+        (at least 1 s), and the controller's SPATEMs may follow (IP_104)."""
+        self._mapem_published.add(tlc)
+        return BiMessage(self._properties[(tlc, "MAPEM")], max(1000, self._ttl["MAPEM"] - age_ms), payload, tlc, "MAPEM")
+
     def to_controllers(self, properties: dict, body: bytes, utc_ms: int) -> list[Payload] | Dropped:
         """Payload datagrams for an SREM from the broker: one per controller owning a listed intersection."""
         if properties.get("messageType") != "SREM":
