@@ -61,10 +61,16 @@ def dnsmasq(tmp_path: Path) -> Iterator[DnsmasqServer]:
 
 
 # ------------------------------------------------------------------------------ Spark
+#: Tiny test logs: compiling generated code for each query costs more than interpreting a few rows
+#: (the rule plans are large), so the tests' session interprets; results are the same by design.
+TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.codegen.wholeStage": "false",
+             "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One SparkSession (local[2]) for the whole test run: start-up costs ~10 s, so it is paid once."""
-    session = build_session("local[2]", "interchange-tests", {"spark.sql.shuffle.partitions": "2"})
+    session = build_session("local[2]", "interchange-tests", TEST_CONF)
     yield session
     session.stop()
 

@@ -1,0 +1,219 @@
+"""`audit validate`: each rule on a small log with known faults (exact violations), metrics history, and the
+tables 1-7 rules held against interchange/broker/validation.py on generated messages (differential)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from interchange import logformat
+from interchange.broker.validation import validate_application_properties
+from interchange.cli import main
+from spark import loggen, parse, property_rules, rules, tables
+from spark.ingest import ingest, read_table
+from spark.loggen import Message, lost, properties, received, rejected, sent
+from spark.validate import validate
+
+T0 = 1_795_000_000_000
+NODE = "ixc-a"
+
+
+def _messages(spark: SparkSession, records: list[dict[str, object]]):
+    lines = spark.createDataFrame([(logformat.dumps(r), "mem") for r in records], "value string, file string")
+    return parse.messages(parse.parse(lines))
+
+
+# --- tables 1-7: Spark against validation.py --------------------------------------------------------
+
+_BAD_VALUES: dict[str, list[object]] = {
+    "publisherId": ["NL16384", "nl1", "NL", "NL123456", "NL1\n", 7, "NL16383", "DE0015608"],
+    "originatingCountry": ["NLD", "nl", "", True, None],
+    "protocolVersion": ["", 2],
+    "baselineVersion": ["", "1.0"],
+    "serviceType": [",a,,b,", "a,b,", ",", ",x,", 3],
+    "messageType": ["FOO", "denm", 1.5],
+    "longitude": [181.0, -180.0, 5, "4.7", 1e300, -0.0],
+    "latitude": [90.5, -90.0, None],
+    "quadTree": [",", ",12,", "12020,", ",120202101232300231,12a,", ",120202101232300231,\n", ",,120202101232300231,",
+                 ",1202021012323002310,", 12],
+    "shardId": [0, -1, 3, 2**70, "1", 1.0],
+    "shardCount": [0, 2, 2**40, 2**31 - 1, "2"],
+    "causeCode": [-1, 256, -2, "3", 0],
+    "subCauseCode": [-1, 255, 300],
+    "iviStatus": [8, -1, 7],
+    "iviType": [",1,x,", ",-1,", ",1,2,", ",1.5,"],
+    "pictogramCategoryCode": [",557,", ",,", "557"],
+    "iviContainer": [",a,", "a"],
+    "id": [",1,2,", ",,", 5],
+    "name": [",x,", "x,"],
+    "stationType": [300, 5, -1, "5"],
+    "vehicleRole": [16, 0, 15.0],
+    "type": ["Car", "RSU", "Vehicle", ""],
+    "publicationId": ["NL00002:1", "NL00001:", ":1", "NL00001", "NL00001:a:b"],
+    "custom-acme-x": [1],
+    "x-custom": ["a"],
+    "custom--y": ["a"],
+    "custom-a-": ["a"],
+    "cüstom-ä-ö": ["a"],
+}
+
+
+def _generated(rng: random.Random, index: int) -> dict[str, object]:
+    message_type = rng.choice(["DENM", "IVIM", "CAM", "CPM", "SPATEM", "MAPEM", "SREM", "POIM-PA"])
+    props = properties(message_type, "NL00001", str(index))
+    for _ in range(rng.randrange(4)):
+        name = rng.choice(list(_BAD_VALUES))
+        props[name] = rng.choice(_BAD_VALUES[name])
+    for _ in range(rng.randrange(2)):
+        props.pop(rng.choice(list(props)), None)
+    return props
+
+
+def test_table_rules_agree_with_validation_py(spark: SparkSession) -> None:
+    rng = random.Random(22)
+    generated = [_generated(rng, i) for i in range(600)]
+    records = [received(Message(NODE, i + 1, T0 + i, props)) for i, props in enumerate(generated)]
+    found = (_messages(spark, records)
+             .select("messageId", F.explode(property_rules.findings(F.col("applicationProperties"),
+                                                                     F.col("propertyKinds"))).alias("f"))
+             .select("messageId", "f.property", "f.rule").collect())
+    spark_findings: dict[str, Counter[tuple[str, str]]] = {}
+    for row in found:
+        spark_findings.setdefault(row.messageId, Counter())[(row.property, row.rule)] += 1
+    python_findings = {loggen.message_id(NODE, i + 1): Counter((p.property, p.requirement)
+                                                               for p in validate_application_properties(props))
+                       for i, props in enumerate(generated)}
+    disagreements = {mid: (dict(python_findings[mid]), dict(spark_findings.get(mid, Counter())), generated[i])
+                     for i, mid in enumerate(python_findings) if python_findings[mid] != spark_findings.get(mid, Counter())}
+    assert not disagreements
+    assert sum(map(len, python_findings.values())) > 500  # the generator produces faults of every kind
+    assert len({rule for c in python_findings.values() for _, rule in c}) >= 11
+
+
+# --- every rule on a small log with known faults ----------------------------------------------------
+
+def _faulty_log() -> list[dict[str, object]]:
+    records: list[dict[str, object]] = []
+    add = records.append
+    # a DENM delivered in 12 ms, then a late one (IP_012), one after expiry (IP_033), one invalid (IP_022)
+    ok = Message(NODE, 1, T0, properties("DENM", local_id="1"), shard_seq=1)
+    late = Message(NODE, 2, T0 + 100, properties("DENM", local_id="2"), body=b"b2", shard_seq=1)
+    stale = Message(NODE, 3, T0 + 200, properties("DENM", local_id="3"), body=b"b3", shard_seq=1, expiry_ms=T0 + 210)
+    bad = Message(NODE, 4, T0 + 300, properties("DENM", local_id="4", originatingCountry="nl"), body=b"b4")
+    for message, delay in ((ok, 12), (late, 31), (stale, 20), (bad, 5)):
+        add(received(message))
+        add(sent(message, message.arrival_ms + delay))
+    # a released delivery and its redelivery; the same delivery duplicates nothing
+    add(sent(ok, T0 + 25, consumer="actor-3", source="s3", outcome="released"))
+    add(sent(ok, T0 + 45, consumer="actor-3", source="s3", attempt=2))
+    # IP_128: shard NL00001:9#1 delivered 2 before 1 on one link
+    first = Message(NODE, 5, T0 + 400, properties("IVIM", local_id="9"), body=b"i1", shard_seq=1)
+    second = Message(NODE, 6, T0 + 401, properties("IVIM", local_id="9"), body=b"i2", shard_seq=2)
+    add(received(first)); add(received(second))
+    add(sent(second, T0 + 405)); add(sent(first, T0 + 406))
+    # IP_048: IVIM NL00001:9 again after 9 min + 1 ms; a duplicate of its first body
+    again = Message(NODE, 7, T0 + 401 + 540_001, properties("IVIM", local_id="9"), body=b"i1", shard_seq=3)
+    add(received(again)); add(sent(again, again.arrival_ms + 3))
+    # IP_104: SPATEM of intersection 7 before its MAPEM; intersection 1 fine (MAPEM first)
+    add(received(Message(NODE, 8, T0 + 500, properties("MAPEM", local_id="m1", id=",1,"), body=b"m1")))
+    add(received(Message(NODE, 9, T0 + 510, properties("SPATEM", local_id="s1", id=",1,"), body=b"s1")))
+    add(received(Message(NODE, 10, T0 + 520, properties("SPATEM", local_id="s7", id=",7,"), body=b"s7")))
+    add(received(Message(NODE, 11, T0 + 530, properties("MAPEM", local_id="m7", id=",7,"), body=b"m7")))
+    # IP_124: CAMs 1000 ms then 999 ms apart; IP_136: CPMs 1000 then 1500 ms apart
+    for seq, at in ((12, 0), (13, 1000), (14, 1999)):
+        add(received(Message(NODE, seq, T0 + 600 + at, properties("CAM", local_id="c"), body=f"c{seq}".encode())))
+    for seq, at in ((15, 0), (16, 1000), (17, 2500)):
+        add(received(Message(NODE, seq, T0 + 700 + at, properties("CPM", local_id="p"), body=f"p{seq}".encode())))
+    # IP_016 / IP_032 / IP_033 accounting / unroutable
+    add(rejected(NODE, 18, T0 + 800, "quadTree: malformed (IP_037)"))
+    add(rejected(NODE, 19, T0 + 801, "quadTree: malformed (IP_037)"))
+    gone = Message(NODE, 20, T0 + 900, properties("DENM", local_id="20"), body=b"g")
+    add(received(gone)); add(lost("dropped_message", gone, T0 + 901)); add(lost("expired_message", gone, T0 + 60_900))
+    nobody = Message(NODE, 21, T0 + 950, properties("DENM", local_id="21"), body=b"n")
+    add(received(nobody)); add(lost("unroutable_message", nobody, T0 + 950))
+    return records
+
+
+EXPECTED = {
+    ("IP_012", "latency", loggen.message_id(NODE, 2), "31 ms"),
+    ("IP_033", "delivered_after_expiry", loggen.message_id(NODE, 3), "delivered 10 ms after expiry"),
+    ("IP_022", "properties", loggen.message_id(NODE, 4), "originatingCountry=nl"),
+    ("AUDIT", "delivery_outcome", loggen.message_id(NODE, 1), "released"),
+    ("AUDIT", "redelivery", loggen.message_id(NODE, 1), "attempt 2 on s3"),
+    ("IP_128", "shard_order", loggen.message_id(NODE, 5), "shardSeq 1 after 2 on NL00001:9#1"),
+    ("IP_048", "repetition", loggen.message_id(NODE, 7), "540001 ms since the previous one"),
+    ("AUDIT", "duplicate", loggen.message_id(NODE, 7), f"copy 2, first arrived at {T0 + 400}"),
+    ("IP_104", "spatem_after_mapem", loggen.message_id(NODE, 10), "SPATEM before any MAPEM of intersection '7'"),
+    ("IP_124", "cam_rate", loggen.message_id(NODE, 14), "999 ms since the previous one"),
+    ("IP_136", "cpm_rate", loggen.message_id(NODE, 17), "1500 ms since the previous one"),
+    ("IP_016", "rejected", loggen.message_id(NODE, 18), "quadTree: malformed (IP_037)"),
+    ("IP_016", "rejected", loggen.message_id(NODE, 19), "quadTree: malformed (IP_037)"),
+    ("IP_032", "dropped", loggen.message_id(NODE, 20), "dropped from actor-2-src: buffer_full"),
+    ("IP_033", "expired_undelivered", loggen.message_id(NODE, 20), "expired undelivered in actor-2-src"),
+    ("AUDIT", "unroutable", loggen.message_id(NODE, 21), "no source took it"),
+}
+
+
+@pytest.fixture(scope="module")
+def faulty_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The faulty log ingested, then validated once through the command line: (output root, its stdout)."""
+    base = tmp_path_factory.mktemp("faulty")
+    log = base / "node-20261118T000000000000-0001.jsonl"
+    log.write_text(loggen.lines(_faulty_log()))
+    out = str(base / "out")
+    ingest(spark, [str(log)], out)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["audit", "validate", "--input", out, "--output", out, "--run-id", "run-1"]) == 0
+    return out, printed.getvalue()
+
+
+def test_every_rule_finds_exactly_the_known_faults(spark: SparkSession, faulty_run: tuple[str, str]) -> None:
+    out, printed = faulty_run
+    found = read_table(spark, tables.Layout(out).violations, tables.VIOLATIONS).collect()
+    assert {(v.rule, v.check, v.messageId, v.observed) for v in found} == EXPECTED
+    assert len(found) == len(EXPECTED)
+    row = next(v for v in found if v.rule == "IP_012")
+    assert (row.runId, row.severity, row.node, row.publicationId, row.consumer, row.expected) == (
+        "run-1", "error", NODE, "NL00001:2", "actor-2", "<= 30 ms")
+    assert row.requirement.startswith("A broker shall be able to route a single message")
+    assert "validate: run run-1: 16 findings" in printed and "IP_012   latency" in printed
+
+
+def test_rule_metrics_count_checked_and_violations(spark: SparkSession, faulty_run: tuple[str, str]) -> None:
+    out, _ = faulty_run
+    history = read_table(spark, tables.Layout(out).rule_metrics, tables.RULE_METRICS).collect()
+    metrics = {(m.rule, m.check): (m.checked, m.violations) for m in history}
+    assert len(metrics) == len(history) == len(rules.CHECKS) + len(property_rules.REQUIREMENTS)
+    assert metrics[("IP_012", "latency")] == (8, 1)  # first deliveries: 4 + 1 DENM, 3 IVIM
+    assert metrics[("IP_016", "rejected")] == (19 + 2, 2)  # received and rejected messages
+    assert metrics[("IP_022", "properties")] == (19, 1) and metrics[("IP_131", "properties")] == (19, 0)
+    assert metrics[("IP_104", "spatem_after_mapem")] == (2, 1)
+    assert metrics[("IP_048", "repetition")] == (1 + 1, 1)  # IVIM NL00001:9 three times: two gaps
+    assert metrics[("IP_013", "burst")] == (0, 0)  # no second with 5000 arrivals: nothing checked
+
+
+def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> None:
+    records = []
+    for i in range(5000):  # 5000 messages arrive within one second; the last is available 1001 ms after the first
+        message = Message(NODE, i + 1, T0 + i // 5, properties("CAM", local_id=str(i)), body=str(i).encode())
+        records.append(received(message))
+        records.append(sent(message, T0 + 1001 if i == 4999 else message.arrival_ms + 1))
+    out = str(tmp_path / "out")
+    messages = _messages(spark, records)
+    validate(spark, messages, out, "burst", "first", [rules.bursts, rules.latency])
+    second = validate(spark, messages, out, "burst", "second", [rules.bursts, rules.latency])
+    found = read_table(spark, tables.Layout(out).violations, tables.VIOLATIONS).where("rule = 'IP_013'").collect()
+    assert sorted((v.runId, v.observed) for v in found) == [
+        (run, "5000 messages arrived in this second, the last available 1001 ms after the first")
+        for run in ("first", "second")]
+    assert {(m.rule, m.check): (m.checked, m.violations) for m in second.metrics} == {
+        ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
+    history = read_table(spark, tables.Layout(out).rule_metrics, tables.RULE_METRICS)
+    assert history.where("rule = 'IP_013'").select("runId").distinct().count() == 2
