@@ -7,7 +7,7 @@
 ``neighbours`` prints the neighbours persisted in the data directory; ``discover``
 runs one DNS SRV discovery round (IP_073/086/089), stores what it found and prints
 it. Problems with single domains are printed to stderr and give exit status 1.
-``subscriptions`` prints the II's subscriptions (neighbours' here, IP_078; ours at
+``subscriptions`` (registered by :mod:`interchange.node_cli`, it reads the node's config) prints the II's subscriptions (neighbours' here, IP_078; ours at
 neighbours, IP_079; local actors' subscriptions and deliveries) from the node's data
 directory, read-only, so also while the node runs.
 """
@@ -22,15 +22,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ii_api.discovery import Discovery, DiscoveryConfig
+from ii_api.store import Store, StoreError, db_path
 from interchange.errors import CliError
 
 DEFAULT_DATA_DIR = Path("var")
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``neighbours`` and ``discover`` subcommands."""
+    """Add the ``neighbours`` and ``discover`` subcommands (``subscriptions`` needs the node's config:
+    :mod:`interchange.node_cli` adds it, using :func:`read_subscriptions` and :func:`format_subscriptions`)."""
     neighbours = subparsers.add_parser(
         "neighbours", help="list the neighbour interchanges found by discovery",
         description="Print the neighbours persisted in the II database of a data directory.")
@@ -52,14 +55,6 @@ def register(subparsers: Any) -> None:
     _data_dir_option(discover)
     discover.set_defaults(handler=run_discover)
 
-    subscriptions = subparsers.add_parser(
-        "subscriptions", help="list the II's subscriptions and deliveries of a node (read-only)",
-        description="Print the subscriptions of neighbours at this interchange (IP_078), this interchange's "
-                    "subscriptions at neighbours (IP_079), and the local actors' subscriptions and deliveries, "
-                    "from the II database in the node's data directory. Read-only: safe while the node runs.")
-    subscriptions.add_argument("--config", required=True, type=Path, help="node config file (TOML or JSON)")
-    subscriptions.add_argument("--json", action="store_true", help="one JSON document instead of tables")
-    subscriptions.set_defaults(handler=run_subscriptions)
 
 
 def _data_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -99,8 +94,6 @@ def format_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str
 
 def run(args: argparse.Namespace) -> int:
     """``interchange neighbours``: print the persisted neighbour list."""
-    from ii_api.store import Store, StoreError, db_path
-
     path = db_path(args.data_dir)
     if not path.is_file():
         raise CliError(f"no II database in {args.data_dir} (run 'interchange discover' or the node first)")
@@ -119,11 +112,6 @@ def run(args: argparse.Namespace) -> int:
 
 def run_discover(args: argparse.Namespace) -> int:
     """``interchange discover``: one discovery round, stored and printed."""
-    from pydantic import ValidationError
-
-    from ii_api.discovery import Discovery, DiscoveryConfig
-    from ii_api.store import Store, StoreError
-
     server, port = parse_dns_server(args.dns)
     try:
         config = DiscoveryConfig(dns_server=server, dns_port=port, domains=tuple(args.domain),
@@ -216,8 +204,6 @@ class SubscriptionsReport(_Report):
 
 def read_subscriptions(name: str, data_dir: Path) -> SubscriptionsReport:
     """The report from a data directory's II database, opened read-only; CliError without one."""
-    from ii_api.store import Store, StoreError, db_path
-
     path = db_path(data_dir)
     if not path.is_file():
         raise CliError(f"no II database in {data_dir} (the node has not run with [ii] there)")
@@ -280,13 +266,3 @@ def format_subscriptions(report: SubscriptionsReport) -> str:
     ]
     blocks = [f"{title}:\n" + (format_table(header, rows) if rows else "(none)") for title, header, rows in sections]
     return "\n\n".join(blocks)
-
-
-def run_subscriptions(args: argparse.Namespace) -> int:
-    """``interchange subscriptions``: the II's subscriptions of the configured node, read-only."""
-    from interchange.config import load_config
-
-    config = load_config(args.config)
-    report = read_subscriptions(config.name, config.data_dir)
-    print(report.model_dump_json(indent=2) if args.json else format_subscriptions(report))
-    return 0

@@ -1,10 +1,15 @@
-"""`interchange broker --config FILE`: run a node's Basic Interface broker until interrupted."""
+"""The commands that read a node's config file.
+
+    interchange broker --config FILE                  run the node until interrupted
+    interchange subscriptions --config FILE [--json]  the II's subscriptions, read-only (ii_api.cli)
+"""
 from __future__ import annotations
 
 import argparse
 import asyncio
 from pathlib import Path
 
+from ii_api.cli import format_subscriptions, read_subscriptions
 from interchange.errors import CliError
 
 
@@ -14,6 +19,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the node's AMQP 1.0 broker (TLS 1.3, client certificates) from a config file.")
     parser.add_argument("--config", required=True, type=Path, help="node config file (TOML or JSON)")
     parser.set_defaults(handler=run)
+
+    subscriptions = subparsers.add_parser(
+        "subscriptions", help="list the II's subscriptions and deliveries of a node (read-only)",
+        description="Print the subscriptions of neighbours at this interchange (IP_078), this interchange's "
+                    "subscriptions at neighbours (IP_079), and the local actors' subscriptions and deliveries, "
+                    "from the II database in the node's data directory. Read-only: safe while the node runs.")
+    subscriptions.add_argument("--config", required=True, type=Path, help="node config file (TOML or JSON)")
+    subscriptions.add_argument("--json", action="store_true", help="one JSON document instead of tables")
+    subscriptions.set_defaults(handler=run_subscriptions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,4 +39,14 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(run_forever(config))
     except (OSError, ValueError) as exc:  # start_node stopped whatever had started (one exit stack)
         raise CliError(f"node start-up failed, nothing is left running: {exc}") from None
+    return 0
+
+
+def run_subscriptions(args: argparse.Namespace) -> int:
+    """``interchange subscriptions``: the II's subscriptions of the configured node, read-only."""
+    from interchange.config import load_config
+
+    config = load_config(args.config)
+    report = read_subscriptions(config.name, config.data_dir)
+    print(report.model_dump_json(indent=2) if args.json else format_subscriptions(report))
     return 0
