@@ -76,7 +76,7 @@ def parse_dns_server(text: str) -> tuple[str, int]:
         address = str(ipaddress.ip_address(host))
     except ValueError:
         raise CliError(f"--dns: {host!r} is not an IP address") from None
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
         raise CliError(f"--dns: port must be 1-65535, got {port_text!r}")
     return address, int(port_text)
 

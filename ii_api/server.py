@@ -189,7 +189,7 @@ class IIServer:
     @staticmethod
     def _id(request: web.Request) -> int:
         text = request.match_info["id"]
-        if not text.isdigit() or len(text) > 18:
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:  # isdigit alone takes superscripts
             raise NotFound(f"no item {text!r}")
         return int(text)
 

@@ -160,6 +160,17 @@ async def test_bad_request_bodies_name_the_field(env: Env) -> None:
     assert status == 400 and body["field"] == "capabilities"
 
 
+@pytest.mark.parametrize("item", ["\u00b2", "1\u00b9", "\u0663", "\uff11", "\U0001d7cf", "-1", "+1", " 1"])
+async def test_malformed_ids_are_404_never_500(env: Env, item: str) -> None:
+    """Issue 10: ids of non-ASCII digits (superscripts, Arabic-Indic, full-width) answered 500."""
+    for owner in ("actor-a/capabilities", "actor-a/deliveries", "actor-a/subscriptions"):
+        for method in ("GET", "DELETE"):
+            status, body = await env.actor.request(method, f"/{owner}/{item}")
+            assert status == 404 and body["error"], (method, owner, item, status)
+    status, _ = await env.b.get(f"/{B}/subscriptions/{item}")
+    assert status == 404
+
+
 async def test_not_found_method_not_allowed_conflict_too_large(pki: TestPki, tmp_path: Path) -> None:
     env = await start_env(pki, tmp_path / "a", max_body_bytes=4096)
     try:
