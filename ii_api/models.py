@@ -95,6 +95,7 @@ from pydantic import (
     model_validator,
 )
 
+from interchange.broker.validation import check_property_value
 from quadtree.tiles import check_tile
 
 __all__ = [
@@ -139,6 +140,22 @@ Timestamp = Annotated[int, Strict(), Field(ge=0)]  # Unix time in milliseconds (
 Text = Annotated[str, Strict()]
 Name = Annotated[str, Strict(), Field(min_length=1)]
 Tile = Annotated[str, Strict(), AfterValidator(_check_quadtree_tile)]  # IP_037: digits 0-3
+
+
+def _message_rule(name: str) -> AfterValidator:
+    """Issue 10: a capability value obeys the rule a message's property of that name does (tables 1-7)."""
+    def check(value: Any) -> Any:
+        problem = check_property_value(name, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(check)
+
+
+PublisherId = Annotated[str, Strict(), _message_rule("publisherId")]  # IP_022: e.g. DE15608
+CountryCode = Annotated[str, Strict(), _message_rule("originatingCountry")]  # IP_022: ISO 3166-1 alpha-2
+CauseCode = Annotated[int, Strict(), _message_rule("causeCode")]  # IP_026: 0-255, -1 cancellations
+StationType = Annotated[int, Strict(), _message_rule("stationType")]  # IP_122: 0-255
 
 
 class MessageType(StrEnum):
@@ -256,11 +273,23 @@ class Application(Extensible):
     """Table 11, the properties common to every message type."""
 
     messageType: Text
-    publisherId: Name
+    publisherId: PublisherId
     publicationId: Name  # IP: mandatory when the II is used; identifies one capability
-    originatingCountry: Name
+    originatingCountry: CountryCode
     protocolVersion: Name
     quadTree: list[Tile]  # coverage of the whole dataset
+
+    @field_validator("publicationId")
+    @classmethod
+    def _publication_of_the_publisher(cls, value: str, info: ValidationInfo) -> str:
+        """IP_022: publicationId is ``<publisherId>:<id>``, as on the capability's messages."""
+        prefix, colon, rest = value.partition(":")
+        if not colon or not rest:
+            raise ValueError(f"must be '<publisherId>:<id>', got {value!r} (IP_022)")
+        publisher = info.data.get("publisherId")  # absent when the publisherId itself is invalid
+        if publisher is not None and prefix != publisher:
+            raise ValueError(f"must start with the publisherId {publisher!r}, got {value!r} (IP_022)")
+        return value
 
 
 class DenmApplication(Application):
@@ -268,7 +297,7 @@ class DenmApplication(Application):
 
     _KEEP_NULL: ClassVar[frozenset[str]] = frozenset({"causeCode"})
     messageType: Literal["DENM"] = "DENM"
-    causeCode: list[Int] | None = None
+    causeCode: list[CauseCode] | None = None
 
 
 class IvimApplication(Application):
@@ -307,7 +336,7 @@ class CamApplication(Application):
     optional extension beyond Table 11."""
 
     messageType: Literal["CAM"] = "CAM"
-    stationType: list[Int] | None = Field(default=None, validation_alias=AliasChoices("stationType", "stationTypes"))
+    stationType: list[StationType] | None = Field(default=None, validation_alias=AliasChoices("stationType", "stationTypes"))
 
 
 class CpmApplication(Application):

@@ -390,6 +390,32 @@ def test_wrong_types_name_the_field(model, body, field):
     assert message.startswith(f"{field}: ")
 
 
+@pytest.mark.parametrize(("change", "field", "reason"), [
+    ({"publisherId": "XX99999"}, "publisherId", "0-16383"),
+    ({"publisherId": "se12345"}, "publisherId", "2 uppercase letters"),
+    ({"publisherId": "SE"}, "publisherId", "2 uppercase letters"),
+    ({"originatingCountry": "Sweden"}, "originatingCountry", "ISO 3166-1 alpha-2"),
+    ({"originatingCountry": "se"}, "originatingCountry", "ISO 3166-1 alpha-2"),
+    ({"publicationId": "DENMSTCKHLM345"}, "publicationId", "'<publisherId>:<id>'"),
+    ({"publicationId": "NO12345:DENMSTCKHLM345"}, "publicationId", "must start with the publisherId 'SE12345'"),
+    ({"publicationId": "SE12345:"}, "publicationId", "'<publisherId>:<id>'"),
+    ({"causeCode": [6, 256]}, "causeCode.1", "0 to 255"),
+    ({"causeCode": [-2]}, "causeCode.0", "0 to 255"),
+])
+def test_capability_values_follow_the_message_rules(change, field, reason):
+    """Issue 10: a capability is refused (NOT_VALID/400, naming the field) for values its messages
+    would be rejected for (tables 1-7, 11)."""
+    message, reported = _error(CapabilitiesMessage, _capabilities(_application(**change)))
+    assert reported == f"capabilities.0.application.{field}"
+    assert reason in message
+
+
+def test_cam_station_types_follow_the_message_rules():
+    body = _capabilities(_application(messageType="CAM", causeCode=None, stationTypes=[5, 300]))
+    message, reported = _error(CapabilitiesMessage, body)
+    assert reported == "capabilities.0.application.stationTypes.1" and "0 to 255" in message  # the name sent
+
+
 def test_missing_message_type_is_reported_on_the_application():
     application = _application()
     del application["messageType"]

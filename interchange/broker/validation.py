@@ -239,6 +239,17 @@ def _inferred_type(value: object) -> str:
     return type(value).__name__
 
 
+def check_property_value(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the tables 1-7 property ``name`` (its value rule only:
+    e.g. publisherId "2 uppercase letters and 0-16383"), or None. The II checks capability
+    documents with it (issue 10), so a capability never announces values a message is refused for.
+    """
+    rule = _SPEC.get(name)
+    check = rule[2] if rule is not None else None
+    finding = check(value) if check is not None else None
+    return None if finding is None else f"{finding[0]} ({finding[1]})"
+
+
 def validate_application_properties(
     props: Mapping[str, object],
     types: Mapping[str, str] | None = None,
