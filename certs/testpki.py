@@ -46,6 +46,29 @@ class TestPki:
         return found
 
 
+def _names(interchanges: Sequence[str], actors: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The interchange FQDNs and actor CNs, validated; a name may not be both."""
+    servers = [validate_fqdn(name) for name in interchanges]
+    clients = [validate_actor_cn(name) for name in actors]
+    clash = set(servers) & set(clients)
+    if clash:
+        raise PkiError(f"names used both as interchange and actor: {', '.join(sorted(clash))}")
+    return servers, clients
+
+
+def _root_and_intermediate(pki: Pki, intermediate: str, key_spec: KeySpec, exist_ok: bool,
+                           now: datetime | None) -> Pki:
+    """``pki`` with a root (made unless it exists and ``exist_ok``) and the ``intermediate`` CA."""
+    if pki.exists():
+        if not exist_ok:
+            raise PkiError(f"{pki.directory} already holds a PKI; choose an empty directory")
+    else:
+        pki.init_root(key_spec=key_spec, now=now)
+    if intermediate not in pki.load_state().intermediates:
+        pki.add_intermediate(intermediate, key_spec=key_spec, now=now)
+    return pki
+
+
 def create_test_pki(
     directory: str | Path,
     interchanges: Sequence[str],
@@ -63,21 +86,9 @@ def create_test_pki(
     missing, names that already have a valid certificate from it keep it, the others get one,
     and every CRL is rewritten (fresh nextUpdate). Without it, an existing PKI is an error.
     """
-    servers = [validate_fqdn(name) for name in interchanges]
-    clients = [validate_actor_cn(name) for name in actors]
-    clash = set(servers) & set(clients)
-    if clash:
-        raise PkiError(f"names used both as interchange and actor: {', '.join(sorted(clash))}")
-    pki = Pki(directory)
-    if pki.exists():
-        if not exist_ok:
-            raise PkiError(f"{pki.directory} already holds a PKI; choose an empty directory")
-    else:
-        pki.init_root(key_spec=key_spec, now=now)
+    servers, clients = _names(interchanges, actors)
+    pki = _root_and_intermediate(Pki(directory), intermediate, key_spec, exist_ok, now)
     state = pki.load_state()
-    if intermediate not in state.intermediates:
-        pki.add_intermediate(intermediate, key_spec=key_spec, now=now)
-        state = pki.load_state()
 
     def current(cn: str, profile: str) -> IssuedIdentity | None:
         for record in reversed(state.issued):
