@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     from interchange import demo, node_cli
     from interchange.bridges.tlex import demo as tlex_demo
     from interchange.bridges.tlex import sim_cli as tlex_sim_cli
+    from interop_kit import cli as interop_cli
     from quadtree import cli as quadtree_cli
     from spark import cli as spark_cli
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_cli.register(sub)
     tlex_sim_cli.register(sub)
     tlex_demo.register(sub)
+    interop_cli.register(sub)
     return parser
 
 

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -82,7 +82,7 @@ def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqp
     return paths
 
 
-class _Actor:
+class ActorClient:
     """A C-ITS actor's HTTPS client for one interchange's local actor API."""
 
     def __init__(self, directory: Path, cn: str, interchange: str, port: int) -> None:
@@ -107,7 +107,8 @@ class _Actor:
         await self._session.close()
 
 
-def _capabilities() -> list[dict[str, Any]]:
+def demo_capabilities() -> list[dict[str, Any]]:
+    """actor-1's two datasets: a DENM and an IVIM publication around Hazeldonk (NL)."""
     common = {"publisherId": "NL00001", "originatingCountry": "NL"}
     return [
         {"application": {**common, "messageType": "DENM", "publicationId": "NL00001:denm-demo",
@@ -118,16 +119,21 @@ def _capabilities() -> list[dict[str, Any]]:
     ]
 
 
-def _message(kind: str, tile: str, text: str) -> Any:
-    from proton import Message
-
+def demo_properties(kind: str, tile: str) -> dict[str, Any]:
+    """Application properties (Table 1) of a message of one of actor-1's datasets at quadtree ``tile``."""
     props: dict[str, Any] = {"publisherId": "NL00001", "publicationId": f"NL00001:{kind.lower()}-demo",
                              "originatingCountry": "NL",
                              "protocolVersion": "DENM:1.3.1" if kind == "DENM" else f"{kind}:1.2.1",
                              "messageType": kind, "quadTree": f",{tile},"}
     if kind == "DENM":
         props.update(causeCode=1, subCauseCode=0)
-    return Message(body=text.encode(), properties=props, inferred=True)
+    return props
+
+
+def _message(kind: str, tile: str, text: str) -> Any:
+    from proton import Message
+
+    return Message(body=text.encode(), properties=demo_properties(kind, tile), inferred=True)
 
 
 def _connect(directory: Path, cn: str, port: int, server_name: str) -> Any:
@@ -190,12 +196,12 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
     from interchange.node import RunningNode, start_node
 
     directory = directory.resolve()
-    ii_ports = {name: _free_port() for name in NODES}
+    ii_ports = {name: free_port() for name in NODES}
     dns = DemoDns([SrvRecord(DOMAIN, name, ii_ports[name]) for name in NODES], {name: "127.0.0.1" for name in NODES})
     dns_port = await dns.start()
     configs = write_configs(directory, dns_port, ii_ports, port)
     nodes: dict[str, RunningNode] = {}
-    actors: list[_Actor] = []
+    actors: list[ActorClient] = []
     try:
         for name in NODES:
             nodes[name] = await start_node(load_config(configs[name]))
@@ -209,10 +215,10 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
         await _until(lambda: b_ii.is_neighbour(INTERCHANGE) and a_ii.is_neighbour(SUBSCRIBER), "discovery")
         print(f"  discovery: {SUBSCRIBER} found {', '.join(n.name for n in b_ii.neighbours)}; "
               f"{INTERCHANGE} found {', '.join(n.name for n in a_ii.neighbours)}")
-        publisher = _Actor(directory, PUBLISHER, INTERCHANGE, a.ii_port or 0)
-        consumer = _Actor(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
+        publisher = ActorClient(directory, PUBLISHER, INTERCHANGE, a.ii_port or 0)
+        consumer = ActorClient(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
         actors += [publisher, consumer]
-        registered = await publisher.call("POST", "capabilities", {"capabilities": _capabilities()})
+        registered = await publisher.call("POST", "capabilities", {"capabilities": demo_capabilities()})
         print(f"  {PUBLISHER} registered {len(registered['capabilities'])} capabilities at {INTERCHANGE} (DENM, IVIM)")
         delivery = (await publisher.call("POST", "deliveries", {"deliveries": [
             {"selector": "publisherId = 'NL00001'"}]}))["deliveries"][0]

@@ -18,6 +18,7 @@ from dns_fixtures import DnsmasqServer, find_dnsmasq
 from harness import make_pki
 from if2_harness import BACKOFFICE, BRIDGE, IF2_ACTORS, IF2_NODE, RABBITMQ_CN
 from interchange.testing import rabbitmq
+from interop_kit.selfnode import SelfFederation, start_self
 from pki_fixtures import ACTOR, SERVER, build_main_pki
 from spark.session import build_session
 from tlex_harness import Sim, make_sim_pki, start_sim
@@ -115,3 +116,14 @@ def rabbitmq_if2(if2_pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> 
         yield broker
     finally:
         broker.close()
+
+
+# ------------------------------------------------------------------------------ interop kit
+@pytest.fixture
+async def interop_self(tmp_path: Path) -> AsyncIterator[SelfFederation]:
+    """The kit's ``--self`` federation (the demo's nodes A and B, DNS, actor-1's delivery), correctly configured."""
+    federation = await start_self(tmp_path / "self")
+    try:
+        yield federation
+    finally:
+        await federation.close()

@@ -1,0 +1,165 @@
+"""``interchange interop``: run the conformance checks against an interchange, or ``--self``.
+
+Exit status: 0 when no check failed (skips allowed), 1 when any failed, 2 for a usage error
+(missing file, bad option, an --only/--skip pattern naming no check). Every check is bounded by
+``--timeout`` seconds; the terminal shows one line per check and a summary, ``--junit`` and
+``--json`` write the reports CI systems read.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from certs.tls import TlsFiles
+from interchange.errors import CliError
+from interop_kit.catalogue import all_checks
+from interop_kit.model import Check, Delivery, Report, Target, Traffic
+from interop_kit.report import result_line, summary_lines, write_outputs
+from interop_kit.runner import DEFAULT_TIMEOUT_S, SelectionError, run_checks, select
+from interop_kit.selfnode import start_self
+
+EPILOG = """examples:
+  interchange interop --self --junit interop.xml
+  interchange interop --name ixc.example.nl --ii-url https://ixc.example.nl:8443 --bi amqps://ixc.example.nl:5671 \\
+      --trust trust.pem --cert chain.pem --key key.pem --domain example.nl --junit interop.xml --json interop.json
+  interchange interop --list"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("interop", help="conformance checks (TLS, DNS, II, BI) against an interchange",
+                                   description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = parser.add_argument_group("target (or --self)")
+    target.add_argument("--self", dest="self_test", action="store_true",
+                        help="start a local two-node federation (the demo's) and check node A")
+    target.add_argument("--self-dir", type=Path, help="working directory for --self (default: a temporary one)")
+    target.add_argument("--name", help="the interchange's FQDN: certificate CN and SRV target (IP_125)")
+    target.add_argument("--ii-url", help="II base URL, https://host:port[/base]")
+    target.add_argument("--bi", help="BI endpoint, amqps://host:port")
+    target.add_argument("--trust", type=Path, help="trust bundle: the common root (IP_115)")
+    target.add_argument("--cert", type=Path, help="the kit's client certificate chain (an SRV target the interchange knows)")
+    target.add_argument("--key", type=Path, help="its private key")
+    target.add_argument("--address", help="connect to this address instead of resolving the host names")
+    target.add_argument("--domain", help="trusted domain holding _ixc._tcp SRV records (DNS checks)")
+    target.add_argument("--dns-server", help="DNS server HOST[:PORT] for the DNS checks (default: the system's)")
+    target.add_argument("--pki", type=Path, help="a test PKI the target trusts: enables the certificate refusal checks")
+    target.add_argument("--actor-cert", type=Path, help="a client certificate whose CN is no SRV target (IP_126)")
+    target.add_argument("--actor-key", type=Path)
+    target.add_argument("--delivery-address", help="BI target address of a delivery the kit may publish to")
+    target.add_argument("--delivery-endpoint", help="amqps://host:port of the delivery (default: --bi)")
+    target.add_argument("--delivery-cert", type=Path, help="the publishing actor's certificate chain")
+    target.add_argument("--delivery-key", type=Path)
+    target.add_argument("--traffic", type=Path, help='JSON {"selector", "matching": {props}, "mismatching": {props}}')
+    run = parser.add_argument_group("run")
+    run.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these checks (names or patterns, repeatable, comma-separated)")
+    run.add_argument("--skip", action="append", default=[], metavar="NAME", help="leave these checks out (likewise)")
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds per check (default {DEFAULT_TIMEOUT_S:g})")
+    run.add_argument("--junit", type=Path, help="write a JUnit XML report here")
+    run.add_argument("--json", type=Path, help="write a JSON report here")
+    run.add_argument("--list", action="store_true", help="list the checks and exit")
+    parser.set_defaults(handler=main)
+
+
+def _split(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _endpoint(url: str, option: str) -> tuple[str, int]:
+    parts = urlsplit(url if "://" in url else f"amqps://{url}")
+    if not parts.hostname:
+        raise CliError(f"{option} {url!r}: expected amqps://host:port")
+    return parts.hostname, parts.port or 5671
+
+
+def _files(cert: Path | None, key: Path | None, trust: Path, what: str) -> TlsFiles | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise CliError(f"{what}: give both the certificate and the key")
+    files = TlsFiles(cert, key, trust)
+    try:
+        files.check()
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    return files
+
+
+def _traffic(path: Path | None) -> Traffic | None:
+    if path is None:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return Traffic(str(data["selector"]), dict(data["matching"]), dict(data.get("mismatching", {})))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"--traffic {path}: {type(exc).__name__}: {exc}") from None
+
+
+def target_from_args(args: argparse.Namespace) -> Target:
+    missing = [o for o, v in (("--name", args.name), ("--ii-url", args.ii_url), ("--bi", args.bi),
+                              ("--trust", args.trust), ("--cert", args.cert), ("--key", args.key)) if v is None]
+    if missing:
+        raise CliError(f"give {', '.join(missing)} (or --self)")
+    if urlsplit(args.ii_url).scheme != "https":
+        raise CliError(f"--ii-url {args.ii_url!r}: expected https://host:port[/base]")
+    identity = _files(args.cert, args.key, args.trust, "--cert/--key")
+    assert identity is not None
+    bi_host, bi_port = _endpoint(args.bi, "--bi")
+    delivery = None
+    if args.delivery_address is not None:
+        publisher = _files(args.delivery_cert, args.delivery_key, args.trust, "--delivery-cert/--delivery-key")
+        if publisher is None:
+            raise CliError("--delivery-address needs --delivery-cert and --delivery-key")
+        host, port = _endpoint(args.delivery_endpoint, "--delivery-endpoint") if args.delivery_endpoint else (bi_host, bi_port)
+        delivery = Delivery(publisher, args.delivery_address, host, port)
+    dns_server, _, dns_port = (args.dns_server or "").partition(":")
+    return Target(name=args.name, ii_url=args.ii_url, bi_host=bi_host, bi_port=bi_port, identity=identity,
+                  address=args.address, domain=args.domain, dns_server=dns_server or None,
+                  dns_port=int(dns_port) if dns_port.isdigit() else 53, pki=args.pki,
+                  actor=_files(args.actor_cert, args.actor_key, args.trust, "--actor-cert/--actor-key"),
+                  delivery=delivery, traffic=_traffic(args.traffic))
+
+
+def _print_result(result: Any) -> None:
+    print(result_line(result), flush=True)
+
+
+async def _run(args: argparse.Namespace, checks: list[Check], workdir: Path) -> Report:
+    if not args.self_test:
+        return await run_checks(checks, target_from_args(args), workdir, timeout_s=args.timeout, progress=_print_result)
+    federation = await start_self(args.self_dir or workdir / "self")
+    try:
+        assert federation.target is not None
+        print(f"--self: federation of {', '.join(federation.nodes)} in {federation.directory}; checking "
+              f"{federation.target.name}", flush=True)
+        return await run_checks(checks, federation.target, workdir, timeout_s=args.timeout, progress=_print_result)
+    finally:
+        await federation.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        checks = select(all_checks(), _split(args.only), _split(args.skip))
+    except SelectionError as exc:
+        raise CliError(str(exc)) from None
+    if args.list:
+        for check in checks:
+            print(f"{check.name:34} [{check.requirement}]  {check.summary}")
+        return 0
+    if args.timeout <= 0:
+        raise CliError("--timeout must be positive")
+    with tempfile.TemporaryDirectory(prefix="interop-kit-") as scratch:
+        try:
+            report = asyncio.run(_run(args, checks, Path(scratch)))
+        except OSError as exc:
+            raise CliError(f"cannot run: {exc}") from None
+    write_outputs(report, args.junit, args.json)
+    for line in summary_lines(report):
+        print(line)
+    sys.stdout.flush()
+    return 1 if report.failed else 0

@@ -1,0 +1,134 @@
+"""``interchange interop --self``: the demo's two-node federation on loopback, and the kit's target on it.
+
+The demo's pieces (:mod:`interchange.demo`, :mod:`interchange.demo_dns`): its test PKI, node
+configs, DNS server and actor-1's datasets. Added for the kit: the identity ``kit.interchange.test``
+(an interchange certificate with an SRV record of its own, so A treats the kit as a neighbour,
+IP_126; nothing listens at its port), actor-1's delivery, which the BI checks publish to, and the
+demo's selector and messages as the BI traffic (a DENM at Hazeldonk matches, one at Valenca does not).
+
+``tweak`` lets a caller change the node configs between writing and starting them (the tests
+use it to misconfigure node A); :class:`SelfFederation` owns the nodes and the DNS server.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from certs import create_test_pki
+from certs.tls import TlsFiles
+from interchange.config import load_config
+from interchange.demo import (
+    DEMO_SELECTOR,
+    DOMAIN,
+    HAZELDONK,
+    INTERCHANGE,
+    NODES,
+    PUBLISHER,
+    VALENCA,
+    ActorClient,
+    demo_capabilities,
+    demo_properties,
+    free_port,
+    write_configs,
+)
+from interchange.demo_dns import DemoDns, SrvRecord
+from interchange.node import RunningNode, start_node
+from interop_kit.model import Delivery, Target, Traffic
+
+KIT_NAME = "kit.interchange.test"
+LOOPBACK = "127.0.0.1"
+READY_S = 30.0
+
+ConfigTweak = Callable[[dict[str, dict[str, Any]], Path], None]
+
+
+@dataclass
+class SelfFederation:
+    """Running nodes A and B, the DNS server, and the kit's target (node A)."""
+
+    directory: Path
+    dns: DemoDns
+    nodes: dict[str, RunningNode] = field(default_factory=dict)
+    target: Target | None = None
+
+    async def close(self) -> None:
+        for node in reversed(list(self.nodes.values())):
+            await node.close()
+        self.dns.close()
+
+
+def _apply(tweak: ConfigTweak | None, paths: dict[str, Path], pki_dir: Path) -> None:
+    if tweak is None:
+        return
+    configs = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in paths.items()}
+    tweak(configs, pki_dir)
+    for name, path in paths.items():
+        path.write_text(json.dumps(configs[name], indent=2) + "\n", encoding="utf-8")
+
+
+async def _until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + READY_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"--self: timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def _delivery_target(directory: Path, node: RunningNode) -> str:
+    """actor-1 registers its datasets and a delivery at A; the delivery's target address."""
+    publisher = ActorClient(directory, PUBLISHER, INTERCHANGE, node.ii_port or 0)
+    try:
+        await publisher.call("POST", "capabilities", {"capabilities": demo_capabilities()})
+        answer = await publisher.call("POST", "deliveries", {"deliveries": [{"selector": "publisherId = 'NL00001'"}]})
+    finally:
+        await publisher.close()
+    address: str = answer["deliveries"][0]["endpoints"][0]["target"]
+    return address
+
+
+def _target(directory: Path, node: RunningNode, dns_port: int, delivery_address: str | None) -> Target:
+    pki = directory / "pki"
+    assert node.ii_port is not None and node.amqps_port is not None
+    return Target(
+        name=INTERCHANGE, ii_url=f"https://{INTERCHANGE}:{node.ii_port}", bi_host=INTERCHANGE,
+        bi_port=node.amqps_port, identity=TlsFiles.from_pki(pki, KIT_NAME, with_crls=False), address=LOOPBACK,
+        domain=DOMAIN, dns_server=LOOPBACK, dns_port=dns_port, pki=pki,
+        delivery=None if delivery_address is None else Delivery(
+            TlsFiles.from_pki(pki, PUBLISHER, with_crls=False), delivery_address, INTERCHANGE, node.amqps_port),
+        traffic=Traffic(DEMO_SELECTOR, demo_properties("DENM", HAZELDONK), {"quadTree": f",{VALENCA},"}),
+    )
+
+
+async def start_self(directory: Path, tweak: ConfigTweak | None = None, *, delivery: bool = True) -> SelfFederation:
+    """Start the federation in ``directory`` (PKI kept, node state fresh) and point a Target at A.
+
+    Without ``delivery`` actor-1 registers nothing (its client must verify A's certificate, which
+    a tweak may have broken) and the target has no delivery endpoint: the BI traffic checks skip.
+    """
+    directory = directory.resolve()
+    ii_ports = {name: free_port() for name in NODES}
+    records = [SrvRecord(DOMAIN, name, port) for name, port in {**ii_ports, KIT_NAME: free_port()}.items()]
+    dns = DemoDns(records, {record.target: LOOPBACK for record in records})
+    federation = SelfFederation(directory, dns)
+    try:
+        dns_port = await dns.start()
+        paths = write_configs(directory, dns_port, ii_ports, 0)
+        create_test_pki(directory / "pki", [KIT_NAME], [], exist_ok=True)
+        _apply(tweak, paths, directory / "pki")
+        for name in NODES:
+            federation.nodes[name] = await start_node(load_config(paths[name]))
+        node = federation.nodes[INTERCHANGE]
+        ii = node.ii
+        assert ii is not None
+        await _until(lambda: ii.is_neighbour(KIT_NAME), f"{INTERCHANGE} to discover {KIT_NAME}")
+        address = await _delivery_target(directory, node) if delivery else None
+        federation.target = _target(directory, node, dns_port, address)
+    except BaseException:
+        await federation.close()
+        raise
+    return federation
