@@ -38,6 +38,7 @@ from interchange.bridges.tlex.session import (
     Send,
     SessionClosed,
 )
+from interchange.timing import backoff_s
 
 _log = logging.getLogger(__name__)
 READ_SIZE = 64 * 1024
@@ -123,8 +124,8 @@ class Backoff:
     attempt: int = 0
 
     def next_delay(self) -> float:
-        delay = min(self.maximum, self.initial * 2 ** self.attempt)
         self.attempt += 1
+        delay = backoff_s(self.attempt, self.initial, self.maximum)  # the shared formula: no float overflow
         return delay * random.uniform(0.8, 1.0)  # noqa: S311 - jitter, not security
 
     def reset(self) -> None:
