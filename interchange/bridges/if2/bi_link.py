@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from interchange.broker.client import ClientConnection, DeferredCallback, Outcome, ReceiverState, SenderState
+from interchange.timing import backoff_s
 
 __all__ = ["BiLink"]
 
@@ -99,20 +100,21 @@ class BiLink:
         return connection
 
     async def _run(self) -> None:
-        delay = self._backoff[0]
+        failures = 0  # connection attempts failed since the last one that worked
         while True:
             try:
                 self._connection = await self._connect()
             except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as exc:
+                failures += 1
+                delay = backoff_s(failures, *self._backoff)
                 self._event("warning", "if2_bi_connect_failed", {"error": str(exc) or type(exc).__name__,
                                                                  "retry_s": delay})
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self._backoff[1])
                 continue
             self.connects += 1
             self._event("info", "if2_bi_connected", {"port": self.port, "connects": self.connects})
             self._up.set()
-            delay = self._backoff[0]
+            failures = 0
             connection = self._connection
             waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.shield(connection.lost)),
                        asyncio.ensure_future(connection.link_closed.wait())]
@@ -124,4 +126,4 @@ class BiLink:
             self._up.clear()
             self._event("warning", "if2_bi_connection_lost", {"error": connection.engine.remote_error})
             connection.abort()
-            await asyncio.sleep(delay)
+            await asyncio.sleep(self._backoff[0])

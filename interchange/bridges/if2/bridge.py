@@ -50,6 +50,7 @@ from interchange.bridges.if2.keys import (
 )
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE
+from interchange.timing import backoff_s
 
 __all__ = ["If2Bridge", "NodeView"]
 
@@ -130,17 +131,21 @@ class If2Bridge:
         return self.config.url
 
     async def _rabbit_loop(self) -> None:
-        delay = self.config.reconnect_min_s
+        failures = 0  # sessions lost since one ended normally
         while True:
+            error: BaseException | None = None
             try:
                 await self._rabbit_session()
-                delay = self.config.reconnect_min_s
+                failures = 0
             except (OSError, ConnectionError, asyncio.TimeoutError, aio_pika.exceptions.AMQPError) as exc:
-                self._event("warning", "if2_rabbitmq_lost", {"error": repr(exc), "retry_s": delay})
+                error = exc
+            failures += 1
+            delay = backoff_s(failures, self.config.reconnect_min_s, self.config.reconnect_max_s)
+            if error is not None:
+                self._event("warning", "if2_rabbitmq_lost", {"error": repr(error), "retry_s": delay})
             self._rabbit_up.clear()
             self._exchanges = {}
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self.config.reconnect_max_s)
 
     async def _rabbit_session(self) -> None:
         """One connection: exchanges, queues and consumers as IF2 6.2/6.3 say; returns when it closes."""
