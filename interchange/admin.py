@@ -2,7 +2,8 @@
 
 - ``GET /metrics``: Prometheus metrics (IP_137).
 - ``GET /log`` and ``PUT /log``: read or switch logging at run time (IP_009/010/119/120/138),
-  body ``{"level": "debug|info|warning|error", "properties": bool, "payload": bool}``.
+  body ``{"level": "debug|info|warning|error", "properties": bool, "payload": bool, "raw": bool}``
+  (any subset; ``raw`` logs whole encoded messages as hex, for byte-exact replay).
 - ``GET /sources``: sources with their depth, consumers and drop counters.
 Errors are JSON: ``{"error": "..."}`` with a 4xx status.
 """

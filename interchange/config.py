@@ -27,10 +27,13 @@ Example (TOML)::
     selector = "messageType = 'DENM'"
 
     [log]
-    path = "var/ixc-a/node.log"
+    path = "var/ixc-a/node.log"  # the active file; rotated files: node-<UTC time>-<n>.jsonl beside it
     level = "info"
     properties = true
     payload = false
+    raw = false                  # whole encoded messages as hex (rawMessageHex), for byte-exact replay
+    rotate_bytes = 104857600     # rotate at 100 MB ...
+    rotate_seconds = 300         # ... or after 5 minutes, whichever comes first (and at a clean stop)
 
     [admin]
     port = 9090                  # Prometheus metrics and log switches, loopback only
@@ -64,7 +67,7 @@ from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.errors import CliError
-from interchange.message_log import LogSettings
+from interchange.message_log import LogSettings, Rotation
 
 
 class TlsConfig(BaseModel):
@@ -112,8 +115,23 @@ class BrokerConfig(BaseModel):
         return self
 
 
-class LogConfig(LogSettings):
+class LogConfig(LogSettings, Rotation):
+    """``[log]``: the switches (:class:`LogSettings`), the file, and its rotation (:class:`Rotation`)."""
+
     path: Path | None = None
+
+    @model_validator(mode="after")
+    def _active_file_not_jsonl(self) -> "LogConfig":
+        if self.path is not None and self.enabled and self.path.suffix == ".jsonl":
+            raise ValueError(f"log.path {str(self.path)!r}: the active file must not end in .jsonl when rotating "
+                             "(readers of <dir>/*.jsonl would see it before it is complete); e.g. node.log")
+        return self
+
+    def settings(self) -> LogSettings:
+        return LogSettings.model_validate(self.model_dump(include=set(LogSettings.model_fields)))
+
+    def rotation(self) -> Rotation:
+        return Rotation.model_validate(self.model_dump(include=set(Rotation.model_fields)))
 
 
 class AdminConfig(BaseModel):

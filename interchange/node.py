@@ -30,7 +30,7 @@ from interchange.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.config import NodeConfig
-from interchange.message_log import JsonLog, LogSettings
+from interchange.message_log import JsonLog
 
 
 @dataclass
@@ -87,8 +87,8 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     main = placement is None
     if placement is None:
         placement = Placement(config.broker.processes)
-    log = JsonLog(config.name, path=config.log.path,
-                  settings=LogSettings.model_validate(config.log.model_dump(exclude={"path"})), process=placement.index)
+    log = JsonLog(config.name, path=config.log.path, settings=config.log.settings(), process=placement.index,
+                  rotation=config.log.rotation())
     exit_stack.callback(log.close)
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)

@@ -76,7 +76,10 @@ def client_connection(pki: TestPki, cn: str, port: int, **kwargs: Any) -> Blocki
 
 
 def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = (),
-                 sources: Iterable[SourceSpec] = (), **broker_options: Any) -> BrokerUnderTest:
+                 sources: Iterable[SourceSpec] = (), *, log_options: dict[str, Any] | None = None,
+                 **broker_options: Any) -> BrokerUnderTest:
+    """A node on 127.0.0.1 logging to ``workdir/node.log`` (debug, properties and payload on; ``log_options``
+    overrides [log] keys, e.g. rotation)."""
     identity = pki.identity(BROKER_CN)
     log_path = workdir / "node.log"
     config = NodeConfig(
@@ -86,7 +89,7 @@ def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = ()
                       crls=list(pki.crls)),
         broker=BrokerConfig(host="127.0.0.1", targets=list(targets), sources=list(sources),
                             **{"port": 0, **broker_options}),
-        log=LogConfig(path=log_path, level="debug", properties=True, payload=True),
+        log=LogConfig(**{"path": log_path, "level": "debug", "properties": True, "payload": True, **(log_options or {})}),
     )
     loop = asyncio.new_event_loop()
     started: dict[str, Any] = {}

@@ -383,7 +383,7 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
         request = urllib.request.Request(f"http://127.0.0.1:{port}/log", method="PUT",
                                          data=json.dumps({"properties": False, "payload": False}).encode())
         settings = json.loads(urllib.request.urlopen(request, timeout=5).read())
-        assert settings == {"level": "debug", "properties": False, "payload": False}
+        assert settings == {"level": "debug", "properties": False, "payload": False, "raw": False}
         bad = urllib.request.Request(f"http://127.0.0.1:{port}/log", method="PUT", data=b'{"level": "loud"}')
         with pytest.raises(urllib.error.HTTPError) as excinfo:
             urllib.request.urlopen(bad, timeout=5)

@@ -20,6 +20,13 @@ Two paths give the same results:
   instead of a decode and a validation. The C path needs no such cache (a Python cache hit
   costs about twice the C path's whole admission); ``cache_hits``/``cache_misses`` count the
   Python path's lookups only, which with the accelerator are the messages it left to Python.
+
+For the audit log (issue 8, :mod:`interchange.logformat`) admission also numbers messages: every
+admitted message gets the next per-process ``seq`` (a rejected one takes one with
+:meth:`Admission.number_rejected`), and the next number of its (publicationId, shardId) shard
+(IP_128-130: the order audits compare delivery order with it); ``expiry_source`` says whether the
+header ttl, the absolute-expiry-time or the messageType's default set the expiry (IP_033). Both
+paths number the same way, after the C or Python path has admitted the message.
 """
 from __future__ import annotations
 
@@ -73,6 +80,8 @@ class Admission:
             raise ImportError("the C accelerator interchange.broker._admit is not built")
         self.accelerated = accelerated
         self._accelerator = _c_admit if accelerated else None
+        self.last_seq = 0  #: the last message number given (admitted or rejected)
+        self._shard_seqs: dict[tuple, int] = {}  # one entry per shard seen since the process started
 
     def admit(self, raw: bytes | bytearray, publisher: str, federated: bool, shard_count: int | None,
               now_ms: int) -> BrokerMessage:
@@ -82,10 +91,30 @@ class Admission:
             if result is not None:
                 properties, valid, ttl, absolute = result
                 if valid:
-                    return BrokerMessage(raw, properties, self._expiry(properties, ttl, absolute, now_ms),
-                                         federated, publisher, now_ms)
+                    message = BrokerMessage(raw, properties, now_ms, federated, publisher, now_ms)
+                    if ttl or absolute:
+                        self._explicit_expiry(message, ttl, absolute)
+                    else:  # the common case: the messageType's default (IP_033)
+                        message.expiry_ms = now_ms + self._default_ttl.get(properties.get("messageType"),
+                                                                           self._fallback_ttl)
+                    self._number(message)
+                    return message
             # invalid, or not handled by C: the Python path decides and words the rejection
-        return self._admit_python(raw, publisher, federated, shard_count, now_ms)
+        message = self._admit_python(raw, publisher, federated, shard_count, now_ms)
+        self._number(message)
+        return message
+
+    def _number(self, message: BrokerMessage) -> None:
+        """Give an admitted message its process-wide and its per-shard number."""
+        self.last_seq = message.seq = self.last_seq + 1
+        shard_seqs = self._shard_seqs
+        key = message.shard_key
+        message.shard_seq = shard_seqs[key] = shard_seqs.get(key, 0) + 1
+
+    def number_rejected(self) -> int:
+        """A message number for a rejected message (from the same counter)."""
+        self.last_seq += 1
+        return self.last_seq
 
     def _admit_python(self, raw: bytes | bytearray, publisher: str, federated: bool, shard_count: int | None,
                       now_ms: int) -> BrokerMessage:
@@ -108,14 +137,20 @@ class Admission:
         properties, problem = entry
         if problem is not None:
             raise Rejected(problem)
-        expiry = self._expiry(properties, scanned.ttl_ms, scanned.absolute_expiry_time_ms, now_ms)
-        return BrokerMessage(raw, properties, expiry, federated, publisher, now_ms)
-
-    def _expiry(self, properties: dict, ttl: int | None, absolute: int | None, now_ms: int) -> int:
-        """IP_033: from the header ttl / absolute-expiry-time, else the messageType's default."""
+        message = BrokerMessage(raw, properties, now_ms, federated, publisher, now_ms)
+        ttl, absolute = scanned.ttl_ms, scanned.absolute_expiry_time_ms
         if ttl or absolute:
-            return expiry_ms(ttl, absolute, properties.get("messageType"), now_ms, self.ttl_policy)
-        return now_ms + self._default_ttl.get(properties.get("messageType"), self._fallback_ttl)
+            self._explicit_expiry(message, ttl, absolute)
+        else:
+            message.expiry_ms = now_ms + self._default_ttl.get(properties.get("messageType"), self._fallback_ttl)
+        return message
+
+    def _explicit_expiry(self, message: BrokerMessage, ttl: int | None, absolute: int | None) -> None:
+        """IP_033: the earlier of arrival + header ttl and absolute-expiry-time (capped by the policy)."""
+        arrival = message.arrival_ms
+        message.expiry_ms = expiry_ms(ttl, absolute, message.properties.get("messageType"), arrival, self.ttl_policy)
+        by_ttl = ttl and (not absolute or arrival + ttl <= absolute)
+        message.expiry_source = "ttl" if by_ttl else "absolute-expiry-time"
 
     @staticmethod
     def _check(raw: bytes | bytearray, start: int | None, end: int | None,

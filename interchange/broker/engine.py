@@ -136,7 +136,8 @@ class EngineLimits:
 class ConsumerLinkState:
     """A consumer's receiver link seen from the broker (our sender link)."""
 
-    __slots__ = ("engine", "link", "address", "selector", "source", "_tag", "presettled", "unsettled", "__weakref__")
+    __slots__ = ("engine", "link", "address", "selector", "source", "_tag", "presettled", "unsettled", "departures",
+                 "__weakref__")
 
     def __init__(self, engine: "ConnectionEngine", link: Any, address: str | None, presettled: bool) -> None:
         self.engine = engine
@@ -147,6 +148,8 @@ class ConsumerLinkState:
         self._tag = 0
         self.presettled = presettled
         self.unsettled: dict[Any, BrokerMessage] = {}
+        #: delivery -> (departure ms, attempt) while message logging is on (kept by the DeliveryLog)
+        self.departures: dict[Any, tuple[int, int]] = {}
 
     @property
     def identity(self) -> str:
@@ -168,6 +171,7 @@ class ConsumerLinkState:
             _pn_link_send(link, _from_buffer(raw), len(raw))
             _pn_link_advance(link)
             _pn_delivery_settle(delivery)
+            delivery = None
         else:
             self._tag += 1
             tag = self._tag.to_bytes(8, "big")
@@ -176,11 +180,27 @@ class ConsumerLinkState:
             _pn_link_advance(link)
             self.unsettled[delivery] = message
         engine = self.engine
-        if engine.sent_hook is not None:
-            engine.sent_hook(message, self.address, engine.identity)
+        if engine.delivery_log is not None:
+            engine.delivery_log.sent(self, message, delivery)
         if not engine.output_marked:
             engine.output_marked = True
             engine.on_output()
+
+
+class DeliveryLog(Protocol):
+    """Told about each delivery to a consumer while message logging is on (IP_010, the log's
+    ``sent_message``): implemented by the broker's observer."""
+
+    def sent(self, link: ConsumerLinkState, message: BrokerMessage, delivery: Any) -> None:
+        """Sent on ``link``; ``delivery`` is None when the link is pre-settled."""
+
+    def settled(self, link: ConsumerLinkState, message: BrokerMessage, delivery: Any, outcome: str) -> None:
+        """The consumer settled ``delivery`` with ``outcome`` (accepted, released, ...)."""
+
+
+#: The consumer's outcome of a settled delivery, as the log names it (0: settled without one).
+_OUTCOME_NAMES = {lib.PN_ACCEPTED: "accepted", lib.PN_REJECTED: "rejected", lib.PN_RELEASED: "released",
+                  lib.PN_MODIFIED: "modified"}
 
 
 class ConnectionEngine:
@@ -193,8 +213,8 @@ class ConnectionEngine:
         self.limits = limits
         self.on_output = on_output
         self._events = events or (lambda kind, fields: None)
-        #: called as (message, source address, consumer identity) for every message sent, when set
-        self.sent_hook: Callable[[BrokerMessage, str | None, str], None] | None = None
+        #: told about every delivery to a consumer, when set (while message logging is on)
+        self.delivery_log: DeliveryLog | None = None
         self.paused = False
         #: set when output was announced with on_output(); cleared by the I/O layer when it takes output
         self.output_marked = False
@@ -480,6 +500,8 @@ class ConnectionEngine:
             outcome = _pn_delivery_remote_state(delivery)
             if outcome or _pn_delivery_settled(delivery):
                 message = state.unsettled.pop(delivery, None)
+                if message is not None and self.delivery_log is not None:
+                    self.delivery_log.settled(state, message, delivery, _OUTCOME_NAMES.get(outcome, "settled"))
                 _pn_delivery_settle(delivery)
                 if message is not None and outcome in _REDELIVER:
                     self.router.redeliver(state, message)

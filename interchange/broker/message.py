@@ -10,9 +10,16 @@ class BrokerMessage:
     ``properties`` are the decoded application properties (read for routing only, IP_008);
     ``expiry_ms`` is the absolute expiry in ms since the epoch (IP_033) or None;
     ``shard_key`` orders delivery per (publicationId, shardId) (IP_128, no shardId = shard 1).
+
+    Set by :class:`~interchange.broker.admission.Admission` for the log's audit trail
+    (:mod:`interchange.logformat`): ``seq``, the process's message number (0 until admitted);
+    ``shard_seq``, the message's number within its shard (IP_128-130); ``expiry_source``, what
+    set ``expiry_ms``. ``redeliveries`` counts, per source address, how often a consumer gave the
+    message back (None until one did): the next delivery there is attempt ``count + 1``.
     """
 
-    __slots__ = ("raw", "properties", "expiry_ms", "federated", "publisher", "shard_key", "arrival_ms", "size")
+    __slots__ = ("raw", "properties", "expiry_ms", "federated", "publisher", "shard_key", "arrival_ms", "size",
+                 "seq", "shard_seq", "expiry_source", "redeliveries")
 
     def __init__(
         self,
@@ -32,3 +39,7 @@ class BrokerMessage:
         self.size = len(raw)
         shard = properties.get("shardId")
         self.shard_key = (properties.get("publicationId"), shard if isinstance(shard, int) else 1)
+        self.seq = 0
+        self.shard_seq = 0
+        self.expiry_source = "default"
+        self.redeliveries: dict[str, int] | None = None

@@ -1,12 +1,17 @@
 """What the broker tells operators: counters for metrics (IP_137) and events for the JSON log.
 
 The hot path only increments integers here; the Prometheus exporter reads them when scraped,
-and the message log (IP_009/010/119/120/121) is called only while it is switched on.
+and the message log (IP_009/010/119/120/121) is called only while it is switched on. Records an
+audit needs to account for every message (issue 8, :mod:`interchange.logformat` version 2) are
+written whatever the switches, and only cost when they happen: a rejected message (IP_016), one
+dropped from a full source buffer (IP_032), one that expired undelivered (IP_033), one no source
+took. Delivery records (``sent_message``) are written at settlement, with the consumer's outcome:
+:meth:`BrokerObserver.sent` notes the departure on the link, :meth:`BrokerObserver.settled` writes.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Protocol
+from typing import Any, Protocol
 
 from interchange.broker.message import BrokerMessage
 from interchange.timing import now_ms
@@ -24,12 +29,25 @@ class MessageLog(Protocol):
     def messages_on(self) -> bool:
         """True while message events are logged (read before building a message record)."""
 
-    def message(self, event: str, message: BrokerMessage, address: str, departure_ms: int | None = None,
-                identity: str | None = None) -> None: ...
+    def message(self, event: str, message: BrokerMessage, address: str | None, **fields: object) -> None:
+        """A message record; ``fields`` are the event's own (consumer, outcome, reason, ...)."""
 
-    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str) -> None: ...
+    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str, seq: int,
+                 federated: bool = False, message: BrokerMessage | None = None) -> None: ...
 
     def event(self, level: str, event: str, fields: dict) -> None: ...
+
+
+class DeliveryLink(Protocol):
+    """What the observer reads of a consumer link (implemented by the engine's ConsumerLinkState)."""
+
+    @property
+    def identity(self) -> str: ...
+
+    address: str | None
+    #: delivery -> (departure ms, attempt), for deliveries sent while message logging was on
+    departures: dict[Any, tuple[int, int]]
+    unsettled: dict[Any, BrokerMessage]
 
 
 class BrokerObserver:
@@ -42,6 +60,7 @@ class BrokerObserver:
         self.routed_count = 0
         self.unroutable = 0
         self.expired_count = 0
+        self.dropped_count = 0
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
 
@@ -51,13 +70,47 @@ class BrokerObserver:
         if log is not None and log.messages_on:
             log.message("received_message", message, address)
 
-    def sent(self, message: BrokerMessage, address: str | None, identity: str) -> None:
-        """IP_010: departure timestamp of a message handed to a consumer."""
+    # ------------------------------------------------------------ deliveries (IP_010)
+    def sent(self, link: DeliveryLink, message: BrokerMessage, delivery: object | None) -> None:
+        """A message handed to a consumer (called only while message logging is on).
+
+        ``delivery`` is None on a pre-settled link: the record is written now. Otherwise the
+        departure is noted on the link and written by :meth:`settled` or :meth:`link_lost`.
+        """
+        now = now_ms()
+        address = link.address
+        redeliveries = message.redeliveries
+        attempt = (redeliveries.get(address or "", 0) if redeliveries else 0) + 1
+        if delivery is None:
+            self._delivery_record(link, message, now, attempt, now, "presettled")
+        else:
+            link.departures[delivery] = (now, attempt)
+
+    def settled(self, link: DeliveryLink, message: BrokerMessage, delivery: object, outcome: str) -> None:
+        """The consumer settled a delivery with ``outcome`` (a :data:`interchange.logformat.OUTCOMES` value)."""
+        departure = link.departures.pop(delivery, None)
+        if departure is not None:
+            self._delivery_record(link, message, departure[0], departure[1], now_ms(), outcome)
+
+    def link_lost(self, link: DeliveryLink) -> None:
+        """The link went away with unsettled deliveries (they go back to their source)."""
+        now = now_ms()
+        departures = link.departures
+        for delivery, message in link.unsettled.items():
+            departure = departures.pop(delivery, None)
+            if departure is not None:
+                self._delivery_record(link, message, departure[0], departure[1], now, "link_lost")
+        departures.clear()
+
+    def _delivery_record(self, link: DeliveryLink, message: BrokerMessage, departure_ms: int, attempt: int,
+                         settled_ms: int, outcome: str) -> None:
         log = self.log
         if log is not None and log.messages_on:
-            log.message("sent_message", message, address or "", departure_ms=now_ms(),
-                        identity=identity)
+            log.message("sent_message", message, link.address, identity=link.identity, consumer=link.identity,
+                        source=link.address, attempt=attempt, departureMs=departure_ms, settledMs=settled_ms,
+                        outcome=outcome)
 
+    # ------------------------------------------------------------ links
     def link_attached(self, role: str, identity: str, address: str, selector: str | None) -> None:
         if self.log is not None:
             self.log.event("info", "link_attach", {"role": role, "identity": identity, "address": address,
@@ -67,20 +120,41 @@ class BrokerObserver:
         if self.log is not None:
             self.log.event("info", "link_detach", {"role": role, "identity": identity, "address": address})
 
-    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str) -> None:
-        """IP_016: a malformed message is dropped and the event logged."""
+    # ------------------------------------------------------------ messages an audit must account for
+    def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str, seq: int,
+                 federated: bool = False, message: BrokerMessage | None = None) -> None:
+        """IP_016: a malformed message is dropped and the event logged (always)."""
         self.rejected_count += 1
         if self.log is not None:
-            self.log.rejected(identity, address, raw, reason)
+            self.log.rejected(identity, address, raw, reason, seq, federated, message)
+
+    def expired_on_arrival(self, message: BrokerMessage, address: str) -> None:
+        """IP_033: the message had expired when it arrived; it goes nowhere."""
+        self.expired_count += 1
+        if self.log is not None:
+            self.log.message("expired_message", message, address, source=None)
+
+    def dropped(self, message: BrokerMessage, source: str) -> None:
+        """IP_032: a full source buffer evicted ``message`` (its oldest) undelivered."""
+        self.dropped_count += 1
+        if self.log is not None:
+            self.log.message("dropped_message", message, source, source=source, reason="buffer_full")
+
+    def expired_in(self, message: BrokerMessage, source: str) -> None:
+        """IP_033: ``message`` expired in ``source`` before a consumer took it."""
+        if self.log is not None:
+            self.log.message("expired_message", message, source, source=source)
 
     def expired(self, count: int) -> None:
         self.expired_count += count
 
-    def routed(self, sources: int) -> None:
+    def routed(self, sources: int, message: BrokerMessage, address: str) -> None:
         if sources:
             self.routed_count += 1
         else:
             self.unroutable += 1
+            if self.log is not None:
+                self.log.message("unroutable_message", message, address)
 
     def routing_latency(self, seconds: float) -> None:
         """One sampled routing time: from the complete message in hand to its availability on

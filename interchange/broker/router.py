@@ -72,7 +72,7 @@ class BrokerCore:
                 return
             assert isinstance(spec, SourceSpec)
             node_selector = jms_selectors.compile(spec.selector) if spec.selector else None
-            source = Source(spec, node_selector.matches if node_selector else None)
+            source = Source(spec, node_selector.matches if node_selector else None, self.observer)
             if old is not None:
                 self._index.remove(old)
                 source.adopt(old)
@@ -141,6 +141,7 @@ class BrokerCore:
             source.remove_link(link)
             # Messages sent but not settled by the consumer go back to the front of the buffer.
             if link.unsettled:
+                self.observer.link_lost(link)
                 source.requeue(list(link.unsettled.values()))
                 link.unsettled.clear()
             self.observer.link_detached("consumer", link.identity, source.spec.address)
@@ -166,19 +167,24 @@ class BrokerCore:
         if timed:
             started = time.perf_counter()
         now = self.clock_ms()
+        address = publisher.spec.address
         try:
             message = self.admission.admit(raw, publisher.identity, publisher.federated,
                                            publisher.spec.shard_count, now)
-            if publisher.matches is not None and not publisher.matches(message.properties):
-                raise Rejected("message does not fit the capabilities registered for this target")
         except Rejected as exc:
-            self.observer.rejected(publisher.identity, publisher.spec.address, raw, exc.description)
+            observer.rejected(publisher.identity, address, raw, exc.description, self.admission.number_rejected(),
+                              publisher.federated)
             raise
-        observer.received(message, publisher.spec.address)
+        if publisher.matches is not None and not publisher.matches(message.properties):
+            refusal = Rejected("message does not fit the capabilities registered for this target")
+            observer.rejected(publisher.identity, address, raw, refusal.description, message.seq,
+                              publisher.federated, message)
+            raise refusal
+        observer.received(message, address)
         if message.expiry_ms is not None and message.expiry_ms <= now:
-            observer.expired(1)
+            observer.expired_on_arrival(message, address)
             return
-        self._route(message, now)
+        self._route(message, now, address)
         if timed:
             observer.routing_latency(time.perf_counter() - started)
 
@@ -195,14 +201,16 @@ class BrokerCore:
         try:
             message = self.admission.admit(raw, neighbour, True, None, now)
         except Rejected as exc:
-            self.observer.rejected(neighbour, "(federation)", raw, exc.description)
+            self.observer.rejected(neighbour, "(federation)", raw, exc.description, self.admission.number_rejected(),
+                                   True)
             raise
-        self.observer.received(message, f"federation:{neighbour}")
+        address = f"federation:{neighbour}"
+        self.observer.received(message, address)
         if message.expiry_ms is not None and message.expiry_ms <= now:
-            self.observer.expired(1)
+            self.observer.expired_on_arrival(message, address)
             return
         if only is None:
-            self._route(message, now)
+            self._route(message, now, address)
             return
         routed = 0
         properties = message.properties
@@ -213,9 +221,9 @@ class BrokerCore:
             if source.node_selector is None or source.node_selector(properties):
                 source.offer(message, now)
                 routed += 1
-        self.observer.routed(routed)
+        self.observer.routed(routed, message, address)
 
-    def _route(self, message: BrokerMessage, now: int) -> None:
+    def _route(self, message: BrokerMessage, now: int, address: str) -> None:
         properties = message.properties
         federated = message.federated
         routed = 0
@@ -226,7 +234,7 @@ class BrokerCore:
             if residual is None or residual(properties):
                 source.offer(message, now)
                 routed += 1
-        self.observer.routed(routed)
+        self.observer.routed(routed, message, address)
 
     # ------------------------------------------------------------ housekeeping
     def expire(self) -> int:

@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 from certs.errors import PeerIdentityError
 from certs.tls import peer_common_name
-from interchange.broker.engine import ConnectionEngine, EngineLimits
-from interchange.broker.message import BrokerMessage
+from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimits
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
 from interchange.broker.tls_stream import TlsSession
@@ -143,7 +142,7 @@ class AmqpConnection(asyncio.Protocol):
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
                                            self._mark_dirty, self._engine_event)
-            self.engine.sent_hook = self._server.sent_hook  # IP_010 departure times, while logged
+            self.engine.delivery_log = self._server.delivery_log  # IP_010 departure times, while logged
             data = step.amqp_bytes
             if not data:
                 return
@@ -224,7 +223,7 @@ class BrokerServer:
         self._servers: list[asyncio.base_events.Server] = []
         self._housekeeping: asyncio.Task | None = None
         self._interval = housekeeping_interval
-        self.sent_hook: Callable[[BrokerMessage, str | None, str], None] | None = None
+        self.delivery_log: DeliveryLog | None = None
         log = core.observer.log
         if log is not None:
             if hasattr(log, "on_change"):
@@ -234,10 +233,10 @@ class BrokerServer:
     def message_logging_changed(self) -> None:
         """Give engines the per-delivery hook only while message logging is on (IP_010/119)."""
         log = self.core.observer.log
-        self.sent_hook = self.core.observer.sent if log is not None and log.messages_on else None
+        self.delivery_log = self.core.observer if log is not None and log.messages_on else None
         for connection in self.connections:
             if connection.engine is not None:
-                connection.engine.sent_hook = self.sent_hook
+                connection.engine.delivery_log = self.delivery_log
 
     def event(self, level: str, kind: str, fields: dict) -> None:
         if self._event is not None:

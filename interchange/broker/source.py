@@ -6,6 +6,10 @@ publishers or the other consumers. IP_033: an expired message is never delivered
 IP_128/129: messages of one (publicationId, shardId) never overtake each other: the buffer
 is FIFO, queued messages go out before new ones, and while several links share a source
 each shard sticks to the link that received its first message.
+
+Every message a source loses undelivered (evicted from a full buffer, expired) is reported to its
+:class:`LossObserver` one by one, so the log can account for it (issue 8); a message a consumer
+gives back is counted per source (``BrokerMessage.redeliveries``: its next delivery attempt).
 """
 from __future__ import annotations
 
@@ -17,6 +21,16 @@ from interchange.broker.addresses import SourceSpec
 from interchange.broker.message import BrokerMessage
 
 Matcher = Callable[[dict], bool]
+
+
+class LossObserver(Protocol):
+    """Told about each message a source loses (implemented by the broker's observer)."""
+
+    def dropped(self, message: BrokerMessage, source: str) -> None:
+        """IP_032: evicted from the full buffer of ``source``."""
+
+    def expired_in(self, message: BrokerMessage, source: str) -> None:
+        """IP_033: expired in ``source`` before delivery."""
 
 
 class ConsumerLink(Protocol):
@@ -55,10 +69,11 @@ class Source:
     """
 
     __slots__ = ("spec", "node_selector", "residual", "_queue", "_bytes", "links", "_next_link", "_shard_owner",
-                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued")
+                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued", "observer")
 
-    def __init__(self, spec: SourceSpec, node_selector: Matcher | None) -> None:
+    def __init__(self, spec: SourceSpec, node_selector: Matcher | None, observer: LossObserver | None = None) -> None:
         self.spec = spec
+        self.observer = observer
         self.node_selector = node_selector
         #: what is left of the node selector once the routing index has matched (set by the index)
         self.residual = node_selector
@@ -129,6 +144,8 @@ class Source:
             old = self._queue.popleft()
             self._bytes -= old.size
             self.dropped += 1
+            if self.observer is not None:
+                self.observer.dropped(old, spec.address)
 
     def _try_send(self, message: BrokerMessage) -> int:
         links = self.links
@@ -185,8 +202,7 @@ class Source:
         while queue:
             message = queue.popleft()
             if message.expiry_ms is not None and message.expiry_ms <= now_ms:
-                self._bytes -= message.size
-                self.expired += 1
+                self._lose_expired(message)
                 continue
             key = message.shard_key
             outcome = _BLOCKED if key in blocked else self._try_send(message)
@@ -208,18 +224,27 @@ class Source:
     def _drop_expired(self, now_ms: int) -> None:
         queue = self._queue
         while queue and queue[0].expiry_ms is not None and queue[0].expiry_ms <= now_ms:
-            self._bytes -= queue.popleft().size
-            self.expired += 1
+            self._lose_expired(queue.popleft())
+
+    def _lose_expired(self, message: BrokerMessage) -> None:
+        """Account for a message taken off the buffer because it expired (IP_033)."""
+        self._bytes -= message.size
+        self.expired += 1
+        if self.observer is not None:
+            self.observer.expired_in(message, self.spec.address)
 
     def expire(self, now_ms: int) -> int:
         """Drop every expired message; return how many were dropped."""
-        before = len(self._queue)
-        keep = deque(m for m in self._queue if m.expiry_ms is None or m.expiry_ms > now_ms)
-        dropped = before - len(keep)
+        keep: deque[BrokerMessage] = deque()
+        dropped = 0
+        for message in self._queue:
+            if message.expiry_ms is None or message.expiry_ms > now_ms:
+                keep.append(message)
+            else:
+                self._lose_expired(message)
+                dropped += 1
         if dropped:
-            self._bytes = sum(m.size for m in keep)
             self._queue = keep
-            self.expired += dropped
         return dropped
 
     def adopt(self, old: "Source") -> None:
@@ -235,6 +260,12 @@ class Source:
 
     def requeue(self, messages: list[BrokerMessage]) -> None:
         """Put messages a consumer never settled back at the front, in their order."""
+        address = self.spec.address
+        for message in messages:
+            counts = message.redeliveries
+            if counts is None:
+                counts = message.redeliveries = {}
+            counts[address] = counts.get(address, 0) + 1
         for message in reversed(messages):
             self._queue.appendleft(message)
             self._bytes += message.size
