@@ -25,11 +25,6 @@ T0 = 1_795_000_000_000
 NODE = "ixc-a"
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
 @pytest.fixture
 def broker(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
     node = start_broker(pki, tmp_path / "node", [TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
