@@ -8,6 +8,9 @@ both in /work/shared/specs/. Layers, bottom up (imports run downwards only):
   machines fed bytes and time that return actions;
 - :mod:`.models`: the JSON REST bodies (pydantic);
 - :mod:`.rest`: the REST client (aiohttp);
-- :mod:`.stream`: asyncio code that moves bytes and time for a session over TLS;
-- :mod:`.simulator`: the streaming service and fake traffic-light controllers (``interchange tlex-sim``).
+- :mod:`.stream`: asyncio code that moves bytes and time for a session over TLS (``SessionSupervisor``);
+- :mod:`.config`, :mod:`.publication`, :mod:`.mapem_store`, :mod:`.bridge`: the bridge a node runs for ``[tlex]``;
+- :mod:`.service`, :mod:`.simulator`, :mod:`.controllers`, :mod:`.sim_cli`: the streaming-service
+  simulator and fake traffic-light controllers (``interchange tlex-sim``); :mod:`.demo`
+  (``interchange tlex-demo``).
 """
