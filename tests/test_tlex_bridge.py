@@ -4,6 +4,7 @@ an SREM from that actor back to exactly one controller, whose SSEM comes back.""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -233,6 +234,9 @@ async def test_mapem_kept_across_a_restart(sim: Sim, pki: TestPki, tmp_path: Pat
             await wait_for(lambda: counters.tlc(TLCS[0]).published >= 5, "SPATEMs published after the restart")
             assert counters.tlc(TLCS[0]).dropped == 0 and node.tlex.translator.spatem_before_mapem == 0
             assert '"tlex_mapem_restored"' in (tmp_path / "node" / "node.log").read_text()
+            records = [json.loads(line) for line in (tmp_path / "node" / "node.log").read_text().splitlines()]
+            first_run = next(r for r in records if r["event"] == "tlex_tlc" and r["details"]["tlc"] == TLCS[0])
+            assert first_run["details"]["published"] >= 5 and first_run["details"]["dropped"] == 0
         finally:
             await controller.stop()
             await node.close()

@@ -176,6 +176,7 @@ class TlexBridge:
         return str(sub["endpoints"][0]["source"])
 
     async def close(self) -> None:
+        self.log_tlc_records()
         if self.supervisor is not None:
             self.supervisor.close_stream("interchange bridge stopping")
             await asyncio.sleep(0)
@@ -278,6 +279,17 @@ class TlexBridge:
     def _stream_event(self, name: str, fields: dict) -> None:
         level = "warning" if name in ("session_refused", "stream_connect_failed") else "info"
         self._event(level, f"tlex_{name}", fields)
+        if name == "stream_closed":
+            self.log_tlc_records()
+
+    def log_tlc_records(self) -> None:
+        """One ``tlex_tlc`` record per controller: its counters so far (at each stream end and at stop)."""
+        connected = self.supervisor is not None and self.supervisor.stats.connected
+        for controller in self.config.controllers:
+            counters = self.counters.tlc(controller.tlc_id)
+            self._event("info", "tlex_tlc", {"tlc": controller.tlc_id, "stream_connected": connected,
+                                             "payloads_in": counters.payloads_in, "published": counters.published,
+                                             "dropped": counters.dropped, "srem_out": counters.srem_out})
 
 
 class MessageEncoder:
