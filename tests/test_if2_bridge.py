@@ -258,3 +258,13 @@ def test_config_errors_are_clear(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_p
         with pytest.raises(ValidationError, match=why):
             bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, **change)
     assert BACKOFFICE != BRIDGE
+
+
+async def test_a_subscription_the_node_refuses_stops_the_start_with_a_clear_error(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> None:
+    config = bridge_node_config(if2_pki, rabbitmq_if2, tmp_path)
+    assert config.ii is not None
+    strict = config.ii.policy.model_copy(update={"max_selector_length": 20})
+    config = config.model_copy(update={"ii": config.ii.model_copy(update={"policy": strict})})
+    with pytest.raises(ValueError, match="the IF2 bridge could not set up at the node: subscription .* has no endpoint"):
+        await start(config)

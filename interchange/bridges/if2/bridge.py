@@ -88,12 +88,24 @@ class If2Bridge:
         self._exchanges: dict[str, AbstractExchange] = {}
         self._rabbit_up = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._exports: set[asyncio.Task[None]] = set()  # one per unsettled BI delivery (at most `prefetch`)
+        #: one task per message in flight: unsettled BI deliveries, unacknowledged IF2 deliveries (each
+        #: at most `prefetch`)
+        self._flows: set[asyncio.Task[None]] = set()
         self._connection: AbstractConnection | None = None
         self.counts = {"imported": 0, "import_refused": 0, "exported": 0, "export_refused": 0, "republished": 0}
 
     # ------------------------------------------------------------------ lifetime
     async def start(self) -> None:
+        """Delivery and subscription at the node, then the links; ValueError if the node refuses them."""
+        try:
+            await self._setup()
+        except ActorApiError as exc:
+            raise ValueError(f"the IF2 bridge could not set up at the node: {exc}") from None
+        self.bi.start()
+        self._tasks = [asyncio.create_task(self._rabbit_loop(), name="if2-rabbitmq"),
+                       asyncio.create_task(self._republish_loop(), name="if2-republish")]
+
+    async def _setup(self) -> None:
         self._registered = await self.api.publication_ids()
         delivery = await self.api.delivery()
         self._use_delivery(delivery)
@@ -103,14 +115,11 @@ class If2Bridge:
             if not subscription.endpoints:
                 raise ActorApiError(f"subscription {subscription.id} has no endpoint: {subscription.errorMessage}")
             self.bi.set_source(subscription.endpoints[0].source, None, self._on_croads)
-        self.bi.start()
-        self._tasks = [asyncio.create_task(self._rabbit_loop(), name="if2-rabbitmq"),
-                       asyncio.create_task(self._republish_loop(), name="if2-republish")]
 
     async def close(self) -> None:
-        for task in (*self._tasks, *self._exports):
+        for task in (*self._tasks, *self._flows):
             task.cancel()
-        for task in (*self._tasks, *self._exports):
+        for task in (*self._tasks, *self._flows):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._connection is not None:
@@ -184,6 +193,13 @@ class If2Bridge:
 
     # ------------------------------------------------------------------ IF2 -> C-Roads
     async def _on_if2(self, message: AbstractIncomingMessage) -> None:
+        """One task per delivery (at most ``prefetch`` unacknowledged), so the BI round trips overlap;
+        they start in delivery order and send at once in the common case, which keeps the order."""
+        task = asyncio.get_running_loop().create_task(self._import(message))
+        self._flows.add(task)
+        task.add_done_callback(self._flows.discard)
+
+    async def _import(self, message: AbstractIncomingMessage) -> None:
         if message.app_id == self.app_id:  # what we exported ourselves
             await message.ack()
             return
@@ -236,8 +252,8 @@ class If2Bridge:
         receiver = self.bi.receiver
         assert receiver is not None
         task = asyncio.get_running_loop().create_task(self._export(raw, receiver, delivery))
-        self._exports.add(task)
-        task.add_done_callback(self._exports.discard)
+        self._flows.add(task)
+        task.add_done_callback(self._flows.discard)
 
     async def _export(self, raw: bytes, receiver: Any, delivery: Any) -> None:
         message = Message()

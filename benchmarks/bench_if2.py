@@ -1,0 +1,306 @@
+"""IF2 bridge benchmark (a script, not a test): messages per second and added latency through the
+bridge, IF2 publisher -> C-Roads consumer and C-Roads publisher -> IF2 consumer, against RabbitMQ's
+own topic routing (IF2 publisher -> IF2 consumer) in the same run.
+
+Set-up: a private RabbitMQ (interchange/testing/rabbitmq.py: Debian's rabbitmq-server, TLS 1.3,
+SASL EXTERNAL) and a node with the II and the IF2 bridge (``interchange broker --config``, its own
+process), all on 127.0.0.1 with a generated test PKI. This process runs the clients in one asyncio
+loop: an IF2 back-office (aio-pika, a Table 3 queue) and a C-ITS actor (the node's own AMQP 1.0
+client, TLS 1.3 + SASL EXTERNAL). Every body carries its send time (time.time_ns); latency is
+receive time minus that.
+
+Scenarios (each: a throughput phase, N messages published as fast as the publisher can, rate =
+N / (last receive - first send); and a latency phase, M messages paced at a fixed rate, p50/p99):
+
+- ``rabbitmq``: back-office -> DENM exchange -> back-office queue (RabbitMQ alone, the reference);
+- ``if2->croads``: back-office -> DENM exchange -> bridge -> BI -> C-ITS actor (selector subscription);
+- ``croads->if2``: C-ITS actor -> BI -> bridge -> SPAT exchange -> back-office queue.
+
+    .venv/bin/python benchmarks/bench_if2.py [--messages 3000] [--paced 400 --rate 200] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import aio_pika  # noqa: E402
+import aiohttp  # noqa: E402
+from proton import Message  # noqa: E402
+
+from certs import TestPki, create_test_pki  # noqa: E402
+from certs.tls import TlsFiles, client_context  # noqa: E402
+from interchange.broker.client import ClientConnection  # noqa: E402
+from interchange.testing import rabbitmq  # noqa: E402
+
+NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
+                                          "if2-backoffice", "croads-actor")
+TILE = "120202130121133020"
+DENM_KEY = "DENM.1_2_1.RWS.5." + ".".join(TILE)
+SPATEM_PROPS = {"messageType": "SPATEM", "protocolVersion": "SPATEM:2.1.1", "publisherId": "NL00001",
+                "publicationId": "NL00001:spat-bench", "originatingCountry": "NL", "quadTree": f",{TILE},"}
+
+
+@dataclass
+class Result:
+    scenario: str
+    phase: str
+    messages: int
+    rate: float  # messages per second
+    p50_ms: float
+    p99_ms: float
+
+
+def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
+    lat = sorted((r - s) / 1e6 for s, r in zip(sends, receives))
+    span = (max(receives) - min(sends)) / 1e9
+    return Result(scenario, phase, len(lat), len(lat) / span if span > 0 else 0.0, statistics.median(lat),
+                  lat[min(len(lat) - 1, int(len(lat) * 0.99))])
+
+
+def stamp(index: int) -> bytes:
+    return b"%d:%d:" % (time.time_ns(), index) + b"\x00" * 64  # ~100 bytes, like a small DENM
+
+
+def sent_at(body: bytes) -> int:
+    return int(body.split(b":", 1)[0])
+
+
+# ------------------------------------------------------------------ set-up
+def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path) -> Path:
+    ident, bridge = pki.identity(NODE), pki.identity(BRIDGE)
+    config = {
+        "name": NODE, "data_dir": str(workdir / "var"),
+        "tls": {"cert_chain": str(ident.chain), "key": str(ident.key), "trust_bundle": str(pki.trust_bundle)},
+        "broker": {"host": "127.0.0.1", "port": 0},
+        "log": {"path": str(workdir / "node.log"), "level": "warning", "properties": False, "payload": False},
+        "ii": {"host": "127.0.0.1", "port": 0, "public_host": "127.0.0.1"},
+        "if2": {"url": broker.url, "server_name": RABBIT, "actor": BRIDGE,
+                "tls": {"cert_chain": str(bridge.chain), "key": str(bridge.key), "trust_bundle": str(pki.trust_bundle)},
+                "providers": [{"name": "RWS", "publisher_id": "NL00001", "coverage": ["1202"]}],
+                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": 1000},
+    }
+    path = workdir / "node.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def start_node(config: Path) -> tuple[subprocess.Popen[str], int, int]:
+    proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "interchange NAME: AMQPS port P, ..., II (HTTPS) port Q"
+    if "AMQPS port" not in line:
+        proc.kill()
+        raise RuntimeError(f"the node did not start: {line!r}")
+    amqps = int(line.split("AMQPS port ")[1].split(",")[0])
+    ii = int(line.split("II (HTTPS) port ")[1].strip())
+    return proc, amqps, ii
+
+
+async def actor_api(pki: TestPki, ii_port: int) -> tuple[str, str]:
+    """The C-ITS actor's delivery target (SPATEM) and its DENM subscription's source."""
+    context = client_context(TlsFiles.from_pki(pki.directory, ACTOR, with_crls=False))
+    base = f"https://127.0.0.1:{ii_port}/{ACTOR}"
+    async with aiohttp.ClientSession() as http:
+        async def post(path: str, body: dict[str, Any]) -> Any:
+            async with http.post(base + path, json=body, ssl=context, server_hostname=NODE) as response:
+                assert response.status == 200, await response.text()
+                return await response.json()
+        cap = {"application": {**{k: v for k, v in SPATEM_PROPS.items() if k != "quadTree"}, "quadTree": ["1202"]}}
+        await post("/capabilities", {"name": ACTOR, "capabilities": [cap]})
+        delivery = await post("/deliveries", {"name": ACTOR, "deliveries": [{"selector": "TRUE"}]})
+        sub = await post("/subscriptions", {"name": ACTOR, "subscriptions": [{"selector": "messageType = 'DENM'"}]})
+    return delivery["deliveries"][0]["endpoints"][0]["target"], sub["subscriptions"][0]["endpoints"][0]["source"]
+
+
+# ------------------------------------------------------------------ scenarios
+class BackOffice:
+    def __init__(self, connection: Any, channel: Any) -> None:
+        self.connection, self.channel = connection, channel
+        self.received: list[tuple[int, int]] = []  # (sent, received) ns
+        self.wanted = 0
+        self.done = asyncio.Event()
+
+    @classmethod
+    async def connect(cls, pki: TestPki, broker: rabbitmq.RabbitMQ) -> "BackOffice":
+        context = client_context(TlsFiles.from_pki(pki.directory, BACKOFFICE, with_crls=False), server_name=RABBIT)
+        connection = await aio_pika.connect(broker.url + "?auth=external", ssl_context=context)
+        return cls(connection, await connection.channel())
+
+    async def bind(self, exchange: str) -> None:
+        await self.channel.set_qos(prefetch_count=1000)
+        queue = await self.channel.declare_queue("", exclusive=True, auto_delete=True,
+                                                 arguments={"x-max-length": 100_000, "x-message-ttl": 600_000})
+        await queue.bind(exchange, routing_key="#")
+        await queue.consume(self._on_message, no_ack=True)
+
+    async def _on_message(self, message: Any) -> None:
+        self.received.append((sent_at(message.body), time.time_ns()))
+        if len(self.received) >= self.wanted:
+            self.done.set()
+
+    def expect(self, count: int) -> None:
+        self.received, self.wanted = [], count
+        self.done.clear()
+
+    async def publish(self, exchange: Any, index: int) -> None:
+        await exchange.publish(aio_pika.Message(stamp(index), headers={}, expiration=60), routing_key=DENM_KEY)
+
+
+class CroadsActor:
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.received: list[tuple[int, int]] = []
+        self.wanted = 0
+        self.done = asyncio.Event()
+
+    def on_message(self, raw: bytes) -> None:
+        message = Message()
+        message.decode(raw)
+        self.received.append((sent_at(bytes(message.body)), time.time_ns()))
+        if len(self.received) >= self.wanted:
+            self.done.set()
+
+    def expect(self, count: int) -> None:
+        self.received, self.wanted = [], count
+        self.done.clear()
+
+
+async def run_phase(name: str, phase: str, count: int, rate: float | None, send: Any, sink: Any) -> Result:
+    sink.expect(count)
+    interval = 1.0 / rate if rate else 0.0
+    start = time.monotonic()
+    if not interval:  # as fast as the publisher goes: 100 publishes in flight at a time
+        for first in range(0, count, 100):
+            await asyncio.gather(*(send(i) for i in range(first, min(first + 100, count))))
+    for i in range(count if interval else 0):
+        await send(i)
+        await asyncio.sleep(max(0.0, start + (i + 1) * interval - time.monotonic()))
+    await asyncio.wait_for(sink.done.wait(), 120)
+    pairs = sink.received[:count]
+    return stats(name, phase, [s for s, _ in pairs], [r for _, r in pairs])
+
+
+async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace
+                    ) -> list[Result]:
+    target, source = await actor_api(pki, ii)
+    office = await BackOffice.connect(pki, broker)
+    publisher = await office.connection.channel()  # no confirms: as fast as RabbitMQ takes them
+    denm = await publisher.declare_exchange("DENM", aio_pika.ExchangeType.TOPIC, durable=True)
+    await publisher.declare_exchange("SPAT", aio_pika.ExchangeType.TOPIC, durable=True)
+    context = client_context(TlsFiles.from_pki(pki.directory, ACTOR, with_crls=False))
+    amqp = await ClientConnection.open("127.0.0.1", amqps, context, NODE, "bench-actor")
+    actor = CroadsActor(amqp)
+    results = []
+    try:
+        # 1. RabbitMQ alone: DENM exchange -> a Table 3 queue of the back-office
+        await office.bind("DENM")
+        for phase, count, rate in (("throughput", args.messages, None), ("latency", args.paced, args.rate)):
+            results.append(await run_phase("rabbitmq", phase, count, rate, lambda i: office.publish(denm, i), office))
+        await office.channel.close()
+        office.channel = await office.connection.channel()
+        # 2. IF2 -> C-Roads through the bridge
+        amqp.open_receiver(source, actor.on_message, credit=1000)
+        actor.expect(1)  # the first one registers the capability (not measured); the bridge may still be binding
+        for _ in range(30):
+            await office.publish(denm, -1)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(actor.done.wait()), 1.0)
+            if actor.done.is_set():
+                break
+        await asyncio.wait_for(actor.done.wait(), 1.0)
+        for phase, count, rate in (("throughput", args.messages, None), ("latency", args.paced, args.rate)):
+            results.append(await run_phase("if2->croads", phase, count, rate,
+                                           lambda i: office.publish(denm, i), actor))
+        # 3. C-Roads -> IF2 through the bridge (every body differs: no republishing suppression)
+        await office.bind("SPAT")
+        sender = amqp.open_sender(target)
+
+        async def send_spatem(i: int) -> None:
+            message = Message(body=stamp(i), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
+            if args.confirm_each or i % 200 == 199:
+                outcome = await amqp.publish(sender, message.encode())
+                assert outcome.accepted, outcome
+            else:
+                while not amqp.engine.send(sender, message.encode()):
+                    await asyncio.sleep(0.001)
+                amqp.flush()
+        for phase, count, rate in (("throughput", args.messages, None), ("latency", args.paced, args.rate)):
+            results.append(await run_phase("croads->if2", phase, count, rate, send_spatem, office))
+    finally:
+        await amqp.close()
+        await office.connection.close()
+    return results
+
+
+def machine_notes() -> str:
+    model = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    load = os.getloadavg()[0]
+    return (f"{os.cpu_count()} cores, {model}; load {load:.1f}; Python {platform.python_version()}; "
+            f"RabbitMQ {rabbitmq.version()}; aio-pika {aio_pika.__version__}; kernel {platform.release()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=3000, help="messages of each throughput phase")
+    parser.add_argument("--paced", type=int, default=400, help="messages of each latency phase")
+    parser.add_argument("--rate", type=float, default=200.0, help="msgs/s of the latency phases (not saturated)")
+    parser.add_argument("--confirm-each", action="store_true", help="C-Roads publisher waits for every outcome")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    rabbitmq.ensure_installed()
+    with tempfile.TemporaryDirectory(prefix="bench-if2-") as tmp:
+        work = Path(tmp)
+        pki = create_test_pki(work / "pki", [NODE, RABBIT], [BRIDGE, BACKOFFICE, ACTOR])
+        ident = pki.identity(RABBIT)
+        broker = rabbitmq.RabbitMQ(work / "rabbitmq", pki_files={"chain": ident.chain, "key": ident.key,
+                                                                 "trust": pki.trust_bundle},
+                                   user=BRIDGE, users=(BACKOFFICE,), log=lambda *_: None)
+        broker.start()
+        proc = None
+        try:
+            proc, amqps, ii = start_node(node_config(pki, broker, work))
+            time.sleep(1.0)  # the bridge declares its queues right after the node started
+            results = asyncio.run(scenarios(pki, broker, amqps, ii, args))
+        finally:
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+            broker.close()
+    print(f"# {machine_notes()}")
+    print(f"{'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    for r in results:
+        print(f"{r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f}")
+    base = {r.phase: r for r in results if r.scenario == "rabbitmq"}
+    for r in results:
+        if r.scenario != "rabbitmq" and r.phase == "latency":
+            print(f"# {r.scenario}: added latency p50 {r.p50_ms - base['latency'].p50_ms:+.2f} ms, "
+                  f"p99 {r.p99_ms - base['latency'].p99_ms:+.2f} ms over RabbitMQ alone; throughput "
+                  f"{next(x.rate for x in results if x.scenario == r.scenario and x.phase == 'throughput') / base['throughput'].rate:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
