@@ -268,3 +268,41 @@ async def test_a_subscription_the_node_refuses_stops_the_start_with_a_clear_erro
     config = config.model_copy(update={"ii": config.ii.model_copy(update={"policy": strict})})
     with pytest.raises(ValueError, match="the IF2 bridge could not set up at the node: subscription .* has no endpoint"):
         await start(config)
+
+
+def test_if2_section_of_a_toml_node_config(tmp_path: Path) -> None:
+    from interchange.config import load_config
+    from interchange.errors import CliError
+
+    text = """
+name = "a.interchange.test"
+[tls]
+cert_chain = "pki/a/chain.pem"
+key = "pki/a/key.pem"
+trust_bundle = "pki/trust.pem"
+[ii]
+port = 0
+[if2]
+url = "amqps://if2.example.nl:5671/test"
+actor = "if2-bridge"
+[if2.tls]
+cert_chain = "pki/bridge/chain.pem"
+key = "pki/bridge/key.pem"
+trust_bundle = "pki/trust.pem"
+[[if2.providers]]
+name = "RWS"
+publisher_id = "NL00001"
+coverage = ["1202"]
+[if2.imports]
+DENM = ["#"]
+[if2.exports]
+SPAT = ["SPAT.*.RWS.#"]
+"""
+    path = tmp_path / "node.toml"
+    path.write_text(text)
+    config = load_config(path)
+    assert config.if2 is not None and config.if2.tls.cert_chain == tmp_path / "pki/bridge/chain.pem"
+    assert config.if2.export_selector() == "messageType = 'SPATEM' AND publisherId = 'NL00001'"
+    path.write_text(text.replace('coverage = ["1202"]', 'coverage = ["12x"]'))
+    with pytest.raises(CliError, match="if2.providers.0.coverage: .*'12x' is not 1-18 digits 0-3"):
+        load_config(path)
