@@ -307,6 +307,7 @@ class ClientConnection(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.link_closed = asyncio.Event()  #: set when the peer detaches one of our links
         self._credit = asyncio.Event()  #: set when a link got credit
+        self._send_lock = asyncio.Lock()  #: :meth:`publish` callers waiting for credit, in order
         self.on_receive: Callable[[], None] | None = None  #: called after received bytes were processed (new credit)
 
     @classmethod
@@ -403,17 +404,16 @@ class ClientConnection(asyncio.Protocol):
             if not answer.done():
                 answer.set_result(outcome)
 
-        while not self.engine.send(state, raw, answered):
-            if state.closed or self.lost.done() or self.engine.closed:
-                return Outcome(False, f"not sent: {state.error or 'link or connection closed'}")
-            self._credit.clear()
-            waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._credit.wait()),
-                                                  asyncio.ensure_future(asyncio.shield(self.lost))]
-            try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
+        async with self._send_lock:  # FIFO: one task waits for credit, the others queue in order behind it
+            while not self.engine.send(state, raw, answered):
+                if state.closed or self.lost.done() or self.engine.closed:
+                    return Outcome(False, f"not sent: {state.error or 'link or connection closed'}")
+                self._credit.clear()
+                credit: asyncio.Future[Any] = asyncio.ensure_future(self._credit.wait())
+                try:
+                    await asyncio.wait([credit, self.lost], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    credit.cancel()
         self.flush()
         return await answer
 

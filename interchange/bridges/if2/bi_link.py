@@ -116,13 +116,11 @@ class BiLink:
             self._up.set()
             failures = 0
             connection = self._connection
-            waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.shield(connection.lost)),
-                       asyncio.ensure_future(connection.link_closed.wait())]
+            link_closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
             try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait([link_closed, connection.lost], return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for waiter in waiters:
-                    waiter.cancel()
+                link_closed.cancel()
             self._up.clear()
             self._event("warning", "if2_bi_connection_lost", {"error": connection.engine.remote_error})
             connection.abort()
