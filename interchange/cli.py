@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     from interchange.bridges.tlex import demo as tlex_demo
     from interchange.bridges.tlex import sim_cli as tlex_sim_cli
     from interop_kit import cli as interop_cli
+    from interop_kit import federation_cli
     from quadtree import cli as quadtree_cli
     from spark import cli as spark_cli
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     tlex_sim_cli.register(sub)
     tlex_demo.register(sub)
     interop_cli.register(sub)
+    federation_cli.register(sub)
     return parser
 
 

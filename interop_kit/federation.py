@@ -1,0 +1,256 @@
+"""``interchange federation up|down|status``: a test federation operators can start and point the kit at.
+
+N interchanges (default 3) ``ixc-<k>.<domain>``, each a separate ``interchange broker`` process on
+its own loopback address (``<prefix>.<k>``, e.g. 127.0.10.1; Linux routes all of 127/8 to ``lo``)
+with the same ports on every address, as on real hosts; a real DNS server (dnsmasq) on 127.0.0.1
+serving their ``_ixc._tcp.<domain>`` SRV and A records (IP_085-087) plus one for the kit's own
+identity ``kit.<domain>`` (nothing listens there: it lets the kit act as a neighbour, IP_126); a
+PKI with the root and two intermediates as in appendix E figure 14 (odd nodes from ``ca-1``, even
+nodes and the kit from ``ca-2``), every intermediate's CRL loaded by every node.
+
+Network namespaces (``ip netns`` + veth) are not used yet: the harness always runs on loopback
+addresses and says so. State (pids, ports, paths) is in ``<dir>/federation.json``; ``down`` stops
+only the processes it recorded, after checking each pid still runs the command it started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from certs import create_test_pki
+from certs.pki import Pki
+
+STATE_FILE = "federation.json"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+KIT_HOST = "kit"
+INTERMEDIATES = ("ca-1", "ca-2")
+MODE_NOTE = "network namespaces not used (not implemented): each node has its own loopback address"
+
+
+class FederationError(Exception):
+    """The federation cannot be started, found or stopped; the message says why."""
+
+
+class NodeState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    address: str
+    ii_port: int
+    amqps_port: int
+    config: str
+    log: str
+    pid: int | None = None
+
+
+class FederationState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    directory: str
+    domain: str
+    mode: str = MODE_NOTE
+    dns_port: int
+    dns_pid: int | None = None
+    kit_name: str
+    pki: str
+    nodes: list[NodeState]
+
+
+def load_state(directory: Path) -> FederationState:
+    path = directory / STATE_FILE
+    try:
+        return FederationState.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FederationError(f"no federation in {directory} ({STATE_FILE} missing): run `federation up` first") from None
+    except ValueError as exc:
+        raise FederationError(f"{path} is not a federation state file: {exc}") from None
+
+
+def _save(state: FederationState) -> None:
+    path = Path(state.directory) / STATE_FILE
+    path.write_text(state.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def _running(pid: int | None, marker: str) -> bool:
+    """Whether ``pid`` is alive and still runs a command containing ``marker`` (not a reused pid)."""
+    if pid is None:
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return marker.encode() in command
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _free_udp_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        return int(udp.getsockname()[1])
+
+
+def _pki(directory: Path, names: list[str], kit: str) -> Pki:
+    odd, even = names[0::2], names[1::2]
+    create_test_pki(directory, odd, [], intermediate=INTERMEDIATES[0], exist_ok=True)
+    create_test_pki(directory, [*even, kit], [], intermediate=INTERMEDIATES[1], exist_ok=True)
+    return Pki(directory)
+
+
+def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str) -> tuple[int, int]:
+    binary = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
+    if not Path(binary).exists():
+        raise FederationError("dnsmasq is missing (Debian package dnsmasq-base; scripts/setup.sh installs it)")
+    lines = [f"local=/{domain}/"]
+    lines += [f"srv-host=_ixc._tcp.{domain},{n.name},{n.ii_port},10,10" for n in nodes]
+    lines += [f"host-record={n.name},{n.address}" for n in nodes]
+    lines += [f"srv-host=_ixc._tcp.{domain},{kit},1,10,10", f"host-record={kit},127.0.0.1"]
+    conf = directory / "dnsmasq.conf"
+    conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    port = _free_udp_tcp_port()
+    command = [binary, "--keep-in-foreground", f"--port={port}", "--listen-address=127.0.0.1", "--bind-interfaces",
+               "--no-resolv", "--no-hosts", "--no-poll", f"--conf-file={conf}", f"--log-facility={directory / 'dnsmasq.log'}"]
+    if os.geteuid() == 0:
+        command += ["--user=root", "--group=root"]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=(directory / "dnsmasq.stderr").open("wb"), start_new_session=True)
+    return port, process.pid
+
+
+def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns_port: int) -> dict[str, object]:
+    identity = pki.identity(node.name)
+    return {
+        "name": node.name, "data_dir": str(home / "var"),
+        "tls": {"cert_chain": str(identity.chain), "key": str(identity.key), "trust_bundle": str(pki.trust_bundle),
+                "crls": [str(c) for c in pki.crl_paths()]},
+        "broker": {"host": node.address, "port": node.amqps_port},
+        "log": {"path": str(home / "node.log"), "level": "info"},
+        "ii": {"host": node.address, "port": node.ii_port, "public_host": node.address, "retry_min_s": 0.1,
+               "retry_max_s": 2.0, "discovery": {"dns_server": "127.0.0.1", "dns_port": dns_port,
+                                                   "domains": [domain], "interval_s": 60}},
+    }
+
+
+def _spawn_node(node: NodeState) -> int:
+    out = Path(node.log).with_name("stdout.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", node.config],
+                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return process.pid
+
+
+def _wait_up(state: FederationState) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    for node in state.nodes:
+        while not (_listening(node.address, node.ii_port) and _listening(node.address, node.amqps_port)):
+            if not _running(node.pid, node.config):
+                tail = Path(node.log).with_name("stdout.log").read_text(errors="replace")[-2000:]
+                raise FederationError(f"{node.name} exited during start-up:\n{tail}")
+            if time.monotonic() > deadline:
+                raise FederationError(f"{node.name} not listening on {node.address} within {START_TIMEOUT_S:g} s")
+            time.sleep(0.1)
+
+
+def up(directory: Path, count: int = 3, *, domain: str = "federation.test", prefix: str = "127.0.10",
+       ii_port: int = 8443, amqps_port: int = 5671) -> FederationState:
+    """Start the federation in ``directory`` (PKI kept across runs, node state fresh)."""
+    directory = directory.resolve()
+    if (directory / STATE_FILE).exists():
+        old = load_state(directory)
+        if any(_running(n.pid, n.config) for n in old.nodes) or _running(old.dns_pid, "dnsmasq"):
+            raise FederationError(f"a federation is running in {directory}: run `federation down` first")
+    if not 1 <= count <= 50:
+        raise FederationError("--nodes must be between 1 and 50")
+    names = [f"ixc-{k}.{domain}" for k in range(1, count + 1)]
+    kit = f"{KIT_HOST}.{domain}"
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = _pki(directory / "pki", names, kit)
+    nodes = []
+    for k, name in enumerate(names, start=1):
+        home = directory / name
+        shutil.rmtree(home / "var", ignore_errors=True)
+        home.mkdir(parents=True, exist_ok=True)
+        nodes.append(NodeState(name=name, address=f"{prefix}.{k}", ii_port=ii_port, amqps_port=amqps_port,
+                               config=str(home / "node.json"), log=str(home / "node.log")))
+    dns_port, dns_pid = _dnsmasq(directory, domain, nodes, kit)
+    state = FederationState(directory=str(directory), domain=domain, dns_port=dns_port, dns_pid=dns_pid,
+                            kit_name=kit, pki=str(pki.directory), nodes=nodes)
+    _save(state)
+    try:
+        for node in nodes:
+            config = _node_config(node, Path(node.config).parent, pki, domain, dns_port)
+            Path(node.config).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+            node.pid = _spawn_node(node)
+            _save(state)
+        _wait_up(state)
+    except BaseException:
+        down(directory)
+        raise
+    return state
+
+
+def _stop(pid: int | None, marker: str) -> None:
+    if not _running(pid, marker):
+        return
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _running(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _running(pid, marker):
+        os.kill(pid, signal.SIGKILL)
+
+
+def down(directory: Path) -> FederationState:
+    """Stop the recorded nodes (SIGTERM, SIGKILL after STOP_TIMEOUT_S) and dnsmasq."""
+    state = load_state(directory.resolve())
+    for node in reversed(state.nodes):
+        _stop(node.pid, node.config)
+        node.pid = None
+    _stop(state.dns_pid, "dnsmasq")
+    state.dns_pid = None
+    _save(state)
+    return state
+
+
+def status_rows(state: FederationState) -> list[tuple[str, str, str, str]]:
+    """(name, address, process, listening) per node, and one row for the DNS server."""
+    rows = []
+    for node in state.nodes:
+        alive = _running(node.pid, node.config)
+        ports = [f"{p}" for p in (node.ii_port, node.amqps_port) if alive and _listening(node.address, p)]
+        rows.append((node.name, node.address, f"pid {node.pid}" if alive else "stopped",
+                     f"II {node.ii_port}, AMQPS {node.amqps_port}" if len(ports) == 2 else "not listening"))
+    dns_alive = _running(state.dns_pid, "dnsmasq")
+    rows.append((f"dnsmasq (_ixc._tcp.{state.domain})", "127.0.0.1", f"pid {state.dns_pid}" if dns_alive else "stopped",
+                 f"DNS {state.dns_port}" if dns_alive else "not listening"))
+    return rows
+
+
+def all_up(state: FederationState) -> bool:
+    return all(not row[3].startswith("not") for row in status_rows(state))
+
+
+def kit_command(state: FederationState, node: NodeState) -> list[str]:
+    """The `interchange interop` command line checking ``node`` as the kit's neighbour identity."""
+    identity = Path(state.pki) / "issued" / state.kit_name
+    return ["interchange", "interop", "--name", node.name, "--ii-url", f"https://{node.name}:{node.ii_port}",
+            "--bi", f"amqps://{node.name}:{node.amqps_port}", "--address", node.address,
+            "--trust", str(Path(state.pki) / "trust.pem"), "--cert", str(identity / "chain.pem"),
+            "--key", str(identity / "key.pem"), "--domain", state.domain,
+            "--dns-server", f"127.0.0.1:{state.dns_port}", "--pki", state.pki]

@@ -1,0 +1,64 @@
+"""The federation harness (issue 14): `interchange federation up|status|down` with three real node
+processes on their own loopback addresses, real dnsmasq, a PKI with two intermediates; the kit
+checks node 1 through it, as an operator would."""
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from cryptography import x509
+
+from interop_kit.catalogue import all_checks
+from interop_kit.cli import target_from_args
+from interop_kit.federation import load_state
+from interop_kit.model import Outcome
+from interop_kit.runner import run_checks, select
+from interchange.cli import build_parser
+
+KIT_SUBSET = ["tls.ii.*", "tls.bi.tls13", "tls.bi.refuse-revoked", "dns.*", "ii.capabilities",
+              "ii.subscription.not-valid", "ii.subscription.no-overlap", "ii.refuse-non-srv-target"]
+
+
+def _federation(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "interchange", "federation", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _issuer(chain: Path) -> str:
+    return x509.load_pem_x509_certificates(chain.read_bytes())[0].issuer.rfc4514_string()
+
+
+async def test_up_check_with_the_kit_and_down(tmp_path: Path) -> None:
+    directory = tmp_path / "federation"
+    prefix = f"127.{random.randint(20, 250)}.{random.randint(1, 250)}"  # not shared with a parallel run
+    started = _federation("up", "--dir", str(directory), "--prefix", prefix)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "network namespaces not used" in started.stdout
+        assert started.stdout.count("AMQPS 5671") == 3 and "interchange interop --name ixc-1.federation.test" in started.stdout
+        state = load_state(directory)
+        assert [n.address for n in state.nodes] == [f"{prefix}.1", f"{prefix}.2", f"{prefix}.3"]
+        pki = Path(state.pki)
+        assert _issuer(pki / "issued" / "ixc-1.federation.test" / "chain.pem") != \
+            _issuer(pki / "issued" / "ixc-2.federation.test" / "chain.pem")  # two intermediates (appendix E)
+        command = next(line.strip() for line in started.stdout.splitlines() if "interchange interop" in line)
+        args = build_parser().parse_args(command.split()[1:])
+        target = target_from_args(args)
+        work = tmp_path / "kit"
+        work.mkdir()
+        report = await run_checks(select(all_checks(), KIT_SUBSET), target, work, timeout_s=30)
+        problems = [f"{r.name}: {r.message}" for r in report.results if r.outcome is not Outcome.PASSED]
+        assert problems == [] and len(report.results) >= 20
+        assert _federation("status", "--dir", str(directory)).returncode == 0
+    finally:
+        stopped = _federation("down", "--dir", str(directory))
+    assert stopped.returncode == 1 and stopped.stdout.count("stopped") == 4, stopped.stdout + stopped.stderr
+    again = _federation("down", "--dir", str(directory))
+    assert again.returncode == 1  # idempotent: nothing left to stop, status says so
+
+
+def test_status_without_federation_is_a_clear_error(tmp_path: Path) -> None:
+    result = _federation("status", "--dir", str(tmp_path / "none"))
+    assert result.returncode == 2 and "run `federation up` first" in result.stderr
