@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from certs.tls import TlsFiles
 from interchange.errors import CliError
@@ -90,14 +91,26 @@ def _files(cert: Path | None, key: Path | None, trust: Path, what: str) -> TlsFi
     return files
 
 
+class TrafficFile(BaseModel):
+    """``--traffic``: the subscription selector and the application properties of the two messages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    selector: str = Field(min_length=1)
+    matching: dict[str, str | int | float | bool]
+    mismatching: dict[str, str | int | float | bool] = Field(min_length=1)
+
+
 def _traffic(path: Path | None) -> Traffic | None:
     if path is None:
         return None
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        return Traffic(str(data["selector"]), dict(data["matching"]), dict(data.get("mismatching", {})))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CliError(f"--traffic {path}: {type(exc).__name__}: {exc}") from None
+        data = TrafficFile.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise CliError(f"--traffic {path}: {exc.strerror}") from None
+    except ValidationError as exc:
+        raise CliError(f"--traffic {path}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+    return Traffic(data.selector, dict(data.matching), dict(data.mismatching))
 
 
 def target_from_args(args: argparse.Namespace) -> Target:

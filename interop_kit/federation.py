@@ -100,7 +100,7 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-def _free_udp_tcp_port() -> int:
+def _free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
         udp.bind(("127.0.0.1", 0))
         return int(udp.getsockname()[1])
@@ -123,13 +123,14 @@ def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str) -> 
     lines += [f"srv-host=_ixc._tcp.{domain},{kit},1,10,10", f"host-record={kit},127.0.0.1"]
     conf = directory / "dnsmasq.conf"
     conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    port = _free_udp_tcp_port()
+    port = _free_udp_port()
     command = [binary, "--keep-in-foreground", f"--port={port}", "--listen-address=127.0.0.1", "--bind-interfaces",
                "--no-resolv", "--no-hosts", "--no-poll", f"--conf-file={conf}", f"--log-facility={directory / 'dnsmasq.log'}"]
     if os.geteuid() == 0:
         command += ["--user=root", "--group=root"]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=(directory / "dnsmasq.stderr").open("wb"), start_new_session=True)
+    with (directory / "dnsmasq.stderr").open("wb") as stderr:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=True)
     return port, process.pid
 
 
@@ -148,9 +149,9 @@ def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns_port: i
 
 
 def _spawn_node(node: NodeState) -> int:
-    out = Path(node.log).with_name("stdout.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", node.config],
-                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    with Path(node.log).with_name("stdout.log").open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", node.config],
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return process.pid
 
 

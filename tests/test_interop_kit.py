@@ -172,11 +172,19 @@ async def test_cli_against_a_named_target_writes_reports_and_exits_1_on_failure(
               "--trust", str(target.identity.trust_bundle), "--cert", str(target.identity.cert_chain),
               "--key", str(target.identity.key), "--address", "127.0.0.1",
               "--domain", str(target.domain), "--dns-server", f"127.0.0.1:{target.dns_port}",
-              "--only", "tls.*.cn-is-srv-target,dns.*,ii.capabilities", "--junit", str(junit), "--json", str(report_json)]
-    good = await asyncio.to_thread(_cli, "--name", target.name, *common)
+              "--junit", str(junit), "--json", str(report_json)]
+    only = ["--only", "tls.*.cn-is-srv-target,dns.*,ii.capabilities"]
+    assert target.delivery is not None and target.traffic is not None
+    traffic = tmp_path / "traffic.json"
+    traffic.write_text(json.dumps({"selector": target.traffic.selector, "matching": target.traffic.matching,
+                                   "mismatching": target.traffic.mismatching}))
+    bi = ["--only", "ii.subscription.created,bi.*,ii.subscription.delete", "--traffic", str(traffic),
+          "--delivery-address", target.delivery.address, "--delivery-cert", str(target.delivery.identity.cert_chain),
+          "--delivery-key", str(target.delivery.identity.key)]
+    good = await asyncio.to_thread(_cli, "--name", target.name, *common, *only, *bi)
     assert good.returncode == 0, good.stdout + good.stderr
-    assert "result: OK" in good.stdout and "6 passed, 0 failed" in good.stdout
-    bad = await asyncio.to_thread(_cli, "--name", WRONG_NAME, *common)
+    assert "result: OK" in good.stdout and "11 passed, 0 failed, 0 skipped" in good.stdout
+    bad = await asyncio.to_thread(_cli, "--name", WRONG_NAME, *common, *only)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "FAIL  tls.ii.cn-is-srv-target" in bad.stdout and "result: FAILED" in bad.stdout
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
@@ -187,10 +195,15 @@ async def test_cli_against_a_named_target_writes_reports_and_exits_1_on_failure(
     assert "do not include wrong.interchange.test" in data["results"][2]["message"]  # dns.srv
 
 
-def test_cli_usage_errors_exit_2() -> None:
+def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
     missing = _cli("--name", "x.example")
     assert missing.returncode == 2 and "give --ii-url, --bi, --trust, --cert, --key (or --self)" in missing.stderr
     typo = _cli("--self", "--only", "tls.nope")
     assert typo.returncode == 2 and "'tls.nope' names no check" in typo.stderr
+    traffic = tmp_path / "traffic.json"
+    traffic.write_text(json.dumps({"selector": "messageType = 'DENM'", "matching": {"messageType": "DENM"}}))
+    no_mismatch = _cli("--name", "x.example", "--ii-url", "https://x.example", "--bi", "amqps://x.example",
+                       "--trust", str(traffic), "--cert", str(traffic), "--key", str(traffic), "--traffic", str(traffic))
+    assert no_mismatch.returncode == 2 and "--traffic" in no_mismatch.stderr and "mismatching" in no_mismatch.stderr
     listed = _cli("--list", "--only", "bi.*")
     assert listed.returncode == 0 and listed.stdout.count("[IP_") == 3
