@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from certs import TestPki, create_test_pki
 from dns_fixtures import DnsmasqServer, find_dnsmasq
 from harness import make_pki
-from if2_harness import BACKOFFICE, BRIDGE, IF2_ACTORS, IF2_NODE, RABBITMQ_CN
+from if2_harness import BACKOFFICE, BRIDGE, IF2_ACTORS, IF2_NEIGHBOUR, IF2_NODE, RABBITMQ_CN
 from interchange.testing import rabbitmq
 from interop_kit.selfnode import SelfFederation, start_self
 from pki_fixtures import ACTOR, SERVER, build_main_pki
@@ -97,7 +97,8 @@ async def sim(sim_pki: TestPki) -> AsyncIterator[Sim]:
 @pytest.fixture(scope="session")
 def if2_pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
     """The IF2 bridge tests' PKI: the node, the RabbitMQ broker, the bridge, a back-office, a C-ITS actor."""
-    return create_test_pki(tmp_path_factory.mktemp("pki-if2"), [IF2_NODE, RABBITMQ_CN], list(IF2_ACTORS))
+    return create_test_pki(tmp_path_factory.mktemp("pki-if2"), [IF2_NODE, IF2_NEIGHBOUR, RABBITMQ_CN],
+                           list(IF2_ACTORS))
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from interchange.config import NodeConfig
 from interchange.testing.rabbitmq import RabbitMQ
 
 IF2_NODE = "a.interchange.test"
+IF2_NEIGHBOUR = "b.interchange.test"  #: a neighbour interchange of the bridge's node
 RABBITMQ_CN = "rabbitmq.if2.test"
 BRIDGE = "if2-bridge"  #: the bridge's actor CN (node and RabbitMQ)
 BACKOFFICE = "if2-backoffice"  #: an IF2 back-office (RabbitMQ only)
@@ -38,9 +39,9 @@ def dotted(tile: str) -> str:
     return ".".join(tile)
 
 
-def bridge_node_config(pki: TestPki, broker: RabbitMQ, workdir: Path, **if2: Any) -> NodeConfig:
+def bridge_node_config(pki: TestPki, broker: RabbitMQ, workdir: Path, *, ii_port: int = 0, **if2: Any) -> NodeConfig:
     """A node with the II and the IF2 bridge (imports DENM and IVI, exports SPAT and MAP by default)."""
-    config = node_config(pki, IF2_NODE, workdir)
+    config = node_config(pki, IF2_NODE, workdir, ii_port=ii_port)
     identity = pki.identity(BRIDGE)
     settings: dict[str, Any] = {
         "url": broker.url, "server_name": RABBITMQ_CN, "actor": BRIDGE,

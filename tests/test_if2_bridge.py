@@ -18,15 +18,17 @@ from if2_harness import (
     CROADS_ACTOR,
     HAZELDONK,
     HAZELDONK_POINT,
+    IF2_NEIGHBOUR,
     IF2_NODE,
     WAIT_S,
     BackOffice,
     bridge_node_config,
     dotted,
 )
-from ii_harness import Consumer, Https, publish, start, wait_for
+from ii_api.discovery import Neighbour
+from ii_harness import DOMAIN, Consumer, Https, node_config, publish, seed_neighbours, start, wait_for
 from interchange.node import RunningNode
-from interchange.testing.rabbitmq import RabbitMQ
+from interchange.testing.rabbitmq import RabbitMQ, free_port
 
 DENM_KEY = f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}"
 
@@ -306,3 +308,28 @@ SPAT = ["SPAT.*.RWS.#"]
     path.write_text(text.replace('coverage = ["1202"]', 'coverage = ["12x"]'))
     with pytest.raises(CliError, match="if2.providers.0.coverage: .*'12x' is not 1-18 digits 0-3"):
         load_config(path)
+
+
+async def test_neighbours_discover_what_arrives_from_if2(if2_pki: TestPki, rabbitmq_if2: RabbitMQ,
+                                                        backoffice: BackOffice, tmp_path: Path) -> None:
+    """The capability the bridge registers for IF2 data reaches a neighbour interchange (IP_091)."""
+    a_port, b_port = free_port(), free_port()
+    seed_neighbours(tmp_path / "a", [Neighbour(IF2_NEIGHBOUR, "127.0.0.1", b_port, DOMAIN)])
+    seed_neighbours(tmp_path / "b", [Neighbour(IF2_NODE, "127.0.0.1", a_port, DOMAIN)])
+    node_b = await start(node_config(if2_pki, IF2_NEIGHBOUR, tmp_path / "b", ii_port=b_port))
+    node_a = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path / "a", ii_port=a_port))
+    https = Https(if2_pki, CROADS_ACTOR, node_b)
+    try:
+        await wait_for(lambda: node_a.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await backoffice.publish("DENM", DENM_KEY, b"seen-by-neighbours")
+
+        async def announced() -> bool:
+            status, answer = await https.get(f"/{CROADS_ACTOR}/network/capabilities")
+            assert status == 200, answer
+            return any(c["application"]["publicationId"] == "NL00001:if2-DENM-1_2_1" for c in answer["capabilities"])
+
+        await wait_for(announced, "node B to know the IF2 capability of node A")
+    finally:
+        await https.close()
+        await node_a.close()
+        await node_b.close()
