@@ -143,7 +143,7 @@ def node_config(tmp: Path, facts: dict[str, Any]) -> Any:
                             originating_country="NL", controllers=controllers)
     return pki, NodeConfig(
         name=NODE, data_dir=tmp / "node",
-        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle),
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
         broker=BrokerConfig(host="127.0.0.1", port=0), log=LogConfig(path=tmp / "node" / "node.log", level="warning"),
         ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1"), tlex=tlex)
 

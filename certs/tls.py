@@ -196,6 +196,26 @@ def peer_common_name(source: Any) -> str:
     return names[0]
 
 
+def certificate_lifetime_problem(source: Any, max_days: int) -> str | None:
+    """IP_051: certificates are renewed at least yearly, so none is valid for more than
+    ``max_days`` (366 in the production example). Why ``source`` (as for
+    :func:`peer_common_name`, or a PEM file path) is refused, or None."""
+    if isinstance(source, (ssl.SSLObject, ssl.SSLSocket)):
+        source = source.getpeercert(binary_form=True)
+    if isinstance(source, Path):
+        cert = x509.load_pem_x509_certificate(source.read_bytes())
+    elif isinstance(source, (bytes, bytearray)) and source:
+        cert = x509.load_der_x509_certificate(bytes(source))
+    elif isinstance(source, x509.Certificate):
+        cert = source
+    else:
+        return "no certificate"
+    days = (cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds() / 86400
+    if days > max_days:
+        return f"certificate valid for {days:.0f} days, more than {max_days} (IP_051: renewed at least yearly)"
+    return None
+
+
 def proton_ssl_domain(files: TlsFiles, mode: int) -> proton.SSLDomain:
     """A proton ``SSLDomain`` with the node's settings, for proton-based clients and listeners.
 

@@ -76,7 +76,12 @@ class TlsConfig(BaseModel):
     cert_chain: Path
     key: Path
     trust_bundle: Path
-    crls: list[Path] = Field(default_factory=list)
+    #: CRL files checked for every peer certificate. Must be given: ``crls = []`` runs without
+    #: revocation checks, on purpose (issue 10: that choice is never made silently).
+    crls: list[Path] | None = None
+    #: IP_051: refuse certificates (peers' and the node's own) valid for more than this many days
+    #: (the production example: 366); None does not check.
+    max_certificate_days: int | None = Field(default=None, ge=1)
 
 
 class LimitsConfig(BaseModel):
@@ -163,7 +168,7 @@ class NodeConfig(BaseModel):
         if self.tls is not None:
             update["tls"] = self.tls.model_copy(update={
                 "cert_chain": fix(self.tls.cert_chain), "key": fix(self.tls.key),
-                "trust_bundle": fix(self.tls.trust_bundle), "crls": [fix(c) for c in self.tls.crls]})
+                "trust_bundle": fix(self.tls.trust_bundle), "crls": None if self.tls.crls is None else [fix(c) for c in self.tls.crls]})
         if self.tlex is not None:
             update["tlex"] = self.tlex.resolve(base)
         if self.log.path is not None:

@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import signal
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from certs.tls import ReloadingTls, TlsFiles
+from certs.tls import ReloadingTls, TlsFiles, certificate_lifetime_problem
 from ii_api.runtime import start_ii
 from ii_api.service import IIService
 from interchange.admin import start_admin
@@ -65,7 +66,28 @@ class RunningNode:
 def tls_files(config: NodeConfig) -> TlsFiles:
     assert config.tls is not None
     return TlsFiles(cert_chain=config.tls.cert_chain, key=config.tls.key,
-                    trust_bundle=config.tls.trust_bundle, crls=tuple(config.tls.crls))
+                    trust_bundle=config.tls.trust_bundle, crls=tuple(config.tls.crls or ()))
+
+
+def check_tls_choices(config: NodeConfig, event: Callable[[str, str, dict], None]) -> None:
+    """Issue 10: revocation and certificate lifetime are explicit choices (IP_051, IP_050).
+
+    No ``tls.crls`` at all refuses to start (revocation would silently go unchecked);
+    ``crls = []`` starts with a warning. With ``tls.max_certificate_days`` the node's own
+    certificate must not be valid for longer either.
+    """
+    tls = config.tls
+    if tls is None:
+        return
+    if tls.crls is None:
+        raise ValueError("tls.crls is not set: peer certificates would not be checked for revocation; "
+                         "list the CAs' CRL files, or set crls = [] to run without revocation checks on purpose")
+    if not tls.crls:
+        event("warning", "tls_revocation_unchecked", {"reason": "tls.crls = []: revoked peer certificates are accepted"})
+    if tls.max_certificate_days is not None:
+        problem = certificate_lifetime_problem(tls.cert_chain, tls.max_certificate_days)
+        if problem is not None:
+            raise ValueError(f"the node's own certificate {tls.cert_chain}: {problem}")
 
 
 async def start_node(config: NodeConfig, placement: Placement | None = None) -> RunningNode:
@@ -90,10 +112,12 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     log = JsonLog(config.name, path=config.log.path, settings=config.log.settings(), process=placement.index,
                   rotation=config.log.rotation())
     exit_stack.callback(log.close)
+    check_tls_choices(config, log.event)
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
     core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement)
     server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
+    server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
     exit_stack.push_async_callback(server.close)
     node = RunningNode(config, addresses, core, server, log, placement=placement, _exit=exit_stack)
     if config.tls is not None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from certs.errors import PeerIdentityError
-from certs.tls import peer_common_name
+from certs.tls import certificate_lifetime_problem, peer_common_name
 from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimits
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
@@ -102,6 +102,14 @@ class AmqpConnection(asyncio.Protocol):
                 self.identity = peer_common_name(tls.ssl_object)
             except PeerIdentityError:
                 self.identity = ""
+            max_days = self._server.max_peer_certificate_days
+            problem = certificate_lifetime_problem(tls.ssl_object, max_days) if max_days is not None else None
+            if problem is not None:  # IP_051, when configured (tls.max_certificate_days)
+                self._server.event("warning", "tls_refused", {"peer": self.peer, "identity": self.identity,
+                                                              "reason": problem})
+                self.identity = ""
+                self._close()
+                return
             self._opened()
         if step.data and self.identity and transport is not None and not transport.is_closing():
             self._plain_received(step.data)
@@ -224,6 +232,8 @@ class BrokerServer:
         self._housekeeping: asyncio.Task | None = None
         self._interval = housekeeping_interval
         self.delivery_log: DeliveryLog | None = None
+        #: IP_051: peer certificates valid for longer are refused (None: not checked)
+        self.max_peer_certificate_days: int | None = None
         log = core.observer.log
         if log is not None:
             if hasattr(log, "on_change"):

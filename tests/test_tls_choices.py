@@ -1,0 +1,95 @@
+"""Issue 10: revocation and certificate lifetime are explicit start-up choices (IP_050, IP_051)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from broker_harness import BROKER_CN, start_broker, wait_for_records
+from certs import TestPki
+from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
+from interchange.broker.addresses import TargetSpec
+from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.node import start_node
+
+
+def node_config(pki: TestPki, workdir: Path, **tls: object) -> NodeConfig:
+    identity = pki.identity(BROKER_CN)
+    return NodeConfig(
+        name=BROKER_CN, data_dir=workdir,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, **tls),
+        broker=BrokerConfig(host="127.0.0.1", port=0), log=LogConfig(path=workdir / "node.log"),
+    )
+
+
+def test_no_crls_setting_refuses_to_start(pki: TestPki, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"tls.crls is not set.*crls = \[\] to run without revocation checks"):
+        asyncio.run(start_node(node_config(pki, tmp_path)))
+
+
+def test_empty_crls_starts_with_a_warning(pki: TestPki, tmp_path: Path) -> None:
+    async def run() -> None:
+        node = await start_node(node_config(pki, tmp_path, crls=[]))
+        await node.close()
+
+    asyncio.run(run())
+    records = [json.loads(line) for line in (tmp_path / "node.log").read_text().splitlines()]
+    assert [r["level"] for r in records if r["event"] == "tls_revocation_unchecked"] == ["warning"]
+
+
+def test_own_certificate_longer_than_the_limit_refuses_to_start(pki: TestPki, tmp_path: Path) -> None:
+    lifetime = certificate_lifetime_problem(pki.identity(BROKER_CN).chain, 1)  # test certificates: > 1 day
+    assert lifetime is not None
+    with pytest.raises(ValueError, match="own certificate.*more than 1 .*IP_051"):
+        asyncio.run(start_node(node_config(pki, tmp_path, crls=list(pki.crls), max_certificate_days=1)))
+
+
+def _certificate(days: int) -> x509.Certificate:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "x")])
+    start = datetime.now(timezone.utc)
+    return (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(start).not_valid_after(start + timedelta(days=days))
+            .sign(key, hashes.SHA256()))
+
+
+def test_lifetime_rule() -> None:
+    assert certificate_lifetime_problem(_certificate(366), 366) is None
+    assert "valid for 367 days, more than 366" in str(certificate_lifetime_problem(_certificate(367), 366))
+    der = _certificate(800).public_bytes(serialization.Encoding.DER)
+    assert "800 days" in str(certificate_lifetime_problem(der, 366))
+
+
+def test_peer_certificate_longer_than_the_limit_refused_on_the_bi(pki: TestPki, tmp_path: Path) -> None:
+    peer_days = (x509.load_pem_x509_certificate(pki.identity("actor-1").chain.read_bytes()).not_valid_after_utc
+                 - x509.load_pem_x509_certificate(pki.identity("actor-1").chain.read_bytes()).not_valid_before_utc).days
+    broker = start_broker(pki, tmp_path, [TargetSpec(address="in", publishers=frozenset({"actor-1"}))])
+    try:
+        broker.node.server.max_peer_certificate_days = peer_days - 1  # as tls.max_certificate_days sets it
+        context = client_context(TlsFiles.from_pki(pki.directory, "actor-1"))
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as raw:
+            with context.wrap_socket(raw, server_hostname=BROKER_CN) as tls:
+                tls.sendall(b"AMQP\x03\x01\x00\x00")
+                deadline, data = time.monotonic() + 5, b""
+                while time.monotonic() < deadline:
+                    try:
+                        chunk = tls.recv(4096)
+                    except (ssl.SSLError, OSError):
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+        assert b"AMQP" not in data  # closed before SASL: no identity
+        wait_for_records(broker, lambda r: r["event"] == "tls_refused" and "IP_051" in r["details"].get("reason", ""),
+                         "lifetime refusal not logged")
+    finally:
+        broker.stop()
