@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -26,7 +28,7 @@ from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.node import RunningNode, start_node
 
 __all__ = ["BROKER_CN", "BrokerUnderTest", "client_connection", "denm", "ivim", "make_pki", "selector_option",
-           "start_broker", "wait_for_records"]
+           "start_broker", "tls_exchange", "wait_for_records"]
 
 STEP_TIMEOUT = 10.0
 
@@ -116,6 +118,26 @@ def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = ()
     if "error" in started:
         raise started["error"]
     return BrokerUnderTest(pki, started["node"], loop, thread, log_path)
+
+
+def tls_exchange(port: int, context: ssl.SSLContext, payload: bytes, timeout: float = 5.0) -> tuple[bytes, bool]:
+    """Send raw ``payload`` over TLS; (everything the broker answers, whether it closed within ``timeout``)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        with context.wrap_socket(raw, server_hostname=BROKER_CN) as tls:
+            tls.sendall(payload)
+            data = b""
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    chunk = tls.recv(4096)
+                except socket.timeout:
+                    return data, False
+                except (ssl.SSLError, OSError):
+                    return data, True
+                if not chunk:
+                    return data, True
+                data += chunk
+            return data, False
 
 
 def ivim(quad_tree: str = ",031332213323322232,", **extra: Any) -> Message:

@@ -13,7 +13,7 @@ import pytest
 from proton import Terminus
 from proton.utils import LinkDetached
 
-from broker_harness import BROKER_CN, BrokerUnderTest, denm, selector_option, start_broker, wait_for_records
+from broker_harness import BROKER_CN, BrokerUnderTest, denm, selector_option, start_broker, tls_exchange, wait_for_records
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -54,21 +54,10 @@ BEGIN = frame(b"\x00\x53\x11" + list8(b"\x40", b"\x52\x00", b"\x70\x00\x00\x10\x
 
 def exchange_after_open(port: int, context: ssl.SSLContext, hostile: bytes) -> bytes:
     """Open a connection, send ``hostile`` then a valid begin; all bytes until the broker closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname=BROKER_CN) as tls:
-            tls.sendall(AMQP_HEADER + OPEN)
-            tls.sendall(hostile + BEGIN)
-            data = b""
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                try:
-                    chunk = tls.recv(4096)
-                except (ssl.SSLError, OSError):
-                    break
-                if not chunk:
-                    return data  # closed by the broker
-                data += chunk
-            pytest.fail(f"the broker did not close the connection (hang); got {data!r}")
+    data, closed = tls_exchange(port, context, AMQP_HEADER + OPEN + hostile + BEGIN)
+    if not closed:
+        pytest.fail(f"the broker did not close the connection (hang); got {data!r}")
+    return data
 
 
 @pytest.mark.parametrize("hostile", [

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import ssl
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,7 +11,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from broker_harness import BROKER_CN, start_broker, wait_for_records
+from broker_harness import BROKER_CN, start_broker, tls_exchange, wait_for_records
 from certs import TestPki
 from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
 from interchange.broker.addresses import TargetSpec
@@ -76,18 +73,8 @@ def test_peer_certificate_longer_than_the_limit_refused_on_the_bi(pki: TestPki, 
     try:
         broker.node.server.max_peer_certificate_days = peer_days - 1  # as tls.max_certificate_days sets it
         context = client_context(TlsFiles.from_pki(pki.directory, "actor-1"))
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as raw:
-            with context.wrap_socket(raw, server_hostname=BROKER_CN) as tls:
-                tls.sendall(b"AMQP\x03\x01\x00\x00")
-                deadline, data = time.monotonic() + 5, b""
-                while time.monotonic() < deadline:
-                    try:
-                        chunk = tls.recv(4096)
-                    except (ssl.SSLError, OSError):
-                        break
-                    if not chunk:
-                        break
-                    data += chunk
+        data, closed = tls_exchange(broker.port, context, b"AMQP\x03\x01\x00\x00")
+        assert closed
         assert b"AMQP" not in data  # closed before SASL: no identity
         wait_for_records(broker, lambda r: r["event"] == "tls_refused" and "IP_051" in r["details"].get("reason", ""),
                          "lifetime refusal not logged")
