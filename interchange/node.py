@@ -174,15 +174,20 @@ async def _start_tlex(node: RunningNode) -> None:
     bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
                         event=node.log.event, ii_base_path=config.ii.base_path if config.ii is not None else "",
                         state_dir=config.data_dir / "tlex")
+    await _start_bridge(node, bridge)
+    node.tlex = bridge
+    if node.metrics is not None:
+        node.metrics.register(TlexCollector(bridge))
+
+
+async def _start_bridge(node: RunningNode, bridge: TlexBridge | Any) -> None:
+    """Start a bridge: what it started is closed if it fails, and its close joins the node's stack."""
     try:
         await bridge.start()
     except BaseException:
         await bridge.close()
         raise
-    node.tlex = bridge
     node._exit.push_async_callback(bridge.close)
-    if node.metrics is not None:
-        node.metrics.register(TlexCollector(bridge))
 
 
 async def _start_if2(node: RunningNode) -> None:
@@ -200,13 +205,8 @@ async def _start_if2(node: RunningNode) -> None:
     view = NodeView(config.name, local(config.broker.host), node.amqps_port,
                     f"https://{local(config.ii.host)}:{node.ii_port}{node.ii.base}")
     bridge = If2Bridge(config.if2, view, node.log.event)
-    try:
-        await bridge.start()
-    except BaseException:
-        await bridge.close()
-        raise
+    await _start_bridge(node, bridge)
     node.if2 = bridge
-    node._exit.push_async_callback(bridge.close)
 
 
 async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
