@@ -85,17 +85,17 @@ def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqp
 class ActorClient:
     """A C-ITS actor's HTTPS client for one interchange's local actor API."""
 
-    def __init__(self, directory: Path, cn: str, interchange: str, port: int) -> None:
+    def __init__(self, directory: Path, cn: str, interchange: str, port: int, host: str = "127.0.0.1") -> None:
         import aiohttp
 
         from certs.tls import TlsFiles, client_context
 
-        self.cn, self.interchange, self.port = cn, interchange, port
+        self.cn, self.interchange, self.port, self.host = cn, interchange, port, host
         self._context = client_context(TlsFiles.from_pki(directory / "pki", cn, with_crls=False))
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STEP_S))
 
     async def call(self, method: str, path: str, body: Any = None) -> Any:
-        url = f"https://127.0.0.1:{self.port}/{self.cn}/{path}"
+        url = f"https://{self.host}:{self.port}/{self.cn}/{path}"
         async with self._session.request(method, url, json=body, ssl=self._context,
                                          server_hostname=self.interchange) as response:
             data = await response.json()

@@ -6,7 +6,9 @@ with the same ports on every address, as on real hosts; a real DNS server (dnsma
 serving their ``_ixc._tcp.<domain>`` SRV and A records (IP_085-087) plus one for the kit's own
 identity ``kit.<domain>`` (nothing listens there: it lets the kit act as a neighbour, IP_126); a
 PKI with the root and two intermediates as in appendix E figure 14 (odd nodes from ``ca-1``, even
-nodes and the kit from ``ca-2``), every intermediate's CRL loaded by every node.
+nodes and the kit from ``ca-2``), every intermediate's CRL loaded by every node. ``actor-1``
+registers the demo's datasets and a delivery at node 1, so the kit's command line printed by
+``up`` (:func:`kit_command`) runs every check, BI traffic included.
 
 Network namespaces (``ip netns`` + veth) are not used yet: the harness always runs on loopback
 addresses and says so. State (pids, ports, paths) is in ``<dir>/federation.json``; ``down`` stops
@@ -14,6 +16,7 @@ only the processes it recorded, after checking each pid still runs the command i
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -28,11 +31,13 @@ from pydantic import BaseModel, ConfigDict
 
 from certs import create_test_pki
 from certs.pki import Pki
+from interop_kit.selfnode import demo_traffic, register_demo_datasets
 
 STATE_FILE = "federation.json"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 KIT_HOST = "kit"
+ACTOR = "actor-1"  #: registers the demo's datasets and a delivery at node 1, for the kit's CREATED and BI checks
 INTERMEDIATES = ("ca-1", "ca-2")
 MODE_NOTE = "network namespaces not used (not implemented): each node has its own loopback address"
 
@@ -64,6 +69,7 @@ class FederationState(BaseModel):
     kit_name: str
     pki: str
     nodes: list[NodeState]
+    delivery_address: str | None = None
 
 
 def load_state(directory: Path) -> FederationState:
@@ -108,7 +114,7 @@ def _free_udp_port() -> int:
 
 def _pki(directory: Path, names: list[str], kit: str) -> Pki:
     odd, even = names[0::2], names[1::2]
-    create_test_pki(directory, odd, [], intermediate=INTERMEDIATES[0], exist_ok=True)
+    create_test_pki(directory, odd, [ACTOR], intermediate=INTERMEDIATES[0], exist_ok=True)
     create_test_pki(directory, [*even, kit], [], intermediate=INTERMEDIATES[1], exist_ok=True)
     return Pki(directory)
 
@@ -199,6 +205,13 @@ def up(directory: Path, count: int = 3, *, domain: str = "federation.test", pref
             node.pid = _spawn_node(node)
             _save(state)
         _wait_up(state)
+        first = nodes[0]
+        state.delivery_address = asyncio.run(register_demo_datasets(directory, ACTOR, first.name, first.ii_port,
+                                                                    first.address))
+        traffic = demo_traffic()
+        (directory / "traffic.json").write_text(json.dumps({"selector": traffic.selector, "matching": traffic.matching,
+                                                            "mismatching": traffic.mismatching}, indent=2) + "\n")
+        _save(state)
     except BaseException:
         down(directory)
         raise
@@ -254,4 +267,12 @@ def kit_command(state: FederationState, node: NodeState) -> list[str]:
             "--bi", f"amqps://{node.name}:{node.amqps_port}", "--address", node.address,
             "--trust", str(Path(state.pki) / "trust.pem"), "--cert", str(identity / "chain.pem"),
             "--key", str(identity / "key.pem"), "--domain", state.domain,
-            "--dns-server", f"127.0.0.1:{state.dns_port}", "--pki", state.pki]
+            "--dns-server", f"127.0.0.1:{state.dns_port}", "--pki", state.pki, *_delivery_options(state, node)]
+
+
+def _delivery_options(state: FederationState, node: NodeState) -> list[str]:
+    if state.delivery_address is None or node is not state.nodes[0]:
+        return []
+    actor = Path(state.pki) / "issued" / ACTOR
+    return ["--delivery-address", state.delivery_address, "--delivery-cert", str(actor / "chain.pem"),
+            "--delivery-key", str(actor / "key.pem"), "--traffic", str(Path(state.directory) / "traffic.json")]

@@ -79,9 +79,11 @@ async def _until(predicate: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _delivery_target(directory: Path, node: RunningNode) -> str:
-    """actor-1 registers its datasets and a delivery at A; the delivery's target address."""
-    publisher = ActorClient(directory, PUBLISHER, INTERCHANGE, node.ii_port or 0)
+async def register_demo_datasets(directory: Path, actor: str, interchange: str, port: int,
+                                 host: str = LOOPBACK) -> str:
+    """``actor`` (a client identity of ``directory``/pki) registers the demo's datasets and a delivery
+    at ``interchange``; the delivery's target address."""
+    publisher = ActorClient(directory, actor, interchange, port, host)
     try:
         await publisher.call("POST", "capabilities", {"capabilities": demo_capabilities()})
         answer = await publisher.call("POST", "deliveries", {"deliveries": [{"selector": "publisherId = 'NL00001'"}]})
@@ -89,6 +91,11 @@ async def _delivery_target(directory: Path, node: RunningNode) -> str:
         await publisher.close()
     address: str = answer["deliveries"][0]["endpoints"][0]["target"]
     return address
+
+
+def demo_traffic() -> Traffic:
+    """The demo's selector; a DENM at Hazeldonk matches it, the same DENM at Valenca does not."""
+    return Traffic(DEMO_SELECTOR, demo_properties("DENM", HAZELDONK), {"quadTree": f",{VALENCA},"})
 
 
 def _target(directory: Path, node: RunningNode, dns_port: int, delivery_address: str | None) -> Target:
@@ -100,7 +107,7 @@ def _target(directory: Path, node: RunningNode, dns_port: int, delivery_address:
         domain=DOMAIN, dns_server=LOOPBACK, dns_port=dns_port, pki=pki,
         delivery=None if delivery_address is None else Delivery(
             TlsFiles.from_pki(pki, PUBLISHER, with_crls=False), delivery_address, INTERCHANGE, node.amqps_port),
-        traffic=Traffic(DEMO_SELECTOR, demo_properties("DENM", HAZELDONK), {"quadTree": f",{VALENCA},"}),
+        traffic=demo_traffic(),
     )
 
 
@@ -126,7 +133,7 @@ async def start_self(directory: Path, tweak: ConfigTweak | None = None, *, deliv
         ii = node.ii
         assert ii is not None
         await _until(lambda: ii.is_neighbour(KIT_NAME), f"{INTERCHANGE} to discover {KIT_NAME}")
-        address = await _delivery_target(directory, node) if delivery else None
+        address = await register_demo_datasets(directory, PUBLISHER, INTERCHANGE, node.ii_port or 0) if delivery else None
         federation.target = _target(directory, node, dns_port, address)
     except BaseException:
         await federation.close()
