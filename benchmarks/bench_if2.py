@@ -7,12 +7,14 @@ SASL EXTERNAL) and a node with the II and the IF2 bridge (``interchange broker -
 process), all on 127.0.0.1 with a generated test PKI. This process runs the clients in one asyncio
 loop: an IF2 back-office (aio-pika, a Table 3 queue) and a C-ITS actor (the node's own AMQP 1.0
 client, TLS 1.3 + SASL EXTERNAL). Every body carries its send time (time.time_ns); latency is
-receive time minus that.
+receive time minus that. CPU per message: utime + stime of the node process and of RabbitMQ's
+beam.smp over each phase, divided by its messages (less sensitive to a loaded machine than rates).
 
 Scenarios (each: a throughput phase, N messages published as fast as the publisher can, rate =
 N / (last receive - first send); and a latency phase, M messages paced at a fixed rate, p50/p99):
 
-- ``rabbitmq``: back-office -> DENM exchange -> back-office queue (RabbitMQ alone, the reference);
+- ``rabbitmq``: back-office -> IVI exchange -> back-office queue (RabbitMQ alone, the reference; the
+  bridge imports only DENM in this set-up, so it does no work here);
 - ``if2->croads``: back-office -> DENM exchange -> bridge -> BI -> C-ITS actor (selector subscription);
 - ``croads->if2``: C-ITS actor -> BI -> bridge -> SPAT exchange -> back-office queue.
 
@@ -52,6 +54,7 @@ NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.t
                                           "if2-backoffice", "croads-actor")
 TILE = "120202130121133020"
 DENM_KEY = "DENM.1_2_1.RWS.5." + ".".join(TILE)
+IVI_KEY = "IVI.1_2_1.RWS.0." + ".".join(TILE)  # the baseline's: an exchange the bridge does not import
 SPATEM_PROPS = {"messageType": "SPATEM", "protocolVersion": "SPATEM:2.1.1", "publisherId": "NL00001",
                 "publicationId": "NL00001:spat-bench", "originatingCountry": "NL", "quadTree": f",{TILE},"}
 
@@ -64,6 +67,14 @@ class Result:
     rate: float  # messages per second
     p50_ms: float
     p99_ms: float
+    node_cpu_us: float = 0.0  # node process (BI + II + bridge) CPU per message
+    rabbit_cpu_us: float = 0.0  # RabbitMQ (beam.smp) CPU per message
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads) in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
@@ -143,12 +154,13 @@ class BackOffice:
         connection = await aio_pika.connect(broker.url + "?auth=external", ssl_context=context)
         return cls(connection, await connection.channel())
 
-    async def bind(self, exchange: str) -> None:
+    async def bind(self, exchange: str) -> Any:
         await self.channel.set_qos(prefetch_count=1000)
         queue = await self.channel.declare_queue("", exclusive=True, auto_delete=True,
                                                  arguments={"x-max-length": 100_000, "x-message-ttl": 600_000})
         await queue.bind(exchange, routing_key="#")
         await queue.consume(self._on_message, no_ack=True)
+        return queue
 
     async def _on_message(self, message: Any) -> None:
         self.received.append((sent_at(message.body), time.time_ns()))
@@ -159,8 +171,8 @@ class BackOffice:
         self.received, self.wanted = [], count
         self.done.clear()
 
-    async def publish(self, exchange: Any, index: int) -> None:
-        await exchange.publish(aio_pika.Message(stamp(index), headers={}, expiration=60), routing_key=DENM_KEY)
+    async def publish(self, exchange: Any, index: int, key: str = DENM_KEY) -> None:
+        await exchange.publish(aio_pika.Message(stamp(index), headers={}, expiration=60), routing_key=key)
 
 
 class CroadsActor:
@@ -182,8 +194,10 @@ class CroadsActor:
         self.done.clear()
 
 
-async def run_phase(name: str, phase: str, count: int, rate: float | None, send: Any, sink: Any) -> Result:
+async def run_phase(name: str, phase: str, count: int, rate: float | None, send: Any, sink: Any,
+                    pids: tuple[int, int]) -> Result:
     sink.expect(count)
+    cpu0 = [cpu_s(pid) for pid in pids]
     interval = 1.0 / rate if rate else 0.0
     start = time.monotonic()
     if not interval:  # as fast as the publisher goes: 100 publishes in flight at a time
@@ -194,25 +208,30 @@ async def run_phase(name: str, phase: str, count: int, rate: float | None, send:
         await asyncio.sleep(max(0.0, start + (i + 1) * interval - time.monotonic()))
     await asyncio.wait_for(sink.done.wait(), 120)
     pairs = sink.received[:count]
-    return stats(name, phase, [s for s, _ in pairs], [r for _, r in pairs])
+    result = stats(name, phase, [s for s, _ in pairs], [r for _, r in pairs])
+    result.node_cpu_us, result.rabbit_cpu_us = ((cpu_s(pid) - c) / count * 1e6 for pid, c in zip(pids, cpu0))
+    return result
 
 
-async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace
-                    ) -> list[Result]:
+async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
+                    pids: tuple[int, int]) -> list[Result]:
     target, source = await actor_api(pki, ii)
     office = await BackOffice.connect(pki, broker)
     publisher = await office.connection.channel()  # no confirms: as fast as RabbitMQ takes them
     denm = await publisher.declare_exchange("DENM", aio_pika.ExchangeType.TOPIC, durable=True)
     await publisher.declare_exchange("SPAT", aio_pika.ExchangeType.TOPIC, durable=True)
+    ivi = await publisher.declare_exchange("IVI", aio_pika.ExchangeType.TOPIC, durable=True)
     context = client_context(TlsFiles.from_pki(pki.directory, ACTOR, with_crls=False))
     amqp = await ClientConnection.open("127.0.0.1", amqps, context, NODE, "bench-actor")
     actor = CroadsActor(amqp)
     results = []
     try:
-        # 1. RabbitMQ alone: DENM exchange -> a Table 3 queue of the back-office
-        await office.bind("DENM")
+        # 1. RabbitMQ alone: IVI exchange (the bridge imports only DENM here) -> a Table 3 queue
+        baseline = await office.bind("IVI")
         for phase, count, rate in (("throughput", args.messages, None), ("latency", args.paced, args.rate)):
-            results.append(await run_phase("rabbitmq", phase, count, rate, lambda i: office.publish(denm, i), office))
+            results.append(await run_phase("rabbitmq", phase, count, rate,
+                                           lambda i: office.publish(ivi, i, IVI_KEY), office, pids))
+        await baseline.delete(if_unused=False, if_empty=False)
         await office.channel.close()
         office.channel = await office.connection.channel()
         # 2. IF2 -> C-Roads through the bridge
@@ -227,7 +246,7 @@ async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int
         await asyncio.wait_for(actor.done.wait(), 1.0)
         for phase, count, rate in (("throughput", args.messages, None), ("latency", args.paced, args.rate)):
             results.append(await run_phase("if2->croads", phase, count, rate,
-                                           lambda i: office.publish(denm, i), actor))
+                                           lambda i: office.publish(denm, i), actor, pids))
         # 3. C-Roads -> IF2 through the bridge (every body differs: no republishing suppression)
         await office.bind("SPAT")
         sender = amqp.open_sender(target)
@@ -242,7 +261,7 @@ async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int
                     await asyncio.sleep(0.001)
                 amqp.flush()
         for phase, count, rate in (("throughput", args.messages, None), ("latency", args.paced, args.rate)):
-            results.append(await run_phase("croads->if2", phase, count, rate, send_spatem, office))
+            results.append(await run_phase("croads->if2", phase, count, rate, send_spatem, office, pids))
     finally:
         await amqp.close()
         await office.connection.close()
@@ -281,16 +300,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             proc, amqps, ii = start_node(node_config(pki, broker, work))
             time.sleep(1.0)  # the bridge declares its queues right after the node started
-            results = asyncio.run(scenarios(pki, broker, amqps, ii, args))
+            assert broker.beam_pid is not None
+            results = asyncio.run(scenarios(pki, broker, amqps, ii, args, (proc.pid, broker.beam_pid)))
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
             broker.close()
     print(f"# {machine_notes()}")
-    print(f"{'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'node us/msg':>12} {'rabbit us/msg':>14}")
     for r in results:
-        print(f"{r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f}")
+        print(f"{r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
+              f"{r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f}")
     base = {r.phase: r for r in results if r.scenario == "rabbitmq"}
     for r in results:
         if r.scenario != "rabbitmq" and r.phase == "latency":
