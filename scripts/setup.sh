@@ -21,6 +21,7 @@ command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local m
 command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests
 command -v node >/dev/null || need nodejs                     # rhea, the third-party AMQP client of the interop tests
 command -v npm >/dev/null || need npm
+command -v chromium >/dev/null || need chromium                # the audit report's test loads it in a real headless browser
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need rabbitmq-server   # the IF2 bridge tests' RabbitMQ (a private node each run)
 
 if ((${#missing[@]})); then
@@ -39,7 +40,7 @@ stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark,if2]' 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c 'import proton, cproton, pyspark, aiohttp, dns, cryptography, pydantic, aio_pika' \
+  .venv/bin/python -c 'import proton, cproton, pyspark, jinja2, matplotlib, aiohttp, dns, cryptography, pydantic, aio_pika' \
     || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$stamp"

@@ -3,6 +3,7 @@
     interchange audit ingest   --input LOGS... --output DIR [--master URL]
     interchange audit validate --input DIR|LOGS... --output DIR [--master URL]
     interchange audit stream   --input LOGDIR --output DIR [--available-now] [--master URL]
+    interchange audit report   --input DIR|LOGS... --output REPORT.html
     interchange audit replay   --input LOGS...|DIR [slice] (--broker HOST:PORT --pki DIR --cn CN | --dry-run)
 
 This module does not import pyspark: the node's command line loads it without the ``[spark]``
@@ -52,12 +53,19 @@ def _stream_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-files-per-trigger", type=int, default=None)
 
 
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--top", type=int, default=10, help="rows of the ranked tables (default 10)")
+    parser.add_argument("--title", default="C-Roads interchange audit report", help="the page's title")
+
+
 JOBS: dict[str, Job] = {
     "ingest": Job("spark.ingest", "JSON-lines logs to Parquet (messages, events, corrupt lines)", _ingest_arguments),
     "validate": Job("spark.validate", "check the log against the profile's rules; append violations and rule metrics",
                     _validate_arguments),
     "stream": Job("spark.stream", "validate the rotated log directory continuously (Structured Streaming)",
                   _stream_arguments),
+    "report": Job("spark.report", "one self-contained HTML report for governance readers (charts inline)",
+                  _report_arguments, output_help="the report's HTML file"),
     "replay": Job("spark.replay", "publish a slice of the log again through a node's BI, as a C-ITS actor",
                   replay_args.add_arguments, output_help="also write the summary (JSON) to this file",
                   output_required=False),

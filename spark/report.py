@@ -1,0 +1,295 @@
+"""``audit report``: one self-contained HTML page a governance reader understands without the code.
+
+    interchange audit report --input INGESTED_DIR|LOGS... --output report.html [--top N]
+
+Input: an ``ingest`` output directory (its messages, events and corrupt tables, and the latest
+``validate`` run's violations when there is one), or JSON-lines logs read directly with the
+explicit schema of :mod:`spark.parse`. Every aggregation runs in Spark (volumes per messageType,
+publisher, neighbour and node over time; latency percentiles against IP_012's 30 ms; violations
+per rule and top offenders; rejections by reason (IP_016), drops (IP_032), expiries (IP_033);
+federation health from the II's ``ii_*`` events); only the small aggregated results reach the
+driver, where :mod:`spark.report_render` draws the page (jinja2 + matplotlib, inline SVG).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StringType
+
+from interchange.errors import CliError
+from spark import ingest, parse, tables
+from spark.report_model import (
+    LATENCY_LIMIT_MS,
+    Count,
+    Latency,
+    Offender,
+    ReportData,
+    RuleCount,
+    Series,
+    StatusChange,
+    Subscription,
+    bucket_for,
+)
+from spark.report_render import render
+from spark.tables import Layout
+
+LOSS_EVENTS = ("dropped_message", "expired_message", "unroutable_message")
+
+#: The counts of the report over the message records: each is one grouping set of a single
+#: aggregation (one Spark job for all of them); "event" is in every set and filtered on the driver.
+MESSAGE_SETS: dict[str, tuple[str, ...]] = {
+    "records": ("event",),
+    "volumes": ("event", "bucket", "messageType"),
+    "publishers": ("event", "publisher", "publisherId"),
+    "neighbours": ("event", "origin", "neighbour"),
+    "nodes": ("event", "node"),
+    "losses": ("event", "where", "reason", "messageType"),
+    "loss_series": ("event", "bucket"),
+    "rejections": ("event", "reason"),
+}
+
+Groups = dict[str, list[tuple[tuple[object, ...], int]]]
+
+
+def _bucket(column: Column, bucket_ms: int) -> Column:
+    return (F.floor(column / bucket_ms) * bucket_ms).cast("long")
+
+
+def _grouping_ids(sets: dict[str, tuple[str, ...]], columns: Sequence[str]) -> dict[int, str]:
+    """grouping_id() of each set: bit (n-1-i) is set when columns[i] is not grouped on."""
+    return {sum(1 << (len(columns) - 1 - i) for i, column in enumerate(columns) if column not in grouped): name
+            for name, grouped in sets.items()}
+
+
+def message_groups(messages: DataFrame, bucket_ms: int) -> Groups:
+    """Every count of :data:`MESSAGE_SETS` in one aggregation: set name -> [(values, count)]."""
+    derived = {"bucket": _bucket(F.col("timestampMs"), bucket_ms),
+               "where": F.coalesce(F.col("source"), F.col("address"))}
+    columns = sorted({column for grouped in MESSAGE_SETS.values() for column in grouped})
+    frame = messages.select(*(derived.get(c, F.col(c)).alias(c) for c in columns))
+    rows = (frame.groupingSets([list(grouped) for grouped in MESSAGE_SETS.values()], *columns)
+            .agg(F.count(F.lit(1)).alias("count"), F.grouping_id().alias("gid")).collect())
+    names = _grouping_ids(MESSAGE_SETS, columns)
+    groups: Groups = {name: [] for name in MESSAGE_SETS}
+    for row in rows:
+        name = names[row["gid"]]
+        groups[name].append((tuple(row[c] for c in MESSAGE_SETS[name]), int(row["count"])))
+    return groups
+
+
+def _ranked(items: dict[tuple[str, ...], int], top: int | None = None) -> list[Count]:
+    ranked = sorted(items.items(), key=lambda item: (-item[1], item[0]))
+    return [Count(labels, count) for labels, count in ranked[:top]]
+
+
+def _text(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _select(groups: Groups, name: str, events: Sequence[str], keep: slice) -> dict[tuple[str, ...], int]:
+    """Counts of set ``name`` for ``events``, keyed by the set's columns in ``keep`` (as text)."""
+    out: dict[tuple[str, ...], int] = {}
+    for values, count in groups[name]:
+        if values[0] in events:
+            key = tuple(_text(v) for v in values[keep])
+            out[key] = out.get(key, 0) + count
+    return out
+
+
+def _series_of(items: dict[tuple[str, ...], int], bucket_ms: int) -> Series:
+    """(bucket, key) counts -> a Series."""
+    points: dict[str, dict[int, float]] = {}
+    for (bucket, key), count in items.items():
+        if bucket != "-":
+            points.setdefault(key, {})[int(bucket)] = float(count)
+    return Series(bucket_ms, points)
+
+
+def counts(groups: Groups, data: ReportData, bucket_ms: int, top: int) -> None:
+    """Volumes, drops, expiries and rejections of the report from :func:`message_groups`."""
+    received = ("received_message",)
+    data.records = {str(values[0]): count for values, count in groups["records"]}
+    data.volumes = _series_of(_select(groups, "volumes", received, slice(1, 3)), bucket_ms)
+    data.publishers = _ranked(_select(groups, "publishers", received, slice(1, 3)), top)
+    federated = {key[1:]: n for key, n in _select(groups, "neighbours", received, slice(1, 3)).items()
+                 if key[0] == "federated"}
+    data.neighbours = _ranked(federated, top)
+    data.per_node = _ranked(_select(groups, "nodes", received, slice(1, 2)))
+    losses = {(event.removesuffix("_message"), *rest): n
+              for (event, *rest), n in _select(groups, "losses", LOSS_EVENTS, slice(0, 4)).items()}
+    data.losses = _ranked(losses, top)
+    data.loss_series = _series_of({(bucket, event.removesuffix("_message")): n for (event, bucket), n
+                                   in _select(groups, "loss_series", LOSS_EVENTS, slice(0, 2)).items()}, bucket_ms)
+    data.rejections = _ranked(_select(groups, "rejections", ("rejected_message",), slice(1, 2)), top)
+
+
+def _latency_row(message_type: str, row: Row) -> Latency:
+    p50, p90, p99 = row["percentiles"]
+    return Latency(message_type, int(row["deliveries"]), float(p50), float(p90), float(p99), float(row["max"]),
+                   int(row["over"]))
+
+
+def latency(messages: DataFrame, data: ReportData, bucket_ms: int) -> None:
+    """Percentiles per messageType, over all, and per time bucket: one aggregation (grouping sets)."""
+    delivered = (messages.where((F.col("event") == "sent_message") & F.col("departureMs").isNotNull()
+                                & F.col("arrivalMs").isNotNull())
+                 .select((F.col("departureMs") - F.col("arrivalMs")).cast("double").alias("latencyMs"),
+                         F.coalesce(F.col("messageType"), F.lit("(unknown)")).alias("type"),
+                         _bucket(F.col("departureMs"), bucket_ms).alias("bucket")))
+    measures = [F.count(F.lit(1)).alias("deliveries"),
+                F.percentile_approx("latencyMs", [0.5, 0.9, 0.99], 10_000).alias("percentiles"),
+                F.max("latencyMs").alias("max"),
+                F.sum(F.when(F.col("latencyMs") > LATENCY_LIMIT_MS, 1).otherwise(0)).alias("over"),
+                F.grouping_id().alias("gid")]
+    sets = {"type": ("type",), "all": (), "bucket": ("bucket",)}
+    names = _grouping_ids(sets, ["bucket", "type"])
+    rows = [row for row in delivered.groupingSets([list(g) for g in sets.values()], "bucket", "type")
+            .agg(*measures).collect() if row["deliveries"]]
+    per = {name: [row for row in rows if names[row["gid"]] == name] for name in sets}
+    data.latency = sorted((_latency_row(row["type"], row) for row in per["type"]), key=lambda r: r.message_type)
+    data.latency += [_latency_row("all", row) for row in per["all"]]
+    data.latency_series = Series(bucket_ms, {
+        "p50": {int(row["bucket"]): float(row["percentiles"][0]) for row in per["bucket"]},
+        "p99": {int(row["bucket"]): float(row["percentiles"][2]) for row in per["bucket"]}})
+
+
+def violations(spark: SparkSession, layout: Layout, data: ReportData, top: int) -> None:
+    """The latest validate run's findings (``violations`` table), when the input has one."""
+    if not Path(layout.violations).is_dir():
+        return
+    found = ingest.read_table(spark, layout.violations, tables.VIOLATIONS)
+    latest = found.groupBy("runId", "runMs").count().orderBy(F.col("runMs").desc()).limit(1).collect()
+    if not latest:
+        return
+    run_id, run_ms = latest[0]["runId"], latest[0]["runMs"]
+    data.violations_run = f"{run_id} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime((run_ms or 0) / 1000))})"
+    run = found.where(F.col("runMs") == run_ms)
+    data.violations = [RuleCount(row["rule"], row["check"] or "", row["severity"] or "", row["requirement"] or "",
+                                 int(row["count"]))
+                       for row in run.groupBy("rule", "check", "severity", "requirement").count()
+                       .orderBy(F.col("count").desc(), "rule", "check").collect()]
+    offenders = (run.where(F.col("publisher").isNotNull()).groupBy("publisher")
+                 .agg(F.count(F.lit(1)).alias("n"), F.array_sort(F.collect_set("rule")).alias("rules"))
+                 .orderBy(F.col("n").desc(), "publisher").limit(top).collect())
+    data.offenders = [Offender(row["publisher"], int(row["n"]), tuple(row["rules"])) for row in offenders]
+
+
+def _detail(name: str) -> Column:
+    return F.col("details")[name]
+
+
+#: II events drawn or tabled one by one (rare: control-plane changes, not traffic).
+FEDERATION_EVENTS = ("ii_started", "ii_neighbours_changed", "ii_subscription_status", "ii_subscription_received",
+                     "ii_subscription_deleted")
+
+
+def federation(events: DataFrame, data: ReportData) -> None:
+    """Neighbours over time and every subscription's statuses, from the II's events."""
+    ii = events.where(F.col("event").startswith("ii_"))
+    data.federation_events = [Count((row["event"], _text(row["level"])), int(row["count"]))
+                              for row in ii.groupBy("event", "level").count().orderBy("event", "level").collect()]
+    rows = (ii.where(F.col("event").isin(*FEDERATION_EVENTS))
+            .select("timestampMs", "event", _detail("neighbour").alias("neighbour"),
+                    F.coalesce(_detail("selector"), F.concat(F.lit("id "), _detail("id"))).alias("selector"),
+                    F.coalesce(_detail("status"), F.upper(_detail("phase"))).alias("status"),
+                    _detail("error").alias("error"), _detail("id").alias("id"),
+                    F.size(F.from_json(_detail("neighbours"), ArrayType(StringType()))).alias("neighbours"))
+            .orderBy("timestampMs").collect())
+    data.neighbour_counts = [(int(row["timestampMs"]), int(row["neighbours"])) for row in rows
+                             if row["event"] in ("ii_started", "ii_neighbours_changed") and row["neighbours"] >= 0]
+    data.status_changes = [StatusChange(_text(row["neighbour"]), row["selector"] or "", int(row["timestampMs"]),
+                                        row["status"] or "?", row["error"])
+                           for row in rows if row["event"] == "ii_subscription_status"]
+    data.subscriptions = _last_statuses(rows)
+
+
+def _last_statuses(rows: Sequence[Row]) -> list[Subscription]:
+    """The last status of each outgoing (neighbour, selector) and incoming (neighbour, id) subscription."""
+    last: dict[tuple[str, str, str], Subscription] = {}
+    for row in rows:  # in time order
+        if row["event"] == "ii_subscription_status":
+            key = ("outgoing", _text(row["neighbour"]), row["selector"] or "")
+        elif row["event"] in ("ii_subscription_received", "ii_subscription_deleted"):
+            key = ("incoming", _text(row["neighbour"]), _text(row["id"]))
+        else:
+            continue
+        before = last.get(key)
+        status = "DELETED" if row["event"] == "ii_subscription_deleted" else (row["status"] or "?")
+        selector = row["selector"] if row["event"] != "ii_subscription_deleted" or before is None else before.selector
+        last[key] = Subscription(key[0], key[1], selector or "", status, int(row["timestampMs"]),
+                                 (before.changes if before else 0) + 1, row["error"])
+    return [last[key] for key in sorted(last)]
+
+
+def overview(messages: DataFrame, events: DataFrame, data: ReportData) -> int:
+    """Period and nodes; returns the charts' time bucket for the period."""
+    both = messages.select("timestampMs", "node", "event").unionByName(events.select("timestampMs", "node", "event"))
+    bounds = both.agg(F.min("timestampMs").alias("first"), F.max("timestampMs").alias("last"),
+                      F.array_sort(F.collect_set("node")).alias("nodes")).collect()[0]
+    data.first_ms, data.last_ms, data.nodes = bounds["first"], bounds["last"], list(bounds["nodes"] or [])
+    return bucket_for((data.last_ms or 0) - (data.first_ms or 0))
+
+
+@dataclass
+class Input:
+    """The report's input as tables: an ingest output, or logs parsed once (kept until :meth:`close`)."""
+
+    messages: DataFrame
+    events: DataFrame
+    corrupt_lines: int | None
+    layout: Layout | None = None
+    parsed: DataFrame | None = None
+
+    def close(self) -> None:
+        self.messages.unpersist()
+        if self.parsed is not None:
+            self.parsed.unpersist()
+
+
+def open_input(spark: SparkSession, inputs: Sequence[str]) -> Input:
+    if len(inputs) == 1 and Layout(inputs[0]).is_ingested():
+        layout = Layout(inputs[0])
+        corrupt = ingest.read_table(spark, layout.corrupt, tables.CORRUPT).count() \
+            if Path(layout.corrupt).is_dir() else None
+        messages = ingest.read_table(spark, layout.messages, tables.MESSAGES).persist(StorageLevel.MEMORY_AND_DISK)
+        return Input(messages, ingest.read_table(spark, layout.events, tables.EVENTS), corrupt, layout)
+    parsed = ingest.read_records(spark, inputs).persist(StorageLevel.MEMORY_AND_DISK)  # every line parsed once
+    corrupt = parsed.where(F.col("corruptReason").isNotNull()).count()
+    return Input(parse.messages(parsed), parse.events(parsed), corrupt, parsed=parsed)
+
+
+def build(spark: SparkSession, inputs: Sequence[str], top: int = 10) -> ReportData:
+    """Every aggregation of the report over ``inputs``."""
+    source = open_input(spark, inputs)
+    try:
+        data = ReportData(inputs=list(inputs), generated_ms=time.time_ns() // 1_000_000,
+                          corrupt_lines=source.corrupt_lines)
+        bucket_ms = overview(source.messages, source.events, data)
+        counts(message_groups(source.messages, bucket_ms), data, bucket_ms, top)
+        latency(source.messages, data, bucket_ms)
+        if source.layout is not None:
+            violations(spark, source.layout, data, top)
+        federation(source.events, data)
+    finally:
+        source.close()
+    return data
+
+
+def run(spark: SparkSession, args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    if output.is_dir():
+        raise CliError(f"--output must be the report's file name (e.g. report.html), {output} is a directory")
+    data = build(spark, args.input, args.top)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(data, args.title), encoding="utf-8")
+    received = data.records.get("received_message", 0)
+    print(f"report: {received} messages received, {len(data.violations)} rules with violations, "
+          f"{len(data.subscriptions)} subscriptions -> {output}")
+    return 0

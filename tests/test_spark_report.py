@@ -1,0 +1,165 @@
+"""`audit report`: the exact aggregates of a generated log, and the page in a real headless chromium
+(no console error, no request but the page itself, every chart drawn and visible)."""
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import browser_harness
+from spark import loggen, tables
+from spark.cli import main
+from spark.ingest import ingest
+from spark.report import build
+from spark.report_model import Count, Latency, Offender, ReportData, RuleCount, Subscription, bucket_for
+from spark.report_render import render
+
+T0 = 1_795_000_000_000
+TYPES = ("DENM", "CAM", "SPATEM", "MAPEM")
+RUN_REQUIREMENT = "A broker shall be able to route a single message ... in <30ms"
+
+
+def _message(i: int) -> loggen.Message:
+    federated = i % 7 == 0
+    return loggen.Message("ixc-a", i + 1, T0 + i * 3000, loggen.properties(TYPES[i % 4], f"NL0000{i % 3}", str(i % 5)),
+                          publisher=f"actor-{i % 3}", origin="federated" if federated else "local",
+                          neighbour="ixc-b" if federated else None)
+
+
+def _records() -> list[dict[str, object]]:
+    """200 messages: 20 dropped, 20 expired, 160 delivered (19 of them later than 30 ms), 8 rejections, II events."""
+    records = []
+    for i in range(200):
+        message = _message(i)
+        records.append(loggen.received(message))
+        if i % 10 == 3:
+            records.append(loggen.lost("dropped_message", message, message.arrival_ms + 5))
+        elif i % 10 == 5:
+            records.append(loggen.lost("expired_message", message, message.arrival_ms + 60_000))
+        else:
+            records.append(loggen.sent(message, message.arrival_ms + (45 if i % 9 == 0 else i % 20)))
+        if i % 25 == 0:
+            records.append(loggen.rejected("ixc-a", 1000 + i, message.arrival_ms, "quadTree: malformed (IP_037)"))
+    records += [
+        loggen.event_record("ii_neighbours_changed", "ixc-a", T0, neighbours=["ixc-b"], gone=[], new_or_moved=["ixc-b"]),
+        loggen.event_record("ii_neighbours_changed", "ixc-a", T0 + 300_000, neighbours=["ixc-b", "ixc-c"], gone=[],
+                            new_or_moved=["ixc-c"]),
+        loggen.event_record("ii_subscription_received", "ixc-a", T0 + 2000, neighbour="ixc-c", id="s-1",
+                            selector="messageType = 'CAM'", consumer="ixc-c", status="CREATED", error=None),
+    ]
+    for at, status in ((T0 + 1000, "REQUESTED"), (T0 + 5000, "CREATED"), (T0 + 400_000, "ERROR")):
+        records.append(loggen.event_record("ii_subscription_status", "ixc-a", at, neighbour="ixc-b",
+                                           selector="messageType = 'DENM'", phase="polling", status=status,
+                                           error="HTTP 503" if status == "ERROR" else None))
+    return records
+
+
+def _violation(run: str, run_ms: int, rule: str, check: str, publisher: str) -> tuple[object, ...]:
+    values = {"runId": run, "runMs": run_ms, "rule": rule, "check": check, "requirement": RUN_REQUIREMENT,
+              "severity": "error", "node": "ixc-a", "publisher": publisher}
+    return tuple(values.get(f.name) for f in tables.VIOLATIONS.fields)
+
+
+@pytest.fixture(scope="module")
+def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the log, an ingest output of it with two validate runs' violations)."""
+    root = tmp_path_factory.mktemp("report")
+    log = root / "node-20261118T000000000000-0001.jsonl"
+    log.write_text(loggen.lines(_records()) + '{"truncated\n')
+    out = root / "tables"
+    ingest(spark, [str(log)], str(out))
+    rows = [_violation("old", 1, "IP_022", "originatingCountry", "actor-2")] * 5 + [
+        _violation("new", 2, "IP_012", "latency", "actor-0"), _violation("new", 2, "IP_012", "latency", "actor-0"),
+        _violation("new", 2, "IP_012", "latency", "actor-1"), _violation("new", 2, "IP_022", "originatingCountry",
+                                                                          "actor-0")]
+    spark.createDataFrame(rows, tables.VIOLATIONS).write.parquet(tables.Layout(str(out)).violations)
+    return log, out
+
+
+@pytest.fixture(scope="module")
+def report_data(spark: SparkSession, audited: tuple[Path, Path]) -> ReportData:
+    return build(spark, [str(audited[1])], top=5)
+
+
+def test_report_aggregates_are_exact(report_data: ReportData) -> None:
+    data = report_data
+    assert data.records == {"received_message": 200, "sent_message": 160, "dropped_message": 20,
+                            "expired_message": 20, "rejected_message": 8}
+    assert data.corrupt_lines == 1 and data.nodes == ["ixc-a"]
+    assert (data.first_ms, data.last_ms) == (T0, T0 + 645_000)  # the last expiry: 60 s after the last arrival
+    assert data.volumes.bucket_ms == bucket_for(645_000) == 60_000
+    assert {key: sum(points.values()) for key, points in data.volumes.points.items()} == dict.fromkeys(TYPES, 50)
+    assert data.publishers == [Count(("actor-0", "NL00000"), 67), Count(("actor-1", "NL00001"), 67),
+                               Count(("actor-2", "NL00002"), 66)]
+    assert data.neighbours == [Count(("ixc-b",), 29)] and data.per_node == [Count(("ixc-a",), 200)]
+    total = data.latency[-1]
+    assert (total.message_type, total.deliveries, total.over_limit, total.max, total.p99) == ("all", 160, 19, 45, 45)
+    assert [row.message_type for row in data.latency] == ["CAM", "DENM", "MAPEM", "SPATEM", "all"]
+    assert sum(row.over_limit for row in data.latency[:-1]) == 19
+    assert sum(points for points in data.latency_series.points["p99"].values()) > 0
+    assert data.losses == [Count(("dropped", "actor-2-src", "buffer_full", "CAM"), 10),
+                           Count(("dropped", "actor-2-src", "buffer_full", "MAPEM"), 10),
+                           Count(("expired", "actor-2-src", "-", "CAM"), 10),
+                           Count(("expired", "actor-2-src", "-", "MAPEM"), 10)]
+    assert {key: sum(p.values()) for key, p in data.loss_series.points.items()} == {"dropped": 20, "expired": 20}
+    assert data.rejections == [Count(("quadTree: malformed (IP_037)",), 8)]
+    assert data.violations_run is not None and data.violations_run.startswith("new ")
+    assert data.violations == [RuleCount("IP_012", "latency", "error", RUN_REQUIREMENT, 3),
+                               RuleCount("IP_022", "originatingCountry", "error", RUN_REQUIREMENT, 1)]
+    assert data.offenders == [Offender("actor-0", 3, ("IP_012", "IP_022")), Offender("actor-1", 1, ("IP_012",))]
+    assert data.neighbour_counts == [(T0, 1), (T0 + 300_000, 2)]
+    assert [change.status for change in data.status_changes] == ["REQUESTED", "CREATED", "ERROR"]
+    assert data.subscriptions == [
+        Subscription("incoming", "ixc-c", "messageType = 'CAM'", "CREATED", T0 + 2000, 1, None),
+        Subscription("outgoing", "ixc-b", "messageType = 'DENM'", "ERROR", T0 + 400_000, 3, "HTTP 503")]
+
+
+def test_report_page_loads_in_chromium_with_no_error_no_request_and_visible_charts(
+        report_data: ReportData, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(render(report_data), encoding="utf-8")
+    loaded = asyncio.run(browser_harness.load(page))
+    (tmp_path / "report.png").write_bytes(loaded.screenshot)
+    assert loaded.errors == []
+    assert loaded.requests_besides(page.resolve().as_uri()) == []
+    assert loaded.title == "C-Roads interchange audit report"
+    assert len(loaded.charts) == 7  # volumes, latency x2, violations, losses, neighbours, subscriptions
+    for chart in loaded.charts:
+        assert chart["shown"] and chart["width"] > 400 and chart["height"] > 100 and chart["shapes"] > 5, chart
+    assert loaded.screenshot.startswith(b"\x89PNG")
+
+
+def test_the_browser_check_sees_requests_and_console_errors(tmp_path: Path) -> None:
+    """The harness itself: a page that fetches and logs an error is caught (so an empty list means none)."""
+    page = tmp_path / "bad.html"
+    page.write_text('<!DOCTYPE html><html><head><title>bad</title></head><body>'
+                    '<img src="http://127.0.0.1:9/chart.png"><script>console.error("boom")</script>'
+                    '<figure><svg width="10" height="10"></svg></figure></body></html>')
+    loaded = asyncio.run(browser_harness.load(page))
+    assert loaded.requests_besides(page.resolve().as_uri()) == ["http://127.0.0.1:9/chart.png"]
+    assert any("boom" in error for error in loaded.errors)
+    assert loaded.charts and loaded.charts[0]["shapes"] == 0
+
+
+def test_report_command_over_raw_logs(spark: SparkSession, audited: tuple[Path, Path], tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "out" / "report.html"
+    assert main(["report", "--input", str(audited[0]), "--output", str(output)]) == 0
+    assert "report: 200 messages received" in capsys.readouterr().out
+    html = output.read_text()
+    assert html.count("<svg") == 6  # no violations chart: raw logs carry no validate run
+    assert "No validation run found" in html and re.search(r'(src|href)="(https?:|//)', html) is None
+    assert main(["report", "--input", str(audited[0]), "--output", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_an_empty_report_says_so() -> None:
+    html = render(ReportData(inputs=["empty.log"], generated_ms=T0))
+    assert "<svg" not in html
+    for text in ("No received messages in the log", "no deliveries logged", "No validation run found",
+                 "nothing dropped, expired or unroutable", "No neighbour discovery events"):
+        assert text in html
+    assert Latency("x", 0, 0, 0, 0, 0, 0).over_share == 0.0
