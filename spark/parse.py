@@ -76,7 +76,7 @@ def parse(lines: DataFrame) -> DataFrame:
 
 
 def _properties(raw: Column) -> tuple[Column, Column]:
-    values = F.from_json(raw, tables.MESSAGES["applicationProperties"].dataType)
+    values = F.from_json(raw, tables.STRING_MAP)
     keys = F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 1)
     kinds = F.transform(F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 2), _kind)
     return values, F.when(raw.isNotNull(), F.map_from_arrays(keys, kinds))
@@ -84,7 +84,7 @@ def _properties(raw: Column) -> tuple[Column, Column]:
 
 def _message_columns(r: Column, props: Column) -> dict[str, Column]:
     event = r.event
-    details = F.from_json(r.details, tables.EVENTS["details"].dataType)
+    details = F.from_json(r.details, tables.STRING_MAP)
     delivery = event.isin("sent_message", "dropped_message", "expired_message")
     return {
         "messageType": F.coalesce(r.messageType, props["messageType"]),
@@ -135,7 +135,7 @@ def events(parsed: DataFrame) -> DataFrame:
     return (parsed.where(F.col("corruptReason").isNull() & ~r.event.isin(*tables.MESSAGE_EVENTS))
             .select(r.schemaVersion.try_cast("int").alias("schemaVersion"), F.col("timestampMs"),
                     r.level.alias("level"), r.event.alias("event"), r.process.try_cast("int").alias("process"),
-                    F.from_json(r.details, tables.EVENTS["details"].dataType).alias("details"), F.col("file"),
+                    F.from_json(r.details, tables.STRING_MAP).alias("details"), F.col("file"),
                     F.coalesce(r.node, F.lit("unknown")).alias("node"), _date(F.col("timestampMs")).alias("date")))
 
 

@@ -26,7 +26,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "2g",  # local mode: the driver JVM runs the tasks too
+    "spark.driver.memory": "1536m",  # local mode: the driver JVM runs the tasks too; under 2 GB resident
     "spark.sql.streaming.schemaInference": "false",
 }
 

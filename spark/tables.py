@@ -29,7 +29,9 @@ from pyspark.sql.types import (
 )
 
 _S, _L, _I = StringType(), LongType(), IntegerType()
-_STRING_MAP = MapType(StringType(), StringType())
+#: map<string,string>: application properties and event details, values as text
+STRING_MAP = MapType(StringType(), StringType())
+_STRING_MAP = STRING_MAP
 
 
 def _fields(*spec: tuple[str, object]) -> list[StructField]:

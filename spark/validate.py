@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark import parse, property_rules, rules, tables
@@ -83,7 +83,8 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     run_id = run_id or dt.datetime.fromtimestamp(run_ms / 1000, dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     m = messages.select(*rules.INPUT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        found = rules.all_candidates(m, rule_set)
+        # the candidates feed two outputs (violations, metrics): computed once, every rule's window once
+        found = rules.all_candidates(m, rule_set).persist(StorageLevel.MEMORY_AND_DISK)
         violations = found.where("violated").select(
             F.lit(run_id).alias("runId"), F.lit(run_ms).cast("long").alias("runMs"),
             *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]])
@@ -91,9 +92,10 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
         properties_checked = m.where((F.col("event") == "received_message")
                                      & F.col("applicationProperties").isNotNull()).count()
         metrics = _metrics(found, properties_checked, {rule.__name__ for rule in rule_set})
+        found.unpersist()
     finally:
         m.unpersist()
-    rows = [Row(run_id, run_ms, input_name, x.rule, x.check, x.requirement, x.severity, x.checked, x.violations)
+    rows = [(run_id, run_ms, input_name, x.rule, x.check, x.requirement, x.severity, x.checked, x.violations)
             for x in metrics]
     spark.createDataFrame(rows, tables.RULE_METRICS).coalesce(1).write.mode("append").parquet(layout.rule_metrics)
     return ValidationRun(run_id, run_ms, metrics)

@@ -1,0 +1,162 @@
+"""Benchmark: the Spark audit (validate) against a plain single-process Python pass of the same rules.
+
+On one generated log (spark/loggen.py: ~1 % of each fault) of --lines lines (default 2 million):
+1. plain Python (benchmarks/plain_audit.py: json.loads + interchange/broker/validation.py): lines/s;
+2. Spark validate over the JSON lines (parse + every rule + write violations/metrics): lines/s;
+3. Spark ingest (JSON -> Parquet), then Spark validate over the Parquet: lines/s;
+4. streaming latency: a rotated file with one late delivery written into a running stream's
+   directory until its violation is committed (the file sink's batch log), median of --probes;
+5. driver memory: the peak resident size of the driver JVM (local mode runs the tasks there too)
+   and of the Python driver.
+The rule metrics of Spark and plain Python are compared first (same checked/violation counts).
+
+    .venv/bin/python benchmarks/bench_spark.py [--lines N] [--master local[2]] [--work DIR] [--probes 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import plain_audit  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+
+from spark import loggen, stream  # noqa: E402
+from spark.ingest import ingest  # noqa: E402
+from spark.loggen import Message, properties, received, sent  # noqa: E402
+from spark.session import build_session  # noqa: E402
+from spark.validate import ValidationRun, load_messages, validate  # noqa: E402
+
+T = TypeVar("T")
+
+
+def timed(label: str, action: Callable[[], T]) -> tuple[T, float]:
+    start = time.perf_counter()
+    result = action()
+    seconds = time.perf_counter() - start
+    print(f"  {label}: {seconds:.1f} s", flush=True)
+    return result, seconds
+
+
+def generate(path: Path, lines: int) -> int:
+    written = 0
+    with path.open("w", encoding="utf-8") as out:
+        for line in loggen.traffic(lines):
+            out.write(line + "\n")
+            written += 1
+    return written
+
+
+def compare(plain: plain_audit.Metrics, run: ValidationRun) -> list[str]:
+    """Differences between the plain-Python and Spark metrics (empty when they agree)."""
+    spark_metrics = {(m.rule, m.check): [m.checked, m.violations] for m in run.metrics}
+    differences = []
+    properties_checked = plain.pop(("properties", "checked"), [0, 0])[0]
+    for key, (checked, violations) in sorted(plain.items()):
+        expected = [properties_checked if key[1] == "properties" else checked, violations]
+        if spark_metrics.get(key) != expected:
+            differences.append(f"{key}: plain {expected}, spark {spark_metrics.get(key)}")
+    for key, value in spark_metrics.items():
+        if key not in plain and value[1]:
+            differences.append(f"{key}: plain none, spark {value}")
+    return differences
+
+
+def jvm_peak_mb(spark: SparkSession) -> float:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def late_delivery_file(directory: Path, n: int) -> str:
+    now = int(time.time() * 1000)
+    message = Message("ixc-probe", 10_000_000 + n, now, properties("DENM", local_id=f"probe{n}"), body=b"p%d" % n)
+    partial = directory / f"probe.part{n}"
+    partial.write_text(loggen.lines([received(message), sent(message, now + 45)]))
+    partial.rename(directory / f"probe-{n:08d}-0001.jsonl")
+    return message.id
+
+
+def stream_latency(spark: SparkSession, work: Path, probes: int) -> list[float]:
+    """Seconds from a file's rename into the directory to the commit of the batch holding its violation."""
+    log_dir, out = work / "stream-logs", work / "stream-out"
+    log_dir.mkdir()
+    queries = stream.start(spark, str(log_dir), str(out), trigger_seconds=0.5)
+    committed = out / "stream" / "violations" / "_spark_metadata"
+    try:
+        latencies = []
+        for n in range(probes + 1):  # the first probe warms the queries up and is not counted
+            before = set(committed.iterdir()) if committed.exists() else set()
+            start = time.perf_counter()
+            late_delivery_file(log_dir, n)
+            while not committed.exists() or set(committed.iterdir()) == before:
+                if time.perf_counter() - start > 120:
+                    raise RuntimeError("no violation committed within 120 s")
+                time.sleep(0.02)
+            if n:
+                latencies.append(time.perf_counter() - start)
+        return latencies
+    finally:
+        stream.stop(queries)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=2_000_000)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--work", default=None, help="working directory (default: a temporary one, removed)")
+    parser.add_argument("--probes", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-spark-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "logs" / "node-20261118T000000000000-0001.jsonl"
+    log.parent.mkdir(exist_ok=True)
+    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"master {args.master}, load average {os.getloadavg()[0]:.1f}")
+    lines, _ = timed(f"generate {args.lines} lines ({log})", lambda: generate(log, args.lines))
+    print(f"  log size: {log.stat().st_size / 1e6:.0f} MB")
+
+    with log.open(encoding="utf-8") as handle:
+        (plain, read, _), plain_s = timed("plain Python audit", lambda: plain_audit.audit(handle))
+    spark = build_session(args.master, "bench-spark")
+    json_run, json_s = timed("Spark validate over JSON", lambda: validate(
+        spark, load_messages(spark, [str(log)]), str(work / "out-json"), "bench", "json"))
+    differences = compare(dict(plain), json_run)
+    print("  rule metrics: " + ("plain Python and Spark agree" if not differences else "DIFFER: " + "; ".join(differences)))
+    summary, ingest_s = timed("Spark ingest JSON -> Parquet", lambda: ingest(spark, [str(log)], str(work / "tables")))
+    _, parquet_s = timed("Spark validate over Parquet", lambda: validate(
+        spark, load_messages(spark, [str(work / "tables")]), str(work / "tables"), "bench", "parquet"))
+    latencies = stream_latency(spark, work, args.probes)
+    jvm_mb = jvm_peak_mb(spark)
+    python_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    spark.stop()
+
+    print(f"\nlines: {read} ({summary})")
+    for label, seconds in (("plain Python", plain_s), ("Spark over JSON", json_s), ("Spark over Parquet", parquet_s)):
+        print(f"{label:20} {read / seconds:12,.0f} lines/s  ({seconds:.1f} s, {plain_s / seconds:.2f}x plain Python)")
+    print(f"{'Spark ingest':20} {read / ingest_s:12,.0f} lines/s  ({ingest_s:.1f} s)")
+    print(f"stream latency line -> violation row: median {statistics.median(latencies):.2f} s, "
+          f"max {max(latencies):.2f} s ({len(latencies)} probes)")
+    print(f"driver memory: JVM peak RSS {jvm_mb:.0f} MB, Python driver peak RSS {python_mb:.0f} MB "
+          f"(plain Python audit included)")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The audit rules of spark/rules.py in plain single-process Python: the peer of the Spark benchmark.
+
+Same rules, same definitions (see spark/rules.py), over JSON lines read with ``json.loads``; the
+table checks call interchange/broker/validation.py itself. Returns {(rule, check): [checked, violations]}
+so the benchmark can show both implementations agree before comparing their speed.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from interchange.broker.validation import validate_application_properties
+
+Metrics = dict[tuple[str, str], list[int]]
+NINE_MINUTES_MS = 540_000
+
+
+def _count(metrics: Metrics, rule: str, check: str, counted: bool, violated: bool) -> None:
+    cell = metrics[(rule, check)]
+    cell[0] += counted
+    cell[1] += violated
+
+
+def _received(r: dict[str, Any], metrics: Metrics, state: dict[str, Any]) -> None:
+    props = r.get("applicationProperties")
+    if props is not None:
+        state["properties"] += 1
+        for problem in validate_application_properties(props):
+            _count(metrics, problem.requirement, "properties", False, True)
+    for check in ("expired_undelivered", "dropped", "unroutable", "rejected"):
+        _count(metrics, _ACCOUNT[check], check, True, False)
+    state["received"].append(r)
+
+
+_ACCOUNT = {"expired_undelivered": "IP_033", "dropped": "IP_032", "unroutable": "AUDIT", "rejected": "IP_016"}
+_LOST = {"expired_message": "expired_undelivered", "dropped_message": "dropped", "unroutable_message": "unroutable"}
+
+
+def _sent(r: dict[str, Any], metrics: Metrics, state: dict[str, Any]) -> None:
+    attempt = r.get("attempt") or 1
+    arrival, departure = r.get("arrivalMs"), r.get("departureMs")
+    if attempt == 1 and arrival is not None and departure is not None:
+        _count(metrics, "IP_012", "latency", True, departure - arrival > 30)
+        state["first_deliveries"].append(r)
+    if r.get("expiryMs") is not None and departure is not None:
+        _count(metrics, "IP_033", "delivered_after_expiry", True, departure > r["expiryMs"])
+    _count(metrics, "AUDIT", "redelivery", True, attempt > 1)
+    if r.get("outcome") is not None:
+        _count(metrics, "AUDIT", "delivery_outcome", True, r["outcome"] not in ("accepted", "presettled"))
+
+
+def _record(r: dict[str, Any], metrics: Metrics, state: dict[str, Any]) -> None:
+    match r.get("event"):
+        case "received_message":
+            _received(r, metrics, state)
+        case "sent_message":
+            _sent(r, metrics, state)
+        case "rejected_message":
+            _count(metrics, "IP_016", "rejected", True, True)
+        case "expired_message" | "dropped_message" | "unroutable_message" as event:
+            check = _LOST[event]
+            _count(metrics, _ACCOUNT[check], check, False, True)
+
+
+_GAP_RULES = {"DENM": "repetition", "IVIM": "repetition", "MAPEM": "repetition", "POIM-PA": "repetition",
+              "CAM": "cam_rate", "CPM": "cpm_rate"}
+
+
+def _gap_violated(check: str, gap: int) -> tuple[str, bool]:
+    match check:
+        case "repetition":
+            return "IP_048", gap > NINE_MINUTES_MS
+        case "cam_rate":
+            return "IP_124", gap < 1000 or gap > 120_000
+        case _:
+            return "IP_136", gap < 900 or gap > 1100
+
+
+def _gaps(received: list[dict[str, Any]], metrics: Metrics) -> None:
+    """IP_048/124/136: each rule sequences the publications of its own message types."""
+    sequences: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in received:
+        check = _GAP_RULES.get(r.get("messageType") or "")
+        if check and r.get("publicationId") is not None and r.get("arrivalMs") is not None:
+            sequences[(check, r["node"], r["publicationId"])].append(r)
+    for (check, _, _), rows in sequences.items():
+        rows.sort(key=lambda r: (r["arrivalMs"], r.get("messageId") or ""))
+        for previous, r in zip(rows, rows[1:]):
+            rule, violated = _gap_violated(check, r["arrivalMs"] - previous["arrivalMs"])
+            _count(metrics, rule, check, True, violated)
+
+
+def _shard_order(first_deliveries: list[dict[str, Any]], metrics: Metrics) -> None:
+    links: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in first_deliveries:
+        if r.get("shardSeq") is not None:
+            links[(r["node"], r.get("process"), r.get("source"), r.get("consumer"), r.get("shardKey"))].append(r)
+    for rows in links.values():
+        rows.sort(key=lambda r: r["departureMs"])
+        highest, i = None, 0
+        while i < len(rows):  # deliveries in the same millisecond are compared with earlier ones only
+            same = [r for r in rows[i:] if r["departureMs"] == rows[i]["departureMs"]]
+            for r in same:
+                _count(metrics, "IP_128", "shard_order", True, highest is not None and r["shardSeq"] < highest)
+            top = max(r["shardSeq"] for r in same)
+            highest = top if highest is None else max(highest, top)
+            i += len(same)
+
+
+def _duplicates(received: list[dict[str, Any]], metrics: Metrics) -> None:
+    seen: set[tuple[str, str, str]] = set()
+    for r in sorted(received, key=lambda r: (r.get("arrivalMs") or 0, r.get("messageId") or "")):
+        if r.get("bodySha256") is None or r.get("publicationId") is None:
+            continue
+        key = (r["node"], r["publicationId"], r["bodySha256"])
+        _count(metrics, "AUDIT", "duplicate", True, key in seen)
+        seen.add(key)
+
+
+def _intersections(r: dict[str, Any]) -> list[str]:
+    value = str((r.get("applicationProperties") or {}).get("id") or "")
+    return value.removeprefix(",").removesuffix(",").split(",")
+
+
+def _spatem_after_mapem(received: list[dict[str, Any]], metrics: Metrics) -> None:
+    first_mapem: dict[tuple[str, Any, str], int] = {}
+    for r in received:
+        if r.get("messageType") == "MAPEM" and r.get("arrivalMs") is not None:
+            publisher = (r.get("applicationProperties") or {}).get("publisherId")
+            for key in ((r["node"], publisher, i) for i in _intersections(r)):
+                first_mapem[key] = min(first_mapem.get(key, r["arrivalMs"]), r["arrivalMs"])
+    for r in received:
+        if r.get("messageType") == "SPATEM" and r.get("arrivalMs") is not None:
+            publisher = (r.get("applicationProperties") or {}).get("publisherId")
+            early = any(first_mapem.get((r["node"], publisher, i), r["arrivalMs"] + 1) > r["arrivalMs"]
+                        for i in _intersections(r))
+            _count(metrics, "IP_104", "spatem_after_mapem", True, early)
+
+
+def _bursts(received: list[dict[str, Any]], first_deliveries: list[dict[str, Any]], metrics: Metrics) -> None:
+    arrived: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 2**63])
+    for r in received:
+        if r.get("arrivalMs") is not None:
+            cell = arrived[(r["node"], r["arrivalMs"] // 1000)]
+            cell[0] += 1
+            cell[1] = min(cell[1], r["arrivalMs"])
+    last: dict[tuple[str, int], int] = {}
+    for r in first_deliveries:
+        key = (r["node"], r["arrivalMs"] // 1000)
+        last[key] = max(last.get(key, 0), r["departureMs"])
+    for key, (count, first) in arrived.items():
+        if count >= 5000:
+            _count(metrics, "IP_013", "burst", True, key in last and last[key] - first > 1000)
+
+
+def audit(lines: Iterable[str]) -> tuple[Metrics, int, int]:
+    """(metrics, lines read, corrupt lines) of a log's lines."""
+    metrics: Metrics = defaultdict(lambda: [0, 0])
+    state: dict[str, Any] = {"properties": 0, "received": [], "first_deliveries": []}
+    read = corrupt = 0
+    for line in lines:
+        read += 1
+        try:
+            record = json.loads(line)
+        except ValueError:
+            corrupt += 1
+            continue
+        if isinstance(record, dict):
+            _record(record, metrics, state)
+    _gaps(state["received"], metrics)
+    _shard_order(state["first_deliveries"], metrics)
+    _duplicates(state["received"], metrics)
+    _spatem_after_mapem(state["received"], metrics)
+    _bursts(state["received"], state["first_deliveries"], metrics)
+    metrics[("properties", "checked")] = [state["properties"], 0]
+    return dict(metrics), read, corrupt
