@@ -15,6 +15,7 @@ from importlib import resources
 import jinja2
 import matplotlib
 import matplotlib.dates as mdates
+from matplotlib.ticker import MaxNLocator
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # figures without pyplot: no global figure state, no display backend
 
@@ -94,6 +95,7 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], xlabel: str, limit
         if limit is not None:
             ax.axvline(limit, color="#c62828", linestyle="--", linewidth=1)
             ax.text(limit, -0.6, f" {limit:g} ms (IP_012)", color="#c62828", va="bottom")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # counts: whole numbers
         ax.set_xlabel(xlabel)
 
     return _svg(draw, height=max(1.6, 0.35 * len(labels) + 1.0))
@@ -133,7 +135,7 @@ def neighbours_chart(points: Sequence[tuple[int, int]], last_ms: int | None) -> 
             counts.append(counts[-1])
         ax.step(times, counts, where="post", color="#2e7d32")
         ax.set_ylim(bottom=0)
-        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("neighbours known")
         _time_axis(ax)
 

@@ -12,7 +12,7 @@ import pytest
 from proton import Message
 from pyspark.sql import SparkSession
 
-from broker_harness import BROKER_CN, BrokerUnderTest, make_pki, start_broker
+from broker_harness import BROKER_CN, BrokerUnderTest, make_pki, start_broker, wait_for_records
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -229,3 +229,28 @@ def test_rebuilt_message_keeps_typed_properties_and_ttl() -> None:
     message.decode(rebuild(logged))
     assert message.properties == {"causeCode": 3, "latitude": 51.5, "flag": True, "messageType": "DENM"}
     assert message.body == b"\x01\x02" and message.ttl == 1.5
+
+
+def test_a_nodes_own_raw_log_replayed_into_another_node_arrives_byte_for_byte(
+        spark: SparkSession, broker: BrokerUnderTest, pki: TestPki, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Node A logs what actor-1 published with the raw switch on; its log, replayed into node B, reaches
+    B's consumer as exactly the bytes actor-1 sent to A (header, properties and all)."""
+    first = start_broker(pki, tmp_path / "a", [TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
+                         log_options={"raw": True})
+    sent = [Message(body=b"\x01%d" % n, properties=loggen.properties("DENM", "NL00001", "own"), inferred=True,
+                    ttl=60.0, id=f"own-{n}", durable=n % 2 == 0) for n in range(3)]
+    try:
+        connection = first.connect("actor-1")
+        sender = connection.create_sender("in")
+        for message in sent:
+            sender.send(message)
+        connection.close()
+        wait_for_records(first, lambda r: r["event"] == "received_message" and r.get("rawMessageHex")
+                         and r["amqpMessageId"] == "own-2", "node A did not log the raw messages")
+    finally:
+        first.stop()
+    assert main(_replay_args(first.log_path, broker, pki, "--fast", "--json")) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["byteExact"], summary["accepted"], summary["rebuilt"]) == (3, 3, 0)
+    assert _consume(broker, pki, 3) == [bytes(message.encode()) for message in sent]
