@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 from collections.abc import Callable, Sequence
+from typing import Any
 from importlib import resources
 
 import jinja2
@@ -24,7 +25,7 @@ from spark.report_model import LATENCY_LIMIT_MS, ReportData, Series, StatusChang
 STATUS_COLOURS = {"CREATED": "#2e7d32", "REQUESTED": "#f9a825", "MODIFIED": "#1565c0", "ILLEGAL": "#c62828",
                   "NOT_VALID": "#c62828", "NO_OVERLAP": "#6d4c41", "GIVE_UP": "#000000", "ERROR": "#c62828",
                   "RESUBSCRIBE": "#8e24aa", "DELETED": "#9e9e9e"}
-_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "interchange-report", "font.size": 9,
+_STYLE: dict[Any, Any] = {"svg.fonttype": "none", "svg.hashsalt": "interchange-report", "font.size": 9,
           "axes.spines.top": False, "axes.spines.right": False}
 
 
@@ -34,8 +35,9 @@ def iso(epoch_ms: int | None) -> str:
     return dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _time(epoch_ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc)
+def _time(epoch_ms: int) -> float:
+    """An epoch-ms instant as matplotlib's date number (the date locator and formatter read these)."""
+    return float(mdates.date2num(dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc)))
 
 
 def _svg(draw: Callable[[Figure], None], height: float = 2.8) -> str:
@@ -51,6 +53,7 @@ def _svg(draw: Callable[[Figure], None], height: float = 2.8) -> str:
 
 
 def _time_axis(ax: Axes) -> None:
+    ax.xaxis_date(tz=dt.timezone.utc)  # x values are date numbers (see _time)
     locator = mdates.AutoDateLocator(tz=dt.timezone.utc)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.timezone.utc))
@@ -156,15 +159,14 @@ def status_chart(changes: Sequence[StatusChange], last_ms: int | None) -> str | 
             mine = sorted((c for c in changes if (c.neighbour, c.selector) == key), key=lambda c: c.at_ms)
             for index, change in enumerate(mine):
                 stop = mine[index + 1].at_ms if index + 1 < len(mine) else end
-                start = mdates.date2num(_time(change.at_ms))
-                width = mdates.date2num(_time(stop)) - start
+                start = _time(change.at_ms)
+                width = _time(stop) - start
                 label = change.status if change.status not in seen else None
                 seen.add(change.status)
                 ax.broken_barh([(start, width)], (row - 0.35, 0.7), color=STATUS_COLOURS.get(change.status, "#607d8b"),
                                label=label)
         ax.set_yticks(list(range(len(keys))), [f"{n}: {s[:40]}" for n, s in keys])
         ax.invert_yaxis()
-        ax.xaxis_date(tz=dt.timezone.utc)
         _time_axis(ax)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="status")
 
