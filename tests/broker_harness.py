@@ -6,12 +6,13 @@ tests can use proton's blocking client API from the test thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,9 @@ __all__ = ["BROKER_CN", "BrokerUnderTest", "client_connection", "denm", "ivim", 
            "start_broker", "tls_exchange", "wait_for_records"]
 
 STEP_TIMEOUT = 10.0
+#: A node start waits for its worker processes as long as the node itself does (processes.START_TIMEOUT_S):
+#: on the shared 2-core machine, starting 2-3 Python processes alone can take ~10 s.
+START_TIMEOUT = 60.0
 
 T = TypeVar("T")
 
@@ -70,6 +74,17 @@ class BrokerUnderTest:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(STEP_TIMEOUT)
             self.loop.close()
+
+
+@contextlib.contextmanager
+def running_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = (),
+                   sources: Iterable[SourceSpec] = (), **options: Any) -> Iterator[BrokerUnderTest]:
+    """:func:`start_broker`, stopped when the block ends (e.g. in a fixture: ``with ... as b: yield b``)."""
+    broker = start_broker(pki, workdir, targets, sources, **options)
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def client_connection(pki: TestPki, cn: str, port: int, **kwargs: Any) -> BlockingConnection:
@@ -113,7 +128,7 @@ def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = ()
 
     thread = threading.Thread(target=main, name="broker-loop", daemon=True)
     thread.start()
-    if not ready.wait(STEP_TIMEOUT):
+    if not ready.wait(START_TIMEOUT):
         raise TimeoutError("broker did not start")
     if "error" in started:
         raise started["error"]
@@ -151,6 +166,20 @@ def ivim(quad_tree: str = ",031332213323322232,", **extra: Any) -> Message:
     }
     properties.update(extra)
     return Message(body=b"\x10ivim", properties=properties, inferred=True)
+
+
+def send_raw(conn: BlockingConnection, address: str, payloads: list[bytes], name: str | None = None) -> list[Delivery]:
+    """Send already-encoded messages as they are (one sender link, named ``name``) and wait for
+    the broker's outcome of each."""
+    sender = conn.create_sender(address, name=name)
+    deliveries = []
+    for i, raw in enumerate(payloads):
+        delivery = sender.link.delivery(f"t{i}")
+        sender.link.send(raw)
+        sender.link.advance()
+        deliveries.append(delivery)
+    conn.wait(lambda: all(d.remote_state for d in deliveries), timeout=10, msg="no dispositions")
+    return deliveries
 
 
 def selector_option(text: str) -> Selector:

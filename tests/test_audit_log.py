@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from proton import Delivery, Message
 from proton.reactor import AtMostOnce
-from proton.utils import BlockingConnection
 
 from broker_harness import (
     BROKER_CN,
@@ -23,6 +22,8 @@ from broker_harness import (
     denm,
     ivim,
     make_pki,
+    running_broker,
+    send_raw,
     start_broker,
     wait_for_records,
 )
@@ -45,11 +46,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPki:
 
 @pytest.fixture
 def broker(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
-    b = start_broker(pki, tmp_path, TARGETS, SOURCES)
-    try:
+    with running_broker(pki, tmp_path, TARGETS, SOURCES) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def records(path: Path, event: str | None = None) -> list[dict[str, Any]]:
@@ -65,18 +63,6 @@ def wait_count(broker: BrokerUnderTest, event: str, count: int, timeout: float =
         found = records(broker.log_path, event)
     assert len(found) == count, found
     return found
-
-
-def send_raw(conn: BlockingConnection, address: str, payloads: list[bytes], name: str | None = None) -> list[Delivery]:
-    sender = conn.create_sender(address, name=name)
-    deliveries = []
-    for i, raw in enumerate(payloads):
-        delivery = sender.link.delivery(f"t{i}")
-        sender.link.send(raw)
-        sender.link.advance()
-        deliveries.append(delivery)
-    conn.wait(lambda: all(d.remote_state for d in deliveries), timeout=10, msg="no dispositions")
-    return deliveries
 
 
 def encoded(message: Message) -> bytes:

@@ -16,7 +16,9 @@ from broker_harness import (
     BrokerUnderTest,
     denm,
     ivim,
+    running_broker,
     selector_option,
+    send_raw,
     start_broker,
     wait_for_records,
 )
@@ -37,11 +39,8 @@ SOURCES = [
 
 @pytest.fixture
 def broker(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
-    b = start_broker(pki, tmp_path, TARGETS, SOURCES)
-    try:
+    with running_broker(pki, tmp_path, TARGETS, SOURCES) as b:
         yield b
-    finally:
-        b.stop()
 
 
 class RawCollector(Handler):
@@ -58,18 +57,6 @@ class RawCollector(Handler):
             link.advance()
             delivery.update(Delivery.ACCEPTED)
             delivery.settle()
-
-
-def send_raw(conn: BlockingConnection, address: str, payloads: list[bytes]) -> list[Delivery]:
-    sender = conn.create_sender(address)
-    deliveries = []
-    for i, raw in enumerate(payloads):
-        delivery = sender.link.delivery(f"t{i}")
-        sender.link.send(raw)
-        sender.link.advance()
-        deliveries.append(delivery)
-    conn.wait(lambda: all(d.remote_state for d in deliveries), timeout=10, msg="no dispositions")
-    return deliveries
 
 
 def receive(conn: BlockingConnection, address: str, count: int, selector: str | None = None,

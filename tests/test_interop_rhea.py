@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from proton import Delivery, Message, byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
-from broker_harness import BROKER_CN, BrokerUnderTest, denm, ivim, start_broker
+from broker_harness import BROKER_CN, BrokerUnderTest, denm, ivim, running_broker, send_raw
 from certs import TestPki
 from certs.tls import TlsFiles
 from interchange.broker.addresses import SourceSpec, TargetSpec
-from test_broker_bi import RawCollector, send_raw
+from test_broker_bi import RawCollector
 
 INTEROP_DIR = Path(__file__).parent / "interop"
 CLIENT = INTEROP_DIR / "rhea_client.js"
@@ -51,11 +51,8 @@ def node_binary() -> str:
 
 @pytest.fixture
 def broker(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
-    b = start_broker(pki, tmp_path, TARGETS, SOURCES)
-    try:
+    with running_broker(pki, tmp_path, TARGETS, SOURCES) as b:
         yield b
-    finally:
-        b.stop()
 
 
 # ------------------------------------------------------------------------------------ rhea runner

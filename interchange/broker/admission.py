@@ -97,7 +97,11 @@ class Admission:
                     else:  # the common case: the messageType's default (IP_033)
                         message.expiry_ms = now_ms + self._default_ttl.get(properties.get("messageType"),
                                                                            self._fallback_ttl)
-                    self._number(message)
+                    # _number, inlined: this is the hot path
+                    self.last_seq = message.seq = self.last_seq + 1
+                    shard_seqs = self._shard_seqs
+                    key = message.shard_key
+                    message.shard_seq = shard_seqs[key] = shard_seqs.get(key, 0) + 1
                     return message
             # invalid, or not handled by C: the Python path decides and words the rejection
         message = self._admit_python(raw, publisher, federated, shard_count, now_ms)
