@@ -62,8 +62,9 @@ Per event
     ``link_lost`` when the link or connection went away first, and the message went back to
     its source).
     ``rejected_message`` (warning, always; IP_016): ``reason`` (also in ``details.reason``).
-    ``dropped_message`` (warning, always): ``source``, ``reason`` (``buffer_full``: the source's
-    bounded buffer evicted its oldest message, IP_032).
+    ``dropped_message`` (warning, always): ``source``, ``reason`` (one of :data:`DROP_REASONS`:
+    ``buffer_full``, the source's bounded buffer evicted its oldest message, IP_032;
+    ``source_deleted``, the source was deleted, e.g. a subscription withdrawn, with it buffered).
     ``expired_message`` (info, always): ``source`` (null when it had expired on arrival), the
     message expired before it was delivered there (IP_033).
     ``unroutable_message`` (info, always): no source took the message.
@@ -103,7 +104,8 @@ OUTCOMES: tuple[str, ...] = typing.get_args(Outcome)
 ExpirySource = Literal["ttl", "absolute-expiry-time", "default"]
 EXPIRY_SOURCES: tuple[str, ...] = typing.get_args(ExpirySource)
 Origin = Literal["local", "federated"]
-DropReason = Literal["buffer_full"]
+DropReason = Literal["buffer_full", "source_deleted"]
+DROP_REASONS: tuple[str, ...] = typing.get_args(DropReason)
 
 
 class LogRecord(BaseModel):

@@ -183,10 +183,15 @@ def test_losses_are_logged_with_every_switch_off(pki: TestPki, tmp_path: Path) -
         unroutable = wait_count(b, "unroutable_message", 1)
         rejected = wait_count(b, "rejected_message", 1)
         publisher.close()
+        b.call(lambda: b.node.addresses.remove("small"))  # e.g. a subscription withdrawn: its buffer goes
+        deleted = [r for r in wait_count(b, "dropped_message", 4 + 199) if r["reason"] == "source_deleted"]
     finally:
         b.stop()
     assert records(b.log_path, "received_message") == [] and records(b.log_path, "sent_message") == []
     assert [d["reason"] for d in dropped] == ["buffer_full"] * 4 and all(d["level"] == "warning" for d in dropped)
+    # 204 DENMs offered, 4 evicted, "short" expired: 199 still buffered when the source went
+    assert [bytes.fromhex(d["bodySha256"]) for d in deleted] == [hashlib.sha256(f"{i}".encode()).digest()
+                                                                  for i in range(4, 203)]
     assert [d["bodySha256"] for d in dropped] == [hashlib.sha256(f"{i}".encode()).hexdigest() for i in range(4)]
     assert [d["shardSeq"] for d in dropped] == [1, 2, 3, 4] and {d["source"] for d in dropped} == {"small"}
     ids = [int(d["messageId"].rsplit("/", 1)[1]) for d in dropped]
@@ -199,7 +204,7 @@ def test_losses_are_logged_with_every_switch_off(pki: TestPki, tmp_path: Path) -
     assert unroutable[0]["messageType"] == "IVIM" and unroutable[0]["address"] == "in"
     assert rejected[0]["reason"] == rejected[0]["details"]["reason"] and "messageType" in rejected[0]["reason"]
     assert rejected[0]["bodySha256"] == hashlib.sha256(b"bad").hexdigest()
-    every = [*dropped, *expired, *unroutable, *rejected]
+    every = [*dropped, *deleted, *expired, *unroutable, *rejected]
     assert len({r["messageId"] for r in every}) == len(every)
     for r in every:
         assert "applicationProperties" not in r and "rawMessageHex" not in r

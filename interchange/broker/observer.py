@@ -134,11 +134,12 @@ class BrokerObserver:
         if self.log is not None:
             self.log.message("expired_message", message, address, source=None)
 
-    def dropped(self, message: BrokerMessage, source: str) -> None:
-        """IP_032: a full source buffer evicted ``message`` (its oldest) undelivered."""
+    def dropped(self, message: BrokerMessage, source: str, reason: str) -> None:
+        """``message`` was lost undelivered from ``source``: a full buffer evicted it (its oldest,
+        IP_032: ``buffer_full``), or the source was deleted with it buffered (``source_deleted``)."""
         self.dropped_count += 1
         if self.log is not None:
-            self.log.message("dropped_message", message, source, source=source, reason="buffer_full")
+            self.log.message("dropped_message", message, source, source=source, reason=reason)
 
     def expired_in(self, message: BrokerMessage, source: str) -> None:
         """IP_033: ``message`` expired in ``source`` before a consumer took it."""

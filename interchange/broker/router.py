@@ -67,6 +67,7 @@ class BrokerCore:
                 if old is not None:
                     self._index.remove(old)
                     del self.sources[address]
+                    old.clear("source_deleted")  # each buffered message is logged as dropped
                     for link in list(old.links):
                         link.close("amqp:resource-deleted", f"source {address!r} was deleted")
                 return

@@ -26,8 +26,9 @@ Matcher = Callable[[dict], bool]
 class LossObserver(Protocol):
     """Told about each message a source loses (implemented by the broker's observer)."""
 
-    def dropped(self, message: BrokerMessage, source: str) -> None:
-        """IP_032: evicted from the full buffer of ``source``."""
+    def dropped(self, message: BrokerMessage, source: str, reason: str) -> None:
+        """Lost undelivered from ``source``: ``buffer_full`` (IP_032: evicted, the oldest) or
+        ``source_deleted`` (still buffered when the source was deleted)."""
 
     def expired_in(self, message: BrokerMessage, source: str) -> None:
         """IP_033: expired in ``source`` before delivery."""
@@ -145,7 +146,7 @@ class Source:
             self._bytes -= old.size
             self.dropped += 1
             if self.observer is not None:
-                self.observer.dropped(old, spec.address)
+                self.observer.dropped(old, spec.address, "buffer_full")
 
     def _try_send(self, message: BrokerMessage) -> int:
         links = self.links
@@ -272,6 +273,11 @@ class Source:
         self._clean = False
         self._evict()
 
-    def clear(self) -> None:
+    def clear(self, reason: str = "source_deleted") -> None:
+        """Drop every buffered message (each reported as dropped for ``reason``)."""
+        if self.observer is not None:
+            for message in self._queue:
+                self.observer.dropped(message, self.spec.address, reason)
+        self.dropped += len(self._queue)
         self._queue.clear()
         self._bytes = 0
