@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import groupby
 from typing import Any
 
 from interchange.broker.validation import validate_application_properties
@@ -99,14 +100,13 @@ def _shard_order(first_deliveries: list[dict[str, Any]], metrics: Metrics) -> No
             links[(r["node"], r.get("process"), r.get("source"), r.get("consumer"), r.get("shardKey"))].append(r)
     for rows in links.values():
         rows.sort(key=lambda r: r["departureMs"])
-        highest, i = None, 0
-        while i < len(rows):  # deliveries in the same millisecond are compared with earlier ones only
-            same = [r for r in rows[i:] if r["departureMs"] == rows[i]["departureMs"]]
+        highest = None
+        for _, group in groupby(rows, key=lambda r: r["departureMs"]):  # one millisecond: compared with earlier ones only
+            same = list(group)
             for r in same:
                 _count(metrics, "IP_128", "shard_order", True, highest is not None and r["shardSeq"] < highest)
             top = max(r["shardSeq"] for r in same)
             highest = top if highest is None else max(highest, top)
-            i += len(same)
 
 
 def _duplicates(received: list[dict[str, Any]], metrics: Metrics) -> None:

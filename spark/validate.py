@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark import parse, property_rules, rules, tables
@@ -56,23 +56,38 @@ class ValidationRun:
         return "\n".join(lines)
 
 
-def _metrics(found: DataFrame, properties_checked: int, ran: set[str]) -> list[RuleMetric]:
-    rows = (found.groupBy("rule", "check", "requirement")
-            .agg(F.first("severity").alias("severity"), F.count_if(F.col("counted")).alias("checked"),
-                 F.count_if(F.col("violated")).alias("violations")).collect())
-    metrics = {(r.rule, r.check): RuleMetric(r.rule, r.check, r.requirement, r.severity, r.checked, r.violations)
-               for r in rows}
-    for check, (rule, severity) in rules.CHECKS.items():  # a check that ran with nothing to check: 0 of 0
-        if rules.CHECK_RULES[check] in ran:
-            metrics.setdefault((rule, check), RuleMetric(rule, check, rules.REQUIREMENTS[rule], severity, 0, 0))
-    if "properties" not in ran:
-        return sorted(metrics.values(), key=lambda m: (m.rule, m.check))
-    for requirement in property_rules.REQUIREMENTS:  # every table requirement, with or without findings
-        known = metrics.get((requirement, "properties"))
-        metrics[(requirement, "properties")] = RuleMetric(
-            requirement, "properties", rules.REQUIREMENTS[requirement], "error", properties_checked,
-            known.violations if known else 0)
-    return sorted(metrics.values(), key=lambda m: (m.rule, m.check))
+def _checks_run(rule_set: Sequence[rules.Rule]) -> list[tuple[str, str, str]]:
+    """(rule, check, severity) of every metric the rules in ``rule_set`` produce, found or not."""
+    ran = {rule.__name__ for rule in rule_set}
+    checks = [(rule, check, severity) for check, (rule, severity) in rules.CHECKS.items()
+              if rules.CHECK_RULES[check] in ran]
+    if "properties" in ran:
+        checks += [(requirement, "properties", "error") for requirement in property_rules.REQUIREMENTS]
+    return checks
+
+
+def _metric_columns(checks: Sequence[tuple[str, str, str]]) -> list[Column]:
+    """Two counts (checked, violations) per (rule, check), evaluated while the violations are written.
+
+    An observation (``DataFrame.observe``) aggregates the candidates on their way to the writer, so
+    every rule's candidates are computed once and never stored (no cache of the candidates, no
+    second pass to count them).
+    """
+    columns = []
+    for rule, check, _ in checks:
+        this = F.col("check") == check
+        if check == "properties":  # the table checks: one candidate per finding, rule = its requirement
+            this = this & (F.col("rule") == rule)
+        columns += [F.count_if(this & F.col("counted")).alias(f"{rule}/{check}/checked"),
+                    F.count_if(this & F.col("violated")).alias(f"{rule}/{check}/violations")]
+    return columns
+
+
+def _metrics(observed: dict[str, int], checks: Sequence[tuple[str, str, str]], properties_checked: int) -> list[RuleMetric]:
+    metrics = [RuleMetric(rule, check, rules.REQUIREMENTS[rule], severity,
+                          properties_checked if check == "properties" else observed[f"{rule}/{check}/checked"],
+                          observed[f"{rule}/{check}/violations"]) for rule, check, severity in checks]
+    return sorted(metrics, key=lambda m: (m.rule, m.check))
 
 
 def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: str,
@@ -81,18 +96,18 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     layout = Layout(output)
     run_ms = time.time_ns() // 1_000_000
     run_id = run_id or dt.datetime.fromtimestamp(run_ms / 1000, dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    checks = _checks_run(rule_set)
     m = messages.select(*rules.INPUT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        # the candidates feed two outputs (violations, metrics): computed once, every rule's window once
-        found = rules.all_candidates(m, rule_set).persist(StorageLevel.MEMORY_AND_DISK)
+        observation = Observation(f"rule-metrics-{run_id}-{time.time_ns()}")  # unique per run in the session
+        found = rules.all_candidates(m, rule_set).observe(observation, *_metric_columns(checks))
         violations = found.where("violated").select(
             F.lit(run_id).alias("runId"), F.lit(run_ms).cast("long").alias("runMs"),
             *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]])
         violations.write.mode("append").parquet(layout.violations)
         properties_checked = m.where((F.col("event") == "received_message")
                                      & F.col("applicationProperties").isNotNull()).count()
-        metrics = _metrics(found, properties_checked, {rule.__name__ for rule in rule_set})
-        found.unpersist()
+        metrics = _metrics(observation.get, checks, properties_checked)
     finally:
         m.unpersist()
     rows = [(run_id, run_ms, input_name, x.rule, x.check, x.requirement, x.severity, x.checked, x.violations)
