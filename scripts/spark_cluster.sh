@@ -45,4 +45,4 @@ EOF
   | tail -n 1
 "$SPARK_HOME/bin/spark-submit" --master "$master" --conf spark.driver.host=127.0.0.1 spark/submit.py \
   validate --input "$work/out" --output "$work/out" --run-id spark-submit 2>/dev/null | tail -n 1
-grep -c 'Launching executor' "$work/worker-1.log" "$work/worker-2.log" | sed 's/^/spark_cluster: executors launched by /'
+grep -c 'Asked to launch executor' "$work/worker-1.log" "$work/worker-2.log" | sed 's/^/spark_cluster: executors launched by /'
