@@ -215,7 +215,8 @@ async def test_bi_connection_loss_loses_no_acknowledged_message(
         count = 200
         for i in range(count):
             await backoffice.publish("DENM", DENM_KEY, b"n%d" % i)
-            if i in (50, 120):
+            if i in (50, 120):  # two separate losses: the second only once the first was reconnected
+                await wait_for(lambda: node.if2.bi.connects == 1 + (i == 120), "the BI link to be connected")
                 node.if2.bi._connection.abort()  # the TCP connection drops, no AMQP close
         seen: set[bytes] = set()
         while len(seen) < count:
