@@ -280,9 +280,16 @@ class ReloadingTls:
         """Build a new context now (from ``files`` if given); errors propagate."""
         if files is not None:
             self._files = files
+        return self.install(self.build())
+
+    def build(self) -> tuple[tuple[object, ...], ssl.SSLContext]:
+        """A context from the files as they are now, not yet in use (see :meth:`install`); errors propagate."""
         stamp = self._fingerprint()
-        self._context = build_context(self._files, self._role, check_hostname=self._check_hostname)
-        self._stamp, self._failed_stamp = stamp, None
+        return stamp, build_context(self._files, self._role, check_hostname=self._check_hostname)
+
+    def install(self, built: tuple[tuple[object, ...], ssl.SSLContext]) -> ssl.SSLContext:
+        """Use a context from :meth:`build` for every new connection from now on."""
+        (self._stamp, self._context), self._failed_stamp = built, None
         return self._context
 
     def current(self) -> ssl.SSLContext:

@@ -1,5 +1,7 @@
 """Starting and stopping the Improved Interface inside a node (same process and event loop as the
-broker, its own HTTPS port)."""
+broker, its own HTTPS port). Its TLS contexts are the node's (:class:`~certs.node_tls.NodeTls`):
+a reload applies to its new connections, and :meth:`RunningII.close_revoked` closes the open
+ones whose client certificate a reloaded CRL revokes (issue 11)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +9,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from certs.tls import ReloadingTls, TlsFiles
+from certs.node_tls import NodeTls
+from certs.revocation import Revocations
 from ii_api.config import IIConfig
 from ii_api.doors import AddressBookDoor, EventSink, ImportSink
 from ii_api.server import start_server
@@ -27,6 +30,25 @@ class RunningII:
     runner: web.AppRunner
     store: AsyncStore
 
+    def close_revoked(self, revocations: Revocations) -> int:
+        """Close the open HTTPS connections (keep-alive included) whose client certificate
+        ``revocations`` lists; each is logged. Returns how many were closed."""
+        server = self.runner.server
+        closed = 0
+        for handler in server.connections if server is not None else ():
+            transport = handler.transport
+            ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            entry = revocations.lookup(der) if der else None
+            if entry is None or transport is None:
+                continue
+            self.service.event("warning", "connection_revoked", {
+                "interface": "ii", "peer": str(transport.get_extra_info("peername")), "reason": entry.describe()})
+            handler.force_close()  # no further request on this connection
+            transport.close()
+            closed += 1
+        return closed
+
     async def close(self) -> None:
         try:
             await self.service.close()
@@ -37,7 +59,7 @@ class RunningII:
                 await self.store.close()
 
 
-async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, files: TlsFiles, addresses: AddressBookDoor,
+async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, tls: NodeTls, addresses: AddressBookDoor,
                    core: ImportSink, amqps_ports: list[int], placement: Placement,
                    event: EventSink | None = None) -> RunningII:
     """Open the store in ``data_dir``, restore the state (broker addresses included), listen, start
@@ -47,13 +69,11 @@ async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, files: TlsFile
     process k is advertised on public_port + k."""
     store = await AsyncStore.for_data_dir(data_dir).open()
     try:
-        client_tls = ReloadingTls(files, "client")
         service = IIService(name=name, config=ii, store=store, addresses=addresses, core=core,
-                            client_context=client_tls.current, amqp_host=ii.public_host or name,
+                            client_context=tls.client.current, amqp_host=ii.public_host or name,
                             amqp_ports=[ii.public_port + k for k in range(len(amqps_ports))] if ii.public_port
                             else amqps_ports, placement=placement, event=event)
-        server_tls = ReloadingTls(files, "server")  # a new CRL applies to new connections
-        runner, port = await start_server(service, ii.host, ii.port, server_tls.listener_context(),
+        runner, port = await start_server(service, ii.host, ii.port, tls.server.listener_context(),
                                           max_body_bytes=ii.max_body_bytes)
         try:
             await service.start()

@@ -5,16 +5,22 @@
   body ``{"level": "debug|info|warning|error", "properties": bool, "payload": bool, "raw": bool}``
   (any subset; ``raw`` logs whole encoded messages as hex, for byte-exact replay).
 - ``GET /sources``: sources with their depth, consumers and drop counters.
+- ``POST /tls/reload``: re-read certificate, key, trust bundle and CRLs (as SIGHUP does, issue 11):
+  200 with what is now in use and how many connections the new CRLs closed; 422 with the reason
+  if a file is unusable (the previous settings stay in use).
 Errors are JSON: ``{"error": "..."}`` with a 4xx status.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
+from certs.node_tls import TlsReloadError
 from interchange.broker.metrics import broker_registry
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
@@ -25,9 +31,13 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
+TlsReloader = Callable[[], Awaitable[dict[str, Any]]]
+
+
 def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
-              registry: CollectorRegistry | None = None) -> web.Application:
-    """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None."""
+              registry: CollectorRegistry | None = None, reload_tls: TlsReloader | None = None) -> web.Application:
+    """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None.
+    ``reload_tls``: the node's TLS reload (``POST /tls/reload`` answers 404 without one)."""
     registry = registry if registry is not None else broker_registry(core, server)
 
     async def metrics(_: web.Request) -> web.Response:
@@ -59,17 +69,27 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
              "dropped": s.dropped, "expired": s.expired, "delivered": s.delivered, "selector": s.spec.selector}
             for address, s in core.sources.items()])
 
+    async def tls_reload(_: web.Request) -> web.Response:
+        if reload_tls is None:
+            return _error(404, "this node has no [tls] section: there is nothing to reload")
+        try:
+            return web.json_response(await reload_tls())
+        except TlsReloadError as exc:
+            return _error(422, str(exc))
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/log", get_log)
     app.router.add_put("/log", put_log)
     app.router.add_get("/sources", sources)
+    app.router.add_post("/tls/reload", tls_reload)
     return app
 
 
-async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServer,
-                      log: JsonLog, registry: CollectorRegistry | None = None) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(admin_app(core, server, log, registry), access_log=None)
+async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServer, log: JsonLog,
+                      registry: CollectorRegistry | None = None,
+                      reload_tls: TlsReloader | None = None) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(admin_app(core, server, log, registry, reload_tls), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -1,6 +1,10 @@
 """The node runtime: builds the broker and, when configured, the Improved Interface from a
 :class:`NodeConfig` and runs them in one asyncio event loop.
 
+TLS settings are reloaded without a restart (issue 11): SIGHUP, or ``POST /tls/reload`` on the
+admin endpoint, re-reads certificate, key, trust bundle and CRLs in every broker process, for new
+connections on BI and II; open connections stay, except those the new CRLs revoke (closed, logged).
+
 Start-up and shutdown go through one exit stack (issue 10): every part that starts registers
 how it stops, so a start that fails half way (the admin port taken, a bridge that cannot
 connect) stops what had started, in reverse order, before the error reaches the caller; nothing
@@ -17,8 +21,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from certs.tls import ReloadingTls, TlsFiles, certificate_lifetime_problem
-from ii_api.runtime import start_ii
+from certs.node_tls import NodeTls, TlsReloadError
+from certs.tls import TlsFiles, certificate_lifetime_problem
+from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
 from interchange.admin import start_admin
 from interchange.bridges.tlex.bridge import TlexBridge, TlexCollector
@@ -48,6 +53,8 @@ class RunningNode:
     admin_port: int | None = None
     ii: IIService | None = None
     ii_port: int | None = None
+    ii_runtime: RunningII | None = None
+    tls: NodeTls | None = None  #: this process's TLS contexts (BI and II, server and client side)
     placement: Placement = Placement()
     workers: BrokerProcesses | None = None  #: broker processes 1..N-1 (process 0 only)
     #: AMQPS ports of broker processes 0..N-1 (this process first); see interchange.broker.placement
@@ -61,6 +68,24 @@ class RunningNode:
 
     async def close(self) -> None:
         await self._exit.aclose()
+
+    async def reload_tls(self) -> dict[str, Any]:
+        """Re-read the TLS files here and in the broker processes; close the connections the new
+        CRLs revoke. Raises TlsReloadError (logged) with the reason if the files are unusable."""
+        if self.tls is None:
+            raise TlsReloadError("this node has no [tls] section: there is nothing to reload")
+        try:
+            reloaded = await asyncio.to_thread(self.tls.reload)  # file reads and key checks, off the loop
+        except TlsReloadError as exc:
+            self.log.event("error", "tls_reload_failed", {"error": str(exc), "process": self.placement.index})
+            raise
+        closed = {"bi": self.server.close_revoked(reloaded.revocations),
+                  "ii": self.ii_runtime.close_revoked(reloaded.revocations) if self.ii_runtime is not None else 0}
+        notified = self.workers.reload_tls() if self.workers is not None else 0
+        summary = {**reloaded.summary(), "closed": closed, "process": self.placement.index,
+                   "broker_processes_notified": notified}
+        self.log.event("info", "tls_reloaded", summary)
+        return summary
 
 
 def tls_files(config: NodeConfig) -> TlsFiles:
@@ -121,8 +146,9 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     exit_stack.push_async_callback(server.close)
     node = RunningNode(config, addresses, core, server, log, placement=placement, _exit=exit_stack)
     if config.tls is not None:
-        tls = ReloadingTls(tls_files(config), "server")  # a new CRL applies to new connections
-        node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port, tls.listener_context())
+        node.tls = NodeTls(tls_files(config), config.tls.max_certificate_days)
+        node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port,
+                                                  node.tls.server.listener_context())
     if config.broker.plain_port is not None:
         if not config.broker.plain_identity:
             raise ValueError("broker.plain_port needs broker.plain_identity (the identity of plain connections)")
@@ -133,7 +159,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     if config.admin.port is not None:
         node.metrics = broker_registry(core, server)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
-                                                    node.metrics)
+                                                    node.metrics, node.reload_tls)
         node._exit.push_async_callback(runner.cleanup)
     if main and placement.processes > 1:
         workers = await BrokerProcesses.start(config.model_dump(mode="json"), placement.processes, addresses, log)
@@ -147,12 +173,12 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
         node.amqps_ports = [node.amqps_port] if node.amqps_port is not None else []
         node.amqp_ports = [node.amqp_port] if node.amqp_port is not None else []
     if config.ii is not None:
-        if config.tls is None or node.amqps_port is None:
+        if node.tls is None or node.amqps_port is None:
             raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
                              "and advertises the AMQPS listener")
-        running_ii = await start_ii(config.name, config.ii, config.data_dir, tls_files(config), addresses, core,
+        running_ii = await start_ii(config.name, config.ii, config.data_dir, node.tls, addresses, core,
                                     node.amqps_ports, placement, log.event)
-        node.ii, node.ii_port = running_ii.service, running_ii.port
+        node.ii, node.ii_port, node.ii_runtime = running_ii.service, running_ii.port, running_ii
         node._exit.push_async_callback(running_ii.close)
     if config.tlex is not None and main:
         await _start_tlex(node)
@@ -209,14 +235,27 @@ async def _start_if2(node: RunningNode) -> None:
     node.if2 = bridge
 
 
+async def _reload_tls_logged(node: RunningNode) -> None:
+    """SIGHUP: reload; a failure is in the log already (tls_reload_failed), the node keeps running."""
+    with contextlib.suppress(TlsReloadError):
+        await node.reload_tls()
+
+
 async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
-    """Run a node until SIGINT/SIGTERM."""
+    """Run a node until SIGINT/SIGTERM; SIGHUP reloads its TLS files (issue 11)."""
     node = await start_node(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    reloads: set[asyncio.Task[None]] = set()  # the running reload tasks, kept until done
+
+    def hangup() -> None:
+        task = loop.create_task(_reload_tls_logged(node))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    for sig, handler in ((signal.SIGINT, stop.set), (signal.SIGTERM, stop.set), (signal.SIGHUP, hangup)):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, handler)
     ports = ", ".join(map(str, node.amqps_ports)) if len(node.amqps_ports) > 1 else node.amqps_port
     print(f"interchange {config.name}: AMQPS port {ports}, plain AMQP port {node.amqp_port}, "
           f"admin port {node.admin_port}, II (HTTPS) port {node.ii_port}", flush=True)

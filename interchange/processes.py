@@ -18,7 +18,7 @@ import sys
 
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
-                                        Remove, Start)
+                                        ReloadTls, Remove, Start)
 from interchange.message_log import JsonLog
 from interchange.timing import backoff_s
 
@@ -60,7 +60,7 @@ class _Worker:
             raise
         return worker, ready
 
-    def send(self, message: Start | PutTarget | PutSource | Remove | LogChange) -> None:
+    def send(self, message: Start | PutTarget | PutSource | Remove | LogChange | ReloadTls) -> None:
         stdin = self.process.stdin
         if stdin is not None and not stdin.is_closing():
             stdin.write(self.codec.encode(message))
@@ -167,7 +167,12 @@ class BrokerProcesses:
         else:
             self._broadcast(PutSource(spec=spec))
 
-    def _broadcast(self, message: PutTarget | PutSource | Remove | LogChange) -> None:
+    def reload_tls(self) -> int:
+        """Ask every running worker to reload its TLS files (it logs the outcome); how many were asked."""
+        self._broadcast(ReloadTls())
+        return len(self._workers)
+
+    def _broadcast(self, message: PutTarget | PutSource | Remove | LogChange | ReloadTls) -> None:
         for worker in self._workers.values():
             worker.send(message)
 

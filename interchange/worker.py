@@ -7,7 +7,7 @@ on its original stdout (everything else it prints goes to stderr). It runs the s
 the node process, on port + k, with its own log file and admin endpoint, serving the targets
 :class:`~interchange.broker.placement.Placement` gives it and a copy of every source. It stops
 when stdin closes (the node stopped or died) or on SIGTERM; SIGINT is left to the node, which
-stops its workers itself.
+stops its workers itself, and so is SIGHUP (the node reloads TLS and sends ``reload_tls``).
 """
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from certs.node_tls import TlsReloadError
 from interchange.broker.addresses import AddressError
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
-                                        Remove, Start)
+                                        ReloadTls, Remove, Start)
 from interchange.broker.placement import Placement
 from interchange.config import NodeConfig
 from interchange.node import RunningNode, start_node
@@ -64,10 +65,13 @@ async def _read_start(reader: asyncio.StreamReader, codec: ControlCodec) -> list
     return pending
 
 
-def apply(node: RunningNode, message: object) -> None:
-    """One control message after ``start``: the node's address book or log settings, mirrored."""
+async def apply(node: RunningNode, message: object) -> None:
+    """One control message after ``start``: the node's address book or log settings, mirrored, or a
+    TLS reload (its outcome is logged by the reload)."""
     try:
         match message:
+            case ReloadTls():
+                await node.reload_tls()
             case PutTarget(spec=spec):
                 node.addresses.put_target(spec)
             case PutSource(spec=spec):
@@ -80,13 +84,15 @@ def apply(node: RunningNode, message: object) -> None:
                 node.log.event("error", "control_message_ignored", {"op": getattr(message, "op", None)})
     except AddressError as exc:  # the node checked it already: a mirror out of step
         node.log.event("error", "control_message_failed", {"error": str(exc)})
+    except TlsReloadError:
+        pass  # logged as tls_reload_failed; this process keeps its previous TLS settings
 
 
 async def _follow(node: RunningNode, reader: asyncio.StreamReader, codec: ControlCodec,
                   pending: list[object]) -> None:
     """Apply the control messages that came with ``start``, then every later one until stdin closes."""
     for message in pending:
-        apply(node, message)
+        await apply(node, message)
     while data := await reader.read(65536):
         try:
             messages = codec.feed(data)
@@ -94,7 +100,7 @@ async def _follow(node: RunningNode, reader: asyncio.StreamReader, codec: Contro
             node.log.event("error", "control_channel_broken", {"error": str(exc)})
             return
         for message in messages:
-            apply(node, message)
+            await apply(node, message)
 
 
 async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> int:
@@ -144,6 +150,7 @@ async def _main() -> int:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the node reloads TLS and tells its workers (reload_tls)
     sys.exit(asyncio.run(_main()))
 
 

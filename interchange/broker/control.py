@@ -8,7 +8,9 @@ messages and messages into bytes; the asyncio code in :mod:`interchange.processe
 
 Parent -> worker: ``start`` (the node config, the worker's index and, for a restart, the ports
 it had), ``put_target``,
-``put_source``, ``remove``, ``log`` (new log settings, IP_138 switched at run time).
+``put_source``, ``remove``, ``log`` (new log settings, IP_138 switched at run time),
+``reload_tls`` (re-read certificate, key, trust bundle and CRLs; close connections the new CRLs
+revoke: issue 11).
 Worker -> parent: ``ready`` (the ports it listens on) or ``failed`` (why it could not start).
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.message_log import LogSettings
 
 __all__ = ["ControlCodec", "ControlError", "ControlMessage", "Failed", "LogChange", "PutSource", "PutTarget",
-           "Ready", "Remove", "Start"]
+           "Ready", "ReloadTls", "Remove", "Start"]
 
 MAX_LINE = 16 * 1024 * 1024  #: a config or spec never comes near this; a longer line is a broken peer
 
@@ -66,12 +68,16 @@ class LogChange(_Message):
     settings: LogSettings
 
 
+class ReloadTls(_Message):
+    op: Literal["reload_tls"] = "reload_tls"
+
+
 class Failed(_Message):
     op: Literal["failed"] = "failed"
     reason: str
 
 
-ControlMessage = Annotated[Start | PutTarget | PutSource | Remove | LogChange | Ready | Failed,
+ControlMessage = Annotated[Start | PutTarget | PutSource | Remove | LogChange | ReloadTls | Ready | Failed,
                            Field(discriminator="op")]
 _ADAPTER: TypeAdapter[ControlMessage] = TypeAdapter(ControlMessage)
 

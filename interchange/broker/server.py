@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from certs.errors import PeerIdentityError
+from certs.revocation import Revocations
 from certs.tls import certificate_lifetime_problem, peer_common_name
 from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimits
 from interchange.broker.router import BrokerCore
@@ -215,6 +216,22 @@ class AmqpConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def peer_certificate(self) -> bytes | None:
+        """The verified peer certificate (DER) of a TLS connection, None for plain ones."""
+        if self._tls is None or not self._tls.established:
+            return None
+        return self._tls.ssl_object.getpeercert(binary_form=True)
+
+    def close_revoked(self, reason: str) -> None:
+        """The peer's certificate was revoked after the handshake: AMQP close with
+        ``amqp:unauthorized-access`` (clients see why), close_notify, then the socket."""
+        if self.engine is not None:
+            self.engine.close("amqp:unauthorized-access", reason)
+            out = self.engine.take_output()
+            if out:
+                self._write(out)
+        self._close()
+
 
 class BrokerServer:
     """Listening sockets and the set of live connections of one broker process."""
@@ -293,6 +310,21 @@ class BrokerServer:
             self._dirty.discard(connection)
             self.event("info", "disconnect", {"peer": connection.peer, "identity": connection.identity,
                                               "error": str(exc) if exc else None})
+
+    def close_revoked(self, revocations: Revocations) -> int:
+        """Close every open connection whose peer certificate ``revocations`` lists (a CRL reloaded
+        while it was connected: issue 11); each is logged. Returns how many were closed."""
+        closed = 0
+        for connection in list(self.connections):
+            der = connection.peer_certificate()
+            entry = revocations.lookup(der) if der else None
+            if entry is None:
+                continue
+            self.event("warning", "connection_revoked", {"interface": "bi", "peer": connection.peer,
+                                                         "identity": connection.identity, "reason": entry.describe()})
+            connection.close_revoked(entry.describe())
+            closed += 1
+        return closed
 
     def mark_dirty(self, connection: AmqpConnection) -> None:
         self._dirty.add(connection)

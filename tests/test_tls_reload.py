@@ -1,0 +1,220 @@
+"""Issue 11: certificates and CRLs without a restart. A reload (admin ``POST /tls/reload``, SIGHUP)
+applies new certificate, key and CRLs to new connections on BI and II; open connections stay,
+except those whose certificate the new CRL revokes (closed with a reason, logged)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from cryptography import x509
+from proton import ConnectionException
+from proton.utils import BlockingConnection, LinkDetached
+
+from broker_harness import tls_exchange
+from certs import TestPki
+from certs.revocation import Revocations
+from certs.tls import TlsFiles, client_context
+from ii_harness import WAIT_S, Https, amqp_connect, node_config, start, wait_for
+from interchange.config import AdminConfig, NodeConfig
+from interchange.node import RunningNode
+from pki_fixtures import ACTOR, SERVER
+
+OTHER_ACTOR = "actor-2"
+
+
+def log_records(path: Path, event: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["event"] == event]
+
+
+async def logged(path: Path, event: str, count: int = 1) -> list[dict[str, Any]]:
+    """The ``event`` records once at least ``count`` are written (the log is written by its own thread)."""
+    def enough() -> list[dict[str, Any]] | None:
+        found = log_records(path, event)
+        return found if len(found) >= count else None
+
+    return await wait_for(enough, f"{count} {event} record(s) in {path.name}")
+
+
+def admin_config(pki: TestPki, workdir: Path, **broker: Any) -> NodeConfig:
+    config = node_config(pki, SERVER, workdir)
+    return config.model_copy(update={"admin": AdminConfig(host="127.0.0.1", port=0),
+                                     "broker": config.broker.model_copy(update=broker)})
+
+
+async def post_reload(node: RunningNode) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"http://127.0.0.1:{node.admin_port}/tls/reload") as response:
+            return response.status, await response.json()
+
+
+def still_open(connection: BlockingConnection) -> str:
+    """Use the connection: an attach to an unknown address is refused on a live connection
+    (amqp:not-found); on a closed one the close's condition comes back instead."""
+    try:
+        connection.create_receiver("no-such-source")
+    except (LinkDetached, ConnectionException) as exc:
+        return str(exc)
+    return "attached"
+
+
+def sasl_answered(port: int, pki: TestPki, cn: str) -> bool:
+    """Whether a new TLS connection as ``cn`` gets as far as the broker's SASL header."""
+    data, _closed = tls_exchange(port, client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False), check_hostname=False),
+                                 b"AMQP\x03\x01\x00\x00")
+    return data.startswith(b"AMQP")
+
+
+def served_serial(port: int, pki: TestPki, cn: str) -> int:
+    """The serial of the certificate the node presents to a new connection now."""
+    context = client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False))
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as raw:
+        with context.wrap_socket(raw, server_hostname=SERVER) as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+async def test_reloaded_crl_closes_only_the_revoked_connections(pki_fresh: TestPki, tmp_path: Path) -> None:
+    node = await start(admin_config(pki_fresh, tmp_path))
+    assert node.amqps_port is not None
+    revoked_bi = await asyncio.to_thread(amqp_connect, pki_fresh, ACTOR, node.amqps_port, SERVER)
+    kept_bi = await asyncio.to_thread(amqp_connect, pki_fresh, OTHER_ACTOR, node.amqps_port, SERVER)
+    revoked_ii, kept_ii = Https(pki_fresh, ACTOR, node), Https(pki_fresh, OTHER_ACTOR, node)
+    try:
+        assert (await revoked_ii.get(f"/{ACTOR}/capabilities"))[0] == 200  # keep-alive connections to the II
+        assert (await kept_ii.get(f"/{OTHER_ACTOR}/capabilities"))[0] == 200
+        pki_fresh.pki.revoke(pki_fresh.identity(ACTOR).serial)
+
+        status, body = await post_reload(node)
+
+        assert status == 200, body
+        assert body["closed"] == {"bi": 1, "ii": 1} and body["revoked_serials"] == 1
+        assert body["certificate"]["serial"] == f"{pki_fresh.identity(SERVER).serial:#x}"
+        await wait_for(lambda: {c.identity for c in node.server.connections} == {OTHER_ACTOR},
+                       "the revoked actor's BI connection to close")
+        assert "unauthorized-access" in await asyncio.to_thread(still_open, revoked_bi)
+        assert "not-found" in await asyncio.to_thread(still_open, kept_bi)  # alive: its attach got an answer
+        with pytest.raises(aiohttp.ClientError):  # a new handshake: the new CRL refuses it
+            await revoked_ii.get(f"/{ACTOR}/capabilities")
+        assert (await kept_ii.get(f"/{OTHER_ACTOR}/capabilities"))[0] == 200
+        assert not await asyncio.to_thread(sasl_answered, node.amqps_port, pki_fresh, ACTOR)  # new CRL: refused
+        revoked = await logged(tmp_path / "node.log", "connection_revoked", 2)
+        assert sorted(r["details"]["interface"] for r in revoked) == ["bi", "ii"]
+        assert all("revoked by the CRL of" in r["details"]["reason"] for r in revoked)
+        assert (await logged(tmp_path / "node.log", "tls_reloaded"))[0]["details"]["closed"] == {"bi": 1, "ii": 1}
+    finally:
+        await asyncio.to_thread(kept_bi.close)
+        await revoked_ii.close()
+        await kept_ii.close()
+        await node.close()
+
+
+async def test_rotated_certificate_serves_new_connections_and_keeps_open_ones(pki_fresh: TestPki,
+                                                                               tmp_path: Path) -> None:
+    node = await start(admin_config(pki_fresh, tmp_path))
+    assert node.amqps_port is not None
+    before = pki_fresh.identity(SERVER).serial
+    connection = await asyncio.to_thread(amqp_connect, pki_fresh, ACTOR, node.amqps_port, SERVER)
+    try:
+        rotated = pki_fresh.pki.issue_server(SERVER)  # new key and certificate, same files
+        status, body = await post_reload(node)
+        assert status == 200, body
+        assert body["certificate"]["serial"] == f"{rotated.serial:#x}" != f"{before:#x}"
+        assert body["closed"] == {"bi": 0, "ii": 0}
+        assert await asyncio.to_thread(served_serial, node.amqps_port, pki_fresh, ACTOR) == rotated.serial
+        assert node.ii_port is not None
+        assert await asyncio.to_thread(served_serial, node.ii_port, pki_fresh, ACTOR) == rotated.serial
+        assert "not-found" in await asyncio.to_thread(still_open, connection)  # the open connection stayed
+    finally:
+        await asyncio.to_thread(connection.close)
+        await node.close()
+
+
+async def test_unusable_files_keep_the_previous_settings(pki_fresh: TestPki, tmp_path: Path) -> None:
+    node = await start(admin_config(pki_fresh, tmp_path))
+    assert node.amqps_port is not None
+    crl = pki_fresh.crls[0]
+    good = crl.read_bytes()
+    try:
+        crl.write_bytes(good[: len(good) // 2])  # a CRL cut short while being copied
+        status, body = await post_reload(node)
+        assert status == 422 and "previous settings stay in use" in body["error"] and str(crl) in body["error"]
+        assert await logged(tmp_path / "node.log", "tls_reload_failed")
+        connection = await asyncio.to_thread(amqp_connect, pki_fresh, ACTOR, node.amqps_port, SERVER)
+        await asyncio.to_thread(connection.close)  # new connections are still served
+
+        crl.write_bytes(good)
+        other_key = pki_fresh.identity(OTHER_ACTOR).key.read_bytes()
+        server_key = pki_fresh.identity(SERVER).key
+        own_key = server_key.read_bytes()
+        server_key.write_bytes(other_key)  # a key that does not belong to the certificate
+        status, body = await post_reload(node)
+        assert status == 422 and "previous settings stay in use" in body["error"]
+        server_key.write_bytes(own_key)
+        assert (await post_reload(node))[0] == 200
+    finally:
+        await node.close()
+
+
+def test_revocations_match_issuer_and_serial(pki_fresh: TestPki) -> None:
+    actor = x509.load_pem_x509_certificate(pki_fresh.identity(ACTOR).chain.read_bytes())
+    other = x509.load_pem_x509_certificate(pki_fresh.identity(OTHER_ACTOR).chain.read_bytes())
+    assert Revocations.load(pki_fresh.crls).lookup(actor) is None
+    pki_fresh.pki.revoke(actor.serial_number, reason="key_compromise")
+    revocations = Revocations.load(pki_fresh.crls)
+    entry = revocations.lookup(actor)
+    assert entry is not None and entry.serial == actor.serial_number and entry.reason == "key_compromise"
+    assert revocations.lookup(other) is None
+    root_listed = Revocations.load([pki_fresh.pki.crl_path("root")])  # another issuer's CRL
+    assert root_listed.lookup(actor) is None
+    with pytest.raises(ValueError, match="no PEM CRL"):
+        Revocations.load([pki_fresh.trust_bundle])
+
+
+def test_sighup_reloads_every_broker_process(pki_fresh: TestPki, tmp_path: Path) -> None:
+    """A node with two broker processes, run as operators run it: SIGHUP reloads both; the revoked
+    actor's connection to broker process 1 is closed by that process."""
+    config = admin_config(pki_fresh, tmp_path, processes=2)
+    config_path = tmp_path / "node.json"
+    config_path.write_text(config.model_dump_json(), encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "AMQPS port" in line, line + (process.stderr.read() if process.poll() is not None and process.stderr else "")
+        worker_port = int(line.split("AMQPS port ")[1].split(",")[1])
+        connection = amqp_connect(pki_fresh, ACTOR, worker_port, SERVER)
+        pki_fresh.pki.revoke(pki_fresh.identity(ACTOR).serial)
+        os.kill(process.pid, signal.SIGHUP)
+        worker_log = tmp_path / "node.p1.log"
+        deadline = time.monotonic() + WAIT_S
+        while not (revoked := log_records(worker_log, "connection_revoked")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "unauthorized-access" in still_open(connection)
+        assert [r["details"]["identity"] for r in revoked] == [ACTOR]
+        main = log_records(tmp_path / "node.log", "tls_reloaded")
+        assert main and main[0]["details"]["broker_processes_notified"] == 1
+        assert log_records(worker_log, "tls_reloaded")[0]["details"]["closed"]["bi"] == 1
+        assert process.poll() is None  # SIGHUP did not stop the node
+        assert not sasl_answered(worker_port, pki_fresh, ACTOR)
+        assert sasl_answered(worker_port, pki_fresh, OTHER_ACTOR)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
