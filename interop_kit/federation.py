@@ -82,7 +82,7 @@ def load_state(directory: Path) -> FederationState:
         raise FederationError(f"{path} is not a federation state file: {exc}") from None
 
 
-def _save(state: FederationState) -> None:
+def save_state(state: FederationState) -> None:
     path = Path(state.directory) / STATE_FILE
     path.write_text(state.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
@@ -154,14 +154,14 @@ def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns_port: i
     }
 
 
-def _spawn_node(node: NodeState) -> int:
+def spawn_node(node: NodeState) -> int:
     with Path(node.log).with_name("stdout.log").open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", node.config],
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return process.pid
 
 
-def _wait_up(state: FederationState) -> None:
+def wait_up(state: FederationState) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     for node in state.nodes:
         while not (_listening(node.address, node.ii_port) and _listening(node.address, node.amqps_port)):
@@ -197,21 +197,21 @@ def up(directory: Path, count: int = 3, *, domain: str = "federation.test", pref
     dns_port, dns_pid = _dnsmasq(directory, domain, nodes, kit)
     state = FederationState(directory=str(directory), domain=domain, dns_port=dns_port, dns_pid=dns_pid,
                             kit_name=kit, pki=str(pki.directory), nodes=nodes)
-    _save(state)
+    save_state(state)
     try:
         for node in nodes:
             config = _node_config(node, Path(node.config).parent, pki, domain, dns_port)
             Path(node.config).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-            node.pid = _spawn_node(node)
-            _save(state)
-        _wait_up(state)
+            node.pid = spawn_node(node)
+            save_state(state)
+        wait_up(state)
         first = nodes[0]
         state.delivery_address = asyncio.run(register_demo_datasets(directory, ACTOR, first.name, first.ii_port,
                                                                     first.address))
         traffic = demo_traffic()
         (directory / "traffic.json").write_text(json.dumps({"selector": traffic.selector, "matching": traffic.matching,
                                                             "mismatching": traffic.mismatching}, indent=2) + "\n")
-        _save(state)
+        save_state(state)
     except BaseException:
         down(directory)
         raise
@@ -238,7 +238,7 @@ def down(directory: Path) -> FederationState:
         node.pid = None
     _stop(state.dns_pid, "dnsmasq")
     state.dns_pid = None
-    _save(state)
+    save_state(state)
     return state
 
 
