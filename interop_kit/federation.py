@@ -1,18 +1,20 @@
 """``interchange federation up|down|status``: a test federation operators can start and point the kit at.
 
-N interchanges (default 3) ``ixc-<k>.<domain>``, each a separate ``interchange broker`` process on
-its own loopback address (``<prefix>.<k>``, e.g. 127.0.10.1; Linux routes all of 127/8 to ``lo``)
-with the same ports on every address, as on real hosts; a real DNS server (dnsmasq) on 127.0.0.1
-serving their ``_ixc._tcp.<domain>`` SRV and A records (IP_085-087) plus one for the kit's own
+N interchanges (default 3) ``ixc-<k>.<domain>``, each a separate ``interchange broker`` process
+with its own address and the same ports on every address, as on real hosts: in its own network
+namespace (``ip netns`` + veth on a bridge, :mod:`interop_kit.netns`, address ``10.x.y.<k>``) where
+the machine allows it (root), else on its own loopback address (``<prefix>.<k>``, e.g. 127.0.10.1;
+Linux routes all of 127/8 to ``lo``), and the harness says which; a real DNS server (dnsmasq) on
+127.0.0.1 (and the bridge's address, for the namespaced nodes) serving their ``_ixc._tcp.<domain>`` SRV and A records (IP_085-087) plus one for the kit's own
 identity ``kit.<domain>`` (nothing listens there: it lets the kit act as a neighbour, IP_126); a
 PKI with the root and two intermediates as in appendix E figure 14 (odd nodes from ``ca-1``, even
 nodes and the kit from ``ca-2``), every intermediate's CRL loaded by every node. ``actor-1``
 registers the demo's datasets and a delivery at node 1, so the kit's command line printed by
 ``up`` (:func:`kit_command`) runs every check, BI traffic included.
 
-Network namespaces (``ip netns`` + veth) are not used yet: the harness always runs on loopback
-addresses and says so. State (pids, ports, paths) is in ``<dir>/federation.json``; ``down`` stops
-only the processes it recorded, after checking each pid still runs the command it started.
+State (pids, ports, paths, namespaces) is in ``<dir>/federation.json``; ``down`` stops only the
+processes it recorded, after checking each pid still runs the command it started, then removes the
+namespaces and the bridge.
 """
 from __future__ import annotations
 
@@ -27,10 +29,13 @@ import sys
 import time
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 from certs import create_test_pki
 from certs.pki import Pki
+from interop_kit.netns import Network, NetnsError, available, network_for
 from interop_kit.selfnode import demo_traffic, register_demo_datasets
 
 STATE_FILE = "federation.json"
@@ -39,7 +44,8 @@ STOP_TIMEOUT_S = 10.0
 KIT_HOST = "kit"
 ACTOR = "actor-1"  #: registers the demo's datasets and a delivery at node 1, for the kit's CREATED and BI checks
 INTERMEDIATES = ("ca-1", "ca-2")
-MODE_NOTE = "network namespaces not used (not implemented): each node has its own loopback address"
+LOOPBACK_NOTE = "network namespaces not used ({why}): each node has its own loopback address"
+Isolation = Literal["auto", "netns", "loopback"]
 
 
 class FederationError(Exception):
@@ -56,6 +62,7 @@ class NodeState(BaseModel):
     config: str
     log: str
     pid: int | None = None
+    namespace: str | None = None  #: the node's network namespace (netns isolation)
 
 
 class FederationState(BaseModel):
@@ -63,7 +70,8 @@ class FederationState(BaseModel):
 
     directory: str
     domain: str
-    mode: str = MODE_NOTE
+    mode: str
+    network: Network | None = None  #: the namespaces' names and subnet (netns isolation)
     dns_port: int
     dns_pid: int | None = None
     kit_name: str
@@ -119,7 +127,8 @@ def _pki(directory: Path, names: list[str], kit: str) -> Pki:
     return Pki(directory)
 
 
-def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str) -> tuple[int, int]:
+def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str,
+             network: Network | None) -> tuple[int, int]:
     binary = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
     if not Path(binary).exists():
         raise FederationError("dnsmasq is missing (Debian package dnsmasq-base; scripts/setup.sh installs it)")
@@ -130,7 +139,8 @@ def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str) -> 
     conf = directory / "dnsmasq.conf"
     conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
     port = _free_udp_port()
-    command = [binary, "--keep-in-foreground", f"--port={port}", "--listen-address=127.0.0.1", "--bind-interfaces",
+    listen = "127.0.0.1" + (f",{network.gateway}" if network is not None else "")
+    command = [binary, "--keep-in-foreground", f"--port={port}", f"--listen-address={listen}", "--bind-interfaces",
                "--no-resolv", "--no-hosts", "--no-poll", f"--conf-file={conf}", f"--log-facility={directory / 'dnsmasq.log'}"]
     if os.geteuid() == 0:
         command += ["--user=root", "--group=root"]
@@ -140,7 +150,7 @@ def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str) -> 
     return port, process.pid
 
 
-def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns_port: int) -> dict[str, object]:
+def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns: tuple[str, int]) -> dict[str, object]:
     identity = pki.identity(node.name)
     return {
         "name": node.name, "data_dir": str(home / "var"),
@@ -149,14 +159,15 @@ def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns_port: i
         "broker": {"host": node.address, "port": node.amqps_port},
         "log": {"path": str(home / "node.log"), "level": "info"},
         "ii": {"host": node.address, "port": node.ii_port, "public_host": node.address, "retry_min_s": 0.1,
-               "retry_max_s": 2.0, "discovery": {"dns_server": "127.0.0.1", "dns_port": dns_port,
+               "retry_max_s": 2.0, "discovery": {"dns_server": dns[0], "dns_port": dns[1],
                                                    "domains": [domain], "interval_s": 60}},
     }
 
 
 def spawn_node(node: NodeState) -> int:
     with Path(node.log).with_name("stdout.log").open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", node.config],
+        inside = ["ip", "netns", "exec", node.namespace] if node.namespace is not None else []
+        process = subprocess.Popen([*inside, sys.executable, "-m", "interchange", "broker", "--config", node.config],
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return process.pid
 
@@ -173,8 +184,35 @@ def wait_up(state: FederationState) -> None:
             time.sleep(0.1)
 
 
+def _isolation(directory: Path, isolation: Isolation) -> tuple[Network | None, str]:
+    """The namespaces to use (None: loopback addresses) and the mode note ``status`` prints."""
+    if isolation != "loopback":
+        why = available()
+        if why is None:
+            network = network_for(directory)
+            return network, (f"network namespaces: node k in {network.namespace(1)[:-1]}<k> at "
+                             f"{network.subnet}.<k>, bridge {network.bridge} ({network.gateway})")
+        if isolation == "netns":
+            raise FederationError(f"network namespaces are not available here: {why}")
+        return None, LOOPBACK_NOTE.format(why=why)
+    return None, LOOPBACK_NOTE.format(why="--isolation loopback")
+
+
+def _nodes(directory: Path, names: list[str], network: Network | None, prefix: str, ii_port: int,
+           amqps_port: int) -> list[NodeState]:
+    nodes = []
+    for k, name in enumerate(names, start=1):
+        home = directory / name
+        shutil.rmtree(home / "var", ignore_errors=True)
+        home.mkdir(parents=True, exist_ok=True)
+        nodes.append(NodeState(name=name, address=network.address(k) if network else f"{prefix}.{k}",
+                               namespace=network.namespace(k) if network else None, ii_port=ii_port,
+                               amqps_port=amqps_port, config=str(home / "node.json"), log=str(home / "node.log")))
+    return nodes
+
+
 def up(directory: Path, count: int = 3, *, domain: str = "federation.test", prefix: str = "127.0.10",
-       ii_port: int = 8443, amqps_port: int = 5671) -> FederationState:
+       ii_port: int = 8443, amqps_port: int = 5671, isolation: Isolation = "auto") -> FederationState:
     """Start the federation in ``directory`` (PKI kept across runs, node state fresh)."""
     directory = directory.resolve()
     if (directory / STATE_FILE).exists():
@@ -187,35 +225,43 @@ def up(directory: Path, count: int = 3, *, domain: str = "federation.test", pref
     kit = f"{KIT_HOST}.{domain}"
     directory.mkdir(parents=True, exist_ok=True)
     pki = _pki(directory / "pki", names, kit)
-    nodes = []
-    for k, name in enumerate(names, start=1):
-        home = directory / name
-        shutil.rmtree(home / "var", ignore_errors=True)
-        home.mkdir(parents=True, exist_ok=True)
-        nodes.append(NodeState(name=name, address=f"{prefix}.{k}", ii_port=ii_port, amqps_port=amqps_port,
-                               config=str(home / "node.json"), log=str(home / "node.log")))
-    dns_port, dns_pid = _dnsmasq(directory, domain, nodes, kit)
-    state = FederationState(directory=str(directory), domain=domain, dns_port=dns_port, dns_pid=dns_pid,
+    network, mode = _isolation(directory, isolation)
+    nodes = _nodes(directory, names, network, prefix, ii_port, amqps_port)
+    state = FederationState(directory=str(directory), domain=domain, mode=mode, network=network, dns_port=0,
                             kit_name=kit, pki=str(pki.directory), nodes=nodes)
-    save_state(state)
     try:
-        for node in nodes:
-            config = _node_config(node, Path(node.config).parent, pki, domain, dns_port)
-            Path(node.config).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-            node.pid = spawn_node(node)
-            save_state(state)
-        wait_up(state)
-        first = nodes[0]
-        state.delivery_address = asyncio.run(register_demo_datasets(directory, ACTOR, first.name, first.ii_port,
-                                                                    first.address))
-        traffic = demo_traffic()
-        (directory / "traffic.json").write_text(json.dumps({"selector": traffic.selector, "matching": traffic.matching,
-                                                            "mismatching": traffic.mismatching}, indent=2) + "\n")
+        if network is not None:
+            save_state(state)  # down() can remove the namespaces from here on
+            try:
+                network.setup(count)
+            except NetnsError as exc:
+                raise FederationError(f"network namespaces could not be set up: {exc}") from None
+        state.dns_port, state.dns_pid = _dnsmasq(directory, domain, nodes, kit, network)
         save_state(state)
+        _start_nodes(state, pki)
     except BaseException:
         down(directory)
         raise
     return state
+
+
+def _start_nodes(state: FederationState, pki: Pki) -> None:
+    """Write each node's config, start it, wait until all listen, register actor-1's demo datasets."""
+    directory = Path(state.directory)
+    dns_host = state.network.gateway if state.network is not None else "127.0.0.1"
+    for node in state.nodes:
+        config = _node_config(node, Path(node.config).parent, pki, state.domain, (dns_host, state.dns_port))
+        Path(node.config).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        node.pid = spawn_node(node)
+        save_state(state)
+    wait_up(state)
+    first = state.nodes[0]
+    state.delivery_address = asyncio.run(register_demo_datasets(directory, ACTOR, first.name, first.ii_port,
+                                                                first.address))
+    traffic = demo_traffic()
+    (directory / "traffic.json").write_text(json.dumps({"selector": traffic.selector, "matching": traffic.matching,
+                                                        "mismatching": traffic.mismatching}, indent=2) + "\n")
+    save_state(state)
 
 
 def _stop(pid: int | None, marker: str) -> None:
@@ -238,6 +284,8 @@ def down(directory: Path) -> FederationState:
         node.pid = None
     _stop(state.dns_pid, "dnsmasq")
     state.dns_pid = None
+    if state.network is not None:
+        state.network.teardown(len(state.nodes))
     save_state(state)
     return state
 

@@ -19,6 +19,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--prefix", default="127.0.10", help="node k listens on <prefix>.<k> (up; default 127.0.10)")
     parser.add_argument("--ii-port", type=int, default=8443, help="II port on every node (up; default 8443)")
     parser.add_argument("--amqps-port", type=int, default=5671, help="AMQPS port on every node (up; default 5671)")
+    parser.add_argument("--isolation", choices=("auto", "netns", "loopback"), default="auto",
+                        help="each node in its own network namespace (netns, needs root), on its own loopback "
+                             "address (loopback), or netns where possible (auto, the default)")
     parser.set_defaults(handler=main)
 
 
@@ -35,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.action == "up":
             state = up(args.dir, args.nodes, domain=args.domain, prefix=args.prefix, ii_port=args.ii_port,
-                       amqps_port=args.amqps_port)
+                       amqps_port=args.amqps_port, isolation=args.isolation)
             code = _print_status(args.dir)
             print("check node 1 with the interop kit:\n  " + shlex.join(kit_command(state, state.nodes[0])))
             return code
