@@ -235,10 +235,23 @@ def _negated(values: Truths, negated: bool) -> Truths:
     return _not(values) if negated else values
 
 
+def _matches_no_quadtree(matcher: LikePattern) -> bool:
+    """Whether no well-formed quadTree value can match: it is ``",t1,t2,"`` (IP_037/038), digits 0-3
+    and commas only, a comma at each end, so e.g. ``'%,0313'`` or ``'%,03x%'`` selects nothing."""
+    if matcher.kind not in ("exact", "prefix", "suffix", "contains"):
+        return False
+    literal = matcher.literal
+    return (not set(literal) <= _DIGITS | {","}
+            or (matcher.kind in ("exact", "prefix") and not literal.startswith(","))
+            or (matcher.kind in ("exact", "suffix") and not literal.endswith(",")))
+
+
 def _area_like(matcher: LikePattern, tiles: tuple[str, ...]) -> Truths:
     """Truths of ``quadTree LIKE pattern`` over messages whose tiles lie in ``tiles``."""
     if matcher.kind == "any":
         return _T
+    if _matches_no_quadtree(matcher):
+        return _F
     if matcher.kind not in ("contains", "prefix", "exact") or not matcher.literal.startswith(","):
         return _U
     body = matcher.literal[1:]

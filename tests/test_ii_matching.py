@@ -123,6 +123,14 @@ CASES = [
     ("causeCode = '6'", SE, False),  # issue 10: string vs number is FALSE (was unknown, kept)
     ("NOT (causeCode = '6')", SE, True),
     ("causeCode <> 'x' AND quadTree LIKE '%,0122%'", SE, True),
+    # issue 10: a quadTree is ",t1,t2," (IP_037/038): patterns anchored on anything else match no message
+    ("quadTree LIKE '%,01220111'", SE, False),
+    ("quadTree LIKE '01220111%'", SE, False),
+    ("quadTree LIKE '%,0122x%'", SE, False),
+    ("quadTree LIKE '01220111'", SE, False),
+    ("NOT quadTree LIKE '%,01220111'", SE, True),
+    ("quadTree LIKE ',01220111,'", SE, True),
+    ("quadTree LIKE '%,01220111,'", SE, True),
     ("causeCode IS NULL", SE, False),
     ("causeCode IS NOT NULL", SE, True),
     # --- properties the capability does not describe are unknown: they never rule it out
@@ -347,6 +355,9 @@ leaves = st.one_of(
     st.booleans().map(lambda n: f"causeCode IS {'NOT ' if n else ''}NULL"),
     st.tuples(st.booleans(), SELECTOR_TILE, st.booleans()).map(
         lambda t: f"quadTree {'NOT ' if t[0] else ''}LIKE '%,{t[1]}{',' if t[2] else ''}%'"
+    ),
+    st.tuples(st.booleans(), SELECTOR_TILE, st.sampled_from(["'%,{}'", "'{}%'", "'%,{},'", "',{},%'"])).map(
+        lambda t: f"quadTree {'NOT ' if t[0] else ''}LIKE " + t[2].format(t[1])
     ),
     st.integers(0, 3).map(lambda v: f"subCauseCode = {v}"),
     st.just("causeCode = subCauseCode"),
