@@ -17,6 +17,10 @@ Example (TOML)::
 
     [ii.policy]                    # ILLEGAL rules, see ii_api/policy.py
     max_selector_length = 2000
+
+    [ii.multihop]                  # multi-hop federation (issue 12), off by default; IP_109
+    enabled = false                # stamp imported messages with the hop trace; re-export when both sides agree
+    hop_limit = 4                  # most interchange-to-interchange hops a message may make
 """
 from __future__ import annotations
 
@@ -24,12 +28,29 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ii_api.discovery import DiscoveryConfig
 from ii_api.policy import SubscriptionPolicy
+from interchange.broker.hop_trace import DEFAULT_HOP_LIMIT, MAX_HOP_LIMIT
 
-__all__ = ["IIConfig", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S", "MAX_POLL_INTERVAL_S"]
+__all__ = ["IIConfig", "MultihopConfig", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S", "MAX_POLL_INTERVAL_S"]
 
 MAX_POLL_INTERVAL_S = 300.0  # IP_127
 MAX_CAPABILITY_REPOST_S = 24 * 3600.0  # IP_091
 MAX_NEIGHBOUR_GRACE_S = 7 * 24 * 3600.0
+
+
+class MultihopConfig(BaseModel):
+    """Multi-hop federation (issue 12): loop prevention by hop trace, and re-export of imported data.
+
+    Off (the default), imported data is never served to another interchange (IP_109); imported
+    messages whose hop trace names this interchange, or that went over the hop limit, are dropped
+    all the same (:mod:`interchange.broker.hop_trace`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=False, description="record this interchange in the hop trace of what it "
+                          "imports; re-export imported data to neighbours that announce multi-hop too")
+    hop_limit: int = Field(default=DEFAULT_HOP_LIMIT, ge=1, le=MAX_HOP_LIMIT,
+                           description="most interchange-to-interchange hops a message may make")
 
 
 class IIConfig(BaseModel):
@@ -62,6 +83,7 @@ class IIConfig(BaseModel):
     federation_backoff_s: float = Field(default=0.5, gt=0, le=60, description="first reconnect of a data link")
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     policy: SubscriptionPolicy = Field(default_factory=SubscriptionPolicy)
+    multihop: MultihopConfig = Field(default_factory=MultihopConfig)
 
     @field_validator("base_path")
     @classmethod

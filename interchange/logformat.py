@@ -64,7 +64,10 @@ Per event
     ``rejected_message`` (warning, always; IP_016): ``reason`` (also in ``details.reason``).
     ``dropped_message`` (warning, always): ``source``, ``reason`` (one of :data:`DROP_REASONS`:
     ``buffer_full``, the source's bounded buffer evicted its oldest message, IP_032;
-    ``source_deleted``, the source was deleted, e.g. a subscription withdrawn, with it buffered).
+    ``source_deleted``, the source was deleted, e.g. a subscription withdrawn, with it buffered;
+    ``loop`` and ``hop_limit``, an imported message whose hop trace names this interchange or
+    that went over its hop limit, :mod:`interchange.broker.hop_trace`: ``source`` is null and
+    ``trace`` lists the interchanges it passed).
     ``expired_message`` (info, always): ``source`` (null when it had expired on arrival), the
     message expired before it was delivered there (IP_033).
     ``unroutable_message`` (info, always): no source took the message.
@@ -104,7 +107,7 @@ OUTCOMES: tuple[str, ...] = typing.get_args(Outcome)
 ExpirySource = Literal["ttl", "absolute-expiry-time", "default"]
 EXPIRY_SOURCES: tuple[str, ...] = typing.get_args(ExpirySource)
 Origin = Literal["local", "federated"]
-DropReason = Literal["buffer_full", "source_deleted"]
+DropReason = Literal["buffer_full", "source_deleted", "loop", "hop_limit"]
 DROP_REASONS: tuple[str, ...] = typing.get_args(DropReason)
 
 

@@ -23,12 +23,14 @@ from prometheus_client import CollectorRegistry
 
 from certs.node_tls import NodeTls, TlsReloadError
 from certs.tls import TlsFiles, certificate_lifetime_problem
+from ii_api.config import MultihopConfig
 from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
 from interchange.admin import start_admin
 from interchange.bridges.tlex.bridge import TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
+from interchange.broker.hop_trace import HopGuard
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.metrics import broker_registry
 from interchange.broker.placement import Placement
@@ -140,7 +142,9 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     check_tls_choices(config, log.event)
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
-    core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement)
+    multihop = config.ii.multihop if config.ii is not None else MultihopConfig()
+    hops = HopGuard(config.name, multihop.hop_limit, stamp=multihop.enabled)
+    core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement, hops=hops)
     server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
     server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
     exit_stack.push_async_callback(server.close)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from proton import Message
+from proton import Delivery, Handler, Message
 from proton.reactor import Selector
 from proton.utils import BlockingConnection
 
@@ -28,7 +28,7 @@ from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.node import RunningNode, start_node
 
-__all__ = ["BROKER_CN", "BrokerUnderTest", "client_connection", "denm", "ivim", "make_pki", "selector_option",
+__all__ = ["BROKER_CN", "BrokerUnderTest", "RawCollector", "client_connection", "denm", "ivim", "make_pki", "selector_option",
            "start_broker", "tls_exchange", "wait_for_records"]
 
 STEP_TIMEOUT = 10.0
@@ -180,6 +180,22 @@ def send_raw(conn: BlockingConnection, address: str, payloads: list[bytes], name
         deliveries.append(delivery)
     conn.wait(lambda: all(d.remote_state for d in deliveries), timeout=10, msg="no dispositions")
     return deliveries
+
+
+class RawCollector(Handler):
+    """Receives deliveries as raw bytes (to check byte-exact forwarding) and accepts them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw: list[bytes] = []
+
+    def on_delivery(self, event) -> None:  # noqa: ANN001 - proton event
+        delivery, link = event.delivery, event.link
+        if delivery.readable and not delivery.partial:
+            self.raw.append(bytes(link.recv(delivery.pending)))
+            link.advance()
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
 
 
 def selector_option(text: str) -> Selector:

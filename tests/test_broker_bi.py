@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from proton import Delivery, Message, symbol, ubyte, int32, ulong, float32, char, timestamp, ushort, short, byte, uint
-from proton import Handler, Terminus
+from proton import Terminus
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
 from broker_harness import (
     BrokerUnderTest,
+    RawCollector,
     denm,
     ivim,
     running_broker,
@@ -41,22 +42,6 @@ SOURCES = [
 def broker(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
     with running_broker(pki, tmp_path, TARGETS, SOURCES) as b:
         yield b
-
-
-class RawCollector(Handler):
-    """Receives deliveries as raw bytes (to check byte-exact forwarding) and accepts them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.raw: list[bytes] = []
-
-    def on_delivery(self, event) -> None:  # noqa: ANN001 - proton event
-        delivery, link = event.delivery, event.link
-        if delivery.readable and not delivery.partial:
-            self.raw.append(bytes(link.recv(delivery.pending)))
-            link.advance()
-            delivery.update(Delivery.ACCEPTED)
-            delivery.settle()
 
 
 def receive(conn: BlockingConnection, address: str, count: int, selector: str | None = None,

@@ -34,9 +34,12 @@ __all__ = [
     "STRING_TYPES",
     "AmqpDecimal",
     "decode_application_properties",
+    "find_message_annotations",
+    "MessageAnnotationsSpan",
     "ScanError",
     "ScannedMessage",
     "scan_message",
+    "skip_value",
 ]
 
 #: AMQP integer type names as they appear in ``ScannedMessage.application_property_types``.
@@ -626,3 +629,46 @@ def decode_application_properties(data: bytes | bytearray | memoryview, start: i
     if stop != end:
         raise ScanError(f"application-properties section at offset {start} does not end at {end}")
     return props, types
+
+
+class MessageAnnotationsSpan(NamedTuple):
+    """Where a message's message-annotations section is, or would go (AMQP 1.0 part 3.2.3).
+
+    ``start``..``end`` is the whole section (descriptor included), ``start == end`` when the
+    message has none: then ``start`` is where one belongs (after the header and the
+    delivery-annotations, before the bare message). ``entries`` is the offset of the map's first
+    key and ``items`` its number of keys plus values (0 without a section).
+    """
+
+    start: int
+    end: int
+    entries: int
+    items: int
+
+
+def find_message_annotations(data: bytes | bytearray | memoryview) -> MessageAnnotationsSpan:
+    """Locate the message-annotations section, reading only the sections before the bare
+    message (which is not read at all); raise :class:`ScanError` if those are malformed."""
+    end = len(data)
+    pos = 0
+    try:
+        while pos < end:
+            code, value = _descriptor(data, pos, end)
+            if value >= end:
+                raise ScanError(f"section at offset {pos} has no value")
+            if code == _MESSAGE_ANNOTATIONS:
+                count, first, stop = _compound_bounds(data, value, end, "message-annotations", 0xC1, 0xD1)
+                return MessageAnnotationsSpan(pos, stop, first, count)
+            if code not in (_HEADER, _DELIVERY_ANNOTATIONS):
+                break
+            pos = _skip_values(data, value, end, 1)
+    except ScanError:
+        raise
+    except (IndexError, _StructError, ValueError, OverflowError) as exc:
+        raise ScanError(f"malformed message: {exc}") from None
+    return MessageAnnotationsSpan(pos, pos, pos, 0)
+
+
+def skip_value(data: bytes | bytearray | memoryview, p: int, limit: int) -> int:
+    """The offset just after the one encoded value at ``p`` (read by size only, never past ``limit``)."""
+    return _skip_values(data, p, limit, 1)

@@ -55,6 +55,11 @@ class BrokerCollector:
                                   value=obs.unroutable)
         yield CounterMetricFamily("interchange_messages_expired", "Messages dropped on TTL expiry (IP_033)",
                                   value=obs.expired_count)
+        hop_dropped = CounterMetricFamily("interchange_messages_hop_dropped", "Imported messages dropped by loop "
+                                          "prevention (IP_109): looped back or over the hop limit", labels=["reason"])
+        for reason, count in obs.hop_dropped_count.items():
+            hop_dropped.add_metric([reason], count)
+        yield hop_dropped
         yield CounterMetricFamily("interchange_messages_delivered", "Messages handed to consumers",
                                   value=sum(s.delivered for s in core.sources.values()))
         cumulative, buckets = 0, []

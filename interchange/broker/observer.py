@@ -61,6 +61,8 @@ class BrokerObserver:
         self.unroutable = 0
         self.expired_count = 0
         self.dropped_count = 0
+        #: imported messages dropped by loop prevention (multi-hop federation), per reason
+        self.hop_dropped_count: dict[str, int] = {"loop": 0, "hop_limit": 0}
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
 
@@ -140,6 +142,13 @@ class BrokerObserver:
         self.dropped_count += 1
         if self.log is not None:
             self.log.message("dropped_message", message, source, source=source, reason=reason)
+
+    def hop_dropped(self, message: BrokerMessage, address: str, reason: str, trace: tuple[str, ...]) -> None:
+        """An imported message was dropped by loop prevention (IP_109): its trace names this
+        interchange (``loop``) or it went over its hop limit (``hop_limit``)."""
+        self.hop_dropped_count[reason] = self.hop_dropped_count.get(reason, 0) + 1
+        if self.log is not None:
+            self.log.message("dropped_message", message, address, source=None, reason=reason, trace=list(trace))
 
     def expired_in(self, message: BrokerMessage, source: str) -> None:
         """IP_033: ``message`` expired in ``source`` before a consumer took it."""

@@ -12,7 +12,9 @@ from typing import cast
 import jms_selectors
 from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
+from interchange.broker.amqp_scan import ScanError
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
+from interchange.broker.hop_trace import Drop, HopGuard
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
 from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
@@ -45,8 +47,10 @@ class BrokerCore:
         observer: BrokerObserver | None = None,
         clock_ms: Callable[[], int] = now_ms,
         placement: Placement = Placement(),
+        hops: HopGuard | None = None,
     ) -> None:
         self.addresses = addresses
+        self.hops = hops  #: loop prevention for imported messages (multi-hop federation, IP_109)
         self.placement = placement
         self.admission = admission
         self.observer = observer or BrokerObserver()
@@ -193,20 +197,32 @@ class BrokerCore:
         """Route a message received from another interchange's source (federation).
 
         It is validated like any other and marked as imported, so it only reaches sources of
-        scope ``all`` and is never served on to a third interchange (IP_109). With ``only``, it is
+        scope ``all`` and is never served on to a third interchange (IP_109). With a hop guard
+        (:mod:`interchange.broker.hop_trace`), one that looped back or went over its hop limit is
+        dropped and counted, and the others get this interchange in their trace. With ``only``, it is
         offered to those source addresses alone (still subject to their node selectors): the II
         uses that to give what one of its subscriptions imports to the local subscriptions it
         was made for, and to nobody twice.
         """
         now = self.clock_ms()
+        verdict = None
         try:
-            message = self.admission.admit(raw, neighbour, True, None, now)
+            if self.hops is not None:
+                try:
+                    verdict = self.hops.inspect(raw, neighbour)
+                except ScanError as exc:
+                    raise Rejected(f"message annotations: {exc}") from None
+            routed_raw = verdict.raw if verdict is not None and not isinstance(verdict, Drop) else raw
+            message = self.admission.admit(routed_raw, neighbour, True, None, now)
         except Rejected as exc:
             self.observer.rejected(neighbour, "(federation)", raw, exc.description, self.admission.number_rejected(),
                                    True)
             raise
         address = f"federation:{neighbour}"
         self.observer.received(message, address)
+        if isinstance(verdict, Drop):
+            self.observer.hop_dropped(message, address, verdict.reason, verdict.trace)
+            return
         if message.expiry_ms is not None and message.expiry_ms <= now:
             self.observer.expired_on_arrival(message, address)
             return
