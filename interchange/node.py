@@ -27,6 +27,7 @@ from ii_api.config import MultihopConfig
 from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
 from interchange.admin import start_admin
+from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
@@ -237,6 +238,8 @@ async def _start_if2(node: RunningNode) -> None:
     bridge = If2Bridge(config.if2, view, node.log.event)
     await _start_bridge(node, bridge)
     node.if2 = bridge
+    if node.metrics is not None:
+        node.metrics.register(If2Collector(bridge))
 
 
 async def _reload_tls_logged(node: RunningNode) -> None:

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
 
 from certs import TestPki
@@ -27,6 +29,7 @@ from if2_harness import (
 )
 from ii_api.discovery import Neighbour
 from ii_harness import DOMAIN, Consumer, Https, node_config, publish, seed_neighbours, start, wait_for
+from interchange.config import AdminConfig
 from interchange.node import RunningNode
 from interchange.testing.rabbitmq import RabbitMQ, free_port
 
@@ -334,3 +337,90 @@ async def test_neighbours_discover_what_arrives_from_if2(if2_pki: TestPki, rabbi
         await https.close()
         await node_a.close()
         await node_b.close()
+
+
+async def _bridge_capabilities(pki: TestPki, node: RunningNode) -> set[str]:
+    """The publicationIds of the capabilities the bridge has registered at the node (its actor API)."""
+    https = Https(pki, BRIDGE, node)
+    try:
+        status, answer = await https.get(f"/{BRIDGE}/capabilities")
+    finally:
+        await https.close()
+    assert status == 200, answer
+    return {c["definition"]["application"]["publicationId"] for c in answer["capabilities"]}
+
+
+async def test_metrics_on_the_admin_endpoint(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, backoffice: BackOffice,
+                                             tmp_path: Path) -> None:
+    config = bridge_node_config(if2_pki, rabbitmq_if2, tmp_path)
+    node = await start(config.model_copy(update={"admin": AdminConfig(host="127.0.0.1", port=0)}))
+    try:
+        await wait_for(lambda: node.if2.rabbitmq_connected and node.if2.bi_connected, "the bridge's connections")
+        await backoffice.publish("DENM", DENM_KEY, b"counted")
+        await backoffice.publish("DENM", "DENM.1_2_1.NOBODY.5.1.2", b"unknown provider")
+        await wait_for(lambda: node.if2.counts["imported"] == 1 and node.if2.counts["import_refused"] == 1,
+                       "one import and one refusal")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{node.admin_port}/metrics") as response:
+                text = await response.text()
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}
+        assert samples[("if2_messages_total", (("direction", "if2_to_croads"), ("outcome", "accepted")))] == 1
+        assert samples[("if2_messages_total", (("direction", "if2_to_croads"), ("outcome", "refused")))] == 1
+        assert samples[("if2_capabilities_registered", ())] == 1
+        assert samples[("if2_rabbitmq_connected", ())] == 1 and samples[("if2_bi_connected", ())] == 1
+        assert samples[("interchange_connections", ())] >= 1  # the broker's own metrics are still there
+    finally:
+        await node.close()
+
+
+async def test_idle_if2_capability_is_withdrawn_and_registered_again(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, backoffice: BackOffice, tmp_path: Path) -> None:
+    """No IF2 message of a provider/type/version for capability_idle_s: its capability is withdrawn at the
+    node (neighbours stop seeing it); the next message registers it again and still arrives."""
+    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, capability_idle_s=1.0))
+    pid = "NL00001:if2-DENM-1_2_1"
+    try:
+        await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
+        await backoffice.publish("DENM", DENM_KEY, b"first")
+        await wait_for(lambda: node.if2.counts["imported"] == 1, "the DENM to be imported")
+        assert pid in await _bridge_capabilities(if2_pki, node)
+        await wait_for(lambda: node.if2.counts["capabilities_withdrawn"] == 1, "the idle capability's withdrawal")
+        assert pid not in await _bridge_capabilities(if2_pki, node)
+        consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
+        try:
+            await backoffice.publish("DENM", DENM_KEY, b"again")
+            got = await asyncio.to_thread(consumer.receive, WAIT_S)
+            assert got is not None and bytes(got.body) == b"again"
+        finally:
+            await asyncio.to_thread(consumer.close)
+        assert pid in await _bridge_capabilities(if2_pki, node)
+        log = (tmp_path / "node.log").read_text()
+        assert '"if2_capability_withdrawn"' in log and pid in log
+    finally:
+        await node.close()
+
+
+async def test_ttl_expired_while_valid_is_republished_end_to_end(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, backoffice: BackOffice, tmp_path: Path) -> None:
+    """IF2 6.4 rule 2 through RabbitMQ: the C-Roads publisher repeats a SPATEM (ttl 1.5 s) after 1 s, so it
+    stays valid until 2.5 s; the second, bit-identical copy is not published, but when the first IF2 copy
+    expires (1.5 s) the bridge publishes it again with the validity left, once (hourly rule 3 is far)."""
+    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, republish_interval_s=3600.0))
+    try:
+        await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
+        await backoffice.bind("SPAT", "SPAT.*.RWS.#")
+        target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
+        send = lambda: asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE,  # noqa: E731
+                                         target, [spatem(b"\x07spat", ttl_s=1.5)])
+        assert await send() == ["accepted"]
+        first = await backoffice.next()
+        assert first.body == b"\x07spat" and 1000 < int(first.properties.expiration) <= 1500
+        await asyncio.sleep(1.0)
+        assert await send() == ["accepted"]  # the same bytes: valid for longer, not published now
+        again = await backoffice.next(timeout=5.0)
+        assert again.body == b"\x07spat" and int(again.properties.expiration) < 1500
+        assert node.if2.policy.suppressed == 1 and node.if2.counts["republished"] == 1
+        assert await backoffice.quiet(2.0) is None  # no longer valid: not published again
+    finally:
+        await node.close()

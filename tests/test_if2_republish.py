@@ -28,6 +28,17 @@ def test_ttl_expired_while_still_valid_is_published_again() -> None:
     assert policy.due(18.0) == [] and len(policy) == 0  # no longer valid: forgotten
 
 
+def test_renewed_copy_ends_with_the_validity_not_a_millisecond_before() -> None:
+    """The renewed copy's ttl is the validity left, in whole ms for IF2; its end is the validity's own,
+    so no copy with (almost) nothing left follows it (one did: the rounded ttl ended 0.3 ms early)."""
+    policy: RepublishPolicy[str] = RepublishPolicy()
+    assert policy.offer("k", b"m", "env", 1_500, now=0.0)
+    assert not policy.offer("k", b"m", "env", 1_500, now=1.0003)  # valid until 2.5003
+    assert [d.ttl_ms for d in policy.due(1.5)] == [1000]
+    assert policy.due(2.5) == [] and policy.due(2.50029) == []
+    assert policy.due(2.5003) == [] and len(policy) == 0
+
+
 def test_same_copy_after_ttl_expiry_goes_out_on_arrival() -> None:
     policy: RepublishPolicy[str] = RepublishPolicy()
     assert policy.offer("k", b"m", "env", 5_000, now=0.0)

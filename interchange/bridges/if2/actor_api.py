@@ -62,9 +62,16 @@ class ActorApi:
             raise ActorApiError(f"{method} {path}: {exc}") from None
 
     async def publication_ids(self) -> set[str]:
+        return set(await self.capability_ids())
+
+    async def capability_ids(self) -> dict[str, str]:
+        """publicationId -> the capability's id at the node, for every capability of the bridge."""
         answer = await self._call("GET", "/capabilities", LocalCapabilitiesResponse)
         assert answer is not None
-        return {c.definition.application.publicationId for c in answer.capabilities}
+        return {str(c.definition.application.publicationId): c.id for c in answer.capabilities}
+
+    async def remove_capability(self, capability_id: str) -> None:
+        await self._call("DELETE", f"/capabilities/{capability_id}", None)
 
     async def add_capability(self, capability: Capability) -> None:
         await self._call("POST", "/capabilities", LocalCapabilitiesResponse,

@@ -43,6 +43,10 @@ class BiLink:
         self._task: asyncio.Task[None] | None = None
         self.connects = 0
 
+    @property
+    def connected(self) -> bool:
+        return self._up.is_set()
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="if2-bi-link")
 

@@ -5,7 +5,9 @@ exclusive, non-durable, auto-delete, with x-max-length and x-message-ttl, IF2 6.
 the configured binding keys; each message is mapped (:mod:`.keys`), its capability registered
 through the local actor API the first time its provider, type and version arrive (so neighbours
 discover it, IP_077/091), published to the bridge's delivery target at the BI, and acknowledged
-to RabbitMQ only once the BI accepted it (refused ones are rejected there, and logged).
+to RabbitMQ only once the BI accepted it (refused ones are rejected there, and logged). A
+capability whose messages stop arriving for ``capability_idle_s`` is withdrawn (deleted at the
+node, so neighbours stop subscribing to it) and registered again with the next message.
 
 C-Roads -> IF2: the bridge's local subscription carries the selector equivalent to the export
 binding keys (:mod:`.bindings`), minus what came from IF2 (no loops between IF2 brokers through
@@ -92,7 +94,34 @@ class If2Bridge:
         #: at most `prefetch`)
         self._flows: set[asyncio.Task[None]] = set()
         self._connection: AbstractConnection | None = None
-        self.counts = {"imported": 0, "import_refused": 0, "exported": 0, "export_refused": 0, "republished": 0}
+        self.counts = {"imported": 0, "import_refused": 0, "exported": 0, "export_refused": 0, "republished": 0,
+                       "capabilities_withdrawn": 0}
+        self._last_import: dict[str, float] = {}  #: publicationId -> when its last message came (monotonic)
+
+    # ------------------------------------------------------------------ what metrics read (If2View)
+    @property
+    def rabbitmq_connected(self) -> bool:
+        return self._rabbit_up.is_set()
+
+    @property
+    def bi_connected(self) -> bool:
+        return self.bi.connected
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flows)
+
+    @property
+    def capabilities_registered(self) -> int:
+        return len(self._registered)
+
+    @property
+    def republish_tracked(self) -> int:
+        return len(self.policy)
+
+    @property
+    def republish_suppressed(self) -> int:
+        return self.policy.suppressed
 
     # ------------------------------------------------------------------ lifetime
     async def start(self) -> None:
@@ -104,9 +133,14 @@ class If2Bridge:
         self.bi.start()
         self._tasks = [asyncio.create_task(self._rabbit_loop(), name="if2-rabbitmq"),
                        asyncio.create_task(self._republish_loop(), name="if2-republish")]
+        if self.config.capability_idle_s is not None:
+            self._tasks.append(asyncio.create_task(self._withdraw_loop(self.config.capability_idle_s),
+                                                   name="if2-withdraw"))
 
     async def _setup(self) -> None:
         self._registered = await self.api.publication_ids()
+        now = time.monotonic()  # registered before a restart: idle from now on
+        self._last_import = {pid: now for pid in self._registered}
         delivery = await self.api.delivery()
         self._use_delivery(delivery)
         selector = self.config.export_selector()
@@ -230,6 +264,7 @@ class If2Bridge:
     async def _register(self, envelope: If2Envelope, properties: dict[str, Any]) -> None:
         """The capability of the message's provider, type and version, once (IP_077)."""
         pid = properties["publicationId"]
+        self._last_import[pid] = time.monotonic()
         if pid in self._registered and self._delivery_known:
             return
         async with self._register_lock:
@@ -246,6 +281,30 @@ class If2Bridge:
                 self._event("info", "if2_capability_registered", {"publicationId": pid})
             if not self._delivery_known:
                 self._use_delivery(await self.api.refresh_delivery(await self.api.delivery()))
+
+    async def _withdraw_loop(self, idle_s: float) -> None:
+        """Withdraw the capabilities whose IF2 messages stopped (checked a few times per ``idle_s``)."""
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 60.0))
+            now = time.monotonic()
+            if any(now - self._last_import.get(pid, now) > idle_s for pid in self._registered):
+                try:
+                    await self._withdraw_idle(idle_s)
+                except ActorApiError as exc:  # the node is busy or restarting: next round
+                    self._event("warning", "if2_capability_withdrawal_failed", {"error": str(exc)})
+
+    async def _withdraw_idle(self, idle_s: float) -> None:
+        async with self._register_lock:  # not while a message of it is being registered
+            now = time.monotonic()
+            idle = {pid for pid in self._registered if now - self._last_import.get(pid, now) > idle_s}
+            ids = await self.api.capability_ids() if idle else {}
+            for pid in sorted(idle):
+                if pid in ids:
+                    await self.api.remove_capability(ids[pid])
+                self._registered.discard(pid)
+                self._last_import.pop(pid, None)
+                self.counts["capabilities_withdrawn"] += 1
+                self._event("info", "if2_capability_withdrawn", {"publicationId": pid, "idle_s": idle_s})
 
     # ------------------------------------------------------------------ C-Roads -> IF2
     def _on_croads(self, raw: bytes, delivery: Any) -> None:

@@ -85,6 +85,9 @@ class If2Config(BaseModel):
     default_validity_s: float = Field(default=86400.0, gt=0)
     reconnect_min_s: float = Field(default=0.2, gt=0)
     reconnect_max_s: float = Field(default=10.0, gt=0)
+    capability_idle_s: float | None = Field(
+        default=86400.0, gt=0, description="withdraw the capability registered for IF2 data of a provider, type and "
+                                           "version after this long without a message of it (null: never)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "If2Config":

@@ -92,13 +92,13 @@ class RepublishPolicy(Generic[P]):
         are forgotten."""
         out: list[Due[P]] = []
         for key, entry in list(self._entries.items()):
-            if now >= entry.valid_until:
+            left_ms = int((entry.valid_until - now) * 1000)
+            if left_ms <= 0:  # (under a millisecond left: a copy would expire on arrival)
                 del self._entries[key]
             elif now >= entry.republish_at(self.interval_s):
-                left_ms = int((entry.valid_until - now) * 1000)
                 entry.published_at = now
-                if entry.ttl_s is not None:
-                    entry.ttl_s = left_ms / 1000.0
+                if entry.ttl_s is not None:  # exact, not the rounded ms: the copy ends with the validity
+                    entry.ttl_s = entry.valid_until - now
                 out.append(Due(key, entry.body, entry.payload, None if entry.ttl_s is None else left_ms))
         return out
 
