@@ -11,12 +11,14 @@ with an ``errorMessage`` (Table 14/15).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ii_api.broker_addresses import BrokerAddresses
 from ii_api.capability_selector import granted_selector
 from ii_api.config import IIConfig
 from ii_api.doors import EventSink, LocalCapabilityView, NeighbourDirectory
+from ii_api.reexport import Reexport
 from ii_api.errors import NotFound
 from ii_api.models import (
     Endpoint,
@@ -40,7 +42,8 @@ class IncomingSubscriptions:
 
     def __init__(self, *, name: str, config: IIConfig, store: AsyncStore, broker: BrokerAddresses,
                  neighbours: NeighbourDirectory, capabilities: LocalCapabilityView, lock: asyncio.Lock,
-                 event: EventSink) -> None:
+                 event: EventSink, reexport: Reexport | None = None,
+                 changed: Callable[[], Awaitable[None]] | None = None) -> None:
         self._name = name
         self._config = config
         self._store = store
@@ -50,6 +53,8 @@ class IncomingSubscriptions:
         self._capabilities = capabilities
         self._lock = lock
         self._event = event
+        self._reexport = reexport  #: multi-hop federation (issue 12): what a neighbour is offered, source scopes
+        self._changed = changed  #: told when subscriptions here come or go (lock held)
 
     def _path(self, owner: str, sub_id: int) -> str:
         return f"{self._config.base_path}/{owner}/subscriptions/{sub_id}"
@@ -71,13 +76,18 @@ class IncomingSubscriptions:
     def _poll(self, row: IncomingSubscription) -> SubscriptionPollResponse:
         return SubscriptionPollResponse(**self._fields(row))
 
-    @staticmethod
-    def _source(row: IncomingSubscription) -> SourceSpec:
+    def _source(self, row: IncomingSubscription) -> SourceSpec:
         """The source of a subscription with a grant: its selector restricted to the grant (IP_134),
-        scope LOCAL (IP_109: only locally produced data is served to other interchanges)."""
+        scope LOCAL (IP_109: only locally produced data is served to other interchanges) unless the
+        grant includes data re-exported to a multi-hop neighbour (:mod:`ii_api.reexport`)."""
         assert row.source_address is not None
+        scope = Scope.LOCAL if self._reexport is None else self._reexport.scope(row.owner_cn, row.granted or ())
         return SourceSpec(address=row.source_address, consumers=frozenset({row.consumer_common_name or row.owner_cn}),
-                          selector=granted_selector(row.selector, row.granted or ()), scope=Scope.LOCAL)
+                          selector=granted_selector(row.selector, row.granted or ()), scope=scope)
+
+    async def _tell(self) -> None:
+        if self._changed is not None:
+            await self._changed()
 
     async def _open_source(self, row: IncomingSubscription) -> IncomingSubscription:
         """Create the row's broker source; the row as it is now: ERROR with an errorMessage and no
@@ -91,7 +101,7 @@ class IncomingSubscriptions:
     def _decide(self, name: str, request: SubscriptionRequest,
                 existing: int) -> list[tuple[str, IncomingDecision, str | None]]:
         """(selector, decision, source address if CREATED) for each requested subscription."""
-        capabilities = self._capabilities.all()
+        capabilities = self._capabilities.all() if self._reexport is None else self._reexport.offered_to(name)
         decisions = []
         for item in request.subscriptions:
             decision = decide_incoming(item.selector, item.consumerCommonName, name, capabilities,
@@ -126,6 +136,7 @@ class IncomingSubscriptions:
                 self._event("info", "ii_subscription_received",
                             {"neighbour": name, "id": row.id, "selector": selector, "consumer": decision.consumer,
                              "status": decision.status.value, "error": decision.error})
+            await self._tell()
         answer = [self._wire(r) for r in rows]
         if not self._config.created_in_answer:  # the appendix D way: REQUESTED now, CREATED when polled
             answer = [s.model_copy(update={"status": SubscriptionStatus.REQUESTED, "endpoints": None})
@@ -153,6 +164,7 @@ class IncomingSubscriptions:
             if row is None or not await self._rows.delete(sub_id, name):
                 raise NotFound(f"no subscription {sub_id} of {name}")
             self._broker.remove_source(row.source_address)
+            await self._tell()
         self._event("info", "ii_subscription_deleted", {"neighbour": name, "id": sub_id})
 
     async def owners(self) -> set[str]:
@@ -165,6 +177,7 @@ class IncomingSubscriptions:
         rows = await self._store.call(lambda s: s.expire_departure(name))
         for row in rows:
             self._broker.remove_source(row.source_address)
+        await self._tell()
         self._event("info", "ii_neighbour_subscriptions_expired", {"neighbour": name, "ids": [r.id for r in rows]})
 
     async def recheck(self) -> None:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ii_api.discovery import DiscoveryResult, Neighbour, merge_neighbours, neighbour_changes, normalise_name
 from ii_api.errors import Forbidden
 from ii_api.models import CapabilitiesMessage, Capability
+from ii_api.multihop import announced_hop_limit
 from ii_api.store import AsyncStore
 from ii_api.subscriptions import same_cn
 
@@ -101,6 +102,7 @@ class NeighbourCapabilities:
     def __init__(self, store: AsyncStore) -> None:
         self._store = store
         self._by_neighbour: dict[str, list[Capability]] = {}
+        self._hop_limits: dict[str, int] = {}  #: neighbours that announced multi-hop federation (ii_api.multihop)
 
     def of(self, name: str) -> list[Capability]:
         return list(self._by_neighbour.get(name, ()))
@@ -124,15 +126,29 @@ class NeighbourCapabilities:
         """IP_076/094: the neighbour's capabilities replaced (stored first)."""
         await self._store.call(lambda s: s.neighbour_capabilities.put(name, message.to_json()))
         self._by_neighbour[name] = list(message.capabilities)
+        self._announced(name, message)
+
+    def _announced(self, name: str, message: CapabilitiesMessage) -> None:
+        limit = announced_hop_limit(message)
+        if limit is None:
+            self._hop_limits.pop(name, None)
+        else:
+            self._hop_limits[name] = limit
+
+    def multihop(self) -> Mapping[str, int]:
+        """The neighbours that announced multi-hop federation, with their hop limits."""
+        return self._hop_limits
 
     def forget(self, name: str) -> None:
         """A neighbour gone from DNS (its stored document goes with its departure record)."""
         self._by_neighbour.pop(name, None)
+        self._hop_limits.pop(name, None)
 
     async def restore(self) -> None:
         for document in await self._store.call(lambda s: s.neighbour_capabilities.list()):
             try:
-                self._by_neighbour[document.neighbour] = list(
-                    CapabilitiesMessage.model_validate(document.document).capabilities)
+                message = CapabilitiesMessage.model_validate(document.document)
+                self._by_neighbour[document.neighbour] = list(message.capabilities)
+                self._announced(document.neighbour, message)
             except ValidationError:
                 log.warning("ii: stored capabilities of %s are unreadable; ignored", document.neighbour)

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,7 +28,7 @@ from ii_api.client import IIClient, IIClientError
 from ii_api.doors import EventSink, ImportSink, MessageSink, NeighbourCapabilityView, NeighbourDirectory
 from ii_api.federation import Federation, RemoteEndpoint
 from ii_api.imports import TargetedImport
-from ii_api.models import Endpoint, Subscription, SubscriptionRequest, SubscriptionRequestItem
+from ii_api.models import Capability, Endpoint, Subscription, SubscriptionRequest, SubscriptionRequestItem
 from ii_api.store import AsyncStore
 from ii_api.store import OutgoingSubscription as StoredOutgoing
 from ii_api.subscriptions import (
@@ -56,6 +56,11 @@ log = logging.getLogger(__name__)
 
 FederationFactory = Callable[[MessageSink], Federation]
 """A new :class:`Federation` whose links hand their messages to the given sink."""
+
+Planner = Callable[[Iterable[LocalSubscriptionView], Mapping[str, Sequence[Capability]]],
+                   dict[OutgoingKey, frozenset[int]]]
+"""Which subscriptions to request where: :func:`~ii_api.subscriptions.desired_outgoing`, or its
+multi-hop form over the shortest routes (:func:`ii_api.multihop.desired_routes`)."""
 
 
 class OutgoingRunner:
@@ -234,7 +239,7 @@ class OutgoingSubscriptions:
                  wanted: Callable[[], list[LocalSubscriptionView]], sources: Callable[[Iterable[int]], list[str]],
                  imports: ImportSink, federation: FederationFactory,
                  served_changed: Callable[[Iterable[int]], Awaitable[None]], lock: asyncio.Lock,
-                 event: EventSink) -> None:
+                 event: EventSink, plan: Planner = desired_outgoing) -> None:
         self.name = name
         self._rows = store.outgoing
         self._timing = timing
@@ -246,6 +251,7 @@ class OutgoingSubscriptions:
         self._imports = imports
         self.federation = federation
         self._served_changed = served_changed
+        self._plan = plan
         self._lock = lock
         self.event = event
         self.closed = False
@@ -291,7 +297,7 @@ class OutgoingSubscriptions:
         if self.closed:
             return
         wanted = self._wanted()
-        desired = desired_outgoing(wanted, self._offered())
+        desired = self._plan(wanted, self._offered())
         self.serves = desired
         create, withdraw = plan_outgoing(desired, self.active)
         for key in withdraw:

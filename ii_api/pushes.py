@@ -1,6 +1,6 @@
 """Capability pushes (IP_075/091): our capabilities POSTed to every neighbour.
 
-One :class:`Pusher` task per neighbour POSTs our capabilities message (``message()``) when woken
+One :class:`Pusher` task per neighbour POSTs our capabilities message for it (``message(name)``) when woken
 (a local capability added or removed, the neighbour new or moved) and at least every ``capability_repost_s`` (<= 24 h, IP_091); failures
 are retried with backoff. The neighbour's answer (its capabilities) goes to ``answered(name,
 message)``: the service records it as if the neighbour had POSTed it.
@@ -37,7 +37,7 @@ class CapabilityPushes:
     """The pushers, one per discovered neighbour."""
 
     def __init__(self, *, config: IIConfig, client: IIClient, neighbours: NeighbourDirectory,
-                 message: Callable[[], CapabilitiesMessage],
+                 message: Callable[[str], CapabilitiesMessage],
                  answered: Callable[[str, CapabilitiesMessage], Awaitable[None]], event: EventSink) -> None:
         self._config = config
         self._client = client
@@ -90,7 +90,7 @@ class CapabilityPushes:
             peer = self._neighbours.neighbour(name)
             if peer is None:
                 return
-            message = self._message()
+            message = self._message(name)
             try:
                 theirs = await self._client.post_capabilities(peer, message)
             except IIClientError as exc:

@@ -66,11 +66,13 @@ from ii_api.incoming import IncomingSubscriptions
 from ii_api.local_actors import ActorCapabilities, ActorDeliveries, ActorSubscriptions
 from ii_api.matching import CapabilityMatcher
 from ii_api.models import CapabilitiesMessage, Capability, NetworkCapabilitiesResponse
+from ii_api.multihop import desired_routes
 from ii_api.neighbours import NeighbourCapabilities, Neighbours
 from ii_api.outgoing import OutgoingSubscriptions
 from ii_api.pushes import CapabilityPushes, Pusher
+from ii_api.reexport import Reexport
 from ii_api.store import AsyncStore
-from ii_api.subscriptions import Timing, compile_selector
+from ii_api.subscriptions import LocalSubscriptionView, Timing, compile_selector, desired_outgoing
 from interchange.broker.placement import Placement
 
 __all__ = ["EventSink", "IIService"]
@@ -109,14 +111,18 @@ class IIService:
                                           capabilities=self.actor_capabilities, lock=lock, event=event_sink)
         self.actor_subscriptions = ActorSubscriptions(config=config, store=store, broker=broker, lock=lock,
                                                       event=event_sink, changed=self._local_subscriptions_changed)
+        self._store = store
+        self.reexport = Reexport(name=self.name, config=config.multihop, local=self.local_capabilities,
+                                 offers=self._current_offers, hop_limits=self.neighbour_caps.multihop)
         self.incoming = IncomingSubscriptions(name=self.name, config=config, store=store, broker=broker,
                                               neighbours=self.neighbours_dir, capabilities=self.actor_capabilities,
-                                              lock=lock, event=event_sink)
+                                              lock=lock, event=event_sink, reexport=self.reexport,
+                                              changed=self._incoming_changed)
         self.outgoing = OutgoingSubscriptions(
             name=self.name, store=store, timing=timing, client=self.client, neighbours=self.neighbours_dir,
-            offers=self.neighbour_caps, wanted=self.actor_subscriptions.wanted,
-            sources=self.actor_subscriptions.sources, imports=core, federation=self._federation,
-            served_changed=self._outgoing_changed, lock=lock, event=event_sink)
+            offers=self.neighbour_caps, wanted=self._wanted, sources=self._sources, imports=core,
+            federation=self._federation, served_changed=self._outgoing_changed, lock=lock, event=event_sink,
+            plan=desired_routes if config.multihop.enabled else desired_outgoing)
         self.pushes = CapabilityPushes(config=config, client=self.client, neighbours=self.neighbours_dir,
                                        message=self.capabilities_message, answered=self._capabilities_answered,
                                        event=event_sink)
@@ -187,8 +193,22 @@ class IIService:
         """IP_077/IP_109: our capabilities are those our local actors registered, nothing learned."""
         return self.actor_capabilities.all()
 
-    def capabilities_message(self) -> CapabilitiesMessage:
-        return CapabilitiesMessage(name=self.name, capabilities=self.local_capabilities())
+    def capabilities_message(self, to: str | None = None) -> CapabilitiesMessage:
+        """Our capabilities message (for neighbour ``to``: with what we re-export to it, issue 12)."""
+        return self.reexport.message_for(to)
+
+    def _current_offers(self) -> dict[str, list[Capability]]:
+        """The capabilities of the current neighbours."""
+        return {n: c for n, c in self.neighbour_caps.by_neighbour().items() if n in self.neighbours_dir}
+
+    def _wanted(self) -> list[LocalSubscriptionView]:
+        """What to request from neighbours: our actors' subscriptions and, with multi-hop federation,
+        what neighbours' subscriptions here want re-exported (:mod:`ii_api.reexport`)."""
+        return [*self.actor_subscriptions.wanted(), *self.reexport.wanted()]
+
+    def _sources(self, sub_ids: Iterable[int]) -> list[str]:
+        ids = list(sub_ids)
+        return self.actor_subscriptions.sources(ids) + self.reexport.sources(ids)
 
     def neighbour_capabilities(self, name: str) -> list[Capability]:
         return self.neighbour_caps.of(name)
@@ -198,7 +218,7 @@ class IIService:
         name = self.require_neighbour(cn, message.name)
         async with self.lock:
             await self._neighbour_capabilities_changed(name, message)
-        return self.capabilities_message()
+            return self.capabilities_message(name)
 
     async def network_capabilities(self, actor: str, selector: str | None) -> NetworkCapabilitiesResponse:
         """Capabilities anywhere in the federation (ours and our neighbours') that ``selector`` matches."""
@@ -220,6 +240,22 @@ class IIService:
         self.event("info", "ii_capabilities_received", {"neighbour": name, "count": len(message.capabilities)})
         await self.outgoing.reconcile()
         self.outgoing.nudge(name)
+        await self._offers_changed()
+
+    async def _offers_changed(self) -> None:
+        """Multi-hop federation: what we re-export changed with neighbours' capabilities; those who
+        would now get another capabilities message are told (only they: no endless exchange)."""
+        if not self.reexport.enabled:
+            return
+        await self._incoming_changed()
+        for neighbour in self.reexport.stale(self.neighbours_dir.names()):
+            self.pushes.wake(neighbour)
+
+    async def _incoming_changed(self) -> None:
+        """Neighbours' subscriptions here came or went: what they want re-exported re-planned (lock held)."""
+        if self.reexport.enabled:
+            self.reexport.refresh(await self._store.incoming.list())
+            await self.outgoing.reconcile()
 
     async def _capabilities_answered(self, name: str, message: CapabilitiesMessage) -> None:
         """A neighbour's answer to our capabilities push, recorded if it is still a neighbour."""
@@ -260,6 +296,7 @@ class IIService:
             await self.neighbours_dir.apply(update)
             for name in gone:
                 self.neighbour_caps.forget(name)
+                self.reexport.forget(name)
                 self.pushes.stop(name)
             self.departures.returned(self.neighbours_dir.names())
             for name in sorted(changed):
@@ -268,6 +305,7 @@ class IIService:
                 self.event("info", "ii_neighbours_changed", {"neighbours": self.neighbours_dir.names(),
                                                              "gone": sorted(gone), "new_or_moved": sorted(changed)})
                 await self.outgoing.reconcile()
+                await self._offers_changed()
         for error in result.errors:
             self.event("warning", "ii_discovery_problem", {"error": error})
 
@@ -288,6 +326,8 @@ class IIService:
         await self.incoming.recheck()  # capabilities added while the node was down: RESUBSCRIBE
         await self.departures.restore(await self.incoming.owners(), self.neighbours_dir.names())
         await self.outgoing.restore()
+        if self.reexport.enabled:
+            self.reexport.refresh(await self._store.incoming.list())
         await self.outgoing.reconcile()
 
     # ------------------------------------------------------------------ status (operators, tests)

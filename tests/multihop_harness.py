@@ -1,0 +1,148 @@
+"""Multi-hop federations for the tests (issue 12): real nodes, real DNS, the test PKI.
+
+The topology is made with DNS: every link ``x - y`` is a domain of its own
+(``<x><y>.interchange.test``) holding the SRV records of both ends, and each node discovers the
+domains of its links only (IP_088/089), so its neighbours are exactly the nodes it is linked to
+(IP_126: it refuses the others). :class:`MultihopFederation` starts the nodes in the test's event
+loop (as :mod:`ii_harness` does), each with ``[ii.multihop]`` as given.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from proton import Message
+
+from certs import TestPki
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
+from ii_api.discovery import DiscoveryConfig
+from ii_harness import DOMAIN, Consumer, Https, denm_capability, node_config, start, wait_for
+from interchange.broker.hop_trace import TRACE_KEY
+from interchange.node import RunningNode
+
+__all__ = ["MultihopFederation", "link_domain", "trace_of"]
+
+
+def link_domain(x: str, y: str) -> str:
+    """The DNS domain of the link between nodes ``x`` and ``y`` (either order)."""
+    first, second = sorted((x, y))
+    return f"{first.split('.')[0]}{second.split('.')[0]}.{DOMAIN}"
+
+
+def trace_of(message: Message) -> list[str]:
+    """The hop trace a received message carries (empty without one)."""
+    annotations = message.annotations or {}
+    return list(annotations.get(TRACE_KEY, []))
+
+
+@dataclass
+class MultihopFederation:
+    """Nodes linked as ``links`` says, each with its own ``[ii.multihop]`` (``multihop[name]``)."""
+
+    pki: TestPki
+    workdir: Path
+    dns: DnsmasqServer
+    links: list[tuple[str, str]]
+    multihop: dict[str, dict[str, Any]]
+    ii_ports: dict[str, int] = field(default_factory=dict)
+    nodes: dict[str, RunningNode] = field(default_factory=dict)
+    clients: list[Https] = field(default_factory=list)
+    consumers: list[Consumer] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted({n for link in self.links for n in link})
+
+    def domains(self, name: str) -> tuple[str, ...]:
+        return tuple(sorted(link_domain(x, y) for x, y in self.links if name in (x, y)))
+
+    def records(self) -> DnsRecords:
+        srv = [Srv(link_domain(x, y), end, self.ii_ports[end]) for x, y in self.links for end in (x, y)]
+        return DnsRecords(srv=srv, hosts={name: "127.0.0.1" for name in self.names})
+
+    async def start_all(self) -> None:
+        self.ii_ports = {name: free_port() for name in self.names}
+        await asyncio.to_thread(self.dns.start, self.records())
+        for name in self.names:
+            await self.start(name)
+
+    async def start(self, name: str) -> RunningNode:
+        assert self.dns.port is not None
+        discovery = DiscoveryConfig(dns_server=self.dns.host, dns_port=self.dns.port, domains=self.domains(name),
+                                    interval_s=1.0, timeout_s=2.0)
+        self.nodes[name] = await start(node_config(self.pki, name, self.workdir / name, ii_port=self.ii_ports[name],
+                                                   discovery=discovery, multihop=self.multihop.get(name, {})))
+        return self.nodes[name]
+
+    async def stop(self, name: str) -> None:
+        await self.nodes.pop(name).close()
+
+    async def leave(self, name: str) -> None:
+        """``name`` leaves: stopped and its SRV records gone from DNS (its neighbours find it gone)."""
+        self.links = [link for link in self.links if name not in link]
+        await self.stop(name)
+        await asyncio.to_thread(self.dns.reconfigure, self.records())
+
+    def https(self, cn: str, node: str) -> Https:
+        client = Https(self.pki, cn, self.nodes[node])
+        self.clients.append(client)
+        return client
+
+    async def consumer(self, cn: str, node: str, source: str) -> Consumer:
+        running = self.nodes[node]
+        consumer = await asyncio.to_thread(Consumer, self.pki, cn, running.amqps_port, node, source)
+        self.consumers.append(consumer)
+        return consumer
+
+    async def close(self) -> None:
+        for consumer in self.consumers:
+            await asyncio.to_thread(consumer.close)
+        for client in self.clients:
+            await client.close()
+        for node in list(self.nodes.values()):
+            await node.close()
+
+    # ------------------------------------------------------------ actors
+    async def publisher(self, node: str, actor: str, publisher: str, country: str = "NO") -> str:
+        """Register ``actor``'s DENM capability (publicationId ``<publisher>:denm-1``) at ``node`` and
+        a delivery; the target to publish to."""
+        client = self.https(actor, node)
+        status, _ = await client.post(f"/{actor}/capabilities", {"capabilities": [
+            denm_capability(publisher=publisher, country=country, tiles=["1202021"])]})
+        assert status == 200
+        status, body = await client.post(f"/{actor}/deliveries", {"deliveries": [{"selector": "messageType = 'DENM'"}]})
+        assert status == 200 and body["deliveries"][0]["status"] == "CREATED", body
+        return str(body["deliveries"][0]["endpoints"][0]["target"])
+
+    async def subscribe(self, node: str, actor: str, selector: str = "messageType = 'DENM'") -> str:
+        """``actor``'s subscription at ``node``; its source."""
+        status, body = await self.https(actor, node).post(f"/{actor}/subscriptions",
+                                                          {"subscriptions": [{"selector": selector}]})
+        assert status == 200, body
+        return str(body["subscriptions"][0]["endpoints"][0]["source"])
+
+    def offered(self, at: str, by: str) -> set[str]:
+        """The publicationIds node ``at`` has learnt from neighbour ``by``."""
+        ii = self.nodes[at].ii
+        assert ii is not None
+        return {c.application.publicationId for c in ii.neighbour_capabilities(by)}
+
+    def created_links(self, node: str) -> dict[str, int]:
+        """Connected federation links of ``node``, by neighbour."""
+        ii = self.nodes[node].ii
+        assert ii is not None
+        counts: dict[str, int] = {}
+        for outgoing in ii.status()["outgoing"]:
+            if outgoing["status"] == "CREATED":
+                connected = sum(1 for link in outgoing["links"] if link["connected"])
+                counts[outgoing["neighbour"]] = counts.get(outgoing["neighbour"], 0) + connected
+        return counts
+
+    async def wait_offered(self, expected: dict[tuple[str, str], Iterable[str]]) -> None:
+        """Until each ``(at, by)`` has learnt exactly the publicationIds given."""
+        wanted = {key: set(ids) for key, ids in expected.items()}
+        await wait_for(lambda: all(self.offered(at, by) == ids for (at, by), ids in wanted.items()),
+                       f"capabilities {wanted}")
