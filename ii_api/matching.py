@@ -252,17 +252,17 @@ def _area_like(matcher: LikePattern, tiles: tuple[str, ...]) -> Truths:
         return _T
     if _matches_no_quadtree(matcher):
         return _F
-    if matcher.kind not in ("contains", "prefix", "exact") or not matcher.literal.startswith(","):
+    if matcher.kind not in ("contains", "prefix", "exact", "suffix") or not matcher.literal.startswith(","):
         return _U
     body = matcher.literal[1:]
     whole_tile = body.endswith(",")
     if whole_tile:
         body = body[:-1]
-    if not set(body) <= _DIGITS or (whole_tile and not body) or (matcher.kind == "exact" and not whole_tile):
+    if not set(body) <= _DIGITS or (whole_tile and not body) or (matcher.kind in ("exact", "suffix") and not whole_tile):
         return _U
     result: set[bool] = set()
     for cap in tiles:
-        if whole_tile:  # a message tile equal to `body`: only where body lies inside cap
+        if whole_tile:  # a (any, first or last) message tile equal to `body`: only where body lies inside cap
             result |= _TF if body.startswith(cap) else _F
         elif cap.startswith(body):  # cap inside body: every message tile matches
             result.add(True)
