@@ -202,21 +202,22 @@ def hot_path_us(count: int = 20_000) -> float:
     from interchange.bridges.tlex.codec import Payload, StreamDecoder, encode
     from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
     from interchange.bridges.tlex.payloads import stand_in
-    from interchange.bridges.tlex.publication import BiMessage, Translator
+    from interchange.bridges.tlex.publication import Translator
 
     config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=P("a"), publisher_id="NL00001",
                               originating_country="NL", controllers=[ControllerConfig(
                                   tlc_id="NLSM0001", intersections=["5-100"], latitude=51.48, longitude=4.73)])
     translator = Translator(config)
-    translator.to_bi(Payload(5, 1, stand_in("MAPEM", 1, "5-100", 0), "NLSM0001"))
+    translator.to_bi(Payload(5, 1, stand_in("MAPEM", 1, "5-100", 0), "NLSM0001"), 0)
     frames = [encode(Payload(4, 1, stand_in("SPATEM", 1, "5-100", i), "NLSM0001")) for i in range(100)]
     decoder, encoder = StreamDecoder(expect_preamble=False), MessageEncoder()
     start = time.process_time()
     for i in range(count):
         for payload in decoder.feed(frames[i % 100]):
-            message = translator.to_bi(payload)  # type: ignore[arg-type]
-            assert isinstance(message, BiMessage)
-            encoder.encode(message)
+            messages = translator.to_bi(payload, i)  # type: ignore[arg-type]
+            assert isinstance(messages, list)
+            for message in messages:
+                encoder.encode(message)
     return (time.process_time() - start) / count * 1e6
 
 

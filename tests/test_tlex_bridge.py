@@ -15,7 +15,7 @@ from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, up
 
 from certs import TestPki
 from interchange.bridges.tlex.codec import Payload
-from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
+from interchange.bridges.tlex.config import DEFAULT_REPETITION_MS, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
 from interchange.bridges.tlex.payloads import stand_in
 from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator, tile
@@ -35,8 +35,9 @@ def bridge_config(sim: Sim, pki: TestPki) -> TlexBridgeConfig:
                             backoff_initial=0.05, backoff_max=0.5)
 
 
-async def start_bridged_node(sim: Sim, pki: TestPki, tmp_path: Path) -> RunningNode:
-    config = node_config(pki, NODE, tmp_path / "node").model_copy(update={"tlex": bridge_config(sim, pki)})
+async def start_bridged_node(sim: Sim, pki: TestPki, tmp_path: Path, **bridge: object) -> RunningNode:
+    tlex = bridge_config(sim, pki).model_copy(update=bridge)  # not validated again: give whole values
+    config = node_config(pki, NODE, tmp_path / "node").model_copy(update={"tlex": tlex})
     config = config.model_copy(update={"admin": config.admin.model_copy(update={"port": 0})})
     return await start(config)
 
@@ -163,14 +164,15 @@ def test_translator_ip104_and_drops() -> None:
                               originating_country="NL", controllers=sharded, shard_count=2)
     translator = Translator(config)
     spat = Payload(4, 1, b"s", TLCS[0])
-    assert translator.to_bi(spat) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[0])
-    assert isinstance(translator.to_bi(Payload(5, 1, b"m", TLCS[0])), BiMessage)
-    published = translator.to_bi(spat)
-    assert isinstance(published, BiMessage) and published.body == b"s"
-    assert published.properties["shardId"] == 1 and published.properties["shardCount"] == 2
-    assert translator.to_bi(Payload(4, 1, b"s", TLCS[1])) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[1])
-    assert isinstance(translator.to_bi(Payload(0x21, 1, b"?", TLCS[0])), Dropped)
-    assert isinstance(translator.to_bi(Payload(5, 1, b"m", "NLXX0000")), Dropped)
+    assert translator.to_bi(spat, 0) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[0])
+    assert [m.kind for m in translator.to_bi(Payload(5, 1, b"m", TLCS[0]), 0)] == ["MAPEM"]  # type: ignore[union-attr]
+    published = translator.to_bi(spat, 1)
+    assert isinstance(published, list) and [m.body for m in published] == [b"s"]
+    assert published[0].properties["shardId"] == 1 and published[0].properties["shardCount"] == 2
+    assert translator.to_bi(Payload(4, 1, b"s", TLCS[1]), 1) == Dropped(
+        "SPATEM before the controller's first MAPEM (IP_104)", TLCS[1])
+    assert isinstance(translator.to_bi(Payload(0x21, 1, b"?", TLCS[0]), 1), Dropped)
+    assert isinstance(translator.to_bi(Payload(5, 1, b"m", "NLXX0000"), 1), Dropped)
     assert translator.to_controllers({"messageType": "SREM", "id": ",5-58,5-57,"}, b"r", 9) == [
         Payload(9, 9, b"r", TLCS[1]), Payload(9, 9, b"r", TLCS[0])]
     assert isinstance(translator.to_controllers({"messageType": "SREM"}, b"r", 9), Dropped)
@@ -202,7 +204,7 @@ def test_message_encoder_matches_proton() -> None:
                                              publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS))
     encoder = MessageEncoder()
     for body in (b"", b"m" * 255, b"M" * 256, stand_in("MAPEM", 1, "5-57", 1)):
-        message = translator.to_bi(Payload(5, 1, body, TLCS[0]))
+        [message] = translator.to_bi(Payload(5, 1, body, TLCS[0]), 0)  # type: ignore[misc]
         assert isinstance(message, BiMessage)
         decoded = Message()
         decoded.decode(encoder.encode(message))
@@ -242,6 +244,40 @@ async def test_mapem_kept_across_a_restart(sim: Sim, pki: TestPki, tmp_path: Pat
             await node.close()
 
 
+async def test_mapem_repeated_to_consumers(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """IP_048 end to end: a controller that sent its MAPEM once (next one an hour away) but keeps
+    sending SPATEMs has that MAPEM repeated by the bridge every MAPEM repetition interval (1 s here),
+    byte for byte, each copy before the SPATEM that triggered it."""
+    node = await start_bridged_node(sim, pki, tmp_path, repetition_ms={**DEFAULT_REPETITION_MS, "MAPEM": 1000})
+    https = Https(pki, ACTOR, node)
+    consumer = None
+    async with sim.api(sim.tlc_system) as tlc_api:
+        controller = FakeController(ControllerSpec(TLCS[0], CONTROLLERS[0].intersections, 1), tlc_api, domain=DOMAIN,
+                                    stream_ssl=sim.stream_ssl(), spatem_hz=10, mapem_interval=3600,
+                                    server_hostname=SIM_HOST)
+        try:
+            source = await subscribe(https, f"publicationId LIKE 'NL00001:{TLCS[0]}-%'")
+            consumer = await asyncio.to_thread(Consumer, pki, ACTOR, node.amqps_port, NODE, source)
+            controller.start()
+            got: list[Message] = []
+            while sum(m.properties["messageType"] == "MAPEM" for m in got) < 3:
+                message = await asyncio.to_thread(consumer.receive)
+                assert message is not None, f"only {len(got)} messages arrived"
+                got.append(message)
+            mapems = [i for i, m in enumerate(got) if m.properties["messageType"] == "MAPEM"]
+            assert mapems[0] == 0 and len({bytes(got[i].body) for i in mapems}) == 1  # the same MAPEM again
+            assert all(got[i + 1].properties["messageType"] == "SPATEM" for i in mapems[1:] if i + 1 < len(got))
+            assert 8 <= mapems[2] - mapems[1] <= 13  # about 1 s of 10 Hz SPATEMs between repeats
+            assert node.tlex is not None and node.tlex.translator.mapems.repeated >= 2
+            assert node.metrics is not None and "tlex_mapem_repeated_total" in generate_latest(node.metrics).decode()
+        finally:
+            await controller.stop()
+            if consumer is not None:
+                await asyncio.to_thread(consumer.close)
+            await https.close()
+            await node.close()
+
+
 def test_mapem_store_keeps_nine_minutes(tmp_path: Path) -> None:
     from interchange.bridges.tlex.mapem_store import KEEP_MS, MapemStore
 
@@ -254,6 +290,41 @@ def test_mapem_store_keeps_nine_minutes(tmp_path: Path) -> None:
     assert store.load([TLCS[0], TLCS[1]], 1_000_000 + KEEP_MS) == {TLCS[0]: (1_050_000, b"map-2")}
     translator = Translator(TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"),
                                              publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS))
-    restored = translator.restored_mapem(TLCS[0], b"map-2", age_ms=600_000)
+    restored = translator.restored_mapem(TLCS[0], b"map-2", age_ms=600_000, now_ms=2_000_000)
     assert restored.ttl_ms == 48_000 and restored.body == b"map-2"  # 648 s - 600 s
-    assert isinstance(translator.to_bi(Payload(4, 1, b"s", TLCS[0])), BiMessage)  # SPATEM may follow
+    after = translator.to_bi(Payload(4, 1, b"s", TLCS[0]), 2_000_000)  # SPATEM may follow, and the MAPEM
+    assert [m.kind for m in after] == ["MAPEM", "SPATEM"]  # type: ignore[union-attr]  # is 600 s old: repeated
+
+
+def test_mapem_repeated_while_spatems_flow() -> None:
+    """IP_048: the bridge repeats a controller's MAPEM at least every 9 min while its SPATEMs flow
+    (with a fresh TTL); a controller that stopped sending has nothing repeated; IP_049 lets an
+    operator skip identical copies closer than mapem_min_interval_ms (default: all published)."""
+    base = dict(api_url="https://x", authorization="t", domain="d", actor=Path("a"), publisher_id="NL00001",
+                originating_country="NL", controllers=CONTROLLERS)
+    translator = Translator(TlexBridgeConfig(**base))  # type: ignore[arg-type]
+
+    def kinds(tlc: str, payload_type: int, body: bytes, now_ms: int) -> list[tuple[str, bytes]] | Dropped:
+        result = translator.to_bi(Payload(payload_type, 1, body, tlc), now_ms)
+        return result if isinstance(result, Dropped) else [(m.kind, m.body) for m in result]
+
+    minute = 60_000
+    assert kinds(TLCS[0], 5, b"map-1", 0) == [("MAPEM", b"map-1")]
+    assert kinds(TLCS[0], 4, b"s1", 8 * minute) == [("SPATEM", b"s1")]
+    repeated = translator.to_bi(Payload(4, 1, b"s2", TLCS[0]), 9 * minute)
+    assert [(m.kind, m.body, m.ttl_ms) for m in repeated] == [  # type: ignore[union-attr]  # a fresh MAPEM TTL
+        ("MAPEM", b"map-1", 648_000), ("SPATEM", b"s2", 1000)]
+    assert kinds(TLCS[0], 4, b"s3", 9 * minute + 100) == [("SPATEM", b"s3")]  # once per interval
+    assert kinds(TLCS[0], 5, b"map-1", 10 * minute) == [("MAPEM", b"map-1")]  # the controller's own copies: all
+    assert kinds(TLCS[0], 5, b"map-1", 10 * minute + 1000) == [("MAPEM", b"map-1")]
+    assert kinds(TLCS[0], 4, b"s4", 18 * minute) == [("SPATEM", b"s4")]  # its last copy restarted the clock
+    assert kinds(TLCS[0], 4, b"s5", 19 * minute + 1000) == [("MAPEM", b"map-1"), ("SPATEM", b"s5")]
+    assert translator.mapems.repeated == 2 and translator.mapems.suppressed == 0
+
+    quiet = Translator(TlexBridgeConfig(**base, mapem_min_interval_ms=60_000))  # type: ignore[arg-type]
+    assert [m.body for m in quiet.to_bi(Payload(5, 1, b"map-1", TLCS[1]), 0)] == [b"map-1"]  # type: ignore[union-attr]
+    assert quiet.to_bi(Payload(5, 1, b"map-1", TLCS[1]), 1000) == Dropped(
+        "identical MAPEM within mapem_min_interval_ms (IP_049)", TLCS[1])
+    assert [m.body for m in quiet.to_bi(Payload(5, 1, b"map-2", TLCS[1]), 2000)] == [b"map-2"]  # type: ignore[union-attr]  # changed
+    assert [m.body for m in quiet.to_bi(Payload(5, 1, b"map-2", TLCS[1]), 62_000)] == [b"map-2"]  # type: ignore[union-attr]
+    assert quiet.mapems.suppressed == 1

@@ -144,7 +144,7 @@ class TlexBridge:
         now = read_now().utc_ms
         stored = await asyncio.to_thread(self._mapems.load, [c.tlc_id for c in self.config.controllers], now)
         for tlc, (received, payload) in sorted(stored.items()):
-            self._queue.append(self.translator.restored_mapem(tlc, payload, now - received))
+            self._queue.append(self.translator.restored_mapem(tlc, payload, now - received, now))
         if stored:
             self._event("info", "tlex_mapem_restored", {"tlcs": sorted(stored)})
 
@@ -195,19 +195,23 @@ class TlexBridge:
     def _from_controller(self, payload: Payload) -> None:
         counters = self.counters.tlc(payload.tlc)
         counters.payloads_in += 1
-        result = self.translator.to_bi(payload)
+        result = self.translator.to_bi(payload, read_now().utc_ms)
         if isinstance(result, Dropped):
             counters.dropped += 1
             self._event("debug", "tlex_payload_dropped", {"tlc": payload.tlc, "reason": result.reason})
             return
+        for message in result:
+            self._enqueue(message)
+        self._drain()
+
+    def _enqueue(self, message: BiMessage) -> None:
         if len(self._queue) >= QUEUE_LIMIT:
             dropped = self._queue.popleft()
             self.counters.tlc(dropped.tlc).dropped += 1
             self.counters.queue_dropped += 1
-        self._queue.append(result)
-        if result.kind == "MAPEM" and self._mapems is not None:
-            self._save_mapem(result)
-        self._drain()
+        self._queue.append(message)
+        if message.kind == "MAPEM" and self._mapems is not None:  # repeats too: kept 9 min from the last copy
+            self._save_mapem(message)
 
     def _save_mapem(self, message: BiMessage) -> None:
         assert self._mapems is not None
@@ -339,9 +343,14 @@ class TlexCollector:
         yield GaugeMetricFamily("tlex_publish_queue", "BI messages waiting for broker credit", value=len(bridge._queue))  # noqa: SLF001
         yield CounterMetricFamily("tlex_srem_dropped", "SREMs from the broker not sent to a controller",
                                   value=bridge.counters.srem_dropped)
+        mapems = bridge.translator.mapems
+        yield CounterMetricFamily("tlex_mapem_repeated", "MAPEMs published again while valid (IP_048)",
+                                  value=mapems.repeated)
+        yield CounterMetricFamily("tlex_mapem_suppressed", "Identical MAPEMs not published (mapem_min_interval_ms)",
+                                  value=mapems.suppressed)
         per_tlc = {name: CounterMetricFamily(f"tlex_tlc_{name}", text, labels=["tlc"]) for name, text in (
             ("payloads_in", "Payloads received from a controller"), ("published", "BI messages published"),
-            ("dropped", "Payloads not published (IP_104, unknown type, full queue)"),
+            ("dropped", "Payloads not published (IP_104, unknown type, full queue, identical MAPEM)"),
             ("srem_out", "SREMs sent to a controller"))}
         for tlc, counters in sorted(bridge.counters.tlcs.items()):
             for name, family in per_tlc.items():

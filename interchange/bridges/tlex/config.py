@@ -24,7 +24,9 @@ Example (TOML)::
     # shard_id = 1
 
 Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
-SSEM default to 100 ms (10 Hz), MAPEM to 540 s (IP_048); protocol versions default to
+SSEM default to 100 ms (10 Hz), MAPEM to 540 s (IP_048: the bridge repeats a controller's MAPEM at
+least that often while its SPATEMs flow); ``mapem_min_interval_ms`` (default 0: every MAPEM is
+published) skips identical MAPEM copies closer than that (IP_049); protocol versions default to
 "<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1).
 """
 from __future__ import annotations
@@ -90,6 +92,8 @@ class TlexBridgeConfig(BaseModel):
     originating_country: str = Field(pattern=r"^[A-Z]{2}$")
     shard_count: int | None = Field(default=None, ge=1)
     repetition_ms: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_REPETITION_MS))
+    mapem_min_interval_ms: int = Field(default=0, ge=0, description=(
+        "identical MAPEMs from a controller closer than this are not published (IP_049); 0: all are"))
     protocol_versions: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_PROTOCOL_VERSIONS))
     backoff_initial: float = Field(default=0.5, gt=0)
     backoff_max: float = Field(default=30.0, gt=0)

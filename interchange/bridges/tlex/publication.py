@@ -12,13 +12,23 @@ Controller -> C-Roads (one BI message per payload, body = the payload bytes unch
 - IP_033: TTL = the message type's repetition interval x 1.2, at least 1 s;
 - IP_104: a SPATEM is published only after the MAPEM of the same controller; earlier SPATEMs are
   dropped and counted (a SPATEM is stale 100 ms later; holding it would publish old signal state).
+- IP_048/049: the bridge is the C-ITS actor that publishes the controllers' already signed MAPEMs,
+  so it repeats each at least every ``repetition_ms["MAPEM"]`` (9 min) while it is valid. Valid
+  means here: its controller is still sending SPATEMs for it. So a SPATEM arriving when the last
+  MAPEM publication of its controller is that old is preceded by the stored MAPEM again (with 10 Hz
+  SPATEMs the repeat is at most 100 ms late, and no timer is needed); a controller that stopped
+  sending has nothing repeated. Every MAPEM a controller sends is published by default, so a
+  consumer that subscribes later waits no longer than the controller's own MAPEM interval for the
+  map that makes SPATEMs usable; ``mapem_min_interval_ms`` > 0 lets an operator whose controllers
+  send MAPEM every second publish identical copies at most that often (IP_049: "within the 9 min
+  interval, repeated messages can be ignored").
 
 C-Roads -> controller: an SREM's ``id`` list names intersections; it goes, as a payload datagram,
 to each controller that owns one of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import BRIDGED_KINDS, ControllerConfig, TlexBridgeConfig
@@ -56,6 +66,41 @@ class Dropped:
     tlc: str | None
 
 
+@dataclass(slots=True)
+class _PublishedMapem:
+    body: bytes
+    published_ms: int  #: when the last copy went to the broker (the repetition clock, IP_048)
+
+
+@dataclass
+class MapemRepetition:
+    """IP_048/049 state: the last MAPEM published per controller, and what was repeated or skipped."""
+
+    interval_ms: int  #: repeat at least this often while valid (IP_048: 9 min)
+    min_interval_ms: int = 0  #: identical copies from the controller closer than this are not published
+    last: dict[str, _PublishedMapem] = field(default_factory=dict)
+    repeated: int = 0
+    suppressed: int = 0
+
+    def offered(self, tlc: str, body: bytes, now_ms: int) -> bool:
+        """A MAPEM from the controller: True if it is to be published (and recorded as published)."""
+        last = self.last.get(tlc)
+        if last is not None and last.body == body and now_ms - last.published_ms < self.min_interval_ms:
+            self.suppressed += 1
+            return False
+        self.last[tlc] = _PublishedMapem(body, now_ms)
+        return True
+
+    def due(self, tlc: str, now_ms: int) -> bytes | None:
+        """Before a SPATEM of ``tlc``: the stored MAPEM if its last copy is ``interval_ms`` old."""
+        last = self.last.get(tlc)
+        if last is None or now_ms - last.published_ms < self.interval_ms:
+            return None
+        last.published_ms = now_ms
+        self.repeated += 1
+        return last.body
+
+
 class Translator:
     """Both directions for one bridge config; keeps the IP_104 state (which MAPEMs went out)."""
 
@@ -66,7 +111,7 @@ class Translator:
         self._properties = {(c.tlc_id, kind): self._fixed_properties(c, kind)
                             for c in config.controllers for kind in BRIDGED_KINDS}
         self._ttl = {kind: ttl_ms(config.repetition_ms[kind]) for kind in BRIDGED_KINDS}
-        self._mapem_published: set[str] = set()
+        self.mapems = MapemRepetition(config.repetition_ms["MAPEM"], config.mapem_min_interval_ms)
         self.spatem_before_mapem = 0
 
     def _fixed_properties(self, controller: ControllerConfig, kind: str) -> dict[str, PropertyValue]:
@@ -84,25 +129,37 @@ class Translator:
             props["shardCount"] = config.shard_count
         return props
 
-    def to_bi(self, payload: Payload) -> BiMessage | Dropped:
-        """The BI message for a payload received from a controller, or why it is not published."""
+    def to_bi(self, payload: Payload, now_ms: int) -> list[BiMessage] | Dropped:
+        """The BI messages for a payload received from a controller at ``now_ms`` (the payload, after
+        a MAPEM repetition that is due, IP_048), or why nothing is published."""
         kind = kind_of(payload.payload_type)
         if kind not in BRIDGED_KINDS:
             return Dropped(f"payload type 0x{payload.payload_type:02x} is not SPATEM, MAPEM or SSEM", payload.tlc)
-        if payload.tlc is None or payload.tlc not in self.controllers:
-            return Dropped(f"TLC {payload.tlc!r} is not configured", payload.tlc)
+        tlc = payload.tlc
+        if tlc is None or tlc not in self.controllers:
+            return Dropped(f"TLC {tlc!r} is not configured", tlc)
+        message = BiMessage(self._properties[(tlc, kind)], self._ttl[kind], payload.payload, tlc, kind)
         if kind == "MAPEM":
-            self._mapem_published.add(payload.tlc)
-        elif kind == "SPATEM" and payload.tlc not in self._mapem_published:
-            self.spatem_before_mapem += 1
-            return Dropped("SPATEM before the controller's first MAPEM (IP_104)", payload.tlc)
-        return BiMessage(self._properties[(payload.tlc, kind)], self._ttl[kind], payload.payload, payload.tlc, kind)
+            if not self.mapems.offered(tlc, payload.payload, now_ms):
+                return Dropped("identical MAPEM within mapem_min_interval_ms (IP_049)", tlc)
+        elif kind == "SPATEM":
+            if tlc not in self.mapems.last:
+                self.spatem_before_mapem += 1
+                return Dropped("SPATEM before the controller's first MAPEM (IP_104)", tlc)
+            repeat = self.mapems.due(tlc, now_ms)
+            if repeat is not None:
+                return [self._mapem(tlc, repeat, self._ttl["MAPEM"]), message]
+        return [message]
 
-    def restored_mapem(self, tlc: str, payload: bytes, age_ms: int) -> BiMessage:
+    def _mapem(self, tlc: str, body: bytes, ttl: int) -> BiMessage:
+        return BiMessage(self._properties[(tlc, "MAPEM")], ttl, body, tlc, "MAPEM")
+
+    def restored_mapem(self, tlc: str, payload: bytes, age_ms: int, now_ms: int) -> BiMessage:
         """A MAPEM stored before a restart (IP_049), published again: its TTL shortened by its age
-        (at least 1 s), and the controller's SPATEMs may follow (IP_104)."""
-        self._mapem_published.add(tlc)
-        return BiMessage(self._properties[(tlc, "MAPEM")], max(1000, self._ttl["MAPEM"] - age_ms), payload, tlc, "MAPEM")
+        (at least 1 s), its repetition due when it would have been, and the controller's SPATEMs may
+        follow (IP_104)."""
+        self.mapems.last[tlc] = _PublishedMapem(payload, now_ms - age_ms)
+        return self._mapem(tlc, payload, max(1000, self._ttl["MAPEM"] - age_ms))
 
     def to_controllers(self, properties: dict, body: bytes, utc_ms: int) -> list[Payload] | Dropped:
         """Payload datagrams for an SREM from the broker: one per controller owning a listed intersection."""
@@ -154,4 +211,4 @@ def tile(controller: ControllerConfig) -> str:
     return from_latlon(controller.latitude, controller.longitude, ZOOM)
 
 
-__all__ = ["BiMessage", "Dropped", "Translator", "publication_id", "tile", "ttl_ms"]
+__all__ = ["BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id", "tile", "ttl_ms"]
