@@ -50,6 +50,7 @@ class MultihopFederation:
     ii_ports: dict[str, int] = field(default_factory=dict)
     nodes: dict[str, RunningNode] = field(default_factory=dict)
     clients: list[Https] = field(default_factory=list)
+    zones: set[str] = field(default_factory=set)  #: every link domain so far: answered (empty: NXDOMAIN) after a cut
     consumers: list[Consumer] = field(default_factory=list)
 
     @property
@@ -60,8 +61,9 @@ class MultihopFederation:
         return tuple(sorted(link_domain(x, y) for x, y in self.links if name in (x, y)))
 
     def records(self) -> DnsRecords:
+        self.zones |= {link_domain(x, y) for x, y in self.links}
         srv = [Srv(link_domain(x, y), end, self.ii_ports[end]) for x, y in self.links for end in (x, y)]
-        return DnsRecords(srv=srv, hosts={name: "127.0.0.1" for name in self.names})
+        return DnsRecords(srv=srv, hosts={name: "127.0.0.1" for name in self.names}, zones=sorted(self.zones))
 
     async def start_all(self) -> None:
         self.ii_ports = {name: free_port() for name in self.names}
@@ -84,6 +86,12 @@ class MultihopFederation:
         """``name`` leaves: stopped and its SRV records gone from DNS (its neighbours find it gone)."""
         self.links = [link for link in self.links if name not in link]
         await self.stop(name)
+        await asyncio.to_thread(self.dns.reconfigure, self.records())
+
+    async def relink(self, links: list[tuple[str, str]]) -> None:
+        """The topology becomes ``links`` (among the running nodes and the domains they were started
+        with): DNS reconfigured, the nodes find out at their next discovery round."""
+        self.links = links
         await asyncio.to_thread(self.dns.reconfigure, self.records())
 
     def https(self, cn: str, node: str) -> Https:
@@ -140,6 +148,32 @@ class MultihopFederation:
                 connected = sum(1 for link in outgoing["links"] if link["connected"])
                 counts[outgoing["neighbour"]] = counts.get(outgoing["neighbour"], 0) + connected
         return counts
+
+    def outgoing(self, node: str) -> dict[str, int] | None:
+        """``node``'s active subscriptions at neighbours, counted by neighbour, if every one is
+        CREATED with all its links connected; None while any is not."""
+        ii = self.nodes[node].ii
+        assert ii is not None
+        counts: dict[str, int] = {}
+        for outgoing in ii.status()["outgoing"]:
+            if outgoing["status"] != "CREATED" or not outgoing["links"] or not all(
+                    link["connected"] for link in outgoing["links"]):
+                return None
+            counts[outgoing["neighbour"]] = counts.get(outgoing["neighbour"], 0) + 1
+        return counts
+
+    async def wait_settled(self, expected: dict[str, dict[str, int]]) -> None:
+        """Until each node's subscriptions at neighbours are as ``expected`` (see :meth:`outgoing`)."""
+        try:
+            await wait_for(lambda: all(self.outgoing(n) == counts for n, counts in expected.items()),
+                           "settled subscriptions at neighbours")
+        except AssertionError as exc:
+            seen = {n: self.nodes[n].ii.status()["outgoing"] for n in expected}  # type: ignore[union-attr]
+            raise AssertionError(f"{exc}: expected {expected}, seen {seen}") from None
+
+    def hop_drops(self) -> dict[str, dict[str, int]]:
+        """Imported messages each running node dropped by its hop trace, by reason (loop, hop_limit)."""
+        return {name: dict(node.core.observer.hop_dropped_count) for name, node in self.nodes.items()}
 
     async def wait_offered(self, expected: dict[tuple[str, str], Iterable[str]]) -> None:
         """Until each ``(at, by)`` has learnt exactly the publicationIds given."""

@@ -1,0 +1,174 @@
+"""Multi-hop federation on a ring of three and a line of four (issue 12): real nodes, real DNS (one
+domain per link, :mod:`multihop_harness`), the test PKI, multi-hop switched on everywhere.
+
+Every node has a publisher and a subscriber to every DENM. In each settled topology every message
+reaches every subscriber exactly once, over the path the routes promise (its hop trace), within
+the hop limit; nothing circulates (no node drops a message as a loop or over the limit, and no
+subscriber sees a second copy within a quiet period). Topology changes come from DNS, as in
+production: a link cut (its domain emptied) is routed around, and a node that leaves (stopped, its
+records gone) breaks nothing for the others.
+
+Each test shares its nodes between its phases (a node start costs seconds)."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from proton import Message
+
+from certs import TestPki
+from dns_fixtures import DnsmasqServer
+from harness import D
+from ii_harness import A, B, C, Consumer, denm_message, publish
+from interchange.broker.hop_trace import LIMIT_KEY
+from multihop_harness import MultihopFederation, trace_of
+
+#: Each node's actor, publisher and country.
+ACTORS = {A: ("actor-a", "NO00001", "NO"), B: ("actor-b", "SE00001", "SE"), C: ("actor-c", "DK00001", "DK"),
+          D: ("actor-d", "FI00001", "FI")}
+PER_PUBLISHER = 5
+QUIET_S = 1.0  #: how long a subscriber must see nothing more after its last expected message
+
+
+@dataclass
+class Site:
+    """One node's actor: where it publishes, what it consumes."""
+
+    node: str
+    target: str
+    consumer: Consumer
+
+
+async def _start(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, links: list[tuple[str, str]],
+                 hop_limit: int) -> MultihopFederation:
+    names = sorted({n for link in links for n in link})
+    federation = MultihopFederation(pki, tmp_path, dnsmasq, links,
+                                    {n: {"enabled": True, "hop_limit": hop_limit} for n in names})
+    await federation.start_all()
+    return federation
+
+
+async def _sites(f: MultihopFederation, publishing: set[str]) -> dict[str, Site]:
+    """Every node's actor subscribes to every DENM there; those in ``publishing`` also publish."""
+    sites = {}
+    for node in f.names:
+        actor, publisher, country = ACTORS[node]
+        target = await f.publisher(node, actor, publisher, country) if node in publishing else ""
+        source = await f.subscribe(node, actor)
+        sites[node] = Site(node, target, await f.consumer(actor, node, source))
+    return sites
+
+
+async def _exchange(f: MultihopFederation, sites: dict[str, Site], publishing: set[str],
+                    paths: dict[tuple[str, str], list[str]], tag: str) -> None:
+    """Each node in ``publishing`` publishes; each ``(publisher node, subscriber node)`` in ``paths``
+    must get those messages exactly once with that hop trace, and no subscriber anything else."""
+    sent: dict[str, list[Message]] = {}
+    for node in sorted(publishing):
+        actor, publisher, country = ACTORS[node]
+        sent[node] = [denm_message(publisher, body=f"{tag}:{node}:{i}".encode(), country=country)
+                      for i in range(PER_PUBLISHER)]
+        outcomes = await asyncio.to_thread(publish, f.pki, actor, f.nodes[node].amqps_port, node, sites[node].target,
+                                           sent[node])
+        assert outcomes == ["accepted"] * PER_PUBLISHER, outcomes
+    received = await asyncio.gather(*(
+        asyncio.to_thread(_receive_all, site.consumer, PER_PUBLISHER * sum(1 for p, s in paths if s == node))
+        for node, site in sites.items()))
+    for (node, site), got in zip(sites.items(), received):
+        expected = sorted((bytes(m.body), paths[(p, node)]) for p, messages in sent.items() if (p, node) in paths
+                          for m in messages)
+        assert sorted((bytes(m.body), trace_of(m)) for m in got) == expected, f"at {node} ({tag})"
+        bare = {bytes(m.body): m.properties for messages in sent.values() for m in messages}
+        assert all(m.properties == bare[bytes(m.body)] for m in got)  # application properties unchanged
+        assert all(m.annotations[LIMIT_KEY] == f.multihop[node]["hop_limit"] for m in got if trace_of(m)), node
+    assert f.hop_drops() == {n: {"loop": 0, "hop_limit": 0} for n in f.nodes}  # nothing came round
+
+
+def _receive_all(consumer: Consumer, count: int) -> list[Message]:
+    """``count`` messages, then nothing for :data:`QUIET_S` (exactly once)."""
+    got = []
+    for _ in range(count):
+        message = consumer.receive()
+        assert message is not None, f"only {len(got)} of {count} arrived"
+        got.append(message)
+    extra = consumer.receive(QUIET_S)
+    assert extra is None, f"one more than {count}: {bytes(extra.body)!r} trace {trace_of(extra)}"
+    return got
+
+
+def _direct(nodes: list[str]) -> dict[tuple[str, str], list[str]]:
+    """Every node's messages to itself (no trace) and straight to every other (one hop)."""
+    return {(p, s): ([] if p == s else [p, s]) for p in nodes for s in nodes}
+
+
+@pytest.fixture
+async def ring(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
+    federation = await _start(pki, tmp_path, dnsmasq, [(A, B), (B, C), (C, A)], hop_limit=4)
+    try:
+        yield federation
+    finally:
+        await federation.close()
+
+
+@pytest.fixture
+async def line(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
+    federation = await _start(pki, tmp_path, dnsmasq, [(A, B), (B, C), (C, D)], hop_limit=3)  # A..D: 3 hops
+    try:
+        yield federation
+    finally:
+        await federation.close()
+
+
+async def test_ring_of_three_exactly_once_around_a_cut_link_and_without_a_node(ring: MultihopFederation) -> None:
+    f = ring
+    everyone = {A, B, C}
+    sites = await _sites(f, everyone)
+    # Each takes the others' data straight from them: the two-hop offers around the ring are not used.
+    await f.wait_offered({(A, B): {"SE00001:denm-1", "DK00001:denm-1"}, (A, C): {"SE00001:denm-1", "DK00001:denm-1"},
+                          (B, A): {"NO00001:denm-1", "DK00001:denm-1"}, (B, C): {"NO00001:denm-1", "DK00001:denm-1"},
+                          (C, A): {"NO00001:denm-1", "SE00001:denm-1"}, (C, B): {"NO00001:denm-1", "SE00001:denm-1"}})
+    await f.wait_settled({A: {B: 1, C: 1}, B: {A: 1, C: 1}, C: {A: 1, B: 1}})
+    await _exchange(f, sites, everyone, _direct([A, B, C]), "ring")
+
+    # The link C-A is cut: A and C re-route through B, each taking the other's data there
+    # (B subscribes on their behalf, one subscription per want: A:2 and C:2).
+    await f.relink([(A, B), (B, C)])
+    await f.wait_settled({A: {B: 1}, B: {A: 2, C: 2}, C: {B: 1}})
+    paths = _direct([A, B, C]) | {(A, C): [A, B, C], (C, A): [C, B, A]}
+    await _exchange(f, sites, everyone, paths, "cut")
+
+    # B leaves and the link C-A is back: A and C take each other's data directly again.
+    f.links.append((C, A))
+    await asyncio.to_thread(sites.pop(B).consumer.close)
+    f.consumers = [site.consumer for site in sites.values()]
+    await f.leave(B)
+    await f.wait_settled({A: {C: 1}, C: {A: 1}})
+    await _exchange(f, sites, {A, C}, _direct([A, C]), "left")
+
+
+async def test_line_of_four_exactly_once_within_the_hop_limit_and_without_a_node(line: MultihopFederation) -> None:
+    f = line
+    ends = {A, D}
+    sites = await _sites(f, ends)
+    # A's data travels right, D's left. A node subscribes once per want: for its actor, and for each
+    # subscription the next node made here that wants re-exported data. So B takes A's data three
+    # times (for B, for C's actor, for C's want on behalf of D), each copy for other sources.
+    await f.wait_offered({(B, A): {"NO00001:denm-1"}, (C, B): {"NO00001:denm-1"}, (D, C): {"NO00001:denm-1"},
+                          (C, D): {"FI00001:denm-1"}, (B, C): {"FI00001:denm-1"}, (A, B): {"FI00001:denm-1"}})
+    await f.wait_settled({A: {B: 1}, B: {A: 3, C: 2}, C: {B: 2, D: 3}, D: {C: 1}})
+    order = [A, B, C, D]
+    paths = {(p, s): order[min(order.index(p), order.index(s)):max(order.index(p), order.index(s)) + 1][
+        ::1 if order.index(p) <= order.index(s) else -1] for p in ends for s in order}
+    paths[(A, A)] = paths[(D, D)] = []
+    assert paths[(A, D)] == [A, B, C, D] and paths[(D, A)] == [D, C, B, A]
+    await _exchange(f, sites, ends, paths, "line")
+
+    # C leaves: A and B still exchange; D (cut off) still serves its own actor.
+    await asyncio.to_thread(sites.pop(C).consumer.close)
+    f.consumers = [site.consumer for site in sites.values()]
+    await f.leave(C)
+    await f.wait_settled({A: {}, B: {A: 1}, D: {}})
+    await _exchange(f, sites, ends, {(A, A): [], (A, B): [A, B], (D, D): []}, "left")
