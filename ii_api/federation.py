@@ -6,6 +6,21 @@ interchange certificate (SASL EXTERNAL), the neighbour's name checked against it
 certificate (IP_125), and a receiver link on the source. Every message received is routed into
 the local broker as imported data (never re-exported to a third interchange, IP_109). A dropped
 connection is re-established with exponential back-off until the subscription goes.
+
+No double-connect resolution is needed here (issue 12; the RVI core protocol's "double connect",
+where two nodes dialling each other at once get two sessions for one purpose and drop the one
+opened by the higher address). A link belongs to exactly one subscription and is opened only by
+the interchange that made it, towards the source named in the answer to its own request
+(IP_096/110, chapter 4.2.8); the interchange serving a source never dials out for it. So when A
+and B subscribe at each other at the same moment they make two subscriptions, A's at B and B's at
+A, each with its own source and data going one way, each pulled over its owner's links: two
+links, nothing to converge. Within one subscription, :meth:`Federation.pull` stops the links it
+had before starting one per endpoint (several only for a sharded source), the II keeps one
+subscription per (neighbour, selector, consumerCommonName) and requests only new ones (IP_106),
+adopting after a crash the one it had requested instead of requesting it twice. With multi-hop
+federation, split horizon (:mod:`ii_api.multihop`) keeps a publicationId from being pulled both
+ways between two neighbours. tests/test_multihop_double_connect.py checks this with two nodes
+started together that subscribe at each other in the same discovery round while both publish.
 """
 from __future__ import annotations
 

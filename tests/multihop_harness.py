@@ -60,14 +60,20 @@ class MultihopFederation:
     def domains(self, name: str) -> tuple[str, ...]:
         return tuple(sorted(link_domain(x, y) for x, y in self.links if name in (x, y)))
 
-    def records(self) -> DnsRecords:
+    def records(self, linked: bool = True) -> DnsRecords:
+        """The DNS of the links (``linked=False``: their domains, empty: nobody finds anybody)."""
         self.zones |= {link_domain(x, y) for x, y in self.links}
-        srv = [Srv(link_domain(x, y), end, self.ii_ports[end]) for x, y in self.links for end in (x, y)]
+        srv = [Srv(link_domain(x, y), end, self.ii_ports[end]) for x, y in self.links for end in (x, y) if linked]
         return DnsRecords(srv=srv, hosts={name: "127.0.0.1" for name in self.names}, zones=sorted(self.zones))
 
-    async def start_all(self) -> None:
+    async def start_all(self, together: bool = False, linked: bool = True) -> None:
+        """DNS, then the nodes: one after the other, or ``together`` (all at the same moment);
+        ``linked=False``: unlinked in DNS until :meth:`relink`."""
         self.ii_ports = {name: free_port() for name in self.names}
-        await asyncio.to_thread(self.dns.start, self.records())
+        await asyncio.to_thread(self.dns.start, self.records(linked))
+        if together:
+            await asyncio.gather(*(self.start(name) for name in self.names))
+            return
         for name in self.names:
             await self.start(name)
 
