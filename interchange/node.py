@@ -5,6 +5,10 @@ TLS settings are reloaded without a restart (issue 11): SIGHUP, or ``POST /tls/r
 admin endpoint, re-reads certificate, key, trust bundle and CRLs in every broker process, for new
 connections on BI and II; open connections stay, except those the new CRLs revoke (closed, logged).
 
+SIGHUP also applies a re-read config file's ``[tlex]`` controllers to the running traffic-light
+bridge (issue 9: a traffic light added or removed without a restart); other changed settings are
+refused (logged ``tlex_reload_failed``) and need a restart.
+
 Start-up and shutdown go through one exit stack (issue 10): every part that starts registers
 how it stops, so a start that fails half way (the admin port taken, a bridge that cannot
 connect) stops what had started, in reverse order, before the error reaches the caller; nothing
@@ -28,7 +32,7 @@ from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
 from interchange.admin import start_admin
 from interchange.bridges.if2.metrics import If2Collector
-from interchange.bridges.tlex.bridge import TlexBridge, TlexCollector
+from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.hop_trace import HopGuard
@@ -89,6 +93,21 @@ class RunningNode:
                    "broker_processes_notified": notified}
         self.log.event("info", "tls_reloaded", summary)
         return summary
+
+    async def reload_tlex(self, load_config: Callable[[], NodeConfig]) -> dict[str, Any]:
+        """Apply the ``[tlex]`` controllers of the config file as it is now (read off the loop).
+        Raises ValueError (logged ``tlex_reload_failed``) for an unreadable file or a change that
+        needs a restart; BridgeSetupError if the node refused a capability or subscription."""
+        try:
+            if self.tlex is None:
+                raise BridgeReloadError("this node runs no [tlex] bridge: adding one needs a restart")
+            config = await asyncio.to_thread(load_config)
+            if config.tlex is None:
+                raise BridgeReloadError("[tlex] was removed: stopping the bridge needs a restart")
+            return await self.tlex.update(config.tlex)
+        except (OSError, ValueError, BridgeSetupError) as exc:
+            self.log.event("error", "tlex_reload_failed", {"error": str(exc)})
+            raise
 
 
 def tls_files(config: NodeConfig) -> TlsFiles:
@@ -242,21 +261,28 @@ async def _start_if2(node: RunningNode) -> None:
         node.metrics.register(If2Collector(bridge))
 
 
-async def _reload_tls_logged(node: RunningNode) -> None:
-    """SIGHUP: reload; a failure is in the log already (tls_reload_failed), the node keeps running."""
-    with contextlib.suppress(TlsReloadError):
-        await node.reload_tls()
+async def _reload_logged(node: RunningNode, load_config: Callable[[], NodeConfig] | None) -> None:
+    """SIGHUP: reload; a failure is in the log already (tls_reload_failed, tlex_reload_failed), the
+    node keeps running."""
+    if node.tls is not None:
+        with contextlib.suppress(TlsReloadError):
+            await node.reload_tls()
+    if node.tlex is not None and load_config is not None:
+        with contextlib.suppress(ValueError, OSError, BridgeSetupError):
+            await node.reload_tlex(load_config)
 
 
-async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
-    """Run a node until SIGINT/SIGTERM; SIGHUP reloads its TLS files (issue 11)."""
+async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None,
+                      load_config: Callable[[], NodeConfig] | None = None) -> None:
+    """Run a node until SIGINT/SIGTERM; SIGHUP reloads its TLS files (issue 11) and, with
+    ``load_config`` (the config file read again), its [tlex] controllers (issue 9)."""
     node = await start_node(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[None]] = set()  # the running reload tasks, kept until done
 
     def hangup() -> None:
-        task = loop.create_task(_reload_tls_logged(node))
+        task = loop.create_task(_reload_logged(node, load_config))
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 

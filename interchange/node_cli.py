@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     try:
-        asyncio.run(run_forever(config))
+        asyncio.run(run_forever(config, load_config=lambda: load_config(args.config)))
     except (OSError, ValueError) as exc:  # start_node stopped whatever had started (one exit stack)
         raise CliError(f"node start-up failed, nothing is left running: {exc}") from None
     return 0

@@ -19,6 +19,7 @@ from interchange.bridges.tlex.config import DEFAULT_REPETITION_MS, ControllerCon
 from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
 from interchange.bridges.tlex.payloads import stand_in
 from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator, tile
+from interchange.config import NodeConfig
 from interchange.node import RunningNode
 
 NODE = "a.interchange.test"
@@ -35,11 +36,14 @@ def bridge_config(sim: Sim, pki: TestPki) -> TlexBridgeConfig:
                             backoff_initial=0.05, backoff_max=0.5)
 
 
-async def start_bridged_node(sim: Sim, pki: TestPki, tmp_path: Path, **bridge: object) -> RunningNode:
+def bridged_config(sim: Sim, pki: TestPki, tmp_path: Path, **bridge: object) -> NodeConfig:
     tlex = bridge_config(sim, pki).model_copy(update=bridge)  # not validated again: give whole values
     config = node_config(pki, NODE, tmp_path / "node").model_copy(update={"tlex": tlex})
-    config = config.model_copy(update={"admin": config.admin.model_copy(update={"port": 0})})
-    return await start(config)
+    return config.model_copy(update={"admin": config.admin.model_copy(update={"port": 0})})
+
+
+async def start_bridged_node(sim: Sim, pki: TestPki, tmp_path: Path, **bridge: object) -> RunningNode:
+    return await start(bridged_config(sim, pki, tmp_path, **bridge))
 
 
 async def subscribe(https: Https, selector: str) -> str:
@@ -275,6 +279,81 @@ async def test_mapem_repeated_to_consumers(sim: Sim, pki: TestPki, tmp_path: Pat
             if consumer is not None:
                 await asyncio.to_thread(consumer.close)
             await https.close()
+            await node.close()
+
+
+async def test_controllers_changed_at_run_time(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """Issue 9: SIGHUP's [tlex] reload swaps a traffic light for another without a restart: the
+    Broker session's identifiers are updated in place (PUT, 5.2.1.4), capabilities and SREM
+    subscriptions follow at the node, the new controller's payloads reach a consumer and an SREM
+    reaches it; a change that needs a restart is refused, logged, and changes nothing."""
+    config = bridged_config(sim, pki, tmp_path, controllers=[CONTROLLERS[0]])
+    node = await start(config)
+    https, bridge_https = Https(pki, ACTOR, node), Https(pki, BRIDGE, node)
+    consumer = None
+    controllers: list[FakeController] = []
+    async with sim.api(sim.tlc_system) as tlc_api:
+        try:
+            assert node.tlex is not None and node.tlex.supervisor is not None
+            bridge, counters = node.tlex, node.tlex.counters
+            source = await subscribe(https, "messageType IN ('SPATEM', 'MAPEM')")
+            consumer = await asyncio.to_thread(Consumer, pki, ACTOR, node.amqps_port, NODE, source)
+            for i, ctl in enumerate(CONTROLLERS):
+                controllers.append(FakeController(
+                    ControllerSpec(ctl.tlc_id, ctl.intersections, 100 + i), tlc_api, domain=DOMAIN,
+                    stream_ssl=sim.stream_ssl(), spatem_hz=10, mapem_interval=0.5, server_hostname=SIM_HOST))
+                controllers[-1].start()
+            await wait_for(lambda: counters.tlc(TLCS[0]).published >= 5, "the first controller's payloads")
+            assert counters.tlc(TLCS[1]).payloads_in == 0  # not in the session's scope
+            session_token = bridge.supervisor.session.token if bridge.supervisor.session else None
+
+            swapped = config.model_copy(update={"tlex": config.tlex.model_copy(update={"controllers": [CONTROLLERS[1]]})})
+            summary = await node.reload_tlex(lambda: swapped)
+            assert summary == {"added": [TLCS[1]], "removed": [TLCS[0]], "moved": [], "session": "updated"}
+            assert bridge.supervisor.session is not None and bridge.supervisor.session.token == session_token
+            assert bridge.supervisor.stream is not None and bridge.supervisor.stream.tlc_ids == {TLCS[1]}
+            await wait_for(lambda: counters.tlc(TLCS[1]).published >= 5, "the added controller's payloads")
+            while True:  # at the consumer too, MAPEM first (IP_104)
+                message = await asyncio.to_thread(consumer.receive)
+                assert message is not None
+                if message.properties["publicationId"].startswith(f"NL00001:{TLCS[1]}-"):
+                    assert message.properties["messageType"] == "MAPEM"
+                    break
+            status, caps = await bridge_https.get(f"/{BRIDGE}/capabilities")
+            assert status == 200 and sorted(c["definition"]["application"]["publicationId"] for c in caps["capabilities"]) == [
+                f"NL00001:{TLCS[1]}-{kind}" for kind in ("MAPEM", "SPATEM", "SSEM")]
+            status, subs = await bridge_https.get(f"/{BRIDGE}/subscriptions")
+            assert [s["selector"] for s in subs["subscriptions"]] == [
+                "messageType = 'SREM' AND (id LIKE '%,5-58,%' OR id LIKE '%,5-59,%')"]
+
+            srem_caps = [{"application": {"messageType": "SREM", "publisherId": "NL00002", "publicationId": "NL00002:srem",
+                                          "originatingCountry": "NL", "protocolVersion": "SREM:2.1.1", "quadTree": ["1"]},
+                          "metadata": {}}]
+            assert (await https.post(f"/{ACTOR}/capabilities", {"capabilities": srem_caps}))[0] == 200
+            status, body = await https.post(f"/{ACTOR}/deliveries", {"deliveries": [{"selector": "messageType = 'SREM'"}]})
+            srem = Message(body=b"srem-5-58", inferred=True, properties={
+                "messageType": "SREM", "publisherId": "NL00002", "publicationId": "NL00002:srem",
+                "originatingCountry": "NL", "protocolVersion": "SREM:2.1.1", "quadTree": f",{tile(CONTROLLERS[1])},",
+                "id": ",5-58,"})
+            target = body["deliveries"][0]["endpoints"][0]["target"]
+            assert await asyncio.to_thread(publish, pki, ACTOR, node.amqps_port, NODE, target, [srem]) == ["accepted"]
+            await wait_for(lambda: controllers[1].record.received, "the SREM at the added controller")
+            assert [bytes(p.payload) for p in controllers[1].record.received] == [b"srem-5-58"]
+
+            moved_publisher = swapped.model_copy(update={"tlex": swapped.tlex.model_copy(update={"publisher_id": "NL00009"})})
+            with pytest.raises(ValueError, match="publisher_id changed: restart the node"):
+                await node.reload_tlex(lambda: moved_publisher)
+            assert bridge.config.publisher_id == "NL00001" and bridge.supervisor.stream.tlc_ids == {TLCS[1]}
+            assert '"tlex_reload_failed"' in (tmp_path / "node" / "node.log").read_text()
+            assert await node.reload_tlex(lambda: swapped) == {"added": [], "removed": [], "moved": [],
+                                                              "session": "unchanged"}
+        finally:
+            for controller in controllers:
+                await controller.stop()
+            if consumer is not None:
+                await asyncio.to_thread(consumer.close)
+            await https.close()
+            await bridge_https.close()
             await node.close()
 
 

@@ -37,7 +37,7 @@ from certs.tls import TlsFiles, client_context, peer_common_name, streaming_clie
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.bridges.tlex.mapem_store import MapemStore
-from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator
+from interchange.bridges.tlex.publication import SREM_SELECTOR_HEAD, BiMessage, Dropped, Translator
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 from interchange.broker.client import ClientConnection, SenderState
@@ -49,6 +49,10 @@ AMQP_RETRY_S = 1.0
 
 class BridgeSetupError(RuntimeError):
     """The node refused something the bridge needs (capability, delivery, subscription)."""
+
+
+class BridgeReloadError(ValueError):
+    """A ``[tlex]`` change that needs a restart of the node."""
 
 
 @dataclass
@@ -149,11 +153,7 @@ class TlexBridge:
             self._event("info", "tlex_mapem_restored", {"tlcs": sorted(stored)})
 
     async def _register(self, actor: ActorApi) -> None:
-        existing = await actor.call("GET", "capabilities")
-        known = {c["definition"]["application"]["publicationId"] for c in existing["capabilities"]}
-        missing = [c for c in self.translator.capabilities() if c["application"]["publicationId"] not in known]
-        if missing:
-            await actor.call("POST", "capabilities", {"capabilities": missing})
+        await self._sync_capabilities(actor, self.translator)
         selector = f"publisherId = '{self.config.publisher_id}'"
         deliveries = (await actor.call("GET", "deliveries"))["deliveries"]
         delivery = next((d for d in deliveries if d["selector"] == selector and d.get("endpoints")), None)
@@ -162,9 +162,41 @@ class TlexBridge:
         if not delivery.get("endpoints"):
             raise BridgeSetupError(f"delivery {delivery.get('id')} has no target: {delivery.get('status')}")
         self.target = delivery["endpoints"][0]["target"]
+        self.srem_sources = await self._sync_srem_subscriptions(actor, self.translator)
+
+    async def _sync_capabilities(self, actor: ActorApi, translator: Translator) -> None:
+        """The node holds exactly ``translator``'s capabilities for this actor: missing ones posted,
+        ones of removed or moved controllers withdrawn (kept across restarts: nothing posted twice)."""
+        wanted = {c["application"]["publicationId"]: c for c in translator.capabilities()}
+        existing = (await actor.call("GET", "capabilities"))["capabilities"]
+        current, stale = set(), []
+        for capability in existing:
+            application = capability["definition"]["application"]
+            want = wanted.get(application.get("publicationId"))
+            if want is not None and all(application.get(k) == v for k, v in want["application"].items()):
+                current.add(application["publicationId"])
+            else:
+                stale.append(capability)
+        replaced = [c for c in stale if c["definition"]["application"].get("publicationId") in wanted]
+        for capability in replaced:  # a moved controller: same publicationId, new definition
+            await actor.call("DELETE", f"capabilities/{capability['id']}")
+        missing = [c for key, c in wanted.items() if key not in current]
+        if missing:
+            await actor.call("POST", "capabilities", {"capabilities": missing})
+        for capability in stale:  # withdrawn after the new ones are in: the delivery keeps an overlap
+            if capability not in replaced:
+                await actor.call("DELETE", f"capabilities/{capability['id']}")
+
+    async def _sync_srem_subscriptions(self, actor: ActorApi, translator: Translator) -> list[str]:
+        """Sources of subscriptions covering SREMs for ``translator``'s intersections (existing ones
+        kept, missing ones made); the bridge's SREM subscriptions no longer needed are terminated."""
         subscriptions = (await actor.call("GET", "subscriptions"))["subscriptions"]
-        self.srem_sources = [await self._srem_source(actor, subscriptions, selector)
-                             for selector in self.translator.srem_selectors()]
+        selectors = translator.srem_selectors()
+        sources = [await self._srem_source(actor, subscriptions, selector) for selector in selectors]
+        for sub in subscriptions:
+            if sub["selector"].startswith(SREM_SELECTOR_HEAD) and sub["selector"] not in selectors:
+                await actor.call("DELETE", f"subscriptions/{sub['id']}")
+        return sources
 
     async def _srem_source(self, actor: ActorApi, subscriptions: list[dict], selector: str) -> str:
         sub = next((s for s in subscriptions if s["selector"] == selector and s.get("endpoints")), None)
@@ -174,6 +206,47 @@ class TlexBridge:
             raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')} "
                                    f"{sub.get('errorMessage', '')}".strip())
         return str(sub["endpoints"][0]["source"])
+
+    # --- controllers changed at run time ----------------------------------------------------
+
+    async def update(self, config: TlexBridgeConfig) -> dict[str, Any]:
+        """New ``[tlex]`` controllers without a restart (SIGHUP): capabilities and SREM subscriptions
+        follow at the node, the Broker session's TLC identifiers are updated with PUT (5.2.1.4), and
+        continuing controllers keep their IP_104/IP_048 state. Any other changed setting raises
+        :class:`BridgeReloadError` (it needs a restart) and changes nothing."""
+        fixed = {name for name in TlexBridgeConfig.model_fields if name != "controllers"
+                 and getattr(config, name) != getattr(self.config, name)}
+        if fixed:
+            raise BridgeReloadError(f"[tlex] {', '.join(sorted(fixed))} changed: restart the node to apply")
+        before = {c.tlc_id: c for c in self.config.controllers}
+        after = {c.tlc_id: c for c in config.controllers}
+        summary: dict[str, Any] = {"added": sorted(after.keys() - before.keys()),
+                                   "removed": sorted(before.keys() - after.keys()),
+                                   "moved": sorted(t for t in before.keys() & after.keys() if before[t] != after[t])}
+        if not any(summary.values()):
+            return {**summary, "session": "unchanged"}
+        translator = Translator(config).carrying_over(self.translator)
+        actor = ActorApi(self._ii_url, self.node_name, self.actor_cn, client_context(self._files))
+        try:
+            await self._sync_capabilities(actor, translator)
+            sources = await self._sync_srem_subscriptions(actor, translator)
+        finally:
+            await actor.close()
+        self.config, self.translator = config, translator
+        self._open_srem_receivers([source for source in sources if source not in self.srem_sources])
+        self.srem_sources = sources
+        if self.supervisor is not None:
+            summary["session"] = await self.supervisor.update_request(session_request(
+                config.domain, "broker", list(after), config.security_mode))
+        self._event("info", "tlex_controllers_updated", summary)
+        return summary
+
+    def _open_srem_receivers(self, sources: list[str]) -> None:
+        """On the live AMQP connection (a later one opens all of ``srem_sources``). Receivers of
+        terminated subscriptions are detached by the broker when their source goes."""
+        if self._amqp is not None:
+            for source in sources:
+                self._amqp.open_receiver(source, self._from_broker, credit=100)
 
     async def close(self) -> None:
         self.log_tlc_records()
@@ -254,9 +327,14 @@ class TlexBridge:
         for source in self.srem_sources:
             connection.open_receiver(source, self._from_broker, credit=100)
         self._event("info", "tlex_amqp_connected", {"target": self.target, "sources": self.srem_sources})
-        try:
-            await connection.lost
+        closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
+        lost: asyncio.Future[Any] = connection.lost
+        try:  # a link the broker detached (its source or target went) comes back with a new connection
+            await asyncio.wait([lost, closed], return_when=asyncio.FIRST_COMPLETED)
+            if closed.done():
+                self._event("info", "tlex_amqp_link_closed", {"error": connection.engine.remote_error})
         finally:
+            closed.cancel()
             await connection.close()
 
     # --- C-Roads -> controller --------------------------------------------------------------

@@ -10,6 +10,7 @@ rename); the I/O layer calls :meth:`MapemStore.save` off the event loop.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 #: IP_049: how long a received MAPEM is kept for repetition.
@@ -27,8 +28,10 @@ class MapemStore:
     def save(self, tlc: str, received_ms: int, payload: bytes) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self._path(tlc)
-        temp = path.with_suffix(".tmp")
-        temp.write_bytes(received_ms.to_bytes(_STAMP_SIZE, "big") + payload)
+        # a temp file of its own: two saves of one controller may run at once in the executor
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=path.stem, suffix=".tmp")
+        with os.fdopen(fd, "wb") as file:
+            file.write(received_ms.to_bytes(_STAMP_SIZE, "big") + payload)
         os.replace(temp, path)
 
     def load(self, tlcs: list[str], now_ms: int) -> dict[str, tuple[int, bytes]]:

@@ -40,6 +40,8 @@ PropertyValue = str | int | float
 ZOOM = 18
 #: Selector length the bridge stays under: the II's default max_selector_length is 2000.
 SELECTOR_BUDGET = 1900
+#: How the bridge's SREM subscription selectors start (the bridge recognises its own by it).
+SREM_SELECTOR_HEAD = "messageType = 'SREM' AND ("
 
 
 def publication_id(publisher_id: str, tlc_id: str, kind: str) -> str:
@@ -113,6 +115,14 @@ class Translator:
         self._ttl = {kind: ttl_ms(config.repetition_ms[kind]) for kind in BRIDGED_KINDS}
         self.mapems = MapemRepetition(config.repetition_ms["MAPEM"], config.mapem_min_interval_ms)
         self.spatem_before_mapem = 0
+
+    def carrying_over(self, previous: "Translator") -> "Translator":
+        """This translator with ``previous``'s IP_104/IP_048 state of the controllers both know
+        (a controller moved or kept across a run-time change need not send its MAPEM again)."""
+        self.mapems.last = {tlc: last for tlc, last in previous.mapems.last.items() if tlc in self.controllers}
+        self.mapems.repeated, self.mapems.suppressed = previous.mapems.repeated, previous.mapems.suppressed
+        self.spatem_before_mapem = previous.spatem_before_mapem
+        return self
 
     def _fixed_properties(self, controller: ControllerConfig, kind: str) -> dict[str, PropertyValue]:
         config = self.config
@@ -195,7 +205,7 @@ class Translator:
     def srem_selectors(self, max_length: int = SELECTOR_BUDGET) -> list[str]:
         """Subscription selectors that together cover SREMs for every bridged intersection, each at
         most ``max_length`` characters (an interchange refuses longer ones as ILLEGAL, Table 14)."""
-        head = "messageType = 'SREM' AND ("
+        head = SREM_SELECTOR_HEAD
         selectors: list[str] = []
         likes: list[str] = []
         for intersection in sorted(self._owner):
@@ -211,4 +221,4 @@ def tile(controller: ControllerConfig) -> str:
     return from_latlon(controller.latitude, controller.longitude, ZOOM)
 
 
-__all__ = ["BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id", "tile", "ttl_ms"]
+__all__ = ["SREM_SELECTOR_HEAD", "BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id", "tile", "ttl_ms"]

@@ -264,6 +264,26 @@ class SessionSupervisor:
     def stream(self) -> ClientStream | None:
         return self._stream
 
+    async def update_request(self, request: SessionRequest) -> str:
+        """New TLC identifiers (5.2.1.4, meant for multiplex sessions): the next sessions are created
+        with ``request``; a live one is updated with PUT /sessions/<token> ("updated"), or, when the
+        service refuses that, ended so that a new session with the new scope follows ("new_session").
+        "next_session" when no session is live."""
+        self.request = request
+        stream, session = self._stream, self.session
+        if stream is None or session is None:
+            return "next_session"
+        try:
+            updated = await self._api.update_session(session.token, request.details)
+        except (ServiceError, ServiceUnreachable) as exc:
+            self._on_event("session_update_refused", {"error": str(exc), "status": getattr(exc, "status", None)})
+            self.close_stream("the session's TLC identifiers changed")
+            return "new_session"
+        if self._stream is stream:  # (the stream may have ended while the PUT was under way)
+            stream.update_scope(frozenset(updated.details.identifiers()))
+        self.session = updated
+        return "updated"
+
     def close_stream(self, reason: str) -> None:
         """Say Bye on the current stream (the supervisor then creates a new session)."""
         if self._stream is not None and self._pump is not None:
