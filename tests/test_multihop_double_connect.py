@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from proton import Message
 from proton.utils import BlockingConnection, BlockingSender
@@ -27,6 +29,7 @@ ON = {"enabled": True, "hop_limit": 4}
 ACTORS = {A: ("actor-a", "NO00001", "NO"), B: ("actor-b", "SE00001", "SE")}
 AFTER_SETTLED = 10  #: messages each side publishes once both links are up
 QUIET_S = 1.5
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,7 +46,7 @@ class Publisher:
     sender: BlockingSender | None = None
     sent: list[tuple[bytes, bool]] = field(default_factory=list)  #: (body, the remote source existed)
 
-    async def _call(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def open(self) -> None:
