@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from certs.revocation import Revocations
 from interchange.broker.client import ClientConnection
 from interchange.broker.engine import Rejected
 from ii_api.doors import MessageSink
@@ -73,6 +74,7 @@ class Federation:
         self._max_backoff = max_backoff
         self._tasks: dict[str, list[asyncio.Task]] = {}
         self.status: dict[str, list[LinkStatus]] = {}
+        self._open: dict[int, tuple[LinkStatus, ClientConnection]] = {}  #: by id(status): the live connections
 
     def pull(self, key: str, endpoints: list[RemoteEndpoint]) -> None:
         """Start (or restart with new endpoints) the links of subscription ``key``."""
@@ -95,6 +97,20 @@ class Federation:
             self.stop(key)
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def close_revoked(self, revocations: Revocations) -> list[tuple[RemoteEndpoint, str]]:
+        """Drop the open links whose neighbour's server certificate ``revocations`` lists (a CRL
+        reload, issue 11): each is retried with back-off, and the new CRLs refuse the handshake.
+        Returns (endpoint, revocation) of each link dropped."""
+        dropped = []
+        for status, connection in list(self._open.values()):
+            der = connection.peer_certificate()
+            entry = revocations.lookup(der) if der else None
+            if entry is not None:
+                status.last_error = f"neighbour certificate revoked: {entry.describe()}"
+                connection.abort()
+                dropped.append((status.endpoint, entry.describe()))
+        return dropped
+
     def _on_message(self, status: LinkStatus, raw: bytes) -> str | None:
         try:
             self._core.publish_imported(raw, status.endpoint.neighbour)
@@ -113,6 +129,7 @@ class Federation:
                 connection = await ClientConnection.open(endpoint.host, endpoint.port, self._context(),
                                                          endpoint.neighbour, self._own_name)
                 status.connects += 1
+                self._open[id(status)] = (status, connection)
                 receiver = connection.open_receiver(endpoint.source, lambda raw: self._on_message(status, raw))
                 status.connected = True
                 failures = 0
@@ -131,6 +148,7 @@ class Federation:
                 status.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 status.connected = False
+                self._open.pop(id(status), None)
             failures += 1
             delay = backoff_s(failures, self._min_backoff, self._max_backoff)
             log.warning("federation link to %s:%s/%s down (%s); retrying in %.1f s",

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from certs.revocation import Revocations
 from ii_api.client import IIClient, IIClientError
 from ii_api.doors import EventSink, ImportSink, MessageSink, NeighbourCapabilityView, NeighbourDirectory
 from ii_api.federation import Federation, RemoteEndpoint
@@ -262,6 +263,11 @@ class OutgoingSubscriptions:
     def runners(self) -> list[OutgoingRunner]:
         """The active runners, in key order."""
         return [self.active[k] for k in sorted(self.active)]
+
+    def close_revoked(self, revocations: Revocations) -> list[tuple[RemoteEndpoint, str]]:
+        """Drop the federation links to neighbours whose certificate ``revocations`` lists."""
+        return [dropped for runner in (*self.active.values(), *self.retiring) if runner.federation is not None
+                for dropped in runner.federation.close_revoked(revocations)]
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [r.task for r in (*self.active.values(), *self.retiring) if r.task is not None]

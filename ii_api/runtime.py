@@ -1,7 +1,8 @@
 """Starting and stopping the Improved Interface inside a node (same process and event loop as the
 broker, its own HTTPS port). Its TLS contexts are the node's (:class:`~certs.node_tls.NodeTls`):
 a reload applies to its new connections, and :meth:`RunningII.close_revoked` closes the open
-ones whose client certificate a reloaded CRL revokes (issue 11)."""
+ones whose client certificate a reloaded CRL revokes, and the federation links to neighbours whose
+server certificate it revokes (issue 11)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,9 +33,15 @@ class RunningII:
 
     def close_revoked(self, revocations: Revocations) -> int:
         """Close the open HTTPS connections (keep-alive included) whose client certificate
-        ``revocations`` lists; each is logged. Returns how many were closed."""
-        server = self.runner.server
+        ``revocations`` lists, and the federation links to neighbours whose server certificate it
+        lists; each is logged. Returns how many were closed."""
         closed = 0
+        for endpoint, reason in self.service.outgoing.close_revoked(revocations):
+            self.service.event("warning", "connection_revoked", {
+                "interface": "federation", "peer": f"{endpoint.host}:{endpoint.port}",
+                "neighbour": endpoint.neighbour, "source": endpoint.source, "reason": reason})
+            closed += 1
+        server = self.runner.server
         for handler in server.connections if server is not None else ():
             transport = handler.transport
             ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None

@@ -21,10 +21,12 @@ from proton import ConnectionException
 from proton.utils import BlockingConnection, LinkDetached
 
 from broker_harness import tls_exchange
-from certs import TestPki
+from certs import TestPki, create_test_pki
 from certs.revocation import Revocations
 from certs.tls import TlsFiles, client_context
-from ii_harness import WAIT_S, Https, amqp_connect, node_config, start, wait_for
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
+from ii_api.discovery import DiscoveryConfig
+from ii_harness import A, B, DOMAIN, WAIT_S, Https, amqp_connect, denm_capability, node_config, start, wait_for
 from interchange.config import AdminConfig, NodeConfig
 from interchange.node import RunningNode
 from pki_fixtures import ACTOR, SERVER
@@ -218,3 +220,47 @@ def test_sighup_reloads_every_broker_process(pki_fresh: TestPki, tmp_path: Path)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+async def test_reloaded_crl_drops_federation_links_to_a_revoked_neighbour(tmp_path: Path,
+                                                                           dnsmasq: DnsmasqServer) -> None:
+    """The link our node opened to a neighbour's broker (4.2.8) is dropped when the reloaded CRLs
+    revoke the neighbour's server certificate, logged (interface federation), and not re-opened:
+    the new CRLs refuse the handshake on every retry."""
+    pki = create_test_pki(tmp_path / "pki", [A, B], ["actor-a", "actor-b"])
+    ports = {A: free_port(), B: free_port()}
+    dnsmasq.start(DnsRecords(srv=[Srv(DOMAIN, name, port) for name, port in ports.items()],
+                             hosts={name: "127.0.0.1" for name in ports}))
+    assert dnsmasq.port is not None
+    discovery = DiscoveryConfig(dns_server=dnsmasq.host, dns_port=dnsmasq.port, domains=(DOMAIN,), interval_s=1.0,
+                                timeout_s=2.0)
+    nodes = {name: await start(node_config(pki, name, tmp_path / name, ii_port=ports[name], discovery=discovery))
+             for name in (A, B)}
+    actor_a, actor_b = Https(pki, "actor-a", nodes[A]), Https(pki, "actor-b", nodes[B])
+    try:
+        assert (await actor_b.post("/actor-b/capabilities", {"capabilities": [denm_capability()]}))[0] == 200
+        await wait_for(lambda: len(nodes[A].ii.neighbour_capabilities(B)) == 1, "B's capability at A")
+        status, _ = await actor_a.post("/actor-a/subscriptions", {"subscriptions": [{"selector": "messageType = 'DENM'"}]})
+        assert status == 200
+
+        def links() -> list[Any]:
+            return [link for runner in nodes[A].ii.outgoing.runners() for link in runner.links()]
+
+        await wait_for(lambda: any(link.connected for link in links()), "A's federation link to B")
+        pki.pki.revoke(pki.identity(B).serial)
+
+        summary = await nodes[A].reload_tls()
+
+        revoked = await logged(tmp_path / A / "node.log", "connection_revoked", summary["closed"]["ii"])
+        links_revoked = [r["details"] for r in revoked if r["details"]["interface"] == "federation"]
+        assert len(links_revoked) == 1 and links_revoked[0]["neighbour"] == B  # (and B's keep-alive HTTPS, if open)
+        assert "revoked by the CRL of" in links_revoked[0]["reason"]
+        await wait_for(lambda: all("certificate revoked" in (link.last_error or "") for link in links()),
+                       "a reconnect refused by the new CRL")
+        await asyncio.sleep(1.0)  # several retries later
+        assert not any(link.connected for link in links()) and all(link.connects == 1 for link in links())
+    finally:
+        await actor_a.close()
+        await actor_b.close()
+        for node in nodes.values():
+            await node.close()

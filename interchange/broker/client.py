@@ -333,6 +333,11 @@ class ClientConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def peer_certificate(self) -> bytes | None:
+        """The peer's certificate (DER) from the TLS handshake; None without one."""
+        ssl_object = self._transport.get_extra_info("ssl_object") if self._transport is not None else None
+        return ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
