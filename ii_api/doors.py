@@ -28,6 +28,7 @@ from typing import Protocol
 from ii_api.discovery import Neighbour
 from ii_api.models import Capability
 from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.engine import StoreReceipt
 
 __all__ = ["AddressBookDoor", "EventSink", "ImportSink", "LocalCapabilityView", "MessageSink",
            "NeighbourCapabilityView", "NeighbourDirectory"]
@@ -53,14 +54,16 @@ class AddressBookDoor(Protocol):
 class MessageSink(Protocol):
     """Where a federation link hands each message it receives from a neighbour."""
 
-    def publish_imported(self, raw: bytes, neighbour: str) -> None:
-        """Route one message; raise :class:`~interchange.broker.engine.Rejected` for a malformed one."""
+    def publish_imported(self, raw: bytes, neighbour: str) -> StoreReceipt | None:
+        """Route one message; raise :class:`~interchange.broker.engine.Rejected` for a malformed one.
+        A receipt: the message is durable and settled upstream once stored (issue 11)."""
 
 
 class ImportSink(Protocol):
     """The data plane's entry for imported messages, optionally offered to some sources only."""
 
-    def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> None: ...
+    def publish_imported(self, raw: bytes, neighbour: str,
+                         only: Iterable[str] | None = None) -> StoreReceipt | None: ...
 
 
 class NeighbourDirectory(Protocol):

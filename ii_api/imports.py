@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ii_api.doors import ImportSink
+from interchange.broker.engine import StoreReceipt
 
 __all__ = ["TargetedImport"]
 
@@ -27,7 +28,7 @@ class TargetedImport:
         self._core = core
         self._targets = targets
 
-    def publish_imported(self, raw: bytes, neighbour: str) -> None:
+    def publish_imported(self, raw: bytes, neighbour: str) -> StoreReceipt | None:
         """Validate and offer one message to this subscription's local sources; raise Rejected
-        for a malformed one (IP_016)."""
-        self._core.publish_imported(raw, neighbour, only=self._targets())
+        for a malformed one (IP_016). A receipt: a durable message, stored when it is done."""
+        return self._core.publish_imported(raw, neighbour, only=self._targets())

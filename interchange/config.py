@@ -97,6 +97,16 @@ class LimitsConfig(BaseModel):
                             max_frame_size=self.max_frame_size, idle_timeout_ms=self.idle_timeout_ms)
 
 
+class StoreConfig(BaseModel):
+    """``[broker.store]``: durable messages (issue 11), kept in ``<data_dir>/store/p<k>`` per broker process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=True, description="honour the AMQP durable flag; off: every message is memory-only")
+    segment_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024, description="journal segment file size")
+    fsync: bool = Field(default=True, description="fdatasync every group commit (off only for tests of other parts)")
+
+
 class BrokerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -110,6 +120,7 @@ class BrokerConfig(BaseModel):
     sources: list[SourceSpec] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     ttl: TtlPolicy = Field(default_factory=TtlPolicy)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     @model_validator(mode="after")
     def _targets_in_range(self) -> "BrokerConfig":

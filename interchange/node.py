@@ -35,6 +35,7 @@ from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
+from interchange.broker.durable import Durability
 from interchange.broker.hop_trace import HopGuard
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.metrics import broker_registry
@@ -42,8 +43,10 @@ from interchange.broker.placement import Placement
 from interchange.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
+from interchange.broker.store import JournalStore
 from interchange.config import NodeConfig
 from interchange.message_log import JsonLog
+from interchange.timing import now_ms
 
 
 @dataclass
@@ -164,7 +167,9 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     addresses.load(config.broker.targets, config.broker.sources)
     multihop = config.ii.multihop if config.ii is not None else MultihopConfig()
     hops = HopGuard(config.name, multihop.hop_limit, stamp=multihop.enabled)
-    core = BrokerCore(addresses, Admission(config.broker.ttl), BrokerObserver(log), placement=placement, hops=hops)
+    admission = Admission(config.broker.ttl)
+    durability = await _open_store(config, placement, admission, log, exit_stack)
+    core = BrokerCore(addresses, admission, BrokerObserver(log), placement=placement, hops=hops, durability=durability)
     server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
     server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
     exit_stack.push_async_callback(server.close)
@@ -212,6 +217,31 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
                                        "admin_port": node.admin_port, "ii_port": node.ii_port,
                                        "process": placement.index, "amqps_ports": node.amqps_ports})
     return node
+
+
+async def _open_store(config: NodeConfig, placement: Placement, admission: Admission, log: JsonLog,
+                      exit_stack: contextlib.AsyncExitStack) -> Durability | None:
+    """Open this broker process's durable store and recover it (issue 11); what was damaged is logged,
+    never refused. It closes (after a last fsync) once the listeners have closed."""
+    settings = config.broker.store
+    if not settings.enabled:
+        return None
+    directory = config.data_dir / "store" / f"p{placement.index}"
+    store, recovery = await JournalStore.open(
+        directory, segment_bytes=settings.segment_bytes, fsync=settings.fsync, now_ms=now_ms(),
+        on_error=lambda reason: log.event("error", "store_write_failed", {"reason": reason}))
+    exit_stack.push_async_callback(store.close)
+    for path, intact, reason in recovery.corrupt:
+        log.event("warning", "store_repaired", {"file": path, "kept_bytes": intact, "reason": reason,
+                                                "process": placement.index})
+    durability = Durability(store)
+    counts = durability.recover(recovery.messages,
+                                lambda raw, publisher, federated: admission.admit(raw, publisher, federated, None, now_ms()))
+    log.event("info", "store_recovered", {"directory": str(directory), "messages": len(recovery.messages),
+                                          "per_source": counts, "segments": recovery.segments,
+                                          "records": recovery.records, "unreadable": durability.unreadable,
+                                          "process": placement.index})
+    return durability
 
 
 async def _start_tlex(node: RunningNode) -> None:

@@ -672,3 +672,13 @@ def find_message_annotations(data: bytes | bytearray | memoryview) -> MessageAnn
 def skip_value(data: bytes | bytearray | memoryview, p: int, limit: int) -> int:
     """The offset just after the one encoded value at ``p`` (read by size only, never past ``limit``)."""
     return _skip_values(data, p, limit, 1)
+
+
+def header_durable(data: bytes | bytearray) -> bool:
+    """The header's ``durable`` field of an admitted message (False without a header): one look at
+    the first bytes for the usual small descriptor, a full scan otherwise (issue 11)."""
+    if len(data) < 4 or data[0] != 0x00:
+        return False
+    if data[1] == 0x53:
+        return data[2] == _HEADER and _read_header(data, 3, len(data))[0]
+    return scan_message(data, decode_properties=False).durable

@@ -113,13 +113,28 @@ class Router(Protocol):
 
     def detach_consumer(self, link: "ConsumerLinkState") -> None: ...
 
-    def publish(self, publisher: Any, raw: bytes | bytearray) -> None:
-        """Route one message; raise :class:`Rejected` to reject it."""
+    def publish(self, publisher: Any, raw: bytes | bytearray) -> "StoreReceipt | None":
+        """Route one message; raise :class:`Rejected` to reject it. A receipt means: accept it once the
+        store has it (a durable message, issue 11); None: accept it now."""
+
+    def consumed(self, link: "ConsumerLinkState", message: BrokerMessage) -> None:
+        """A consumer settled a durable message (or took it pre-settled): its source is done with it."""
 
     def credit_available(self, link: "ConsumerLinkState") -> None: ...
 
     def redeliver(self, link: "ConsumerLinkState", message: BrokerMessage) -> None:
         """The consumer released the message: offer it again (first in line)."""
+
+
+class StoreReceipt(Protocol):
+    """A durable message's way to its publisher's disposition: ``add(callback, arg)`` has
+    ``callback(arg, ok)`` called once the message is stored (``ok``) or could not be."""
+
+    def add(self, callback: Callable[[Any, bool], None], arg: Any) -> None: ...
+
+
+#: The condition of a durable message the store could not write (the publisher may send it again).
+STORE_FAILED = "amqp:internal-error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +187,8 @@ class ConsumerLinkState:
             _pn_link_advance(link)
             _pn_delivery_settle(delivery)
             delivery = None
+            if message.holders is not None:  # a durable message: delivered for good
+                self.engine.router.consumed(self, message)
         else:
             self._tag += 1
             tag = self._tag.to_bytes(8, "big")
@@ -229,6 +246,8 @@ class ConnectionEngine:
         self._publishers: dict[Any, Any] = {}
         self._consumers: dict[Any, ConsumerLinkState] = {}
         self._open_check: OpenFrameCheck | None = OpenFrameCheck()
+        #: deliveries of durable messages waiting for the store before their disposition (issue 11)
+        self._awaiting_store: set[Any] = set()
         self._small_frames: int | None = None  #: a max-frame-size below 512 in the peer's open
 
     # ----------------------------------------------------------------- bytes in/out
@@ -406,6 +425,7 @@ class ConnectionEngine:
         if self.closed:
             return
         self.closed = True
+        self._awaiting_store.clear()  # proton frees them with the connection; the store's answer is ignored
         for link in list(self._publishers) + list(self._consumers):
             self._forget_link(link)
 
@@ -503,8 +523,11 @@ class ConnectionEngine:
                 if message is not None and self.delivery_log is not None:
                     self.delivery_log.settled(state, message, delivery, _OUTCOME_NAMES.get(outcome, "settled"))
                 _pn_delivery_settle(delivery)
-                if message is not None and outcome in _REDELIVER:
-                    self.router.redeliver(state, message)
+                if message is not None:
+                    if outcome in _REDELIVER:
+                        self.router.redeliver(state, message)
+                    elif message.holders is not None:
+                        self.router.consumed(state, message)
 
     def _receive_message(self, link: Any, delivery: Any, publisher: Any, size: int) -> None:
         buf = bytearray(size)
@@ -517,8 +540,13 @@ class ConnectionEngine:
         # filled, which is forwarded as it is (no copy of a 500 KB payload).
         raw = bytes(buf) if size <= _COPY_LIMIT else buf
         try:
-            self.router.publish(publisher, raw)
+            receipt = self.router.publish(publisher, raw)
             outcome = _ACCEPTED
+            if receipt is not None and not remote_settled:  # accepted once stored (issue 11)
+                self._awaiting_store.add(delivery)
+                receipt.add(self._stored, delivery)
+                self._replenish(link)
+                return
         except Rejected as exc:
             outcome = _REJECTED
             if not remote_settled:
@@ -529,6 +557,24 @@ class ConnectionEngine:
             _pn_delivery_update(delivery, outcome)
         _pn_delivery_settle(delivery)
         self._replenish(link)
+
+    def _stored(self, delivery: Any, ok: bool) -> None:
+        """The store has a durable message (or failed to write it): now its disposition."""
+        if delivery not in self._awaiting_store:
+            return  # the connection is gone
+        self._awaiting_store.discard(delivery)
+        if ok:
+            _pn_delivery_update(delivery, _ACCEPTED)
+        else:
+            cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
+            cproton.pn_condition_set_name(cond, STORE_FAILED)
+            cproton.pn_condition_set_description(cond, "the broker could not store the durable message; send it again")
+            _pn_delivery_update(delivery, _REJECTED)
+        _pn_delivery_settle(delivery)
+        self._process()
+        if not self.output_marked:
+            self.output_marked = True
+            self.on_output()
 
     def _replenish(self, link: Any) -> None:
         """Top the publisher's credit up to the window once half of it is used."""

@@ -16,10 +16,15 @@ class BrokerMessage:
     ``shard_seq``, the message's number within its shard (IP_128-130); ``expiry_source``, what
     set ``expiry_ms``. ``redeliveries`` counts, per source address, how often a consumer gave the
     message back (None until one did): the next delivery there is attempt ``count + 1``.
+
+    A durable message (issue 11, :mod:`interchange.broker.durable`) has ``holders``, the source
+    addresses that still hold it (buffered or sent and not settled), and ``store_id``, its id in
+    the process's store (0 until stored); both are None/0 for a memory-only message.
     """
 
     __slots__ = ("raw", "properties", "expiry_ms", "federated", "publisher", "shard_key", "arrival_ms", "size",
-                 "seq", "shard_seq", "expiry_source", "redeliveries")
+                 "seq", "shard_seq", "expiry_source", "redeliveries",
+                 "holders", "store_id")
 
     def __init__(
         self,
@@ -43,3 +48,5 @@ class BrokerMessage:
         self.shard_seq = 0
         self.expiry_source = "default"
         self.redeliveries: dict[str, int] | None = None
+        self.holders: set[str] | None = None
+        self.store_id = 0

@@ -2,6 +2,8 @@
 
 It implements the :class:`interchange.broker.engine.Router` interface for connection engines
 and reacts to :class:`~interchange.broker.addresses.AddressBook` changes made by config or the II.
+With a :class:`~interchange.broker.durable.Durability`, durable messages are stored before they are
+accepted and come back after a restart (issue 11); without one every message is memory-only.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typing import cast
 import jms_selectors
 from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
-from interchange.broker.amqp_scan import ScanError
+from interchange.broker.amqp_scan import ScanError, header_durable
+from interchange.broker.durable import Durability
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
 from interchange.broker.hop_trace import Drop, HopGuard
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
@@ -20,7 +23,8 @@ from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
 from interchange.broker.routing_index import RoutingIndex
-from interchange.broker.source import Source
+from interchange.broker.source import LossObserver, Source
+from interchange.broker.store import Commit
 from interchange.timing import now_ms
 
 
@@ -37,6 +41,26 @@ class PublisherLink:
         self.closer: Callable[[str, str], None] | None = None
 
 
+class _DurableLosses:
+    """A source's loss observer that also releases lost durable messages from the store."""
+
+    __slots__ = ("observer", "durability")
+
+    def __init__(self, observer: LossObserver, durability: Durability) -> None:
+        self.observer = observer
+        self.durability = durability
+
+    def dropped(self, message: BrokerMessage, source: str, reason: str) -> None:
+        self.observer.dropped(message, source, reason)
+        if message.holders is not None:
+            self.durability.release(message, source)
+
+    def expired_in(self, message: BrokerMessage, source: str) -> None:
+        self.observer.expired_in(message, source)
+        if message.holders is not None:
+            self.durability.release(message, source)
+
+
 class BrokerCore:
     """Routing state of one broker process."""
 
@@ -48,12 +72,16 @@ class BrokerCore:
         clock_ms: Callable[[], int] = now_ms,
         placement: Placement = Placement(),
         hops: HopGuard | None = None,
+        durability: Durability | None = None,
     ) -> None:
         self.addresses = addresses
+        self.durability = durability  #: durable messages stored and recovered (issue 11); None: memory only
         self.hops = hops  #: loop prevention for imported messages (multi-hop federation, IP_109)
         self.placement = placement
         self.admission = admission
         self.observer = observer or BrokerObserver()
+        self._losses: LossObserver = (self.observer if durability is None
+                                      else _DurableLosses(self.observer, durability))
         self.clock_ms = clock_ms
         self.sources: dict[str, Source] = {}
         self._publishers: dict[str, set[PublisherLink]] = {}
@@ -77,7 +105,7 @@ class BrokerCore:
                 return
             assert isinstance(spec, SourceSpec)
             node_selector = jms_selectors.compile(spec.selector) if spec.selector else None
-            source = Source(spec, node_selector.matches if node_selector else None, self.observer)
+            source = Source(spec, node_selector.matches if node_selector else None, self._losses)
             if old is not None:
                 self._index.remove(old)
                 source.adopt(old)
@@ -87,6 +115,10 @@ class BrokerCore:
                         link.close("amqp:unauthorized-access", "consumer grant withdrawn")
             self.sources[address] = source
             self._index.add(source, node_selector.ast if node_selector else None)
+            if old is None and self.durability is not None:
+                now = self.clock_ms()
+                for message in self.durability.waiting_for(address):  # recovered, in their order
+                    source.offer(message, now)
         else:
             target = cast("TargetSpec | None", spec)  # kind "target"
             for publisher in list(self._publishers.get(address, ())):
@@ -165,8 +197,17 @@ class BrokerCore:
         if source is not None:
             source.credit_changed(self.clock_ms())
 
-    def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> None:
-        """Validate and route one message; raise Rejected for a malformed one (IP_016)."""
+    def consumed(self, link: ConsumerLinkState, message: BrokerMessage) -> None:
+        """A consumer settled a durable message (or took it on a pre-settled link): its source is done with it."""
+        source = link.source
+        if source is not None and self.durability is not None:
+            self.durability.release(message, source.spec.address)
+
+    def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> Commit | None:
+        """Validate and route one message; raise Rejected for a malformed one (IP_016).
+
+        Returns the store's commit a durable message waits for (accept it once that is done),
+        None when the message is settled now."""
         observer = self.observer
         timed = observer.received_count % LATENCY_SAMPLE == 0
         if timed:
@@ -188,12 +229,16 @@ class BrokerCore:
         observer.received(message, address)
         if message.expiry_ms is not None and message.expiry_ms <= now:
             observer.expired_on_arrival(message, address)
-            return
+            return None
+        durability = self.durability
+        if durability is not None and header_durable(raw):
+            message.holders = set()
         self._route(message, now, address)
         if timed:
             observer.routing_latency(time.perf_counter() - started)
+        return durability.store_routed(message) if message.holders is not None and durability is not None else None
 
-    def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> None:
+    def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> Commit | None:
         """Route a message received from another interchange's source (federation).
 
         It is validated like any other and marked as imported, so it only reaches sources of
@@ -202,7 +247,8 @@ class BrokerCore:
         dropped and counted, and the others get this interchange in their trace. With ``only``, it is
         offered to those source addresses alone (still subject to their node selectors): the II
         uses that to give what one of its subscriptions imports to the local subscriptions it
-        was made for, and to nobody twice.
+        was made for, and to nobody twice. A durable one is stored like a published one: the
+        returned commit says when (settle upstream after it, issue 11).
         """
         now = self.clock_ms()
         verdict = None
@@ -222,20 +268,30 @@ class BrokerCore:
         self.observer.received(message, address)
         if isinstance(verdict, Drop):
             self.observer.hop_dropped(message, address, verdict.reason, verdict.trace)
-            return
+            return None
         if message.expiry_ms is not None and message.expiry_ms <= now:
             self.observer.expired_on_arrival(message, address)
-            return
+            return None
+        durability = self.durability
+        if durability is not None and header_durable(routed_raw):
+            message.holders = set()
         if only is None:
             self._route(message, now, address)
-            return
+        else:
+            self._route_only(message, now, address, only)
+        return durability.store_routed(message) if message.holders is not None and durability is not None else None
+
+    def _route_only(self, message: BrokerMessage, now: int, address: str, only: Iterable[str]) -> None:
         routed = 0
         properties = message.properties
-        for address in dict.fromkeys(only):
-            source = self.sources.get(address)
+        holders = message.holders
+        for target in dict.fromkeys(only):
+            source = self.sources.get(target)
             if source is None or source.spec.scope is not Scope.ALL:
                 continue  # IP_109: never towards another interchange
             if source.node_selector is None or source.node_selector(properties):
+                if holders is not None:
+                    holders.add(target)
                 source.offer(message, now)
                 routed += 1
         self.observer.routed(routed, message, address)
@@ -243,12 +299,15 @@ class BrokerCore:
     def _route(self, message: BrokerMessage, now: int, address: str) -> None:
         properties = message.properties
         federated = message.federated
+        holders = message.holders  # a durable message: which sources hold it (issue 11)
         routed = 0
         for source in self._index.candidates(properties):
             if federated and source.spec.scope is Scope.LOCAL:
                 continue  # IP_109: imported data is never served to a third interchange
             residual = source.residual  # the node selector less what the index already matched
             if residual is None or residual(properties):
+                if holders is not None:
+                    holders.add(source.spec.address)
                 source.offer(message, now)
                 routed += 1
         self.observer.routed(routed, message, address)
@@ -260,4 +319,6 @@ class BrokerCore:
         dropped = sum(source.expire(now) for source in self.sources.values())
         if dropped:
             self.observer.expired(dropped)
+        if self.durability is not None:
+            self.durability.purge(now)
         return dropped

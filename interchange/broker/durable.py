@@ -1,0 +1,109 @@
+"""Durable messages in the broker core (issue 11): what is stored, when it is released, what comes back.
+
+A message whose AMQP header says ``durable`` is stored (:class:`~interchange.broker.store.MessageStore`)
+with the source addresses it was routed to, and the publisher's ``accepted`` waits for the
+store's fsync; memory-only (non-durable) messages are untouched. Every source keeps holding its
+copy in memory as before (IP_032 limits apply to both kinds alike); the store mirrors which
+sources still hold a durable message, so that after a restart of the node or of one broker
+process each source gets back, in their original order (IP_128: per-shard order), the durable
+messages it held that are still within their TTL (IP_033).
+
+A source is done with a message (``release``) when a consumer settles it (or takes it on a
+pre-settled link), when it is evicted from a full buffer (IP_032), expires (IP_033), or the
+source is deleted; a message a consumer releases, or that was sent on a link that went away
+unsettled, stays held and comes back. A durable message that no source holds once routed (it
+matched nothing, or went straight out pre-settled) is not stored at all.
+
+Stored messages are recovered before the process listens; a source that does not exist yet
+(those of the II come with its subscriptions, a worker's over its control channel) gets its
+messages when it is created.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+from interchange.broker.engine import Rejected
+from interchange.broker.journal import StoredMessage
+from interchange.broker.message import BrokerMessage
+from interchange.broker.store import Commit, MessageStore
+
+__all__ = ["Durability"]
+
+#: Re-admits a recovered message's bytes: (raw, publisher, federated) -> BrokerMessage
+Readmit = Callable[[bytes | bytearray, str, bool], BrokerMessage]
+
+
+class Durability:
+    """The durable messages of one broker process: what to store, release and give back."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self._waiting: dict[str, list[BrokerMessage]] = defaultdict(list)  # recovered, for sources not there yet
+        self.stored = 0  #: durable messages stored since start
+        self.recovered = 0  #: durable messages recovered at start
+        self.unreadable: list[tuple[int, str]] = []  #: recovered records admission refuses now: (id, why)
+
+    def recover(self, stored: list[StoredMessage], readmit: Readmit) -> dict[str, int]:
+        """Turn recovered records into messages waiting for their sources; count per address."""
+        counts: dict[str, int] = {}
+        for record in stored:
+            try:
+                message = readmit(record.raw, record.publisher, record.federated)
+            except Rejected as exc:  # the rules changed since it was stored: it is not served
+                self.unreadable.append((record.message_id, exc.description))
+                for address in record.addresses:
+                    self.store.remove(record.message_id, address)
+                continue
+            message.arrival_ms = record.arrival_ms
+            message.expiry_ms = record.expiry_ms
+            message.store_id = record.message_id
+            message.holders = set(record.addresses)
+            for address in record.addresses:
+                self._waiting[address].append(message)
+                counts[address] = counts.get(address, 0) + 1
+        self.recovered = len(stored) - len(self.unreadable)
+        return counts
+
+    def waiting_for(self, address: str) -> list[BrokerMessage]:
+        """The recovered messages of source ``address`` (once: the source takes them now)."""
+        return self._waiting.pop(address, [])
+
+    def store_routed(self, message: BrokerMessage) -> Commit | None:
+        """Store a routed durable message held by some source; None if none holds it (nothing to wait for)."""
+        holders = message.holders
+        if not holders:
+            message.holders = None
+            return None
+        record = StoredMessage(message.raw, message.expiry_ms, message.arrival_ms, message.federated,
+                               message.publisher, tuple(holders))
+        commit = self.store.put(record)
+        message.store_id = record.message_id
+        self.stored += 1
+        return commit
+
+    def release(self, message: BrokerMessage, address: str) -> None:
+        """Source ``address`` is done with ``message`` (settled, evicted, expired, deleted)."""
+        holders = message.holders
+        if holders is None or address not in holders:
+            return
+        holders.discard(address)
+        if message.store_id:
+            self.store.remove(message.store_id, address)
+
+    def purge(self, now_ms: int) -> int:
+        """Drop recovered messages that expired before their source came back; reclaim store files."""
+        dropped = 0
+        for address in list(self._waiting):
+            messages = self._waiting[address]
+            keep = [m for m in messages if m.expiry_ms is None or m.expiry_ms > now_ms]
+            for message in messages:
+                if message.expiry_ms is not None and message.expiry_ms <= now_ms:
+                    self.release(message, address)
+                    dropped += 1
+            if keep:
+                self._waiting[address] = keep
+            else:
+                del self._waiting[address]
+        self.store.purge(now_ms)
+        return dropped

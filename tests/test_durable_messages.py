@@ -1,0 +1,311 @@
+"""Durable messages (issue 11): the journal's records and recovery (sans-I/O), and real nodes over
+TLS 1.3 that are SIGKILLed (the whole node, or one broker worker) and give back every durable
+message they accepted, in order, within its TTL; memory-only and expired ones do not come back,
+settled ones are not delivered again, and a truncated store file is repaired, not refused."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from proton import Message
+
+from broker_harness import BROKER_CN, BrokerUnderTest, client_connection, denm, running_broker, wait_for_records
+from certs import TestPki
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.journal import MAGIC, JournalBooks, StoredMessage, decode_records, segment_name
+from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+
+WAIT_S = 30.0
+PUBLISHER, CONSUMER = "actor-1", "actor-2"
+TARGETS = [TargetSpec(address="in-0", publishers=frozenset({PUBLISHER}), process=0),
+           TargetSpec(address="in-1", publishers=frozenset({PUBLISHER}), process=1)]
+SOURCES = [SourceSpec(address="denm", consumers=frozenset({CONSUMER}), selector="messageType = 'DENM'")]
+
+
+# ------------------------------------------------------------------------------ sans-I/O journal
+def _stored(body: bytes, *addresses: str, expiry: int | None = 10_000) -> StoredMessage:
+    return StoredMessage(body, expiry, 1, False, PUBLISHER, addresses)
+
+
+def test_replay_keeps_held_unexpired_messages_in_order() -> None:
+    books = JournalBooks()
+    data = bytearray(MAGIC)
+    for message in (_stored(b"a", "s1", "s2"), _stored(b"b", "s1"), _stored(b"c", "s1", expiry=500),
+                    _stored(b"d", "s2", expiry=None)):
+        data += books.put(message)[1]
+    data += books.remove(1, "s1")[1]  # type: ignore[index]
+    data += books.remove(2, "s1")[1]  # type: ignore[index]
+    assert books.remove(2, "s1") is None  # not held any more: nothing to write
+    replayed = JournalBooks()
+    report = replayed.replay([(1, bytes(data))], now_ms=1_000)
+    assert [(m.raw, m.addresses) for m in report.messages] == [(b"a", ("s2",)), (b"d", ("s2",))]
+    assert report.corrupt == [] and report.records == 6 and replayed.segment == 2 and replayed.last_id == 4
+    assert replayed.remove(1, "s2") is not None and replayed.live == 1
+
+
+def test_a_cut_or_damaged_record_ends_the_segment_there() -> None:
+    books = JournalBooks()
+    records = [books.put(_stored(bytes([i]) * 100, "s"))[1] for i in range(3)]
+    whole = MAGIC + b"".join(records)
+    cut = whole[:-7]
+    report = JournalBooks().replay([(1, cut)], now_ms=0)
+    assert [m.raw[:1] for m in report.messages] == [b"\x00", b"\x01"]
+    [(segment, intact, reason)] = report.corrupt
+    assert segment == 1 and intact == len(MAGIC) + len(records[0]) + len(records[1]) and "cut short" in reason
+    damaged = bytearray(whole)
+    damaged[len(MAGIC) + len(records[0]) + 20] ^= 0xFF  # a flipped bit in the second record's payload
+    records_read, end, problem = decode_records(bytes(damaged), len(MAGIC))
+    assert len(records_read) == 1 and end == len(MAGIC) + len(records[0]) and "CRC" in str(problem)
+    assert JournalBooks().replay([(1, b"garbage")], now_ms=0).corrupt == [(1, 0, "no segment header")]
+
+
+def test_segments_go_oldest_first_once_settled_or_expired() -> None:
+    books = JournalBooks(segment_bytes=300)
+    for i in range(6):  # ~120 bytes each: two per segment
+        books.put(_stored(bytes(80), "s", expiry=1_000 if i < 2 else 5_000))
+    assert books.segments == [1, 2, 3]
+    assert books.reclaimable(now_ms=500) == []
+    assert books.reclaimable(now_ms=1_000) == [1]  # its two messages expired
+    books.remove(5, "s")
+    books.remove(6, "s")  # segment 3 is the one appended to: kept
+    assert books.reclaimable(now_ms=1_000) == []
+    books.remove(3, "s")
+    books.remove(4, "s")
+    assert books.reclaimable(now_ms=1_000) == [2] and books.live == 0
+
+
+# ------------------------------------------------------------------------------ real nodes
+def _config(pki: TestPki, directory: Path, processes: int = 2) -> NodeConfig:
+    identity = pki.identity(BROKER_CN)
+    return NodeConfig(
+        name=BROKER_CN, data_dir=directory,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=0, processes=processes, targets=TARGETS[:processes],
+                            sources=SOURCES),
+        log=LogConfig(path=directory / "node.log", level="debug"))
+
+
+class NodeProcess:
+    """A node run as operators run it (``python -m interchange broker``), so that it can be SIGKILLed."""
+
+    def __init__(self, config_path: Path) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        cwd=Path(__file__).parents[1])
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if "AMQPS port" not in line:
+            self.process.kill()
+            raise AssertionError(line + (self.process.stderr.read() if self.process.stderr else ""))
+        found = re.search(r"AMQPS port ([\d, ]+?), plain", line)
+        assert found is not None, line
+        self.ports = [int(p) for p in found.group(1).split(",")]
+
+    def kill(self) -> None:
+        """SIGKILL the node; its workers see their control channel close and stop (waited for: a
+        restarted node must not share a store directory with a worker still going)."""
+        workers = _children(self.process.pid)
+        self.process.kill()
+        self.process.wait()
+        deadline = time.monotonic() + WAIT_S
+        while any(_alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, "the killed node's workers did not stop"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for its reaper counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _write_config(pki: TestPki, directory: Path, processes: int) -> Path:
+    path = directory / "node.json"
+    path.write_text(_config(pki, directory, processes).model_dump_json(), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def node_config(pki: TestPki, tmp_path: Path) -> Path:
+    """A node with two broker processes."""
+    return _write_config(pki, tmp_path, 2)
+
+
+@pytest.fixture
+def single_config(pki: TestPki, tmp_path: Path) -> Path:
+    """A node with one broker process (starts faster)."""
+    return _write_config(pki, tmp_path, 1)
+
+
+def _message(body: str, durable: bool, ttl_s: float = 120.0, shard: str = "denm-1") -> Message:
+    message = denm(body=body.encode(), publicationId=f"NO00001:{shard}")
+    message.durable = durable
+    message.ttl = ttl_s
+    return message
+
+
+def _publish(pki: TestPki, port: int, target: str, messages: list[Message]) -> None:
+    """Send each message and wait for its disposition (BlockingSender raises unless accepted)."""
+    connection = client_connection(pki, PUBLISHER, port)
+    try:
+        sender = connection.create_sender(target)
+        for message in messages:
+            sender.send(message)
+    finally:
+        connection.close()
+
+
+def _consume(pki: TestPki, port: int, count: int | None, settle: bool = True, quiet_s: float = 1.5) -> list[str]:
+    """Read from source ``denm`` on one broker process until ``count`` arrived (or, with None, until
+    ``quiet_s`` passes without one); accept them (or leave them unsettled)."""
+    connection = client_connection(pki, CONSUMER, port)
+    got: list[str] = []
+    try:
+        receiver = connection.create_receiver("denm", credit=500)
+        deadline = time.monotonic() + WAIT_S
+        while (count is None or len(got) < count) and time.monotonic() < deadline:
+            try:
+                message = receiver.receive(timeout=quiet_s if count is None else 0.5)
+            except Exception:  # proton.Timeout
+                if count is None:
+                    break
+                continue
+            got.append(bytes(message.body).decode())
+            if settle:
+                receiver.accept()
+        return got
+    finally:
+        connection.close()
+
+
+def test_durable_messages_survive_sigkill_of_the_node(pki: TestPki, tmp_path: Path, node_config: Path) -> None:
+    node = NodeProcess(node_config)
+    try:
+        assert len(node.ports) == 2
+        for process, port in enumerate(node.ports):
+            messages = []
+            for i in range(40):
+                messages.append(_message(f"p{process}-d{i}", durable=True, shard=f"s{i % 2}"))
+                if i % 4 == 0:
+                    messages.append(_message(f"p{process}-m{i}", durable=False))
+            messages.append(_message(f"p{process}-short", durable=True, ttl_s=0.3))
+            _publish(pki, port, f"in-{process}", messages)
+        node.kill()
+        time.sleep(0.4)  # the short-lived ones expire while the node is down
+        node = NodeProcess(node_config)
+        for process, port in enumerate(node.ports):
+            got = _consume(pki, port, None)
+            # every durable one, in order (two shards interleaved as published); memory-only and expired ones are gone
+            assert got == [f"p{process}-d{i}" for i in range(40)], got
+        recovered = [r for r in map(json.loads, (tmp_path / "node.log").read_text().splitlines())
+                     if r["event"] == "store_recovered"]
+        assert recovered[-1]["details"]["messages"] == 40 and recovered[-1]["details"]["per_source"] == {"denm": 40}
+        # settled messages are not delivered again, after another SIGKILL
+        node.kill()
+        node = NodeProcess(node_config)
+        assert _consume(pki, node.ports[0], None, quiet_s=1.0) == []
+    finally:
+        node.stop()
+
+
+def test_unsettled_messages_come_back_and_settled_ones_do_not(pki: TestPki, single_config: Path) -> None:
+    node = NodeProcess(single_config)
+    try:
+        _publish(pki, node.ports[0], "in-0", [_message(f"d{i}", durable=True) for i in range(10)])
+        assert _consume(pki, node.ports[0], 4) == ["d0", "d1", "d2", "d3"]  # accepted
+        assert _consume(pki, node.ports[0], 3, settle=False) == ["d4", "d5", "d6"]  # never settled: back in front
+        node.kill()
+        node = NodeProcess(single_config)
+        assert _consume(pki, node.ports[0], None) == [f"d{i}" for i in range(4, 10)]
+    finally:
+        node.stop()
+
+
+def test_a_truncated_store_file_is_recovered_up_to_the_last_intact_record(
+        pki: TestPki, tmp_path: Path, single_config: Path) -> None:
+    node = NodeProcess(single_config)
+    try:
+        _publish(pki, node.ports[0], "in-0", [_message(f"d{i}", durable=True) for i in range(10)])
+        node.kill()
+        [segment] = sorted((tmp_path / "store" / "p0").glob("*.seg"))
+        data = segment.read_bytes()
+        segment.write_bytes(data[:-30])  # the last record cut short, as by a crash mid-write
+        node = NodeProcess(single_config)
+        repaired_size = segment.stat().st_size
+        assert _consume(pki, node.ports[0], None) == [f"d{i}" for i in range(9)]
+        records = [r for r in map(json.loads, (tmp_path / "node.log").read_text().splitlines())
+                   if r["event"] == "store_repaired"]
+        assert len(records) == 1 and records[0]["level"] == "warning"
+        assert records[0]["details"]["file"] == str(segment) and "cut short" in records[0]["details"]["reason"]
+        assert repaired_size == records[0]["details"]["kept_bytes"] < len(data)
+        deadline = time.monotonic() + WAIT_S
+        while segment.exists():  # every message settled: the segment is deleted (in the background)
+            assert time.monotonic() < deadline, "the settled segment was never deleted"
+            time.sleep(0.1)
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def two_processes(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
+    with running_broker(pki, tmp_path, TARGETS, SOURCES, processes=2) as broker:
+        yield broker
+
+
+def test_durable_messages_survive_sigkill_of_a_broker_worker(two_processes: BrokerUnderTest, pki: TestPki) -> None:
+    broker = two_processes
+    workers = broker.node.workers
+    assert workers is not None
+    port = broker.node.amqps_ports[1]
+    _publish(pki, port, "in-1", [_message(f"d{i}", durable=i % 3 != 0) for i in range(30)])
+    old_pid = workers.pids[0]
+    os.kill(old_pid, signal.SIGKILL)
+    deadline = time.monotonic() + WAIT_S
+    while broker.call(lambda: workers.restarts) < 1:
+        assert time.monotonic() < deadline, "process 1 was not restarted"
+        time.sleep(0.05)
+    assert _consume(pki, port, None) == [f"d{i}" for i in range(30) if i % 3 != 0]
+    wait_for_records(broker, lambda r: r["event"] == "broker_process_restarted", "no restart logged")
+
+
+def _stored_count(broker: BrokerUnderTest) -> dict[str, Any]:
+    return {"stored": broker.call(lambda: broker.node.core.durability.stored)}  # type: ignore[union-attr]
+
+
+def test_memory_only_and_presettled_deliveries_are_not_stored(two_processes: BrokerUnderTest, pki: TestPki) -> None:
+    broker = two_processes
+    _publish(pki, broker.port, "in-0", [_message("m", durable=False)])
+    assert _consume(pki, broker.port, 1) == ["m"]
+    assert _stored_count(broker) == {"stored": 0}
+    _publish(pki, broker.port, "in-0", [_message("d", durable=True)])
+    assert _consume(pki, broker.port, 1) == ["d"]
+    assert _stored_count(broker) == {"stored": 1}
+    store = broker.node.core.durability.store  # type: ignore[union-attr]
+    deadline = time.monotonic() + WAIT_S
+    while broker.call(lambda: store.live) != 0:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the settled message is still live in the store"
+        time.sleep(0.05)
