@@ -121,6 +121,8 @@ class BrokerConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     ttl: TtlPolicy = Field(default_factory=TtlPolicy)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    shutdown_timeout_s: float = Field(default=5.0, ge=0, le=300, description="SIGTERM: how long to finish store "
+                                      "writes and close connections before stopping anyway (issue 11)")
 
     @model_validator(mode="after")
     def _targets_in_range(self) -> "BrokerConfig":

@@ -49,6 +49,9 @@ from interchange.message_log import JsonLog
 from interchange.timing import now_ms
 
 
+NOTHING_TO_LISTEN_ON = "nothing to listen on: configure [tls] (AMQPS) or broker.plain_port"
+
+
 @dataclass
 class RunningNode:
     """Handles of a started node (for the CLI, the demo and the tests)."""
@@ -78,6 +81,33 @@ class RunningNode:
 
     async def close(self) -> None:
         await self._exit.aclose()
+
+    async def shutdown(self) -> None:
+        """Graceful stop (SIGTERM, issue 11), then :meth:`close`: stop accepting (no new connections,
+        new messages released), let the store finish what it was writing (those publishers get
+        their ``accepted``), detach every link and close every connection with conditions clients
+        act on, and log what stays buffered per source; bounded by ``broker.shutdown_timeout_s``.
+        Broker workers stop the same way, at the same time."""
+        self.server.stop_accepting()
+        workers = asyncio.ensure_future(self.workers.close()) if self.workers is not None else None
+        timeout = self.config.broker.shutdown_timeout_s
+        closed: list[int] = []
+        try:
+            await asyncio.wait_for(self._quiesce(timeout, closed), timeout)
+            timed_out = False
+        except TimeoutError:
+            timed_out = True
+        self.log.event("warning" if timed_out else "info", "shutdown", {
+            "process": self.placement.index, "timed_out": timed_out, "connections_closed": sum(closed),
+            "buffered": self.core.held(), "stored": self.core.durability.store_live() if self.core.durability else 0})
+        if workers is not None:
+            await workers
+        await self.close()
+
+    async def _quiesce(self, timeout_s: float, closed: list[int]) -> None:
+        if self.core.durability is not None:
+            await self.core.durability.store.drain()
+        closed.append(await self.server.close_connections(timeout_s))
 
     async def reload_tls(self) -> dict[str, Any]:
         """Re-read the TLS files here and in the broker processes; close the connections the new
@@ -165,6 +195,8 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     check_tls_choices(config, log.event)
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
+    if config.tls is None and config.broker.plain_port is None:  # before the store is opened or created
+        raise ValueError(NOTHING_TO_LISTEN_ON)
     multihop = config.ii.multihop if config.ii is not None else MultihopConfig()
     hops = HopGuard(config.name, multihop.hop_limit, stamp=multihop.enabled)
     admission = Admission(config.broker.ttl)
@@ -184,7 +216,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
         node.amqp_port = await server.listen_plain(config.broker.host, config.broker.plain_port,
                                                    config.broker.plain_identity)
     if node.amqps_port is None and node.amqp_port is None:
-        raise ValueError("nothing to listen on: configure [tls] (AMQPS) or broker.plain_port")
+        raise ValueError(NOTHING_TO_LISTEN_ON)
     if config.admin.port is not None:
         node.metrics = broker_registry(core, server)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
@@ -237,10 +269,11 @@ async def _open_store(config: NodeConfig, placement: Placement, admission: Admis
     durability = Durability(store)
     counts = durability.recover(recovery.messages,
                                 lambda raw, publisher, federated: admission.admit(raw, publisher, federated, None, now_ms()))
-    log.event("info", "store_recovered", {"directory": str(directory), "messages": len(recovery.messages),
-                                          "per_source": counts, "segments": recovery.segments,
-                                          "records": recovery.records, "unreadable": durability.unreadable,
-                                          "process": placement.index})
+    if recovery.segments:  # a fresh store has nothing to say
+        log.event("info", "store_recovered", {"directory": str(directory), "messages": len(recovery.messages),
+                                              "per_source": counts, "segments": recovery.segments,
+                                              "records": recovery.records, "unreadable": durability.unreadable,
+                                              "process": placement.index})
     return durability
 
 
@@ -327,4 +360,4 @@ async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None,
     try:
         await stop.wait()
     finally:
-        await node.close()
+        await node.shutdown()

@@ -4,6 +4,7 @@ message they accepted, in order, within its TTL; memory-only and expired ones do
 settled ones are not delivered again, and a truncated store file is repaired, not refused."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -309,3 +310,36 @@ def test_memory_only_and_presettled_deliveries_are_not_stored(two_processes: Bro
     while broker.call(lambda: store.live) != 0:  # type: ignore[attr-defined]
         assert time.monotonic() < deadline, "the settled message is still live in the store"
         time.sleep(0.05)
+
+
+def test_sigterm_closes_links_with_a_condition_and_logs_what_stays_buffered(
+        pki: TestPki, tmp_path: Path, node_config: Path) -> None:
+    node = NodeProcess(node_config)
+    try:
+        for process, port in enumerate(node.ports):
+            _publish(pki, port, f"in-{process}", [_message(f"p{process}-d{i}", durable=True) for i in range(6)]
+                     + [_message(f"p{process}-m{i}", durable=False) for i in range(2)])
+        consumer = client_connection(pki, CONSUMER, node.ports[0])
+        receiver = consumer.create_receiver("denm", credit=2)
+        messages = [receiver.receive(timeout=WAIT_S) for _ in range(2)]  # left unsettled
+        held = [bytes(m.body).decode() for m in messages]  # (the body is a view into the live message)
+        assert held == ["p0-d0", "p0-d1"]
+        started = time.monotonic()
+        node.process.send_signal(signal.SIGTERM)
+        with pytest.raises(Exception) as detached:  # LinkDetached / ConnectionClosed, with the condition
+            while True:  # the receiver keeps topping its credit up: whatever else arrives stays unsettled too
+                messages.append(receiver.receive(timeout=WAIT_S))
+        assert "amqp:link:detach-forced" in str(detached.value) or "amqp:connection:forced" in str(detached.value)
+        assert node.process.wait(timeout=WAIT_S) == 0 and time.monotonic() - started < 15
+        with contextlib.suppress(Exception):
+            consumer.close()
+        for log, process in ((tmp_path / "node.log", 0), (tmp_path / "node.p1.log", 1)):
+            [record] = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "shutdown"]
+            assert record["details"]["timed_out"] is False
+            # the two unsettled ones went back to the buffer before it was counted
+            assert record["details"]["buffered"] == {"denm": {"durable": 6, "memory_only": 2}}, record
+        node = NodeProcess(node_config)
+        for process, port in enumerate(node.ports):
+            assert _consume(pki, port, None) == [f"p{process}-d{i}" for i in range(6)]
+    finally:
+        node.stop()

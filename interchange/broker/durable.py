@@ -65,6 +65,10 @@ class Durability:
         self.recovered = len(stored) - len(self.unreadable)
         return counts
 
+    def store_live(self) -> int:
+        """Durable messages the store still holds for some source (they come back after a restart)."""
+        return self.store.live
+
     def waiting_for(self, address: str) -> list[BrokerMessage]:
         """The recovered messages of source ``address`` (once: the source takes them now)."""
         return self._waiting.pop(address, [])

@@ -46,6 +46,7 @@ _E_TRANSPORT_ERROR = lib.PN_TRANSPORT_ERROR
 _E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
 _ACCEPTED = lib.PN_ACCEPTED
 _REJECTED = lib.PN_REJECTED
+_RELEASED = lib.PN_RELEASED
 _SND_SETTLED = lib.PN_SND_SETTLED
 #: Received messages up to this size become bytes; larger ones are forwarded in the buffer they were read into.
 _COPY_LIMIT = 64 * 1024
@@ -248,6 +249,8 @@ class ConnectionEngine:
         self._open_check: OpenFrameCheck | None = OpenFrameCheck()
         #: deliveries of durable messages waiting for the store before their disposition (issue 11)
         self._awaiting_store: set[Any] = set()
+        #: False while the node shuts down: new messages are released (not taken; the publisher sends them again)
+        self.accepting = True
         self._small_frames: int | None = None  #: a max-frame-size below 512 in the peer's open
 
     # ----------------------------------------------------------------- bytes in/out
@@ -333,6 +336,12 @@ class ConnectionEngine:
             lib.pn_link_close(link)
         self._process()
         self.on_output()
+
+    def detach_all(self, condition: str, description: str) -> None:
+        """Detach every link with an error condition (the node shuts down, issue 11): consumers'
+        unsettled messages go back to their sources first."""
+        for link in list(self._publishers) + list(self._consumers):
+            self.close_link(link, condition, description)
 
     def release(self) -> None:
         """Free proton's objects; the engine is unusable afterwards."""
@@ -534,6 +543,11 @@ class ConnectionEngine:
         got = _pn_link_recv(link, _from_buffer(buf), size)
         _pn_link_advance(link)
         remote_settled = _pn_delivery_settled(delivery)
+        if not self.accepting:  # shutting down (issue 11): not taken, the publisher may send it again
+            if not remote_settled:
+                _pn_delivery_update(delivery, _RELEASED)
+            _pn_delivery_settle(delivery)
+            return
         if got != size:
             buf = buf[: max(got, 0)]
         # Small messages become bytes (cheap, hashable); large ones stay in the buffer proton

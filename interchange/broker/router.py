@@ -313,6 +313,16 @@ class BrokerCore:
         self.observer.routed(routed, message, address)
 
     # ------------------------------------------------------------ housekeeping
+    def held(self) -> dict[str, dict[str, int]]:
+        """Per source with messages buffered: how many are durable (back after a restart) and
+        memory-only (lost by one); logged at shutdown (issue 11)."""
+        held = {}
+        for address, source in self.sources.items():
+            durable, memory_only = source.held()
+            if durable or memory_only:
+                held[address] = {"durable": durable, "memory_only": memory_only}
+        return held
+
     def expire(self) -> int:
         """Drop expired messages from every source (IP_033); return how many."""
         now = self.clock_ms()

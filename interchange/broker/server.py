@@ -151,6 +151,7 @@ class AmqpConnection(asyncio.Protocol):
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
                                            self._mark_dirty, self._engine_event)
+            self.engine.accepting = self._server.accepting
             self.engine.delivery_log = self._server.delivery_log  # IP_010 departure times, while logged
             data = step.amqp_bytes
             if not data:
@@ -222,6 +223,17 @@ class AmqpConnection(asyncio.Protocol):
             return None
         return self._tls.ssl_object.getpeercert(binary_form=True)
 
+    def close_for_shutdown(self, link_condition: str, condition: str, description: str) -> None:
+        """Detach every link and close the connection with conditions a client acts on (reconnect
+        later), flush, then close the socket once written (issue 11)."""
+        if self.engine is not None:
+            self.engine.detach_all(link_condition, description)
+            self.engine.close(condition, description)
+            out = self.engine.take_output()
+            if out:
+                self._write(out)
+        self._close()
+
     def close_revoked(self, reason: str) -> None:
         """The peer's certificate was revoked after the handshake: AMQP close with
         ``amqp:unauthorized-access`` (clients see why), close_notify, then the socket."""
@@ -251,6 +263,7 @@ class BrokerServer:
         self.delivery_log: DeliveryLog | None = None
         #: IP_051: peer certificates valid for longer are refused (None: not checked)
         self.max_peer_certificate_days: int | None = None
+        self.accepting = True  #: False once shutting down: new messages are released (issue 11)
         log = core.observer.log
         if log is not None:
             if hasattr(log, "on_change"):
@@ -337,6 +350,28 @@ class BrokerServer:
         dirty, self._dirty = self._dirty, set()
         for connection in dirty:
             connection.flush()
+
+    def stop_accepting(self) -> None:
+        """Shutdown, first step: no new connections, and every new message is released."""
+        for server in self._servers:
+            server.close()
+        self.accepting = False
+        for connection in self.connections:
+            if connection.engine is not None:
+                connection.engine.accepting = False
+
+    async def close_connections(self, grace_s: float) -> int:
+        """Shutdown, last step: detach every link (``amqp:link:detach-forced``) and close every
+        connection (``amqp:connection:forced``: clients reconnect later); wait up to ``grace_s`` for
+        the sockets to close. Returns how many connections were closed."""
+        connections = list(self.connections)
+        description = "the interchange is shutting down; reconnect after it restarts"
+        for connection in connections:
+            connection.close_for_shutdown("amqp:link:detach-forced", "amqp:connection:forced", description)
+        deadline = asyncio.get_running_loop().time() + grace_s
+        while self.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        return len(connections)
 
     async def close(self) -> None:
         for server in self._servers:

@@ -98,6 +98,11 @@ class Source:
     def depth_bytes(self) -> int:
         return self._bytes
 
+    def held(self) -> tuple[int, int]:
+        """(durable, memory-only) messages buffered: what a restart keeps and what it loses (issue 11)."""
+        durable = sum(1 for message in self._queue if message.holders is not None)
+        return durable, len(self._queue) - durable
+
     def add_link(self, link: ConsumerLink) -> None:
         self.links.append(link)
         self._clean = False

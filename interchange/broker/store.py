@@ -65,6 +65,10 @@ class MessageStore(Protocol):
     def purge(self, now_ms: int) -> None:
         """Delete what only holds settled or expired messages (in the background)."""
 
+    @property
+    def live(self) -> int:
+        """Messages some source still holds."""
+
     async def drain(self) -> None:
         """Wait until everything put or removed so far is on disk."""
 
