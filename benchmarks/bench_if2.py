@@ -30,7 +30,6 @@ import os
 import platform
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,13 +41,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import aio_pika  # noqa: E402
-import aiohttp  # noqa: E402
 from proton import Message  # noqa: E402
 
 from certs import TestPki, create_test_pki  # noqa: E402
 from certs.tls import TlsFiles, client_context  # noqa: E402
 from interchange.broker.client import ClientConnection  # noqa: E402
 from interchange.testing import rabbitmq  # noqa: E402
+from node_process import actor_api, start_node  # noqa: E402  (this script's folder)
 
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
                                           "if2-backoffice", "croads-actor")
@@ -111,28 +110,9 @@ def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path) -> Path:
     return path
 
 
-def start_node(config: Path) -> tuple[subprocess.Popen[str], int, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "interchange NAME: AMQPS port P, ..., II (HTTPS) port Q"
-    if "AMQPS port" not in line:
-        proc.kill()
-        raise RuntimeError(f"the node did not start: {line!r}")
-    amqps = int(line.split("AMQPS port ")[1].split(",")[0])
-    ii = int(line.split("II (HTTPS) port ")[1].strip())
-    return proc, amqps, ii
-
-
-async def actor_api(pki: TestPki, ii_port: int) -> tuple[str, str]:
+async def actor_setup(pki: TestPki, ii_port: int) -> tuple[str, str]:
     """The C-ITS actor's delivery target (SPATEM) and its DENM subscription's source."""
-    context = client_context(TlsFiles.from_pki(pki.directory, ACTOR, with_crls=False))
-    base = f"https://127.0.0.1:{ii_port}/{ACTOR}"
-    async with aiohttp.ClientSession() as http:
-        async def post(path: str, body: dict[str, Any]) -> Any:
-            async with http.post(base + path, json=body, ssl=context, server_hostname=NODE) as response:
-                assert response.status == 200, await response.text()
-                return await response.json()
+    async with actor_api(pki.directory, ACTOR, NODE, ii_port) as post:
         cap = {"application": {**{k: v for k, v in SPATEM_PROPS.items() if k != "quadTree"}, "quadTree": ["1202"]}}
         await post("/capabilities", {"name": ACTOR, "capabilities": [cap]})
         delivery = await post("/deliveries", {"name": ACTOR, "deliveries": [{"selector": "TRUE"}]})
@@ -215,7 +195,7 @@ async def run_phase(name: str, phase: str, count: int, rate: float | None, send:
 
 async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
                     pids: tuple[int, int]) -> list[Result]:
-    target, source = await actor_api(pki, ii)
+    target, source = await actor_setup(pki, ii)
     office = await BackOffice.connect(pki, broker)
     publisher = await office.connection.channel()  # no confirms: as fast as RabbitMQ takes them
     denm = await publisher.declare_exchange("DENM", aio_pika.ExchangeType.TOPIC, durable=True)

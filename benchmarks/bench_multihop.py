@@ -42,13 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the DNS fixture (dnsmasq with per-link domains)
 
-import aiohttp  # noqa: E402
 from proton import Message  # noqa: E402
 
 from certs import TestPki, create_test_pki  # noqa: E402
 from certs.tls import TlsFiles, client_context  # noqa: E402
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq, free_port  # noqa: E402
 from interchange.broker.client import ClientConnection  # noqa: E402
+from node_process import actor_api, start_node  # noqa: E402  (this script's folder)
 
 DOMAIN = "bench.test"
 A, B, C, D, E, F = (f"{n}.{DOMAIN}" for n in "abcdef")
@@ -102,27 +102,9 @@ def node_config(pki: TestPki, name: str, workdir: Path, ii_port: int, dns: Dnsma
     return path
 
 
-def start_node(config: Path) -> tuple[subprocess.Popen[str], int]:
-    """The node's process and its AMQPS port (from its first line of output)."""
-    proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "interchange NAME: AMQPS port P, ..., II (HTTPS) port Q"
-    if "AMQPS port" not in line:
-        proc.kill()
-        raise RuntimeError(f"the node did not start: {line!r}")
-    return proc, int(line.split("AMQPS port ")[1].split(",")[0])
-
-
-async def actor_api(pki: TestPki, node: str, ii_port: int, publish: bool) -> tuple[str | None, str]:
+async def actor_setup(pki: TestPki, node: str, ii_port: int, publish: bool) -> tuple[str | None, str]:
     """The node's actor: a delivery target if it publishes, and its subscription's source."""
-    context = client_context(TlsFiles.from_pki(pki.directory, actor(node), with_crls=False))
-    base = f"https://127.0.0.1:{ii_port}/{actor(node)}"
-    async with aiohttp.ClientSession() as http:
-        async def post(path: str, body: dict[str, Any]) -> Any:
-            async with http.post(base + path, json=body, ssl=context, server_hostname=node) as response:
-                assert response.status == 200, await response.text()
-                return await response.json()
+    async with actor_api(pki.directory, actor(node), node, ii_port) as post:
         target = None
         if publish:
             await post("/capabilities", {"capabilities": [capability(PUBLISHERS[node])]})
@@ -214,7 +196,7 @@ async def send(connection: ClientConnection, target: Any, publisher: str, index:
 
 
 async def measure(pki: TestPki, ports: dict[str, tuple[int, int]], args: argparse.Namespace) -> list[Row]:
-    apis = await asyncio.gather(*(actor_api(pki, n, ports[n][1], n in PUBLISHERS) for n in LINE + PEER))
+    apis = await asyncio.gather(*(actor_setup(pki, n, ports[n][1], n in PUBLISHERS) for n in LINE + PEER))
     connections: dict[str, ClientConnection] = {}
     subscribers = {n: Subscriber() for n in LINE + PEER}
     targets: dict[str, Any] = {}
@@ -268,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ports = {}
             for node in nodes:
-                proc, amqps = start_node(node_config(pki, node, work, ii_ports[node], dns))
+                proc, amqps, _ = start_node(node_config(pki, node, work, ii_ports[node], dns))
                 procs.append(proc)
                 ports[node] = (amqps, ii_ports[node])
             results = asyncio.run(measure(pki, ports, args))

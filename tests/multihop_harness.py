@@ -9,7 +9,8 @@ loop (as :mod:`ii_harness` does), each with ``[ii.multihop]`` as given.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from ii_harness import DOMAIN, Consumer, Https, denm_capability, node_config, st
 from interchange.broker.hop_trace import TRACE_KEY
 from interchange.node import RunningNode
 
-__all__ = ["MultihopFederation", "link_domain", "trace_of"]
+__all__ = ["MultihopFederation", "link_domain", "running", "trace_of"]
 
 
 def link_domain(x: str, y: str) -> str:
@@ -186,3 +187,15 @@ class MultihopFederation:
         wanted = {key: set(ids) for key, ids in expected.items()}
         await wait_for(lambda: all(self.offered(at, by) == ids for (at, by), ids in wanted.items()),
                        f"capabilities {wanted}")
+
+
+@contextlib.asynccontextmanager
+async def running(pki: TestPki, workdir: Path, dns: DnsmasqServer, links: list[tuple[str, str]],
+                  multihop: dict[str, dict[str, Any]]) -> AsyncIterator[MultihopFederation]:
+    """A started :class:`MultihopFederation`, closed on the way out."""
+    federation = MultihopFederation(pki, workdir, dns, links, multihop)
+    try:
+        await federation.start_all()
+        yield federation
+    finally:
+        await federation.close()

@@ -13,36 +13,23 @@ from certs import TestPki
 from dns_fixtures import DnsmasqServer
 from ii_harness import A, B, C, denm_message, publish, wait_for
 from interchange.broker.hop_trace import LIMIT_KEY
-from multihop_harness import MultihopFederation, trace_of
+from multihop_harness import MultihopFederation, running, trace_of
 from ii_api.multihop import ANNOUNCE_KEY
 
 NO, SE = "NO00001:denm-1", "SE00001:denm-1"
 ON = {"enabled": True, "hop_limit": 4}
 
 
-async def _federation(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, links: list[tuple[str, str]],
-                      multihop: dict[str, dict]) -> MultihopFederation:
-    federation = MultihopFederation(pki, tmp_path, dnsmasq, links, multihop)
-    await federation.start_all()
-    return federation
-
-
 @pytest.fixture
 async def line_on(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
-    federation = await _federation(pki, tmp_path, dnsmasq, [(A, B), (B, C)], {A: ON, B: ON, C: ON})
-    try:
+    async with running(pki, tmp_path, dnsmasq, [(A, B), (B, C)], {A: ON, B: ON, C: ON}) as federation:
         yield federation
-    finally:
-        await federation.close()
 
 
 @pytest.fixture
 async def line_c_off(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
-    federation = await _federation(pki, tmp_path, dnsmasq, [(A, B), (B, C)], {A: ON, B: ON})
-    try:
+    async with running(pki, tmp_path, dnsmasq, [(A, B), (B, C)], {A: ON, B: ON}) as federation:
         yield federation
-    finally:
-        await federation.close()
 
 
 async def test_imported_data_is_re_exported_along_a_line(line_on: MultihopFederation) -> None:

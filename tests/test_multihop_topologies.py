@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from proton import Message
@@ -24,7 +25,7 @@ from dns_fixtures import DnsmasqServer
 from harness import D
 from ii_harness import A, B, C, Consumer, denm_message, publish
 from interchange.broker.hop_trace import LIMIT_KEY
-from multihop_harness import MultihopFederation, trace_of
+from multihop_harness import MultihopFederation, running, trace_of
 
 #: Each node's actor, publisher and country.
 ACTORS = {A: ("actor-a", "NO00001", "NO"), B: ("actor-b", "SE00001", "SE"), C: ("actor-c", "DK00001", "DK"),
@@ -42,13 +43,9 @@ class Site:
     consumer: Consumer
 
 
-async def _start(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, links: list[tuple[str, str]],
-                 hop_limit: int) -> MultihopFederation:
-    names = sorted({n for link in links for n in link})
-    federation = MultihopFederation(pki, tmp_path, dnsmasq, links,
-                                    {n: {"enabled": True, "hop_limit": hop_limit} for n in names})
-    await federation.start_all()
-    return federation
+def _on(links: list[tuple[str, str]], hop_limit: int) -> dict[str, dict[str, Any]]:
+    """Multi-hop switched on at every node of ``links``."""
+    return {n: {"enabled": True, "hop_limit": hop_limit} for link in links for n in link}
 
 
 async def _sites(f: MultihopFederation, publishing: set[str]) -> dict[str, Site]:
@@ -106,20 +103,16 @@ def _direct(nodes: list[str]) -> dict[tuple[str, str], list[str]]:
 
 @pytest.fixture
 async def ring(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
-    federation = await _start(pki, tmp_path, dnsmasq, [(A, B), (B, C), (C, A)], hop_limit=4)
-    try:
+    links = [(A, B), (B, C), (C, A)]
+    async with running(pki, tmp_path, dnsmasq, links, _on(links, hop_limit=4)) as federation:
         yield federation
-    finally:
-        await federation.close()
 
 
 @pytest.fixture
 async def line(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
-    federation = await _start(pki, tmp_path, dnsmasq, [(A, B), (B, C), (C, D)], hop_limit=3)  # A..D: 3 hops
-    try:
+    links = [(A, B), (B, C), (C, D)]
+    async with running(pki, tmp_path, dnsmasq, links, _on(links, hop_limit=3)) as federation:  # A..D: 3 hops
         yield federation
-    finally:
-        await federation.close()
 
 
 async def test_ring_of_three_exactly_once_around_a_cut_link_and_without_a_node(ring: MultihopFederation) -> None:
