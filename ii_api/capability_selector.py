@@ -22,6 +22,7 @@ from ii_api.models import Capability
 __all__ = ["capabilities_selector", "capability_selector", "granted_selector", "quote"]
 
 _IDENTITY = ("messageType", "publisherId", "publicationId", "originatingCountry", "protocolVersion")
+_IDENTITY_BUT_PUBLICATION = tuple(key for key in _IDENTITY if key != "publicationId")
 
 
 def quote(value: str) -> str:
@@ -29,10 +30,10 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def capability_selector(capability: Capability) -> str:
-    """The selector a message must match to fit ``capability``."""
+def _terms(capability: Capability, identity: tuple[str, ...]) -> list[str]:
+    """The ANDed terms of a capability's selector, for the ``identity`` properties it gives."""
     app = capability.application
-    terms = [f"{key} = {quote(getattr(app, key))}" for key in _IDENTITY if isinstance(getattr(app, key, None), str)]
+    terms = [f"{key} = {quote(getattr(app, key))}" for key in identity if isinstance(getattr(app, key, None), str)]
     tiles = list(dict.fromkeys(app.quadTree))
     if tiles:
         likes = [f"quadTree LIKE '%,{tile}%'" for tile in tiles]
@@ -45,12 +46,32 @@ def capability_selector(capability: Capability) -> str:
     shards = capability.metadata.shardCount
     if shards is not None:
         terms.append(f"shardId BETWEEN 1 AND {shards}")
+    return terms
+
+
+def capability_selector(capability: Capability) -> str:
+    """The selector a message must match to fit ``capability``."""
+    terms = _terms(capability, _IDENTITY)
     return " AND ".join(terms) if terms else "TRUE"
 
 
 def capabilities_selector(capabilities: Iterable[Capability]) -> str:
-    """A message fits any of ``capabilities`` (``FALSE`` when there are none)."""
-    parts = [capability_selector(c) for c in capabilities]
+    """A message fits any of ``capabilities`` (``FALSE`` when there are none).
+
+    Capabilities alike but for their publicationId share one alternative,
+    ``publicationId IN (...) AND <the rest>``: an actor's thousands of capabilities usually come
+    in a few shapes, and the selector stays small enough to compile quickly (issue 10; a plain OR
+    of 300 capabilities already passed the 64 KiB selector bound)."""
+    groups: dict[str, list[str]] = {}
+    for capability in capabilities:
+        rest = " AND ".join(_terms(capability, _IDENTITY_BUT_PUBLICATION))
+        groups.setdefault(rest, []).append(capability.application.publicationId)
+    parts = []
+    for rest, ids in groups.items():
+        unique = list(dict.fromkeys(ids))
+        publication = (f"publicationId = {quote(unique[0])}" if len(unique) == 1
+                       else f"publicationId IN ({', '.join(quote(i) for i in unique)})")
+        parts.append(f"{publication} AND {rest}" if rest else publication)
     if not parts:
         return "FALSE"
     if len(parts) == 1:

@@ -15,6 +15,9 @@ Example (TOML)::
     domains = ["c-its-interchange.eu", "interchanges.example.eu"]
     interval_s = 3600              # at most 12 hours
 
+    [ii.limits]                    # bounds per request (413 beyond)
+    capabilities_per_request = 5000
+
     [ii.policy]                    # ILLEGAL rules, see ii_api/policy.py
     max_selector_length = 2000
 
@@ -30,7 +33,7 @@ from ii_api.discovery import DiscoveryConfig
 from ii_api.policy import SubscriptionPolicy
 from interchange.broker.hop_trace import DEFAULT_HOP_LIMIT, MAX_HOP_LIMIT
 
-__all__ = ["IIConfig", "MultihopConfig", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S", "MAX_POLL_INTERVAL_S"]
+__all__ = ["IIConfig", "MultihopConfig", "RequestLimits", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S", "MAX_POLL_INTERVAL_S"]
 
 MAX_POLL_INTERVAL_S = 300.0  # IP_127
 MAX_CAPABILITY_REPOST_S = 24 * 3600.0  # IP_091
@@ -51,6 +54,21 @@ class MultihopConfig(BaseModel):
                           "imports; re-export imported data to neighbours that announce multi-hop too")
     hop_limit: int = Field(default=DEFAULT_HOP_LIMIT, ge=1, le=MAX_HOP_LIMIT,
                            description="most interchange-to-interchange hops a message may make")
+
+
+class RequestLimits(BaseModel):
+    """Bounds per operation (issue 10): a request beyond them is answered 413 with a JSON reason
+    before it costs the node anything more. Capability documents are the big ones (an actor or a
+    neighbour may have thousands); subscriptions and deliveries come a few at a time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    capabilities_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+                                         description="POST /capabilities and /{actor}/capabilities")
+    body_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024,
+                            description="every other request body")
+    capabilities_per_request: int = Field(default=5000, ge=1)
+    subscriptions_per_request: int = Field(default=500, ge=1, description="also deliveries per request")
 
 
 class IIConfig(BaseModel):
@@ -81,7 +99,7 @@ class IIConfig(BaseModel):
     retry_min_s: float = Field(default=0.5, gt=0, le=60, description="first retry after a failed request")
     retry_max_s: float = Field(default=60.0, gt=0, le=3600)
     federation_backoff_s: float = Field(default=0.5, gt=0, le=60, description="first reconnect of a data link")
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    limits: RequestLimits = Field(default_factory=RequestLimits)
     policy: SubscriptionPolicy = Field(default_factory=SubscriptionPolicy)
     multihop: MultihopConfig = Field(default_factory=MultihopConfig)
 

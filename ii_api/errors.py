@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails
 
 from ii_api.models import APPLICATION_TAGS, WireModel
 
-__all__ = ["BadRequest", "Conflict", "ErrorBody", "Forbidden", "IIError", "NotFound", "describe_validation_error",
+__all__ = ["BadRequest", "Conflict", "ErrorBody", "Forbidden", "IIError", "NotFound", "TooLarge", "describe_validation_error",
            "error_field", "validation_error_body"]
 
 
@@ -48,6 +48,12 @@ class NotFound(IIError):
 
 class Conflict(IIError):
     status = 409
+
+
+class TooLarge(IIError):
+    """A request over this interchange's size bounds (issue 10: bounded per operation)."""
+
+    status = 413
 
 
 class ErrorBody(WireModel):

@@ -20,7 +20,9 @@ from ii_api.config import IIConfig
 from ii_api.doors import EventSink, LocalCapabilityView, NeighbourDirectory
 from ii_api.reexport import Reexport
 from ii_api.errors import NotFound
+from ii_api.off_loop import off_loop
 from ii_api.models import (
+    Capability,
     Endpoint,
     Subscription,
     SubscriptionPollResponse,
@@ -35,6 +37,19 @@ from interchange.broker.addresses import Scope, SourceSpec
 #: Prefix of the broker sources made for neighbours' subscriptions (the II's addresses start "ii-";
 #: config-file addresses must not).
 NEIGHBOUR_SOURCE_PREFIX = "ii-sub-"
+
+
+def _to_resubscribe(rows: list[IncomingSubscription], capabilities: list[Capability],
+                    check: Callable[[], None]) -> list[IncomingSubscription]:
+    """The subscriptions that ``capabilities`` make RESUBSCRIBE (pure, run off the event loop)."""
+    found = []
+    for row in rows:
+        check()
+        new = recheck_incoming(SubscriptionStatus(row.status), frozenset(row.granted or ()), row.selector,
+                               row.consumer_common_name, row.owner_cn, capabilities)
+        if new is SubscriptionStatus.RESUBSCRIBE:
+            found.append(row)
+    return found
 
 
 class IncomingSubscriptions:
@@ -180,16 +195,16 @@ class IncomingSubscriptions:
         await self._tell()
         self._event("info", "ii_neighbour_subscriptions_expired", {"neighbour": name, "ids": [r.id for r in rows]})
 
-    async def recheck(self) -> None:
-        """RESUBSCRIBE where a new capability is relevant (caller holds the lock)."""
-        capabilities = self._capabilities.all()
-        for row in await self._rows.list():
-            grant = frozenset(row.granted or ())
-            new = recheck_incoming(SubscriptionStatus(row.status), grant, row.selector, row.consumer_common_name,
-                                   row.owner_cn, capabilities)
-            if new is not None:
-                await self._rows.update(row.id, status=new.value, error=None)
-                self._event("info", "ii_subscription_resubscribe", {"neighbour": row.owner_cn, "id": row.id})
+    async def recheck(self, added: list[Capability] | None = None) -> None:
+        """RESUBSCRIBE where a new capability is relevant (caller holds the lock).
+
+        ``added``: the capabilities just registered (only they can widen a grant); None: all of
+        ours (after a restart). The matching runs off the event loop (issue 10)."""
+        capabilities = self._capabilities.all() if added is None else added
+        rows = await self._rows.list()
+        for row in await off_loop(lambda check: _to_resubscribe(rows, capabilities, check)):
+            await self._rows.update(row.id, status=SubscriptionStatus.RESUBSCRIBE.value, error=None)
+            self._event("info", "ii_subscription_resubscribe", {"neighbour": row.owner_cn, "id": row.id})
 
     async def restore(self) -> None:
         """Sources of the stored subscriptions, each serving its stored grant (a restart neither widens

@@ -22,6 +22,7 @@ from ii_api.config import IIConfig
 from ii_api.doors import EventSink, LocalCapabilityView
 from ii_api.errors import BadRequest, Conflict, NotFound
 from ii_api.matching import CapabilityMatcher
+from ii_api.off_loop import off_loop
 from ii_api.models import (
     Capability,
     DeliveriesRequest,
@@ -39,7 +40,7 @@ from ii_api.models import (
     SubscriptionRequestItem,
     SubscriptionStatus,
 )
-from ii_api.store import AsyncStore, DuplicatePublicationIdError, Table
+from ii_api.store import AsyncStore, DuplicatePublicationIdError, Store, Table
 from ii_api.store import Delivery as StoredDelivery
 from ii_api.store import LocalCapability as StoredCapability
 from ii_api.store import LocalSubscription as StoredLocalSubscription
@@ -96,11 +97,12 @@ def _check_publication_ids(request: LocalCapabilitiesRequest) -> None:
 # ---------------------------------------------------------------------------------- capabilities
 class ActorCapabilities:
     """Actors' capabilities (a :class:`~ii_api.doors.LocalCapabilityView`); a change is reported to
-    ``changed(actor)``: the service rebuilds deliveries, turns neighbours' subscriptions RESUBSCRIBE
+    ``changed(actor, added, removed)``: the service rebuilds deliveries, turns neighbours' subscriptions RESUBSCRIBE
     where relevant and pushes our capabilities (IP_075/091)."""
 
     def __init__(self, *, base_path: str, store: AsyncStore, network: Callable[[], Mapping[str, str]],
-                 lock: asyncio.Lock, event: EventSink, changed: Callable[[str], Awaitable[None]]) -> None:
+                 lock: asyncio.Lock, event: EventSink,
+                 changed: Callable[[str, list[Capability], list[Capability]], Awaitable[None]]) -> None:
         self._base = base_path
         self._store = store
         self._rows_table = store.capabilities
@@ -137,16 +139,19 @@ class ActorCapabilities:
                 if pid in elsewhere:
                     raise Conflict(f"publicationId {pid!r} is already announced by {elsewhere[pid]}",
                                    f"capabilities.{index}.application.publicationId")
-            pairs = [(c.application.publicationId, c.to_json()) for c in request.capabilities]
+            def add_all(store: Store) -> list[StoredCapability]:  # in the store's thread: encoding is heavy too
+                pairs = [(c.application.publicationId, c.to_json()) for c in request.capabilities]
+                return store.capabilities.add_all(actor, pairs)
+
             try:
-                rows = await self._store.call(lambda s: s.capabilities.add_all(actor, pairs))
+                rows = await self._store.call(add_all)
             except DuplicatePublicationIdError as exc:
                 raise Conflict(str(exc), "publicationId") from None
-            for row in rows:
-                self._put(row)
+            for row, capability in zip(rows, request.capabilities):
+                self._put(row, capability)  # the validated request's model: not validated twice
             self._event("info", "ii_capabilities_registered",
                         {"actor": actor, "publicationIds": [r.publication_id for r in rows]})
-            await self._changed(actor)
+            await self._changed(actor, [self._models[r.id] for r in rows], [])
         return LocalCapabilitiesResponse(name=actor, capabilities=[self._wire(r) for r in rows])
 
     async def list_capabilities(self, actor: str) -> LocalCapabilitiesResponse:
@@ -165,13 +170,13 @@ class ActorCapabilities:
             if row is None or row.actor_cn != actor or not await self._rows_table.delete(cap_id, actor):
                 raise NotFound(f"no capability {cap_id} of {actor}")
             del self._rows[cap_id]
-            del self._models[cap_id]
+            removed = self._models.pop(cap_id)
             self._event("info", "ii_capability_deleted", {"actor": actor, "publicationId": row.publication_id})
-            await self._changed(actor)
+            await self._changed(actor, [], [removed])
 
-    def _put(self, row: StoredCapability) -> None:
+    def _put(self, row: StoredCapability, model: Capability | None = None) -> None:
         self._rows[row.id] = row
-        self._models[row.id] = Capability.model_validate(row.document)
+        self._models[row.id] = Capability.model_validate(row.document) if model is None else model
 
     async def restore(self) -> None:
         """The stored capabilities back in memory (caller holds the lock)."""
@@ -181,6 +186,52 @@ class ActorCapabilities:
 
 # ---------------------------------------------------------------------------------- deliveries
 _Planned = tuple[str, str, "str | None", "str | None", "TargetSpec | None"]
+_Coverage = tuple[str, "int | None"]  #: a delivery target's selector and shard count
+_REFRESHED = (DeliveryStatus.CREATED.value, DeliveryStatus.NO_OVERLAP.value)
+
+
+def _covers_any(selector: str, capabilities: Iterable[Capability]) -> bool:
+    matcher = CapabilityMatcher(selector)
+    return any(matcher.matches(c.application, c.metadata, domains=c.domains) for c in capabilities)
+
+
+def _coverage(selector: str, capabilities: Iterable[Capability]) -> _Coverage | None:
+    """The target of a delivery: the messages that fit the capabilities its selector covers (None:
+    it covers none). Pure, run off the event loop."""
+    matcher = CapabilityMatcher(selector)
+    covered = [c for c in capabilities if matcher.matches(c.application, c.metadata, domains=c.domains)]
+    if not covered:
+        return None
+    shard_counts = {c.metadata.shardCount for c in covered}
+    shard_count = shard_counts.pop() if len(shard_counts) == 1 else None
+    return _and(selector, capabilities_selector(covered)), shard_count
+
+
+def _refreshed_coverage(rows: list[StoredDelivery], capabilities: Mapping[str, list[Capability]],
+                        touched: list[Capability] | None,
+                        check: Callable[[], None]) -> list[tuple[StoredDelivery, _Coverage | None]]:
+    """The deliveries to rebuild, with their new coverage: those CREATED or NO_OVERLAP whose
+    selector covers one of ``touched`` (all of them with None)."""
+    planned = []
+    for row in rows:
+        check()
+        if row.status not in _REFRESHED:
+            continue
+        if touched is not None and not _covers_any(row.selector, touched):
+            continue
+        planned.append((row, _coverage(row.selector, capabilities.get(row.actor_cn, []))))
+    return planned
+
+
+def _new_coverage(selectors: list[str], capabilities: list[Capability],
+                  check: Callable[[], None]) -> list[tuple[str | None, _Coverage | None]]:
+    """(NOT_VALID reason, coverage) of each requested delivery selector."""
+    answers: list[tuple[str | None, _Coverage | None]] = []
+    for selector in selectors:
+        check()
+        compiled, problem = compile_selector(selector)
+        answers.append((problem, None) if compiled is None else (None, _coverage(selector, capabilities)))
+    return answers
 
 
 class ActorDeliveries:
@@ -204,30 +255,31 @@ class ActorDeliveries:
                         selector=row.selector, status=DeliveryStatus(row.status), endpoints=endpoints,
                         lastUpdatedTimestamp=row.last_updated_ms, errorMessage=row.error)
 
-    def _target(self, actor: str, selector: str, address: str) -> TargetSpec | None:
-        """The target of a delivery: the messages that fit the actor's capabilities it covers."""
-        matcher = CapabilityMatcher(selector)
-        covered = [c for c in self._capabilities.of_actor(actor) if matcher.matches(c.application, c.metadata)]
-        if not covered:
+    async def apply(self, actor: str | None = None, touched: list[Capability] | None = None) -> None:
+        """Recreate the targets of the actor's deliveries (every actor's with None) by its
+        capabilities (caller holds the lock).
+
+        ``touched``: the capabilities just added or removed; a delivery whose selector covers none
+        of them keeps its target as it is. The matching runs off the event loop (issue 10:
+        recomputing every delivery against thousands of capabilities on it stalled the broker)."""
+        rows = await self._rows.list(actor)
+        capabilities = {cn: self._capabilities.of_actor(cn) for cn in {r.actor_cn for r in rows}}
+        planned = await off_loop(lambda check: _refreshed_coverage(rows, capabilities, touched, check))
+        for row, coverage in planned:
+            await self._apply(row, coverage)
+            await asyncio.sleep(0)  # the loop gets a turn between targets
+
+    def _target(self, actor: str, address: str, coverage: _Coverage | None) -> TargetSpec | None:
+        if coverage is None:
             return None
-        shard_counts = {c.metadata.shardCount for c in covered}
-        shard_count = shard_counts.pop() if len(shard_counts) == 1 else None
-        return TargetSpec(address=address, publishers=frozenset({actor}),
-                          selector=_and(selector, capabilities_selector(covered)), origin=Origin.LOCAL,
+        selector, shard_count = coverage
+        return TargetSpec(address=address, publishers=frozenset({actor}), selector=selector, origin=Origin.LOCAL,
                           shard_count=shard_count)
 
-    async def apply(self, actor: str | None = None) -> None:
-        """Recreate the targets of the actor's deliveries (every actor's with None) by its
-        capabilities (caller holds the lock)."""
-        for delivery in await self._rows.list(actor):
-            await self._apply(delivery)
-
-    async def _apply(self, row: StoredDelivery) -> StoredDelivery:
-        """Create/replace/remove the delivery's target by the actor's capabilities (lock held)."""
-        if row.status not in (DeliveryStatus.CREATED.value, DeliveryStatus.NO_OVERLAP.value):
-            return row
+    async def _apply(self, row: StoredDelivery, coverage: _Coverage | None) -> StoredDelivery:
+        """Create/replace/remove the delivery's target by its coverage (lock held)."""
         address = row.target_address or self._broker.new_address(DELIVERY_TARGET_PREFIX)
-        spec = self._target(row.actor_cn, row.selector, address)
+        spec = self._target(row.actor_cn, address, coverage)
         error: str | None
         if spec is None:
             self._broker.remove_target(address)
@@ -239,20 +291,22 @@ class ActorDeliveries:
             row = await self._rows.update(row.id, status=status, target_address=address, error=error)
         return row
 
-    def _plan(self, actor: str, request: DeliveriesRequest) -> list[_Planned]:
+    async def _plan(self, actor: str, request: DeliveriesRequest) -> list[_Planned]:
         """(selector, status, target address, error, target) of each requested delivery."""
+        capabilities = self._capabilities.of_actor(actor)
+        selectors = [item.selector for item in request.deliveries]
+        coverages = await off_loop(lambda check: _new_coverage(selectors, capabilities, check))
         planned: list[_Planned] = []
-        for item in request.deliveries:
-            compiled, problem = compile_selector(item.selector)
-            if compiled is None:
-                planned.append((item.selector, DeliveryStatus.NOT_VALID.value, None, problem, None))
+        for selector, (problem, coverage) in zip(selectors, coverages):
+            if problem is not None:
+                planned.append((selector, DeliveryStatus.NOT_VALID.value, None, problem, None))
                 continue
             address = self._broker.new_address(DELIVERY_TARGET_PREFIX)
-            spec = self._target(actor, item.selector, address)
+            spec = self._target(actor, address, coverage)
             if spec is None:
-                planned.append((item.selector, DeliveryStatus.NO_OVERLAP.value, address, NO_OVERLAP_ERROR, None))
+                planned.append((selector, DeliveryStatus.NO_OVERLAP.value, address, NO_OVERLAP_ERROR, None))
             else:
-                planned.append((item.selector, DeliveryStatus.CREATED.value, address, None, spec))
+                planned.append((selector, DeliveryStatus.CREATED.value, address, None, spec))
         return planned
 
     async def add_deliveries(self, actor: str, request: DeliveriesRequest) -> DeliveriesResponse:
@@ -260,7 +314,7 @@ class ActorDeliveries:
         capabilities, NO_OVERLAP otherwise, NOT_VALID for an invalid selector. All rows are written
         in one transaction before the targets are made and the answer is sent."""
         async with self._lock:
-            planned = self._plan(actor, request)
+            planned = await self._plan(actor, request)
 
             def write(table: Table[StoredDelivery]) -> list[StoredDelivery]:
                 return [table.add(actor_cn=actor, selector=selector, status=status, target_address=address,

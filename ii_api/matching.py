@@ -69,10 +69,12 @@ from jms_selectors.like import LikePattern
 from quadtree.property import parse_property
 
 __all__ = [
-    "MAX_COMBINATIONS", "CapabilityMatcher", "capability_domains", "capability_matches_message",
+    "MAX_COMBINATIONS", "CapabilityMatcher", "Domain", "capability_domains", "capability_matches_message",
     "selector_matches_capability",
 ]
 
+#: Most answers a matcher remembers (by the domains of the properties its selector names).
+MAX_REMEMBERED = 4096
 #: Most joint assignments of repeated scalar properties enumerated per capability.
 MAX_COMBINATIONS = 4096
 #: Most value combinations evaluated for one leaf mentioning several properties.
@@ -347,10 +349,27 @@ class CapabilityMatcher:
         self._names = {id(leaf): identifiers(leaf) for leaf in self._leaves}
         counts = Counter(name for leaf in self._leaves for name in self._names[id(leaf)])
         self._repeated = frozenset(name for name, count in counts.items() if count > 1)
+        self._mentioned = tuple(sorted(counts))
+        #: answers by the domains of the properties the selector names: capabilities alike in
+        #: those (thousands of one actor, differing in publicationId) are decided once (issue 10)
+        self._answers: dict[tuple[tuple[str, Domain | None], ...], bool] = {}
 
-    def matches(self, application: Any, metadata: Any = None) -> bool:
-        """True if the selector is TRUE or UNKNOWN for some message of the capability."""
-        domains = capability_domains(application, metadata)
+    def matches(self, application: Any, metadata: Any = None, *, domains: Mapping[str, Domain] | None = None) -> bool:
+        """True if the selector is TRUE or UNKNOWN for some message of the capability.
+
+        ``domains``: the capability's :func:`capability_domains`, when the caller keeps them (they
+        cost more than the match itself; ``models.Capability.domains`` computes them once)."""
+        if domains is None:
+            domains = capability_domains(application, metadata)
+        key = tuple((name, domains.get(name)) for name in self._mentioned)
+        answer = self._answers.get(key)
+        if answer is None:
+            if len(self._answers) >= MAX_REMEMBERED:
+                self._answers.clear()
+            answer = self._answers[key] = self._decide(domains)
+        return answer
+
+    def _decide(self, domains: Mapping[str, Domain]) -> bool:
         enumerated = self._enumerated(domains)
         constant = {
             id(leaf): self._leaf(leaf, domains, {})

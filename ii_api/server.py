@@ -23,6 +23,8 @@ interchange gets its II subscriptions, an actor its local ones.
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -33,7 +35,8 @@ from pydantic import ValidationError
 
 from certs.errors import PeerIdentityError
 from certs.tls import peer_common_name
-from ii_api.errors import Forbidden, IIError, NotFound, validation_error_body
+from ii_api.config import RequestLimits
+from ii_api.errors import Forbidden, IIError, NotFound, TooLarge, validation_error_body
 from ii_api.models import (
     CapabilitiesMessage,
     DeliveriesRequest,
@@ -109,10 +112,18 @@ OPERATIONS: tuple[Operation, ...] = (
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SERVER_KEY: web.AppKey["IIServer"] = web.AppKey("ii_server")
+SHUTDOWN_GRACE_S = 1.0  #: how long a stopping node lets running requests finish
 
 
-def _json(model: WireModel, status: int = 200) -> web.Response:
-    return web.json_response(model.to_json(), status=status)
+def _encode(model: WireModel) -> bytes:
+    return json.dumps(model.to_json(), separators=(",", ":")).encode()
+
+
+async def _json(model: WireModel, status: int = 200) -> web.Response:
+    """The JSON answer, encoded off the event loop (thousands of capabilities take a good part of a
+    second to encode, issue 10)."""
+    body = await asyncio.to_thread(_encode, model)
+    return web.Response(body=body, status=status, content_type="application/json")
 
 
 def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
@@ -149,9 +160,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 class IIServer:
     """The request handlers: identity checks, body parsing, one service call each."""
 
-    def __init__(self, service: IIService, *, max_body_bytes: int = 1024 * 1024) -> None:
+    def __init__(self, service: IIService, *, limits: RequestLimits = RequestLimits()) -> None:
         self.service = service
-        self.max_body_bytes = max_body_bytes
+        self.limits = limits
         self._openapi: dict[str, Any] | None = None
 
     # ---- identity
@@ -193,12 +204,31 @@ class IIServer:
             raise NotFound(f"no item {text!r}")
         return int(text)
 
-    async def _body(self, request: web.Request, model: type[Any]) -> Any:
+    async def _body(self, request: web.Request, model: type[Any], *, max_bytes: int | None = None) -> Any:
+        """The body as ``model``: 413 beyond ``max_bytes`` (the limit of the operation; before the
+        body is read when Content-Length says so), 400 naming the field when invalid. Parsed off
+        the event loop."""
+        limit = self.limits.body_bytes if max_bytes is None else max_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise TooLarge(f"request body of {request.content_length} bytes: this operation accepts at most {limit}")
         data = await request.read()
+        if len(data) > limit:
+            raise TooLarge(f"request body of {len(data)} bytes: this operation accepts at most {limit}")
         try:
-            return model.model_validate_json(data)
+            return await asyncio.to_thread(model.model_validate_json, data)
         except ValidationError as exc:
             raise _BadBody(validation_error_body(exc)) from None
+
+    @staticmethod
+    def _count(items: list[Any], field: str, most: int) -> None:
+        """413 for a request with more than ``most`` items (issue 10)."""
+        if len(items) > most:
+            raise TooLarge(f"{len(items)} {field} in one request: this interchange accepts at most {most}", field)
+
+    async def _capabilities_body(self, request: web.Request, model: type[Any]) -> Any:
+        body = await self._body(request, model, max_bytes=self.limits.capabilities_body_bytes)
+        self._count(body.capabilities, "capabilities", self.limits.capabilities_per_request)
+        return body
 
     @staticmethod
     def _check_body_name(name: str | None, cn: str) -> None:
@@ -209,26 +239,27 @@ class IIServer:
     async def post_capabilities(self, request: web.Request) -> web.Response:
         cn = self.peer_cn(request)
         self.service.require_neighbour(cn)  # IP_126 before reading the body
-        message = await self._body(request, CapabilitiesMessage)
-        return _json(await self.service.receive_capabilities(cn, message))
+        message = await self._capabilities_body(request, CapabilitiesMessage)
+        return await _json(await self.service.receive_capabilities(cn, message))
 
     async def post_subscriptions(self, request: web.Request) -> web.Response:
         cn = self.peer_cn(request)
         self.service.require_neighbour(cn)
         body = await self._body(request, SubscriptionRequest)
-        return _json(await self.service.incoming.receive_subscriptions(cn, body), status=202)
+        self._count(body.subscriptions, "subscriptions", self.limits.subscriptions_per_request)
+        return await _json(await self.service.incoming.receive_subscriptions(cn, body), status=202)
 
     async def list_subscriptions(self, request: web.Request) -> web.Response:
         cn, interchange = self._caller(request)
         if interchange:
-            return _json(await self.service.incoming.list_incoming(cn))
-        return _json(await self.service.actor_subscriptions.list_local_subscriptions(cn))
+            return await _json(await self.service.incoming.list_incoming(cn))
+        return await _json(await self.service.actor_subscriptions.list_local_subscriptions(cn))
 
     async def get_subscription(self, request: web.Request) -> web.Response:
         cn, interchange = self._caller(request)
         if interchange:
-            return _json(await self.service.incoming.get_incoming(cn, self._id(request)))
-        return _json(await self.service.actor_subscriptions.get_local_subscription(cn, self._id(request)))
+            return await _json(await self.service.incoming.get_incoming(cn, self._id(request)))
+        return await _json(await self.service.actor_subscriptions.get_local_subscription(cn, self._id(request)))
 
     async def delete_subscription(self, request: web.Request) -> web.Response:
         cn, interchange = self._caller(request)
@@ -241,15 +272,15 @@ class IIServer:
     # ---- local actors
     async def post_actor_capabilities(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
-        body = await self._body(request, LocalCapabilitiesRequest)
+        body = await self._capabilities_body(request, LocalCapabilitiesRequest)
         self._check_body_name(body.name, actor)
-        return _json(await self.service.actor_capabilities.add_capabilities(actor, body))
+        return await _json(await self.service.actor_capabilities.add_capabilities(actor, body))
 
     async def list_actor_capabilities(self, request: web.Request) -> web.Response:
-        return _json(await self.service.actor_capabilities.list_capabilities(self._actor(request)))
+        return await _json(await self.service.actor_capabilities.list_capabilities(self._actor(request)))
 
     async def get_actor_capability(self, request: web.Request) -> web.Response:
-        return _json(await self.service.actor_capabilities.get_capability(self._actor(request), self._id(request)))
+        return await _json(await self.service.actor_capabilities.get_capability(self._actor(request), self._id(request)))
 
     async def delete_actor_capability(self, request: web.Request) -> web.Response:
         await self.service.actor_capabilities.delete_capability(self._actor(request), self._id(request))
@@ -259,13 +290,14 @@ class IIServer:
         actor = self._actor(request)
         body = await self._body(request, DeliveriesRequest)
         self._check_body_name(body.name, actor)
-        return _json(await self.service.deliveries.add_deliveries(actor, body))
+        self._count(body.deliveries, "deliveries", self.limits.subscriptions_per_request)
+        return await _json(await self.service.deliveries.add_deliveries(actor, body))
 
     async def list_deliveries(self, request: web.Request) -> web.Response:
-        return _json(await self.service.deliveries.list_deliveries(self._actor(request)))
+        return await _json(await self.service.deliveries.list_deliveries(self._actor(request)))
 
     async def get_delivery(self, request: web.Request) -> web.Response:
-        return _json(await self.service.deliveries.get_delivery(self._actor(request), self._id(request)))
+        return await _json(await self.service.deliveries.get_delivery(self._actor(request), self._id(request)))
 
     async def delete_delivery(self, request: web.Request) -> web.Response:
         await self.service.deliveries.delete_delivery(self._actor(request), self._id(request))
@@ -275,11 +307,12 @@ class IIServer:
         actor = self._actor(request)
         body = await self._body(request, LocalSubscriptionsRequest)
         self._check_body_name(body.name, actor)
-        return _json(await self.service.actor_subscriptions.add_local_subscriptions(actor, body))
+        self._count(body.subscriptions, "subscriptions", self.limits.subscriptions_per_request)
+        return await _json(await self.service.actor_subscriptions.add_local_subscriptions(actor, body))
 
     async def network_capabilities(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
-        return _json(await self.service.network_capabilities(actor, request.query.get("selector")))
+        return await _json(await self.service.network_capabilities(actor, request.query.get("selector")))
 
     # ---- meta
     async def openapi(self, request: web.Request) -> web.Response:
@@ -293,10 +326,11 @@ class IIServer:
         return web.json_response(self._openapi)
 
 
-def build_app(service: IIService, *, max_body_bytes: int = 1024 * 1024) -> web.Application:
+def build_app(service: IIService, *, limits: RequestLimits = RequestLimits()) -> web.Application:
     """The aiohttp application: every route of :data:`OPERATIONS` under the service's base path."""
-    server = IIServer(service, max_body_bytes=max_body_bytes)
-    app = web.Application(middlewares=[_errors], client_max_size=max_body_bytes)
+    server = IIServer(service, limits=limits)
+    app = web.Application(middlewares=[_errors],
+                          client_max_size=max(limits.capabilities_body_bytes, limits.body_bytes))
     for operation in OPERATIONS:
         app.router.add_route(operation.method, f"{service.base}{operation.path}", getattr(server, operation.handler))
     app[SERVER_KEY] = server
@@ -304,9 +338,12 @@ def build_app(service: IIService, *, max_body_bytes: int = 1024 * 1024) -> web.A
 
 
 async def start_server(service: IIService, host: str, port: int, context: ssl.SSLContext, *,
-                       max_body_bytes: int = 1024 * 1024) -> tuple[web.AppRunner, int]:
-    """Listen on ``host:port`` (0: any free port) with ``context``; return the runner and the port."""
-    runner = web.AppRunner(build_app(service, max_body_bytes=max_body_bytes), access_log=None)
+                       limits: RequestLimits = RequestLimits()) -> tuple[web.AppRunner, int]:
+    """Listen on ``host:port`` (0: any free port) with ``context``; return the runner and the port.
+
+    Requests still running when the node stops are cancelled after ``SHUTDOWN_GRACE_S`` (aiohttp
+    waits 60 s by default, which kept SIGTERM from stopping the node, issue 10)."""
+    runner = web.AppRunner(build_app(service, limits=limits), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()

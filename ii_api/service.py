@@ -230,7 +230,7 @@ class IIService:
             raise BadRequest(problem or "invalid selector", "selector")
         matcher = CapabilityMatcher(compiled)
         return NetworkCapabilitiesResponse(name=actor, selector=selector, capabilities=[
-            c for c in everything if matcher.matches(c.application, c.metadata)])
+            c for c in everything if matcher.matches(c.application, c.metadata, domains=c.domains)])
 
     # ------------------------------------------------------------------ events between the objects
     async def _neighbour_capabilities_changed(self, name: str, message: CapabilitiesMessage) -> None:
@@ -263,10 +263,13 @@ class IIService:
             if name in self.neighbours_dir:
                 await self._neighbour_capabilities_changed(name, message)
 
-    async def _local_capabilities_changed(self, actor: str) -> None:
-        """Deliveries rebuilt, RESUBSCRIBE checks, neighbours told (IP_075/091). Lock held."""
-        await self.deliveries.apply(actor)
-        await self.incoming.recheck()
+    async def _local_capabilities_changed(self, actor: str, added: list[Capability],
+                                          removed: list[Capability]) -> None:
+        """Deliveries covering the capabilities added or removed rebuilt, RESUBSCRIBE checks against
+        those added only (a removal never widens a grant), neighbours told (IP_075/091). Lock held."""
+        await self.deliveries.apply(actor, added + removed)
+        if added:
+            await self.incoming.recheck(added)
         self.pushes.wake_all()
 
     async def _local_subscriptions_changed(self) -> None:

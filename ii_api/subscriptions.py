@@ -92,7 +92,7 @@ def compile_selector(text: str) -> tuple[jms_selectors.Selector | None, str | No
 
 def _matching(selector: str | CapabilityMatcher, capabilities: Iterable[Capability]) -> list[Capability]:
     matcher = selector if isinstance(selector, CapabilityMatcher) else CapabilityMatcher(selector)
-    return [c for c in capabilities if matcher.matches(c.application, c.metadata)]
+    return [c for c in capabilities if matcher.matches(c.application, c.metadata, domains=c.domains)]
 
 
 # ------------------------------------------------------------------------ incoming side

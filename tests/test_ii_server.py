@@ -15,6 +15,7 @@ import pytest
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
+from ii_api.config import RequestLimits
 from ii_api.discovery import DiscoveryConfig, Neighbour
 from ii_api.server import OPERATIONS
 from ii_api.store import Store, db_path
@@ -172,7 +173,7 @@ async def test_malformed_ids_are_404_never_500(env: Env, item: str) -> None:
 
 
 async def test_not_found_method_not_allowed_conflict_too_large(pki: TestPki, tmp_path: Path) -> None:
-    env = await start_env(pki, tmp_path / "a", max_body_bytes=4096)
+    env = await start_env(pki, tmp_path / "a", limits=RequestLimits(capabilities_body_bytes=4096, body_bytes=2048))
     try:
         for path in ("/actor-a/capabilities/99", "/actor-a/deliveries/99", "/actor-a/subscriptions/99",
                      "/actor-a/subscriptions/abc", "/nothing/here/at/all"):
@@ -197,6 +198,33 @@ async def test_not_found_method_not_allowed_conflict_too_large(pki: TestPki, tmp
         assert status == 409 and B in body["error"]
         status, body = await env.actor.post("/actor-a/capabilities", raw=b'{"capabilities": []' + b" " * 5000 + b"}")
         assert status == 413 and body["error"]
+        # bounds per operation: 3,000 bytes fit a capabilities POST (4,096), not a subscriptions POST (2,048)
+        padded = b'{"subscriptions": []' + b" " * 3000 + b"}"
+        status, body = await env.actor.post("/actor-a/subscriptions", raw=padded)
+        assert status == 413 and "at most 2048" in body["error"]
+        status, body = await env.actor.post("/actor-a/capabilities", raw=b'{"capabilities": []' + b" " * 3000 + b"}")
+        assert status == 400 and body["field"] == "capabilities"  # read and validated: within its bound
+    finally:
+        await env.close()
+
+
+async def test_item_counts_bounded_per_operation(pki: TestPki, tmp_path: Path) -> None:
+    """Issue 10: more items than the operation accepts is 413 naming the list, and nothing is stored."""
+    env = await start_env(pki, tmp_path / "a", limits=RequestLimits(capabilities_per_request=2,
+                                                                     subscriptions_per_request=1))
+    try:
+        three = {"capabilities": [denm_capability(publication=f"d{i}") for i in range(3)]}
+        for client, path in ((env.actor, "/actor-a/capabilities"), (env.b, "/capabilities")):
+            body = {**three, "version": "2.0", "name": client.cn}
+            status, answer = await client.post(path, body)
+            assert status == 413 and answer["field"] == "capabilities" and "at most 2" in answer["error"], path
+        assert (await env.actor.get("/actor-a/capabilities"))[1]["capabilities"] == []
+        two = [{"selector": "messageType = 'DENM'"}] * 2
+        for client, path, key in ((env.actor, "/actor-a/subscriptions", "subscriptions"),
+                                  (env.actor, "/actor-a/deliveries", "deliveries"),
+                                  (env.b, "/subscriptions", "subscriptions")):
+            status, answer = await client.post(path, {"version": "1.2", "name": client.cn, key: two})
+            assert status == 413 and answer["field"] == key, path
     finally:
         await env.close()
 

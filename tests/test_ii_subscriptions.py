@@ -130,6 +130,36 @@ def test_capability_selector_accepts_exactly_what_fits_the_capability(
     assert jms_selectors.compile(capability_selector(capability)).matches(properties) is expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(shapes=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.lists(tile, min_size=1, max_size=2),
+                                 st.sampled_from(["DENM", "IVIM"])), min_size=1, max_size=5),
+       message_tile=tile, publication=st.sampled_from(["a", "b", "c", "d", "e"]), kind=st.sampled_from(["DENM", "IVIM"]))
+def test_capabilities_selector_accepts_what_fits_any_capability(
+        shapes: list[tuple[str, list[str], str]], message_tile: str, publication: str, kind: str) -> None:
+    """The grouped form (publicationId IN (...) AND the shared rest) selects as the OR of the parts."""
+    capabilities = [cap(p, kind=k, tiles=tuple(t), causes=[1]) for p, t, k in shapes]
+    properties: dict[str, Any] = {"messageType": kind, "publisherId": "NO00001",
+                                  "publicationId": f"NO00001:{publication}", "originatingCountry": "NO",
+                                  "protocolVersion": f"{kind}:1.3.1", "quadTree": f",{message_tile},", "causeCode": 1}
+    expected = any(jms_selectors.compile(capability_selector(c)).matches(properties) for c in capabilities)
+    assert jms_selectors.compile(capabilities_selector(capabilities)).matches(properties) is expected
+
+
+def test_capabilities_selector_groups_capabilities_alike() -> None:
+    """2,000 capabilities of 12 shapes: one alternative per shape, within the 64 KiB bound (a plain OR
+    passed it at ~290 capabilities)."""
+    capabilities = [cap(f"bulk-{i}", tiles=(f"1202{i % 4}{i % 3}",), causes=[1, 2]) for i in range(2000)]
+    selector = capabilities_selector(capabilities)
+    assert selector.count(" OR (") == 11 and selector.count("publicationId IN (") == 12
+    compiled = jms_selectors.compile(selector)
+    assert compiled.matches({"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:bulk-7",
+                             "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1", "quadTree": ",120231,",
+                             "causeCode": 2})
+    assert not compiled.matches({"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:bulk-7",
+                                 "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1",
+                                 "quadTree": ",120230,", "causeCode": 2})  # bulk-7 covers 120231 only
+
+
 def test_granted_selector_restricts_to_publication_ids_even_after_a_comment() -> None:
     selector = granted_selector("messageType = 'DENM' -- all of them", ["NO00001:b", "NO00001:a"])
     assert selector.endswith("publicationId IN ('NO00001:a', 'NO00001:b')")
