@@ -7,6 +7,11 @@ certificate (IP_125), and a receiver link on the source. Every message received 
 the local broker as imported data (never re-exported to a third interchange, IP_109). A dropped
 connection is re-established with exponential back-off until the subscription goes.
 
+Settle after store (issue 11): a durable message is settled upstream (``accepted``) only once the
+local store has it, and released upstream if the store could not write it, so a node killed
+mid-transfer loses nothing its neighbour considers delivered; the neighbour sends again what was
+unsettled (at-least-once: those duplicates are counted by the broker, ``duplicate_imports``).
+
 No double-connect resolution is needed here (issue 12; the RVI core protocol's "double connect",
 where two nodes dialling each other at once get two sessions for one purpose and drop the one
 opened by the higher address). A link belongs to exactly one subscription and is opened only by
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from certs.revocation import Revocations
-from interchange.broker.client import ClientConnection
+from interchange.broker.client import RELEASE, ClientConnection, ReceiverState
 from interchange.broker.engine import Rejected
 from ii_api.doors import MessageSink
 from interchange.timing import backoff_s
@@ -111,7 +116,17 @@ class Federation:
                 dropped.append((status.endpoint, entry.describe()))
         return dropped
 
-    def _on_message(self, status: LinkStatus, raw: bytes) -> str | None:
+    def _open_receiver(self, status: LinkStatus, connection: ClientConnection) -> ReceiverState:
+        """A receiver on the endpoint's source whose deliveries are settled here, a durable one once stored."""
+        receiver = ReceiverState(status.endpoint.source, None, 500, lambda raw: self._on_settled(status, raw),
+                                 deferred=lambda raw, delivery: self._on_message(status, connection, receiver,
+                                                                                 raw, delivery))
+        connection.engine.open_receiver(receiver)
+        connection.flush()
+        return receiver
+
+    def _on_settled(self, status: LinkStatus, raw: bytes) -> str | None:
+        """A delivery the neighbour sent settled: routed, nothing to answer."""
         try:
             self._core.publish_imported(raw, status.endpoint.neighbour)
         except Rejected as exc:
@@ -119,6 +134,20 @@ class Federation:
             return exc.description
         status.received += 1
         return None
+
+    def _on_message(self, status: LinkStatus, connection: ClientConnection, receiver: ReceiverState,
+                    raw: bytes, delivery: Any) -> None:
+        try:
+            receipt = self._core.publish_imported(raw, status.endpoint.neighbour)
+        except Rejected as exc:
+            status.rejected += 1
+            connection.engine.settle(receiver, delivery, exc.description)  # flushed after this input
+            return
+        status.received += 1
+        if receipt is None:
+            connection.engine.settle(receiver, delivery, None)
+        else:  # durable: settled upstream once stored (issue 11)
+            receipt.add(_settle_stored, (connection, receiver, delivery))
 
     async def _supervise(self, status: LinkStatus) -> None:
         endpoint = status.endpoint
@@ -130,7 +159,7 @@ class Federation:
                                                          endpoint.neighbour, self._own_name)
                 status.connects += 1
                 self._open[id(status)] = (status, connection)
-                receiver = connection.open_receiver(endpoint.source, lambda raw: self._on_message(status, raw))
+                receiver = self._open_receiver(status, connection)
                 status.connected = True
                 failures = 0
                 closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
@@ -154,3 +183,10 @@ class Federation:
             log.warning("federation link to %s:%s/%s down (%s); retrying in %.1f s",
                         endpoint.host, endpoint.port, endpoint.source, status.last_error, delay)
             await asyncio.sleep(delay)
+
+
+def _settle_stored(arg: tuple[ClientConnection, ReceiverState, Any], ok: bool) -> None:
+    """The local store has the imported message (accept upstream) or could not write it (release:
+    the neighbour sends it again). A link gone meanwhile leaves it to the neighbour's redelivery."""
+    connection, receiver, delivery = arg
+    connection.settle(receiver, delivery, None if ok else RELEASE)

@@ -14,12 +14,18 @@ source is deleted; a message a consumer releases, or that was sent on a link tha
 unsettled, stays held and comes back. A durable message that no source holds once routed (it
 matched nothing, or went straight out pre-settled) is not stored at all.
 
+Imported durable messages are settled upstream only once stored (:mod:`ii_api.federation`), so
+after a crash the neighbour sends again what it had not seen settled: an imported message whose
+bytes equal one recovered from the store is counted as a duplicate (``duplicate_imports``; it is
+still delivered: at-least-once, and the count says how often that happened).
+
 Stored messages are recovered before the process listens; a source that does not exist yet
 (those of the II come with its subscriptions, a worker's over its control channel) gets its
 messages when it is created.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -43,6 +49,8 @@ class Durability:
         self.stored = 0  #: durable messages stored since start
         self.recovered = 0  #: durable messages recovered at start
         self.unreadable: list[tuple[int, str]] = []  #: recovered records admission refuses now: (id, why)
+        self._recovered_imports: dict[bytes, int | None] = {}  # digest -> expiry of imported messages recovered
+        self.duplicate_imports = 0  #: imported again after a restart (the neighbour never saw them settled)
 
     def recover(self, stored: list[StoredMessage], readmit: Readmit) -> dict[str, int]:
         """Turn recovered records into messages waiting for their sources; count per address."""
@@ -59,6 +67,8 @@ class Durability:
             message.expiry_ms = record.expiry_ms
             message.store_id = record.message_id
             message.holders = set(record.addresses)
+            if record.federated:
+                self._recovered_imports[_digest(record.raw)] = record.expiry_ms
             for address in record.addresses:
                 self._waiting[address].append(message)
                 counts[address] = counts.get(address, 0) + 1
@@ -68,6 +78,13 @@ class Durability:
     def store_live(self) -> int:
         """Durable messages the store still holds for some source (they come back after a restart)."""
         return self.store.live
+
+    def is_duplicate_import(self, raw: bytes | bytearray) -> bool:
+        """Whether an imported durable message was recovered from the store already (counted once)."""
+        if not self._recovered_imports or self._recovered_imports.pop(_digest(raw), 0) == 0:
+            return False
+        self.duplicate_imports += 1
+        return True
 
     def waiting_for(self, address: str) -> list[BrokerMessage]:
         """The recovered messages of source ``address`` (once: the source takes them now)."""
@@ -109,5 +126,11 @@ class Durability:
                 self._waiting[address] = keep
             else:
                 del self._waiting[address]
+        if self._recovered_imports:
+            self._recovered_imports = {d: e for d, e in self._recovered_imports.items() if e is None or e > now_ms}
         self.store.purge(now_ms)
         return dropped
+
+
+def _digest(raw: bytes | bytearray) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()

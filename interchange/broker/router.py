@@ -275,6 +275,9 @@ class BrokerCore:
         durability = self.durability
         if durability is not None and header_durable(routed_raw):
             message.holders = set()
+            if durability.is_duplicate_import(routed_raw) and self.observer.log is not None:
+                self.observer.log.event("info", "duplicate_import", {"neighbour": neighbour, "seq": message.seq,
+                                                                     "count": durability.duplicate_imports})
         if only is None:
             self._route(message, now, address)
         else:
