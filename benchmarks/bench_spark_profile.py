@@ -1,9 +1,11 @@
-"""Where validate's time goes: each rule alone over an ingest output's messages table.
+"""Where validate's time goes: each frame of rules alone over an ingest output's messages table.
 
-Times (each with Spark's ``noop`` sink, so every column is computed and nothing is written):
-the scan of the rule columns from Parquet, the cache validate builds of them, then each rule of
-:data:`spark.rules.ALL_RULES` alone over that cache. Run it on the Parquet that bench_spark.py
-left with ``--work``:
+Times (each with Spark's ``noop`` sink, so every column is computed and nothing is written): the
+scan of the rule columns from Parquet, then each frame of :func:`spark.rules.frames` (the message
+records with every per-record rule, a publication's sequence with repetition, CAM/CPM rates and
+duplicates, the shard links, the SPATEMs, the seconds) with all its checks, read from the Parquet
+as validate reads it (no cache), then the whole validate (violations and metrics written). Run it
+on the Parquet that bench_spark.py left with ``--work``:
 
     .venv/bin/python benchmarks/bench_spark_profile.py WORK/tables [--master local[*]]
 """
@@ -12,25 +14,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 
 from spark import rules, tables  # noqa: E402
 from spark.ingest import read_table  # noqa: E402
 from spark.session import build_session  # noqa: E402
 from spark.tables import Layout  # noqa: E402
+from spark.validate import validate  # noqa: E402
 
 
 def timed_noop(label: str, frame: DataFrame) -> float:
     start = time.perf_counter()
     frame.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - start
-    print(f"{label:28} {seconds:8.1f} s  (load average {os.getloadavg()[0]:.1f})", flush=True)
+    print(f"{label:34} {seconds:8.1f} s  (load average {os.getloadavg()[0]:.1f})", flush=True)
     return seconds
 
 
@@ -43,13 +46,14 @@ def main() -> int:
     messages = read_table(spark, Layout(args.tables).messages, tables.MESSAGES).select(*rules.INPUT_COLUMNS)
     print(f"rows: {messages.count()}")
     timed_noop("scan of the rule columns", messages)
-    cached = messages.persist(StorageLevel.MEMORY_AND_DISK)
-    start = time.perf_counter()
-    cached.count()
-    print(f"{'cache built (count)':28} {time.perf_counter() - start:8.1f} s", flush=True)
-    total = sum(timed_noop(f"rule {rule.__name__}", rules.all_candidates(cached, [rule])) for rule in rules.ALL_RULES)
-    print(f"{'sum of the rules alone':28} {total:8.1f} s")
-    timed_noop("all rules in one union", rules.all_candidates(cached))
+    total = sum(timed_noop(f"frame {frame.__name__} ({len(checks)} checks)", rules.violations(frame(messages), checks))
+                for frame, checks in rules.frames(rules.ALL_RULES).items())
+    print(f"{'sum of the frames alone':34} {total:8.1f} s")
+    with tempfile.TemporaryDirectory(prefix="profile-") as out:
+        start = time.perf_counter()
+        run = validate(spark, messages, out, "profile")
+        print(f"{'validate (all rules, writes)':34} {time.perf_counter() - start:8.1f} s  "
+              f"({run.violations} findings, load average {os.getloadavg()[0]:.1f})")
     spark.stop()
     return 0
 

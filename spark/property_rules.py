@@ -13,6 +13,7 @@ trailing newline), casts and higher-order functions, evaluated in the JVM.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -111,24 +112,42 @@ def _finding(name: str, requirement: str | Column, observed: Column, expected: s
                     else requirement.alias("rule"), observed.alias("observed"), F.lit(expected).alias("expected"))
 
 
-class _Message:
-    """Column expressions over one message's ``applicationProperties`` and ``propertyKinds``."""
+def flattened(props: Column, kinds: Column) -> list[Column]:
+    """The columns :func:`findings` and :func:`valid` read: each standard property's value, kind and
+    presence, the property names and the kinds' entries, looked up once per message.
 
-    def __init__(self, props: Column, kinds: Column) -> None:
-        self.props, self.kinds = props, kinds
+    Projected once below the checks, they keep the checks' generated code small: with a map lookup
+    at every use, the table checks compiled to ~20,000 lines of Java that Janino failed to compile
+    (Spark then falls back to slow interpreted evaluation).
+    """
+    columns = [F.map_keys(props).alias("prop_keys"), F.map_entries(kinds).alias("prop_kind_entries")]
+    for name in SPEC:
+        columns += [props[name].alias(f"prop_value_{name}"), kinds[name].alias(f"prop_kind_{name}"),
+                    F.map_contains_key(props, name).alias(f"prop_has_{name}")]
+    return columns
+
+
+class _Message:
+    """Column expressions over one message's properties, as :func:`flattened` projects them."""
+
+    def value(self, name: str) -> Column:
+        return F.col(f"prop_value_{name}")
 
     def present(self, name: str) -> Column:
-        return F.map_contains_key(self.props, name)
+        return F.col(f"prop_has_{name}")
+
+    def kind(self, name: str) -> Column:
+        return F.col(f"prop_kind_{name}")
 
     def kind_ok(self, name: str) -> Column:
-        return F.coalesce(self.kinds[name] == SPEC[name][0], F.lit(False))
+        return F.coalesce(self.kind(name) == SPEC[name][0], F.lit(False))
 
     def observed(self, name: str) -> Column:
-        return F.concat(F.lit(name + "="), F.coalesce(self.props[name], F.lit("null")))
+        return F.concat(F.lit(name + "="), F.coalesce(self.value(name), F.lit("null")))
 
     def value_bad(self, name: str) -> list[tuple[Column, str, str]]:
         check = SPEC[name][2]
-        return [] if check is None else check(self.props[name])
+        return [] if check is None else check(self.value(name))
 
     def valid(self, name: str) -> Column:
         """Present, of its kind and passing its value check (validation.py's ``valid``)."""
@@ -140,7 +159,7 @@ class _Message:
     def property_finding(self, name: str) -> Column:
         """The first problem of one standard property (type, then value), as a finding or null."""
         kind, requirement, _ = SPEC[name]
-        kind_text = F.coalesce(self.kinds[name], F.lit("?"))
+        kind_text = F.coalesce(self.kind(name), F.lit("?"))
         result = F.when(self.present(name) & ~self.kind_ok(name),
                         _finding(name, requirement, F.concat(F.lit(name + " is JSON "), kind_text), _EXPECTED_KIND[kind]))
         for bad, rule, expected in self.value_bad(name):
@@ -149,38 +168,74 @@ class _Message:
         return result
 
 
-def findings(props: Column, kinds: Column) -> Column:
-    """array<struct<property, rule, observed, expected>>: every problem of one message's properties."""
-    m = _Message(props, kinds)
+def findings() -> Column:
+    """array<struct<property, rule, observed, expected>>: every problem of one message's properties
+    (over the :func:`flattened` columns)."""
+    m = _Message()
     items = [m.property_finding(name) for name in SPEC]
     items += [F.when(~m.present(name), _finding(name, "IP_022", F.lit("absent"), "present (every C-ITS message)"))
               for name in _MANDATORY_ALL]
-    message_type = F.when(m.valid("messageType"), props["messageType"])
+    message_type = F.when(m.valid("messageType"), m.value("messageType"))
     for type_name, (names, requirement) in _MANDATORY_BY_TYPE.items():
         items += [F.when((message_type == type_name) & ~m.present(name),
                          _finding(name, requirement, F.lit("absent"), f"present (mandatory for {type_name})"))
                   for name in names]
     items += [_publication_id(m), _denm_cancellation(m, message_type), *_shards(m)]
-    unknown = F.filter(F.map_keys(props), lambda k: ~k.isin(*SPEC) & ~k.rlike(_CUSTOM_NAME))
+    unknown = F.filter(F.col("prop_keys"), lambda k: ~k.isin(*SPEC) & ~k.rlike(_CUSTOM_NAME))
     custom = F.transform(unknown, lambda k: F.struct(k.alias("property"), F.lit("IP_131").alias("rule"),
                                                       k.alias("observed"), F.lit("custom-<namespace>-<name>").alias("expected")))
     return F.concat(custom, F.filter(F.array(*items), lambda f: f.isNotNull()))
 
 
+#: "name=kind" of every standard property with its JSON kind (a hash-set lookup per key in :func:`valid`).
+_GOOD_KINDS = tuple(f"{name}={kind}" for name, (kind, _, _) in SPEC.items())
+
+
+def valid() -> Column:
+    """True only for a message :func:`findings` finds nothing in (the cheap test run on every message).
+
+    Most messages are valid, so validate tests this first and builds findings only where it is
+    false. It may be false for a message without findings (a key written with a JSON escape, a
+    nested object: the findings then decide), never true for one with findings. Each key is tested
+    once (a standard name with its kind, or a custom name) instead of a map lookup per property and
+    finding, then each value check only on the properties present.
+    """
+    m = _Message()
+    props = m.value
+    keys_ok = F.forall(F.col("prop_kind_entries"), lambda e: F.concat(e.key, F.lit("="), e.value).isin(*_GOOD_KINDS)
+                       | (e.key.rlike(_CUSTOM_NAME) & ~e.key.contains("\\")))
+    conditions = [keys_ok, *[m.present(name) for name in _MANDATORY_ALL]]
+    for name in SPEC:  # a value null here is absent (a JSON null fails its kind above)
+        conditions += [props(name).isNull() | ~F.coalesce(bad, F.lit(False)) for bad, _, _ in m.value_bad(name)]
+    message_type = props("messageType")
+    for type_name, (names, _) in _MANDATORY_BY_TYPE.items():
+        conditions.append((message_type != type_name) | reduce(Column.__and__, [m.present(n) for n in names]))
+    publisher_id, publication_id = props("publisherId"), props("publicationId")
+    conditions.append(publication_id.isNull() | (publication_id.startswith(F.concat(publisher_id, F.lit(":")))
+                                                 & (F.length(publication_id) > F.length(publisher_id) + 1)))
+    cancellation = (_number(props("causeCode")) == -1) == (_number(props("subCauseCode")) == -1)
+    conditions.append((message_type != "DENM") | F.coalesce(cancellation, F.lit(True)))
+    shard_id, shard_count = _number(props("shardId")), _number(props("shardCount"))
+    conditions.append(~m.present("shardCount") | m.present("shardId"))
+    conditions.append(props("shardId").isNull()
+                      | F.coalesce((shard_id >= 1) & (shard_count.isNull() | (shard_id <= shard_count)), F.lit(False)))
+    return F.coalesce(reduce(Column.__and__, conditions), F.lit(False))
+
+
 def _publication_id(m: _Message) -> Column:
-    value = m.props["publicationId"]
+    value = m.value("publicationId")
     colon = F.instr(value, ":")
     publisher = F.substring_index(value, ":", 1)
     local = value.substr(colon + 1, F.length(value))
     malformed = (colon == 0) | (publisher == "") | (local == "")
     checked = m.valid("publicationId")
     return (F.when(checked & malformed, _finding("publicationId", "IP_022", m.observed("publicationId"), "'<publisherId>:<id>'"))
-            .when(checked & m.valid("publisherId") & (publisher != m.props["publisherId"]),
+            .when(checked & m.valid("publisherId") & (publisher != m.value("publisherId")),
                   _finding("publicationId", "IP_022", m.observed("publicationId"), "starts with the publisherId")))
 
 
 def _denm_cancellation(m: _Message, message_type: Column) -> Column:
-    cause, sub = _number(m.props["causeCode"]), _number(m.props["subCauseCode"])
+    cause, sub = _number(m.value("causeCode")), _number(m.value("subCauseCode"))
     mismatch = (cause == -1) != (sub == -1)
     both = (message_type == "DENM") & m.valid("causeCode") & m.valid("subCauseCode")
     return F.when(both & mismatch, _finding("subCauseCode", "IP_026", m.observed("subCauseCode"),
@@ -188,7 +243,7 @@ def _denm_cancellation(m: _Message, message_type: Column) -> Column:
 
 
 def _shards(m: _Message) -> list[Column]:
-    shard_id, shard_count = _number(m.props["shardId"]), _number(m.props["shardCount"])
+    shard_id, shard_count = _number(m.value("shardId")), _number(m.value("shardCount"))
     id_valid, count_valid = m.valid("shardId"), m.valid("shardCount")
     missing = F.when(~id_valid & count_valid & ~m.present("shardId"),
                      _finding("shardId", "IP_130", F.lit("absent"), "present while shardCount is set"))

@@ -1,9 +1,13 @@
 """The audit rules: each a spec requirement (IP_xxx) checked over the messages table in column expressions.
 
-A rule turns the messages into *candidates*: one row per record (or group) it checked, with
-``counted`` (counts as checked), ``violated`` and the finding's fields; violations are the violated
-candidates, rule metrics count both per (rule, check). Per-record rules (:data:`RECORD_RULES`) also
-run on a stream; the others compare records (windows, joins) and run in batch.
+A rule is a frame and its checks. The frame is the rows it checks: the message records themselves
+for the per-record rules (:data:`RECORD_RULES`, also run by the stream job), or rows derived from
+them (a window over a publication's arrivals, per-second counts, ...) for the rules comparing
+records. Each check names the rows it checks (``scope``: the rule metrics' "checked"), those that
+fail (``violated``) and the findings of a failing row. :func:`violations` runs every check of one
+frame in one pass: it counts the checked rows while they stream by (an observation), keeps only
+the failing rows (a cheap boolean test first: most records are valid) and builds findings on those
+alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) share its sort.
 
 - tables 1-7 (IP_022/026/029/037/038/100/122/123/128/130/131/135): :mod:`spark.property_rules`
 - IP_012: departure - arrival of a first delivery is at most 30 ms (a redelivery's time includes the
@@ -26,9 +30,10 @@ run on a stream; the others compare records (windows, joins) and run in batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
 from spark import property_rules
@@ -77,21 +82,71 @@ NINE_MINUTES_MS = 9 * 60 * 1000
 REPEATED_TYPES = ("DENM", "IVIM", "MAPEM", "POIM-PA")
 
 
-def candidates(rows: DataFrame, rule: str | Column, check: str, severity: str | Column, *, violated: Column,
-               observed: Column, expected: str | Column, counted: Column | None = None,
-               prop: Column | None = None) -> DataFrame:
-    """The uniform candidate rows of one rule over ``rows``."""
-    rule_col = F.lit(rule) if isinstance(rule, str) else rule
-    requirement = F.lit(REQUIREMENTS[rule]) if isinstance(rule, str) else _requirement_of(rule_col)
-    return rows.select(
-        rule_col.alias("rule"), F.lit(check).alias("check"), requirement.alias("requirement"),
+
+
+#: One finding of a failing row (the :data:`spark.tables.VIOLATIONS` fields a check decides).
+FINDING = "struct<rule:string,check:string,severity:string,property:string,observed:string,expected:string>"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check over a frame's rows: which rows it checks, which fail, and a failing row's findings."""
+
+    check: str
+    #: the rules its metrics are kept under: its requirement, or every requirement of the table checks
+    metric_rules: tuple[str, ...]
+    scope: Column  # the rows it checks
+    violated: Column  # the rows with findings (an expiry is a finding about a message checked when received)
+    findings: Column  # array<FINDING>, evaluated on violating rows only
+
+
+def finding(rule: str, check: str, severity: str | Column, observed: Column, expected: str | Column,
+            prop: Column | None = None) -> Column:
+    """array<FINDING> with one finding."""
+    return F.array(F.struct(
+        F.lit(rule).alias("rule"), F.lit(check).alias("check"),
         (F.lit(severity) if isinstance(severity, str) else severity).alias("severity"),
-        (F.lit(True) if counted is None else counted).alias("counted"), F.coalesce(violated, F.lit(False)).alias("violated"),
-        *[F.col(name) for name in IDENTITY],
         (F.lit(None).cast("string") if prop is None else prop).alias("property"),
         observed.cast("string").alias("observed"),
-        (F.lit(expected) if isinstance(expected, str) else expected).cast("string").alias("expected"),
-    )
+        (F.lit(expected) if isinstance(expected, str) else expected).cast("string").alias("expected")))
+
+
+def simple(rule: str, check: str, severity: str | Column, *, scope: Column, violated: Column, observed: Column,
+           expected: str | Column) -> Check:
+    """A check with one finding per row of ``scope`` that is ``violated``."""
+    return Check(check, (rule,), scope, scope & violated, finding(rule, check, severity, observed, expected))
+
+
+#: A frame: the message records -> the rows a rule checks.
+Frame = Callable[[DataFrame], DataFrame]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named rule: the frame of rows it checks (rules with the same frame share one pass) and its checks."""
+
+    name: str
+    frame: Frame
+    checks: Callable[[], list[Check]]
+
+
+def violations(rows: DataFrame, checks: Sequence[Check], observation: Observation | None = None) -> DataFrame:
+    """One row per finding of ``checks`` over ``rows``; ``observation`` counts each check's checked rows.
+
+    Columns: ``rule, check, requirement, severity``, the :data:`IDENTITY` columns, ``property,
+    observed, expected``. The counts are taken as the rows stream by (no second pass); the
+    findings are built only for rows that fail a check.
+    """
+    if observation is not None:
+        rows = rows.observe(observation, *[F.count_if(c.scope).alias(c.check) for c in checks])
+    failing = [F.coalesce(c.violated, F.lit(False)) for c in checks]
+    none = F.array().cast(f"array<{FINDING}>")
+    found = F.concat(*[F.when(fails, c.findings).otherwise(none) for fails, c in zip(failing, checks)])
+    exploded = rows.where(reduce(Column.__or__, failing)).select(*IDENTITY, F.explode(found).alias("f"))
+    return exploded.select(F.col("f.rule").alias("rule"), F.col("f.check").alias("check"),
+                           _requirement_of(F.col("f.rule")).alias("requirement"), F.col("f.severity").alias("severity"),
+                           *IDENTITY, F.col("f.property").alias("property"), F.col("f.observed").alias("observed"),
+                           F.col("f.expected").alias("expected"))
 
 
 def _requirement_of(rule: Column) -> Column:
@@ -106,169 +161,203 @@ def _first_delivery() -> Column:
     return _event("sent_message") & (F.coalesce(F.col("attempt"), F.lit(1)) == 1)
 
 
-# --- per-record rules ------------------------------------------------------------------------------
+# --- per-record rules: the frame is the message records ---------------------------------------------
 
-def properties(m: DataFrame) -> DataFrame:
-    """Tables 1-7 on every received message whose properties were logged (one row per finding)."""
-    received = m.where(_event("received_message") & F.col("applicationProperties").isNotNull())
-    found = received.select("*", F.explode(property_rules.findings(F.col("applicationProperties"),
-                                                                    F.col("propertyKinds"))).alias("f"))
-    return candidates(found, F.col("f.rule"), "properties", "error", counted=F.lit(False), violated=F.lit(True),
-                      observed=F.col("f.observed"), expected=F.col("f.expected"), prop=F.col("f.property"))
+def records(m: DataFrame) -> DataFrame:
+    """The message records, with the properties the table checks read (:func:`property_rules.flattened`)."""
+    return m.select("*", *property_rules.flattened(F.col("applicationProperties"), F.col("propertyKinds")))
 
 
-def latency(m: DataFrame) -> DataFrame:
-    rows = m.where(_first_delivery() & F.col("arrivalMs").isNotNull() & F.col("departureMs").isNotNull())
+def _properties() -> list[Check]:
+    """Tables 1-7 on every received message whose properties were logged (one finding per problem)."""
+    props = F.col("applicationProperties")
+    found = F.transform(property_rules.findings(), lambda f: F.struct(
+        f.rule.alias("rule"), F.lit("properties").alias("check"), F.lit("error").alias("severity"),
+        f.property.alias("property"), f.observed.alias("observed"), f.expected.alias("expected")))
+    scope = _event("received_message") & props.isNotNull()
+    return [Check("properties", property_rules.REQUIREMENTS, scope, scope & ~property_rules.valid(), found)]
+
+
+def _latency() -> list[Check]:
     took = F.col("departureMs") - F.col("arrivalMs")
-    return candidates(rows, "IP_012", "latency", "error", violated=took > 30,
-                      observed=F.concat(took.cast("string"), F.lit(" ms")), expected="<= 30 ms")
+    return [simple("IP_012", "latency", "error",
+                   scope=_first_delivery() & F.col("arrivalMs").isNotNull() & F.col("departureMs").isNotNull(),
+                   violated=took > 30, observed=F.concat(took.cast("string"), F.lit(" ms")), expected="<= 30 ms")]
 
 
-def delivered_after_expiry(m: DataFrame) -> DataFrame:
-    rows = m.where(_event("sent_message") & F.col("expiryMs").isNotNull() & F.col("departureMs").isNotNull())
+def _delivered_after_expiry() -> list[Check]:
     late = F.col("departureMs") - F.col("expiryMs")
-    return candidates(rows, "IP_033", "delivered_after_expiry", "error", violated=late > 0,
-                      observed=F.concat(F.lit("delivered "), late.cast("string"), F.lit(" ms after expiry")),
-                      expected="delivery before expiryMs")
+    return [simple("IP_033", "delivered_after_expiry", "error",
+                   scope=_event("sent_message") & F.col("expiryMs").isNotNull() & F.col("departureMs").isNotNull(),
+                   violated=late > 0, expected="delivery before expiryMs",
+                   observed=F.concat(F.lit("delivered "), late.cast("string"), F.lit(" ms after expiry")))]
 
 
-def _accounted(m: DataFrame, rule: str, check: str, severity: str, event: str, expected: str,
-               observed: Column, counted_event: str = "received_message") -> DataFrame:
-    """Records of ``event`` (violations) among the received messages (checked)."""
-    rows = m.where(_event(counted_event) | _event(event))
-    return candidates(rows, rule, check, severity, counted=_event(counted_event), violated=_event(event),
-                      observed=observed, expected=expected)
+def _accounted(rule: str, check: str, severity: str, event: str, expected: str, observed: Column,
+               counted: Column | None = None) -> list[Check]:
+    """Records of ``event`` (violations) accounted among the received messages (``counted``: checked)."""
+    scope = _event("received_message") if counted is None else counted
+    return [Check(check, (rule,), scope, _event(event), finding(rule, check, severity, observed, expected))]
 
 
-def expired(m: DataFrame) -> DataFrame:
-    return _accounted(m, "IP_033", "expired_undelivered", "info", "expired_message", "delivered before expiry",
-                      F.concat(F.lit("expired undelivered in "), F.coalesce(F.col("source"), F.lit("?"))))
+def _source() -> Column:
+    return F.coalesce(F.col("source"), F.lit("?"))
 
 
-def dropped(m: DataFrame) -> DataFrame:
-    return _accounted(m, "IP_032", "dropped", "warning", "dropped_message", "kept until delivered or expired",
-                      F.concat(F.lit("dropped from "), F.coalesce(F.col("source"), F.lit("?")), F.lit(": "),
-                               F.coalesce(F.col("reason"), F.lit("?"))))
+def _expired() -> list[Check]:
+    return _accounted("IP_033", "expired_undelivered", "info", "expired_message", "delivered before expiry",
+                      F.concat(F.lit("expired undelivered in "), _source()))
 
 
-def unroutable(m: DataFrame) -> DataFrame:
-    return _accounted(m, "AUDIT", "unroutable", "info", "unroutable_message", "taken by a source",
-                      F.lit("no source took it"))
+def _dropped() -> list[Check]:
+    return _accounted("IP_032", "dropped", "warning", "dropped_message", "kept until delivered or expired",
+                      F.concat(F.lit("dropped from "), _source(), F.lit(": "), F.coalesce(F.col("reason"), F.lit("?"))))
 
 
-def rejected(m: DataFrame) -> DataFrame:
-    rows = m.where(_event("received_message") | _event("rejected_message"))
-    return candidates(rows, "IP_016", "rejected", "warning", violated=_event("rejected_message"),
-                      observed=F.coalesce(F.col("reason"), F.lit("no reason logged")),
-                      expected="a message that adheres to the profile")
+def _unroutable() -> list[Check]:
+    return _accounted("AUDIT", "unroutable", "info", "unroutable_message", "taken by a source", F.lit("no source took it"))
 
 
-def redelivery(m: DataFrame) -> DataFrame:
-    rows = m.where(_event("sent_message"))
+def _rejected() -> list[Check]:
+    # checked: the received and the rejected messages (every message that reached the node)
+    return _accounted("IP_016", "rejected", "warning", "rejected_message", "a message that adheres to the profile",
+                      F.coalesce(F.col("reason"), F.lit("no reason logged")),
+                      counted=_event("received_message") | _event("rejected_message"))
+
+
+def _redelivery() -> list[Check]:
     attempt = F.coalesce(F.col("attempt"), F.lit(1))
-    return candidates(rows, "AUDIT", "redelivery", "info", violated=attempt > 1,
-                      observed=F.concat(F.lit("attempt "), attempt.cast("string"), F.lit(" on "),
-                                        F.coalesce(F.col("source"), F.lit("?"))), expected="attempt 1")
+    return [simple("AUDIT", "redelivery", "info", scope=_event("sent_message"), violated=attempt > 1,
+                   observed=F.concat(F.lit("attempt "), attempt.cast("string"), F.lit(" on "), _source()),
+                   expected="attempt 1")]
 
 
-def outcome(m: DataFrame) -> DataFrame:
-    rows = m.where(_event("sent_message") & F.col("outcome").isNotNull())
-    return candidates(rows, "AUDIT", "delivery_outcome", "info",
-                      violated=~F.col("outcome").isin("accepted", "presettled"),
-                      observed=F.col("outcome"), expected="accepted")
+def _outcome() -> list[Check]:
+    return [simple("AUDIT", "delivery_outcome", "info", scope=_event("sent_message") & F.col("outcome").isNotNull(),
+                   violated=~F.col("outcome").isin("accepted", "presettled"), observed=F.col("outcome"),
+                   expected="accepted")]
 
 
-# --- rules over several records --------------------------------------------------------------------
+# --- rules over several records: each frame derives the rows to check ---------------------------------
 
-def shard_order(m: DataFrame) -> DataFrame:
+def shard_links(m: DataFrame) -> DataFrame:
+    """First deliveries with the highest shardSeq delivered strictly earlier on the same link and shard."""
     rows = m.where(_first_delivery() & F.col("shardSeq").isNotNull() & F.col("departureMs").isNotNull())
     link = Window.partitionBy("node", "process", "source", "consumer", "shardKey").orderBy("departureMs")
-    earlier = F.max("shardSeq").over(link.rangeBetween(Window.unboundedPreceding, -1))
-    rows = rows.withColumn("earlier", earlier)
-    return candidates(rows, "IP_128", "shard_order", "error", violated=F.col("shardSeq") < F.col("earlier"),
-                      observed=F.concat(F.lit("shardSeq "), F.col("shardSeq").cast("string"), F.lit(" after "),
-                                        F.col("earlier").cast("string"), F.lit(" on "), F.col("shardKey")),
-                      expected="increasing shardSeq per shard and consumer")
+    return rows.withColumn("earlier", F.max("shardSeq").over(link.rangeBetween(Window.unboundedPreceding, -1)))
 
 
-def _received_sequence(m: DataFrame, types: Sequence[str]) -> DataFrame:
-    """Received messages of ``types`` with the previous arrival of the same publication at the node."""
-    rows = m.where(_event("received_message") & F.col("messageType").isin(*types)
-                   & F.col("publicationId").isNotNull() & F.col("arrivalMs").isNotNull())
-    publication = Window.partitionBy("node", "publicationId").orderBy("arrivalMs", "messageId")
-    return rows.withColumn("gapMs", F.col("arrivalMs") - F.lag("arrivalMs").over(publication))
+def _shard_order() -> list[Check]:
+    return [simple("IP_128", "shard_order", "error", scope=F.lit(True), violated=F.col("shardSeq") < F.col("earlier"),
+                   observed=F.concat(F.lit("shardSeq "), F.col("shardSeq").cast("string"), F.lit(" after "),
+                                     F.col("earlier").cast("string"), F.lit(" on "), F.col("shardKey")),
+                   expected="increasing shardSeq per shard and consumer")]
 
 
-def _gap_rule(m: DataFrame, rule: str, check: str, severity: str, types: Sequence[str],
-              low_ms: int, high_ms: int, expected: str) -> DataFrame:
-    rows = _received_sequence(m, types).where(F.col("gapMs").isNotNull())
-    gap = F.col("gapMs")
-    return candidates(rows, rule, check, severity, violated=(gap < low_ms) | (gap > high_ms),
-                      observed=F.concat(gap.cast("string"), F.lit(" ms since the previous one")), expected=expected)
+#: check -> (rule, severity, message types sequenced, lowest and highest gap in ms, expected)
+GAPS: dict[str, tuple[str, str, tuple[str, ...], int, int, str]] = {
+    "repetition": ("IP_048", "error", REPEATED_TYPES, 0, NINE_MINUTES_MS, "repeated at least every 540000 ms"),
+    "cam_rate": ("IP_124", "error", ("CAM",), 1000, 120_000, "1000 to 120000 ms apart"),
+    "cpm_rate": ("IP_136", "warning", ("CPM",), 900, 1100, "1000 ms apart (+-10 %)"),
+}
 
 
-def repetition(m: DataFrame) -> DataFrame:
-    return _gap_rule(m, "IP_048", "repetition", "error", REPEATED_TYPES, 0, NINE_MINUTES_MS,
-                     "repeated at least every 540000 ms")
-
-
-def cam_rate(m: DataFrame) -> DataFrame:
-    return _gap_rule(m, "IP_124", "cam_rate", "error", ("CAM",), 1000, 120_000, "1000 to 120000 ms apart")
-
-
-def cpm_rate(m: DataFrame) -> DataFrame:
-    return _gap_rule(m, "IP_136", "cpm_rate", "warning", ("CPM",), 900, 1100, "1000 ms apart (+-10 %)")
-
-
-def duplicates(m: DataFrame) -> DataFrame:
-    rows = m.where(_event("received_message") & F.col("bodySha256").isNotNull() & F.col("publicationId").isNotNull())
+def publications(m: DataFrame) -> DataFrame:
+    """Received messages of a publication in arrival order: the previous arrival of each gap check's types
+    (``previous_<check>``) and the copy number and first arrival of the same body (one shuffle by
+    (node, publicationId) for the four rules; each rule sequenced only its own types before)."""
+    rows = m.where(_event("received_message") & F.col("publicationId").isNotNull())
+    ordered = Window.partitionBy("node", "publicationId").orderBy("arrivalMs", "messageId")
+    before = ordered.rowsBetween(Window.unboundedPreceding, -1)
+    for check, (_, _, types, _, _, _) in GAPS.items():
+        mine = F.col("messageType").isin(*types) & F.col("arrivalMs").isNotNull()
+        rows = rows.withColumn(f"previous_{check}", F.last(F.when(mine, F.col("arrivalMs")), ignorenulls=True).over(before))
     same = Window.partitionBy("node", "publicationId", "bodySha256").orderBy("arrivalMs", "messageId")
-    rows = rows.withColumn("copy", F.row_number().over(same)).withColumn("firstMs", F.first("arrivalMs").over(same))
+    return rows.withColumn("copy", F.row_number().over(same)).withColumn("firstMs", F.first("arrivalMs").over(same))
+
+
+def _gap(check: str) -> list[Check]:
+    rule, severity, types, low_ms, high_ms, expected = GAPS[check]
+    gap = F.col("arrivalMs") - F.col(f"previous_{check}")
+    scope = F.col("messageType").isin(*types) & F.col("arrivalMs").isNotNull() & F.col(f"previous_{check}").isNotNull()
+    return [simple(rule, check, severity, scope=scope, violated=(gap < low_ms) | (gap > high_ms),
+                   observed=F.concat(gap.cast("string"), F.lit(" ms since the previous one")), expected=expected)]
+
+
+def _duplicates() -> list[Check]:
     severity = F.when(F.col("messageType").isin(*REPEATED_TYPES), "info").otherwise("warning")
-    return candidates(rows, "AUDIT", "duplicate", severity, violated=F.col("copy") > 1,
-                      observed=F.concat(F.lit("copy "), F.col("copy").cast("string"), F.lit(", first arrived at "),
-                                        F.col("firstMs").cast("string")), expected="one copy per body")
+    return [simple("AUDIT", "duplicate", severity, scope=F.col("bodySha256").isNotNull(), violated=F.col("copy") > 1,
+                   observed=F.concat(F.lit("copy "), F.col("copy").cast("string"), F.lit(", first arrived at "),
+                                     F.col("firstMs").cast("string")), expected="one copy per body")]
 
 
-def _intersections(rows: DataFrame) -> DataFrame:
-    ids = F.split(F.regexp_replace(F.coalesce(F.col("applicationProperties")["id"], F.lit("")), "^,|,$", ""), ",")
-    return rows.withColumn("intersection", F.explode(ids))
+def _intersections() -> Column:
+    return F.split(F.regexp_replace(F.coalesce(F.col("applicationProperties")["id"], F.lit("")), "^,|,$", ""), ",")
 
 
-def spatem_after_mapem(m: DataFrame) -> DataFrame:
+def spatems(m: DataFrame) -> DataFrame:
+    """Each SPATEM with ``early``: its first intersection no MAPEM of its publisher had arrived for before it.
+
+    The first MAPEM arrival per (node, publisher, intersection) is small (one entry per
+    intersection), so it is broadcast as one map per (node, publisher) to the SPATEMs: no shuffle of
+    the SPATEMs, no explode and regroup of them.
+    """
     received = m.where(_event("received_message") & F.col("arrivalMs").isNotNull())
-    keys = ["node", "publisherId", "intersection"]
-    mapem = (_intersections(received.where(F.col("messageType") == "MAPEM"))
-             .groupBy(*keys).agg(F.min("arrivalMs").alias("mapemMs")))
-    spatem = received.where(F.col("messageType") == "SPATEM").withColumn("row", F.monotonically_increasing_id())
-    joined = _intersections(spatem).join(mapem, keys, "left")
-    early = F.coalesce(F.col("mapemMs") > F.col("arrivalMs"), F.lit(True))
-    per_spatem = joined.groupBy("row").agg(*[F.first(name).alias(name) for name in IDENTITY],
-                                           F.min(F.when(early, F.col("intersection"))).alias("early"))
-    return candidates(per_spatem, "IP_104", "spatem_after_mapem", "error", violated=F.col("early").isNotNull(),
-                      observed=F.concat(F.lit("SPATEM before any MAPEM of intersection '"), F.col("early"), F.lit("'")),
-                      expected="a MAPEM of the same publisher and intersection earlier")
+    keys = ["node", "publisherId"]
+    first_mapem = (received.where(F.col("messageType") == "MAPEM")
+                   .select(*keys, F.explode(_intersections()).alias("intersection"), "arrivalMs")
+                   .groupBy(*keys, "intersection").agg(F.min("arrivalMs").alias("mapemMs"))
+                   .groupBy(*keys).agg(F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems")))
+    spatem = received.where(F.col("messageType") == "SPATEM").withColumn("intersections", _intersections())
+    joined = spatem.join(F.broadcast(first_mapem), keys, "left")
+    early = F.filter(F.col("intersections"), lambda i: F.coalesce(F.col("mapems")[i] > F.col("arrivalMs"), F.lit(True)))
+    return joined.withColumn("early", F.array_min(early))
 
 
-def bursts(m: DataFrame) -> DataFrame:
+def _spatem_after_mapem() -> list[Check]:
+    return [simple("IP_104", "spatem_after_mapem", "error", scope=F.lit(True), violated=F.col("early").isNotNull(),
+                   observed=F.concat(F.lit("SPATEM before any MAPEM of intersection '"), F.col("early"), F.lit("'")),
+                   expected="a MAPEM of the same publisher and intersection earlier")]
+
+
+def seconds(m: DataFrame) -> DataFrame:
+    """Per node and second of arrival: messages arrived, the first arrival, the last first delivery's departure."""
     second = (F.col("arrivalMs") / 1000).cast("long")
-    arrived = (m.where(_event("received_message") & F.col("arrivalMs").isNotNull()).groupBy("node", second.alias("s"))
-               .agg(F.count(F.lit(1)).alias("arrived"), F.min("arrivalMs").alias("firstMs")).where("arrived >= 5000"))
-    routed = (m.where(_first_delivery() & F.col("arrivalMs").isNotNull()).groupBy("node", second.alias("s"))
-              .agg(F.max("departureMs").alias("lastMs")))
-    rows = arrived.join(routed, ["node", "s"], "left")
-    took = F.col("lastMs") - F.col("firstMs")
-    rows = rows.select("node", *[F.lit(None).cast(t).alias(c) for c, t in (
+    received = _event("received_message")
+    rows = (m.where((received | _first_delivery()) & F.col("arrivalMs").isNotNull())
+            .groupBy("node", second.alias("s"))
+            .agg(F.count_if(received).alias("arrived"), F.min(F.when(received, F.col("arrivalMs"))).alias("firstMs"),
+                 F.max(F.when(_first_delivery(), F.col("departureMs"))).alias("lastMs")))
+    return rows.select("node", *[F.lit(None).cast(t).alias(c) for c, t in (
         ("process", "int"), ("event", "string"), ("messageId", "string"), ("publicationId", "string"),
         ("messageType", "string"), ("publisher", "string"), ("consumer", "string"), ("file", "string"))],
         F.col("firstMs").alias("timestampMs"), "arrived", "lastMs", "firstMs")
-    return candidates(rows, "IP_013", "burst", "error", violated=took > 1000,
-                      observed=F.concat(F.col("arrived").cast("string"), F.lit(" messages arrived in this second, "
-                                        "the last available "), took.cast("string"), F.lit(" ms after the first")),
-                      expected="<= 1000 ms for 5000 messages")
 
 
-Rule = Callable[[DataFrame], DataFrame]
+def _bursts() -> list[Check]:
+    took = F.col("lastMs") - F.col("firstMs")
+    return [simple("IP_013", "burst", "error", scope=F.col("arrived") >= 5000, violated=took > 1000,
+                   observed=F.concat(F.col("arrived").cast("string"), F.lit(" messages arrived in this second, "
+                                     "the last available "), took.cast("string"), F.lit(" ms after the first")),
+                   expected="<= 1000 ms for 5000 messages")]
+
+
+properties = Rule("properties", records, _properties)
+latency = Rule("latency", records, _latency)
+delivered_after_expiry = Rule("delivered_after_expiry", records, _delivered_after_expiry)
+expired = Rule("expired", records, _expired)
+dropped = Rule("dropped", records, _dropped)
+unroutable = Rule("unroutable", records, _unroutable)
+rejected = Rule("rejected", records, _rejected)
+redelivery = Rule("redelivery", records, _redelivery)
+outcome = Rule("outcome", records, _outcome)
+shard_order = Rule("shard_order", shard_links, _shard_order)
+repetition = Rule("repetition", publications, lambda: _gap("repetition"))
+cam_rate = Rule("cam_rate", publications, lambda: _gap("cam_rate"))
+cpm_rate = Rule("cpm_rate", publications, lambda: _gap("cpm_rate"))
+duplicates = Rule("duplicates", publications, _duplicates)
+spatem_after_mapem = Rule("spatem_after_mapem", spatems, _spatem_after_mapem)
+bursts = Rule("bursts", seconds, _bursts)
 
 #: check -> (rule, severity) of every check but the table checks: metrics list them all, found or not.
 CHECKS: dict[str, tuple[str, str]] = {
@@ -280,25 +369,29 @@ CHECKS: dict[str, tuple[str, str]] = {
     "burst": ("IP_013", "error"),
 }
 
-
 #: Rules over single records (also run by the stream job).
 RECORD_RULES: tuple[Rule, ...] = (properties, latency, delivered_after_expiry, expired, dropped, unroutable,
                                   rejected, redelivery, outcome)
 #: Rules comparing records (batch only).
 ACROSS_RULES: tuple[Rule, ...] = (shard_order, repetition, cam_rate, cpm_rate, duplicates, spatem_after_mapem,
                                   bursts)
-
-
 ALL_RULES = RECORD_RULES + ACROSS_RULES
-#: check -> name of the rule function producing it
-CHECK_RULES = {"latency": "latency", "delivered_after_expiry": "delivered_after_expiry", "expired_undelivered": "expired",
-               "dropped": "dropped", "unroutable": "unroutable", "rejected": "rejected", "redelivery": "redelivery",
-               "delivery_outcome": "outcome", "shard_order": "shard_order", "repetition": "repetition",
-               "cam_rate": "cam_rate", "cpm_rate": "cpm_rate", "duplicate": "duplicates",
-               "spatem_after_mapem": "spatem_after_mapem", "burst": "bursts"}
 
 
-def all_candidates(messages: DataFrame, rules: Sequence[Rule] = ALL_RULES) -> DataFrame:
-    """The union of every rule's candidates over ``messages`` (the messages table's columns)."""
+def frames(rule_set: Sequence[Rule]) -> dict[Frame, list[Check]]:
+    """The checks of ``rule_set`` by frame, in rule order: one pass per frame."""
+    grouped: dict[Frame, list[Check]] = {}
+    for rule in rule_set:
+        grouped.setdefault(rule.frame, []).extend(rule.checks())
+    return grouped
+
+
+def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
+                   observe: Callable[[str], Observation | None] = lambda _: None) -> DataFrame:
+    """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
+
+    ``observe(frame name)`` gives the observation that counts that frame's checked rows (or None).
+    """
     m = messages.select(*INPUT_COLUMNS)
-    return reduce(DataFrame.unionByName, [rule(m) for rule in rules])
+    found = [violations(frame(m), checks, observe(frame.__name__)) for frame, checks in frames(rule_set).items()]
+    return reduce(DataFrame.unionByName, found)

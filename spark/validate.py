@@ -15,17 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from spark import parse, property_rules, rules, tables
+from spark import parse, rules, tables
 from spark.ingest import read_records, read_table
 from spark.tables import Layout
 
 
+def is_table(inputs: Sequence[str]) -> bool:
+    """True when ``inputs`` is one ingest output (its messages table is read, not JSON lines)."""
+    return len(inputs) == 1 and Layout(inputs[0]).is_ingested()
+
+
 def load_messages(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     """The messages table of an ingest output, or the message records of JSON-lines logs."""
-    if len(inputs) == 1 and Layout(inputs[0]).is_ingested():
+    if is_table(inputs):
         return read_table(spark, Layout(inputs[0]).messages, tables.MESSAGES)
     return parse.messages(read_records(spark, inputs))
 
@@ -56,60 +61,50 @@ class ValidationRun:
         return "\n".join(lines)
 
 
-def _checks_run(rule_set: Sequence[rules.Rule]) -> list[tuple[str, str, str]]:
-    """(rule, check, severity) of every metric the rules in ``rule_set`` produce, found or not."""
-    ran = {rule.__name__ for rule in rule_set}
-    checks = [(rule, check, severity) for check, (rule, severity) in rules.CHECKS.items()
-              if rules.CHECK_RULES[check] in ran]
-    if "properties" in ran:
-        checks += [(requirement, "properties", "error") for requirement in property_rules.REQUIREMENTS]
-    return checks
+def _checks_run(checks_by_frame: dict[rules.Frame, list[rules.Check]]) -> list[tuple[str, str, str]]:
+    """(rule, check, severity) of every metric the checks produce, found or not."""
+    return [(rule, check.check, rules.CHECKS.get(check.check, (rule, "error"))[1])
+            for checks in checks_by_frame.values() for check in checks for rule in check.metric_rules]
 
 
-def _metric_columns(checks: Sequence[tuple[str, str, str]]) -> list[Column]:
-    """Two counts (checked, violations) per (rule, check), evaluated while the violations are written.
-
-    An observation (``DataFrame.observe``) aggregates the candidates on their way to the writer, so
-    every rule's candidates are computed once and never stored (no cache of the candidates, no
-    second pass to count them).
-    """
-    columns = []
-    for rule, check, _ in checks:
-        this = F.col("check") == check
-        if check == "properties":  # the table checks: one candidate per finding, rule = its requirement
-            this = this & (F.col("rule") == rule)
-        columns += [F.count_if(this & F.col("counted")).alias(f"{rule}/{check}/checked"),
-                    F.count_if(this & F.col("violated")).alias(f"{rule}/{check}/violations")]
-    return columns
-
-
-def _metrics(observed: dict[str, int], checks: Sequence[tuple[str, str, str]], properties_checked: int) -> list[RuleMetric]:
-    metrics = [RuleMetric(rule, check, rules.REQUIREMENTS[rule], severity,
-                          properties_checked if check == "properties" else observed[f"{rule}/{check}/checked"],
-                          observed[f"{rule}/{check}/violations"]) for rule, check, severity in checks]
+def _metrics(checked: dict[str, int], found: dict[str, int], runs: Sequence[tuple[str, str, str]]) -> list[RuleMetric]:
+    metrics = [RuleMetric(rule, check, rules.REQUIREMENTS[rule], severity, checked[check], found[f"{rule}/{check}"])
+               for rule, check, severity in runs]
     return sorted(metrics, key=lambda m: (m.rule, m.check))
 
 
 def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: str,
-             run_id: str | None = None, rule_set: Sequence[rules.Rule] = rules.ALL_RULES) -> ValidationRun:
-    """Run the rules (all by default) over ``messages``; append violations and rule metrics under ``output``."""
+             run_id: str | None = None, rule_set: Sequence[rules.Rule] = rules.ALL_RULES,
+             cache_input: bool = False) -> ValidationRun:
+    """Run the rules (all by default) over ``messages``; append violations and rule metrics under ``output``.
+
+    One Spark job: each frame of rows (the records, a publication's sequence, ...) is computed once
+    and all its checks run in that pass; observations count the checked rows of each frame and the
+    findings per (rule, check) as they are written. Over Parquet every frame reads only its columns
+    (no cache: cheaper than caching the rule columns, maps included, once); ``cache_input`` keeps
+    parsed JSON lines for the frames instead of parsing them once per frame.
+    """
     layout = Layout(output)
     run_ms = time.time_ns() // 1_000_000
     run_id = run_id or dt.datetime.fromtimestamp(run_ms / 1000, dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    checks = _checks_run(rule_set)
-    m = messages.select(*rules.INPUT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    checks_by_frame = rules.frames(rule_set)
+    runs = _checks_run(checks_by_frame)
+    m = messages.select(*rules.INPUT_COLUMNS)
+    if cache_input:
+        m = m.persist(StorageLevel.MEMORY_AND_DISK)
+    unique = f"{run_id}-{time.time_ns()}"  # observation names are unique per run in the session
+    checked = {frame.__name__: Observation(f"checked-{frame.__name__}-{unique}") for frame in checks_by_frame}
+    tally = Observation(f"found-{unique}")
     try:
-        observation = Observation(f"rule-metrics-{run_id}-{time.time_ns()}")  # unique per run in the session
-        found = rules.all_candidates(m, rule_set).observe(observation, *_metric_columns(checks))
-        violations = found.where("violated").select(
-            F.lit(run_id).alias("runId"), F.lit(run_ms).cast("long").alias("runMs"),
-            *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]])
-        violations.write.mode("append").parquet(layout.violations)
-        properties_checked = m.where((F.col("event") == "received_message")
-                                     & F.col("applicationProperties").isNotNull()).count()
-        metrics = _metrics(observation.get, checks, properties_checked)
+        found = rules.all_violations(m, rule_set, checked.get).observe(tally, *[
+            F.count_if((F.col("rule") == rule) & (F.col("check") == check)).alias(f"{rule}/{check}")
+            for rule, check, _ in runs])
+        found.select(F.lit(run_id).alias("runId"), F.lit(run_ms).cast("long").alias("runMs"),
+                     *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]]).write.mode("append").parquet(layout.violations)
+        metrics = _metrics({k: v for o in checked.values() for k, v in o.get.items()}, tally.get, runs)
     finally:
-        m.unpersist()
+        if cache_input:
+            m.unpersist()
     rows = [(run_id, run_ms, input_name, x.rule, x.check, x.requirement, x.severity, x.checked, x.violations)
             for x in metrics]
     spark.createDataFrame(rows, tables.RULE_METRICS).coalesce(1).write.mode("append").parquet(layout.rule_metrics)
@@ -117,7 +112,8 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
-    result = validate(spark, load_messages(spark, args.input), args.output, " ".join(args.input), args.run_id)
+    result = validate(spark, load_messages(spark, args.input), args.output, " ".join(args.input), args.run_id,
+                      cache_input=not is_table(args.input))
     print(result.table())
     print(f"validate: run {result.run_id}: {result.violations} findings -> {Layout(args.output).violations}")
     return 0
