@@ -6,7 +6,8 @@ and subscribes at the other at the same moment while both publish.
 A link belongs to one subscription and is opened only by the subscriber (why there is nothing to
 resolve: :mod:`ii_api.federation`), so what must hold is: one subscription each way, one link per
 subscription (connected once, the only consumer of its source), nothing lost of what was published
-once the subscription's source existed, nothing duplicated, no hop drop."""
+once the subscription's source existed, nothing duplicated, no hop drop. Both with multi-hop
+federation on and off (a plain federation, the default)."""
 from __future__ import annotations
 
 import asyncio
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from proton import Message
 from proton.utils import BlockingConnection, BlockingSender
 
@@ -98,9 +100,10 @@ def _link_facts(f: MultihopFederation, node: str) -> tuple[int, list[int], int]:
     return len(runners), connects, sum(len(s.links) for s in sources)
 
 
+@pytest.mark.parametrize("multihop", [ON, {}], ids=["multihop", "plain"])
 async def test_nodes_subscribing_at_each_other_at_once_get_one_link_per_subscription(
-        pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> None:
-    f = MultihopFederation(pki, tmp_path, dnsmasq, [(A, B)], {A: ON, B: ON})
+        pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, multihop: dict[str, Any]) -> None:
+    f = MultihopFederation(pki, tmp_path, dnsmasq, [(A, B)], {A: multihop, B: multihop})
     publishers: list[Publisher] = []
     try:
         # Started together, not yet linked in DNS: each actor publishes and subscribes at its own node.
