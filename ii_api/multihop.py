@@ -26,18 +26,26 @@ elsewhere, the selector requested there is restricted to the publicationIds it i
 
 Route changes follow the neighbours' capabilities and DNS: a link (or node) gone drops the routes
 through it and the subscriptions move to the next shortest route; a shorter route that appears
-takes over. Both are break-before-make: the subscription on the old route is withdrawn when the
-new one is requested, so messages published during the switch (about one subscription round
-trip) can be lost for the subscriptions that moved; making the new one first would deliver the
-overlap twice, and there is no message identity to drop the second copy by. Measured once (the
-ring of tests/test_multihop_topologies.py in a one-off experiment, A publishing every ~5 ms while
-the link C-A came back and C moved from B to A): 2 of 166 messages lost, none duplicated. Each want (a local subscription, or
-a neighbour's subscription here that wants re-exported data) makes its own subscription at a
-neighbour, so on a line the same data can cross a link once per want (tested: three times on the
-first link of a line of four); each copy goes to other local sources, never twice to one.
+takes over. Both are break-before-make: the subscription on the old route is withdrawn when the new
+one is requested, so messages published during the switch (about one subscription round trip) can
+be lost for the subscriptions that moved; making the new one first would deliver the overlap twice,
+and there is no message identity to drop the second copy by. Measured once (the ring of
+tests/test_multihop_topologies.py in a one-off experiment, A publishing every ~5 ms while the link
+C-A came back and C moved from B to A): 2 of 166 messages lost, none duplicated.
+
+Each want (a local subscription, or a neighbour's subscription here that wants re-exported data)
+makes its own subscription at a neighbour, unless two wants need exactly the same from it: the
+selector asked there is put in one canonical form, the root selector (a neighbour's subscription
+here is its selector restricted to its grant, :func:`restricted` takes that restriction off again)
+restricted to the publicationIds taken from that neighbour, or the root alone when that is
+everything matching it there, and equal texts make one subscription serving both (the imports reach
+each local source through its own selector, so nothing reaches a source it would not have got, and
+none twice: both take exactly those publicationIds there). On a line of four each link then carries
+the data once.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,11 +56,13 @@ from ii_api.models import CapabilitiesMessage, Capability
 from ii_api.subscriptions import LocalSubscriptionView, OutgoingKey, compile_selector, redirect_compliant
 
 __all__ = ["ANNOUNCE_KEY", "ROUTE_KEY", "ReexportWant", "announcement", "announced_hop_limit", "best_offers",
-           "desired_routes", "reexported", "route_of"]
+           "desired_routes", "reexported", "restricted", "route_of"]
 
 ANNOUNCE_KEY = "custom-croadsix-multihop"
 ROUTE_KEY = "custom-croadsix-route"
 VERSION = 1
+_RESTRICTION = "\n) AND publicationId IN ("  #: what granted_selector puts between a selector and its ids
+_LITERAL = re.compile(r"'((?:[^']|'')*)'")
 
 
 @dataclass(frozen=True)
@@ -122,16 +132,45 @@ def best_offers(offers: Mapping[str, Sequence[Capability]]) -> dict[str, str]:
     return {key: neighbour for key, (_, neighbour) in best.items()}
 
 
+def restricted(selector: str) -> tuple[str, frozenset[str] | None]:
+    """``selector`` as (root, publicationIds) when it is exactly what
+    :func:`~ii_api.capability_selector.granted_selector` makes of a root (several times: the ids
+    intersect), the root a valid selector of its own (so the parentheses enclose it); else
+    (``selector``, None)."""
+    root, ids = selector, None
+    while root.startswith("(") and root.endswith(")") and (cut := root.rfind(_RESTRICTION)) > 0:
+        inner, listed = root[1:cut], [m.replace("''", "'") for m in _LITERAL.findall(root[cut + len(_RESTRICTION):-1])]
+        if not listed or granted_selector(inner, listed) != root or compile_selector(inner)[0] is None:
+            break
+        ids = frozenset(listed) if ids is None else ids & frozenset(listed)
+        root = inner
+    return root, ids
+
+
+def _canonical(root: str, root_matcher: CapabilityMatcher, capabilities: Sequence[Capability], redirect: bool,
+               mine: list[str]) -> str:
+    """The selector to ask a neighbour for ``mine`` (publicationIds) of ``root``: the root itself
+    when that is all it matches there, else the root restricted to them."""
+    everything = {c.application.publicationId for c in capabilities
+                  if root_matcher.matches(c.application, c.metadata) and redirect_compliant(c, redirect)}
+    return root if everything == set(mine) else granted_selector(root, mine)
+
+
 def desired_routes(local_subscriptions: Iterable[LocalSubscriptionView],
                    offers: Mapping[str, Sequence[Capability]]) -> dict[OutgoingKey, frozenset[int]]:
     """IP_079/IP_133 over the shortest routes: the subscriptions to request, each with the local
-    subscriptions (and :class:`ReexportWant`) it serves."""
+    subscriptions (and :class:`ReexportWant`) it serves; wants that need the same from a neighbour
+    share one (see the module docstring)."""
     wanted: dict[OutgoingKey, set[int]] = {}
     for sub in local_subscriptions:
         compiled = compile_selector(sub.selector)[0]
         if compiled is None:
             continue
         matcher = CapabilityMatcher(compiled)
+        root = restricted(sub.selector)[0]
+        root_compiled = compiled if root == sub.selector else compile_selector(root)[0]
+        assert root_compiled is not None  # restricted() returns valid roots only
+        root_matcher = matcher if root == sub.selector else CapabilityMatcher(root_compiled)
         exclude = sub.neighbour if isinstance(sub, ReexportWant) else None
         usable = {n: c for n, c in offers.items() if n != exclude}
         routes = best_offers(usable)
@@ -142,9 +181,7 @@ def desired_routes(local_subscriptions: Iterable[LocalSubscriptionView],
                            if routes[c.application.publicationId] == neighbour})
             if not mine:
                 continue
-            selector = sub.selector
-            if len(mine) < len({c.application.publicationId for c in matching}):
-                selector = granted_selector(sub.selector, mine)  # the rest comes over shorter routes
+            selector = _canonical(root, root_matcher, capabilities, sub.redirect, mine)
             key = OutgoingKey(neighbour, selector, sub.actor_cn if sub.redirect else None)
             wanted.setdefault(key, set()).add(sub.id)
     return {key: frozenset(ids) for key, ids in wanted.items()}

@@ -15,6 +15,7 @@ from ii_api.multihop import (
     best_offers,
     desired_routes,
     reexported,
+    restricted,
     route_of,
 )
 from ii_api.subscriptions import LocalSubscriptionView, OutgoingKey, desired_outgoing
@@ -111,3 +112,41 @@ def test_a_reexport_want_is_never_planned_at_its_own_neighbour() -> None:
     offers = {A: [capability("NO00001")], C: [capability("NO00001", (A,)), capability("SE00001")]}
     want = ReexportWant(-7, C, DENM, False, neighbour=C)  # C's subscription at B, for what B re-exports
     assert desired_routes([want], offers) == {OutgoingKey(A, DENM, None): frozenset({-7})}
+
+
+def test_restricted_takes_a_grant_restriction_off_exactly() -> None:
+    no, se = "NO00001:denm-1", "SE00001:denm-1"
+    once = granted_selector(DENM, [no, se])
+    assert restricted(DENM) == (DENM, None)
+    assert restricted(once) == (DENM, frozenset({no, se}))
+    assert restricted(granted_selector(once, [no])) == (DENM, frozenset({no}))  # restricted twice: intersected
+    assert restricted(granted_selector(DENM, ["NO00001:it's"])) == (DENM, frozenset({"NO00001:it's"}))
+    # anything granted_selector does not make exactly is kept whole
+    for other in ("(causeCode = 1) OR (causeCode = 2\n) AND publicationId IN ('x')",  # inner is no selector
+                  f"({DENM}\n) AND publicationId IN ('b', 'a')",  # not sorted
+                  f"({DENM}\n) AND publicationId IN ('a') OR TRUE", f"({DENM}\n) AND FALSE"):
+        assert restricted(other) == (other, None), other
+
+
+def test_wants_that_need_the_same_from_a_neighbour_share_one_subscription() -> None:
+    # B on a line A-B-C: its actor's subscription and C's here (which wants A's data re-exported)
+    # need the same from A: one subscription there serves both.
+    no, no2 = "NO00001:denm-1", "NO00001:denm-2"
+    offers = {A: [capability("NO00001")], C: [capability("SE00001")]}
+    actor = LocalSubscriptionView(1, "actor-b", DENM)
+    want = ReexportWant(-7, C, granted_selector(DENM, [no]), False, neighbour=C)
+    assert desired_routes([actor, want], offers) == {OutgoingKey(A, DENM, None): frozenset({1, -7}),
+                                                     OutgoingKey(C, DENM, None): frozenset({1})}
+    # the want takes less from A than the actor: each its own subscription there (no source gets
+    # a publication twice)
+    wider = {A: [capability("NO00001"), capability("NO00001", publication="denm-2")], C: offers[C]}
+    assert desired_routes([actor, want], wider) == {OutgoingKey(A, DENM, None): frozenset({1}),
+                                                    OutgoingKey(A, granted_selector(DENM, [no]), None): frozenset({-7}),
+                                                    OutgoingKey(C, DENM, None): frozenset({1})}
+    # two wants restricted to the same publications share, whatever the root took at other neighbours
+    other = ReexportWant(-8, C, granted_selector(granted_selector(DENM, [no, no2]), [no2]), False, neighbour=C)
+    shared = desired_routes([ReexportWant(-9, C, granted_selector(DENM, [no2]), False, neighbour=C), other], wider)
+    assert shared == {OutgoingKey(A, granted_selector(DENM, [no2]), None): frozenset({-8, -9})}
+    # another root selector: its own subscription
+    cause = "messageType = 'DENM' AND causeCode = 1"
+    assert OutgoingKey(A, cause, None) in desired_routes([actor, LocalSubscriptionView(2, "actor-x", cause)], offers)
