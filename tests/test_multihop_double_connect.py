@@ -134,7 +134,7 @@ async def test_nodes_subscribing_at_each_other_at_once_get_one_link_per_subscrip
         racing = [sum(1 for _, existed in p.sent[:-AFTER_SETTLED] if existed) for p in publishers]
         assert all(racing), f"no message was published while a link was being opened ({racing})"
         requested = [_requested_ms(f, n) for n in (A, B)]
-        assert abs(requested[0] - requested[1]) < 1000, requested  # in the same discovery round (1 s)
+        assert abs(requested[0] - requested[1]) < 2000, requested  # each right after the later discovery (1 s rounds)
 
         for here, there in ((A, B), (B, A)):
             bodies = [bytes(m.body) for m in received[here]]
