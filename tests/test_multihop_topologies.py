@@ -8,6 +8,8 @@ subscriber sees a second copy within a quiet period). Topology changes come from
 production: a link cut (its domain emptied) is routed around, and a node that leaves (stopped, its
 records gone) breaks nothing for the others.
 
+A line at hop limit 2 stops A's data after two hops: D is never offered it and gets nothing.
+
 Each test shares its nodes between its phases (a node start costs seconds)."""
 from __future__ import annotations
 
@@ -164,3 +166,19 @@ async def test_line_of_four_exactly_once_within_the_hop_limit_and_without_a_node
     await f.leave(C)
     await f.wait_settled({A: {}, B: {A: 1}, D: {}})
     await _exchange(f, sites, ends, {(A, A): [], (A, B): [A, B], (D, D): []}, "left")
+
+
+@pytest.fixture
+async def short_line(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIterator[MultihopFederation]:
+    links = [(A, B), (B, C), (C, D)]
+    async with running(pki, tmp_path, dnsmasq, links, _on(links, hop_limit=2)) as federation:
+        yield federation
+
+
+async def test_line_of_four_at_hop_limit_two_stops_after_two_hops(short_line: MultihopFederation) -> None:
+    f = short_line
+    sites = await _sites(f, {A})
+    # C learns A's capability from B (route via A: 2 hops to C); C never offers it to D (3 hops).
+    await f.wait_offered({(B, A): {"NO00001:denm-1"}, (C, B): {"NO00001:denm-1"}, (D, C): set()})
+    await f.wait_settled({A: {}, B: {A: 1}, C: {B: 1}, D: {}})
+    await _exchange(f, sites, {A}, {(A, A): [], (A, B): [A, B], (A, C): [A, B, C]}, "limit")  # D: nothing
