@@ -4,7 +4,8 @@ When one of our subscriptions at a neighbour reaches CREATED, the II asks :class
 pull from each endpoint ``{host, port, source}``: an AMQP connection over TLS 1.3 with our
 interchange certificate (SASL EXTERNAL), the neighbour's name checked against its server
 certificate (IP_125), and a receiver link on the source. Every message received is routed into
-the local broker as imported data (never re-exported to a third interchange, IP_109). A dropped
+the local broker as imported data (re-exported to a third interchange only with multi-hop
+federation and its loop prevention, :mod:`ii_api.reexport`; IP_109). A dropped
 connection is re-established with exponential back-off until the subscription goes.
 
 Settle after store (issue 11): a durable message is settled upstream (``accepted``) only once the
