@@ -311,6 +311,8 @@ class Load:
     cells: int = 16
     active: int | None = None  # only subscriptions j < active can match; the others select absent tiles
     distinct: bool = field(default_factory=lambda: DISTINCT_ALL)  # every message its own app properties
+    durable: bool = False  # header durable = true (issue 11: stored before accepted)
+    consumer_unsettled: bool = False  # consumers settle each delivery (accepted) instead of taking it pre-settled
 
     def _is_active(self, j: int) -> bool:
         return self.active is None or j < self.active
@@ -359,6 +361,10 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
         args.append("--presettled")
     if load.distinct:
         args.append("--distinct")
+    if load.durable:
+        args.append("--durable")
+    if load.consumer_unsettled:
+        args.append("--consumer-unsettled")
     if broker.topic_routing:
         args.append("--subject")  # the IF2 routing key
     if broker.url.startswith("amqps:"):
@@ -406,6 +412,7 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
     result["broker"] = broker.name
     result["subs"] = load.label()
     result["props"] = "distinct" if load.distinct else "repeated"
+    result["durable_load"] = load.durable
     check_result(result)
     return result
 
@@ -633,12 +640,71 @@ def rabbitmq_messages(load: Load, quick: bool) -> int:
     return int(min(load.messages, max(10 if load.size >= 100_000 else 200, budget / fanout)))
 
 
+def print_durable(rows: list[dict]) -> None:
+    """Durable vs memory-only (issue 11): throughput, broker CPU per message, accept latency."""
+    print("\n### Durable vs memory-only (1 producer, window 1000; consumers settle each delivery)\n")
+    print("| broker | subs | payload | messages | msgs/s | CPU µs/msg | accept p50 ms | accept p99 ms "
+          "| durable/memory msgs/s | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    memory = {(r["family"], r["subs"], r["size"]): r for r in rows if not r["durable_load"]}
+    for r in rows:
+        acc = r.get("accept_latency_us", {})
+        base = memory.get((r["family"], r["subs"], r["size"]))
+        ratio = (f"{r['sent_per_s'] / base['sent_per_s']:.2f}" if r["durable_load"] and base and base["sent_per_s"]
+                 else "-")
+        print(f"| {r['broker']} | {r['subs']} | {size_label(r['size'])} | {r['sent']} "
+              f"| {fmt(r['sent_per_s'], 0)} | {fmt(per_message(r)[0])} | {fmt(acc.get('p50', 0) / 1000, 2)} "
+              f"| {fmt(acc.get('p99', 0) / 1000, 2)} | {ratio} | {r.get('load_avg', '-')} |", flush=True)
+
+
+def run_durable(loadgen: Path, ws: Workspace, quick: bool, timeout: float, subs_list: list[int],
+                sizes: list[int], rabbitmq_too: bool) -> list[dict]:
+    """Each case memory-only then durable on the same broker (and RabbitMQ's persistent messages on a
+    durable queue at one consumer: its topic-routed queues are not durable, so not comparable)."""
+    rows = []
+    for subs in subs_list:
+        for size in sizes:
+            messages = (20_000 if size <= 200 else 8_000) // (2 if quick else 1)
+            base = Load(subs=subs, size=size, messages=messages, consumer_unsettled=True, distinct=True)
+            broker = ws.start_ours(base.selectors(), base.cells)
+            try:
+                warm_up(loadgen, ws, broker, base, None, timeout)
+                for durable in (False, True):
+                    r = run_load(loadgen, ws, broker, Load(**{**base.__dict__, "durable": durable}), None, timeout)
+                    r["broker"] = "ours, durable" if durable else "ours, memory-only"
+                    r["family"] = "ours"
+                    r["load_avg"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+                    rows.append(r)
+                    print_durable([r])
+            finally:
+                broker.stop()
+            if rabbitmq_too and subs == 0:
+                from interchange.testing import rabbitmq
+
+                rabbit = ws.start_rabbitmq()
+                try:
+                    peer = Broker("rabbitmq", rabbit.url, RABBITMQ_QUEUE, None, rabbit.beam_pid)
+                    tls = _tls_args(ws, CONSUMER_CN)
+                    warm_up(loadgen, ws, peer, base, RABBITMQ_QUEUE, timeout, tls)
+                    for durable in (False, True):
+                        load = Load(**{**base.__dict__, "durable": durable, "messages": base.messages // 2})
+                        r = run_load(loadgen, ws, peer, load, RABBITMQ_QUEUE, timeout, tls)
+                        r["broker"] = f"rabbitmq {rabbitmq.version()}, {'persistent' if durable else 'transient'}"
+                        r["family"] = "rabbitmq"
+                        r["load_avg"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+                        rows.append(r)
+                        print_durable([r])
+                finally:
+                    rabbit.close()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
     parser.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
     parser.add_argument("--only", default="all",
                         help="comma list of: matrix, flat, tls, latency, ip012, ip013, slow, connections, "
-                             "processes (default all)")
+                             "processes, durable (default all)")
     parser.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
     parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
     parser.add_argument("--peer", default="baseline",
@@ -666,8 +732,8 @@ def main(argv: list[str] | None = None) -> int:
     DISTINCT_ALL = args.distinct == "all"
     modes = {"matrix": [False, True], "none": [False], "all": [True]}[args.distinct]  # ours, per matrix case
     quick = args.quick
-    only = set(args.only.split(",")) if args.only != "all" else {"matrix", "flat", "tls", "latency", "ip012",
-                                                                   "ip013", "slow", "connections", "processes"}
+    only = set(args.only.split(",")) if args.only != "all" else {
+        "matrix", "flat", "tls", "latency", "ip012", "ip013", "slow", "connections", "processes", "durable"}
     subs_list = [int(x) for x in args.subs.split(",")] if args.subs else ([0, 1, 100, 1000] if quick
                                                                           else [0, 1, 100, 1000, 10000])
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([200, 5000, 500_000])
@@ -783,6 +849,12 @@ def main(argv: list[str] | None = None) -> int:
                         print_table(f"processes: {processes}, {load.label()} subscriptions, 200 B, "
                                     f"{r['props']} properties", [r])
             print_table("1 vs 2 broker processes (one generator per process, 200 B)", rows)
+
+        if "durable" in only:
+            rows = run_durable(loadgen, ws, quick, args.timeout, [int(x) for x in args.subs.split(",")] if args.subs
+                               else [0, 100], sizes if args.sizes else [200, 5000], args.peer == "rabbitmq")
+            results += [{"scenario": "durable", **r} for r in rows]
+            print_durable(rows)
 
         if "flat" in only:
             # Cost per message as subscriptions grow at a constant fan-out: 100 subscriptions match

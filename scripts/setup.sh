@@ -24,6 +24,7 @@ command -v node >/dev/null || need nodejs                     # rhea, the third-
 command -v npm >/dev/null || need npm
 command -v chromium >/dev/null || need chromium                # the audit report's test loads it in a real headless browser
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need rabbitmq-server   # the IF2 bridge tests' RabbitMQ (a private node each run)
+[ -f /usr/include/proton/connection.h ] || need libqpid-proton11-dev   # the benchmarks' C load generator (benchmarks/loadgen)
 
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"

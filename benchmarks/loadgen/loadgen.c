@@ -78,7 +78,7 @@ static long opt_consumer_connections = 1, opt_consumer_credit = 200, opt_cells =
 static long opt_expect = 0, opt_idle_ms = 2000, opt_connections = 1000, opt_deadline_ms = 10000;
 static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0;
 static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false, opt_distinct = false;
-static bool opt_subject = false;
+static bool opt_subject = false, opt_durable = false;
 
 /* ------------------------------------------------------------------ state */
 typedef enum { ROLE_PRODUCER = 1, ROLE_CONSUMER, ROLE_PROBE } role_t;
@@ -89,6 +89,7 @@ typedef struct {
   long to_send, sent, settled, accepted, rejected, released, modified;
   uint64_t tag;
   bool attached;
+  int64_t *sent_ns; /* send time by tag % ring (accept latency; unsettled deliveries are at most --window) */
 } producer_t;
 
 typedef struct {
@@ -127,6 +128,9 @@ static uint64_t distinct_seq;        /* --distinct: counter, starts at the run's
 
 static int64_t *latencies;
 static long n_lat, cap_lat;
+static int64_t *accept_lat; /* send to the broker's accepted disposition (ns), one per accepted delivery */
+static long n_acc, cap_acc;
+#define SENT_RING(w) ((w) * 4 + 16)
 static long total_deliveries;
 static int64_t t_start, t_sent_done, t_last_delivery, t_first_delivery, t_done, t_setup_start;
 static bool started, sending_done, finished, timed_out, aborted;
@@ -258,6 +262,7 @@ static void build_templates(void) {
                opt_distinct ? "-####################" : "");
       pn_message_t *m = pn_message();
       pn_message_set_inferred(m, true);
+      if (opt_durable) pn_message_set_durable(m, true);
       if (opt_subject) { /* IF2 routing key: type.version.provider.subtype.q1.q2...q18 */
         int n = snprintf(subject, sizeof subject, "%s.%s.NO00001.%d", ivim ? "IVIM" : "DENM",
                          ivim ? "2_0_0" : "1_3_1", ivim ? 0 : 1 + (int)(cell % 90));
@@ -494,6 +499,10 @@ static void pump(producer_t *p) {
     pn_link_send(p->link, (const char *)t->bytes, t->len);
     pn_link_advance(p->link);
     if (opt_presettled) pn_delivery_settle(d);
+    else {
+      if (!p->sent_ns) p->sent_ns = calloc((size_t)SENT_RING(opt_window), sizeof *p->sent_ns);
+      p->sent_ns[tag % (uint64_t)SENT_RING(opt_window)] = mono_ns();
+    }
     p->sent++;
   }
 }
@@ -553,7 +562,19 @@ static void on_delivery(pn_event_t *e) {
     if (!pn_delivery_updated(d)) return;
     uint64_t state = pn_delivery_remote_state(d);
     if (!state && !pn_delivery_settled(d)) return;
-    if (state == PN_ACCEPTED) p->accepted++;
+    if (state == PN_ACCEPTED) {
+      p->accepted++;
+      pn_delivery_tag_t dt = pn_delivery_tag(d);
+      uint64_t tag = 0;
+      if (dt.size == sizeof tag && p->sent_ns) {
+        memcpy(&tag, dt.start, sizeof tag);
+        if (n_acc == cap_acc) {
+          cap_acc = cap_acc ? cap_acc * 2 : 1 << 16;
+          accept_lat = realloc(accept_lat, (size_t)cap_acc * sizeof *accept_lat);
+        }
+        accept_lat[n_acc++] = mono_ns() - p->sent_ns[tag % (uint64_t)SENT_RING(opt_window)];
+      }
+    }
     else if (state == PN_REJECTED) {
       p->rejected++;
       pn_condition_t *c = pn_disposition_condition(pn_delivery_remote(d));
@@ -685,11 +706,13 @@ static int cmp64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double pct(double q) {
-  if (!n_lat) return 0;
-  long i = (long)(q * (double)(n_lat - 1) + 0.5);
-  return (double)latencies[i] / 1000.0;
+static double pct_of(const int64_t *values, long n, double q) {
+  if (!n) return 0;
+  long i = (long)(q * (double)(n - 1) + 0.5);
+  return (double)values[i] / 1000.0;
 }
+
+static double pct(double q) { return pct_of(latencies, n_lat, q); }
 
 static void print_errors(FILE *f) {
   fprintf(f, "\"errors\": [");
@@ -715,6 +738,7 @@ static void report_run(void) {
     if (d > max_link) max_link = d;
   }
   qsort(latencies, (size_t)n_lat, sizeof *latencies, cmp64);
+  if (n_acc) qsort(accept_lat, (size_t)n_acc, sizeof *accept_lat, cmp64);
   double mean = 0;
   for (long i = 0; i < n_lat; i++) mean += (double)latencies[i];
   if (n_lat) mean /= (double)n_lat * 1000.0;
@@ -731,6 +755,9 @@ static void report_run(void) {
           send_s, deliver_s, send_s > 0 ? (double)sent / send_s : 0, deliver_s > 0 ? (double)total_deliveries / deliver_s : 0);
   fprintf(f, "\"latency_us\": {\"count\": %ld, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, \"max\": %.1f, \"mean\": %.1f}, ",
           n_lat, pct(0.50), pct(0.90), pct(0.99), n_lat ? (double)latencies[n_lat - 1] / 1000.0 : 0, mean);
+  fprintf(f, "\"accept_latency_us\": {\"count\": %ld, \"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f}, \"durable\": %s, ",
+          n_acc, pct_of(accept_lat, n_acc, 0.50), pct_of(accept_lat, n_acc, 0.99),
+          n_acc ? (double)accept_lat[n_acc - 1] / 1000.0 : 0, opt_durable ? "true" : "false");
   fprintf(f, "\"timed_out\": %s, \"aborted\": %s, ", timed_out ? "true" : "false", aborted ? "true" : "false");
   print_errors(f);
   fprintf(f, "}\n");
@@ -849,6 +876,7 @@ static void usage(void) {
     "             --rate MSGS_PER_S (0 = flat out) --presettled --cells 16\n"
     "             --distinct (every message its own application properties)\n"
     "             --subject (subject = IF2 routing key: type.version.provider.subtype.q1...q18)\n"
+    "             --durable (header durable = true; accept latency reported either way)\n"
     "             --consumers FILE (lines: address[<TAB>selector]) --consumer-connections C\n"
     "             --consumer-credit N --consumer-unsettled --expect D --idle-ms MS\n"
     "             --timeout S --setup-timeout S --sync\n"
@@ -878,6 +906,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--presettled")) opt_presettled = true;
     else if (!strcmp(a, "--distinct")) opt_distinct = true;
     else if (!strcmp(a, "--subject")) opt_subject = true;
+    else if (!strcmp(a, "--durable")) opt_durable = true;
     else if (!strcmp(a, "--cells")) opt_cells = atol(ARG);
     else if (!strcmp(a, "--consumers")) opt_consumer_file = ARG;
     else if (!strcmp(a, "--consumer-connections")) opt_consumer_connections = atol(ARG);
