@@ -585,7 +585,6 @@ class ConnectionEngine:
             cproton.pn_condition_set_description(cond, "the broker could not store the durable message; send it again")
             _pn_delivery_update(delivery, _REJECTED)
         _pn_delivery_settle(delivery)
-        self._process()
         if not self.output_marked:
             self.output_marked = True
             self.on_output()
