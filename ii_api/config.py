@@ -54,6 +54,17 @@ class MultihopConfig(BaseModel):
                           "imports; re-export imported data to neighbours that announce multi-hop too")
     hop_limit: int = Field(default=DEFAULT_HOP_LIMIT, ge=1, le=MAX_HOP_LIMIT,
                            description="most interchange-to-interchange hops a message may make")
+    handover_overlap_s: float = Field(default=0.5, ge=0.0, le=60.0,
+                                      description="a subscription moving to a new route: how long the old one "
+                                      "stays after the new one is CREATED with its links connected")
+    handover_timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0,
+                                      description="the old route is withdrawn after this long even if the new one "
+                                      "never got ready")
+    duplicate_window_s: float = Field(default=10.0, gt=0.0, le=3600.0,
+                                      description="an imported message whose bare message a local source got "
+                                      "this recently (over another route) is not offered to it again")
+    duplicate_window_entries: int = Field(default=100_000, ge=1, le=10_000_000,
+                                          description="most (source, message) pairs remembered for that")
 
 
 class RequestLimits(BaseModel):

@@ -67,7 +67,9 @@ Per event
     ``source_deleted``, the source was deleted, e.g. a subscription withdrawn, with it buffered;
     ``loop`` and ``hop_limit``, an imported message whose hop trace names this interchange or
     that went over its hop limit, :mod:`interchange.broker.hop_trace`: ``source`` is null and
-    ``trace`` lists the interchanges it passed).
+    ``trace`` lists the interchanges it passed; ``duplicate``, an imported message that source
+    got over another route lately, multi-hop route changes,
+    :mod:`interchange.broker.import_duplicates`).
     ``expired_message`` (info, always): ``source`` (null when it had expired on arrival), the
     message expired before it was delivered there (IP_033).
     ``unroutable_message`` (info, always): no source took the message.
@@ -107,7 +109,7 @@ OUTCOMES: tuple[str, ...] = typing.get_args(Outcome)
 ExpirySource = Literal["ttl", "absolute-expiry-time", "default"]
 EXPIRY_SOURCES: tuple[str, ...] = typing.get_args(ExpirySource)
 Origin = Literal["local", "federated"]
-DropReason = Literal["buffer_full", "source_deleted", "loop", "hop_limit"]
+DropReason = Literal["buffer_full", "source_deleted", "loop", "hop_limit", "duplicate"]
 DROP_REASONS: tuple[str, ...] = typing.get_args(DropReason)
 
 

@@ -37,6 +37,7 @@ from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
 from interchange.broker.hop_trace import HopGuard
+from interchange.broker.import_duplicates import ImportDuplicates
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.metrics import broker_registry
 from interchange.broker.placement import Placement
@@ -201,7 +202,10 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     hops = HopGuard(config.name, multihop.hop_limit, stamp=multihop.enabled)
     admission = Admission(config.broker.ttl)
     durability = await _open_store(config, placement, admission, log, exit_stack)
-    core = BrokerCore(addresses, admission, BrokerObserver(log), placement=placement, hops=hops, durability=durability)
+    duplicates = (ImportDuplicates(round(multihop.duplicate_window_s * 1000), multihop.duplicate_window_entries)
+                  if multihop.enabled else None)  # one path per message without multi-hop: nothing to drop
+    core = BrokerCore(addresses, admission, BrokerObserver(log), placement=placement, hops=hops, durability=durability,
+                      duplicates=duplicates)
     server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
     server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
     exit_stack.push_async_callback(server.close)

@@ -60,6 +60,8 @@ class BrokerCollector:
         for reason, count in obs.hop_dropped_count.items():
             hop_dropped.add_metric([reason], count)
         yield hop_dropped
+        yield CounterMetricFamily("interchange_messages_duplicate_dropped", "Second copies of imported messages "
+                                  "kept from a source (multi-hop route changes)", value=obs.duplicate_dropped_count)
         yield CounterMetricFamily("interchange_messages_delivered", "Messages handed to consumers",
                                   value=sum(s.delivered for s in core.sources.values()))
         cumulative, buckets = 0, []

@@ -63,6 +63,8 @@ class BrokerObserver:
         self.dropped_count = 0
         #: imported messages dropped by loop prevention (multi-hop federation), per reason
         self.hop_dropped_count: dict[str, int] = {"loop": 0, "hop_limit": 0}
+        #: second copies of imported messages kept from a source (multi-hop route changes)
+        self.duplicate_dropped_count = 0
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
 
@@ -149,6 +151,13 @@ class BrokerObserver:
         self.hop_dropped_count[reason] = self.hop_dropped_count.get(reason, 0) + 1
         if self.log is not None:
             self.log.message("dropped_message", message, address, source=None, reason=reason, trace=list(trace))
+
+    def duplicate_dropped(self, message: BrokerMessage, source: str) -> None:
+        """Source ``source`` got the imported ``message``'s bare message over another route lately
+        (multi-hop make-before-break, :mod:`interchange.broker.import_duplicates`): not offered again."""
+        self.duplicate_dropped_count += 1
+        if self.log is not None:
+            self.log.message("dropped_message", message, source, source=source, reason="duplicate")
 
     def expired_in(self, message: BrokerMessage, source: str) -> None:
         """IP_033: ``message`` expired in ``source`` before a consumer took it."""

@@ -18,6 +18,7 @@ from interchange.broker.amqp_scan import ScanError, header_durable
 from interchange.broker.durable import Durability
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
 from interchange.broker.hop_trace import Drop, HopGuard
+from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
 from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
@@ -73,8 +74,11 @@ class BrokerCore:
         placement: Placement = Placement(),
         hops: HopGuard | None = None,
         durability: Durability | None = None,
+        duplicates: ImportDuplicates | None = None,
     ) -> None:
         self.addresses = addresses
+        #: second copies of imported messages kept from sources (multi-hop route changes, issue 12)
+        self.duplicates = duplicates
         self.durability = durability  #: durable messages stored and recovered (issue 11); None: memory only
         self.hops = hops  #: loop prevention for imported messages (multi-hop federation, IP_109)
         self.placement = placement
@@ -247,8 +251,9 @@ class BrokerCore:
         dropped and counted, and the others get this interchange in their trace. With ``only``, it is
         offered to those source addresses alone (still subject to their node selectors): the II
         uses that to give what one of its subscriptions imports to the local subscriptions it
-        was made for, and to nobody twice. A durable one is stored like a published one: the
-        returned commit says when (settle upstream after it, issue 11).
+        was made for, and to nobody twice; with :attr:`duplicates`, not to a source that got the
+        same bare message over another route lately either. A durable one is stored like a
+        published one: the returned commit says when (settle upstream after it, issue 11).
         """
         now = self.clock_ms()
         verdict = None
@@ -281,10 +286,12 @@ class BrokerCore:
         if only is None:
             self._route(message, now, address)
         else:
-            self._route_only(message, now, address, only)
+            digest = None if self.duplicates is None else bare_digest(routed_raw)
+            self._route_only(message, now, address, only, digest)
         return durability.store_routed(message) if message.holders is not None and durability is not None else None
 
-    def _route_only(self, message: BrokerMessage, now: int, address: str, only: Iterable[str]) -> None:
+    def _route_only(self, message: BrokerMessage, now: int, address: str, only: Iterable[str],
+                    digest: bytes | None) -> None:
         routed = 0
         properties = message.properties
         holders = message.holders
@@ -293,11 +300,22 @@ class BrokerCore:
             if source is None or source.spec.scope is not Scope.ALL:
                 continue  # IP_109: never towards another interchange
             if source.node_selector is None or source.node_selector(properties):
+                if digest is not None and not self._first_copy(message, target, digest, now):
+                    continue
                 if holders is not None:
                     holders.add(target)
                 source.offer(message, now)
                 routed += 1
         self.observer.routed(routed, message, address)
+
+    def _first_copy(self, message: BrokerMessage, target: str, digest: bytes, now: int) -> bool:
+        """Whether source ``target`` gets its first copy of the imported ``message`` (a second one,
+        over another route, is counted and logged instead)."""
+        assert self.duplicates is not None
+        if self.duplicates.first(target, digest, now):
+            return True
+        self.observer.duplicate_dropped(message, target)
+        return False
 
     def _route(self, message: BrokerMessage, now: int, address: str) -> None:
         properties = message.properties

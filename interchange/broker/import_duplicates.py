@@ -1,0 +1,69 @@
+"""Duplicate suppression at import for multi-hop route changes (issue 12), sans-I/O.
+
+When a subscription at neighbours moves to a shorter (or the only remaining) route, the II makes
+the new subscription before it withdraws the old one (make-before-break, :mod:`ii_api.handover`),
+so no message published during the switch is lost. During the overlap a message reaches a local
+source over both routes. The two copies differ only in their message annotations (the hop trace,
+:mod:`interchange.broker.hop_trace`); the bare message after them (properties, application
+properties, body, and a footer if any) is byte for byte what the publisher sent on every path
+(IP_014/015). So an imported message whose bare message a source already got within a bounded
+window is a second copy: it is not offered to that source again (the router counts and logs it,
+``dropped_message`` with reason ``duplicate``); a source that has not had it still gets it.
+
+Only with ``[ii.multihop] enabled``: plain federation has one path per message and keeps every
+message. The price: a publisher that sends the very same bare message twice within the window
+(no message-id, creation time or body difference) has the second one kept from the imported
+sources of the other interchanges; locally published messages are never checked.
+
+The window is bounded twice: by time (``window_ms``; what is older is forgotten) and by count
+(``max_entries``; the oldest is forgotten first), so memory stays bounded whatever the rate.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+from interchange.broker.amqp_scan import find_message_annotations
+
+__all__ = ["ImportDuplicates", "bare_digest"]
+
+
+def bare_digest(raw: bytes | bytearray) -> bytes:
+    """A 16-byte digest of the bare message (everything after the message annotations); raise
+    :class:`~interchange.broker.amqp_scan.ScanError` if the sections before it are malformed."""
+    start = find_message_annotations(raw).end
+    return hashlib.blake2b(memoryview(raw)[start:], digest_size=16).digest()
+
+
+class ImportDuplicates:
+    """Which bare messages each source got from imports lately (by digest)."""
+
+    def __init__(self, window_ms: int, max_entries: int = 100_000) -> None:
+        if window_ms <= 0 or max_entries <= 0:
+            raise ValueError("the duplicate window needs a positive duration and size")
+        self.window_ms = window_ms
+        self.max_entries = max_entries
+        self._seen: OrderedDict[tuple[str, bytes], int] = OrderedDict()  #: oldest first -> when first seen
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def first(self, address: str, digest: bytes, now_ms: int) -> bool:
+        """True (and remembered) if source ``address`` has not had this bare message within the
+        window; False for a second copy."""
+        self._forget_old(now_ms)
+        key = (address, digest)
+        if key in self._seen:
+            return False
+        self._seen[key] = now_ms
+        if len(self._seen) > self.max_entries:
+            self._seen.popitem(last=False)
+        return True
+
+    def _forget_old(self, now_ms: int) -> None:
+        seen, horizon = self._seen, now_ms - self.window_ms
+        while seen:
+            key, at = next(iter(seen.items()))
+            if at > horizon:
+                return
+            del seen[key]
