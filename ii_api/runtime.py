@@ -81,7 +81,7 @@ async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, tls: NodeTls, 
                             amqp_ports=[ii.public_port + k for k in range(len(amqps_ports))] if ii.public_port
                             else amqps_ports, placement=placement, event=event)
         runner, port = await start_server(service, ii.host, ii.port, tls.server.listener_context(),
-                                          limits=ii.limits)
+                                          limits=ii.limits, max_certificate_days=tls.max_certificate_days)
         try:
             await service.start()
         except BaseException:

@@ -56,6 +56,7 @@ from ii_api.models import (
 )
 from ii_api.openapi import Operation, openapi_document
 from ii_api.service import IIService
+from ii_api.tls_site import TlsSite
 
 log = logging.getLogger(__name__)
 
@@ -338,14 +339,17 @@ def build_app(service: IIService, *, limits: RequestLimits = RequestLimits()) ->
 
 
 async def start_server(service: IIService, host: str, port: int, context: ssl.SSLContext, *,
-                       limits: RequestLimits = RequestLimits()) -> tuple[web.AppRunner, int]:
+                       limits: RequestLimits = RequestLimits(),
+                       max_certificate_days: int | None = None) -> tuple[web.AppRunner, int]:
     """Listen on ``host:port`` (0: any free port) with ``context``; return the runner and the port.
+    TLS is the BI's (:mod:`ii_api.tls_site`): refused handshakes get their alert and a
+    ``tls_refused`` record; client certificates valid for over ``max_certificate_days`` are refused.
 
     Requests still running when the node stops are cancelled after ``SHUTDOWN_GRACE_S`` (aiohttp
     waits 60 s by default, which kept SIGTERM from stopping the node, issue 10)."""
     runner = web.AppRunner(build_app(service, limits=limits), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=context)
+    site = TlsSite(runner, host, port, context, event=service.event, max_certificate_days=max_certificate_days)
     await site.start()
     bound = runner.addresses[0][1]  # (host, port, ...) of the socket the site listens on
     return runner, int(bound)

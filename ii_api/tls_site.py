@@ -1,0 +1,230 @@
+"""The II's HTTPS listener with the Basic Interface's TLS diagnostics (issue 10; chapter 5, IP_009).
+
+asyncio's own TLS (``create_server(ssl=...)``, what ``aiohttp.web.TCPSite`` uses) drops a refused
+handshake without writing the alert OpenSSL produced and reports the reason nowhere (an
+``ssl.SSLError`` is an ``OSError``: asyncio logs it only in debug mode). Here the TLS session is
+:class:`~interchange.broker.tls_stream.TlsSession`, the sans-I/O one the BI uses, so both
+interfaces behave alike: a refused handshake gets its alert and a ``tls_refused`` record (with
+``interface: ii`` and the reason), a handshake that does not finish in time is dropped and logged,
+and, with ``tls.max_certificate_days``, a client certificate valid for longer is refused (IP_051).
+The listener context is the node's (``ReloadingTls.listener_context``): each handshake switches to
+the context current at that moment, so a TLS reload applies to new connections.
+
+:class:`TlsServerProtocol` owns the socket: ciphertext in and out. Once the handshake completes it
+starts aiohttp's request handler on a :class:`TlsTransport`, which looks to aiohttp like asyncio's
+TLS transport (``ssl_object``, ``peercert`` and ``sslcontext`` in ``get_extra_info``; write,
+close with close_notify, flow control by the socket's transport).
+"""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aiohttp import web
+
+from certs.tls import certificate_lifetime_problem
+from interchange.broker.tls_stream import TlsSession
+
+EventSink = Callable[[str, str, dict], None]  #: (level, event, fields)
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class TlsTransport(asyncio.Transport):
+    """Plaintext side of one TLS connection, as the inner protocol (aiohttp) sees it."""
+
+    def __init__(self, raw: asyncio.Transport, session: TlsSession) -> None:
+        super().__init__()
+        self._raw, self._session = raw, session
+        self._protocol: asyncio.BaseProtocol | None = None
+        self._closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        match name:
+            case "ssl_object":
+                return self._session.ssl_object
+            case "peercert":
+                return self._session.ssl_object.getpeercert()
+            case "sslcontext":
+                return self._session.ssl_object.context
+            case "cipher":
+                return self._session.ssl_object.cipher()
+            case _:
+                return self._raw.get_extra_info(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            return
+        records = self._session.send(bytes(data))
+        if records:
+            self._raw.write(records)
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.write(b"".join(bytes(d) for d in list_of_data))
+
+    def can_write_eof(self) -> bool:
+        return False  # TLS has close_notify, not a half close
+
+    def write_eof(self) -> None:
+        raise NotImplementedError("TLS connections cannot half-close")
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        notify = self._session.close()
+        if notify and not self._raw.is_closing():
+            self._raw.write(notify)
+        self._raw.close()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._raw.abort()
+
+    def is_closing(self) -> bool:
+        return self._closing or self._raw.is_closing()
+
+    def pause_reading(self) -> None:
+        self._raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._raw.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._raw.is_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._raw.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._raw.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._raw.get_write_buffer_limits()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._protocol = protocol
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        assert self._protocol is not None
+        return self._protocol
+
+
+class TlsServerProtocol(asyncio.Protocol):
+    """One accepted socket: the TLS session, then the inner (HTTP) protocol over plaintext."""
+
+    def __init__(self, inner: Callable[[], asyncio.Protocol], context: ssl.SSLContext,
+                 event: EventSink, max_certificate_days: int | None, handshake_timeout_s: float) -> None:
+        self._inner_factory, self._event = inner, event
+        self._session = TlsSession(context)
+        self._max_days, self._handshake_timeout_s = max_certificate_days, handshake_timeout_s
+        self._raw: asyncio.Transport | None = None
+        self._inner: asyncio.Protocol | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._raw = transport
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._timer = asyncio.get_running_loop().call_later(self._handshake_timeout_s, self._timed_out)
+
+    def _refuse(self, reason: str, **fields: Any) -> None:
+        self._cancel_timer()
+        self._event("warning", "tls_refused", {"interface": "ii", "peer": self._peer, **fields, "reason": reason})
+        if self._raw is not None:
+            self._raw.close()  # after the alert already written: close, not abort
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        self._refuse("handshake timeout")
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def data_received(self, data: bytes) -> None:
+        raw = self._raw
+        assert raw is not None
+        step = self._session.receive(data)
+        if step.send:
+            raw.write(step.send)
+        if step.error is not None:
+            if self._inner is None:
+                self._refuse(step.error)
+            else:
+                self._event("warning", "tls_error", {"interface": "ii", "peer": self._peer, "reason": step.error})
+                raw.close()
+            return
+        if step.established and not self._established():
+            return
+        if step.data and self._inner is not None:
+            self._inner.data_received(step.data)
+        if step.closed and self._inner is not None and not self._inner.eof_received():
+            raw.close()
+
+    def _established(self) -> bool:
+        """Start the inner protocol, unless the client certificate is refused (IP_051)."""
+        self._cancel_timer()
+        problem = (certificate_lifetime_problem(self._session.ssl_object, self._max_days)
+                   if self._max_days is not None else None)
+        if problem is not None:
+            self._refuse(problem)
+            return False
+        assert self._raw is not None
+        inner = self._inner_factory()
+        transport = TlsTransport(self._raw, self._session)
+        transport.set_protocol(inner)
+        self._inner = inner
+        inner.connection_made(transport)
+        return True
+
+    def eof_received(self) -> bool | None:
+        if self._inner is not None:
+            self._inner.eof_received()
+        return None  # the socket closes: a TLS peer that sent EOF is gone
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+
+class TlsSite(web.BaseSite):
+    """``aiohttp.web.TCPSite`` with :class:`TlsServerProtocol` in place of asyncio's TLS."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, context: ssl.SSLContext, *,
+                 event: EventSink, max_certificate_days: int | None = None,
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+        super().__init__(runner)
+        self._host, self._port, self._context = host, port, context
+        self._event, self._max_days, self._timeout_s = event, max_certificate_days, handshake_timeout_s
+
+    @property
+    def name(self) -> str:
+        return f"https://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+
+        def protocol() -> TlsServerProtocol:
+            return TlsServerProtocol(server, self._context, self._event, self._max_days, self._timeout_s)
+
+        self._server = await asyncio.get_running_loop().create_server(protocol, self._host, self._port,
+                                                                       reuse_address=True)
+
+
+__all__ = ["HANDSHAKE_TIMEOUT_S", "TlsServerProtocol", "TlsSite", "TlsTransport"]
