@@ -35,9 +35,10 @@ def journal_run(directory: Path, payload: bytes, messages: int, batch: int) -> N
                 records.append(books.put(stored))
                 ids.append(stored.message_id)
             for message_id in previous:
-                entry = books.remove(message_id, "denm")
-                if entry is not None:
-                    records.append(entry)
+                books.remove(message_id, "denm")
+            dels = books.take_dels()
+            if dels is not None:
+                records.append(dels)
             writer.write(records)
             for number in books.reclaimable(0):
                 writer.unlink([number])

@@ -8,11 +8,13 @@ writer thread and the group commit are :mod:`interchange.broker.store`'s.
 
 Records: ``<u32 length><u32 crc32><u8 kind><payload>`` (``length`` counts kind and payload,
 the CRC covers them). ``PUT`` stores one message with the source addresses that still hold
-it (IP_032 buffers); ``DEL`` says one source is done with it (delivered and settled, evicted,
-expired, or its source deleted). A message is live while some address holds it and its TTL
+it (IP_032 buffers); ``DEL`` lists (message, source) pairs whose source is done with the message
+(delivered and settled, evicted, expired, or its source deleted): one record per group commit. A message is live while some address holds it and its TTL
 has not run out (IP_033). Replay applies the records in order; a record that is cut short or
 whose CRC does not match ends its segment there (a crash while writing: everything before it
 is intact, every record after it was never acknowledged), and that is reported, never refused.
+Segment files are preallocated with zeros (:mod:`interchange.broker.store`): zeros where the
+next record would start are the segment's clean end.
 
 Segments are deleted oldest first, once every message PUT in them is dead or expired: a DEL
 only ever refers to a message in its own or an older segment, so deleting in that order
@@ -31,7 +33,8 @@ MAGIC = b"CRJ1\r\n\x1a\n"  #: first bytes of every segment file (a file without 
 _PUT, _DEL = 1, 2
 _FRAME = struct.Struct("<IIB")  # length (kind + payload), crc32 (kind + payload), kind
 _PUT_HEAD = struct.Struct("<QqqBHH")  # id, expiry (-1: none), arrival, flags, publisher length, address count
-_DEL_HEAD = struct.Struct("<Q")
+_DEL_HEAD = struct.Struct("<QH")  # id, address length (then the address), per pair
+_COUNT = struct.Struct("<I")
 _LEN = struct.Struct("<H")
 _FEDERATED = 1
 #: A record longer than this is corruption, not a message (messages are at most a few MB).
@@ -74,8 +77,27 @@ def encode_put(message: StoredMessage) -> bytes:
     return _encode(_PUT, b"".join(parts))
 
 
-def encode_del(message_id: int, address: str) -> bytes:
-    return _encode(_DEL, _DEL_HEAD.pack(message_id) + address.encode())
+def encode_dels(pairs: list[tuple[int, str]]) -> bytes:
+    parts = [_COUNT.pack(len(pairs))]
+    for message_id, address in pairs:
+        encoded = address.encode()
+        parts.append(_DEL_HEAD.pack(message_id, len(encoded)))
+        parts.append(encoded)
+    return _encode(_DEL, b"".join(parts))
+
+
+def _decode_dels(payload: bytes) -> list[tuple[int, str]]:
+    (count,) = _COUNT.unpack_from(payload)
+    p = _COUNT.size
+    pairs = []
+    for _ in range(count):
+        message_id, n = _DEL_HEAD.unpack_from(payload, p)
+        p += _DEL_HEAD.size
+        pairs.append((message_id, payload[p:p + n].decode()))
+        p += n
+    if p != len(payload):
+        raise ValueError("DEL record length does not match its pairs")
+    return pairs
 
 
 def _decode_put(payload: bytes) -> StoredMessage:
@@ -94,7 +116,7 @@ def _decode_put(payload: bytes) -> StoredMessage:
                          publisher, tuple(addresses), message_id)
 
 
-Record = tuple[int, StoredMessage | tuple[int, str]]
+Record = tuple[int, StoredMessage | list[tuple[int, str]]]
 
 
 def decode_records(data: bytes, offset: int = 0) -> tuple[list[Record], int, str | None]:
@@ -107,6 +129,8 @@ def decode_records(data: bytes, offset: int = 0) -> tuple[list[Record], int, str
         if end - p < _FRAME.size:
             return records, p, f"record header cut short at offset {p}"
         length, crc, kind = _FRAME.unpack_from(data, p)
+        if length == 0 and data.count(0, p) == end - p:
+            return records, p, None  # the preallocated rest of the segment: never written
         if length < 1 or length > MAX_RECORD:
             return records, p, f"impossible record length {length} at offset {p}"
         stop = p + _FRAME.size - 1 + length
@@ -120,8 +144,7 @@ def decode_records(data: bytes, offset: int = 0) -> tuple[list[Record], int, str
             if kind == _PUT:
                 records.append((_PUT, _decode_put(payload)))
             elif kind == _DEL:
-                (message_id,) = _DEL_HEAD.unpack_from(payload)
-                records.append((_DEL, (message_id, payload[_DEL_HEAD.size:].decode())))
+                records.append((_DEL, _decode_dels(payload)))
             else:
                 return records, p, f"unknown record kind {kind} at offset {p}"
         except (struct.error, UnicodeDecodeError, ValueError) as exc:
@@ -149,7 +172,8 @@ class Replay:
 class JournalBooks:
     """The journal's bookkeeping (one per store): ids, live messages per segment, the write position.
 
-    ``put`` and ``remove`` return the record bytes to append and the segment to append them to;
+    ``put`` returns the record bytes to append and the segment to append them to; ``remove`` notes
+    a source's release, and ``take_dels`` turns the releases noted since into one DEL record;
     ``reclaimable`` says which segment files can be deleted.
     """
 
@@ -160,6 +184,7 @@ class JournalBooks:
         self.last_id = 0
         self._holders: dict[int, tuple[int, set[str]]] = {}  # id -> (segment, addresses holding it)
         self._segments: dict[int, _Segment] = {1: _Segment()}
+        self._dels: list[tuple[int, str]] = []
 
     @property
     def live(self) -> int:
@@ -193,10 +218,11 @@ class JournalBooks:
                     segment_of[record.message_id] = number
                     self.last_id = max(self.last_id, record.message_id)
                 else:
-                    message_id, address = record  # type: ignore[misc]
-                    message = found.get(message_id)
-                    if message is not None:
-                        message.addresses = tuple(a for a in message.addresses if a != address)
+                    assert isinstance(record, list)
+                    for message_id, address in record:
+                        message = found.get(message_id)
+                        if message is not None:
+                            message.addresses = tuple(a for a in message.addresses if a != address)
         for message_id, message in found.items():
             if not message.addresses or (message.expiry_ms is not None and message.expiry_ms <= now_ms):
                 continue
@@ -227,17 +253,25 @@ class JournalBooks:
         self._track(message.message_id, self.segment, set(message.addresses), message.expiry_ms)
         return self.segment, record
 
-    def remove(self, message_id: int, address: str) -> tuple[int, bytes] | None:
-        """``address`` is done with the message: (segment, DEL record), or None if it did not hold it."""
+    def remove(self, message_id: int, address: str) -> bool:
+        """``address`` is done with the message; False if it did not hold it (nothing to write)."""
         entry = self._holders.get(message_id)
         if entry is None or address not in entry[1]:
-            return None
+            return False
         segment, holders = entry
         holders.discard(address)
         if not holders:
             del self._holders[message_id]
             self._segments[segment].ids.discard(message_id)
-        record = encode_del(message_id, address)
+        self._dels.append((message_id, address))
+        return True
+
+    def take_dels(self) -> tuple[int, bytes] | None:
+        """(segment, one DEL record) for the releases noted since the last call, or None."""
+        if not self._dels:
+            return None
+        record = encode_dels(self._dels)
+        self._dels = []
         self.segment_size += len(record)
         return self.segment, record
 

@@ -21,6 +21,7 @@ same thread.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import queue
 import threading
@@ -107,7 +108,7 @@ class JournalStore:
         self._thread.start()
         self._closed = False
         self.fsyncs = 0  #: fsync calls so far (group commits)
-        self.appended = 0  #: records written so far
+        self.writes = 0  #: write calls so far (one per segment per group commit)
 
     @classmethod
     async def open(cls, directory: Path, *, segment_bytes: int = 8 * 1024 * 1024, fsync: bool = True,
@@ -125,9 +126,7 @@ class JournalStore:
         return self._commit
 
     def remove(self, message_id: int, address: str) -> None:
-        entry = self._books.remove(message_id, address)
-        if entry is not None:
-            self._batch.append(entry)
+        if self._books.remove(message_id, address):
             self._schedule()
 
     def purge(self, now_ms: int) -> None:
@@ -160,12 +159,19 @@ class JournalStore:
             self._loop.call_soon(self._submit)
 
     def _submit(self) -> None:
-        """Hand this loop turn's records to the writer thread."""
+        """Hand this loop turn's records to the writer thread, joined per segment here (the thread
+        then needs the GIL only to take them and to report back)."""
         self._scheduled = False
+        dels = self._books.take_dels()
+        if dels is not None:
+            self._batch.append(dels)
         if self._batch:
             batch, commit = self._batch, self._commit
             self._batch, self._commit = [], Commit()
-            self._queue.put(("write", batch, commit))
+            joined: list[tuple[int, bytes]] = []
+            for segment, group in itertools.groupby(batch, key=lambda entry: entry[0]):
+                joined.append((segment, b"".join(record for _, record in group)))
+            self._queue.put(("write", joined, commit))
 
     def _committed(self, commits: list[Commit], ok: bool) -> None:
         for commit in commits:
@@ -202,7 +208,7 @@ class JournalStore:
         if records:
             try:
                 writer.write(records)
-                self.appended += len(records)
+                self.writes += len(records)
                 self.fsyncs += 1
             except OSError as exc:
                 ok = False
@@ -225,13 +231,22 @@ def _resolve(future: asyncio.Future) -> None:
 
 
 class _SegmentWriter:
-    """The writer thread's open segment file."""
+    """The writer thread's open segment file.
+
+    The file is extended with zeros ``ZERO_CHUNK`` at a time ahead of the records, which then
+    overwrite them in place (``pwrite``), so most group commits' ``fdatasync`` have no file size to
+    update: measured 2.9 vs 5.4 ms per write + fdatasync on this machine's disk (what SQLite's WAL
+    gets by rewriting its file). Replay reads the zeros after the last record as the clean end."""
+
+    ZERO_CHUNK = 1024 * 1024
 
     def __init__(self, directory: Path, fsync: bool) -> None:
         self.directory = directory
         self.fsync = fsync
         self.number = 0
         self.fd = -1
+        self.offset = 0
+        self.zeroed = 0  #: the file's size: zeros from offset up to here
 
     def write(self, records: list[tuple[int, bytes]]) -> None:
         chunk: list[bytes] = []
@@ -247,10 +262,15 @@ class _SegmentWriter:
 
     def _flush(self, chunk: list[bytes]) -> None:
         if chunk:
-            data = b"".join(chunk)
+            data = b"".join(chunk) if len(chunk) > 1 else chunk[0]
+            while self.zeroed < self.offset + len(data):
+                os.pwrite(self.fd, bytes(self.ZERO_CHUNK), self.zeroed)
+                self.zeroed += self.ZERO_CHUNK
             view = memoryview(data)
             while view:
-                view = view[os.write(self.fd, view):]
+                written = os.pwrite(self.fd, view, self.offset)
+                self.offset += written
+                view = view[written:]
 
     def _open(self, segment: int) -> None:
         if self.fd >= 0:
@@ -258,13 +278,13 @@ class _SegmentWriter:
                 os.fdatasync(self.fd)
             os.close(self.fd)
         path = self.directory / segment_name(segment)
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self.number = segment
-        if os.fstat(self.fd).st_size == 0:
-            os.write(self.fd, MAGIC)
-            if self.fsync:  # the new file's directory entry must survive a crash too
-                os.fsync(self.fd)
-                _fsync_directory(self.directory)
+        os.write(self.fd, MAGIC)
+        self.offset = self.zeroed = len(MAGIC)
+        if self.fsync:  # the new file's directory entry must survive a crash too
+            os.fsync(self.fd)
+            _fsync_directory(self.directory)
 
     def unlink(self, segments: list[int]) -> None:
         for number in segments:
