@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import ValidationError
 
+from certs.tls import certificate_lifetime_problem
 from ii_api.errors import describe_validation_error
 from ii_api.models import (
     CapabilitiesMessage,
@@ -72,8 +73,9 @@ class IIClient:
     """Calls neighbours' II endpoints. One connection pool, reused across requests."""
 
     def __init__(self, context: Callable[[], ssl.SSLContext], *, base_path: str = "",
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, max_certificate_days: int | None = None) -> None:
         self._context = context
+        self._max_days = max_certificate_days  #: IP_051: neighbours' certificates valid longer are refused
         self._base = base_path.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
@@ -93,6 +95,7 @@ class IIClient:
             headers = None if payload is None else {"Content-Type": "application/json"}
             async with self._session.request(method, url, data=payload, headers=headers,
                                              ssl=self._context(), server_hostname=peer.name) as response:
+                self._check_lifetime(method, url, response)
                 data = await response.read()
                 if not 200 <= response.status < 300:
                     raise IIClientError(f"{method} {url}: HTTP {response.status}: {_error_text(data)}",
@@ -106,6 +109,21 @@ class IIClient:
                     raise IIClientError(f"{method} {url}: unexpected answer: {message}", response.status) from None
         except (aiohttp.ClientError, ssl.SSLError, OSError, asyncio.TimeoutError) as exc:
             raise IIClientError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+
+    def _check_lifetime(self, method: str, url: str, response: aiohttp.ClientResponse) -> None:
+        """IP_051 with ``tls.max_certificate_days``: a neighbour whose server certificate is valid for
+        longer is refused (its answer is not read, the connection not reused)."""
+        if self._max_days is None:
+            return
+        # A short answer's connection is released to the pool before ``request`` returns
+        # (response.connection is None then); the response keeps the connection's protocol.
+        connection = response.connection or getattr(response, "_protocol", None)
+        transport = connection.transport if connection is not None else None
+        problem = certificate_lifetime_problem(transport.get_extra_info("ssl_object") if transport else None,
+                                               self._max_days)
+        if problem is not None:
+            response.close()
+            raise IIClientError(f"{method} {url}: neighbour certificate refused: {problem}")
 
     async def post_capabilities(self, peer: Peer, message: CapabilitiesMessage) -> CapabilitiesMessage:
         """IP_105/093: POST <base>/capabilities; the answer holds the neighbour's (IP_094)."""

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from certs.revocation import Revocations
+from certs.tls import certificate_lifetime_problem
 from interchange.broker.client import RELEASE, ClientConnection, ReceiverState
 from interchange.broker.engine import Rejected
 from ii_api.doors import MessageSink
@@ -72,8 +73,9 @@ class Federation:
     """Supervises the node's receiver links to other interchanges."""
 
     def __init__(self, core: MessageSink, client_context: Callable[[], ssl.SSLContext], own_name: str,
-                 min_backoff: float = 0.5, max_backoff: float = 60.0) -> None:
+                 min_backoff: float = 0.5, max_backoff: float = 60.0, max_certificate_days: int | None = None) -> None:
         self._core = core
+        self._max_days = max_certificate_days  #: IP_051: neighbours' certificates valid longer are refused
         self._context = client_context
         self._own_name = own_name
         self._min_backoff = min_backoff
@@ -102,6 +104,17 @@ class Federation:
         for key in list(self._tasks):
             self.stop(key)
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _check_lifetime(self, connection: ClientConnection) -> None:
+        """IP_051 with ``tls.max_certificate_days``: a neighbour whose server certificate is valid
+        for longer is refused before any link (ConnectionError: retried with back-off, shown in the
+        link's ``last_error``)."""
+        if self._max_days is None:
+            return
+        problem = certificate_lifetime_problem(connection.peer_certificate(), self._max_days)
+        if problem is not None:
+            connection.abort()
+            raise ConnectionError(f"neighbour certificate refused: {problem}")
 
     def close_revoked(self, revocations: Revocations) -> list[tuple[RemoteEndpoint, str]]:
         """Drop the open links whose neighbour's server certificate ``revocations`` lists (a CRL
@@ -158,6 +171,7 @@ class Federation:
             try:
                 connection = await ClientConnection.open(endpoint.host, endpoint.port, self._context(),
                                                          endpoint.neighbour, self._own_name)
+                self._check_lifetime(connection)
                 status.connects += 1
                 self._open[id(status)] = (status, connection)
                 receiver = self._open_receiver(status, connection)

@@ -79,7 +79,8 @@ async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, tls: NodeTls, 
         service = IIService(name=name, config=ii, store=store, addresses=addresses, core=core,
                             client_context=tls.client.current, amqp_host=ii.public_host or name,
                             amqp_ports=[ii.public_port + k for k in range(len(amqps_ports))] if ii.public_port
-                            else amqps_ports, placement=placement, event=event)
+                            else amqps_ports, placement=placement, event=event,
+                            max_certificate_days=tls.max_certificate_days)
         runner, port = await start_server(service, ii.host, ii.port, tls.server.listener_context(),
                                           limits=ii.limits, max_certificate_days=tls.max_certificate_days)
         try:

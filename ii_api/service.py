@@ -86,13 +86,15 @@ class IIService:
     def __init__(self, *, name: str, config: IIConfig, store: AsyncStore, addresses: AddressBookDoor,
                  core: ImportSink, client_context: Callable[[], ssl.SSLContext], amqp_host: str,
                  amqp_ports: Sequence[int], placement: Placement = Placement(),
-                 event: EventSink | None = None) -> None:
+                 event: EventSink | None = None, max_certificate_days: int | None = None) -> None:
         self.name = normalise_name(name)
         self.config = config
         self.base = config.base_path
         self._event = event
         self._client_context = client_context
-        self.client = IIClient(client_context, base_path=config.base_path, timeout_s=config.request_timeout_s)
+        self._max_certificate_days = max_certificate_days  #: IP_051 for neighbours' certificates (tls.max_certificate_days)
+        self.client = IIClient(client_context, base_path=config.base_path, timeout_s=config.request_timeout_s,
+                               max_certificate_days=max_certificate_days)
         self.lock = asyncio.Lock()  #: serialises state changes; no request to a neighbour is made holding it
         self.closed = False
         self._discovery: Discovery | None = None
@@ -170,7 +172,8 @@ class IIService:
             self._event(level, kind, fields)
 
     def _federation(self, sink: MessageSink) -> Federation:
-        return Federation(sink, self._client_context, self.name, min_backoff=self.config.federation_backoff_s)
+        return Federation(sink, self._client_context, self.name, min_backoff=self.config.federation_backoff_s,
+                          max_certificate_days=self._max_certificate_days)
 
     # ------------------------------------------------------------------ identities (IP_125/126)
     def neighbour(self, name: str) -> Neighbour | None:

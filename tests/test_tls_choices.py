@@ -12,11 +12,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from broker_harness import BROKER_CN, start_broker, tls_exchange, wait_for_records
-from certs import TestPki
+from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
 from interchange.broker.addresses import TargetSpec
 from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.node import start_node
+from ii_api.client import IIClientError
+from ii_api.discovery import Neighbour
+from ii_api.federation import Federation, RemoteEndpoint
+from ii_api.models import CapabilitiesMessage
+from ii_harness import A, B, DOMAIN, start, wait_for
+from ii_harness import node_config as ii_node_config
 
 
 def node_config(pki: TestPki, workdir: Path, **tls: object) -> NodeConfig:
@@ -80,3 +86,32 @@ def test_peer_certificate_longer_than_the_limit_refused_on_the_bi(pki: TestPki, 
                          "lifetime refusal not logged")
     finally:
         broker.stop()
+
+
+async def test_long_lived_neighbour_certificates_refused_on_outgoing_connections(tmp_path: Path) -> None:
+    """IP_051 on the node's own outgoing connections: with ``tls.max_certificate_days`` a neighbour
+    whose server certificate is valid for longer is refused by the II client (its answer is not
+    read) and by a federation link (before any link is attached; retried with back-off)."""
+    pki = create_test_pki(tmp_path / "pki", [A, B], [])
+    pki.pki.issue_server(A, days=30)  # A's own certificate: 30 days; B's: 365
+    node_b = await start(ii_node_config(pki, B, tmp_path / "b"))
+    config = ii_node_config(pki, A, tmp_path / "a")
+    assert config.tls is not None
+    node_a = await start(config.model_copy(update={"tls": config.tls.model_copy(update={"max_certificate_days": 100})}))
+    federation = None
+    try:
+        assert node_a.ii is not None and node_a.tls is not None and node_b.ii_port and node_b.amqps_port
+        with pytest.raises(IIClientError, match="neighbour certificate refused: certificate valid for 365 days"):
+            await node_a.ii.client.post_capabilities(Neighbour(B, "127.0.0.1", node_b.ii_port, DOMAIN),
+                                                     CapabilitiesMessage(version="1.0", name=A, capabilities=[]))
+        federation = Federation(node_a.core, node_a.tls.client.current, A, min_backoff=0.05, max_certificate_days=100)
+        federation.pull("k", [RemoteEndpoint(B, "127.0.0.1", node_b.amqps_port, "any-source")])
+        [link] = federation.status["k"]
+        await wait_for(lambda: "IP_051" in (link.last_error or ""), "the federation link refused")
+        assert link.connects == 0 and not link.connected
+        assert not [c for c in node_b.server.connections if c.identity == A and c.links]  # nothing attached at B
+    finally:
+        if federation is not None:
+            await federation.close()
+        await node_a.close()
+        await node_b.close()
