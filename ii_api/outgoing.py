@@ -12,6 +12,11 @@ dispatched by ``match``, one short method each.
 The local subscriptions a key serves come from ``wanted()`` (the actors' subscriptions); when
 the state of a key changes, ``served_changed(ids)`` tells the service which local subscriptions
 to recompute (their status and endpoints show the outgoing ones, :meth:`views`).
+
+With multi-hop federation, route changes are make-before-break: the sans-I/O
+:class:`~ii_api.handover.RouteHandover` keeps a subscription whose wants moved to another
+neighbour until the new one is CREATED with its links connected plus an overlap; this object only
+tells it which runners are ready and plans again at the time it asks for.
 """
 from __future__ import annotations
 
@@ -28,8 +33,16 @@ from certs.revocation import Revocations
 from ii_api.client import IIClient, IIClientError
 from ii_api.doors import EventSink, ImportSink, MessageSink, NeighbourCapabilityView, NeighbourDirectory
 from ii_api.federation import Federation, RemoteEndpoint
+from ii_api.handover import RouteHandover
 from ii_api.imports import TargetedImport
-from ii_api.models import Capability, Endpoint, Subscription, SubscriptionRequest, SubscriptionRequestItem
+from ii_api.models import (
+    Capability,
+    Endpoint,
+    Subscription,
+    SubscriptionRequest,
+    SubscriptionRequestItem,
+    SubscriptionStatus,
+)
 from ii_api.store import AsyncStore
 from ii_api.store import OutgoingSubscription as StoredOutgoing
 from ii_api.subscriptions import (
@@ -88,6 +101,17 @@ class OutgoingRunner:
     def send(self, event: Callable[[float], list[Action]]) -> None:
         """Queue an event (a machine method taking ``now``); never blocks."""
         self._events.put_nowait(event)
+
+    @property
+    def ready(self) -> bool:
+        """CREATED at the neighbour and, unless a redirect, every federation link connected."""
+        m = self.machine
+        if m.phase is not Phase.ACTIVE or m.status is not SubscriptionStatus.CREATED:
+            return False
+        if not m.federates:
+            return True
+        links = self.links()
+        return bool(links) and all(link.connected for link in links)
 
     def view(self) -> OutgoingView:
         m = self.machine
@@ -240,7 +264,7 @@ class OutgoingSubscriptions:
                  wanted: Callable[[], list[LocalSubscriptionView]], sources: Callable[[Iterable[int]], list[str]],
                  imports: ImportSink, federation: FederationFactory,
                  served_changed: Callable[[Iterable[int]], Awaitable[None]], lock: asyncio.Lock,
-                 event: EventSink, plan: Planner = desired_outgoing) -> None:
+                 event: EventSink, plan: Planner = desired_outgoing, handover: RouteHandover | None = None) -> None:
         self.name = name
         self._rows = store.outgoing
         self._timing = timing
@@ -253,12 +277,15 @@ class OutgoingSubscriptions:
         self.federation = federation
         self._served_changed = served_changed
         self._plan = plan
+        self._handover = handover  #: make-before-break route changes (multi-hop); None: withdraw at once
+        self._replan: asyncio.Task[None] | None = None  #: the handover's next planning round
         self._lock = lock
         self.event = event
         self.closed = False
         self.active: dict[OutgoingKey, OutgoingRunner] = {}
         self.retiring: set[OutgoingRunner] = set()
         self.serves: dict[OutgoingKey, frozenset[int]] = {}  #: the local subscriptions each key serves
+        self._kept: set[OutgoingKey] = set()  #: old routes kept until their new ones are ready (logged once)
 
     def runners(self) -> list[OutgoingRunner]:
         """The active runners, in key order."""
@@ -303,9 +330,13 @@ class OutgoingSubscriptions:
         if self.closed:
             return
         wanted = self._wanted()
-        desired = self._plan(wanted, self._offered())
-        self.serves = desired
-        create, withdraw = plan_outgoing(desired, self.active)
+        offered = self._offered()
+        desired = self._plan(wanted, offered)
+        if self._handover is None:
+            self.serves = desired
+            create, withdraw = plan_outgoing(desired, self.active)
+        else:
+            create, withdraw = self._hand_over(desired, offered)
         for key in withdraw:
             runner = self.active.pop(key)
             self.retiring.add(runner)
@@ -318,6 +349,36 @@ class OutgoingSubscriptions:
             self.active[key] = runner
             runner.start()
         await self._served_changed([w.id for w in wanted])
+
+    def _hand_over(self, desired: dict[OutgoingKey, frozenset[int]],
+                   offered: Mapping[str, Any]) -> tuple[list[OutgoingKey], list[OutgoingKey]]:
+        """Make-before-break (:mod:`ii_api.handover`): (keys to request, keys to withdraw now)."""
+        assert self._handover is not None
+        loop = asyncio.get_running_loop()
+        active = {key: self.serves.get(key, frozenset()) for key in self.active}
+        plan = self._handover.plan(loop.time(), desired, active,
+                                   [k for k, r in self.active.items() if r.ready], offered.keys())
+        for key, waiting in plan.kept.items():
+            if key not in self._kept:
+                self.event("info", "ii_subscription_kept", {
+                    "neighbour": key.neighbour, "selector": key.selector,
+                    "until_ready": [{"neighbour": n.neighbour, "selector": n.selector} for n in sorted(waiting)]})
+        self._kept = set(plan.kept)
+        self.serves = plan.serves
+        if self._replan is not None:
+            self._replan.cancel()
+            self._replan = None
+        if plan.wake_at is not None:
+            self._replan = loop.create_task(self._plan_again(plan.wake_at), name="ii-outgoing-handover")
+        return plan.create, plan.withdraw
+
+    async def _plan_again(self, at: float) -> None:
+        """Plan again at ``at`` (a handover's overlap ends, or a new route may be ready by then)."""
+        await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time()))
+        async with self._lock:
+            if self._replan is asyncio.current_task():
+                self._replan = None
+            await self.reconcile()
 
     async def find_unclaimed(self, key: OutgoingKey) -> Subscription | None:
         """A subscription of ours at the neighbour with this selector and consumer that no row of ours
@@ -370,6 +431,8 @@ class OutgoingSubscriptions:
         self.closed = True
         runners = [*self.active.values(), *self.retiring]
         tasks = self.tasks()
+        if self._replan is not None:
+            tasks.append(self._replan)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -62,6 +62,7 @@ from ii_api.discovery import Discovery, DiscoveryResult, Neighbour, normalise_na
 from ii_api.doors import AddressBookDoor, EventSink, ImportSink, MessageSink
 from ii_api.errors import BadRequest
 from ii_api.federation import Federation
+from ii_api.handover import RouteHandover
 from ii_api.incoming import IncomingSubscriptions
 from ii_api.local_actors import ActorCapabilities, ActorDeliveries, ActorSubscriptions
 from ii_api.matching import CapabilityMatcher
@@ -124,7 +125,9 @@ class IIService:
             name=self.name, store=store, timing=timing, client=self.client, neighbours=self.neighbours_dir,
             offers=self.neighbour_caps, wanted=self._wanted, sources=self._sources, imports=core,
             federation=self._federation, served_changed=self._outgoing_changed, lock=lock, event=event_sink,
-            plan=desired_routes if config.multihop.enabled else desired_outgoing)
+            plan=desired_routes if config.multihop.enabled else desired_outgoing,
+            handover=RouteHandover(config.multihop.handover_overlap_s, config.multihop.handover_timeout_s)
+            if config.multihop.enabled else None)
         self.pushes = CapabilityPushes(config=config, client=self.client, neighbours=self.neighbours_dir,
                                        message=self.capabilities_message, answered=self._capabilities_answered,
                                        event=event_sink)

@@ -10,10 +10,17 @@ records gone) breaks nothing for the others.
 
 A line at hop limit 2 stops A's data after two hops: D is never offered it and gets nothing.
 
+Route changes are make-before-break (:mod:`ii_api.handover`, duplicates dropped at import by
+:mod:`interchange.broker.import_duplicates`): on the ring, with A and C publishing every few
+milliseconds while the link C-A comes back and their data moves from the way round B to the
+direct link, every subscriber gets every message exactly once.
+
 Each test shares its nodes between its phases (a node start costs seconds)."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +32,7 @@ from proton import Message
 from certs import TestPki
 from dns_fixtures import DnsmasqServer
 from harness import D
-from ii_harness import A, B, C, Consumer, denm_message, publish
+from ii_harness import A, B, C, Consumer, amqp_connect, denm_message, publish
 from interchange.broker.hop_trace import LIMIT_KEY
 from multihop_harness import MultihopFederation, running, trace_of
 
@@ -34,6 +41,7 @@ ACTORS = {A: ("actor-a", "NO00001", "NO"), B: ("actor-b", "SE00001", "SE"), C: (
           D: ("actor-d", "FI00001", "FI")}
 PER_PUBLISHER = 5
 QUIET_S = 1.0  #: how long a subscriber must see nothing more after its last expected message
+PERIOD_S = 0.005  #: a continuous publisher's pause between two messages
 
 
 @dataclass
@@ -108,6 +116,62 @@ async def ring(pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer) -> AsyncIte
     links = [(A, B), (B, C), (C, A)]
     async with running(pki, tmp_path, dnsmasq, links, _on(links, hop_limit=4)) as federation:
         yield federation
+
+
+def _publish_until(f: MultihopFederation, site: Site, stop: threading.Event, tag: str, sent: list[bytes]) -> None:
+    """``site``'s actor publishes a DENM every :data:`PERIOD_S` until ``stop``, appending each body
+    to ``sent`` once accepted (a refusal raises)."""
+    actor, publisher, country = ACTORS[site.node]
+    connection = amqp_connect(f.pki, actor, f.nodes[site.node].amqps_port, site.node)
+    try:
+        sender = connection.create_sender(site.target)
+        while not stop.is_set():
+            body = f"{tag}:{site.node}:{len(sent)}".encode()
+            sender.send(denm_message(publisher, body=body, country=country))
+            sent.append(body)
+            time.sleep(PERIOD_S)
+    finally:
+        connection.close()
+
+
+def _drain(consumer: Consumer) -> list[bytes]:
+    """Every body the consumer gets until nothing more comes for :data:`QUIET_S`."""
+    bodies = []
+    while (message := consumer.receive(QUIET_S)) is not None:
+        bodies.append(bytes(message.body))
+    return bodies
+
+
+async def test_ring_route_change_under_load_loses_and_duplicates_nothing(ring: MultihopFederation) -> None:
+    f = ring
+    sites = await _sites(f, {A, C})
+    await f.relink([(A, B), (B, C)])  # the link C-A cut: A's and C's data go round B
+    await f.wait_settled({A: {B: 1}, B: {A: 1, C: 1}, C: {B: 1}})
+    stop = threading.Event()
+    sent: dict[str, list[bytes]] = {A: [], C: []}
+    publishing = asyncio.gather(*(asyncio.to_thread(_publish_until, f, sites[n], stop, "move", sent[n]) for n in sent))
+    try:
+        await asyncio.sleep(0.5)
+        await f.relink([(A, B), (B, C), (C, A)])  # the link comes back: A and C move to it
+        at_relink = {n: len(bodies) for n, bodies in sent.items()}
+        # Settled: the routes round B withdrawn (kept until the direct ones were ready for the
+        # overlap). B publishes nothing: nobody subscribes at B any more.
+        await f.wait_settled({A: {C: 1}, B: {A: 1, C: 1}, C: {A: 1}})
+        during = {n: len(bodies) - at_relink[n] for n, bodies in sent.items()}
+        await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        await publishing
+    got = dict(zip(sites, await asyncio.gather(*(asyncio.to_thread(_drain, s.consumer) for s in sites.values()))))
+    expected = sorted(sent[A] + sent[C])
+    report = {n: {"published": len(expected), "lost": len(set(expected) - set(bodies)),
+                  "duplicated": len(bodies) - len(set(bodies))} for n, bodies in got.items()}
+    dropped = {n: node.core.observer.duplicate_dropped_count for n, node in f.nodes.items()}
+    print(f"route change under load: {report}; published during the switch {during}; "
+          f"duplicate copies dropped at import {dropped}")
+    assert all(count > 10 for count in during.values()), during  # the switch happened under load
+    assert all(sorted(bodies) == expected for bodies in got.values()), report
+    assert f.hop_drops() == {n: {"loop": 0, "hop_limit": 0} for n in f.nodes}  # nothing came round
 
 
 @pytest.fixture
