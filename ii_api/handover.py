@@ -4,7 +4,7 @@ With multi-hop federation a want (a local subscription, or a neighbour's subscri
 wants re-exported data) is served over the shortest route (:func:`ii_api.multihop.desired_routes`),
 so when routes change it moves from a subscription at one neighbour to a subscription at another.
 Withdrawing the old one when the new one is requested (break-before-make) loses what is published
-during the switch (measured on the ring: 2 of 166 messages). :class:`RouteHandover` plans it the
+during the switch (on the ring: 2-21 of 157-231 per subscriber). :class:`RouteHandover` plans it the
 other way round: an old subscription whose wants moved stays, and keeps feeding the local sources
 it fed, until every new subscription those wants moved to is CREATED with its federation links
 connected (*ready*) and has been so for ``overlap_s`` (messages the new source buffered before its
