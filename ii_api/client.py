@@ -65,6 +65,16 @@ def join_path(base_path: str, path: str) -> str:
     return f"{base_path.rstrip('/')}/{path}"
 
 
+def _same_capabilities(last: WireModel, body: WireModel) -> bool:
+    """Whether two capabilities messages hold the very same capability objects (kept alive by the
+    cache, so identity means equality) and the same other properties."""
+    if not (isinstance(last, CapabilitiesMessage) and isinstance(body, CapabilitiesMessage)):
+        return False
+    return ((last.name, last.version, last.model_extra) == (body.name, body.version, body.model_extra)
+            and len(last.capabilities) == len(body.capabilities)
+            and all(a is b for a, b in zip(last.capabilities, body.capabilities)))
+
+
 def _encode(body: WireModel) -> bytes:
     return json.dumps(body.to_json(), separators=(",", ":")).encode()
 
@@ -79,6 +89,18 @@ class IIClient:
         self._base = base_path.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
+        self._last: tuple[WireModel, bytes] | None = None  #: the last capabilities message sent, encoded
+
+    async def _encoded(self, body: WireModel) -> bytes:
+        """``body`` as JSON bytes, encoded off the loop; a capabilities message made of the same
+        capability objects as the last one is not encoded again (pushes retried every second to a
+        neighbour that is down encoded thousands of capabilities each time)."""
+        if self._last is not None and _same_capabilities(self._last[0], body):
+            return self._last[1]
+        payload = await asyncio.to_thread(_encode, body)
+        if isinstance(body, CapabilitiesMessage):
+            self._last = (body, payload)
+        return payload
 
     def _url(self, peer: Peer, path: str) -> str:
         host = f"[{peer.host}]" if ":" in peer.host else peer.host
@@ -91,7 +113,7 @@ class IIClient:
         url = self._url(peer, path)
         try:
             # Encoding thousands of capabilities takes a good part of a second: off the loop (issue 10).
-            payload = None if body is None else await asyncio.to_thread(_encode, body)
+            payload = None if body is None else await self._encoded(body)
             headers = None if payload is None else {"Content-Type": "application/json"}
             async with self._session.request(method, url, data=payload, headers=headers,
                                              ssl=self._context(), server_hostname=peer.name) as response:

@@ -20,7 +20,8 @@ from ii_api.config import IIConfig
 from ii_api.doors import EventSink, LocalCapabilityView, NeighbourDirectory
 from ii_api.reexport import Reexport
 from ii_api.errors import NotFound
-from ii_api.off_loop import off_loop
+from ii_api.policy import SubscriptionPolicy
+from ii_api.slices import Steps, in_slices
 from ii_api.models import (
     Capability,
     Endpoint,
@@ -37,19 +38,33 @@ from interchange.broker.addresses import Scope, SourceSpec
 #: Prefix of the broker sources made for neighbours' subscriptions (the II's addresses start "ii-";
 #: config-file addresses must not).
 NEIGHBOUR_SOURCE_PREFIX = "ii-sub-"
+_CHUNK = 256  #: capabilities matched against one subscription between turns of the loop
 
 
-def _to_resubscribe(rows: list[IncomingSubscription], capabilities: list[Capability],
-                    check: Callable[[], None]) -> list[IncomingSubscription]:
-    """The subscriptions that ``capabilities`` make RESUBSCRIBE (pure, run off the event loop)."""
+def _to_resubscribe(rows: list[IncomingSubscription], capabilities: list[Capability]) -> Steps[list[IncomingSubscription]]:
+    """The subscriptions that ``capabilities`` make RESUBSCRIBE (yields between checks). The
+    capabilities go in chunks: one chunk granting something new is enough."""
     found = []
+    chunks = [capabilities[i:i + _CHUNK] for i in range(0, len(capabilities), _CHUNK)]
     for row in rows:
-        check()
-        new = recheck_incoming(SubscriptionStatus(row.status), frozenset(row.granted or ()), row.selector,
-                               row.consumer_common_name, row.owner_cn, capabilities)
-        if new is SubscriptionStatus.RESUBSCRIBE:
-            found.append(row)
+        for chunk in chunks:
+            yield
+            new = recheck_incoming(SubscriptionStatus(row.status), frozenset(row.granted or ()), row.selector,
+                                   row.consumer_common_name, row.owner_cn, chunk)
+            if new is SubscriptionStatus.RESUBSCRIBE:
+                found.append(row)
+                break
     return found
+
+
+def _decisions(name: str, request: SubscriptionRequest, capabilities: list[Capability], policy: SubscriptionPolicy,
+               existing: int, own_name: str) -> Steps[list[IncomingDecision]]:
+    decisions = []
+    for index, item in enumerate(request.subscriptions):
+        yield
+        decisions.append(decide_incoming(item.selector, item.consumerCommonName, name, capabilities, policy,
+                                         existing=existing + index, own_name=own_name))
+    return decisions
 
 
 class IncomingSubscriptions:
@@ -113,26 +128,22 @@ class IncomingSubscriptions:
         self._event("warning", "ii_source_failed", {"neighbour": row.owner_cn, "id": row.id, "error": error})
         return await self._rows.update(row.id, status=SubscriptionStatus.ERROR.value, endpoints=[], error=error)
 
-    def _decide(self, name: str, request: SubscriptionRequest,
-                existing: int) -> list[tuple[str, IncomingDecision, str | None]]:
-        """(selector, decision, source address if CREATED) for each requested subscription."""
+    async def _decide(self, name: str, request: SubscriptionRequest,
+                      existing: int) -> list[tuple[str, IncomingDecision, str | None]]:
+        """(selector, decision, source address if CREATED) for each requested subscription; the
+        decisions (selectors against every capability) are made in slices (issue 10)."""
         capabilities = self._capabilities.all() if self._reexport is None else self._reexport.offered_to(name)
-        decisions = []
-        for item in request.subscriptions:
-            decision = decide_incoming(item.selector, item.consumerCommonName, name, capabilities,
-                                       self._config.policy, existing=existing, own_name=self._name)
-            address = (self._broker.new_address(NEIGHBOUR_SOURCE_PREFIX)
-                       if decision.status is SubscriptionStatus.CREATED else None)
-            decisions.append((item.selector, decision, address))
-            existing += 1
-        return decisions
+        decided = await in_slices(_decisions(name, request, capabilities, self._config.policy, existing, self._name))
+        return [(item.selector, decision, self._broker.new_address(NEIGHBOUR_SOURCE_PREFIX)
+                 if decision.status is SubscriptionStatus.CREATED else None)
+                for item, decision in zip(request.subscriptions, decided)]
 
     async def receive_subscriptions(self, cn: str, request: SubscriptionRequest) -> SubscriptionResponse:
         """IP_078/097/134: decide each requested subscription, create the sources, answer (202).
         All rows are written in one transaction before the sources are made."""
         name = self._neighbours.require(cn, request.name)
         async with self._lock:
-            decisions = self._decide(name, request, len(await self._rows.list(name)))
+            decisions = await self._decide(name, request, len(await self._rows.list(name)))
 
             def write(table: Table[IncomingSubscription]) -> list[IncomingSubscription]:
                 rows = []
@@ -148,6 +159,7 @@ class IncomingSubscriptions:
             for index, (row, (selector, decision, address)) in enumerate(zip(list(rows), decisions)):
                 if address is not None:
                     rows[index] = await self._open_source(row)
+                    await asyncio.sleep(0)  # each source compiles its selector: the loop gets a turn between
                 self._event("info", "ii_subscription_received",
                             {"neighbour": name, "id": row.id, "selector": selector, "consumer": decision.consumer,
                              "status": decision.status.value, "error": decision.error})
@@ -199,10 +211,10 @@ class IncomingSubscriptions:
         """RESUBSCRIBE where a new capability is relevant (caller holds the lock).
 
         ``added``: the capabilities just registered (only they can widen a grant); None: all of
-        ours (after a restart). The matching runs off the event loop (issue 10)."""
+        ours (after a restart). The matching runs in slices (issue 10)."""
         capabilities = self._capabilities.all() if added is None else added
         rows = await self._rows.list()
-        for row in await off_loop(lambda check: _to_resubscribe(rows, capabilities, check)):
+        for row in await in_slices(_to_resubscribe(rows, capabilities)):
             await self._rows.update(row.id, status=SubscriptionStatus.RESUBSCRIBE.value, error=None)
             self._event("info", "ii_subscription_resubscribe", {"neighbour": row.owner_cn, "id": row.id})
 

@@ -22,7 +22,7 @@ from ii_api.config import IIConfig
 from ii_api.doors import EventSink, LocalCapabilityView
 from ii_api.errors import BadRequest, Conflict, NotFound
 from ii_api.matching import CapabilityMatcher
-from ii_api.off_loop import off_loop
+from ii_api.slices import Steps, in_slices
 from ii_api.models import (
     Capability,
     DeliveriesRequest,
@@ -190,16 +190,22 @@ _Coverage = tuple[str, "int | None"]  #: a delivery target's selector and shard 
 _REFRESHED = (DeliveryStatus.CREATED.value, DeliveryStatus.NO_OVERLAP.value)
 
 
-def _covers_any(selector: str, capabilities: Iterable[Capability]) -> bool:
+def _matching(selector: str, capabilities: Iterable[Capability]) -> Steps[list[Capability]]:
+    """The capabilities ``selector`` covers (yields between capabilities)."""
     matcher = CapabilityMatcher(selector)
-    return any(matcher.matches(c.application, c.metadata, domains=c.domains) for c in capabilities)
+    covered = []
+    for index, capability in enumerate(capabilities):
+        if matcher.matches(capability.application, capability.metadata, domains=capability.domains):
+            covered.append(capability)
+        if index % 64 == 63:
+            yield
+    return covered
 
 
-def _coverage(selector: str, capabilities: Iterable[Capability]) -> _Coverage | None:
+def _coverage(selector: str, capabilities: Iterable[Capability]) -> Steps[_Coverage | None]:
     """The target of a delivery: the messages that fit the capabilities its selector covers (None:
-    it covers none). Pure, run off the event loop."""
-    matcher = CapabilityMatcher(selector)
-    covered = [c for c in capabilities if matcher.matches(c.application, c.metadata, domains=c.domains)]
+    it covers none)."""
+    covered = yield from _matching(selector, capabilities)
     if not covered:
         return None
     shard_counts = {c.metadata.shardCount for c in covered}
@@ -208,29 +214,29 @@ def _coverage(selector: str, capabilities: Iterable[Capability]) -> _Coverage | 
 
 
 def _refreshed_coverage(rows: list[StoredDelivery], capabilities: Mapping[str, list[Capability]],
-                        touched: list[Capability] | None,
-                        check: Callable[[], None]) -> list[tuple[StoredDelivery, _Coverage | None]]:
+                        touched: list[Capability] | None) -> Steps[list[tuple[StoredDelivery, _Coverage | None]]]:
     """The deliveries to rebuild, with their new coverage: those CREATED or NO_OVERLAP whose
     selector covers one of ``touched`` (all of them with None)."""
     planned = []
     for row in rows:
-        check()
+        yield
         if row.status not in _REFRESHED:
             continue
-        if touched is not None and not _covers_any(row.selector, touched):
+        everything = capabilities.get(row.actor_cn, [])
+        # Checking the touched ones first pays when they are few of the actor's capabilities.
+        if touched is not None and 2 * len(touched) < len(everything) and not (yield from _matching(row.selector, touched)):
             continue
-        planned.append((row, _coverage(row.selector, capabilities.get(row.actor_cn, []))))
+        planned.append((row, (yield from _coverage(row.selector, everything))))
     return planned
 
 
-def _new_coverage(selectors: list[str], capabilities: list[Capability],
-                  check: Callable[[], None]) -> list[tuple[str | None, _Coverage | None]]:
+def _new_coverage(selectors: list[str], capabilities: list[Capability]) -> Steps[list[tuple[str | None, _Coverage | None]]]:
     """(NOT_VALID reason, coverage) of each requested delivery selector."""
     answers: list[tuple[str | None, _Coverage | None]] = []
     for selector in selectors:
-        check()
+        yield
         compiled, problem = compile_selector(selector)
-        answers.append((problem, None) if compiled is None else (None, _coverage(selector, capabilities)))
+        answers.append((problem, None) if compiled is None else (None, (yield from _coverage(selector, capabilities))))
     return answers
 
 
@@ -260,11 +266,11 @@ class ActorDeliveries:
         capabilities (caller holds the lock).
 
         ``touched``: the capabilities just added or removed; a delivery whose selector covers none
-        of them keeps its target as it is. The matching runs off the event loop (issue 10:
-        recomputing every delivery against thousands of capabilities on it stalled the broker)."""
+        of them keeps its target as it is. The matching runs in slices (issue 10: recomputing
+        every delivery against thousands of capabilities in one go stalled the broker)."""
         rows = await self._rows.list(actor)
         capabilities = {cn: self._capabilities.of_actor(cn) for cn in {r.actor_cn for r in rows}}
-        planned = await off_loop(lambda check: _refreshed_coverage(rows, capabilities, touched, check))
+        planned = await in_slices(_refreshed_coverage(rows, capabilities, touched))
         for row, coverage in planned:
             await self._apply(row, coverage)
             await asyncio.sleep(0)  # the loop gets a turn between targets
@@ -295,7 +301,7 @@ class ActorDeliveries:
         """(selector, status, target address, error, target) of each requested delivery."""
         capabilities = self._capabilities.of_actor(actor)
         selectors = [item.selector for item in request.deliveries]
-        coverages = await off_loop(lambda check: _new_coverage(selectors, capabilities, check))
+        coverages = await in_slices(_new_coverage(selectors, capabilities))
         planned: list[_Planned] = []
         for selector, (problem, coverage) in zip(selectors, coverages):
             if problem is not None:
@@ -324,6 +330,7 @@ class ActorDeliveries:
             for index, (row, (_, _, _, _, spec)) in enumerate(zip(list(rows), planned)):
                 if spec is not None and (error := self._broker.open_target(spec)) is not None:
                     rows[index] = await self._rows.update(row.id, status=DeliveryStatus.ERROR.value, error=error)
+                await asyncio.sleep(0)  # each target compiles its selector: the loop gets a turn between
                 self._event("info", "ii_delivery_created", {"actor": actor, "id": row.id,
                                                             "status": rows[index].status,
                                                             "target": row.target_address})

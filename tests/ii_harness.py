@@ -95,11 +95,11 @@ async def wait_for(predicate: Callable[[], Awaitable[T] | T], what: str, timeout
 class Https:
     """An HTTPS client with one certificate of the test PKI, talking to one node's II."""
 
-    def __init__(self, pki: TestPki, cn: str, node: RunningNode) -> None:
+    def __init__(self, pki: TestPki, cn: str, node: RunningNode, *, timeout_s: float = WAIT_S) -> None:
         self.cn = cn
         self.node = node
         self._context = client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False))
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WAIT_S))
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
 
     @property
     def base(self) -> str:
