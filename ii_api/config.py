@@ -18,6 +18,14 @@ Example (TOML)::
     [ii.limits]                    # bounds per request (413 beyond)
     capabilities_per_request = 5000
 
+    [ii.actors]                    # local actors' agreements (IP_068), see ii_api/actor_policy.py
+    default = "deny"
+    [[ii.actors.rules]]
+    cn = "tlex-bridge.operator.no"
+    publish_message_types = ["SPATEM", "MAPEM"]
+    publisher_ids = ["NO00001"]
+    subscribe_message_types = ["SREM"]
+
     [ii.policy]                    # ILLEGAL rules, see ii_api/policy.py
     max_selector_length = 2000
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ii_api.actor_policy import ActorPolicy
 from ii_api.discovery import DiscoveryConfig
 from ii_api.policy import SubscriptionPolicy
 from interchange.broker.hop_trace import DEFAULT_HOP_LIMIT, MAX_HOP_LIMIT
@@ -112,6 +121,8 @@ class IIConfig(BaseModel):
     federation_backoff_s: float = Field(default=0.5, gt=0, le=60, description="first reconnect of a data link")
     limits: RequestLimits = Field(default_factory=RequestLimits)
     policy: SubscriptionPolicy = Field(default_factory=SubscriptionPolicy)
+    actors: ActorPolicy | None = Field(default=None, description="what each local actor may publish and subscribe "
+                                       "to (IP_068 bilateral agreement); None: everything, logged at start-up")
     multihop: MultihopConfig = Field(default_factory=MultihopConfig)
 
     @field_validator("base_path")

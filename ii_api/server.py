@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from certs.errors import PeerIdentityError
 from certs.tls import peer_common_name
+from ii_api.actor_policy import ActorPolicy, Refusal
 from ii_api.config import RequestLimits
 from ii_api.errors import Forbidden, IIError, NotFound, TooLarge, validation_error_body
 from ii_api.models import (
@@ -178,14 +179,25 @@ class IIServer:
             raise Forbidden(str(exc)) from None
 
     def _actor(self, request: web.Request) -> str:
-        """The local actor calling: the path name must be its CN; interchanges are refused."""
+        """The local actor calling: the path name must be its CN; interchanges are refused, and
+        actors the actor policy does not name (IP_068)."""
         cn = self.peer_cn(request)
         name = request.match_info["name"]
         if name != cn:
             raise Forbidden(f"the path names {name!r} but the client certificate is {cn!r}")
         if self.service.is_neighbour(cn):
             raise Forbidden(f"{cn!r} is an interchange: use the II endpoints")
+        self._authorize(request, cn, lambda policy: policy.check_actor(cn))
         return cn
+
+    def _authorize(self, request: web.Request, cn: str, check: Callable[[ActorPolicy], Refusal | None]) -> None:
+        """403 (and a log entry) when the actor policy refuses; no policy configured: allowed."""
+        policy = self.service.config.actors
+        refusal = check(policy) if policy is not None else None
+        if refusal is not None:
+            self.service.event("warning", "ii_actor_refused", {"actor": cn, "operation": f"{request.method} "
+                               f"{request.path}", "reason": refusal.reason, "field": refusal.field})
+            raise Forbidden(refusal.reason, refusal.field)
 
     def _caller(self, request: web.Request) -> tuple[str, bool]:
         """(CN, is an interchange) for the endpoints serving both; the path name must be the CN."""
@@ -275,6 +287,7 @@ class IIServer:
         actor = self._actor(request)
         body = await self._capabilities_body(request, LocalCapabilitiesRequest)
         self._check_body_name(body.name, actor)
+        self._authorize(request, actor, lambda policy: policy.check_capabilities(actor, body.capabilities))
         return await _json(await self.service.actor_capabilities.add_capabilities(actor, body))
 
     async def list_actor_capabilities(self, request: web.Request) -> web.Response:
@@ -292,6 +305,7 @@ class IIServer:
         body = await self._body(request, DeliveriesRequest)
         self._check_body_name(body.name, actor)
         self._count(body.deliveries, "deliveries", self.limits.subscriptions_per_request)
+        self._authorize(request, actor, lambda policy: policy.check_publisher(actor))
         return await _json(await self.service.deliveries.add_deliveries(actor, body))
 
     async def list_deliveries(self, request: web.Request) -> web.Response:
@@ -309,6 +323,8 @@ class IIServer:
         body = await self._body(request, LocalSubscriptionsRequest)
         self._check_body_name(body.name, actor)
         self._count(body.subscriptions, "subscriptions", self.limits.subscriptions_per_request)
+        selectors = [item.selector for item in body.subscriptions]
+        self._authorize(request, actor, lambda policy: policy.check_subscriptions(actor, selectors))
         return await _json(await self.service.actor_subscriptions.add_local_subscriptions(actor, body))
 
     async def network_capabilities(self, request: web.Request) -> web.Response:

@@ -147,6 +147,9 @@ class IIService:
                 discovery_config = discovery_config.model_copy(update={"own_name": self.name})
             self._discovery = Discovery(discovery_config, on_result=self._on_discovery)
             self.spawn(self._discovery.run_periodically(), "ii-discovery")
+        if self.config.actors is None:
+            self.event("warning", "ii_actor_policy_open", {"reason": "no [ii.actors] section: every certificate "
+                       "of the trust chain that is not a neighbour may act as a local actor (IP_068)"})
         self.event("info", "ii_started", {"neighbours": self.neighbours_dir.names(),
                                           "local_capabilities": len(self.actor_capabilities),
                                           "local_subscriptions": len(self.actor_subscriptions),

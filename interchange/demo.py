@@ -74,7 +74,11 @@ def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqp
             "ii": {"host": "127.0.0.1", "port": ii_ports[name], "public_host": "127.0.0.1",
                    "retry_min_s": 0.1, "retry_max_s": 2.0,
                    "discovery": {"dns_server": "127.0.0.1", "dns_port": dns_port, "domains": [DOMAIN],
-                                 "interval_s": 60}},
+                                 "interval_s": 60},
+                   # IP_068: what the demo's actors may do, and nobody else (issue 10)
+                   "actors": {"default": "deny", "rules": [
+                       {"cn": PUBLISHER, "publish_message_types": ["DENM", "IVIM"], "publisher_ids": ["NL00001"]},
+                       {"cn": CONSUMER, "subscribe_message_types": ["DENM"]}]}},
         }
         home.mkdir(parents=True, exist_ok=True)
         paths[name] = home / "node.json"
