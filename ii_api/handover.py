@@ -21,8 +21,8 @@ and the overlap covers that too (it is one more request/answer there, millisecon
 
 :meth:`RouteHandover.plan` takes the wanted subscriptions, the active ones, which of those are ready
 and ``now``; it returns what to request, what to withdraw, what each subscription serves meanwhile,
-and when to plan again (the end of an overlap or a timeout, or soon while a new route it waits for
-is not ready yet: readiness of links is looked at, not announced).
+and when to plan again: at the end of an overlap or a timeout, or as soon as one of the new routes
+it waits for is ready (readiness of links is looked at by the caller, a cheap check, not announced).
 """
 from __future__ import annotations
 
@@ -43,15 +43,15 @@ class RoutePlan:
     serves: dict[OutgoingKey, frozenset[int]]  #: the wanted ones and the old routes kept, with the wants they feed
     kept: dict[OutgoingKey, frozenset[OutgoingKey]]  #: old route -> the new ones it waits for
     wake_at: float | None  #: plan again then (None: only when something changes)
+    not_ready: frozenset[OutgoingKey] = frozenset()  #: plan again as soon as one of these is ready
 
 
 class RouteHandover:
     """The make-before-break state: since when each subscription is ready, and each old route kept."""
 
-    def __init__(self, overlap_s: float = 0.5, timeout_s: float = 30.0, poll_s: float = 0.05) -> None:
+    def __init__(self, overlap_s: float = 0.5, timeout_s: float = 30.0) -> None:
         self.overlap_s = overlap_s
         self.timeout_s = timeout_s
-        self.poll_s = poll_s  #: how soon to look again while a new route is not ready
         self._ready_since: dict[OutgoingKey, float] = {}
         self._kept_since: dict[OutgoingKey, float] = {}
 
@@ -73,15 +73,17 @@ class RouteHandover:
             since = self._kept_since.setdefault(key, now)
             if key.neighbour in reachable and waiting and now < since + self.timeout_s:
                 kept[key], feeds[key] = waiting, still
-                wakes += [since + self.timeout_s, *(self._wake(n, now) for n in waiting)]
+                wakes += [since + self.timeout_s, *(self._ready_since[n] + self.overlap_s
+                                                    for n in waiting if n in self._ready_since)]
             else:
                 withdraw.append(key)
                 del self._kept_since[key]
         for key in list(self._kept_since):
             if key not in kept:
                 del self._kept_since[key]  # wanted again (or gone): no longer kept
+        not_ready = frozenset(n for waiting in kept.values() for n in waiting if n not in self._ready_since)
         return RoutePlan(sorted(k for k in desired if k not in active), withdraw, {**desired, **feeds}, kept,
-                         min(wakes) if wakes else None)
+                         min(wakes) if wakes else None, not_ready)
 
     def _note_ready(self, now: float, active: Collection[OutgoingKey], ready: Collection[OutgoingKey]) -> None:
         for key in list(self._ready_since):
@@ -95,7 +97,3 @@ class RouteHandover:
         """Ready for the whole overlap."""
         since = self._ready_since.get(key)
         return since is not None and now >= since + self.overlap_s
-
-    def _wake(self, key: OutgoingKey, now: float) -> float:
-        since = self._ready_since.get(key)
-        return now + self.poll_s if since is None else since + self.overlap_s

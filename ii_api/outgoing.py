@@ -68,6 +68,8 @@ from ii_api.subscriptions import (
 
 log = logging.getLogger(__name__)
 
+READY_CHECK_S = 0.02  #: during a handover: how often the new route's readiness is looked at (a flag, cheap)
+
 FederationFactory = Callable[[MessageSink], Federation]
 """A new :class:`Federation` whose links hand their messages to the given sink."""
 
@@ -368,13 +370,19 @@ class OutgoingSubscriptions:
         if self._replan is not None:
             self._replan.cancel()
             self._replan = None
-        if plan.wake_at is not None:
-            self._replan = loop.create_task(self._plan_again(plan.wake_at), name="ii-outgoing-handover")
+        if plan.wake_at is not None or plan.not_ready:
+            self._replan = loop.create_task(self._plan_again(plan.wake_at, plan.not_ready),
+                                            name="ii-outgoing-handover")
         return plan.create, plan.withdraw
 
-    async def _plan_again(self, at: float) -> None:
-        """Plan again at ``at`` (a handover's overlap ends, or a new route may be ready by then)."""
-        await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time()))
+    async def _plan_again(self, at: float | None, not_ready: frozenset[OutgoingKey]) -> None:
+        """Plan again at ``at`` (a handover's overlap ends, or it times out) or as soon as one of the
+        ``not_ready`` subscriptions is ready (looked at every :data:`READY_CHECK_S`)."""
+        loop = asyncio.get_running_loop()
+        deadline = float("inf") if at is None else at
+        while loop.time() < deadline and not any(
+                (runner := self.active.get(key)) is not None and runner.ready for key in not_ready):
+            await asyncio.sleep(min(READY_CHECK_S, deadline - loop.time()))
         async with self._lock:
             if self._replan is asyncio.current_task():
                 self._replan = None

@@ -38,16 +38,17 @@ def test_the_routes_move_as_on_the_ring() -> None:
 
 def test_old_route_stays_until_the_new_one_is_ready_for_the_overlap() -> None:
     before, at_b, at_a = _keys()
-    handover = RouteHandover(overlap_s=0.5, timeout_s=30.0, poll_s=0.05)
+    handover = RouteHandover(overlap_s=0.5, timeout_s=30.0)
     plan = handover.plan(10.0, BOTH, {before: frozenset({1})}, [before], REACHABLE)
     assert plan.create == sorted([at_a, at_b]) and plan.withdraw == []
     assert plan.kept == {before: frozenset({at_a, at_b})}
     assert plan.serves == {at_a: frozenset({1}), at_b: frozenset({1}), before: frozenset({1})}  # all feed C's source
-    assert plan.wake_at == approx(10.05)  # look again soon: the new ones are not ready yet
+    assert plan.not_ready == {at_a, at_b} and plan.wake_at == approx(40.0)  # when one is ready, or the timeout
 
     requested = {before: frozenset({1}), at_a: frozenset({1}), at_b: frozenset({1})}
     plan = handover.plan(10.3, BOTH, requested, [before, at_b], REACHABLE)  # at A: CREATED, link not yet up
     assert plan.withdraw == [] and plan.create == [] and plan.kept == {before: frozenset({at_a, at_b})}
+    assert plan.not_ready == {at_a} and plan.wake_at == approx(10.8)
     plan = handover.plan(10.4, BOTH, requested, [before, at_a, at_b], REACHABLE)  # both ready now
     assert plan.withdraw == [] and plan.wake_at == approx(10.8)  # the overlap of the one at B ends first
     plan = handover.plan(10.8, BOTH, requested, [before, at_a, at_b], REACHABLE)
@@ -87,7 +88,7 @@ def test_a_new_route_that_never_gets_ready_ends_the_wait_after_the_timeout() -> 
     handover = RouteHandover(overlap_s=0.5, timeout_s=5.0)
     requested = {before: frozenset({1}), at_a: frozenset({1}), at_b: frozenset({1})}
     plan = handover.plan(0.0, BOTH, requested, [before, at_b], REACHABLE)  # A refuses, say
-    assert plan.withdraw == [] and plan.wake_at == approx(0.05)
+    assert plan.withdraw == [] and plan.not_ready == {at_a} and plan.wake_at == approx(0.5)  # at B settled
     assert handover.plan(4.9, BOTH, requested, [before, at_b], REACHABLE).withdraw == []
     assert handover.plan(5.0, BOTH, requested, [before, at_b], REACHABLE).withdraw == [before]
 
