@@ -4,6 +4,9 @@ route (a different hop trace, the same bare message, IP_014/015) from a source t
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from proton import symbol
 
@@ -17,6 +20,7 @@ from interchange.broker.observer import BrokerObserver
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.broker.ttl_policy import TtlPolicy
+from interchange.message_log import JsonLog
 
 A, B, C = "a.interchange.test", "b.interchange.test", "c.interchange.test"
 NOW = 1_000_000
@@ -57,11 +61,11 @@ def test_digest_covers_the_bare_message_only() -> None:
     assert bare_digest(other_id.encode()) != bare_digest(raw)  # so do the properties
 
 
-def _core(duplicates: ImportDuplicates | None) -> BrokerCore:
+def _core(duplicates: ImportDuplicates | None, log: JsonLog | None = None) -> BrokerCore:
     """Node B with multi-hop on: two local sources taking imported data."""
     addresses = AddressBook()
     addresses.load([], [SourceSpec(address=a, consumers=frozenset({"actor"}), scope=Scope.ALL) for a in ("s1", "s2")])
-    return BrokerCore(addresses, Admission(TtlPolicy(), accelerated=False), BrokerObserver(),
+    return BrokerCore(addresses, Admission(TtlPolicy(), accelerated=False), BrokerObserver(log),
                       clock_ms=lambda: NOW, hops=HopGuard(B, stamp=True), duplicates=duplicates)
 
 
@@ -73,9 +77,15 @@ def _over_two_routes(core: BrokerCore) -> None:
     core.publish_imported(over_c, C, only=["s1", "s2"])
 
 
-def test_second_copy_over_another_route_is_kept_from_the_source_that_had_it() -> None:
-    core = _core(ImportDuplicates(window_ms=10_000))
+def test_second_copy_over_another_route_is_kept_from_the_source_that_had_it(tmp_path: Path) -> None:
+    log = JsonLog(B, path=tmp_path / "b.log")
+    core = _core(ImportDuplicates(window_ms=10_000), log)
     _over_two_routes(core)
+    log.close()
+    records = [json.loads(line) for line in (tmp_path / "b.log").read_text().splitlines()]
+    drops = [r for r in records if r["event"] == "dropped_message"]
+    assert [(r["reason"], r["source"], r["level"], r["origin"]) for r in drops] == [
+        ("duplicate", "s1", "warning", "federated")]
     assert (core.sources["s1"].depth, core.sources["s2"].depth) == (1, 1)
     assert core.observer.duplicate_dropped_count == 1
     assert core.observer.hop_dropped_count == {"loop": 0, "hop_limit": 0}

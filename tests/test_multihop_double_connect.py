@@ -150,6 +150,9 @@ async def test_nodes_subscribing_at_each_other_at_once_get_one_link_per_subscrip
             ii = f.nodes[here].ii
             assert ii is not None and len((await ii.incoming.list_incoming(there)).subscriptions) == 1
         assert f.hop_drops() == {A: {"loop": 0, "hop_limit": 0}, B: {"loop": 0, "hop_limit": 0}}
+        # Duplicates are checked at import with multi-hop only (plain federation keeps every message).
+        assert all((node.core.duplicates is not None) == bool(multihop) for node in f.nodes.values())
+        assert all(node.core.observer.duplicate_dropped_count == 0 for node in f.nodes.values())  # one path each
     finally:
         for publisher in publishers:
             await publisher.close()
