@@ -32,7 +32,7 @@ from ii_api.models import (
     SubscriptionStatus,
 )
 from ii_api.store import AsyncStore, IncomingSubscription, Table
-from ii_api.subscriptions import IncomingDecision, decide_incoming, grant_for, recheck_incoming
+from ii_api.subscriptions import IncomingDecision, decide_incoming_steps, grant_for, recheck_incoming
 from interchange.broker.addresses import Scope, SourceSpec
 
 #: Prefix of the broker sources made for neighbours' subscriptions (the II's addresses start "ii-";
@@ -62,8 +62,8 @@ def _decisions(name: str, request: SubscriptionRequest, capabilities: list[Capab
     decisions = []
     for index, item in enumerate(request.subscriptions):
         yield
-        decisions.append(decide_incoming(item.selector, item.consumerCommonName, name, capabilities, policy,
-                                         existing=existing + index, own_name=own_name))
+        decisions.append((yield from decide_incoming_steps(item.selector, item.consumerCommonName, name, capabilities,
+                                                           policy, existing=existing + index, own_name=own_name)))
     return decisions
 
 

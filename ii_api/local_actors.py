@@ -112,6 +112,8 @@ class ActorCapabilities:
         self._changed = changed
         self._rows: dict[int, StoredCapability] = {}  #: by id (ours, IP_077/109)
         self._models: dict[int, Capability] = {}
+        #: ids by actor, in id order: an actor's list must not cost a scan of every actor's (issue 10)
+        self._by_actor: dict[str, dict[int, None]] = {}
 
     # ---- the view (LocalCapabilityView)
     def all(self) -> list[Capability]:
@@ -119,7 +121,7 @@ class ActorCapabilities:
         return [self._models[i] for i in sorted(self._models)]
 
     def of_actor(self, actor: str) -> list[Capability]:
-        return [self._models[i] for i, r in sorted(self._rows.items()) if r.actor_cn == actor]
+        return [self._models[i] for i in self._by_actor.get(actor, {})]
 
     def __len__(self) -> int:
         return len(self._models)
@@ -155,7 +157,7 @@ class ActorCapabilities:
         return LocalCapabilitiesResponse(name=actor, capabilities=[self._wire(r) for r in rows])
 
     async def list_capabilities(self, actor: str) -> LocalCapabilitiesResponse:
-        rows = [r for i, r in sorted(self._rows.items()) if r.actor_cn == actor]
+        rows = [self._rows[i] for i in self._by_actor.get(actor, {})]
         return LocalCapabilitiesResponse(name=actor, capabilities=[self._wire(r) for r in rows])
 
     async def get_capability(self, actor: str, cap_id: int) -> LocalCapability:
@@ -170,6 +172,7 @@ class ActorCapabilities:
             if row is None or row.actor_cn != actor or not await self._rows_table.delete(cap_id, actor):
                 raise NotFound(f"no capability {cap_id} of {actor}")
             del self._rows[cap_id]
+            self._by_actor[actor].pop(cap_id, None)
             removed = self._models.pop(cap_id)
             self._event("info", "ii_capability_deleted", {"actor": actor, "publicationId": row.publication_id})
             await self._changed(actor, [], [removed])
@@ -177,6 +180,7 @@ class ActorCapabilities:
     def _put(self, row: StoredCapability, model: Capability | None = None) -> None:
         self._rows[row.id] = row
         self._models[row.id] = Capability.model_validate(row.document) if model is None else model
+        self._by_actor.setdefault(row.actor_cn, {})[row.id] = None  # ids only grow: kept in id order
 
     async def restore(self) -> None:
         """The stored capabilities back in memory (caller holds the lock)."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Generator
 from typing import TypeVar
 
-__all__ = ["SLICE_S", "Steps", "in_slices"]
+__all__ = ["SLICE_S", "Steps", "in_slices", "run_to_end"]
 
 T = TypeVar("T")
 SLICE_S = 0.005  #: longest run of a computation before the loop gets a turn
@@ -34,3 +34,12 @@ async def in_slices(steps: Steps[T], slice_s: float = SLICE_S) -> T:
         if time.monotonic() >= deadline:
             await asyncio.sleep(0)
             deadline = time.monotonic() + slice_s
+
+
+def run_to_end(steps: Steps[T]) -> T:
+    """Run ``steps`` at once (callers off the loop, or small inputs)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

@@ -46,6 +46,7 @@ from ii_api.capability_selector import granted_selector
 from ii_api.matching import CapabilityMatcher
 from ii_api.models import Capability, Endpoint, LocalEndpoint, RedirectPolicy, SubscriptionStatus
 from ii_api.policy import SubscriptionPolicy
+from ii_api.slices import Steps, run_to_end
 from interchange.timing import backoff_s
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 #: Remote statuses a local subscription reports as a failure of the request (ERROR aggregate).
+MATCH_CHUNK = 256  #: capabilities matched against one selector between turns of the loop
 FAILED_STATUSES = frozenset({SubscriptionStatus.ILLEGAL, SubscriptionStatus.NOT_VALID, SubscriptionStatus.ERROR})
 
 
@@ -110,7 +112,18 @@ class IncomingDecision:
 def grant_for(selector: str, consumer_cn: str | None, requester_cn: str,
               capabilities: Iterable[Capability]) -> tuple[list[Capability], frozenset[str]]:
     """(matching capabilities, publicationIds of those whose redirect policy allows the request)."""
-    matching = _matching(selector, capabilities)
+    return run_to_end(_grant_steps(selector, consumer_cn, requester_cn, list(capabilities)))
+
+
+def _grant_steps(selector: str, consumer_cn: str | None, requester_cn: str,
+                 capabilities: Sequence[Capability]) -> Steps[tuple[list[Capability], frozenset[str]]]:
+    """:func:`grant_for`, yielding after each chunk of capabilities (see :mod:`ii_api.slices`)."""
+    matcher = CapabilityMatcher(selector)
+    matching: list[Capability] = []
+    for start in range(0, len(capabilities), MATCH_CHUNK):
+        matching += [c for c in capabilities[start:start + MATCH_CHUNK]
+                     if matcher.matches(c.application, c.metadata, domains=c.domains)]
+        yield
     redirect = wants_redirect(consumer_cn, requester_cn)
     grant = frozenset(c.application.publicationId for c in matching if redirect_compliant(c, redirect))
     return matching, grant
@@ -119,6 +132,15 @@ def grant_for(selector: str, consumer_cn: str | None, requester_cn: str,
 def decide_incoming(selector: str, consumer_cn: str | None, requester_cn: str, capabilities: Sequence[Capability],
                     policy: SubscriptionPolicy, *, existing: int = 0, own_name: str = "this interchange") -> IncomingDecision:
     """IP_097/IP_134: NOT_VALID, ILLEGAL, NO_OVERLAP or CREATED (with grant) for one request."""
+    return run_to_end(decide_incoming_steps(selector, consumer_cn, requester_cn, capabilities, policy,
+                                            existing=existing, own_name=own_name))
+
+
+def decide_incoming_steps(selector: str, consumer_cn: str | None, requester_cn: str,
+                          capabilities: Sequence[Capability], policy: SubscriptionPolicy, *, existing: int = 0,
+                          own_name: str = "this interchange") -> Steps[IncomingDecision]:
+    """:func:`decide_incoming`, yielding between chunks of capabilities (run by
+    :func:`ii_api.slices.in_slices` on the loop: thousands of capabilities, issue 10)."""
     consumer = consumer_cn or requester_cn
     compiled, problem = compile_selector(selector)
     if compiled is None:
@@ -126,7 +148,7 @@ def decide_incoming(selector: str, consumer_cn: str | None, requester_cn: str, c
     illegal = policy.check(selector, compiled.ast, existing=existing)
     if illegal is not None:
         return IncomingDecision(SubscriptionStatus.ILLEGAL, consumer, illegal)
-    matching, grant = grant_for(selector, consumer_cn, requester_cn, capabilities)
+    matching, grant = yield from _grant_steps(selector, consumer_cn, requester_cn, capabilities)
     if not matching:
         return IncomingDecision(SubscriptionStatus.NO_OVERLAP, consumer,
                                 f"no capability of {own_name} matches the selector")
