@@ -657,6 +657,19 @@ def print_durable(rows: list[dict]) -> None:
               f"| {fmt(acc.get('p99', 0) / 1000, 2)} | {ratio} | {r.get('load_avg', '-')} |", flush=True)
 
 
+def _durable_pair(loadgen: Path, ws: Workspace, broker: Broker, base: Load, peer_source: str | None,
+                  timeout: float, tls: list[str] | None, names: tuple[str, str], family: str) -> list[dict]:
+    """``base`` memory-only, then durable, on ``broker``; rows named ``names`` (memory-only, durable)."""
+    rows = []
+    for durable in (False, True):
+        r = run_load(loadgen, ws, broker, Load(**{**base.__dict__, "durable": durable}), peer_source, timeout, tls)
+        r["broker"], r["family"] = names[durable], family
+        r["load_avg"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        rows.append(r)
+        print_durable([r])
+    return rows
+
+
 def run_durable(loadgen: Path, ws: Workspace, quick: bool, timeout: float, subs_list: list[int],
                 sizes: list[int], rabbitmq_too: bool) -> list[dict]:
     """Each case memory-only then durable on the same broker (and RabbitMQ's persistent messages on a
@@ -669,13 +682,8 @@ def run_durable(loadgen: Path, ws: Workspace, quick: bool, timeout: float, subs_
             broker = ws.start_ours(base.selectors(), base.cells)
             try:
                 warm_up(loadgen, ws, broker, base, None, timeout)
-                for durable in (False, True):
-                    r = run_load(loadgen, ws, broker, Load(**{**base.__dict__, "durable": durable}), None, timeout)
-                    r["broker"] = "ours, durable" if durable else "ours, memory-only"
-                    r["family"] = "ours"
-                    r["load_avg"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-                    rows.append(r)
-                    print_durable([r])
+                rows += _durable_pair(loadgen, ws, broker, base, None, timeout, None,
+                                      ("ours, memory-only", "ours, durable"), "ours")
             finally:
                 broker.stop()
             if rabbitmq_too and subs == 0:
@@ -686,14 +694,11 @@ def run_durable(loadgen: Path, ws: Workspace, quick: bool, timeout: float, subs_
                     peer = Broker("rabbitmq", rabbit.url, RABBITMQ_QUEUE, None, rabbit.beam_pid)
                     tls = _tls_args(ws, CONSUMER_CN)
                     warm_up(loadgen, ws, peer, base, RABBITMQ_QUEUE, timeout, tls)
-                    for durable in (False, True):
-                        load = Load(**{**base.__dict__, "durable": durable, "messages": base.messages // 2})
-                        r = run_load(loadgen, ws, peer, load, RABBITMQ_QUEUE, timeout, tls)
-                        r["broker"] = f"rabbitmq {rabbitmq.version()}, {'persistent' if durable else 'transient'}"
-                        r["family"] = "rabbitmq"
-                        r["load_avg"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-                        rows.append(r)
-                        print_durable([r])
+                    half = Load(**{**base.__dict__, "messages": base.messages // 2})
+                    version = rabbitmq.version()
+                    rows += _durable_pair(loadgen, ws, peer, half, RABBITMQ_QUEUE, timeout, tls,
+                                          (f"rabbitmq {version}, transient", f"rabbitmq {version}, persistent"),
+                                          "rabbitmq")
                 finally:
                     rabbit.close()
     return rows

@@ -87,13 +87,13 @@ def test_segments_go_oldest_first_once_settled_or_expired() -> None:
 
 
 # ------------------------------------------------------------------------------ real nodes
-def _config(pki: TestPki, directory: Path, processes: int = 2) -> NodeConfig:
+def _config(pki: TestPki, directory: Path, processes: int = 2, sources: list[SourceSpec] = SOURCES) -> NodeConfig:
     identity = pki.identity(BROKER_CN)
     return NodeConfig(
         name=BROKER_CN, data_dir=directory,
         tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
         broker=BrokerConfig(host="127.0.0.1", port=0, processes=processes, targets=TARGETS[:processes],
-                            sources=SOURCES),
+                            sources=sources),
         log=LogConfig(path=directory / "node.log", level="debug"))
 
 
@@ -146,9 +146,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _write_config(pki: TestPki, directory: Path, processes: int) -> Path:
+def _write_config(pki: TestPki, directory: Path, processes: int, sources: list[SourceSpec] = SOURCES) -> Path:
     path = directory / "node.json"
-    path.write_text(_config(pki, directory, processes).model_dump_json(), encoding="utf-8")
+    path.write_text(_config(pki, directory, processes, sources).model_dump_json(), encoding="utf-8")
     return path
 
 
@@ -344,5 +344,21 @@ def test_sigterm_closes_links_with_a_condition_and_logs_what_stays_buffered(
         node = NodeProcess(node_config)
         for process, port in enumerate(node.ports):
             assert _consume(pki, port, None) == [f"p{process}-d{i}" for i in range(6)]
+    finally:
+        node.stop()
+
+
+def test_a_full_buffer_drops_durable_messages_for_good(pki: TestPki, tmp_path: Path) -> None:
+    """IP_032 applies to durable messages too: the oldest evicted from a full buffer are released
+    from the store and do not come back after a restart."""
+    small = [SourceSpec(address="denm", consumers=frozenset({CONSUMER}), selector="messageType = 'DENM'",
+                        max_messages=200)]
+    config = _write_config(pki, tmp_path, 1, small)
+    node = NodeProcess(config)
+    try:
+        _publish(pki, node.ports[0], "in-0", [_message(f"d{i}", durable=True) for i in range(260)])
+        node.kill()
+        node = NodeProcess(config)
+        assert _consume(pki, node.ports[0], None) == [f"d{i}" for i in range(60, 260)]
     finally:
         node.stop()
