@@ -98,7 +98,7 @@ from pydantic import (
 
 from ii_api.matching import Domain, capability_domains
 from interchange.broker.validation import check_property_value
-from quadtree.tiles import check_tile
+from quadtree.tiles import MAX_ZOOM, check_tile
 
 __all__ = [
     "APPLICATION_TAGS", "LOCAL_API_VERSION", "MESSAGE_TYPES", "AnyApplication", "Application",
@@ -141,7 +141,9 @@ Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
 Timestamp = Annotated[int, Strict(), Field(ge=0)]  # Unix time in milliseconds (Table 15)
 Text = Annotated[str, Strict()]
 Name = Annotated[str, Strict(), Field(min_length=1)]
-Tile = Annotated[str, Strict(), AfterValidator(_check_quadtree_tile)]  # IP_037: digits 0-3
+#: IP_037: digits 0-3; the pattern is stated in the OpenAPI document (issue 10), the check is check_tile's
+Tile = Annotated[str, Strict(), AfterValidator(_check_quadtree_tile),
+                 Field(json_schema_extra={"pattern": f"^[0-3]{{1,{MAX_ZOOM}}}$"})]
 
 
 def _message_rule(name: str) -> AfterValidator:
@@ -154,10 +156,16 @@ def _message_rule(name: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-PublisherId = Annotated[str, Strict(), _message_rule("publisherId")]  # IP_022: e.g. DE15608
-CountryCode = Annotated[str, Strict(), _message_rule("originatingCountry")]  # IP_022: ISO 3166-1 alpha-2
-CauseCode = Annotated[int, Strict(), _message_rule("causeCode")]  # IP_026: 0-255, -1 cancellations
-StationType = Annotated[int, Strict(), _message_rule("stationType")]  # IP_122: 0-255
+# The message rules, stated in the OpenAPI document as far as JSON Schema can (the number of a
+# publisherId is 0-16383: the pattern is wider, the check exact).
+PublisherId = Annotated[str, Strict(), _message_rule("publisherId"),
+                        Field(json_schema_extra={"pattern": "^[A-Z]{2}[0-9]{1,5}$"})]  # IP_022: e.g. DE15608
+CountryCode = Annotated[str, Strict(), _message_rule("originatingCountry"),
+                        Field(json_schema_extra={"pattern": "^[A-Z]{2}$"})]  # IP_022: ISO 3166-1 alpha-2
+CauseCode = Annotated[int, Strict(), _message_rule("causeCode"),
+                      Field(json_schema_extra={"minimum": -1, "maximum": 255})]  # IP_026: 0-255, -1 cancellations
+StationType = Annotated[int, Strict(), _message_rule("stationType"),
+                        Field(json_schema_extra={"minimum": 0, "maximum": 255})]  # IP_122: 0-255
 
 
 class MessageType(StrEnum):
@@ -271,8 +279,24 @@ class Extensible(WireModel):
 
 
 # ------------------------------------------------------------------ capabilities (Tables 9-12)
+def _exact_application_schema(schema: dict[str, Any], model: type[Any]) -> None:
+    """OpenAPI: the application variants exclude each other (issue 10: the ``oneOf`` was ambiguous,
+    a DENM application also fit the catch-all). ``messageType`` is required in each schema (it is
+    in every document, the server routes by it) and the catch-all excludes the known types."""
+    properties = schema.get("properties", {})
+    if "messageType" not in properties:
+        return
+    required = schema.setdefault("required", [])
+    if "messageType" not in required:
+        required.insert(0, "messageType")
+    if "const" not in properties["messageType"]:
+        properties["messageType"]["not"] = {"enum": sorted(MESSAGE_TYPES)}
+
+
 class Application(Extensible):
     """Table 11, the properties common to every message type."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_exact_application_schema)
 
     messageType: Text
     publisherId: PublisherId

@@ -64,7 +64,9 @@ def openapi_document(operations: Sequence[Operation], *, base_path: str = "", ti
     def schema(choices: tuple[type[BaseModel], ...]) -> dict[str, Any]:
         if len(choices) == 1:
             return refs[(choices[0], "validation")]
-        return {"oneOf": [refs[(m, "validation")] for m in choices]}
+        # anyOf, not oneOf: which form is answered depends on the caller (see the description),
+        # and one answer may be valid under both (an empty subscriptions list is; issue 10).
+        return {"anyOf": [refs[(m, "validation")] for m in choices]}
 
     error_content = {"application/json": {"schema": refs[(ErrorBody, "validation")]}}
     paths: dict[str, dict[str, Any]] = {}
