@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Message
+from prometheus_client import generate_latest
+from proton import Delivery, Message
+from proton.utils import SendException
 
 from broker_harness import BROKER_CN, BrokerUnderTest, client_connection, denm, running_broker, wait_for_records
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.admission import Admission
+from interchange.broker.durable import Durability
+from interchange.broker.metrics import broker_registry
+from interchange.broker.store import JournalStore
+from interchange.broker.ttl_policy import TtlPolicy
 from interchange.broker.journal import MAGIC, JournalBooks, StoredMessage, decode_records, segment_name
 from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 
@@ -313,6 +320,8 @@ def test_memory_only_and_presettled_deliveries_are_not_stored(two_processes: Bro
     while broker.call(lambda: store.live) != 0:  # type: ignore[attr-defined]
         assert time.monotonic() < deadline, "the settled message is still live in the store"
         time.sleep(0.05)
+    metrics = broker.call(lambda: generate_latest(broker_registry(broker.node.core, broker.node.server)).decode())
+    assert "interchange_durable_stored_total 1.0" in metrics and "interchange_durable_live 0.0" in metrics
 
 
 def test_sigterm_closes_links_with_a_condition_and_logs_what_stays_buffered(
@@ -362,3 +371,41 @@ def test_a_full_buffer_drops_durable_messages_for_good(pki: TestPki, tmp_path: P
         assert _consume(pki, node.ports[0], None) == [f"d{i}" for i in range(60, 260)]
     finally:
         node.stop()
+
+
+def test_a_stopping_broker_releases_new_messages_and_takes_no_connections(
+        two_processes: BrokerUnderTest, pki: TestPki) -> None:
+    """Graceful stop, first step: a message arriving on an open link is released (the publisher sends
+    it again later: nothing is taken that a restart could lose), and the listener is closed."""
+    broker = two_processes
+    connection = client_connection(pki, PUBLISHER, broker.port)
+    try:
+        sender = connection.create_sender("in-0")
+        sender.send(_message("before", durable=True))
+        broker.call(broker.node.server.stop_accepting)
+        with pytest.raises(SendException) as released:
+            sender.send(_message("during", durable=True))
+        assert released.value.state == Delivery.RELEASED
+    finally:
+        connection.close()
+    with pytest.raises(Exception):  # refused: nothing listens any more
+        client_connection(pki, PUBLISHER, broker.port).close()
+    assert broker.call(lambda: broker.node.core.held()) == {"denm": {"durable": 1, "memory_only": 0}}
+
+
+async def test_an_imported_message_recovered_from_the_store_counts_as_a_duplicate_once(tmp_path: Path) -> None:
+    admission = Admission(TtlPolicy())
+    raw = bytes(_message("imported", durable=True).encode())
+    store, _ = await JournalStore.open(tmp_path, now_ms=0)
+    store.put(StoredMessage(raw, None, 1, True, "neighbour.test", ("s",)))
+    await store.close()
+    store, recovery = await JournalStore.open(tmp_path, now_ms=0)
+    try:
+        durability = Durability(store)
+        durability.recover(recovery.messages, lambda r, p, f: admission.admit(r, p, f, None, 0))
+        other = bytes(_message("other", durable=True).encode())
+        assert not durability.is_duplicate_import(other)
+        assert durability.is_duplicate_import(raw) and not durability.is_duplicate_import(raw)
+        assert durability.duplicate_imports == 1 and len(durability.waiting_for("s")) == 1
+    finally:
+        await store.close()

@@ -64,6 +64,7 @@ class BrokerCollector:
                                   "kept from a source (multi-hop route changes)", value=obs.duplicate_dropped_count)
         yield CounterMetricFamily("interchange_messages_delivered", "Messages handed to consumers",
                                   value=sum(s.delivered for s in core.sources.values()))
+        yield from self._durable()
         cumulative, buckets = 0, []
         for bound, count in zip(LATENCY_BUCKETS, obs.latency_counts):
             cumulative += count
@@ -73,6 +74,21 @@ class BrokerCollector:
         yield HistogramMetricFamily("interchange_routing_latency_seconds",
                                     "Time from arrival to availability on the sources (IP_012)",
                                     buckets=buckets, sum_value=obs.latency_sum)
+
+
+    def _durable(self) -> Iterator[Metric]:
+        """Durable messages (issue 11), when the store is on."""
+        durability = self._core.durability
+        if durability is None:
+            return
+        yield CounterMetricFamily("interchange_durable_stored", "Durable messages stored (accepted once fsync'd)",
+                                  value=durability.stored)
+        yield GaugeMetricFamily("interchange_durable_live", "Durable messages some source still holds (they come "
+                                "back after a restart)", value=durability.store_live())
+        yield GaugeMetricFamily("interchange_durable_recovered", "Durable messages recovered when this broker "
+                                "process started", value=durability.recovered)
+        yield CounterMetricFamily("interchange_durable_duplicate_imports", "Imported durable messages a neighbour "
+                                  "sent again after a restart (at-least-once)", value=durability.duplicate_imports)
 
 
 def broker_registry(core: "BrokerCore", server: "BrokerServer") -> CollectorRegistry:
