@@ -21,6 +21,8 @@ from pyspark.sql import functions as F
 from interchange.broker.validation import MESSAGE_TYPES, STANDARD_PROPERTIES
 
 STRING, INTEGER, FLOAT = "string", "integer", "float"
+#: The messages table's columns of the properties and their JSON kinds (spark.tables.MESSAGES).
+PROPERTIES, KINDS = "applicationProperties", "propertyKinds"
 _EXPECTED_KIND = {STRING: "a string", INTEGER: "an integer", FLOAT: "a float or double"}
 
 #: A value check: the value's text -> [(bad, requirement, what is expected)], the first bad one wins.
@@ -112,19 +114,16 @@ def _finding(name: str, requirement: str | Column, observed: Column, expected: s
                     else requirement.alias("rule"), observed.alias("observed"), F.lit(expected).alias("expected"))
 
 
-def flattened(props: Column, kinds: Column) -> list[Column]:
-    """The columns :func:`findings` and :func:`valid` read: each standard property's value, kind and
-    presence, the property names and the kinds' entries, looked up once per message.
+def flattened() -> list[Column]:
+    """The columns :func:`findings` and :func:`valid` read besides the two maps: each standard
+    property's value, looked up once per message (the kinds and presence only where findings are
+    built).
 
     Projected once below the checks, they keep the checks' generated code small: with a map lookup
     at every use, the table checks compiled to ~20,000 lines of Java that Janino failed to compile
     (Spark then falls back to slow interpreted evaluation).
     """
-    columns = [F.map_keys(props).alias("prop_keys"), F.map_entries(kinds).alias("prop_kind_entries")]
-    for name in SPEC:
-        columns += [props[name].alias(f"prop_value_{name}"), kinds[name].alias(f"prop_kind_{name}"),
-                    F.map_contains_key(props, name).alias(f"prop_has_{name}")]
-    return columns
+    return [F.col(PROPERTIES)[name].alias(f"prop_value_{name}") for name in SPEC]
 
 
 class _Message:
@@ -134,10 +133,10 @@ class _Message:
         return F.col(f"prop_value_{name}")
 
     def present(self, name: str) -> Column:
-        return F.col(f"prop_has_{name}")
+        return F.map_contains_key(F.col(PROPERTIES), name)
 
     def kind(self, name: str) -> Column:
-        return F.col(f"prop_kind_{name}")
+        return F.col(KINDS)[name]
 
     def kind_ok(self, name: str) -> Column:
         return F.coalesce(self.kind(name) == SPEC[name][0], F.lit(False))
@@ -181,7 +180,7 @@ def findings() -> Column:
                          _finding(name, requirement, F.lit("absent"), f"present (mandatory for {type_name})"))
                   for name in names]
     items += [_publication_id(m), _denm_cancellation(m, message_type), *_shards(m)]
-    unknown = F.filter(F.col("prop_keys"), lambda k: ~k.isin(*SPEC) & ~k.rlike(_CUSTOM_NAME))
+    unknown = F.filter(F.map_keys(F.col(PROPERTIES)), lambda k: ~k.isin(*SPEC) & ~k.rlike(_CUSTOM_NAME))
     custom = F.transform(unknown, lambda k: F.struct(k.alias("property"), F.lit("IP_131").alias("rule"),
                                                       k.alias("observed"), F.lit("custom-<namespace>-<name>").alias("expected")))
     return F.concat(custom, F.filter(F.array(*items), lambda f: f.isNotNull()))
@@ -202,21 +201,22 @@ def valid() -> Column:
     """
     m = _Message()
     props = m.value
-    keys_ok = F.forall(F.col("prop_kind_entries"), lambda e: F.concat(e.key, F.lit("="), e.value).isin(*_GOOD_KINDS)
+    keys_ok = F.forall(F.map_entries(F.col(KINDS)), lambda e: F.concat(e.key, F.lit("="), e.value).isin(*_GOOD_KINDS)
                        | (e.key.rlike(_CUSTOM_NAME) & ~e.key.contains("\\")))
-    conditions = [keys_ok, *[m.present(name) for name in _MANDATORY_ALL]]
+    # present: a value that is not null (a JSON null is refused by its kind anyway)
+    conditions = [keys_ok, *[props(name).isNotNull() for name in _MANDATORY_ALL]]
     for name in SPEC:  # a value null here is absent (a JSON null fails its kind above)
         conditions += [props(name).isNull() | ~F.coalesce(bad, F.lit(False)) for bad, _, _ in m.value_bad(name)]
     message_type = props("messageType")
     for type_name, (names, _) in _MANDATORY_BY_TYPE.items():
-        conditions.append((message_type != type_name) | reduce(Column.__and__, [m.present(n) for n in names]))
+        conditions.append((message_type != type_name) | reduce(Column.__and__, [props(n).isNotNull() for n in names]))
     publisher_id, publication_id = props("publisherId"), props("publicationId")
     conditions.append(publication_id.isNull() | (publication_id.startswith(F.concat(publisher_id, F.lit(":")))
                                                  & (F.length(publication_id) > F.length(publisher_id) + 1)))
     cancellation = (_number(props("causeCode")) == -1) == (_number(props("subCauseCode")) == -1)
     conditions.append((message_type != "DENM") | F.coalesce(cancellation, F.lit(True)))
     shard_id, shard_count = _number(props("shardId")), _number(props("shardCount"))
-    conditions.append(~m.present("shardCount") | m.present("shardId"))
+    conditions.append(props("shardCount").isNull() | props("shardId").isNotNull())
     conditions.append(props("shardId").isNull()
                       | F.coalesce((shard_id >= 1) & (shard_count.isNull() | (shard_id <= shard_count)), F.lit(False)))
     return F.coalesce(reduce(Column.__and__, conditions), F.lit(False))

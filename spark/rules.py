@@ -98,6 +98,7 @@ class Check:
     scope: Column  # the rows it checks
     violated: Column  # the rows with findings (an expiry is a finding about a message checked when received)
     findings: Column  # array<FINDING>, evaluated on violating rows only
+    columns: tuple[Column, ...] = ()  # what ``violated`` and ``findings`` read, projected once per row
 
 
 def finding(rule: str, check: str, severity: str | Column, observed: Column, expected: str | Column,
@@ -139,6 +140,11 @@ def violations(rows: DataFrame, checks: Sequence[Check], observation: Observatio
     """
     if observation is not None:
         rows = rows.observe(observation, *[F.count_if(c.scope).alias(c.check) for c in checks])
+    extra = [column for c in checks for column in c.columns]
+    if extra:
+        # The partition id (not deterministic) keeps Spark from pushing the filter below this
+        # projection, which would inline every projected column at each of its uses.
+        rows = rows.select("*", *extra, F.spark_partition_id().alias("partitionId"))
     failing = [F.coalesce(c.violated, F.lit(False)) for c in checks]
     none = F.array().cast(f"array<{FINDING}>")
     found = F.concat(*[F.when(fails, c.findings).otherwise(none) for fails, c in zip(failing, checks)])
@@ -164,8 +170,7 @@ def _first_delivery() -> Column:
 # --- per-record rules: the frame is the message records ---------------------------------------------
 
 def records(m: DataFrame) -> DataFrame:
-    """The message records, with the properties the table checks read (:func:`property_rules.flattened`)."""
-    return m.select("*", *property_rules.flattened(F.col("applicationProperties"), F.col("propertyKinds")))
+    return m
 
 
 def _properties() -> list[Check]:
@@ -175,7 +180,8 @@ def _properties() -> list[Check]:
         f.rule.alias("rule"), F.lit("properties").alias("check"), F.lit("error").alias("severity"),
         f.property.alias("property"), f.observed.alias("observed"), f.expected.alias("expected")))
     scope = _event("received_message") & props.isNotNull()
-    return [Check("properties", property_rules.REQUIREMENTS, scope, scope & ~property_rules.valid(), found)]
+    return [Check("properties", property_rules.REQUIREMENTS, scope, scope & ~property_rules.valid(), found,
+                  tuple(property_rules.flattened()))]
 
 
 def _latency() -> list[Check]:

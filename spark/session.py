@@ -26,7 +26,11 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "1536m",  # local mode: the driver JVM runs the tasks too; under 2 GB resident
+    "spark.driver.memory": "1280m",  # local mode: the driver JVM runs the tasks too; under 2 GB resident
+    # Let HotSpot compile generated methods over 8,000 bytes of bytecode (a stage of many column
+    # expressions has some): by default it runs them interpreted, several times slower.
+    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
     "spark.sql.streaming.schemaInference": "false",
 }
 
