@@ -6,7 +6,8 @@ Input: an ``ingest`` output directory (its messages, events and corrupt tables, 
 ``validate`` run's violations when there is one), or JSON-lines logs read directly with the
 explicit schema of :mod:`spark.parse`. Every aggregation runs in Spark (volumes per messageType,
 publisher, neighbour and node over time; latency percentiles against IP_012's 30 ms; violations
-per rule and top offenders; rejections by reason (IP_016), drops (IP_032), expiries (IP_033);
+per rule and top offenders, and per rule across the validate runs (the rule metrics history);
+rejections by reason (IP_016), drops (IP_032), expiries (IP_033);
 federation health from the II's ``ii_*`` events); only the small aggregated results reach the
 driver, where :mod:`spark.report_render` draws the page (jinja2 + matplotlib, inline SVG).
 """
@@ -26,12 +27,14 @@ from pyspark.sql.types import ArrayType, StringType
 from interchange.errors import CliError
 from spark import ingest, parse, tables
 from spark.report_model import (
+    HISTORY_RUNS,
     LATENCY_LIMIT_MS,
     Count,
     Latency,
     Offender,
     ReportData,
     RuleCount,
+    RunMetrics,
     Series,
     StatusChange,
     Subscription,
@@ -181,6 +184,23 @@ def violations(spark: SparkSession, layout: Layout, data: ReportData, top: int) 
     data.offenders = [Offender(row["publisher"], int(row["n"]), tuple(row["rules"])) for row in offenders]
 
 
+def history(spark: SparkSession, layout: Layout, data: ReportData) -> None:
+    """The rule metrics of the latest validate runs (``rule_metrics``: one row per (rule, check) and run)."""
+    if not Path(layout.rule_metrics).is_dir():
+        return
+    metrics = ingest.read_table(spark, layout.rule_metrics, tables.RULE_METRICS)
+    runs = [row["runId"] for row in metrics.groupBy("runId").agg(F.max("runMs").alias("runMs"))
+            .orderBy(F.col("runMs").desc(), F.col("runId").desc()).limit(HISTORY_RUNS).collect()]
+    rows = metrics.where(F.col("runId").isin(*runs)).orderBy("runMs", "runId", "rule", "check").collect()
+    by_run: dict[str, RunMetrics] = {}
+    for row in rows:
+        run = by_run.setdefault(row["runId"], RunMetrics(row["runId"], int(row["runMs"] or 0), row["input"] or "", {}, {}))
+        key = (row["rule"], row["check"] or "")
+        run.violations[key] = run.violations.get(key, 0) + int(row["violations"] or 0)
+        run.checked[key] = run.checked.get(key, 0) + int(row["checked"] or 0)
+    data.history = list(by_run.values())
+
+
 def _detail(name: str) -> Column:
     return F.col("details")[name]
 
@@ -276,6 +296,7 @@ def build(spark: SparkSession, inputs: Sequence[str], top: int = 10) -> ReportDa
         latency(source.messages, data, bucket_ms)
         if source.layout is not None:
             violations(spark, source.layout, data, top)
+            history(spark, source.layout, data)
         federation(source.events, data)
     finally:
         source.close()

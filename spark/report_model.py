@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 #: IP_012: a broker routes a message (< 500 KB) from target to source in under 30 ms.
 LATENCY_LIMIT_MS = 30
 
+#: How many of the latest validate runs the history shows.
+HISTORY_RUNS = 20
+
 #: Time buckets the charts may use, smallest first; the report picks the first giving <= 60 buckets.
 BUCKETS_MS = (1_000, 10_000, 60_000, 300_000, 900_000, 3_600_000, 21_600_000, 86_400_000)
 
@@ -69,6 +72,21 @@ class RuleCount:
 
 
 @dataclass(frozen=True)
+class RunMetrics:
+    """One validate run of the history (``rule_metrics``): violations and checked per (rule, check)."""
+
+    run_id: str
+    run_ms: int
+    input: str
+    violations: dict[tuple[str, str], int]
+    checked: dict[tuple[str, str], int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.violations.values())
+
+
+@dataclass(frozen=True)
 class Offender:
     publisher: str
     violations: int
@@ -119,6 +137,7 @@ class ReportData:
     violations_run: str | None = None  #: None: no validate run found
     violations: list[RuleCount] = field(default_factory=list)
     offenders: list[Offender] = field(default_factory=list)
+    history: list[RunMetrics] = field(default_factory=list)  #: validate runs, oldest first (the last HISTORY_RUNS)
     losses: list[Count] = field(default_factory=list)  #: (event, source/target, reason, messageType)
     loss_series: Series = field(default_factory=lambda: Series(60_000))  #: per event
     rejections: list[Count] = field(default_factory=list)  #: (reason,)

@@ -20,7 +20,10 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # figures without pyplot: no global figure state, no display backend
 
-from spark.report_model import LATENCY_LIMIT_MS, ReportData, Series, StatusChange
+from spark.report_model import LATENCY_LIMIT_MS, ReportData, RunMetrics, Series, StatusChange
+
+#: How many of the latest validate runs the history table lists (the chart shows all of the history).
+HISTORY_TABLE_RUNS = 6
 
 STATUS_COLOURS = {"CREATED": "#2e7d32", "REQUESTED": "#f9a825", "MODIFIED": "#1565c0", "ILLEGAL": "#c62828",
                   "NOT_VALID": "#c62828", "NO_OVERLAP": "#6d4c41", "GIVE_UP": "#000000", "ERROR": "#c62828",
@@ -173,6 +176,37 @@ def status_chart(changes: Sequence[StatusChange], last_ms: int | None) -> str | 
     return _svg(draw, height=max(1.8, 0.5 * len(keys) + 1.2))
 
 
+def history_rules(history: Sequence[RunMetrics], most: int = 8) -> list[tuple[str, str]]:
+    """The (rule, check) pairs with violations in any run, most violations over the runs first."""
+    totals: dict[tuple[str, str], int] = {}
+    for run in history:
+        for key, count in run.violations.items():
+            totals[key] = totals.get(key, 0) + count
+    return sorted((key for key, total in totals.items() if total), key=lambda k: (-totals[k], k))[:most]
+
+
+def history_chart(history: Sequence[RunMetrics]) -> str | None:
+    """Violations per rule and check (the most frequent) in each validate run, oldest run first."""
+    shown = history_rules(history)
+    if not history or not shown:
+        return None
+
+    def draw(figure: Figure) -> None:
+        ax = figure.add_subplot()
+        positions = list(range(len(history)))
+        for key in shown:
+            ax.plot(positions, [run.violations.get(key, 0) for run in history], marker="o", markersize=4,
+                    label=f"{key[0]} {key[1]}")
+        ax.set_xticks(positions, [run.run_id for run in history], rotation=30, ha="right")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("validate run (oldest first)")
+        ax.set_ylabel("violations")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+
+    return _svg(draw, height=3.4)
+
+
 def charts(data: ReportData) -> dict[str, str | None]:
     """Every chart of the page by name (None: no data for it)."""
     rules = data.violations[:15]
@@ -183,6 +217,7 @@ def charts(data: ReportData) -> dict[str, str | None]:
         "latency_series": series_chart(data.latency_series, "ms", stacked=False, limit=LATENCY_LIMIT_MS),
         "violations": bar_chart([f"{r.rule} {r.check}" for r in rules], [r.count for r in rules], "violations",
                                 colours=[severity.get(r.severity, "#607d8b") for r in rules]),
+        "history": history_chart(data.history),
         "losses": series_chart(data.loss_series, "messages per bucket"),
         "neighbours": neighbours_chart(data.neighbour_counts, data.last_ms),
         "subscriptions": status_chart(data.status_changes, data.last_ms),
@@ -205,7 +240,9 @@ def render(data: ReportData, title: str = "C-Roads interchange audit report") ->
     environment.filters["bucket"] = _bucket_text
     environment.filters["pct"] = lambda share: f"{share * 100:.2f} %"
     return environment.get_template("report.html.j2").render(
-        title=title, data=data, charts=charts(data), limit_ms=LATENCY_LIMIT_MS)
+        title=title, data=data, charts=charts(data), limit_ms=LATENCY_LIMIT_MS,
+        history_keys=sorted({key for run in data.history for key in run.violations}),
+        history_runs=data.history[-HISTORY_TABLE_RUNS:])
 
 
 def _template(name: str) -> str:

@@ -15,7 +15,7 @@ from spark.cli import main
 from spark.ingest import ingest
 from spark.report import build
 from spark.report_model import Count, Latency, Offender, ReportData, RuleCount, Subscription, bucket_for
-from spark.report_render import render
+from spark.report_render import history_rules, render
 
 T0 = 1_795_000_000_000
 TYPES = ("DENM", "CAM", "SPATEM", "MAPEM")
@@ -76,7 +76,18 @@ def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tu
         _violation("new", 2, "IP_012", "latency", "actor-1"), _violation("new", 2, "IP_022", "originatingCountry",
                                                                           "actor-0")]
     spark.createDataFrame(rows, tables.VIOLATIONS).write.parquet(tables.Layout(str(out)).violations)
+    history = [(run, run_ms, "logs", rule, check, RUN_REQUIREMENT, "error", checked, found)
+               for run, run_ms, rule, check, checked, found in HISTORY]
+    spark.createDataFrame(history, tables.RULE_METRICS).write.parquet(tables.Layout(str(out)).rule_metrics)
     return log, out
+
+
+#: rule metrics of three validate runs (run, runMs, rule, check, checked, violations), written out of order
+HISTORY = [("new", 2, "IP_012", "latency", 160, 3), ("new", 2, "IP_022", "properties", 200, 1),
+           ("new", 2, "IP_104", "spatem_after_mapem", 50, 0),
+           ("old", 1, "IP_012", "latency", 150, 9), ("old", 1, "IP_022", "properties", 190, 5),
+           ("old", 1, "IP_104", "spatem_after_mapem", 40, 0),
+           ("mid", 1, "IP_012", "latency", 155, 4)]
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +121,11 @@ def test_report_aggregates_are_exact(report_data: ReportData) -> None:
     assert data.violations == [RuleCount("IP_012", "latency", "error", RUN_REQUIREMENT, 3),
                                RuleCount("IP_022", "originatingCountry", "error", RUN_REQUIREMENT, 1)]
     assert data.offenders == [Offender("actor-0", 3, ("IP_012", "IP_022")), Offender("actor-1", 1, ("IP_012",))]
+    assert [(run.run_id, run.run_ms, run.total) for run in data.history] == [("mid", 1, 4), ("old", 1, 14), ("new", 2, 4)]
+    assert data.history[-1].violations == {("IP_012", "latency"): 3, ("IP_022", "properties"): 1,
+                                           ("IP_104", "spatem_after_mapem"): 0}
+    assert data.history[1].checked[("IP_022", "properties")] == 190
+    assert history_rules(data.history) == [("IP_012", "latency"), ("IP_022", "properties")]
     assert data.neighbour_counts == [(T0, 1), (T0 + 300_000, 2)]
     assert [change.status for change in data.status_changes] == ["REQUESTED", "CREATED", "ERROR"]
     assert data.subscriptions == [
@@ -126,10 +142,14 @@ def test_report_page_loads_in_chromium_with_no_error_no_request_and_visible_char
     assert loaded.errors == []
     assert loaded.requests_besides(page.resolve().as_uri()) == []
     assert loaded.title == "C-Roads interchange audit report"
-    assert len(loaded.charts) == 7  # volumes, latency x2, violations, losses, neighbours, subscriptions
+    assert len(loaded.charts) == 8  # volumes, latency x2, violations, history, losses, neighbours, subscriptions
     for chart in loaded.charts:
         assert chart["shown"] and chart["width"] > 400 and chart["height"] > 100 and chart["shapes"] > 5, chart
     assert loaded.screenshot.startswith(b"\x89PNG")
+    history = loaded.charts[4]  # the validation history: a line per rule with violations, a tick per run
+    assert history["shapes"] > 10
+    html = page.read_text()
+    assert html.count('<td class="n bad">9 / 150</td>') == 1 and "No rule metrics found" not in html
 
 
 def test_the_browser_check_sees_requests_and_console_errors(tmp_path: Path) -> None:
@@ -160,6 +180,6 @@ def test_an_empty_report_says_so() -> None:
     html = render(ReportData(inputs=["empty.log"], generated_ms=T0))
     assert "<svg" not in html
     for text in ("No received messages in the log", "no deliveries logged", "No validation run found",
-                 "nothing dropped, expired or unroutable", "No neighbour discovery events"):
+                 "nothing dropped, expired or unroutable", "No neighbour discovery events", "No rule metrics found"):
         assert text in html
     assert Latency("x", 0, 0, 0, 0, 0, 0).over_share == 0.0
