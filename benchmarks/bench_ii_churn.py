@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from certs.tls import TlsFiles, client_context  # noqa: E402
 from ii_api.discovery import Neighbour  # noqa: E402
 from ii_harness import DOMAIN, denm_capability, node_config, seed_neighbours  # noqa: E402
 from interchange.broker.client import ClientConnection  # noqa: E402
-from node_process import start_node  # noqa: E402  (this script's folder)
+from node_process import machine_notes, start_node  # noqa: E402  (this script's folder)
 
 A, B = f"a.{DOMAIN}", f"b.{DOMAIN}"
 PUBLISHER, CONSUMER = "actor-pub", "actor-sub"
@@ -235,12 +234,6 @@ async def measure(pki: TestPki, amqps: int, ii_port: int, args: argparse.Namespa
         finally:
             for connection in connections:
                 await connection.close()
-
-
-def machine_notes() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "?")
-    return f"{os.cpu_count()} cores, {model}; Python {platform.python_version()}; kernel {platform.release()}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,8 @@ read from the first line it prints), and its actors' II calls."""
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,7 +17,7 @@ from certs.tls import TlsFiles, client_context
 
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["actor_api", "start_node"]
+__all__ = ["actor_api", "machine_notes", "start_node"]
 
 Post = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -46,3 +48,10 @@ async def actor_api(pki_directory: Path, actor: str, node: str, ii_port: int) ->
                 assert response.status == 200, await response.text()
                 return await response.json()
         yield post
+
+
+def machine_notes() -> str:
+    """Cores, CPU model, Python and kernel, for the figures' machine notes."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "?")
+    return f"{os.cpu_count()} cores, {model}; Python {platform.python_version()}; kernel {platform.release()}"

@@ -199,7 +199,7 @@ def _matching(selector: str, capabilities: Iterable[Capability]) -> Steps[list[C
     matcher = CapabilityMatcher(selector)
     covered = []
     for index, capability in enumerate(capabilities):
-        if matcher.matches(capability.application, capability.metadata, domains=capability.domains):
+        if matcher.matches(capability.application, capability.metadata, domains=capability.domains, shape=capability.shape):
             covered.append(capability)
         if index % 64 == 63:
             yield

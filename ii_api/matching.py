@@ -69,7 +69,7 @@ from jms_selectors.like import LikePattern
 from quadtree.property import parse_property
 
 __all__ = [
-    "MAX_COMBINATIONS", "CapabilityMatcher", "Domain", "capability_domains", "capability_matches_message",
+    "MAX_COMBINATIONS", "CapabilityMatcher", "Domain", "Shape", "capability_domains", "capability_matches_message",
     "selector_matches_capability",
 ]
 
@@ -117,6 +117,24 @@ class Tokens:
 
 
 Domain = Union[Scalar, Areas, Tokens]
+
+
+class Shape:
+    """A capability's domains but its publicationId, hashed once: capabilities alike in everything
+    but their publicationId (thousands of one actor's) share one, and a matcher decides once per
+    shape (issue 10)."""
+
+    __slots__ = ("items", "_hash")
+
+    def __init__(self, domains: Mapping[str, Domain]) -> None:
+        self.items = tuple(sorted((k, v) for k, v in domains.items() if k != "publicationId"))
+        self._hash = hash(self.items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shape) and self._hash == other._hash and self.items == other.items
 
 
 def _as_mapping(value: Any) -> Mapping[str, Any]:
@@ -350,18 +368,25 @@ class CapabilityMatcher:
         counts = Counter(name for leaf in self._leaves for name in self._names[id(leaf)])
         self._repeated = frozenset(name for name, count in counts.items() if count > 1)
         self._mentioned = tuple(sorted(counts))
+        self._names_publication = "publicationId" in counts
         #: answers by the domains of the properties the selector names: capabilities alike in
         #: those (thousands of one actor, differing in publicationId) are decided once (issue 10)
-        self._answers: dict[tuple[tuple[str, Domain | None], ...], bool] = {}
+        self._answers: dict[Any, bool] = {}
 
-    def matches(self, application: Any, metadata: Any = None, *, domains: Mapping[str, Domain] | None = None) -> bool:
+    def matches(self, application: Any, metadata: Any = None, *, domains: Mapping[str, Domain] | None = None,
+                shape: Shape | None = None) -> bool:
         """True if the selector is TRUE or UNKNOWN for some message of the capability.
 
-        ``domains``: the capability's :func:`capability_domains`, when the caller keeps them (they
-        cost more than the match itself; ``models.Capability.domains`` computes them once)."""
+        ``domains``: the capability's :func:`capability_domains`, and ``shape`` its :class:`Shape`,
+        when the caller keeps them (they cost more than the match itself;
+        ``models.Capability.domains`` and ``.shape`` compute them once)."""
         if domains is None:
             domains = capability_domains(application, metadata)
-        key = tuple((name, domains.get(name)) for name in self._mentioned)
+        key: Any
+        if shape is not None:
+            key = (shape, domains.get("publicationId")) if self._names_publication else shape
+        else:
+            key = tuple((name, domains.get(name)) for name in self._mentioned)
         answer = self._answers.get(key)
         if answer is None:
             if len(self._answers) >= MAX_REMEMBERED:

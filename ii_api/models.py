@@ -96,7 +96,7 @@ from pydantic import (
     model_validator,
 )
 
-from ii_api.matching import Domain, capability_domains
+from ii_api.matching import Domain, Shape, capability_domains
 from interchange.broker.validation import check_property_value
 from quadtree.tiles import MAX_ZOOM, check_tile
 
@@ -441,6 +441,11 @@ class Capability(Extensible):
         """The message property values the capability describes, computed once (issue 10: matching
         thousands of capabilities against hundreds of selectors spent most of its time here)."""
         return capability_domains(self.application, self.metadata)
+
+    @cached_property
+    def shape(self) -> Shape:
+        """Its domains but the publicationId, hashed once (:class:`ii_api.matching.Shape`)."""
+        return Shape(self.domains)
 
 
 class CapabilitiesMessage(Extensible):

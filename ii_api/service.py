@@ -239,7 +239,7 @@ class IIService:
             raise BadRequest(problem or "invalid selector", "selector")
         matcher = CapabilityMatcher(compiled)
         return NetworkCapabilitiesResponse(name=actor, selector=selector, capabilities=[
-            c for c in everything if matcher.matches(c.application, c.metadata, domains=c.domains)])
+            c for c in everything if matcher.matches(c.application, c.metadata, domains=c.domains, shape=c.shape)])
 
     # ------------------------------------------------------------------ events between the objects
     async def _neighbour_capabilities_changed(self, name: str, message: CapabilitiesMessage) -> None:

@@ -94,7 +94,7 @@ def compile_selector(text: str) -> tuple[jms_selectors.Selector | None, str | No
 
 def _matching(selector: str | CapabilityMatcher, capabilities: Iterable[Capability]) -> list[Capability]:
     matcher = selector if isinstance(selector, CapabilityMatcher) else CapabilityMatcher(selector)
-    return [c for c in capabilities if matcher.matches(c.application, c.metadata, domains=c.domains)]
+    return [c for c in capabilities if matcher.matches(c.application, c.metadata, domains=c.domains, shape=c.shape)]
 
 
 # ------------------------------------------------------------------------ incoming side
@@ -122,7 +122,7 @@ def _grant_steps(selector: str, consumer_cn: str | None, requester_cn: str,
     matching: list[Capability] = []
     for start in range(0, len(capabilities), MATCH_CHUNK):
         matching += [c for c in capabilities[start:start + MATCH_CHUNK]
-                     if matcher.matches(c.application, c.metadata, domains=c.domains)]
+                     if matcher.matches(c.application, c.metadata, domains=c.domains, shape=c.shape)]
         yield
     redirect = wants_redirect(consumer_cn, requester_cn)
     grant = frozenset(c.application.publicationId for c in matching if redirect_compliant(c, redirect))

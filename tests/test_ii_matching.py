@@ -11,6 +11,8 @@ import jms_selectors
 from ii_api.matching import (
     MAX_COMBINATIONS,
     CapabilityMatcher,
+    Shape,
+    capability_domains,
     capability_matches_message,
     selector_matches_capability,
 )
@@ -437,3 +439,18 @@ def test_a_fitting_message_that_matches_keeps_the_capability(app, selector, data
     assert capability_matches_message(app, message)
     accepted = jms_selectors.compile(selector).evaluate(message) is not False
     assert selector_matches_capability(selector, app) or not accepted
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(selector=st.one_of(selectors, selectors.map(lambda s: f"({s}) AND publicationId = 'SE00001:a'")),
+       apps=st.lists(capabilities, min_size=1, max_size=6),
+       publications=st.lists(st.sampled_from(["SE00001:a", "SE00001:b", "NO00001:c"]), min_size=6, max_size=6))
+def test_answers_remembered_by_shape_are_the_answers(selector, apps, publications):
+    """Issue 10: one matcher over many capabilities decides once per shape (domains but the
+    publicationId, and the publicationId when the selector names it); every answer is the one a
+    fresh matcher gives for that capability alone."""
+    shared = CapabilityMatcher(selector)
+    for app, publication in zip(apps, publications):
+        app = {**app, "publicationId": publication}
+        domains = capability_domains(app)
+        assert shared.matches(app, domains=domains, shape=Shape(domains)) == CapabilityMatcher(selector).matches(app)
