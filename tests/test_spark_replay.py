@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from proton import Message
 from pyspark.sql import SparkSession
 
-from broker_harness import BROKER_CN, BrokerUnderTest, make_pki, start_broker, wait_for_records
+from broker_harness import BROKER_CN, BrokerUnderTest, client_connection, make_pki, start_broker, wait_for_records
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -254,3 +255,58 @@ def test_a_nodes_own_raw_log_replayed_into_another_node_arrives_byte_for_byte(
     summary = json.loads(capsys.readouterr().out)
     assert (summary["byteExact"], summary["accepted"], summary["rebuilt"]) == (3, 3, 0)
     assert _consume(broker, pki, 3) == [bytes(message.encode()) for message in sent]
+
+
+def test_replay_into_a_node_of_two_broker_processes_keeps_each_shards_order(
+        spark: SparkSession, pki: TestPki, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two shards admitted by two broker processes (targets in-0 on process 0, in-1 on process 1), all
+    in the same millisecond and logged shuffled: replayed to each process's listener, each shard
+    reaches the consumer in its admission order (the process's admission counter in messageId)."""
+    node = start_broker(pki, tmp_path / "node",
+                        [TargetSpec(address=f"in-{p}", publishers=frozenset({"actor-1"}), process=p) for p in (0, 1)],
+                        [SourceSpec(address="all", consumers=frozenset({"actor-2"}))], processes=2)
+    try:
+        records, expected = [], {}
+        for process, shard in ((0, "a"), (1, "b")):
+            props = loggen.properties("DENM", "NL00001", shard)
+            bodies = [b"%s%d" % (shard.encode(), n) for n in range(1, 6)]
+            expected[shard] = bodies
+            for n, body in enumerate(bodies, start=1):  # admission counters 11, 12, ... in one millisecond
+                message = loggen.Message(NODE, 10 + n, T0, props, address=f"in-{process}", body=body,
+                                         process=process, shard_seq=n,
+                                         extra={"bodyContentHex": body.hex(), "rawMessageHex": None})
+                records.append(loggen.received(message))
+        log = _write(tmp_path / "two-processes.jsonl", records)
+        ports = node.node.amqps_ports
+        for process, shard in ((0, "a"), (1, "b")):
+            args = _replay_args(log, node, pki, "--fast", "--json", "--publication-id", f"NL00001:{shard}")
+            args[args.index("--broker") + 1] = f"127.0.0.1:{ports[process]}"
+            assert main(args) == 0
+            summary = json.loads(capsys.readouterr().out)
+            assert (summary["planned"], summary["accepted"], summary["rebuilt"]) == (5, 5, 5)
+        received = _receive_from_every_process(pki, ports, 10)
+        for shard, bodies in expected.items():
+            assert [body for body in received if body[:1] == shard.encode()] == bodies
+    finally:
+        node.stop()
+
+
+def _receive_from_every_process(pki: TestPki, ports: list[int], wanted: int) -> list[bytes]:
+    """The bodies actor-2 reads from source "all" over one link per broker process, in arrival order per link."""
+    connections = [client_connection(pki, "actor-2", port) for port in ports]
+    got: list[bytes] = []
+    try:
+        receivers = [connection.create_receiver("all", credit=50) for connection in connections]
+        deadline = time.monotonic() + 20
+        while len(got) < wanted and time.monotonic() < deadline:
+            for receiver in receivers:
+                try:
+                    message = receiver.receive(timeout=0.2)
+                except Exception:  # proton's Timeout: nothing from this process yet
+                    continue
+                receiver.accept()
+                got.append(bytes(message.body))
+        return got
+    finally:
+        for connection in connections:
+            connection.close()
