@@ -13,7 +13,8 @@ from proton import symbol
 from harness import denm
 from interchange.broker.addresses import AddressBook, Scope, SourceSpec
 from interchange.broker.admission import Admission
-from interchange.broker.hop_trace import TRACE_KEY, HopGuard, HopTrace, stamp_trace
+from interchange.broker.amqp_scan import find_message_annotations
+from interchange.broker.hop_trace import TRACE_KEY, Forward, HopGuard, HopTrace, stamp_trace
 from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
 from interchange.broker.metrics import broker_registry
 from interchange.broker.observer import BrokerObserver
@@ -54,6 +55,10 @@ def test_digest_covers_the_bare_message_only() -> None:
     via_b = stamp_trace(raw, HopTrace((A, B), 4))
     via_c = stamp_trace(raw, HopTrace((A, C, B), 4))
     assert via_b != via_c and bare_digest(via_b) == bare_digest(via_c) == bare_digest(raw)
+    for stamp in (True, False):  # where the hop guard says the bare message starts (no second scan)
+        forward = HopGuard(C, stamp=stamp).inspect(via_b, B)
+        assert isinstance(forward, Forward) and forward.bare_at == find_message_annotations(forward.raw).end
+        assert bare_digest(forward.raw, forward.bare_at) == bare_digest(raw)
     assert bare_digest(denm(body=b"other").encode()) != bare_digest(raw)
     assert bare_digest(denm(causeCode=2).encode()) != bare_digest(raw)  # application properties count
     other_id = denm()

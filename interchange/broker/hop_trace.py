@@ -24,11 +24,11 @@ with multi-hop federation off still drops loops and over-limit messages but adds
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from struct import Struct
 from typing import Literal
 
-from interchange.broker.amqp_scan import ScanError, find_message_annotations, skip_value
+from interchange.broker.amqp_scan import MessageAnnotationsSpan, ScanError, find_message_annotations, skip_value
 
 __all__ = ["DEFAULT_HOP_LIMIT", "LIMIT_KEY", "MAX_HOP_LIMIT", "TRACE_KEY", "Drop", "Forward", "HopGuard",
            "HopTrace", "read_trace", "stamp_trace"]
@@ -64,6 +64,7 @@ class Forward:
     raw: bytes | bytearray
     trace: tuple[str, ...]
     hop_limit: int
+    bare_at: int = field(default=-1, compare=False)  #: where in ``raw`` the bare message starts (-1: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,8 @@ class HopGuard:
     def inspect(self, raw: bytes | bytearray, neighbour: str) -> Forward | Drop:
         """Decide for one message imported from ``neighbour``; raise ScanError if its annotations
         are malformed (IP_016)."""
-        carried = read_trace(raw)
+        span = find_message_annotations(raw)
+        carried = _read(raw, span)
         path = carried.trace
         if not path or path[-1] != neighbour:
             path += (neighbour,)  # the neighbour originated it (or did not record itself)
@@ -102,14 +104,18 @@ class HopGuard:
             return Drop("hop_limit", path)
         path += (self.own_name,)
         if not self.stamp:
-            return Forward(raw, path, limit)
-        return Forward(stamp_trace(raw, HopTrace(path, limit)), path, limit)
+            return Forward(raw, path, limit, span.end)
+        stamped = _stamp(raw, HopTrace(path, limit), span)
+        return Forward(stamped, path, limit, len(stamped) - (len(raw) - span.end))
 
 
 # ---------------------------------------------------------------- decoding
 def read_trace(raw: bytes | bytearray) -> HopTrace:
     """The trace and hop limit in ``raw``'s message annotations (empty when absent)."""
-    span = find_message_annotations(raw)
+    return _read(raw, find_message_annotations(raw))
+
+
+def _read(raw: bytes | bytearray, span: MessageAnnotationsSpan) -> HopTrace:
     trace: tuple[str, ...] = ()
     limit: int | None = None
     p = span.entries
@@ -182,7 +188,10 @@ def _unsigned(raw: bytes | bytearray, p: int, end: int) -> int:
 def stamp_trace(raw: bytes | bytearray, hops: HopTrace) -> bytes:
     """``raw`` with its message annotations carrying ``hops`` (our two keys replaced, every
     other annotation kept as encoded); the bare message after the section is not touched."""
-    span = find_message_annotations(raw)
+    return _stamp(raw, hops, find_message_annotations(raw))
+
+
+def _stamp(raw: bytes | bytearray, hops: HopTrace, span: MessageAnnotationsSpan) -> bytes:
     kept = []
     p = span.entries
     for _ in range(span.items // 2):

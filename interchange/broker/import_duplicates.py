@@ -28,10 +28,12 @@ from interchange.broker.amqp_scan import find_message_annotations
 __all__ = ["ImportDuplicates", "bare_digest"]
 
 
-def bare_digest(raw: bytes | bytearray) -> bytes:
-    """A 16-byte digest of the bare message (everything after the message annotations); raise
+def bare_digest(raw: bytes | bytearray, start: int = -1) -> bytes:
+    """A 16-byte digest of the bare message (everything after the message annotations, which
+    starts at ``start`` when the caller knows it); raise
     :class:`~interchange.broker.amqp_scan.ScanError` if the sections before it are malformed."""
-    start = find_message_annotations(raw).end
+    if start < 0:
+        start = find_message_annotations(raw).end
     return hashlib.blake2b(memoryview(raw)[start:], digest_size=16).digest()
 
 

@@ -286,7 +286,8 @@ class BrokerCore:
         if only is None:
             self._route(message, now, address)
         else:
-            digest = None if self.duplicates is None else bare_digest(routed_raw)
+            digest = None if self.duplicates is None else bare_digest(
+                routed_raw, verdict.bare_at if verdict is not None else -1)  # the hop guard found it
             self._route_only(message, now, address, only, digest)
         return durability.store_routed(message) if message.holders is not None and durability is not None else None
 
