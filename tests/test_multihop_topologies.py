@@ -19,6 +19,7 @@ Each test shares its nodes between its phases (a node start costs seconds)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -171,6 +172,13 @@ async def test_ring_route_change_under_load_loses_and_duplicates_nothing(ring: M
           f"duplicate copies dropped at import {dropped}")
     assert all(count > 10 for count in during.values()), during  # the switch happened under load
     assert all(sorted(bodies) == expected for bodies in got.values()), report
+    # The old routes round B were kept until the direct ones were ready; each second copy logged.
+    for node in (A, C):
+        records = [json.loads(line) for line in (f.workdir / node / "node.log").read_text().splitlines()]
+        kept = [r for r in records if r["event"] == "ii_subscription_kept"]
+        assert [(r["details"]["neighbour"], [n["neighbour"] for n in r["details"]["until_ready"]]) for r in kept] == [
+            (B, [A if node == C else C])], kept
+        assert sum(1 for r in records if r["event"] == "dropped_message" and r["reason"] == "duplicate") == dropped[node]
     assert f.hop_drops() == {n: {"loop": 0, "hop_limit": 0} for n in f.nodes}  # nothing came round
 
 
