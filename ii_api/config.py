@@ -35,7 +35,7 @@ Example (TOML)::
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ii_api.actor_policy import ActorPolicy
 from ii_api.discovery import DiscoveryConfig
@@ -74,6 +74,14 @@ class MultihopConfig(BaseModel):
                                       "this recently (over another route) is not offered to it again")
     duplicate_window_entries: int = Field(default=100_000, ge=1, le=10_000_000,
                                           description="most (source, message) pairs remembered for that")
+
+    @model_validator(mode="after")
+    def _window_covers_the_overlap(self) -> MultihopConfig:
+        """The second copies of a handover's overlap must still be recognised when they come."""
+        if self.duplicate_window_s <= self.handover_overlap_s:
+            raise ValueError(f"duplicate_window_s ({self.duplicate_window_s}) must be longer than handover_overlap_s "
+                             f"({self.handover_overlap_s}): the overlap's second copies arrive within it")
+        return self
 
 
 class RequestLimits(BaseModel):

@@ -7,8 +7,11 @@ A's data first over B (the link C-A cut), then straight from A when the link com
 """
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
 from pytest import approx
 
+from ii_api.config import MultihopConfig
 from ii_api.handover import RouteHandover
 from ii_api.multihop import desired_routes
 from ii_api.subscriptions import LocalSubscriptionView, OutgoingKey
@@ -112,3 +115,9 @@ def test_without_a_route_change_it_plans_like_plan_outgoing() -> None:
     assert plan.create == [key] and plan.withdraw == [] and plan.kept == {} and plan.wake_at is None
     plan = RouteHandover().plan(0.0, OVER_B, {key: frozenset({1})}, [key], REACHABLE)
     assert plan.create == [] and plan.withdraw == [] and plan.serves == OVER_B
+
+
+def test_config_refuses_a_duplicate_window_shorter_than_the_overlap() -> None:
+    assert MultihopConfig().handover_overlap_s < MultihopConfig().duplicate_window_s
+    with pytest.raises(ValidationError, match="duplicate_window_s .* must be longer than handover_overlap_s"):
+        MultihopConfig(enabled=True, handover_overlap_s=5.0, duplicate_window_s=2.0)
