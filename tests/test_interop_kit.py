@@ -15,7 +15,7 @@ import ssl
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,15 +131,15 @@ async def test_wrong_cn_fails_the_name_checks(tmp_path: Path) -> None:
 @pytest.fixture
 def invalid_selectors_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """The II answers an unparsable selector as if it were valid and matched nothing."""
-    original = ii_api.incoming.decide_incoming
+    original = ii_api.incoming.decide_incoming_steps  # (a generator: the decision is made in slices)
 
-    def lenient(*args: Any, **kwargs: Any) -> IncomingDecision:
-        decision = original(*args, **kwargs)
+    def lenient(*args: Any, **kwargs: Any) -> Generator[None, None, IncomingDecision]:
+        decision = yield from original(*args, **kwargs)
         if decision.status is SubscriptionStatus.NOT_VALID:
             return IncomingDecision(SubscriptionStatus.NO_OVERLAP, decision.consumer, "no capability matches")
         return decision
 
-    monkeypatch.setattr(ii_api.incoming, "decide_incoming", lenient)
+    monkeypatch.setattr(ii_api.incoming, "decide_incoming_steps", lenient)
 
 
 @pytest.mark.usefixtures("invalid_selectors_accepted")

@@ -55,6 +55,14 @@ def add_bridge(directory: Path, config_path: Path, facts: dict[str, Any]) -> Non
     config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
+def agree(config_path: Path, rules: list[dict[str, Any]]) -> None:
+    """IP_068: this demo's actor agreements go before the base demo's (the first matching rule applies)."""
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    actors = config["ii"]["actors"]
+    actors["rules"] = rules + actors["rules"]
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
 def receive_spatem(directory: Path, port: int, source: str) -> list[str]:
     """actor-2 at B takes one SPATEM (blocking proton client, in a worker thread)."""
     connection = demo_connect(directory, CONSUMER, port, SUBSCRIBER)
@@ -81,6 +89,9 @@ async def _demo(directory: Path) -> None:
     try:
         configs = write_configs(directory, await dns.start(), ii_ports, 0)
         add_bridge(directory, configs[INTERCHANGE], simulation.facts)
+        agree(configs[INTERCHANGE], [{"cn": BRIDGE, "publish_message_types": ["SPATEM", "MAPEM", "SSEM"],
+                                      "publisher_ids": ["NL00001"], "subscribe_message_types": ["SREM"]}])
+        agree(configs[SUBSCRIBER], [{"cn": CONSUMER, "subscribe_message_types": ["DENM", "SPATEM"]}])
         print(f"tlex-sim: REST {simulation.service.api_url}, controller NLSM0001 (intersection 5-100) at Hazeldonk")
         for name in NODES:
             nodes[name] = await start_node(load_config(configs[name]))
