@@ -271,8 +271,8 @@ async def _open_store(config: NodeConfig, placement: Placement, admission: Admis
         log.event("warning", "store_repaired", {"file": path, "kept_bytes": intact, "reason": reason,
                                                 "process": placement.index})
     durability = Durability(store)
-    counts = durability.recover(recovery.messages,
-                                lambda raw, publisher, federated: admission.admit(raw, publisher, federated, None, now_ms()))
+    counts = durability.recover(
+        recovery.messages, lambda raw, publisher, federated: admission.admit(raw, publisher, federated, None, now_ms()))
     if recovery.segments:  # a fresh store has nothing to say
         log.event("info", "store_recovered", {"directory": str(directory), "messages": len(recovery.messages),
                                               "per_source": counts, "segments": recovery.segments,

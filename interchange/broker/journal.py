@@ -9,12 +9,13 @@ writer thread and the group commit are :mod:`interchange.broker.store`'s.
 Records: ``<u32 length><u32 crc32><u8 kind><payload>`` (``length`` counts kind and payload,
 the CRC covers them). ``PUT`` stores one message with the source addresses that still hold
 it (IP_032 buffers); ``DEL`` lists (message, source) pairs whose source is done with the message
-(delivered and settled, evicted, expired, or its source deleted): one record per group commit. A message is live while some address holds it and its TTL
-has not run out (IP_033). Replay applies the records in order; a record that is cut short or
-whose CRC does not match ends its segment there (a crash while writing: everything before it
-is intact, every record after it was never acknowledged), and that is reported, never refused.
-Segment files are preallocated with zeros (:mod:`interchange.broker.store`): zeros where the
-next record would start are the segment's clean end.
+(delivered and settled, evicted, expired, or its source deleted): one record per group commit.
+A message is live while some address holds it and its TTL has not run out (IP_033). Replay
+applies the records in order; a record that is cut short or whose CRC does not match ends its
+segment there (a crash while writing: everything before it is intact, every record after it was
+never acknowledged), and that is reported, never refused. Segment files are extended with zeros
+ahead of the records (:mod:`interchange.broker.store`): zeros where the next record would start
+are the segment's clean end.
 
 Segments are deleted oldest first, once every message PUT in them is dead or expired: a DEL
 only ever refers to a message in its own or an older segment, so deleting in that order
@@ -66,9 +67,10 @@ def _encode(kind: int, payload: bytes) -> bytes:
 
 def encode_put(message: StoredMessage) -> bytes:
     publisher = message.publisher.encode()
-    parts: list[bytes | bytearray] = [_PUT_HEAD.pack(message.message_id, -1 if message.expiry_ms is None else message.expiry_ms,
-                            message.arrival_ms, _FEDERATED if message.federated else 0, len(publisher),
-                            len(message.addresses)), publisher]
+    expiry = -1 if message.expiry_ms is None else message.expiry_ms
+    flags = _FEDERATED if message.federated else 0
+    parts: list[bytes | bytearray] = [_PUT_HEAD.pack(message.message_id, expiry, message.arrival_ms, flags,
+                                                     len(publisher), len(message.addresses)), publisher]
     for address in message.addresses:
         encoded = address.encode()
         parts.append(_LEN.pack(len(encoded)))

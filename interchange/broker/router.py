@@ -16,7 +16,7 @@ from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.amqp_scan import ScanError, header_durable
 from interchange.broker.durable import Durability
-from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
+from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected, StoreReceipt
 from interchange.broker.hop_trace import Drop, HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
@@ -25,7 +25,6 @@ from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
 from interchange.broker.routing_index import RoutingIndex
 from interchange.broker.source import LossObserver, Source
-from interchange.broker.store import Commit
 from interchange.timing import now_ms
 
 
@@ -207,7 +206,7 @@ class BrokerCore:
         if source is not None and self.durability is not None:
             self.durability.release(message, source.spec.address)
 
-    def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> Commit | None:
+    def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> StoreReceipt | None:
         """Validate and route one message; raise Rejected for a malformed one (IP_016).
 
         Returns the store's commit a durable message waits for (accept it once that is done),
@@ -242,7 +241,7 @@ class BrokerCore:
             observer.routing_latency(time.perf_counter() - started)
         return durability.store_routed(message) if message.holders is not None and durability is not None else None
 
-    def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> Commit | None:
+    def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> StoreReceipt | None:
         """Route a message received from another interchange's source (federation).
 
         It is validated like any other and marked as imported, so it only reaches sources of
