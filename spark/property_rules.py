@@ -109,6 +109,11 @@ REQUIREMENTS = ("IP_022", "IP_026", "IP_029", "IP_037", "IP_038", "IP_100", "IP_
                 "IP_128", "IP_130", "IP_131", "IP_135")
 
 
+def _finding(name: str, requirement: str | Column, observed: Column, expected: str) -> Column:
+    return F.struct(F.lit(name).alias("property"), F.lit(requirement).alias("rule") if isinstance(requirement, str)
+                    else requirement.alias("rule"), observed.alias("observed"), F.lit(expected).alias("expected"))
+
+
 def flattened() -> list[Column]:
     """The columns :func:`findings` and :func:`valid` read besides the two maps: each standard
     property's value, looked up once per message (the kinds and presence only where findings are
@@ -136,6 +141,9 @@ class _Message:
     def kind_ok(self, name: str) -> Column:
         return F.coalesce(self.kind(name) == SPEC[name][0], F.lit(False))
 
+    def observed(self, name: str) -> Column:
+        return F.concat(F.lit(name + "="), F.coalesce(self.value(name), F.lit("null")))
+
     def value_bad(self, name: str) -> list[tuple[Column, str, str]]:
         check = SPEC[name][2]
         return [] if check is None else check(self.value(name))
@@ -147,63 +155,35 @@ class _Message:
             result = result & ~F.coalesce(bad, F.lit(False))
         return result
 
-    def property_items(self, name: str) -> list[Item]:
-        """The problems of one standard property, type first, then each value check (the first applies)."""
+    def property_finding(self, name: str) -> Column:
+        """The first problem of one standard property (type, then value), as a finding or null."""
         kind, requirement, _ = SPEC[name]
-        items: list[Item] = [(self.present(name) & ~self.kind_ok(name), name, requirement, KIND, _EXPECTED_KIND[kind])]
-        items += [(self.present(name) & bad, name, rule, VALUE, expected) for bad, rule, expected in self.value_bad(name)]
-        return _first(items)
-
-
-#: How a finding's ``observed`` is written: the property's value, "absent", or its JSON kind.
-VALUE, ABSENT, KIND = "value", "absent", "kind"
-#: A possible problem: (condition, property, requirement, how observed, expected).
-Item = tuple[Column, str, str, str, str]
-
-
-def _first(items: list[Item]) -> list[Item]:
-    """``items`` made exclusive: each applies only when none before it does (a chain of when)."""
-    exclusive: list[Item] = []
-    earlier = F.lit(False)
-    for condition, *rest in items:
-        holds = F.coalesce(condition, F.lit(False))
-        exclusive.append((~earlier & holds, *rest))  # type: ignore[arg-type]
-        earlier = earlier | holds
-    return exclusive
-
-
-def _observed(item: Column) -> Column:
-    name = item["property"]
-    return (F.when(item["how"] == ABSENT, F.lit("absent"))
-            .when(item["how"] == KIND, F.concat(name, F.lit(" is JSON "), F.coalesce(F.col(KINDS)[name], F.lit("?"))))
-            .otherwise(F.concat(name, F.lit("="), F.coalesce(F.col(PROPERTIES)[name], F.lit("null")))))
+        kind_text = F.coalesce(self.kind(name), F.lit("?"))
+        result = F.when(self.present(name) & ~self.kind_ok(name),
+                        _finding(name, requirement, F.concat(F.lit(name + " is JSON "), kind_text), _EXPECTED_KIND[kind]))
+        for bad, rule, expected in self.value_bad(name):
+            result = result.when(self.present(name) & F.coalesce(bad, F.lit(False)),
+                                 _finding(name, rule, self.observed(name), expected))
+        return result
 
 
 def findings() -> Column:
     """array<struct<property, rule, observed, expected>>: every problem of one message's properties
     (over the :func:`flattened` columns)."""
     m = _Message()
-    items = [item for name in SPEC for item in m.property_items(name)]
-    items += [(~m.present(name), name, "IP_022", ABSENT, "present (every C-ITS message)") for name in _MANDATORY_ALL]
+    items = [m.property_finding(name) for name in SPEC]
+    items += [F.when(~m.present(name), _finding(name, "IP_022", F.lit("absent"), "present (every C-ITS message)"))
+              for name in _MANDATORY_ALL]
     message_type = F.when(m.valid("messageType"), m.value("messageType"))
     for type_name, (names, requirement) in _MANDATORY_BY_TYPE.items():
-        items += [((message_type == type_name) & ~m.present(name), name, requirement, ABSENT,
-                   f"present (mandatory for {type_name})") for name in names]
-    items += [*_publication_id(m), _denm_cancellation(m, message_type), *_shards(m)]
-    # Each possible problem is a condition and an index into a literal table of what it says: the
-    # generated code holds the conditions only (writing ~45 findings inline made ~10,000 lines of
-    # Java to compile for every validate run), the findings are written for the failing rows.
-    table = F.array(*[F.struct(F.lit(name).alias("property"), F.lit(rule).alias("rule"), F.lit(how).alias("how"),
-                               F.lit(expected).alias("expected")) for _, name, rule, how, expected in items])
-    codes = F.filter(F.array(*[F.when(F.coalesce(condition, F.lit(False)), F.lit(i))
-                               for i, (condition, *_) in enumerate(items)]), lambda code: code.isNotNull())
-    standard = F.transform(codes, lambda code: F.struct(
-        table[code]["property"].alias("property"), table[code]["rule"].alias("rule"),
-        _observed(table[code]).alias("observed"), table[code]["expected"].alias("expected")))
+        items += [F.when((message_type == type_name) & ~m.present(name),
+                         _finding(name, requirement, F.lit("absent"), f"present (mandatory for {type_name})"))
+                  for name in names]
+    items += [_publication_id(m), _denm_cancellation(m, message_type), *_shards(m)]
     unknown = F.filter(F.map_keys(F.col(PROPERTIES)), lambda k: ~k.isin(*SPEC) & ~k.rlike(_CUSTOM_NAME))
     custom = F.transform(unknown, lambda k: F.struct(k.alias("property"), F.lit("IP_131").alias("rule"),
                                                       k.alias("observed"), F.lit("custom-<namespace>-<name>").alias("expected")))
-    return F.concat(custom, standard)
+    return F.concat(custom, F.filter(F.array(*items), lambda f: f.isNotNull()))
 
 
 #: "name=kind" of every standard property with its JSON kind (a hash-set lookup per key in :func:`valid`).
@@ -242,30 +222,32 @@ def valid() -> Column:
     return F.coalesce(reduce(Column.__and__, conditions), F.lit(False))
 
 
-def _publication_id(m: _Message) -> list[Item]:
+def _publication_id(m: _Message) -> Column:
     value = m.value("publicationId")
     colon = F.instr(value, ":")
     publisher = F.substring_index(value, ":", 1)
     local = value.substr(colon + 1, F.length(value))
     malformed = (colon == 0) | (publisher == "") | (local == "")
     checked = m.valid("publicationId")
-    return _first([(checked & malformed, "publicationId", "IP_022", VALUE, "'<publisherId>:<id>'"),
-                   (checked & m.valid("publisherId") & (publisher != m.value("publisherId")), "publicationId", "IP_022",
-                    VALUE, "starts with the publisherId")])
+    return (F.when(checked & malformed, _finding("publicationId", "IP_022", m.observed("publicationId"), "'<publisherId>:<id>'"))
+            .when(checked & m.valid("publisherId") & (publisher != m.value("publisherId")),
+                  _finding("publicationId", "IP_022", m.observed("publicationId"), "starts with the publisherId")))
 
 
-def _denm_cancellation(m: _Message, message_type: Column) -> Item:
+def _denm_cancellation(m: _Message, message_type: Column) -> Column:
     cause, sub = _number(m.value("causeCode")), _number(m.value("subCauseCode"))
     mismatch = (cause == -1) != (sub == -1)
     both = (message_type == "DENM") & m.valid("causeCode") & m.valid("subCauseCode")
-    return (both & mismatch, "subCauseCode", "IP_026", VALUE, "-1 together with causeCode for a cancellation")
+    return F.when(both & mismatch, _finding("subCauseCode", "IP_026", m.observed("subCauseCode"),
+                                            "-1 together with causeCode for a cancellation"))
 
 
-def _shards(m: _Message) -> list[Item]:
+def _shards(m: _Message) -> list[Column]:
     shard_id, shard_count = _number(m.value("shardId")), _number(m.value("shardCount"))
     id_valid, count_valid = m.valid("shardId"), m.valid("shardCount")
-    missing: Item = (~id_valid & count_valid & ~m.present("shardId"), "shardId", "IP_130", ABSENT,
-                     "present while shardCount is set")
-    wrong = _first([(id_valid & (shard_id < 1), "shardId", "IP_128", VALUE, "1 or more"),
-                    (id_valid & count_valid & (shard_id > shard_count), "shardId", "IP_130", VALUE, "at most shardCount")])
-    return [missing, *wrong]
+    missing = F.when(~id_valid & count_valid & ~m.present("shardId"),
+                     _finding("shardId", "IP_130", F.lit("absent"), "present while shardCount is set"))
+    wrong = (F.when(id_valid & (shard_id < 1), _finding("shardId", "IP_128", m.observed("shardId"), "1 or more"))
+             .when(id_valid & count_valid & (shard_id > shard_count),
+                   _finding("shardId", "IP_130", m.observed("shardId"), "at most shardCount")))
+    return [missing, wrong]
