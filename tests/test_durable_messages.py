@@ -217,6 +217,16 @@ def _exactly(pki: TestPki, port: int, expected: list[str]) -> list[str]:
     return _consume(pki, port, len(expected)) + _consume(pki, port, None, quiet_s=0.3)
 
 
+def _killed_with(pki: TestPki, config: Path, messages: list[Message]) -> NodeProcess:
+    """A node that accepted ``messages`` on ``in-0`` and was SIGKILLed, started again."""
+    node = NodeProcess(config)
+    try:
+        _publish(pki, node.ports[0], "in-0", messages)
+    finally:
+        node.kill()
+    return NodeProcess(config)
+
+
 def test_durable_messages_survive_sigkill_of_the_node(pki: TestPki, tmp_path: Path, node_config: Path) -> None:
     node = NodeProcess(node_config)
     try:
@@ -370,12 +380,10 @@ def test_a_full_buffer_drops_durable_messages_for_good(pki: TestPki, tmp_path: P
     small = [SourceSpec(address="denm", consumers=frozenset({CONSUMER}), selector="messageType = 'DENM'",
                         max_messages=200)]
     config = _write_config(pki, tmp_path, 1, small)
-    node = NodeProcess(config)
+    node = _killed_with(pki, config, [_message(f"d{i}", durable=True) for i in range(260)])
     try:
-        _publish(pki, node.ports[0], "in-0", [_message(f"d{i}", durable=True) for i in range(260)])
-        node.kill()
-        node = NodeProcess(config)
-        assert _exactly(pki, node.ports[0], [f"d{i}" for i in range(60, 260)]) == [f"d{i}" for i in range(60, 260)]
+        expected = [f"d{i}" for i in range(60, 260)]
+        assert _exactly(pki, node.ports[0], expected) == expected
     finally:
         node.stop()
 
