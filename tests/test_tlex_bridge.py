@@ -239,7 +239,8 @@ async def test_mapem_kept_across_a_restart(sim: Sim, pki: TestPki, tmp_path: Pat
             counters = node.tlex.counters
             await wait_for(lambda: counters.tlc(TLCS[0]).published >= 5, "SPATEMs published after the restart")
             assert counters.tlc(TLCS[0]).dropped == 0 and node.tlex.translator.spatem_before_mapem == 0
-            assert '"tlex_mapem_restored"' in (tmp_path / "node" / "node.log").read_text()
+            await wait_for(lambda: '"tlex_mapem_restored"' in (tmp_path / "node" / "node.log").read_text(),
+                           "tlex_mapem_restored in the log (written by its own thread)")
             records = [json.loads(line) for line in (tmp_path / "node" / "node.log").read_text().splitlines()]
             first_run = next(r for r in records if r["event"] == "tlex_tlc" and r["details"]["tlc"] == TLCS[0])
             assert first_run["details"]["published"] >= 5 and first_run["details"]["dropped"] == 0
@@ -344,7 +345,8 @@ async def test_controllers_changed_at_run_time(sim: Sim, pki: TestPki, tmp_path:
             with pytest.raises(ValueError, match="publisher_id changed: restart the node"):
                 await node.reload_tlex(lambda: moved_publisher)
             assert bridge.config.publisher_id == "NL00001" and bridge.supervisor.stream.tlc_ids == {TLCS[1]}
-            assert '"tlex_reload_failed"' in (tmp_path / "node" / "node.log").read_text()
+            await wait_for(lambda: '"tlex_reload_failed"' in (tmp_path / "node" / "node.log").read_text(),
+                           "tlex_reload_failed in the log (written by its own thread)")
             assert await node.reload_tlex(lambda: swapped) == {"added": [], "removed": [], "moved": [],
                                                               "session": "unchanged"}
         finally:
