@@ -76,6 +76,8 @@ def _same_capabilities(last: WireModel, body: WireModel) -> bool:
 
 
 def _encode(body: WireModel) -> bytes:
+    if isinstance(body, CapabilitiesMessage):
+        return body.json_bytes()
     return json.dumps(body.to_json(), separators=(",", ":")).encode()
 
 

@@ -118,6 +118,8 @@ SHUTDOWN_GRACE_S = 1.0  #: how long a stopping node lets running requests finish
 
 
 def _encode(model: WireModel) -> bytes:
+    if isinstance(model, CapabilitiesMessage):
+        return model.json_bytes()  # each capability's text encoded once (issue 10)
     return json.dumps(model.to_json(), separators=(",", ":")).encode()
 
 

@@ -577,3 +577,15 @@ def test_local_subscriptions_round_trip():
 def test_network_capabilities_response_round_trip():
     body = {"name": "actor-1", "selector": SELECTOR_SE, "version": "1.0", "capabilities": APPENDIX_C["capabilities"]}
     assert NetworkCapabilitiesResponse.model_validate(body).to_json() == body
+
+
+def test_capabilities_message_bytes_are_its_json():
+    """Issue 10: the message is joined from each capability's cached text; the same JSON as to_json()."""
+    capability = {"application": {"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:d",
+                                  "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1", "quadTree": ["12"],
+                                  "causeCode": None, "custom-nw-lane": 2}, "metadata": {"infoURL": "https://x.no"}}
+    for body in ({"name": "a.x", "capabilities": []},
+                 {"name": "a.x", "capabilities": [capability, {**capability, "custom-nw-op": "NPRA"}],
+                  "custom-croadsix-multihop": {"hopLimit": 3}}):
+        message = CapabilitiesMessage.model_validate(body)
+        assert json.loads(message.json_bytes()) == message.to_json()
