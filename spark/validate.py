@@ -90,8 +90,8 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     checks_by_frame = rules.frames(rule_set)
     runs = _checks_run(checks_by_frame)
     m = messages.select(*rules.INPUT_COLUMNS)
-    if cache_input:
-        m = m.persist(StorageLevel.MEMORY_AND_DISK)
+    if cache_input:  # on local disk: at 2M lines 1,958 MB JVM peak and 99 s, in memory 2,019 MB and 105 s
+        m = m.persist(StorageLevel.DISK_ONLY)
     unique = f"{run_id}-{time.time_ns()}"  # observation names are unique per run in the session
     checked = {frame.__name__: Observation(f"checked-{frame.__name__}-{unique}") for frame in checks_by_frame}
     tally = Observation(f"found-{unique}")
