@@ -135,6 +135,29 @@ def start_broker(pki: TestPki, workdir: Path, targets: Iterable[TargetSpec] = ()
     return BrokerUnderTest(pki, started["node"], loop, thread, log_path)
 
 
+def receive_from_every_process(pki: TestPki, ports: list[int], source: str, count: int, cn: str = "actor-2",
+                                timeout: float = 20.0) -> list[bytes]:
+    """Up to ``count`` bodies ``cn`` reads from ``source`` over one link per broker process (in
+    arrival order per link), within ``timeout`` seconds."""
+    connections = [client_connection(pki, cn, port) for port in ports]
+    got: list[bytes] = []
+    try:
+        receivers = [connection.create_receiver(source, credit=50) for connection in connections]
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            for receiver in receivers:
+                try:
+                    message = receiver.receive(timeout=0.2)
+                except Exception:  # proton.Timeout: nothing from this process yet
+                    continue
+                receiver.accept()
+                got.append(bytes(message.body))
+        return got
+    finally:
+        for connection in connections:
+            connection.close()
+
+
 def tls_exchange(port: int, context: ssl.SSLContext, payload: bytes, timeout: float = 5.0) -> tuple[bytes, bool]:
     """Send raw ``payload`` over TLS; (everything the broker answers, whether it closed within ``timeout``)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:

@@ -11,7 +11,14 @@ import pytest
 from proton import Message
 from proton.utils import LinkDetached
 
-from broker_harness import BrokerUnderTest, client_connection, denm, start_broker, wait_for_records
+from broker_harness import (
+    BrokerUnderTest,
+    client_connection,
+    denm,
+    receive_from_every_process,
+    start_broker,
+    wait_for_records,
+)
 from certs import TestPki
 from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_config, publish, start
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -99,27 +106,6 @@ def _send(pki: TestPki, port: int, target: str, message: Message) -> None:
         connection.close()
 
 
-def _receive_all(pki: TestPki, ports: list[int], source: str, count: int) -> list[bytes]:
-    """Read ``count`` messages from ``source`` over one link per broker process."""
-    connections = [client_connection(pki, "actor-2", port) for port in ports]
-    try:
-        receivers = [c.create_receiver(source, credit=50) for c in connections]
-        got: list[bytes] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < count and time.monotonic() < deadline:
-            for receiver in receivers:
-                try:
-                    message = receiver.receive(timeout=0.2)
-                except Exception:  # proton.Timeout: nothing on this process yet
-                    continue
-                receiver.accept()
-                got.append(bytes(message.body))
-        return got
-    finally:
-        for connection in connections:
-            connection.close()
-
-
 def test_each_process_serves_its_targets_and_every_source(broker: BrokerUnderTest, pki: TestPki) -> None:
     ports = broker.node.amqps_ports
     assert len(ports) == 2 and ports[0] == broker.port and ports[1] != ports[0]
@@ -127,7 +113,7 @@ def test_each_process_serves_its_targets_and_every_source(broker: BrokerUnderTes
     _send(pki, ports[1], "in-1", denm(body=b"from-1"))
     _send(pki, ports[1], "in-1", Message(body=b"ivim", properties={**denm().properties, "messageType": "IVIM"},
                                           inferred=True))  # not for the DENM source
-    assert sorted(_receive_all(pki, ports, "denm", 2)) == [b"from-0", b"from-1"]
+    assert sorted(receive_from_every_process(pki, ports, "denm", 2, timeout=WAIT_S)) == [b"from-0", b"from-1"]
     # a target is served by one process only: the other refuses it and says which
     connection = client_connection(pki, "actor-1", ports[0])
     try:
@@ -157,7 +143,7 @@ def test_address_changes_reach_the_other_process(broker: BrokerUnderTest, pki: T
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    assert _receive_all(pki, ports, "late-src", 1) == [b"late"]
+    assert receive_from_every_process(pki, ports, "late-src", 1, timeout=WAIT_S) == [b"late"]
     broker.call(lambda: broker.node.addresses.remove("late-src"))
     deadline = time.monotonic() + WAIT_S
     while True:
@@ -203,8 +189,8 @@ def test_a_worker_that_dies_is_restarted_on_its_port_with_the_current_addresses(
         time.sleep(0.05)
     assert workers.pids[0] != old_pid and broker.call(lambda: [r.amqps_port for r in workers.ready]) == [ports[1]]
     _send(pki, ports[1], "in-1", denm(body=b"after-restart"))
-    assert _receive_all(pki, ports, "while-down", 1) == [b"after-restart"]
-    assert _receive_all(pki, ports, "denm", 1) == [b"after-restart"]
+    assert receive_from_every_process(pki, ports, "while-down", 1, timeout=WAIT_S) == [b"after-restart"]
+    assert receive_from_every_process(pki, ports, "denm", 1, timeout=WAIT_S) == [b"after-restart"]
     for event in ("broker_process_exited", "broker_process_restarted"):
         [record] = wait_for_records(broker, lambda r, e=event: r["event"] == e, f"no {event} logged")
         assert record["details"]["process"] == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +12,14 @@ import pytest
 from proton import Message
 from pyspark.sql import SparkSession
 
-from broker_harness import BROKER_CN, BrokerUnderTest, client_connection, make_pki, start_broker, wait_for_records
+from broker_harness import (
+    BROKER_CN,
+    BrokerUnderTest,
+    make_pki,
+    receive_from_every_process,
+    start_broker,
+    wait_for_records,
+)
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -284,29 +290,10 @@ def test_replay_into_a_node_of_two_broker_processes_keeps_each_shards_order(
             assert main(args) == 0
             summary = json.loads(capsys.readouterr().out)
             assert (summary["planned"], summary["accepted"], summary["rebuilt"]) == (5, 5, 5)
-        received = _receive_from_every_process(pki, ports, 10)
+        received = receive_from_every_process(pki, ports, "all", 10)
         for shard, bodies in expected.items():
             assert [body for body in received if body[:1] == shard.encode()] == bodies
     finally:
         node.stop()
 
 
-def _receive_from_every_process(pki: TestPki, ports: list[int], wanted: int) -> list[bytes]:
-    """The bodies actor-2 reads from source "all" over one link per broker process, in arrival order per link."""
-    connections = [client_connection(pki, "actor-2", port) for port in ports]
-    got: list[bytes] = []
-    try:
-        receivers = [connection.create_receiver("all", credit=50) for connection in connections]
-        deadline = time.monotonic() + 20
-        while len(got) < wanted and time.monotonic() < deadline:
-            for receiver in receivers:
-                try:
-                    message = receiver.receive(timeout=0.2)
-                except Exception:  # proton's Timeout: nothing from this process yet
-                    continue
-                receiver.accept()
-                got.append(bytes(message.body))
-        return got
-    finally:
-        for connection in connections:
-            connection.close()
