@@ -225,11 +225,16 @@ def selector_option(text: str) -> Selector:
     return Selector(text)
 
 
+def complete_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON log's records so far; a last line still being written by the log's thread is left out."""
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line]
+
+
 def wait_for_records(broker: BrokerUnderTest, wanted, failure: str, timeout: float = 5.0) -> list[dict]:
     """The log records ``wanted`` selects, once there are any (the log is written by a thread)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+        records = complete_records(broker.log_path)
         found = [r for r in records if wanted(r)]
         if found:
             return found

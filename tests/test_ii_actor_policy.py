@@ -3,13 +3,13 @@ the test PKI's client certificates. Refusals are 403 with a JSON reason (and the
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker_harness import complete_records
 from certs import TestPki
 from harness import B
 from ii_api.actor_policy import ActorPolicy, ActorRule
@@ -35,7 +35,7 @@ async def env(pki: TestPki, tmp_path: Path) -> AsyncIterator[Env]:
 def refusals(env: Env) -> list[dict[str, Any]]:
     path = env.node.config.log.path
     assert path is not None
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["event"] == "ii_actor_refused"]
+    return [r for r in complete_records(path) if r["event"] == "ii_actor_refused"]
 
 
 async def test_actor_no_rule_names_is_refused_everything(env: Env) -> None:

@@ -4,7 +4,6 @@ except those whose certificate the new CRL revokes (closed with a reason, logged
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -20,7 +19,7 @@ from cryptography import x509
 from proton import ConnectionException
 from proton.utils import BlockingConnection, LinkDetached
 
-from broker_harness import tls_exchange
+from broker_harness import complete_records, tls_exchange
 from certs import TestPki, create_test_pki
 from certs.revocation import Revocations
 from certs.tls import TlsFiles, client_context
@@ -37,8 +36,7 @@ OTHER_ACTOR = "actor-2"
 def log_records(path: Path, event: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    complete = path.read_text().split("\n")[:-1]  # the log's thread may be half way through the last line
-    return [r for r in map(json.loads, complete) if r["event"] == event]
+    return [r for r in complete_records(path) if r["event"] == event]
 
 
 async def logged(path: Path, event: str, count: int = 1) -> list[dict[str, Any]]:
