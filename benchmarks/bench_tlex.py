@@ -226,13 +226,14 @@ async def run(args: argparse.Namespace) -> None:
     sim_dir = tmp / "sim"
     sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(sim_dir), "--controllers",
                             str(args.controllers), "--spatem-hz", str(args.hz), "--stamp",
-                            "--mapem-interval", str(args.mapem_interval)], stdout=subprocess.PIPE,
+                            "--mapem-interval", str(args.mapem_interval), "--phase", args.phase], stdout=subprocess.PIPE,
                            text=True, cwd=ROOT)
     try:
         assert sim.stdout is not None
         print(sim.stdout.readline().strip())
         facts = json.loads((sim_dir / "sim.json").read_text())
-        print(f"{args.controllers} controllers x {args.hz:g} Hz SPATEM (+ MAPEM every {args.mapem_interval:g} s), "
+        print(f"{args.controllers} controllers x {args.hz:g} Hz SPATEM ({args.phase} phases, "
+              f"MAPEM every {args.mapem_interval:g} s), "
               f"{args.seconds:g} s windows; "
               f"cpus={os.cpu_count()}")
         peer = await peer_phase(facts, args.seconds, args.warmup)
@@ -262,6 +263,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--controllers", type=int, default=100)
     parser.add_argument("--hz", type=float, default=10.0)
+    parser.add_argument("--phase", choices=("staggered", "aligned"), default="staggered",
+                        help="controllers' SPATEM ticks: each its own phase (independent controllers), or all "
+                             "aligned (one burst of every controller per 1/hz: the worst case)")
     parser.add_argument("--seconds", type=float, default=20.0, help="measurement window per phase")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--mapem-interval", type=float, default=2.0,

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from interchange.bridges.tlex.controllers import controller_phase, first_tick
+from interchange.bridges.tlex.sim_cli import tlc_id
 from interchange.cli import main
 
 
@@ -19,6 +21,34 @@ def test_tlex_sim_runs_and_writes_facts(tmp_path: Path, capsys: pytest.CaptureFi
     assert [c["tlc_id"] for c in facts["controllers"]] == ["NLSM0001", "NLSM0002"]
     assert Path(facts["trust_bundle"]).is_file() and facts["server_name"] == "tlex-sim.test"
     assert main(["tlex-sim", "--dir", str(tmp_path), "--controllers", "0", "--duration", "0.2"]) == 0  # PKI reused
+
+
+def test_controller_phases_staggered_or_aligned() -> None:
+    period = 0.1
+    staggered = [controller_phase(tlc_id(i), period) for i in range(100)]
+    assert all(0.0 <= phase < period for phase in staggered)
+    assert staggered == [controller_phase(tlc_id(i), period, "staggered") for i in range(100)]  # same every run
+    per_10_ms = [sum(int(phase * 100) == slot for phase in staggered) for slot in range(10)]
+    assert min(per_10_ms) >= 3 and max(per_10_ms) <= 20  # spread over the period, not one burst
+    assert {controller_phase(tlc_id(i), period, "aligned") for i in range(100)} == {0.0}
+    with pytest.raises(ValueError, match="phasing must be one of staggered, aligned"):
+        controller_phase("NLSM0001", period, "random")
+
+
+def test_first_tick_is_on_the_controllers_grid() -> None:
+    assert first_tick(10.0, 0.1, 0.0) == pytest.approx(10.0)
+    assert first_tick(10.01, 0.1, 0.0) == pytest.approx(10.1)
+    assert first_tick(10.01, 0.1, 0.03) == pytest.approx(10.03)
+    assert first_tick(10.05, 0.1, 0.03) == pytest.approx(10.13)
+
+
+def test_tlex_sim_aligned_phase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tlex-sim", "--dir", str(tmp_path), "--controllers", "2", "--spatem-hz", "20", "--phase", "aligned",
+                 "--duration", "1.0"]) == 0
+    assert int(capsys.readouterr().out.split("controllers sent ")[1].split()[0]) >= 2 * 10
+    with pytest.raises(SystemExit):
+        main(["tlex-sim", "--dir", str(tmp_path), "--phase", "random"])
+    assert "invalid choice: 'random'" in capsys.readouterr().err
 
 
 def test_tlex_sim_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,11 +5,20 @@ Each controller opens its own TLC session (singleplex: one identifier, datagram 
 through the same :class:`~.stream.SessionSupervisor` the bridge uses. IP_104 on the sending side:
 a controller sends the MAPEM of each of its intersections before its first SPATEM, and again
 every ``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes).
+
+Phase: real controllers are independent machines. Each runs its own control cycle on its own clock
+(the specs only bound the clock difference to the service, ``clockDiffLimit``, in seconds, and call
+TCPStreaming "a continuous asynchronous bi-directional stream"), so nothing lines up their 100 ms
+SPATEM ticks. The default, ``staggered``, gives each controller its own phase in the SPATEM period
+(uniform, reproducible from its TLC identifier: :func:`controller_phase`); ``aligned`` makes every
+controller fire at the same tick, a worst case of one burst of all controllers per period.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import random
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +29,23 @@ from interchange.bridges.tlex.rest import StreamingServiceClient, session_reques
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 
 PayloadFactory = Callable[[str, str, int], bytes]  #: (kind, intersection, sequence) -> payload bytes
+PHASINGS = ("staggered", "aligned")
+
+
+def controller_phase(tlc_id: str, period: float, phasing: str = "staggered") -> float:
+    """Offset (s) of a controller's SPATEM ticks in the period: 0 for all when ``aligned``; when
+    ``staggered``, uniform in [0, period), independent per controller and the same in every run
+    (``random.Random`` seeded with the TLC identifier; not security)."""
+    if phasing == "aligned":
+        return 0.0
+    if phasing != "staggered":
+        raise ValueError(f"phasing must be one of {', '.join(PHASINGS)}, not {phasing!r}")
+    return random.Random(tlc_id).random() * period  # noqa: S311
+
+
+def first_tick(now: float, period: float, phase: float) -> float:
+    """The first time >= ``now`` on the grid ``phase + k * period``."""
+    return phase + math.ceil((now - phase) / period) * period
 
 
 @dataclass
@@ -39,8 +65,10 @@ class FakeController:
     def __init__(self, spec: ControllerSpec, api: StreamingServiceClient, *, domain: str,
                  stream_ssl: ssl.SSLContext | None, security: str = "TLSv1.2", spatem_hz: float = 10.0,
                  mapem_interval: float = 60.0, factory: PayloadFactory | None = None,
-                 server_hostname: str | None = None, backoff: Backoff | None = None) -> None:
+                 server_hostname: str | None = None, backoff: Backoff | None = None,
+                 phasing: str = "staggered") -> None:
         self.spec, self.spatem_hz, self.mapem_interval = spec, spatem_hz, mapem_interval
+        self.phase = controller_phase(spec.tlc_id, 1.0 / spatem_hz if spatem_hz > 0 else 1.0, phasing)
         self.record = ControllerRecord()
         self._factory = factory or (lambda kind, ix, seq: stand_in(kind, spec.station_id, ix, seq))
         self.supervisor = SessionSupervisor(
@@ -66,7 +94,8 @@ class FakeController:
         period = 1.0 / self.spatem_hz if self.spatem_hz > 0 else None
         next_map = 0.0
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        start = first_tick(loop.time(), period, self.phase) if period is not None else loop.time()
+        await asyncio.sleep(start - loop.time())  # the loop's clock is the grid all controllers share
         ticks = 0
         while True:
             if loop.time() >= next_map:

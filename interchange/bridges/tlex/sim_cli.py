@@ -1,12 +1,14 @@
 """``interchange tlex-sim``: run a streaming-service simulator with fake traffic-light controllers.
 
-    interchange tlex-sim --dir tlex-sim [--controllers 2] [--spatem-hz 10] [--api-port 0] ...
+    interchange tlex-sim --dir tlex-sim [--controllers 2] [--spatem-hz 10] [--phase staggered|aligned] ...
 
 The directory keeps an RSA test PKI (TLEX 6.1 wants ECDHE-RSA), and ``sim.json`` is rewritten at
 each start with what a bridge needs: the REST base URL, the service's certificate name and trust
 bundle, the Broker account's X-Authorization token, and each controller's TLC identifier and
 intersections. The controllers (one TLC system account, singleplex sessions) send MAPEM, then
-SPATEM at the given rate, and answer SREM with SSEM. Runs until interrupted or ``--duration``.
+SPATEM at the given rate, each on its own phase of the period (``--phase aligned``: all at the same
+tick, one burst per period; see :mod:`.controllers`), and answer SREM with SSEM. Runs until
+interrupted or ``--duration``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from certs import create_test_pki
 from certs.errors import PkiError
 from certs.keys import KeySpec
 from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
-from interchange.bridges.tlex.controllers import ControllerSpec, FakeController, PayloadFactory
+from interchange.bridges.tlex.controllers import PHASINGS, ControllerSpec, FakeController, PayloadFactory
 from interchange.bridges.tlex.payloads import stamped
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Limits, ServiceRegistry
@@ -60,7 +62,8 @@ class Simulation:
 async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: float = 10.0,
                            mapem_interval: float = 60.0, domain: str = DEFAULT_DOMAIN, host: str = "127.0.0.1",
                            api_port: int = 0, tls_port: int = 0, plain_port: int = 0,
-                           limits: Limits | None = None, stamp: bool = False) -> Simulation:
+                           limits: Limits | None = None, stamp: bool = False,
+                           phasing: str = "staggered") -> Simulation:
     """Start the service and ``controllers`` fake controllers; write ``directory/sim.json``."""
     pki = create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
     server = pki.servers[SERVICE_NAME]
@@ -82,7 +85,7 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
     stream_ssl = streaming_client_context(pki.trust_bundle)
     fakes = [FakeController(spec, api, domain=domain, stream_ssl=stream_ssl, spatem_hz=spatem_hz,
                             mapem_interval=mapem_interval, server_hostname=SERVICE_NAME,
-                            factory=_stamped(spec) if stamp else None) for spec in specs]
+                            factory=_stamped(spec) if stamp else None, phasing=phasing) for spec in specs]
     for fake in fakes:
         fake.start()
     facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
@@ -105,6 +108,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--controllers", type=int, default=2, help="fake controllers (default 2)")
     parser.add_argument("--spatem-hz", type=float, default=10.0, help="SPATEM per second per controller")
     parser.add_argument("--mapem-interval", type=float, default=60.0, help="seconds between MAPEM repetitions")
+    parser.add_argument("--phase", choices=PHASINGS, default="staggered",
+                        help="controllers' SPATEM ticks: each on its own phase (default, as independent controllers "
+                             "are), or all aligned (one burst of every controller per period)")
     parser.add_argument("--domain", default=DEFAULT_DOMAIN, help="session domain")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--api-port", type=int, default=0)
@@ -133,7 +139,7 @@ async def _serve(args: argparse.Namespace) -> None:
     simulation = await start_simulation(args.dir, controllers=args.controllers, spatem_hz=args.spatem_hz,
                                         mapem_interval=args.mapem_interval, domain=args.domain, host=args.host,
                                         api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port,
-                                        stamp=args.stamp)
+                                        stamp=args.stamp, phasing=args.phase)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
