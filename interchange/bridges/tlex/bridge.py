@@ -14,7 +14,9 @@ the Basic Interface over AMQPS, as any actor would:
    broker become payload datagrams for the controllers owning their intersections.
 
 AMQP publishing follows the broker's credit; messages wait in a bounded queue meanwhile (and while
-the AMQP connection is being re-established). Metrics per session and per TLC are a
+the AMQP connection is being re-established). The queue is drained once per event-loop turn, not
+per payload: every payload of one TCPStreaming read goes to the broker in one write (one TLS
+record, one syscall) instead of one each. Metrics per session and per TLC are a
 prometheus-client collector (:class:`TlexCollector`); events go to the node's JSON log.
 """
 from __future__ import annotations
@@ -110,6 +112,7 @@ class TlexBridge:
         self._encoder = MessageEncoder()
         self._amqp: ClientConnection | None = None
         self._sender: SenderState | None = None
+        self._drain_scheduled = False
         self._tasks: list[asyncio.Task] = []
         self._api: StreamingServiceClient | None = None
         self.supervisor: SessionSupervisor | None = None
@@ -275,7 +278,9 @@ class TlexBridge:
             return
         for message in result:
             self._enqueue(message)
-        self._drain()
+        if not self._drain_scheduled:  # once per loop turn, after everything this read delivered
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
 
     def _enqueue(self, message: BiMessage) -> None:
         if len(self._queue) >= QUEUE_LIMIT:
@@ -297,6 +302,7 @@ class TlexBridge:
             self._event("warning", "tlex_mapem_not_stored", {"error": str(future.exception())})
 
     def _drain(self) -> None:
+        self._drain_scheduled = False
         connection, sender = self._amqp, self._sender
         if connection is None or sender is None or sender.closed:
             return
