@@ -333,7 +333,8 @@ class Discovery:
             remaining = due - loop.time()
             if remaining > 0 and not self._wake.is_set():
                 try:
-                    await asyncio.wait_for(self._wake.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
 

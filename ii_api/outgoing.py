@@ -132,7 +132,8 @@ class OutgoingRunner:
                 next_at = self.machine.next_at
                 timeout = None if next_at is None else max(0.0, next_at - loop.time())
                 try:
-                    event = await asyncio.wait_for(self._events.get(), timeout)
+                    async with asyncio.timeout(timeout):
+                        event = await self._events.get()
                 except TimeoutError:
                     pending.extend(self.machine.on_timer(loop.time()))
                 else:

@@ -85,7 +85,8 @@ class CapabilityPushes:
         while True:
             timeout = max(0.0, due - loop.time())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(pusher.wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await pusher.wake.wait()
             pusher.wake.clear()
             peer = self._neighbours.neighbour(name)
             if peer is None:

@@ -94,7 +94,8 @@ class RunningNode:
         timeout = self.config.broker.shutdown_timeout_s
         closed: list[int] = []
         try:
-            await asyncio.wait_for(self._quiesce(timeout, closed), timeout)
+            async with asyncio.timeout(timeout):
+                await self._quiesce(timeout, closed)
             timed_out = False
         except TimeoutError:
             timed_out = True

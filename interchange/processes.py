@@ -52,7 +52,8 @@ class _Worker:
         worker = cls(start.index, process)
         worker.send(start)
         try:
-            ready = await asyncio.wait_for(worker._wait_ready(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                ready = await worker._wait_ready()
         except BaseException as exc:
             await worker.stop()
             if isinstance(exc, TimeoutError):
@@ -88,7 +89,8 @@ class _Worker:
         if self.process.stdin is not None:
             self.process.stdin.close()
         try:
-            await asyncio.wait_for(self.process.wait(), STOP_TIMEOUT_S)
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await self.process.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()

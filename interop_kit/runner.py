@@ -41,7 +41,8 @@ def select(checks: Sequence[Check], only: Sequence[str] = (), skip: Sequence[str
 async def run_check(check: Check, target: Target, findings: Findings, timeout_s: float) -> CheckResult:
     started = time.monotonic()
     try:
-        message = await asyncio.wait_for(check.run(target, findings), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            message = await check.run(target, findings)
         outcome = Outcome.PASSED
     except CheckFailed as exc:
         outcome, message = Outcome.FAILED, str(exc)

@@ -146,7 +146,8 @@ class _Run:
                 raise ReplayError(f"no {what} within {self.timeout:g} s")
             self.progress.clear()
             try:
-                await asyncio.wait_for(self.progress.wait(), left)
+                async with asyncio.timeout(left):
+                    await self.progress.wait()
             except TimeoutError:
                 pass
 

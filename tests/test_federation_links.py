@@ -1,6 +1,7 @@
 """Federation data links: our node pulls a neighbour's source into its own broker (4.2.8, IP_109)."""
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from ii_api.federation import Federation, RemoteEndpoint
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
+from interchange.broker.client import ClientConnection
 
 LOCAL = "neighbour.interchange.test"  # the pulling node's own name and certificate
 
@@ -72,4 +74,32 @@ def test_refused_link_is_retried_and_reported(pki: TestPki, tmp_path: Path) -> N
     finally:
         local.run(federation.close())
         local.stop()
+        remote.stop()
+
+
+def test_close_cancelled_as_the_connection_drops_still_ends_cancelled(pki: TestPki, tmp_path: Path) -> None:
+    """A federation link stopped at the moment its neighbour dropped the connection must stop.
+    Python 3.11's ``asyncio.wait_for`` returns normally when its task is cancelled just as the awaited
+    future completes; ``ClientConnection.close`` used it, so such a link went on retrying and
+    ``Federation.close`` never returned (a CI run, 2026-11-26)."""
+    remote = start_broker(pki, tmp_path / "remote", [], [])
+    files = TlsFiles.from_pki(pki.directory, LOCAL)
+
+    async def close_cancelled_as_lost() -> bool:
+        connection = await ClientConnection.open("127.0.0.1", remote.port, client_context(files), BROKER_CN, LOCAL)
+        closing = asyncio.ensure_future(connection.close())
+        await asyncio.sleep(0)  # closing now waits for the neighbour's close
+        connection.abort()  # the connection drops ...
+        while not connection.lost.done():
+            await asyncio.sleep(0)
+        closing.cancel()  # ... and, in the same turn of the loop, the link is stopped
+        try:
+            await closing
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    try:
+        assert asyncio.run(close_cancelled_as_lost())
+    finally:
         remote.stop()

@@ -444,6 +444,9 @@ class ClientConnection(asyncio.Protocol):
         self.engine.close()
         self.flush()
         try:
-            await asyncio.wait_for(asyncio.shield(self.lost), timeout)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns normally when the task is
+            # cancelled just as ``lost`` completes, and a stopped federation link then retried for ever.
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self.lost)
+        except TimeoutError:
             self._transport.abort()

@@ -341,8 +341,9 @@ class If2Bridge:
     async def _publish(self, envelope: If2Envelope, body: bytes) -> bool:
         """Publish to the envelope's exchange with a publisher confirm; False if it was not confirmed."""
         if not self._rabbit_up.is_set():  # (wait_for costs a task: not on every message)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._rabbit_up.wait(), 10.0)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(10.0):
+                    await self._rabbit_up.wait()
         exchange = self._exchanges.get(envelope.key.message_type)
         if exchange is None:
             return False
