@@ -11,9 +11,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from certs import cli as certs_cli
 from certs.errors import PkiError
+from ii_api import cli as ii_cli
+from interchange import demo, node_cli
+from interchange.bridges.tlex import demo as tlex_demo
+from interchange.bridges.tlex import sim_cli as tlex_sim_cli
 from interchange.errors import CliError
+from interop_kit import cli as interop_cli
+from interop_kit import federation_cli
+from quadtree import cli as quadtree_cli
 from quadtree.errors import QuadtreeUsageError
+from spark import cli as spark_cli
 
 #: Errors written for the user: printed as one line, exit status 2 (the packages below the node
 #: runtime have their own, so that they never import it).
@@ -21,16 +30,6 @@ USER_ERRORS = (CliError, PkiError, QuadtreeUsageError)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from certs import cli as certs_cli
-    from ii_api import cli as ii_cli
-    from interchange import demo, node_cli
-    from interchange.bridges.tlex import demo as tlex_demo
-    from interchange.bridges.tlex import sim_cli as tlex_sim_cli
-    from interop_kit import cli as interop_cli
-    from interop_kit import federation_cli
-    from quadtree import cli as quadtree_cli
-    from spark import cli as spark_cli
-
     parser = argparse.ArgumentParser(
         prog="interchange",
         description="C-Roads interchange node (Basic Interface broker, Improved Interface, tools)",
@@ -46,12 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     tlex_demo.register(sub)
     interop_cli.register(sub)
     federation_cli.register(sub)
+    for subparser in sub.choices.values():  # so that its own usage explains a wrong argument
+        subparser.set_defaults(command_parser=subparser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would print the top-level usage, which does not list the command's options
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.handler(args) or 0)
     except USER_ERRORS as exc:

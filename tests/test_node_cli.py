@@ -58,6 +58,23 @@ def test_broker_config_errors_are_one_line(tmp_path: Path, capsys: pytest.Captur
     assert expected in err and "\n" not in err and "Traceback" not in err
 
 
+
+@pytest.mark.parametrize("argv, command, wrong", [
+    (["broker", "--config", "x.toml", "--bogus"], "broker", "--bogus"),
+    (["audit", "validate", "--input", "x", "--output", "y", "--bogus"], "audit", "--bogus"),
+    (["interop", "--target", "x"], "interop", "--target x"),
+])
+def test_wrong_argument_is_explained_by_its_command(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                    command: str, wrong: str) -> None:
+    """The command's own usage (which lists its options), not the top-level one, names the wrong argument."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"usage: interchange {command}" in err
+    assert f"interchange {command}: error: unrecognized arguments: {wrong}" in err
+
+
 def test_configured_addresses_survive_restart(pki: TestPki, tmp_path: Path) -> None:
     targets = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
     sources = [SourceSpec(address="out", consumers=frozenset({"actor-2"}), selector="messageType = 'DENM'")]
