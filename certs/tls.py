@@ -36,6 +36,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from certs.errors import PeerIdentityError
+from certs.pki import Pki
 
 if TYPE_CHECKING:  # pragma: no cover
     import proton
@@ -86,8 +87,6 @@ class TlsFiles:
     @classmethod
     def from_pki(cls, pki_dir: str | Path, cn: str, *, with_crls: bool = True) -> TlsFiles:
         """Identity ``cn`` of the PKI in ``pki_dir``, its ``trust.pem`` and every intermediate's CRL."""
-        from certs.pki import Pki  # the PKI is optional for users of TlsFiles
-
         pki = Pki(pki_dir)
         identity = pki.identity(cn)
         return cls.from_identity_dir(
@@ -228,7 +227,7 @@ def proton_ssl_domain(files: TlsFiles, mode: int) -> proton.SSLDomain:
     Proton's domain cannot check CRLs: ``files.crls`` is ignored here. Revocation is enforced by
     the node's own ``ssl`` listeners (server_context), which see every actor and interchange.
     """
-    import cproton
+    import cproton  # here, not at the top: the II, Spark and the PKI tools use this module without proton
     from proton import SSLDomain, SSLException
 
     files.check()

@@ -184,8 +184,6 @@ class IIClient:
 
 
 def _error_text(data: bytes) -> str:
-    import json
-
     try:
         parsed = json.loads(data)
     except ValueError:

@@ -24,6 +24,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+from proton import Message, SSLDomain, Timeout
+from proton.utils import BlockingConnection
+
+from certs import create_test_pki
+from certs.errors import PkiError
+from certs.tls import TlsFiles, client_context, proton_ssl_domain
+from interchange.config import load_config
+from interchange.demo_dns import DemoDns, SrvRecord
+from interchange.node import RunningNode, start_node
+
 from interchange.errors import CliError
 
 DOMAIN = "interchange.test"
@@ -54,8 +65,6 @@ def free_port() -> int:
 
 def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqps_port: int) -> dict[str, Path]:
     """Create the test PKI (kept across runs) and one node config per interchange."""
-    from certs import create_test_pki
-
     made = create_test_pki(directory / "pki", list(NODES), [PUBLISHER, CONSUMER], exist_ok=True)
     paths = {}
     for name in NODES:
@@ -90,10 +99,6 @@ class ActorClient:
     """A C-ITS actor's HTTPS client for one interchange's local actor API."""
 
     def __init__(self, directory: Path, cn: str, interchange: str, port: int, host: str = "127.0.0.1") -> None:
-        import aiohttp
-
-        from certs.tls import TlsFiles, client_context
-
         self.cn, self.interchange, self.port, self.host = cn, interchange, port, host
         self._context = client_context(TlsFiles.from_pki(directory / "pki", cn, with_crls=False))
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STEP_S))
@@ -135,17 +140,10 @@ def demo_properties(kind: str, tile: str) -> dict[str, Any]:
 
 
 def _message(kind: str, tile: str, text: str) -> Any:
-    from proton import Message
-
     return Message(body=text.encode(), properties=demo_properties(kind, tile), inferred=True)
 
 
 def _connect(directory: Path, cn: str, port: int, server_name: str) -> Any:
-    from proton import SSLDomain
-    from proton.utils import BlockingConnection
-
-    from certs.tls import TlsFiles, proton_ssl_domain
-
     files = TlsFiles.from_pki(directory / "pki", cn, with_crls=False)
     return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT),
                               virtual_host=server_name, allowed_mechs="EXTERNAL", timeout=STEP_S)
@@ -153,8 +151,6 @@ def _connect(directory: Path, cn: str, port: int, server_name: str) -> Any:
 
 def _traffic(directory: Path, a_port: int, target: str, b_port: int, source: str) -> list[str]:
     """actor-2 listens at B, actor-1 publishes at A (blocking proton clients, in a worker thread)."""
-    from proton import Timeout
-
     lines = []
     consumer = _connect(directory, CONSUMER, b_port, SUBSCRIBER)
     receiver = consumer.create_receiver(source, credit=10)
@@ -195,10 +191,6 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 async def _demo(directory: Path, port: int, serve: bool) -> None:
-    from interchange.config import load_config
-    from interchange.demo_dns import DemoDns, SrvRecord
-    from interchange.node import RunningNode, start_node
-
     directory = directory.resolve()
     ii_ports = {name: free_port() for name in NODES}
     dns = DemoDns([SrvRecord(DOMAIN, name, ii_ports[name]) for name in NODES], {name: "127.0.0.1" for name in NODES})
@@ -280,8 +272,6 @@ def _print_where_to_look(directory: Path, nodes: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from certs.errors import PkiError
-
     try:
         asyncio.run(_demo(args.dir, args.port, args.serve))
     except PkiError as exc:

@@ -10,7 +10,9 @@ import asyncio
 from pathlib import Path
 
 from ii_api.cli import format_subscriptions, read_subscriptions
+from interchange.config import load_config
 from interchange.errors import CliError
+from interchange.node import run_forever
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,9 +33,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from interchange.config import load_config
-    from interchange.node import run_forever
-
     config = load_config(args.config)
     try:
         asyncio.run(run_forever(config, load_config=lambda: load_config(args.config)))
@@ -44,8 +43,6 @@ def run(args: argparse.Namespace) -> int:
 
 def run_subscriptions(args: argparse.Namespace) -> int:
     """``interchange subscriptions``: the II's subscriptions of the configured node, read-only."""
-    from interchange.config import load_config
-
     config = load_config(args.config)
     report = read_subscriptions(config.name, config.data_dir)
     print(report.model_dump_json(indent=2) if args.json else format_subscriptions(report))

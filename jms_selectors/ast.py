@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from jms_selectors.lexer import RESERVED, is_identifier_part, is_identifier_start
+from jms_selectors.like import compile_like
 
 #: Python types a :class:`Literal` may hold: ``str``, ``int`` (exact numeric), ``float``
 #: (approximate numeric), ``bool`` (TRUE/FALSE) or ``None`` (NULL).
@@ -106,8 +107,6 @@ class Like:
         """The compiled :class:`jms_selectors.like.LikePattern` (computed once per node)."""
         cached = self.__dict__.get("_matcher")
         if cached is None:
-            from jms_selectors.like import compile_like
-
             cached = compile_like(self.pattern, self.escape)
             object.__setattr__(self, "_matcher", cached)
         return cached

@@ -22,6 +22,8 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import jms_selectors
+
 
 class Origin(str, Enum):
     """Where messages published on a target come from."""
@@ -143,8 +145,6 @@ class AddressBook:
 def _check_selector(text: str | None) -> None:
     if text is None:
         return
-    import jms_selectors
-
     try:
         jms_selectors.compile(text)
     except jms_selectors.SelectorError as exc:

@@ -21,6 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jms_selectors import Selector
+from jms_selectors import ast as nodes
+
 from interchange.broker.source import Source
 
 
@@ -117,15 +120,13 @@ def split_key(ast: Any | None) -> tuple[tuple[str, tuple[str, ...]], Any]:
     """The index key and the conjuncts it does not cover (a tuple; or _ALL for "always")."""
     if ast is None:
         return ("always", ()), ()
-    from jms_selectors import ast as nodes
-
     conjuncts = ast.operands if isinstance(ast, nodes.And) else (ast,)
     for i, node in enumerate(conjuncts):
-        tiles = _quadtree_tiles(node, nodes)
+        tiles = _quadtree_tiles(node)
         if tiles is not None:
             return ("tile", tiles), conjuncts[:i] + conjuncts[i + 1:]
     for i, node in enumerate(conjuncts):
-        message_type = _required_message_type(node, nodes)
+        message_type = _required_message_type(node)
         if message_type is not None:
             return ("type", (message_type,)), conjuncts[:i] + conjuncts[i + 1:]
     return ("always", ()), _ALL
@@ -136,14 +137,11 @@ def _compile_residual(rest: Any, full: Any) -> Any:
         return full
     if not rest:
         return None
-    from jms_selectors import Selector
-    from jms_selectors import ast as nodes
-
     tree = rest[0] if len(rest) == 1 else nodes.And(tuple(rest))
     return Selector(nodes.unparse(tree), tree).matches
 
 
-def _quadtree_tiles(node: Any, nodes: Any) -> tuple[str, ...] | None:
+def _quadtree_tiles(node: Any) -> tuple[str, ...] | None:
     """Tiles t of ``quadTree LIKE '%,t%'`` (one, or an OR of several), else None."""
     terms = node.operands if isinstance(node, nodes.Or) else (node,)
     tiles = []
@@ -161,7 +159,7 @@ def _quadtree_tiles(node: Any, nodes: Any) -> tuple[str, ...] | None:
     return tuple(sorted(set(tiles)))
 
 
-def _required_message_type(node: Any, nodes: Any) -> str | None:
+def _required_message_type(node: Any) -> str | None:
     if isinstance(node, nodes.Comparison) and node.op == "=":
         for ident, lit in ((node.left, node.right), (node.right, node.left)):
             if (isinstance(ident, nodes.Identifier) and ident.name == "messageType"

@@ -26,6 +26,7 @@ By hand (prints the URL and waits until Ctrl-C):
 """
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -35,6 +36,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -338,8 +340,6 @@ def _descendants(pid: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(description="Run a private RabbitMQ node with AMQP 1.0 until Ctrl-C.")
     parser.add_argument("--pki", type=Path, help="a certs PKI directory (TLS 1.3 + SASL EXTERNAL); else plain AMQP")
     parser.add_argument("--cn", default="broker.interchange.test", help="the server identity in the PKI")
@@ -363,6 +363,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main())
