@@ -16,6 +16,7 @@ from proton import Delivery, Message
 from proton.reactor import AtMostOnce
 
 from broker_harness import (
+    complete_records,
     BROKER_CN,
     BrokerUnderTest,
     client_connection,
@@ -51,7 +52,7 @@ def broker(pki: TestPki, tmp_path: Path) -> Iterator[BrokerUnderTest]:
 
 
 def records(path: Path, event: str | None = None) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+    lines = complete_records(path)
     return [r for r in lines if event is None or r["event"] == event]
 
 

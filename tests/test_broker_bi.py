@@ -13,6 +13,7 @@ from proton import Terminus
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
 from broker_harness import (
+    complete_records,
     BrokerUnderTest,
     RawCollector,
     denm,
@@ -370,7 +371,7 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
         b.run(runner.cleanup())
     finally:
         b.stop()
-    records = [json.loads(line) for line in b.log_path.read_text().splitlines() if line]
+    records = complete_records(b.log_path)
     received = [r for r in records if r["event"] == "received_message"]
     assert len(received) == 1  # the second message came after properties/payload logging was switched off
     assert received[0]["applicationProperties"]["messageType"] == "DENM"

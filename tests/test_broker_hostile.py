@@ -2,7 +2,6 @@
 client library would never send, and selectors too large to compile on the shared event loop."""
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import struct
@@ -13,7 +12,10 @@ import pytest
 from proton import Terminus
 from proton.utils import LinkDetached
 
-from broker_harness import BROKER_CN, BrokerUnderTest, denm, selector_option, start_broker, tls_exchange, wait_for_records
+from broker_harness import (
+    BROKER_CN, BrokerUnderTest, complete_records, denm,
+    selector_option, start_broker, tls_exchange, wait_for_records,
+)
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -132,7 +134,7 @@ def test_aborted_transfer_is_discarded_not_rejected(broker: BrokerUnderTest) -> 
     delivery.abort()  # ... then one with aborted=true
     sender.send(denm())  # the link still works: accepted
     time.sleep(0.3)  # the log is written by a thread
-    records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+    records = complete_records(broker.log_path)
     assert not [r for r in records if r["event"] == "rejected_message"]
     publisher.close()
 

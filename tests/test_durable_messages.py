@@ -5,7 +5,6 @@ settled ones are not delivered again, and a truncated store file is repaired, no
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -21,7 +20,10 @@ from prometheus_client import generate_latest
 from proton import Delivery, Message
 from proton.utils import SendException
 
-from broker_harness import BROKER_CN, BrokerUnderTest, client_connection, denm, running_broker, wait_for_records
+from broker_harness import (
+    BROKER_CN, BrokerUnderTest, client_connection, complete_records,
+    denm, running_broker, wait_for_records,
+)
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
@@ -247,8 +249,7 @@ def test_durable_messages_survive_sigkill_of_the_node(pki: TestPki, tmp_path: Pa
             got = _exactly(pki, port, expected)
             # every durable one, in order (two shards interleaved as published); memory-only and expired ones are gone
             assert got == expected, got
-        recovered = [r for r in map(json.loads, (tmp_path / "node.log").read_text().splitlines())
-                     if r["event"] == "store_recovered"]
+        recovered = [r for r in complete_records(tmp_path / "node.log") if r["event"] == "store_recovered"]
         assert recovered[-1]["details"]["messages"] == 40 and recovered[-1]["details"]["per_source"] == {"denm": 40}
         # settled messages are not delivered again, after another SIGKILL
         node.kill()
@@ -284,8 +285,7 @@ def test_a_truncated_store_file_is_recovered_up_to_the_last_intact_record(
         node = NodeProcess(single_config)
         repaired_size = segment.stat().st_size
         assert _exactly(pki, node.ports[0], [f"d{i}" for i in range(9)]) == [f"d{i}" for i in range(9)]
-        records = [r for r in map(json.loads, (tmp_path / "node.log").read_text().splitlines())
-                   if r["event"] == "store_repaired"]
+        records = [r for r in complete_records(tmp_path / "node.log") if r["event"] == "store_repaired"]
         assert len(records) == 1 and records[0]["level"] == "warning"
         assert records[0]["details"]["file"] == str(segment) and "CRC mismatch" in records[0]["details"]["reason"]
         assert repaired_size == records[0]["details"]["kept_bytes"] < len(data)
@@ -363,7 +363,7 @@ def test_sigterm_closes_links_with_a_condition_and_logs_what_stays_buffered(
         with contextlib.suppress(Exception):
             consumer.close()
         for log, process in ((tmp_path / "node.log", 0), (tmp_path / "node.p1.log", 1)):
-            [record] = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "shutdown"]
+            [record] = [r for r in complete_records(log) if r["event"] == "shutdown"]
             assert record["details"]["timed_out"] is False
             # the two unsettled ones went back to the buffer before it was counted
             assert record["details"]["buffered"] == {"denm": {"durable": 6, "memory_only": 2}}, record

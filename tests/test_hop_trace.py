@@ -6,7 +6,6 @@ application properties, body: IP_014/015) stays byte for byte what the publisher
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 from proton import Message, Timeout, symbol, uint, ulong
 from pydantic import ValidationError
 
-from broker_harness import BROKER_CN, RawCollector, denm, start_broker
+from broker_harness import BROKER_CN, RawCollector, complete_records, denm, start_broker
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from ii_api.config import IIConfig
@@ -218,9 +217,8 @@ def test_node_stamps_imports_and_drops_and_counts_loops(pki: TestPki, tmp_path: 
         assert read_trace(got) == HopTrace((BROKER_CN, LOCAL), 2)
         counts = local.call(lambda: dict(local.node.core.observer.hop_dropped_count))
         assert counts == {"loop": 1, "hop_limit": 1}
-        _wait(lambda: len([json.loads(line) for line in local.log_path.read_text().splitlines()
-                           if '"dropped_message"' in line]) == 2)
-        records = [json.loads(line) for line in local.log_path.read_text().splitlines() if '"dropped_message"' in line]
+        _wait(lambda: len([r for r in complete_records(local.log_path) if r["event"] == "dropped_message"]) == 2)
+        records = [r for r in complete_records(local.log_path) if r["event"] == "dropped_message"]
         assert sorted((r["reason"], tuple(r["trace"])) for r in records) == [
             ("hop_limit", ("x.interchange.test", BROKER_CN)), ("loop", (LOCAL, "x.interchange.test", BROKER_CN))]
         assert all(r["level"] == "warning" and r["origin"] == "federated" for r in records)

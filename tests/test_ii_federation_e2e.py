@@ -7,7 +7,6 @@ another interchange is measured and printed (``-s`` shows it), never asserted.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from broker_harness import complete_records
 from certs import TestPki
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
 from ii_api.discovery import DiscoveryConfig
@@ -379,8 +379,8 @@ def _links_up(node: RunningNode, neighbour: str) -> bool:
 
 def _events(workdir: Path, name: str) -> list[dict[str, Any]]:
     log = workdir / "node.log"
-    lines = log.read_text().splitlines() if log.is_file() else []
-    return [record for record in map(json.loads, lines) if record.get("event") == name]
+    records = complete_records(log) if log.is_file() else []
+    return [record for record in records if record.get("event") == name]
 
 
 async def test_a_neighbour_that_leaves_dns_is_cut_off_and_subscribes_anew_when_back(

@@ -4,12 +4,12 @@ route (a different hop trace, the same bare message, IP_014/015) from a source t
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from proton import symbol
 
+from broker_harness import complete_records
 from harness import denm
 from interchange.broker.addresses import AddressBook, Scope, SourceSpec
 from interchange.broker.admission import Admission
@@ -87,7 +87,7 @@ def test_second_copy_over_another_route_is_kept_from_the_source_that_had_it(tmp_
     core = _core(ImportDuplicates(window_ms=10_000), log)
     _over_two_routes(core)
     log.close()
-    records = [json.loads(line) for line in (tmp_path / "b.log").read_text().splitlines()]
+    records = complete_records(tmp_path / "b.log")
     drops = [r for r in records if r["event"] == "dropped_message"]
     assert [(r["reason"], r["source"], r["level"], r["origin"]) for r in drops] == [
         ("duplicate", "s1", "warning", "federated")]

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from proton import Delivery, Message, byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
-from broker_harness import BROKER_CN, BrokerUnderTest, denm, ivim, running_broker, send_raw
+from broker_harness import BROKER_CN, BrokerUnderTest, complete_records, denm, ivim, running_broker, send_raw
 from certs import TestPki
 from certs.tls import TlsFiles
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -358,5 +358,5 @@ def test_rhea_refused_without_certificate_or_with_tls12(node_binary: str, broker
     assert len(of(events, "disconnected")) == 1, events
     assert of(events, "disconnected")[0]["code"] == alert, events  # the broker's TLS alert reached rhea
     # The broker never got as far as an AMQP connection for it.
-    records = [json.loads(line) for line in broker.log_path.read_text().splitlines() if line]
+    records = complete_records(broker.log_path)
     assert not [r for r in records if r["event"] in ("connect", "connection_open")], records

@@ -11,7 +11,6 @@ federation on and off (a plain federation, the default)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection, BlockingSender
 
+from broker_harness import complete_records
 from certs import TestPki
 from dns_fixtures import DnsmasqServer
 from ii_harness import A, B, Consumer, amqp_connect, denm_message
@@ -83,8 +83,7 @@ def _drain(consumer: Consumer) -> list[Message]:
 
 def _requested_ms(f: MultihopFederation, node: str) -> int:
     """When ``node`` requested its (only) subscription at the other, from its JSON log."""
-    for line in (f.workdir / node / "node.log").read_text().splitlines():
-        entry = json.loads(line)
+    for entry in complete_records(f.workdir / node / "node.log"):
         if entry.get("event") == "ii_subscription_requested":
             return int(entry["timestampMs"])
     raise AssertionError(f"{node} requested no subscription")

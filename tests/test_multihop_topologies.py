@@ -19,7 +19,6 @@ Each test shares its nodes between its phases (a node start costs seconds)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 from proton import Message
 
+from broker_harness import complete_records
 from certs import TestPki
 from dns_fixtures import DnsmasqServer
 from harness import D
@@ -174,7 +174,7 @@ async def test_ring_route_change_under_load_loses_and_duplicates_nothing(ring: M
     assert all(sorted(bodies) == expected for bodies in got.values()), report
     # The old routes round B were kept until the direct ones were ready; each second copy logged.
     for node in (A, C):
-        records = [json.loads(line) for line in (f.workdir / node / "node.log").read_text().splitlines()]
+        records = complete_records(f.workdir / node / "node.log")
         kept = [r for r in records if r["event"] == "ii_subscription_kept"]
         assert [(r["details"]["neighbour"], [n["neighbour"] for n in r["details"]["until_ready"]]) for r in kept] == [
             (B, [A if node == C else C])], kept

@@ -1,12 +1,11 @@
 """The `interchange demo` main job (a two-interchange federation) and `interchange broker` config errors, end to end."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from broker_harness import denm, start_broker
+from broker_harness import complete_records, denm, start_broker
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.cli import main
@@ -23,11 +22,9 @@ def test_demo_federation_delivers_only_the_matching_denm(tmp_path: Path, capsys:
     assert "interchange neighbours --data-dir" in out and "/openapi.json" in out
     for name in ("a.interchange.test", "b.interchange.test"):
         assert (tmp_path / "demo" / name / "node.json").is_file()
-    published = [json.loads(line) for line in
-                 (tmp_path / "demo" / "a.interchange.test" / "node.log").read_text().splitlines()]
+    published = complete_records(tmp_path / "demo" / "a.interchange.test" / "node.log")
     assert sum(r["event"] == "received_message" for r in published) == 3
-    imported = [json.loads(line) for line in
-                (tmp_path / "demo" / "b.interchange.test" / "node.log").read_text().splitlines()]
+    imported = complete_records(tmp_path / "demo" / "b.interchange.test" / "node.log")
     assert [r["address"] for r in imported if r["event"] == "received_message"] == ["federation:a.interchange.test"]
     assert any(r["event"] == "ii_federation_started" for r in imported)
     # The neighbour list is persisted and shown by `interchange neighbours`.

@@ -4,10 +4,10 @@ an SREM from that actor back to exactly one controller, whose SSEM comes back.""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
+from broker_harness import complete_records
 from ii_harness import Consumer, Https, node_config, publish, start, wait_for
 from prometheus_client import generate_latest
 from proton import Message
@@ -241,7 +241,7 @@ async def test_mapem_kept_across_a_restart(sim: Sim, pki: TestPki, tmp_path: Pat
             assert counters.tlc(TLCS[0]).dropped == 0 and node.tlex.translator.spatem_before_mapem == 0
             await wait_for(lambda: '"tlex_mapem_restored"' in (tmp_path / "node" / "node.log").read_text(),
                            "tlex_mapem_restored in the log (written by its own thread)")
-            records = [json.loads(line) for line in (tmp_path / "node" / "node.log").read_text().splitlines()]
+            records = complete_records(tmp_path / "node" / "node.log")
             first_run = next(r for r in records if r["event"] == "tlex_tlc" and r["details"]["tlc"] == TLCS[0])
             assert first_run["details"]["published"] >= 5 and first_run["details"]["dropped"] == 0
         finally:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from broker_harness import BROKER_CN, start_broker, tls_exchange, wait_for_records
+from broker_harness import BROKER_CN, complete_records, start_broker, tls_exchange, wait_for_records
 from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
 from interchange.broker.addresses import TargetSpec
@@ -45,7 +44,7 @@ def test_empty_crls_starts_with_a_warning(pki: TestPki, tmp_path: Path) -> None:
         await node.close()
 
     asyncio.run(run())
-    records = [json.loads(line) for line in (tmp_path / "node.log").read_text().splitlines()]
+    records = complete_records(tmp_path / "node.log")
     assert [r["level"] for r in records if r["event"] == "tls_revocation_unchecked"] == ["warning"]
 
 
