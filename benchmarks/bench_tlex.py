@@ -166,6 +166,7 @@ async def bridge_phase(tmp: Path, facts: dict[str, Any], seconds: float, warmup:
 
     pki, config = node_config(tmp, facts)
     node = await start_node(config)
+    node.freeze_startup_heap()  # as `interchange broker` does after start-up
     out = tmp / "consumer.json"
     try:
         source = await subscribe(pki, node)

@@ -119,6 +119,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
     except (ValidationError, OSError, ValueError) as exc:
         send(codec.encode(Failed(reason=f"broker process {start.index}: {exc}")))
         return 2
+    node.freeze_startup_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):

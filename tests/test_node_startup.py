@@ -1,16 +1,21 @@
 """A node whose start-up fails half way leaves nothing running (issue 10): one exit stack in the
-node runtime; the CLI exits non-zero with one clear line."""
+node runtime; the CLI exits non-zero with one clear line. A node that starts freezes its start-up
+heap in every broker process (issue 9: no full collection of it stalls the loop later)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from broker_harness import BROKER_CN
+from broker_harness import BROKER_CN, complete_records
 from certs import TestPki
 from interchange.cli import main
 from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
@@ -65,3 +70,33 @@ def test_cli_exits_non_zero_with_one_line(pki: TestPki, tmp_path: Path, taken_po
     err = capsys.readouterr().err.strip()
     assert "start-up failed" in err and str(taken_port) in err and "nothing is left running" in err
     assert "\n" not in err and "Traceback" not in err
+
+
+def test_every_broker_process_freezes_its_startup_heap(pki: TestPki, tmp_path: Path) -> None:
+    node = config(pki, tmp_path, free_port(), free_port())
+    path = tmp_path / "node.json"
+    path.write_text(node.model_copy(update={"broker": node.broker.model_copy(update={"processes": 2})}).model_dump_json())
+    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "AMQPS port" in line, line + (process.stderr.read() if process.poll() is not None and process.stderr else "")
+        logs = [tmp_path / "node.log", tmp_path / "node.p1.log"]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            frozen = [[r for r in complete_records(log) if r["event"] == "heap_frozen"] if log.exists() else []
+                      for log in logs]
+            if all(frozen):
+                break
+            time.sleep(0.05)
+        assert all(frozen), f"heap_frozen records: {frozen}"
+        for records in frozen:
+            assert records[0]["details"]["objects"] > 10_000  # modules, config, PKI: the start-up heap
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
