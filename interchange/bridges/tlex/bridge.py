@@ -73,7 +73,11 @@ class BridgeCounters:
     amqp_connects: int = 0
 
     def tlc(self, tlc: str | None) -> TlcCounters:
-        return self.tlcs.setdefault(tlc or "?", TlcCounters())
+        key = tlc or "?"
+        counters = self.tlcs.get(key)  # not setdefault: that builds a TlcCounters per payload, twice
+        if counters is None:
+            counters = self.tlcs[key] = TlcCounters()
+        return counters
 
 
 class ActorApi:
