@@ -13,7 +13,12 @@ missing between the first and the last one seen per controller.
 Peer in the same run: the same streams received by a plain Broker-session client of the
 simulator (no bridge, no broker), measured first. The bridge's *added* latency is the bridged
 path's percentile minus the peer's. CPU per payload is this process's CPU time (bridge + broker +
-the idle II) over the window divided by the payloads the bridge published. Not a test: it prints.
+the idle II) over the window divided by the payloads the bridge published; the consumer process's
+CPU per message is reported too (it is on the bridged path only). Not a test: it prints.
+
+The controllers run on staggered phases by default (each its own offset in the 10 Hz period, as
+independent controllers do); ``--phase aligned`` makes all of them fire at one tick, a burst of
+every controller per period (see ``interchange.bridges.tlex.controllers``).
 """
 from __future__ import annotations
 
@@ -70,7 +75,7 @@ def consume(args: argparse.Namespace) -> None:
     connection = BlockingConnection(f"amqps://127.0.0.1:{args.port}", virtual_host=NODE, allowed_mechs="EXTERNAL",
                                     ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT), timeout=30)
     receiver = connection.create_receiver(args.source, credit=2000)
-    samples, start, end = [], None, None
+    samples, start, end, cpu0 = [], None, None, None
     print("ready", flush=True)
     while end is None or time.monotonic() < end:
         try:
@@ -84,9 +89,11 @@ def consume(args: argparse.Namespace) -> None:
             start = time.monotonic()
             end = start + args.warmup + args.seconds
         if time.monotonic() >= start + args.warmup:
+            cpu0 = cpu_seconds() if cpu0 is None else cpu0
             samples.append((station, seq, now - sent))
+    cpu = cpu_seconds() - cpu0 if cpu0 is not None else 0.0
     connection.close()
-    Path(args.out).write_text(json.dumps(samples))
+    Path(args.out).write_text(json.dumps({"samples": samples, "cpu_us": cpu / max(1, len(samples)) * 1e6}))
 
 
 # --------------------------------------------------------------------------- phases
@@ -188,9 +195,10 @@ async def bridge_phase(tmp: Path, facts: dict[str, Any], seconds: float, warmup:
         dropped = sum(c.dropped for c in bridge.counters.tlcs.values())
     finally:
         await node.close()
-    result = summarise([tuple(s) for s in json.loads(out.read_text())])  # type: ignore[misc]
+    received = json.loads(out.read_text())
+    result = summarise([tuple(s) for s in received["samples"]])  # type: ignore[misc]
     result.update(rate=result["received"] / seconds, cpu_us=cpu / max(1, published) * 1e6,
-                  bridge_dropped=dropped)
+                  bridge_dropped=dropped, consumer_cpu_us=received["cpu_us"])
     return result
 
 
@@ -252,7 +260,8 @@ async def run(args: argparse.Namespace) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
     print(f"added latency (bridged - peer): p50 {bridged['p50_ms'] - peer['p50_ms']:.2f} ms, "
           f"p99 {bridged['p99_ms'] - peer['p99_ms']:.2f} ms; bridge dropped {bridged['bridge_dropped']} "
-          f"(SPATEMs before a MAPEM, IP_104)")
+          f"(SPATEMs before a MAPEM, IP_104); the BI consumer process used {bridged['consumer_cpu_us']:.0f} us CPU "
+          f"per message")
     hot = hot_path_us()
     print(f"bridge hot path (decode frame + map + encode AMQP message, no I/O): {hot:.1f} us CPU per payload")
     if args.json:
