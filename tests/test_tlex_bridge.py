@@ -377,6 +377,35 @@ def test_mapem_store_keeps_nine_minutes(tmp_path: Path) -> None:
     assert [m.kind for m in after] == ["MAPEM", "SPATEM"]  # type: ignore[union-attr]  # is 600 s old: repeated
 
 
+async def test_mapems_stored_by_one_writer_latest_per_controller(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """A MAPEM burst is stored by one write at a time, each with only the latest MAPEM per controller
+    that arrived meanwhile; at stop nothing accepted is left unstored."""
+    from interchange.bridges.tlex.bridge import TlexBridge
+
+    config = bridged_config(sim, pki, tmp_path)
+    assert config.tlex is not None
+    bridge = TlexBridge(config.tlex, node_name=NODE, ii_port=1, amqps_port=1, event=lambda *_: None,
+                        state_dir=tmp_path / "tlex")
+    store = bridge._mapems  # noqa: SLF001
+    assert store is not None
+    batches: list[dict[str, tuple[int, bytes]]] = []
+    save_all = store.save_all
+
+    def recording(batch: dict[str, tuple[int, bytes]]) -> None:
+        batches.append(dict(batch))
+        save_all(batch)
+
+    store.save_all = recording  # type: ignore[method-assign]
+    for i in range(60):
+        bridge._enqueue(BiMessage({}, 1000, b"map-%d" % i, TLCS[i % 2], "MAPEM"))  # noqa: SLF001
+    await bridge._store_unsaved_mapems()  # noqa: SLF001
+    assert 2 <= len(batches) <= 3 and sum(len(batch) for batch in batches) <= 5  # not 60 writes
+    assert batches[0] == {TLCS[0]: (batches[0][TLCS[0]][0], b"map-0")}
+    stored = store.load([TLCS[0], TLCS[1]], batches[-1][TLCS[0]][0])
+    assert {tlc: payload for tlc, (_, payload) in stored.items()} == {TLCS[0]: b"map-58", TLCS[1]: b"map-59"}
+    assert not list((tmp_path / "tlex").glob("*.tmp"))
+
+
 def test_mapem_repeated_while_spatems_flow() -> None:
     """IP_048: the bridge repeats a controller's MAPEM at least every 9 min while its SPATEMs flow
     (with a fresh TTL); a controller that stopped sending has nothing repeated; IP_049 lets an

@@ -5,12 +5,13 @@ on the BI. The bridge keeps each controller's latest MAPEM payload with its rece
 starts again within those 9 minutes it publishes the stored MAPEMs first, so the controllers'
 SPATEMs (IP_104: only after the MAPEM) flow at once instead of waiting for the next MAPEM, which
 a controller may send only every few minutes (IP_048). Files are written atomically (temp file +
-rename); the I/O layer calls :meth:`MapemStore.save` off the event loop.
+rename). The I/O layer calls :meth:`MapemStore.save_all` off the event loop, one call at a time
+(a single writer: each controller's temp file has a fixed name), with only the latest MAPEM of
+each controller that arrived meanwhile.
 """
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 #: IP_049: how long a received MAPEM is kept for repetition.
@@ -26,13 +27,17 @@ class MapemStore:
         return self.directory / f"{tlc.encode('ascii').hex()}.mapem"  # identifiers may hold any ASCII
 
     def save(self, tlc: str, received_ms: int, payload: bytes) -> None:
+        self.save_all({tlc: (received_ms, payload)})
+
+    def save_all(self, mapems: dict[str, tuple[int, bytes]]) -> None:
+        """{tlc: (received ms, payload)}, each replacing the controller's stored one. One writer at a
+        time (the temp file's name is fixed per controller)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self._path(tlc)
-        # a temp file of its own: two saves of one controller may run at once in the executor
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=path.stem, suffix=".tmp")
-        with os.fdopen(fd, "wb") as file:
-            file.write(received_ms.to_bytes(_STAMP_SIZE, "big") + payload)
-        os.replace(temp, path)
+        for tlc, (received_ms, payload) in mapems.items():
+            path = self._path(tlc)
+            temp = path.with_suffix(".tmp")
+            temp.write_bytes(received_ms.to_bytes(_STAMP_SIZE, "big") + payload)
+            os.replace(temp, path)
 
     def load(self, tlcs: list[str], now_ms: int) -> dict[str, tuple[int, bytes]]:
         """{tlc: (received ms, payload)} of the stored MAPEMs younger than 9 minutes."""
