@@ -4,8 +4,10 @@ Times (each with Spark's ``noop`` sink, so every column is computed and nothing 
 scan of the rule columns from Parquet, then each frame of :func:`spark.rules.frames` (the message
 records with every per-record rule, a publication's sequence with repetition, CAM/CPM rates and
 duplicates, the shard links, the SPATEMs, the seconds) with all its checks, read from the Parquet
-as validate reads it (no cache), then the whole validate (violations and metrics written). Run it
-on the Parquet that bench_spark.py left with ``--work``:
+as validate reads it (no cache), then the whole validate (violations and metrics written) with the
+JVM's CPU time and the time HotSpot's JIT compilers spent (on 2 cores the JIT competes with the
+two task threads: ~50 s of compiling in a first validate at 2 M lines). Run it on the Parquet that
+bench_spark.py left with ``--work``:
 
     .venv/bin/python benchmarks/bench_spark_profile.py WORK/tables [--master local[*]]
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyspark.sql import DataFrame  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 from spark import rules, tables  # noqa: E402
 from spark.ingest import read_table  # noqa: E402
@@ -37,6 +39,14 @@ def timed_noop(label: str, frame: DataFrame) -> float:
     return seconds
 
 
+def jvm_seconds(spark: SparkSession) -> tuple[float, float]:
+    """(CPU time of the driver JVM, total time of its JIT compilers) so far, in seconds (Linux)."""
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    stat = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return cpu, jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime() / 1000
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tables", help="an ingest output directory")
@@ -50,10 +60,11 @@ def main() -> int:
                 for frame, checks in rules.frames(rules.ALL_RULES).items())
     print(f"{'sum of the frames alone':34} {total:8.1f} s")
     with tempfile.TemporaryDirectory(prefix="profile-") as out:
-        start = time.perf_counter()
+        (cpu, jit), start = jvm_seconds(spark), time.perf_counter()
         run = validate(spark, messages, out, "profile")
-        print(f"{'validate (all rules, writes)':34} {time.perf_counter() - start:8.1f} s  "
-              f"({run.violations} findings, load average {os.getloadavg()[0]:.1f})")
+        seconds, (cpu_after, jit_after) = time.perf_counter() - start, jvm_seconds(spark)
+        print(f"{'validate (all rules, writes)':34} {seconds:8.1f} s  ({run.violations} findings, JVM CPU "
+              f"{cpu_after - cpu:.1f} s, JIT compiling {jit_after - jit:.1f} s, load average {os.getloadavg()[0]:.1f})")
     spark.stop()
     return 0
 
