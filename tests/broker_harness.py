@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -223,6 +226,29 @@ class RawCollector(Handler):
 
 def selector_option(text: str) -> Selector:
     return Selector(text)
+
+
+def start_node_process(config_path: Path) -> tuple[subprocess.Popen, str]:
+    """``python -m interchange broker --config ...`` as operators run it (so that it can be signalled), and
+    the line it prints once listening ("... AMQPS port <ports>, plain ..."); its stderr if it stops instead."""
+    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if "AMQPS port" not in line:
+        process.kill()
+        raise AssertionError(line + (process.stderr.read() if process.stderr else ""))
+    return process, line
+
+
+def terminate(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Stop a node process as an operator does (SIGTERM: graceful), killing it if it does not stop in time."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def complete_records(path: Path) -> list[dict[str, Any]]:

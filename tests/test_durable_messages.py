@@ -8,8 +8,6 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from proton.utils import SendException
 
 from broker_harness import (
     BROKER_CN, BrokerUnderTest, client_connection, complete_records,
-    denm, running_broker, wait_for_records,
+    denm, running_broker, start_node_process, terminate, wait_for_records,
 )
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -110,14 +108,7 @@ class NodeProcess:
     """A node run as operators run it (``python -m interchange broker``), so that it can be SIGKILLed."""
 
     def __init__(self, config_path: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        cwd=Path(__file__).parents[1])
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if "AMQPS port" not in line:
-            self.process.kill()
-            raise AssertionError(line + (self.process.stderr.read() if self.process.stderr else ""))
+        self.process, line = start_node_process(config_path)
         found = re.search(r"AMQPS port ([\d, ]+?), plain", line)
         assert found is not None, line
         self.ports = [int(p) for p in found.group(1).split(",")]
@@ -135,12 +126,7 @@ class NodeProcess:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=WAIT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            terminate(self.process, WAIT_S)
 
 
 def _children(pid: int) -> list[int]:

@@ -4,9 +4,7 @@ heap in every broker process (issue 9: no full collection of it stalls the loop 
 from __future__ import annotations
 
 import asyncio
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BROKER_CN, complete_records
+from broker_harness import BROKER_CN, complete_records, start_node_process, terminate
 from certs import TestPki
 from interchange.cli import main
 from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
@@ -76,12 +74,8 @@ def test_every_broker_process_freezes_its_startup_heap(pki: TestPki, tmp_path: P
     node = config(pki, tmp_path, free_port(), free_port())
     path = tmp_path / "node.json"
     path.write_text(node.model_copy(update={"broker": node.broker.model_copy(update={"processes": 2})}).model_dump_json())
-    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    process, _ = start_node_process(path)
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "AMQPS port" in line, line + (process.stderr.read() if process.poll() is not None and process.stderr else "")
         logs = [tmp_path / "node.log", tmp_path / "node.p1.log"]
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -94,9 +88,4 @@ def test_every_broker_process_freezes_its_startup_heap(pki: TestPki, tmp_path: P
         for records in frozen:
             assert records[0]["details"]["objects"] > 10_000  # modules, config, PKI: the start-up heap
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)

@@ -7,8 +7,6 @@ import asyncio
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from cryptography import x509
 from proton import ConnectionException
 from proton.utils import BlockingConnection, LinkDetached
 
-from broker_harness import complete_records, tls_exchange
+from broker_harness import complete_records, start_node_process, terminate, tls_exchange
 from certs import TestPki, create_test_pki
 from certs.revocation import Revocations
 from certs.tls import TlsFiles, client_context
@@ -190,12 +188,8 @@ def test_sighup_reloads_every_broker_process(pki_fresh: TestPki, tmp_path: Path)
     config = admin_config(pki_fresh, tmp_path, processes=2)
     config_path = tmp_path / "node.json"
     config_path.write_text(config.model_dump_json(), encoding="utf-8")
-    process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    process, line = start_node_process(config_path)
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert "AMQPS port" in line, line + (process.stderr.read() if process.poll() is not None and process.stderr else "")
         worker_port = int(line.split("AMQPS port ")[1].split(",")[1])
         connection = amqp_connect(pki_fresh, ACTOR, worker_port, SERVER)
         pki_fresh.pki.revoke(pki_fresh.identity(ACTOR).serial)
@@ -213,12 +207,7 @@ def test_sighup_reloads_every_broker_process(pki_fresh: TestPki, tmp_path: Path)
         assert not sasl_answered(worker_port, pki_fresh, ACTOR)
         assert sasl_answered(worker_port, pki_fresh, OTHER_ACTOR)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)
 
 
 async def test_reloaded_crl_drops_federation_links_to_a_revoked_neighbour(tmp_path: Path,
