@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -78,8 +79,14 @@ def start(spark: SparkSession, log_dir: str, output: str, *, trigger_seconds: fl
     return queries
 
 
-def stop(queries: list[StreamingQuery]) -> None:
+def stop(queries: list[StreamingQuery], settle_s: float = 10.0) -> None:
+    """Stop the queries, each between two micro-batches if its running one ends within ``settle_s``.
+    Stopping in the middle of a batch loses nothing (the checkpoint runs it again on restart), but
+    Spark logs the interrupted write as an ERROR with a Java stack trace, which reads as a crash."""
+    deadline = time.monotonic() + settle_s
     for query in queries:
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.05)
         query.stop()
 
 
