@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
-from spark import rules, tables  # noqa: E402
-from spark.ingest import read_table  # noqa: E402
+from spark import rules  # noqa: E402
+from spark.ingest import read_messages  # noqa: E402
 from spark.session import build_session  # noqa: E402
 from spark.tables import Layout  # noqa: E402
 from spark.validate import validate  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> int:
     parser.add_argument("--master", default="local[*]")
     args = parser.parse_args()
     spark = build_session(args.master, "bench-spark-profile")
-    messages = read_table(spark, Layout(args.tables).messages, tables.MESSAGES).select(*rules.INPUT_COLUMNS)
+    messages = read_messages(spark, Layout(args.tables).messages).select(*rules.INPUT_COLUMNS)
     print(f"rows: {messages.count()}")
     timed_noop("scan of the rule columns", messages)
     total = sum(timed_noop(f"frame {frame.__name__} ({len(checks)} checks)", rules.violations(frame(messages), checks))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -74,6 +75,9 @@ class IngestSummary:
 def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite") -> IngestSummary:
     """Write the three tables of ``inputs`` under ``output``; returns the row counts written."""
     layout = Layout(output)
+    if mode == "append" and not has_standard_columns(spark, layout.messages):
+        raise CliError(f"{layout.messages} was written by an earlier ingest (no columns of tables 1-7's "
+                       "properties): ingest into a new output, or again with --mode overwrite")
     parsed = read_records(spark, inputs)
     # the line text is only needed for corrupt lines: dropping it elsewhere keeps the disk copy small
     parsed = parsed.withColumn("value", F.when(F.col("corruptReason").isNotNull(), F.col("value")))
@@ -84,7 +88,7 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
         parse.corrupt(parsed, time.time_ns() // 1_000_000).write.mode(mode).parquet(layout.corrupt)
     finally:
         parsed.unpersist()
-    return IngestSummary(read_table(spark, layout.messages, tables.MESSAGES).count(),
+    return IngestSummary(read_messages(spark, layout.messages).count(),
                          read_table(spark, layout.events, tables.EVENTS).count(),
                          read_table(spark, layout.corrupt, tables.CORRUPT).count())
 
@@ -92,6 +96,23 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
 def read_table(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
     """A table written by the pipeline, with its declared schema (an empty table reads as empty)."""
     return spark.read.schema(schema).parquet(path)
+
+
+def has_standard_columns(spark: SparkSession, path: str) -> bool:
+    """False only for a messages table written before the typed columns of tables 1-7 (2026-11-26)."""
+    try:
+        return set(tables.PROPERTY_COLUMNS) <= set(spark.read.parquet(path).schema.fieldNames())
+    except AnalysisException:  # no table (or no file in it) yet: nothing was written without them
+        return True
+
+
+def read_messages(spark: SparkSession, path: str) -> DataFrame:
+    """The messages table; from a table written before the typed columns of tables 1-7 they are
+    derived from the two property maps (as ingest writes them now)."""
+    messages = read_table(spark, path, tables.MESSAGES)
+    if has_standard_columns(spark, path):
+        return messages
+    return messages.withColumns(parse.standard_columns(F.col("applicationProperties"), F.col("propertyKinds")))
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:

@@ -82,6 +82,16 @@ def _properties(raw: Column) -> tuple[Column, Column]:
     return values, F.when(raw.isNotNull(), F.map_from_arrays(keys, kinds))
 
 
+def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
+    """The columns of tables 1-7's properties (:data:`spark.tables.MESSAGES`) from the two property maps."""
+    names = tables.STANDARD_FIELDS.names
+    # "?": a property whose kind is not known (not expected: both maps come from the same object)
+    kind_of = [F.when(F.map_contains_key(props, name), F.coalesce(kinds[name], F.lit("?"))).alias(name) for name in names]
+    return {"standardProperties": F.struct(*[props[name].alias(name) for name in names]),
+            "standardKinds": F.struct(*kind_of),
+            "otherPropertyNames": F.filter(F.map_keys(props), lambda name: ~name.isin(*names))}
+
+
 def _message_columns(r: Column, props: Column) -> dict[str, Column]:
     event = r.event
     details = F.from_json(r.details, tables.STRING_MAP)
@@ -102,8 +112,12 @@ def _message_columns(r: Column, props: Column) -> dict[str, Column]:
 def messages(parsed: DataFrame) -> DataFrame:
     """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
-    props, kinds = _properties(r.applicationProperties)
+    # the two maps first, as columns: each expression below reads them without parsing the JSON again
+    records = parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS)).withColumns(
+        dict(zip(("applicationProperties", "propertyKinds"), _properties(r.applicationProperties))))
+    props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
     derived = _message_columns(r, props)
+    standard = standard_columns(props, kinds)
     columns: list[Column] = []
     for field in tables.MESSAGES.fields:
         name = field.name
@@ -114,6 +128,8 @@ def messages(parsed: DataFrame) -> DataFrame:
                 column = props
             case "propertyKinds":
                 column = kinds
+            case _ if name in standard:
+                column = standard[name]
             case "file":
                 column = F.col("file")
             case "node":
@@ -125,8 +141,7 @@ def messages(parsed: DataFrame) -> DataFrame:
             case _:
                 column = _typed(r, name)
         columns.append(column.alias(name))
-    return (parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS))
-            .select(*columns))
+    return records.select(*columns)
 
 
 def events(parsed: DataFrame) -> DataFrame:

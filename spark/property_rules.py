@@ -7,7 +7,9 @@ IP_122/123 (CAM), IP_135 (CPM), IP_037/038 (quadTree), IP_128/130 (shardId, shar
 (a differential test holds them together). Types: the log keeps each value's JSON kind
 (``propertyKinds``), which is what a JSON reader can know of its AMQP type: a string is "a
 string", an integer number "an integer", a number with a fraction or exponent "a float or double".
-No Python UDF: regular expressions (Java's, anchored with ``\\z`` because ``$`` would accept a
+The checks read the messages table's columns of tables 1-7 (``standardProperties``,
+``standardKinds``, ``otherPropertyNames``), never the two maps: a struct field is read where a map
+lookup searches the keys, 23 times per message. No Python UDF: regular expressions (Java's, anchored with ``\\z`` because ``$`` would accept a
 trailing newline), casts and higher-order functions, evaluated in the JVM.
 """
 from __future__ import annotations
@@ -19,10 +21,11 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from interchange.broker.validation import MESSAGE_TYPES, STANDARD_PROPERTIES
+from spark.tables import PROPERTY_COLUMNS
 
 STRING, INTEGER, FLOAT = "string", "integer", "float"
-#: The messages table's columns of the properties and their JSON kinds (spark.tables.MESSAGES).
-PROPERTIES, KINDS = "applicationProperties", "propertyKinds"
+#: The messages table's columns of tables 1-7's values and JSON kinds, and of the other names (spark.tables.MESSAGES).
+VALUES, KINDS, OTHER_NAMES = COLUMNS = PROPERTY_COLUMNS
 _EXPECTED_KIND = {STRING: "a string", INTEGER: "an integer", FLOAT: "a float or double"}
 
 #: A value check: the value's text -> [(bad, requirement, what is expected)], the first bad one wins.
@@ -114,26 +117,14 @@ def _finding(name: str, requirement: str | Column, observed: Column, expected: s
                     else requirement.alias("rule"), observed.alias("observed"), F.lit(expected).alias("expected"))
 
 
-def flattened() -> list[Column]:
-    """The columns :func:`findings` and :func:`valid` read besides the two maps: each standard
-    property's value, looked up once per message (the kinds and presence only where findings are
-    built).
-
-    Projected once below the checks, they keep the checks' generated code small: with a map lookup
-    at every use, the table checks compiled to ~20,000 lines of Java that Janino failed to compile
-    (Spark then falls back to slow interpreted evaluation).
-    """
-    return [F.col(PROPERTIES)[name].alias(f"prop_value_{name}") for name in SPEC]
-
-
 class _Message:
-    """Column expressions over one message's properties, as :func:`flattened` projects them."""
+    """Column expressions over one message's properties (the typed columns of the messages table)."""
 
     def value(self, name: str) -> Column:
-        return F.col(f"prop_value_{name}")
+        return F.col(VALUES)[name]
 
     def present(self, name: str) -> Column:
-        return F.map_contains_key(F.col(PROPERTIES), name)
+        return self.kind(name).isNotNull()
 
     def kind(self, name: str) -> Column:
         return F.col(KINDS)[name]
@@ -168,8 +159,7 @@ class _Message:
 
 
 def findings() -> Column:
-    """array<struct<property, rule, observed, expected>>: every problem of one message's properties
-    (over the :func:`flattened` columns)."""
+    """array<struct<property, rule, observed, expected>>: every problem of one message's properties."""
     m = _Message()
     items = [m.property_finding(name) for name in SPEC]
     items += [F.when(~m.present(name), _finding(name, "IP_022", F.lit("absent"), "present (every C-ITS message)"))
@@ -180,32 +170,25 @@ def findings() -> Column:
                          _finding(name, requirement, F.lit("absent"), f"present (mandatory for {type_name})"))
                   for name in names]
     items += [_publication_id(m), _denm_cancellation(m, message_type), *_shards(m)]
-    unknown = F.filter(F.map_keys(F.col(PROPERTIES)), lambda k: ~k.isin(*SPEC) & ~k.rlike(_CUSTOM_NAME))
+    unknown = F.filter(F.col(OTHER_NAMES), lambda k: ~k.rlike(_CUSTOM_NAME))
     custom = F.transform(unknown, lambda k: F.struct(k.alias("property"), F.lit("IP_131").alias("rule"),
                                                       k.alias("observed"), F.lit("custom-<namespace>-<name>").alias("expected")))
     return F.concat(custom, F.filter(F.array(*items), lambda f: f.isNotNull()))
 
 
-#: "name=kind" of every standard property with its JSON kind (a hash-set lookup per key in :func:`valid`).
-_GOOD_KINDS = tuple(f"{name}={kind}" for name, (kind, _, _) in SPEC.items())
-
-
 def valid() -> Column:
-    """True only for a message :func:`findings` finds nothing in (the cheap test run on every message).
+    """True exactly for a message :func:`findings` finds nothing in (the cheap test run on every message).
 
     Most messages are valid, so validate tests this first and builds findings only where it is
-    false. It may be false for a message without findings (a key written with a JSON escape, a
-    nested object: the findings then decide), never true for one with findings. Each key is tested
-    once (a standard name with its kind, or a custom name) instead of a map lookup per property and
-    finding, then each value check only on the properties present.
+    false: each standard property absent or of its kind, every other name a custom one, then each
+    value check only on the properties present and the checks across properties.
     """
     m = _Message()
     props = m.value
-    keys_ok = F.forall(F.map_entries(F.col(KINDS)), lambda e: F.concat(e.key, F.lit("="), e.value).isin(*_GOOD_KINDS)
-                       | (e.key.rlike(_CUSTOM_NAME) & ~e.key.contains("\\")))
-    # present: a value that is not null (a JSON null is refused by its kind anyway)
-    conditions = [keys_ok, *[props(name).isNotNull() for name in _MANDATORY_ALL]]
-    for name in SPEC:  # a value null here is absent (a JSON null fails its kind above)
+    conditions = [F.forall(F.col(OTHER_NAMES), lambda k: k.rlike(_CUSTOM_NAME))]
+    conditions += [m.kind(name).isNull() | (m.kind(name) == kind) for name, (kind, _, _) in SPEC.items()]
+    conditions += [props(name).isNotNull() for name in _MANDATORY_ALL]
+    for name in SPEC:  # of its kind when present, so a null value is an absent one here
         conditions += [props(name).isNull() | ~F.coalesce(bad, F.lit(False)) for bad, _, _ in m.value_bad(name)]
     message_type = props("messageType")
     for type_name, (names, _) in _MANDATORY_BY_TYPE.items():

@@ -278,7 +278,8 @@ def open_input(spark: SparkSession, inputs: Sequence[str]) -> Input:
         layout = Layout(inputs[0])
         corrupt = ingest.read_table(spark, layout.corrupt, tables.CORRUPT).count() \
             if Path(layout.corrupt).is_dir() else None
-        messages = ingest.read_table(spark, layout.messages, tables.MESSAGES).persist(StorageLevel.MEMORY_AND_DISK)
+        messages = ingest.read_table(spark, layout.messages, tables.MESSAGES).drop(*tables.PROPERTY_COLUMNS).persist(
+            StorageLevel.MEMORY_AND_DISK)  # those are validate's
         return Input(messages, ingest.read_table(spark, layout.events, tables.EVENTS), corrupt, layout)
     parsed = ingest.read_records(spark, inputs).persist(StorageLevel.MEMORY_AND_DISK)  # every line parsed once
     corrupt = parsed.where(F.col("corruptReason").isNotNull()).count()

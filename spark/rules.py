@@ -2,8 +2,8 @@
 
 A rule is a frame and its checks. The frame is the rows it checks: the message records for the
 per-record rules and the received messages with properties for tables 1-7 (:data:`RECORD_RULES`,
-also run by the stream job; apart, so that only the table checks read the two property maps and
-each pass compiles to smaller code), or rows derived from
+also run by the stream job; apart, so that only the table checks read the columns of the
+properties and each pass compiles to smaller code), or rows derived from
 them (a window over a publication's arrivals, per-second counts, ...) for the rules comparing
 records. Each check names the rows it checks (``scope``: the rule metrics' "checked"), those that
 fail (``violated``) and the findings of a failing row. :func:`violations` runs every check of one
@@ -78,7 +78,7 @@ IDENTITY = ("node", "process", "event", "timestampMs", "messageId", "publication
 #: Columns of the messages table the rules read (the payload columns are never needed).
 INPUT_COLUMNS = (*IDENTITY, "source", "publisherId", "shardKey", "shardSeq", "arrivalMs", "departureMs",
                  "settledMs", "attempt", "outcome", "bodySha256", "expiryMs", "reason",
-                 "applicationProperties", "propertyKinds")
+                 *property_rules.COLUMNS)
 
 NINE_MINUTES_MS = 9 * 60 * 1000
 REPEATED_TYPES = ("DENM", "IVIM", "MAPEM", "POIM-PA")
@@ -100,7 +100,6 @@ class Check:
     scope: Column  # the rows it checks
     violated: Column  # the rows with findings (an expiry is a finding about a message checked when received)
     findings: Column  # array<FINDING>, evaluated on violating rows only
-    columns: tuple[Column, ...] = ()  # what ``violated`` and ``findings`` read, projected once per row
 
 
 def finding(rule: str, check: str, severity: str | Column, observed: Column, expected: str | Column,
@@ -142,11 +141,6 @@ def violations(rows: DataFrame, checks: Sequence[Check], observation: Observatio
     """
     if observation is not None:
         rows = rows.observe(observation, *[F.count_if(c.scope).alias(c.check) for c in checks])
-    extra = [column for c in checks for column in c.columns]
-    if extra:
-        # The partition id (not deterministic) keeps Spark from pushing the filter below this
-        # projection, which would inline every projected column at each of its uses.
-        rows = rows.select("*", *extra, F.spark_partition_id().alias("partitionId"))
     failing = [F.coalesce(c.violated, F.lit(False)) for c in checks]
     none = F.array().cast(f"array<{FINDING}>")
     found = F.concat(*[F.when(fails, c.findings).otherwise(none) for fails, c in zip(failing, checks)])
@@ -172,13 +166,13 @@ def _first_delivery() -> Column:
 # --- per-record rules: the frame is the message records ---------------------------------------------
 
 def records(m: DataFrame) -> DataFrame:
-    """Every record, without the property maps (only the table checks read them)."""
-    return m.drop("applicationProperties", "propertyKinds")
+    """Every record, without the columns of the properties (only the table checks read them)."""
+    return m.drop(*property_rules.COLUMNS)
 
 
 def received_properties(m: DataFrame) -> DataFrame:
     """The received messages whose properties were logged (the rows the table checks check)."""
-    return m.where(_event("received_message") & F.col("applicationProperties").isNotNull())
+    return m.where(_event("received_message") & F.col(property_rules.OTHER_NAMES).isNotNull())
 
 
 def _properties() -> list[Check]:
@@ -186,8 +180,7 @@ def _properties() -> list[Check]:
     found = F.transform(interpreted(property_rules.findings()), lambda f: F.struct(
         f.rule.alias("rule"), F.lit("properties").alias("check"), F.lit("error").alias("severity"),
         f.property.alias("property"), f.observed.alias("observed"), f.expected.alias("expected")))
-    return [Check("properties", property_rules.REQUIREMENTS, F.lit(True), ~property_rules.valid(), found,
-                  tuple(property_rules.flattened()))]
+    return [Check("properties", property_rules.REQUIREMENTS, F.lit(True), ~property_rules.valid(), found)]
 
 
 def interpreted(column: Column) -> Column:
@@ -318,7 +311,7 @@ def _duplicates() -> list[Check]:
 
 
 def _intersections() -> Column:
-    return F.split(F.regexp_replace(F.coalesce(F.col("applicationProperties")["id"], F.lit("")), "^,|,$", ""), ",")
+    return F.split(F.regexp_replace(F.coalesce(F.col(property_rules.VALUES)["id"], F.lit("")), "^,|,$", ""), ",")
 
 
 def spatems(m: DataFrame) -> DataFrame:
@@ -413,11 +406,15 @@ def frames(rule_set: Sequence[Rule]) -> dict[Frame, list[Check]]:
 
 
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
-                   observe: Callable[[str], Observation | None] = lambda _: None) -> DataFrame:
+                   observe: Callable[[str], Observation | None] = lambda _: None,
+                   checks_by_frame: dict[Frame, list[Check]] | None = None) -> DataFrame:
     """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
 
-    ``observe(frame name)`` gives the observation that counts that frame's checked rows (or None).
+    ``observe(frame name)`` gives the observation that counts that frame's checked rows (or None);
+    ``checks_by_frame``: :func:`frames` of ``rule_set`` when the caller has built them already
+    (building the table checks' expressions takes ~65,000 calls into the JVM, ~2 s).
     """
     m = messages.select(*INPUT_COLUMNS)
-    found = [violations(frame(m), checks, observe(frame.__name__)) for frame, checks in frames(rule_set).items()]
+    grouped = frames(rule_set) if checks_by_frame is None else checks_by_frame
+    found = [violations(frame(m), checks, observe(frame.__name__)) for frame, checks in grouped.items()]
     return reduce(DataFrame.unionByName, found)

@@ -11,7 +11,8 @@ Every job writes Parquet under one output root (``--output``)::
 
 Times are epoch milliseconds (``...Ms``, long) in UTC; partition dates are UTC days. Readers
 (the report, replay) rely on these schemas: they change only with a note in
-``/work/notes/spark-tables.md`` and docs. This module imports only :mod:`pyspark.sql.types`.
+``/work/notes/spark-tables.md`` and docs. This module imports only :mod:`pyspark.sql.types` and
+the names of tables 1-7 (:mod:`interchange.broker.validation`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql.types import (
+    ArrayType,
     DoubleType,
     IntegerType,
     LongType,
@@ -27,6 +29,8 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from interchange.broker.validation import STANDARD_PROPERTY_NAMES
 
 _S, _L, _I = StringType(), LongType(), IntegerType()
 #: map<string,string>: application properties and event details, values as text
@@ -38,6 +42,12 @@ def _fields(*spec: tuple[str, object]) -> list[StructField]:
     return [StructField(name, kind, True) for name, kind in spec]  # type: ignore[arg-type]
 
 
+#: struct<publisherId: string, ...>: one field per property of tables 1-7 (value text or JSON kind).
+STANDARD_FIELDS = StructType(_fields(*[(name, _S) for name in STANDARD_PROPERTY_NAMES]))
+
+#: The messages table's columns of tables 1-7 (see :data:`MESSAGES`).
+PROPERTY_COLUMNS = ("standardProperties", "standardKinds", "otherPropertyNames")
+
 #: Message events (interchange.logformat v2; v1 records fill what they have).
 MESSAGE_EVENTS = ("received_message", "sent_message", "rejected_message",
                   "dropped_message", "expired_message", "unroutable_message")
@@ -48,6 +58,12 @@ _COMMON = (("schemaVersion", _I), ("timestampMs", _L), ("level", _S), ("event", 
 #: string unquoted, a number as written); ``propertyKinds`` the JSON kind of each value
 #: ("string", "integer", "float", "boolean", "null", "object", "array"), because the log keeps
 #: AMQP types only as JSON kinds and the table checks depend on them.
+#: The properties of tables 1-7 are also columns of their own (since 2026-11-26, for the table
+#: checks: a struct field is read directly where a map is searched key by key for every lookup):
+#: ``standardProperties.<name>`` the value text (null when absent or JSON null),
+#: ``standardKinds.<name>`` its JSON kind (null when absent), ``otherPropertyNames`` every
+#: other name (null when no properties were logged).
+#: Tables written before have not these columns: :func:`spark.ingest.read_messages` derives them.
 MESSAGES = StructType(_fields(
     *_COMMON,
     ("messageId", _S), ("amqpMessageId", _S), ("address", _S), ("identity", _S), ("publisher", _S),
@@ -57,6 +73,8 @@ MESSAGES = StructType(_fields(
     ("size", _L), ("bodySha256", _S), ("expiryMs", _L), ("expirySource", _S),
     ("origin", _S), ("neighbour", _S), ("reason", _S),
     ("applicationProperties", _STRING_MAP), ("propertyKinds", _STRING_MAP),
+    ("standardProperties", STANDARD_FIELDS), ("standardKinds", STANDARD_FIELDS),
+    ("otherPropertyNames", ArrayType(_S)),
     ("bodyContentHex", _S), ("rawMessageHex", _S),
     ("file", _S),
     ("node", _S), ("date", _S),  # partition columns, last

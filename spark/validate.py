@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark import parse, rules, tables
-from spark.ingest import read_records, read_table
+from spark.ingest import read_messages, read_records
 from spark.tables import Layout
 
 
@@ -31,7 +31,7 @@ def is_table(inputs: Sequence[str]) -> bool:
 def load_messages(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     """The messages table of an ingest output, or the message records of JSON-lines logs."""
     if is_table(inputs):
-        return read_table(spark, Layout(inputs[0]).messages, tables.MESSAGES)
+        return read_messages(spark, Layout(inputs[0]).messages)
     return parse.messages(read_records(spark, inputs))
 
 
@@ -96,7 +96,7 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     checked = {frame.__name__: Observation(f"checked-{frame.__name__}-{unique}") for frame in checks_by_frame}
     tally = Observation(f"found-{unique}")
     try:
-        found = rules.all_violations(m, rule_set, checked.get).observe(tally, *[
+        found = rules.all_violations(m, rule_set, checked.get, checks_by_frame).observe(tally, *[
             F.count_if((F.col("rule") == rule) & (F.col("check") == check)).alias(f"{rule}/{check}")
             for rule, check, _ in runs])
         found.select(F.lit(run_id).alias("runId"), F.lit(run_ms).cast("long").alias("runMs"),

@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from interchange.broker.validation import validate_application_properties
 from interchange.cli import main
-from spark import loggen, tables
-from spark.ingest import ingest, read_table
+from interchange.errors import CliError
+from spark import loggen, rules, tables
+from spark.ingest import ingest, read_messages, read_table
+from spark.validate import load_messages, validate
 
 T0 = 1_795_000_000_000  # 2026-11-18T...Z
 
@@ -79,3 +82,33 @@ def test_audit_cli_ingest_and_bad_input(spark: SparkSession, tmp_path: Path,
     # the CLI runs the job in the shared session (getOrCreate) and stops it only if it created it
     assert main(["audit", "ingest", "--input", str(logs), "--output", str(tmp_path / "o")]) == 0
     assert "ingest: 1 message records, 0 other events, 1 corrupt lines" in capsys.readouterr().out
+
+
+def test_columns_of_tables_1_7_and_tables_written_without_them(spark: SparkSession, tmp_path: Path) -> None:
+    props = loggen.properties("DENM", **{"custom-acme-x": 1, "x-bad": "a", "iviStatus": None})
+    line = loggen.lines([loggen.received(loggen.Message("ixc-a", 1, T0, props))])
+    (tmp_path / "logs").mkdir()
+    # a name written with a JSON escape is the name (Spark's JSON reader decodes it before the kinds are read)
+    (tmp_path / "logs" / "a.jsonl").write_text(line.replace('"quadTree"', '"quad\\u0054ree"'))
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    ingest(spark, [str(tmp_path / "logs")], new)
+    row = read_messages(spark, tables.Layout(new).messages).collect()[0]
+    assert (row.standardProperties.causeCode, row.standardKinds.causeCode) == ("3", "integer")
+    assert (row.standardKinds.longitude, row.standardKinds.messageType, row.standardKinds.vehicleRole) == (
+        "float", "string", None)
+    assert (row.standardProperties.quadTree, row.standardKinds.quadTree) == (props["quadTree"], "string")
+    assert (row.standardProperties.iviStatus, row.standardKinds.iviStatus) == (None, "null")
+    assert row.otherPropertyNames == ["custom-acme-x", "x-bad"]
+
+    # a table written before these columns: readers derive them from the two maps
+    columns = ("standardProperties", "standardKinds", "otherPropertyNames")
+    read_table(spark, tables.Layout(new).messages, tables.MESSAGES).drop(*columns).write.partitionBy(
+        "node", "date").parquet(tables.Layout(old).messages)
+    derived = read_messages(spark, tables.Layout(old).messages).collect()[0]
+    assert [derived[c] for c in columns] == [row[c] for c in columns]
+    found = {layout: validate(spark, load_messages(spark, [layout]), layout, "t", rule_set=[rules.properties]).metrics
+             for layout in (new, old)}
+    # x-bad (IP_131) and iviStatus null (IP_029), as the broker's validation finds
+    assert found[new] == found[old] and sum(m.violations for m in found[new]) == len(validate_application_properties(props)) == 2
+    with pytest.raises(CliError, match="written by an earlier ingest"):
+        ingest(spark, [str(tmp_path / "logs")], old, mode="append")

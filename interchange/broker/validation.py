@@ -47,7 +47,7 @@ from uuid import UUID
 import quadtree
 from interchange.broker.amqp_scan import FLOATING_TYPES, INTEGER_TYPES, AmqpDecimal
 
-__all__ = ["MESSAGE_TYPES", "STANDARD_PROPERTIES", "Problem", "validate_application_properties"]
+__all__ = ["MESSAGE_TYPES", "STANDARD_PROPERTIES", "STANDARD_PROPERTY_NAMES", "Problem", "validate_application_properties"]
 
 #: messageType values of Table 1 (IP_022).
 MESSAGE_TYPES = frozenset({"DENM", "IVIM", "SPATEM", "MAPEM", "SREM", "SSEM", "CPM", "POIM-PA", "CAM"})
@@ -205,6 +205,8 @@ _SPEC: dict[str, tuple[str, str, Check | None]] = {
 
 #: Names defined in tables 1-7 (anything else must follow IP_131).
 STANDARD_PROPERTIES = frozenset(_SPEC)
+#: The same names in the order of the tables.
+STANDARD_PROPERTY_NAMES: tuple[str, ...] = tuple(_SPEC)
 
 _KIND_TYPES = {_STRING: frozenset({"string"}), _INTEGER: INTEGER_TYPES, _FLOATING: FLOATING_TYPES}
 #: name -> (accepted AMQP type names, expected kind, requirement, value check): the hot-path form.
