@@ -73,9 +73,11 @@ def _metrics(checked: dict[str, int], found: dict[str, int], runs: Sequence[tupl
     return sorted(metrics, key=lambda m: (m.rule, m.check))
 
 
-def _found(spark: SparkSession, layout: Layout, run_id: str) -> dict[str, int]:
-    """Findings per "rule/check" of run ``run_id``, counted in the violations written."""
-    written = read_table(spark, layout.violations, tables.VIOLATIONS).where(F.col("runId") == run_id)
+def _found(spark: SparkSession, layout: Layout, run_id: str, run_ms: int) -> dict[str, int]:
+    """Findings per "rule/check" of the run, counted in the violations written (by ``runMs`` too: a
+    run id given again, ``--run-id``, names an earlier run's rows as well)."""
+    written = read_table(spark, layout.violations, tables.VIOLATIONS).where(
+        (F.col("runId") == run_id) & (F.col("runMs") == run_ms))
     return {f"{row['rule']}/{row['check']}": row["count"] for row in written.groupBy("rule", "check").count().collect()}
 
 
@@ -110,7 +112,7 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
         found.select(F.lit(run_id).alias("runId"), F.lit(run_ms).cast("long").alias("runMs"),
                      *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]]).write.mode("append").parquet(layout.violations)
         checked = {check: count for o in observed.values() for check, count in o.get.items()}
-        metrics = _metrics(checked, _found(spark, layout, run_id), runs)
+        metrics = _metrics(checked, _found(spark, layout, run_id, run_ms), runs)
     finally:
         if cache_input:
             m.unpersist()

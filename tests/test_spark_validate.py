@@ -221,3 +221,6 @@ def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> 
         ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
     history = read_table(spark, tables.Layout(out).rule_metrics, tables.RULE_METRICS)
     assert history.where("rule = 'IP_013'").select("runId").distinct().count() == 2
+    again = validate(spark, messages, out, "burst", "second", [rules.bursts, rules.latency])  # a run id given twice
+    assert {(m.rule, m.check): (m.checked, m.violations) for m in again.metrics} == {
+        ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
