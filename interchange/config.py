@@ -190,6 +190,31 @@ class NodeConfig(BaseModel):
             update["if2"] = self.if2.resolve(base)
         return self.model_copy(update=update)
 
+    @model_validator(mode="after")
+    def _listeners_apart(self) -> "NodeConfig":
+        """Broker process k listens on port + k for each fixed port (interchange.worker): the ranges
+        must fit below 65536 and not share a port on one host, or process k would fail to start."""
+        count = self.broker.processes
+        fixed = [(name, host, port) for name, host, port in (
+            ("broker.port", self.broker.host, self.broker.port),
+            ("broker.plain_port", self.broker.host, self.broker.plain_port),
+            ("admin.port", self.admin.host, self.admin.port)) if port]  # None: not listening; 0: any free port
+        for name, _, port in fixed:
+            if port + count - 1 > 65535:
+                raise ValueError(f"{name} {port} with broker.processes {count} needs ports up to "
+                                 f"{port + count - 1}, above 65535")
+        for i, (name, host, port) in enumerate(fixed):
+            for other, other_host, other_port in fixed[i + 1:]:
+                if _same_listener_host(host, other_host) and abs(port - other_port) < count:
+                    raise ValueError(f"{name} {port} and {other} {other_port} are less than broker.processes "
+                                     f"({count}) apart: broker process k listens on each port + k")
+        return self
+
+
+def _same_listener_host(host: str, other: str) -> bool:
+    """Two listeners can clash on a port: same address, or one of them on every address."""
+    return host == other or bool({host, other} & {"", "0.0.0.0", "::"})
+
 
 def load_config(path: Path) -> NodeConfig:
     """Read and validate a node config file; errors become one readable CliError."""

@@ -230,8 +230,8 @@ async def test_the_ii_hands_out_the_owner_and_every_process(pki: TestPki, tmp_pa
         assert sorted(e["port"] for e in endpoints) == sorted(node.amqps_ports)
         assert len({e["source"] for e in endpoints}) == 1
         await other.post("/actor-x/capabilities", {"capabilities": [denm_capability(publisher="NL00001")]})
-        published = []
-        for _ in range(6):  # several deliveries: the hash puts them on both processes
+        published: list[tuple[int, str]] = []
+        while {port for port, _ in published} != set(node.amqps_ports) and len(published) < 40:  # hashed: both, soon
             _, deliveries = await other.post("/actor-x/deliveries", {"deliveries": [{"selector": "messageType = 'DENM'"}]})
             endpoint = deliveries["deliveries"][0]["endpoints"][0]
             owner = node.placement.owner_of(endpoint["target"])

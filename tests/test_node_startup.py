@@ -1,6 +1,7 @@
 """A node whose start-up fails half way leaves nothing running (issue 10): one exit stack in the
 node runtime; the CLI exits non-zero with one clear line. A node that starts freezes its start-up
-heap in every broker process (issue 9: no full collection of it stalls the loop later)."""
+heap in every broker process (issue 9: no full collection of it stalls the loop later). Fixed ports
+too close for the broker processes (process k listens on port + k) are refused when the config loads."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,8 @@ import pytest
 from broker_harness import BROKER_CN, complete_records, start_node_process, terminate
 from certs import TestPki
 from interchange.cli import main
-from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig, load_config
+from interchange.errors import CliError
 from interchange.node import start_node
 
 
@@ -71,7 +73,7 @@ def test_cli_exits_non_zero_with_one_line(pki: TestPki, tmp_path: Path, taken_po
 
 
 def test_every_broker_process_freezes_its_startup_heap(pki: TestPki, tmp_path: Path) -> None:
-    node = config(pki, tmp_path, free_port(), free_port())
+    node = config(pki, tmp_path, 0, 0)  # any free ports: fixed ones would need port + 1 free too, for process 1
     path = tmp_path / "node.json"
     path.write_text(node.model_copy(update={"broker": node.broker.model_copy(update={"processes": 2})}).model_dump_json())
     process, _ = start_node_process(path)
@@ -89,3 +91,19 @@ def test_every_broker_process_freezes_its_startup_heap(pki: TestPki, tmp_path: P
             assert records[0]["details"]["objects"] > 10_000  # modules, config, PKI: the start-up heap
     finally:
         terminate(process)
+
+
+def test_fixed_ports_too_close_for_the_broker_processes_are_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('name = "n"\n[broker]\nport = 5671\nplain_port = 5672\nprocesses = 2\n')
+    with pytest.raises(CliError, match="broker.port 5671 and broker.plain_port 5672 are less than broker.processes"):
+        load_config(path)
+    path.write_text('name = "n"\n[broker]\nport = 65535\nprocesses = 2\n')
+    with pytest.raises(CliError, match="broker.port 65535 with broker.processes 2 needs ports up to 65536"):
+        load_config(path)
+    path.write_text('name = "n"\n[broker]\nhost = "0.0.0.0"\nport = 9000\nprocesses = 3\n'
+                    '[admin]\nport = 9002\n')
+    with pytest.raises(CliError, match="broker.port 9000 and admin.port 9002"):
+        load_config(path)
+    path.write_text('name = "n"\n[broker]\nport = 9000\nplain_port = 9002\nprocesses = 2\n[admin]\nport = 0\n')
+    assert load_config(path).broker.processes == 2  # 9000-9001, 9002-9003, any free: apart
