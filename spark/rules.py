@@ -187,15 +187,15 @@ def received_properties(m: DataFrame) -> DataFrame:
 
 def _properties() -> list[Check]:
     """Tables 1-7 on every received message whose properties were logged (one finding per problem)."""
-    found = F.transform(interpreted(property_rules.findings()), lambda f: F.struct(
-        f.rule.alias("rule"), F.lit("properties").alias("check"), F.lit("error").alias("severity"),
-        f.property.alias("property"), f.observed.alias("observed"), f.expected.alias("expected")))
+    found = F.expr(f"transform({interpreted(property_rules.findings_sql())}, f -> named_struct('rule', f.rule, "
+                   "'check', 'properties', 'severity', 'error', 'property', f.property, 'observed', f.observed, "
+                   "'expected', f.expected))")
     return [Check("properties", property_rules.REQUIREMENTS, F.lit(True), ~property_rules.valid(), found,
                   records_scope=_properties_logged())]
 
 
-def interpreted(column: Column) -> Column:
-    """``column`` evaluated by Spark's expression interpreter instead of generated Java.
+def interpreted(sql: str) -> str:
+    """The SQL expression ``sql`` evaluated by Spark's expression interpreter instead of generated Java.
 
     For expressions only the rare failing rows need (the findings of tables 1-7: ~12,500 lines of
     Java, a 56 KB method). ``zip_with`` has no code generation (a CodegenFallback expression), so
@@ -203,9 +203,13 @@ def interpreted(column: Column) -> Column:
     leaves whole-stage code generation, which keeps the cheap test that runs on every row small
     for Janino and for HotSpot's JIT (on 2 cores C2 compiling one 12 KB method four times took
     ~50 s of a validate's CPU).
+
+    Lambdas are written in SQL, with fixed names, throughout the rules: a Python lambda
+    (``F.transform(c, lambda f: ...)``) gets a fresh name per call (``x_8``, then ``x_12``), and the
+    name is in the generated Java, so every later validate in a JVM missed Spark's cache of compiled
+    code and compiled and JIT-compiled its largest stage again (~4 s of CPU per run at 2M lines).
     """
-    one = F.array(F.lit(0))
-    return F.zip_with(one, one, lambda _x, _y: column)[0]
+    return f"zip_with(array(0), array(0), (_left, _right) -> {sql})[0]"
 
 
 def _latency() -> list[Check]:
@@ -354,7 +358,7 @@ def spatems(m: DataFrame) -> DataFrame:
                    .groupBy(*keys).agg(F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems")))
     spatem = received.where(F.col("messageType") == "SPATEM").withColumn("intersections", _intersections())
     joined = spatem.join(F.broadcast(first_mapem), keys, "left")
-    early = F.filter(F.col("intersections"), lambda i: F.coalesce(F.col("mapems")[i] > F.col("arrivalMs"), F.lit(True)))
+    early = F.expr("filter(intersections, i -> coalesce(mapems[i] > arrivalMs, true))")  # SQL: see interpreted()
     return joined.withColumn("early", F.array_min(early))
 
 

@@ -224,3 +224,26 @@ def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> 
     again = validate(spark, messages, out, "burst", "second", [rules.bursts, rules.latency])  # a run id given twice
     assert {(m.rule, m.check): (m.checked, m.violations) for m in again.metrics} == {
         ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
+
+
+def test_the_rules_compile_to_the_same_code_every_time(spark: SparkSession, faulty_run: tuple[str, str]) -> None:
+    """The rules built again compile to the code Spark already has: a later validate in the JVM compiles
+    and JIT-compiles nothing new (a Python lambda's fresh name in the generated Java made it miss).
+    With code generation on, as audit sessions run (the test session runs without, for speed)."""
+    out, _ = faulty_run
+    compiles = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    messages = read_table(spark, tables.Layout(out).messages, tables.MESSAGES)
+    counts = []
+    generated = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}  # the defaults
+    saved = {key: spark.conf.get(key) for key in generated}
+    try:
+        for key, value in generated.items():
+            spark.conf.set(key, value)
+        for _ in range(2):
+            before = compiles.getCount()
+            rules.all_violations(messages).write.format("noop").mode("overwrite").save()
+            counts.append(compiles.getCount() - before)
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    assert counts[0] > 0 and counts[1] == 0, counts
