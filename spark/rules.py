@@ -140,20 +140,16 @@ def violations(rows: DataFrame, checks: Sequence[Check], observation: Observatio
                counted: Sequence[tuple[str, Column]] = ()) -> DataFrame:
     """One row per finding of ``checks`` over ``rows``; ``observation`` counts the ``counted`` (check, scope).
 
-    Columns: ``rule, check, requirement, severity``, the :data:`IDENTITY` columns, ``property,
-    observed, expected``. The counts are taken as the rows stream by (no second pass); the
-    findings are built only for rows that fail a check.
+    Columns: the :data:`IDENTITY` columns, then ``rule, check, severity, property, observed,
+    expected`` (:func:`all_violations` adds ``requirement``). The counts are taken as the rows
+    stream by (no second pass); the findings are built only for rows that fail a check.
     """
     if observation is not None and counted:
         rows = rows.observe(observation, *[F.count_if(scope).alias(check) for check, scope in counted])
     failing = [F.coalesce(c.violated, F.lit(False)) for c in checks]
     none = F.array().cast(f"array<{FINDING}>")
     found = F.concat(*[F.when(fails, c.findings).otherwise(none) for fails, c in zip(failing, checks)])
-    exploded = rows.where(reduce(Column.__or__, failing)).select(*IDENTITY, F.explode(found).alias("f"))
-    return exploded.select(F.col("f.rule").alias("rule"), F.col("f.check").alias("check"),
-                           _requirement_of(F.col("f.rule")).alias("requirement"), F.col("f.severity").alias("severity"),
-                           *IDENTITY, F.col("f.property").alias("property"), F.col("f.observed").alias("observed"),
-                           F.col("f.expected").alias("expected"))
+    return rows.where(reduce(Column.__or__, failing)).select(*IDENTITY, F.inline(found))
 
 
 def _requirement_of(rule: Column) -> Column:
@@ -469,4 +465,5 @@ def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
     counted = counts(grouped)
     found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame])
              for frame, checks in grouped.items()]
-    return reduce(DataFrame.unionByName, found)
+    every = reduce(DataFrame.unionByName, found)
+    return every.withColumn("requirement", _requirement_of(F.col("rule")))  # once, not once per frame
