@@ -95,6 +95,8 @@ def late_delivery_file(directory: Path, n: int) -> str:
 def stream_latency(spark: SparkSession, work: Path, probes: int) -> list[float]:
     """Seconds from a file's rename into the directory to the commit of the batch holding its violation."""
     log_dir, out = work / "stream-logs", work / "stream-out"
+    for kept in (log_dir, out):  # a --work directory used before: a fresh stream and checkpoint
+        shutil.rmtree(kept, ignore_errors=True)
     log_dir.mkdir()
     queries = stream.start(spark, str(log_dir), str(out), trigger_seconds=0.5)
     committed = out / "stream" / "violations" / "_spark_metadata"
