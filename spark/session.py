@@ -35,6 +35,9 @@ DEFAULT_CONF: dict[str, str] = {
     # No Python call site recorded for every column function (an error's DataFrame context): 5 calls
     # into the JVM per function, half of the ~12,000 that building the rules makes (~0.5 s a validate).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Spark's cache of compiled classes (per class loader: the driver's and the tasks' count apart)
+    # keeps 100 by default; one validate compiles ~90, so a second one found them pushed out.
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
 #: Local mode: the driver talks to itself on loopback (no lookup of the host's name).

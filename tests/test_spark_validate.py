@@ -226,10 +226,12 @@ def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> 
         ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
 
 
-def test_the_rules_compile_to_the_same_code_every_time(spark: SparkSession, faulty_run: tuple[str, str]) -> None:
-    """The rules built again compile to the code Spark already has: a later validate in the JVM compiles
-    and JIT-compiles nothing new (a Python lambda's fresh name in the generated Java made it miss).
-    With code generation on, as audit sessions run (the test session runs without, for speed)."""
+def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_run: tuple[str, str],
+                                                  tmp_path: Path) -> None:
+    """A later validate in the JVM finds its code compiled: nothing run-specific is written into the
+    generated Java of the rules (a Python lambda's fresh name, the run's time), so it is not compiled
+    and JIT-compiled again. Only the small query reading back the run's findings is new. With code
+    generation on, as audit sessions run (the test session runs without, for speed)."""
     out, _ = faulty_run
     compiles = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     messages = read_table(spark, tables.Layout(out).messages, tables.MESSAGES)
@@ -239,11 +241,11 @@ def test_the_rules_compile_to_the_same_code_every_time(spark: SparkSession, faul
     try:
         for key, value in generated.items():
             spark.conf.set(key, value)
-        for _ in range(2):
+        for run in ("first", "second"):
             before = compiles.getCount()
-            rules.all_violations(messages).write.format("noop").mode("overwrite").save()
+            validate(spark, messages, str(tmp_path / "out"), "codegen", run)
             counts.append(compiles.getCount() - before)
     finally:
         for key, value in saved.items():
             spark.conf.set(key, value)
-    assert counts[0] > 0 and counts[1] == 0, counts
+    assert counts[0] > 20 and counts[1] <= 2, counts  # 2: the driver's and the tasks' copy of one class
