@@ -233,11 +233,13 @@ def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_ru
     and JIT-compiled again. Only the small query reading back the run's findings is new. With code
     generation on, as audit sessions run (the test session runs without, for speed)."""
     out, _ = faulty_run
-    compiles = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    compiles = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     messages = read_table(spark, tables.Layout(out).messages, tables.MESSAGES)
     counts = []
     generated = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}  # the defaults
-    saved = {key: spark.conf.get(key) for key in generated}
+    saved = {key: str(spark.conf.get(key)) for key in generated}
     try:
         for key, value in generated.items():
             spark.conf.set(key, value)
