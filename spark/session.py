@@ -10,23 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
-
-#: HotSpot compiler directives for the driver JVM: Spark's generated classes are compiled by C1
-#: only. Measured at 2M lines on 2 cores (docs/performance.md): a first validate after ingest
-#: 25.5-26.9 s against 28.1-34.1 s, a validate in a fresh JVM 33.1/34.5 s against 34.8/36.0 s; the
-#: cost, C1's slower code: a second validate in the same JVM ~1 s slower, ingest ~5 % slower.
-JIT_DIRECTIVES = Path(__file__).with_name("jit-directives.json")
-
-
-def _driver_jit() -> str:
-    # the VM announces the directives on its stdout, which is the audit command's: to stderr
-    return f'-XX:+DisplayVMOutputToStderr -XX:+UnlockDiagnosticVMOptions "-XX:CompilerDirectivesFile={JIT_DIRECTIVES}"'
-
 
 #: Settings for every audit session; a caller's ``conf`` wins over these.
 DEFAULT_CONF: dict[str, str] = {
@@ -41,10 +28,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1280m",  # local mode: the driver JVM runs the tasks too; under 2 GB resident
     # Let HotSpot compile generated methods over 8,000 bytes of bytecode (a stage of many column
-    # expressions has some): by default it runs them interpreted, several times slower. In the
-    # driver JVM (local mode runs the tasks there) Spark's generated classes stop at C1: C2 spent
-    # ~17 s of CPU on 2 cores optimizing them during a first validate (see JIT_DIRECTIVES).
-    "spark.driver.extraJavaOptions": f"-XX:-DontCompileHugeMethods {_driver_jit()}",
+    # expressions has some): by default it runs them interpreted, several times slower.
+    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
     "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
     "spark.sql.streaming.schemaInference": "false",
     # No Python call site recorded for every column function (an error's DataFrame context): 5 calls

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -16,7 +15,7 @@ from pyspark.sql import functions as F
 from interchange import logformat
 from interchange.broker.validation import validate_application_properties
 from interchange.cli import main
-from spark import loggen, parse, property_rules, rules, session, tables
+from spark import loggen, parse, property_rules, rules, tables
 from spark.ingest import ingest, read_table
 from spark.loggen import Message, lost, properties, received, rejected, sent
 from spark.validate import validate
@@ -252,17 +251,3 @@ def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_ru
         for key, value in saved.items():
             spark.conf.set(key, value)
     assert counts[0] > 20 and counts[1] <= 2, counts  # 2: the driver's and the tasks' copy of one class
-
-
-def test_the_driver_jvm_leaves_generated_classes_to_c1(spark: SparkSession) -> None:
-    """The audit session's JVM (local mode: the driver runs the tasks) runs with the shipped compiler
-    directives: Spark's generated classes are compiled by C1 only (docs/performance.md, issue 8)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
-        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("CompilerDirectivesFile").getValue() == str(session.JIT_DIRECTIVES)
-    assert diagnostics.getVMOption("DontCompileHugeMethods").getValue() == "false"
-    directives = json.loads(session.JIT_DIRECTIVES.read_text())
-    assert directives == [{"match": "org/apache/spark/sql/catalyst/expressions/GeneratedClass*.*",
-                           "c2": {"Exclude": True}}]
