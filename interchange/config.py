@@ -192,22 +192,26 @@ class NodeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _listeners_apart(self) -> "NodeConfig":
-        """Broker process k listens on port + k for each fixed port (interchange.worker): the ranges
-        must fit below 65536 and not share a port on one host, or process k would fail to start."""
+        """Broker process k listens on port + k for each fixed port (interchange.worker), the II on its
+        port in process 0 only: the ranges must fit below 65536 and not share a port on one host, or a
+        process would fail to start."""
         count = self.broker.processes
-        fixed = [(name, host, port) for name, host, port in (
-            ("broker.port", self.broker.host, self.broker.port),
-            ("broker.plain_port", self.broker.host, self.broker.plain_port),
-            ("admin.port", self.admin.host, self.admin.port)) if port]  # None: not listening; 0: any free port
-        for name, _, port in fixed:
-            if port + count - 1 > 65535:
+        listeners = [(name, host, port, span) for name, host, port, span in (
+            ("broker.port", self.broker.host, self.broker.port, count),
+            ("broker.plain_port", self.broker.host, self.broker.plain_port, count),
+            ("admin.port", self.admin.host, self.admin.port, count),
+            ("ii.port", self.ii.host if self.ii else "", self.ii.port if self.ii else None, 1))
+            if port]  # None: not listening; 0: any free port
+        for name, _, port, span in listeners:
+            if port + span - 1 > 65535:
                 raise ValueError(f"{name} {port} with broker.processes {count} needs ports up to "
-                                 f"{port + count - 1}, above 65535")
-        for i, (name, host, port) in enumerate(fixed):
-            for other, other_host, other_port in fixed[i + 1:]:
-                if _same_listener_host(host, other_host) and abs(port - other_port) < count:
-                    raise ValueError(f"{name} {port} and {other} {other_port} are less than broker.processes "
-                                     f"({count}) apart: broker process k listens on each port + k")
+                                 f"{port + span - 1}, above 65535")
+        for i, (name, host, port, span) in enumerate(listeners):
+            for other, other_host, other_port, other_span in listeners[i + 1:]:
+                overlap = port < other_port + other_span and other_port < port + span
+                if overlap and _same_listener_host(host, other_host):
+                    raise ValueError(f"{name} {port} and {other} {other_port} share a port with broker.processes "
+                                     f"{count}: broker process k listens on port + k (the II in process 0 only)")
         return self
 
 

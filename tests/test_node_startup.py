@@ -96,7 +96,7 @@ def test_every_broker_process_freezes_its_startup_heap(pki: TestPki, tmp_path: P
 def test_fixed_ports_too_close_for_the_broker_processes_are_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "node.toml"
     path.write_text('name = "n"\n[broker]\nport = 5671\nplain_port = 5672\nprocesses = 2\n')
-    with pytest.raises(CliError, match="broker.port 5671 and broker.plain_port 5672 are less than broker.processes"):
+    with pytest.raises(CliError, match="broker.port 5671 and broker.plain_port 5672 share a port with broker.processes 2"):
         load_config(path)
     path.write_text('name = "n"\n[broker]\nport = 65535\nprocesses = 2\n')
     with pytest.raises(CliError, match="broker.port 65535 with broker.processes 2 needs ports up to 65536"):
@@ -105,5 +105,9 @@ def test_fixed_ports_too_close_for_the_broker_processes_are_a_config_error(tmp_p
                     '[admin]\nport = 9002\n')
     with pytest.raises(CliError, match="broker.port 9000 and admin.port 9002"):
         load_config(path)
-    path.write_text('name = "n"\n[broker]\nport = 9000\nplain_port = 9002\nprocesses = 2\n[admin]\nport = 0\n')
-    assert load_config(path).broker.processes == 2  # 9000-9001, 9002-9003, any free: apart
+    path.write_text('name = "n"\n[broker]\nport = 8442\nprocesses = 3\n[ii]\nport = 8443\n')
+    with pytest.raises(CliError, match="broker.port 8442 and ii.port 8443 share a port"):  # process 1's port
+        load_config(path)
+    path.write_text('name = "n"\n[broker]\nport = 9000\nplain_port = 9002\nprocesses = 2\n[admin]\nport = 0\n'
+                    '[ii]\nport = 8999\n')
+    assert load_config(path).broker.processes == 2  # 9000-9001, 9002-9003, any free, 8999: apart
