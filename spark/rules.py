@@ -28,6 +28,11 @@ alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) shar
 - IP_124: consecutive CAMs of a publication 1 s to 120 s apart; IP_136: CPMs 1 s apart (+-10 %)
 - AUDIT (facts, not requirements): redeliveries (attempt > 1 on a source), deliveries not accepted,
   duplicates (the same body re-published under the same publicationId), unroutable messages.
+
+Lambdas are SQL text with fixed names (``F.expr("filter(xs, i -> ...)")``), never Python lambdas: a
+Python lambda gets a fresh name each time the rules are built (``x_8``, then ``x_12``), the name is
+in the generated Java, and every later validate in a JVM then missed Spark's cache of compiled code
+and compiled and JIT-compiled its largest stage again (~4 s of CPU per run at 2M lines).
 """
 from __future__ import annotations
 
@@ -199,11 +204,6 @@ def interpreted(sql: str) -> str:
     leaves whole-stage code generation, which keeps the cheap test that runs on every row small
     for Janino and for HotSpot's JIT (on 2 cores C2 compiling one 12 KB method four times took
     ~50 s of a validate's CPU).
-
-    Lambdas are written in SQL, with fixed names, throughout the rules: a Python lambda
-    (``F.transform(c, lambda f: ...)``) gets a fresh name per call (``x_8``, then ``x_12``), and the
-    name is in the generated Java, so every later validate in a JVM missed Spark's cache of compiled
-    code and compiled and JIT-compiled its largest stage again (~4 s of CPU per run at 2M lines).
     """
     return f"zip_with(array(0), array(0), (_left, _right) -> {sql})[0]"
 
@@ -354,7 +354,7 @@ def spatems(m: DataFrame) -> DataFrame:
                    .groupBy(*keys).agg(F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems")))
     spatem = received.where(F.col("messageType") == "SPATEM").withColumn("intersections", _intersections())
     joined = spatem.join(F.broadcast(first_mapem), keys, "left")
-    early = F.expr("filter(intersections, i -> coalesce(mapems[i] > arrivalMs, true))")  # SQL: see interpreted()
+    early = F.expr("filter(intersections, i -> coalesce(mapems[i] > arrivalMs, true))")  # SQL lambda: see the module docstring
     return joined.withColumn("early", F.array_min(early))
 
 
