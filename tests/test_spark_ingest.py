@@ -11,7 +11,7 @@ from interchange.broker.validation import validate_application_properties
 from interchange.cli import main
 from interchange.errors import CliError
 from spark import loggen, rules, tables
-from spark.ingest import ingest, read_messages, read_table
+from spark.ingest import CLUSTERED_BY, ingest, read_messages, read_table
 from spark.validate import load_messages, validate
 
 T0 = 1_795_000_000_000  # 2026-11-18T...Z
@@ -72,6 +72,20 @@ def test_ingest_writes_partitioned_tables_and_keeps_corrupt_lines(spark: SparkSe
         ("not a JSON object (malformed or truncated)", '{"schemaVersion":2,"'),
         ("timestamp missing or invalid", '{"schemaVersion":2,"'),
     ]
+
+
+def test_messages_are_written_clustered_by_event_type_and_time(spark: SparkSession, tmp_path: Path) -> None:
+    """Each file of a node and date holds its rows in CLUSTERED_BY order, whatever the log's order (so a
+    filter on the event or message type skips the pages of other rows)."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text("\n".join(loggen.traffic(400, seed=3)) + "\n")
+    out = tmp_path / "out"
+    ingest(spark, [str(tmp_path / "logs")], str(out))
+    files = sorted((out / "messages" / "node=ixc-a").glob("date=*/*.parquet"))
+    assert files
+    for file in files:  # one file is read in its order by one task
+        rows = [(r.event, r.messageType, r.timestampMs) for r in spark.read.parquet(str(file)).select(*CLUSTERED_BY).collect()]
+        assert len({event for event, _, _ in rows}) > 1 and rows == sorted(rows, key=lambda r: (r[0], r[1] or "", r[2]))
 
 
 def test_audit_cli_ingest_and_bad_input(spark: SparkSession, tmp_path: Path,
