@@ -1,8 +1,9 @@
 """Synthetic node logs (interchange.logformat version 2) for the pipeline's tests and benchmarks.
 
 :func:`received` / :func:`sent` / :func:`event_record` build single records; :func:`traffic`
-generates a large, mostly conforming log with a known share of faults of each kind (late
-deliveries, invalid properties, rejections, drops, expiries, shard-order swaps, fast CAMs, ...).
+generates a large, mostly conforming log with a known share of faults of each kind (~1 % of the
+messages each: invalid properties, rejections, drops, expiries, late deliveries, and of the SPATEMs
+one of an intersection no MAPEM describes; CAMs and CPMs a little early or late by drift).
 Pure Python (no pyspark), so the plain-Python audit of the benchmark shares it.
 """
 from __future__ import annotations
@@ -140,21 +141,32 @@ def lines(records: list[dict[str, object]]) -> str:
 #: publications of the generated traffic: (messageType, interval between messages in ms)
 _STREAMS = (("CAM", 1000), ("CPM", 1000), ("DENM", 60_000), ("IVIM", 120_000), ("MAPEM", 60_000),
             ("SPATEM", 1000))
+#: Rounds (every publication once) start this far apart: a CAM 1 s to 120 s after the previous one
+#: (IP_124) and a CPM 0.9 s to 1.1 s (IP_136), but for the drift of a publication within its round.
+ROUND_MS = 1050
 
 
 def traffic(lines_wanted: int, seed: int = 8, node: str = "ixc-a", start_ms: int = 1_795_000_000_000,
             publications: int = 400) -> Iterator[str]:
     """About ``lines_wanted`` log lines: each message received and delivered once, ~1 % of each fault."""
     rng = random.Random(seed)
-    streams = [(_STREAMS[i % len(_STREAMS)], f"NL{i % 16000:05d}", str(i)) for i in range(publications)]
-    seq, written, now = 0, 0, start_ms
+    streams = [(_STREAMS[i % len(_STREAMS)], _publisher(i), str(i)) for i in range(publications)]
+    seq, written, round_start = 0, 0, start_ms
     while written < lines_wanted:
+        now = round_start
         for (message_type, interval), publisher_id, local_id in streams:
             seq += 1
             now += 1 + rng.randrange(3)
             yield from _one_message(rng, node, seq, now, message_type, publisher_id, local_id, interval)
             written += 2
-        now += 1000 - 2 * publications if 1000 > 2 * publications else 0
+        round_start = max(round_start + ROUND_MS, now + 1)
+
+
+def _publisher(stream: int) -> str:
+    """The publisherId of a stream; a SPATEM stream's is that of the MAPEM stream before it (IP_104)."""
+    if _STREAMS[stream % len(_STREAMS)][0] == "SPATEM" and stream > 0:
+        stream -= 1
+    return f"NL{stream % 16000:05d}"
 
 
 def _one_message(rng: random.Random, node: str, seq: int, at_ms: int, message_type: str,
@@ -163,6 +175,8 @@ def _one_message(rng: random.Random, node: str, seq: int, at_ms: int, message_ty
     props = properties(message_type, publisher_id, local_id)
     if fault == 0:
         props["originatingCountry"] = "nl"  # IP_022
+    if fault == 5 and message_type == "SPATEM":
+        props["id"] = ",2,"  # IP_104: an intersection no MAPEM describes (theirs is ",1,")
     if fault == 1:
         yield logformat.dumps(rejected(node, seq, at_ms, "quadTree: malformed (IP_037)"))
         return

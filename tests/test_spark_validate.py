@@ -251,3 +251,16 @@ def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_ru
         for key, value in saved.items():
             spark.conf.set(key, value)
     assert counts[0] > 20 and counts[1] <= 2, counts  # 2: the driver's and the tasks' copy of one class
+
+
+def test_generated_traffic_has_a_small_share_of_each_fault(spark: SparkSession, tmp_path: Path) -> None:
+    """The benchmarks' log (loggen.traffic) is mostly conforming: each fault it makes on ~1 % of the
+    messages it applies to, none on most (every SPATEM lacking its MAPEM, half of the CAMs too early,
+    was a generator fault, not a broker's)."""
+    lines = spark.createDataFrame([(line, "mem") for line in loggen.traffic(12_000)], "value string, file string")
+    run = validate(spark, parse.messages(parse.parse(lines)), str(tmp_path / "out"), "traffic", cache_input=True)
+    share = {(m.rule, m.check): m.violations / m.checked for m in run.metrics if m.checked}
+    assert max(share.values()) < 0.03, share
+    faults = [("IP_022", "properties"), ("IP_016", "rejected"), ("IP_032", "dropped"), ("IP_033", "expired_undelivered"),
+              ("IP_012", "latency"), ("IP_104", "spatem_after_mapem"), ("IP_124", "cam_rate"), ("IP_136", "cpm_rate")]
+    assert all(share[fault] > 0.002 for fault in faults), share
