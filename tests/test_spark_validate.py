@@ -261,6 +261,7 @@ def test_generated_traffic_has_a_small_share_of_each_fault(spark: SparkSession, 
     run = validate(spark, parse.messages(parse.parse(lines)), str(tmp_path / "out"), "traffic", cache_input=True)
     share = {(m.rule, m.check): m.violations / m.checked for m in run.metrics if m.checked}
     assert max(share.values()) < 0.03, share
-    faults = [("IP_022", "properties"), ("IP_016", "rejected"), ("IP_032", "dropped"), ("IP_033", "expired_undelivered"),
-              ("IP_012", "latency"), ("IP_104", "spatem_after_mapem"), ("IP_124", "cam_rate"), ("IP_136", "cpm_rate")]
+    faults = [("IP_022", "properties"), ("IP_016", "rejected"), ("IP_032", "dropped"),
+              ("IP_033", "expired_undelivered"), ("IP_012", "latency"), ("IP_104", "spatem_after_mapem"),
+              ("IP_124", "cam_rate"), ("IP_136", "cpm_rate")]
     assert all(share[fault] > 0.002 for fault in faults), share
