@@ -164,7 +164,7 @@ def traffic(lines_wanted: int, seed: int = 8, node: str = "ixc-a", start_ms: int
 
 def _publisher(stream: int) -> str:
     """The publisherId of a stream; a SPATEM stream's is that of the MAPEM stream before it (IP_104)."""
-    if _STREAMS[stream % len(_STREAMS)][0] == "SPATEM" and stream > 0:
+    if _STREAMS[stream % len(_STREAMS)][0] == "SPATEM":  # never stream 0: SPATEM is the sixth type
         stream -= 1
     return f"NL{stream % 16000:05d}"
 
