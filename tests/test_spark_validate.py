@@ -18,7 +18,7 @@ from interchange.cli import main
 from spark import loggen, parse, property_rules, rules, tables
 from spark.ingest import ingest, read_table
 from spark.loggen import Message, lost, properties, received, rejected, sent
-from spark.validate import validate
+from spark.validate import local_rows, validate
 
 T0 = 1_795_000_000_000
 NODE = "ixc-a"
@@ -201,6 +201,17 @@ def test_rule_metrics_count_checked_and_violations(spark: SparkSession, faulty_r
     assert metrics[("IP_104", "spatem_after_mapem")] == (2, 1)
     assert metrics[("IP_048", "repetition")] == (1 + 1, 1)  # IVIM NL00001:9 three times: two gaps
     assert metrics[("IP_013", "burst")] == (0, 0)  # no second with 5000 arrivals: nothing checked
+
+
+def test_local_rows_keep_every_value(spark: SparkSession) -> None:
+    """The rule metrics' rows go to the JVM as one JSON text (no Python worker): nothing is lost on the way."""
+    rows = [("run", 2**62 + 1, 'a "quoted" input, ünïcode', "IP_012", "latency", "text\nwith lines", "error", 0,
+             2**40),
+            ("run", -1, None, "AUDIT", "", "", "info", 7, 0)]
+    frame = local_rows(spark, rows, tables.RULE_METRICS)
+    assert frame.schema == tables.RULE_METRICS
+    assert [tuple(row) for row in frame.collect()] == rows
+    assert local_rows(spark, [], tables.RULE_METRICS).count() == 0
 
 
 def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> None:
