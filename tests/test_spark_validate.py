@@ -204,7 +204,8 @@ def test_rule_metrics_count_checked_and_violations(spark: SparkSession, faulty_r
 
 
 def test_local_rows_keep_every_value(spark: SparkSession) -> None:
-    """The rule metrics' rows go to the JVM as one JSON text (no Python worker): nothing is lost on the way."""
+    """The rule metrics' rows go to the JVM as one JSON text: every value, quote, line break, large
+    number and null arrives as it was, in order, with the table's schema."""
     rows = [("run", 2**62 + 1, 'a "quoted" input, ünïcode', "IP_012", "latency", "text\nwith lines", "error", 0,
              2**40),
             ("run", -1, None, "AUDIT", "", "", "info", 7, 0)]
