@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from certs.tls import TlsFiles, client_context, proton_ssl_domain
 from interchange.config import load_config
 from interchange.demo_dns import DemoDns, SrvRecord
 from interchange.node import RunningNode, start_node
+from interchange.ports import free_port
 
 from interchange.errors import CliError
 
@@ -55,12 +55,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--port", type=int, default=0, help="AMQPS port of interchange A (default: any free port)")
     parser.add_argument("--serve", action="store_true", help="keep the federation running after the demo")
     parser.set_defaults(handler=run)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqps_port: int) -> dict[str, Path]:

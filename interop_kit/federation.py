@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from certs import create_test_pki
 from certs.pki import Pki
+from interchange.ports import free_port
 from interop_kit.netns import Network, NetnsError, available, network_for
 from interop_kit.selfnode import demo_traffic, register_demo_datasets
 
@@ -114,12 +115,6 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-        udp.bind(("127.0.0.1", 0))
-        return int(udp.getsockname()[1])
-
-
 def _pki(directory: Path, names: list[str], kit: str) -> Pki:
     odd, even = names[0::2], names[1::2]
     create_test_pki(directory, odd, [ACTOR], intermediate=INTERMEDIATES[0], exist_ok=True)
@@ -138,7 +133,7 @@ def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str,
     lines += [f"srv-host=_ixc._tcp.{domain},{kit},1,10,10", f"host-record={kit},127.0.0.1"]
     conf = directory / "dnsmasq.conf"
     conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    port = _free_udp_port()
+    port = free_port()
     listen = "127.0.0.1" + (f",{network.gateway}" if network is not None else "")
     command = [binary, "--keep-in-foreground", f"--port={port}", f"--listen-address={listen}", "--bind-interfaces",
                "--no-resolv", "--no-hosts", "--no-poll", f"--conf-file={conf}", f"--log-facility={directory / 'dnsmasq.log'}"]

@@ -33,11 +33,11 @@ from interchange.demo import (
     ActorClient,
     demo_capabilities,
     demo_properties,
-    free_port,
     write_configs,
 )
 from interchange.demo_dns import DemoDns, SrvRecord
 from interchange.node import RunningNode, start_node
+from interchange.ports import free_port
 from interop_kit.model import Delivery, Target, Traffic
 
 KIT_NAME = "kit.interchange.test"

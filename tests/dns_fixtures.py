@@ -19,7 +19,6 @@ import ipaddress
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,8 @@ from pathlib import Path
 import dns.exception
 import dns.resolver
 import pytest
+
+from interchange.ports import free_port
 
 LISTEN = "127.0.0.1"
 READY_NAME = "ready.dns-fixture.internal"  # answered once dnsmasq serves the generated config
@@ -81,21 +82,6 @@ def find_dnsmasq() -> str:
         pytest.fail("dnsmasq is not installed: the DNS discovery tests need a real DNS server. "
                     "Install it with 'apt-get install dnsmasq-base' (scripts/setup.sh does).", pytrace=False)
     return found
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 for both TCP and UDP at the time of asking."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind((LISTEN, 0))
-            port = tcp.getsockname()[1]
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                try:
-                    udp.bind((LISTEN, port))
-                except OSError:
-                    continue
-                return int(port)
-    raise RuntimeError("no free TCP+UDP port on 127.0.0.1")
 
 
 class DnsmasqError(RuntimeError):

@@ -31,7 +31,8 @@ from ii_api.discovery import Neighbour
 from ii_harness import DOMAIN, Consumer, Https, node_config, publish, seed_neighbours, start, wait_for
 from interchange.config import AdminConfig
 from interchange.node import RunningNode
-from interchange.testing.rabbitmq import RabbitMQ, free_port
+from interchange.ports import free_port
+from interchange.testing.rabbitmq import RabbitMQ
 
 DENM_KEY = f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}"
 

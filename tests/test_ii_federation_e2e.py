@@ -18,7 +18,7 @@ import pytest
 
 from broker_harness import complete_records
 from certs import TestPki
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.discovery import DiscoveryConfig
 from ii_api.store import Store
 from ii_harness import (
@@ -40,6 +40,7 @@ from ii_harness import (
     wait_for,
 )
 from interchange.node import RunningNode
+from interchange.ports import free_port
 
 DENM_HERE = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
 HAZELDONK = "120202130121133020"

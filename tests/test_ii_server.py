@@ -14,7 +14,7 @@ import pytest
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.config import RequestLimits
 from ii_api.discovery import DiscoveryConfig, Neighbour
 from ii_api.server import OPERATIONS
@@ -40,6 +40,7 @@ from ii_harness import (
 )
 from interchange.broker.addresses import Scope, TargetSpec
 from interchange.node import RunningNode
+from interchange.ports import free_port
 
 DENM = "messageType = 'DENM'"
 

@@ -20,6 +20,7 @@ from interchange.cli import main
 from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig, load_config
 from interchange.errors import CliError
 from interchange.node import start_node
+from interchange.ports import free_port
 
 
 @pytest.fixture
@@ -29,12 +30,6 @@ def taken_port() -> Iterator[int]:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         yield holder.getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def config(pki: TestPki, workdir: Path, admin_port: int, plain_port: int) -> NodeConfig:

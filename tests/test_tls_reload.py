@@ -21,11 +21,12 @@ from broker_harness import complete_records, start_node_process, terminate, tls_
 from certs import TestPki, create_test_pki
 from certs.revocation import Revocations
 from certs.tls import TlsFiles, client_context
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, free_port
+from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.discovery import DiscoveryConfig
 from ii_harness import A, B, DOMAIN, WAIT_S, Https, amqp_connect, denm_capability, node_config, start, wait_for
 from interchange.config import AdminConfig, NodeConfig
 from interchange.node import RunningNode
+from interchange.ports import free_port
 from pki_fixtures import ACTOR, SERVER
 
 OTHER_ACTOR = "actor-2"

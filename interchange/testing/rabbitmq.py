@@ -41,15 +41,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from interchange.ports import free_port
+
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the real script, not /usr/sbin's su wrapper
 EPMD = "epmd"
 PLUGINS = ("rabbitmq_amqp1_0", "rabbitmq_auth_mechanism_ssl")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _service_active() -> bool:

@@ -1,0 +1,72 @@
+"""A free loopback port to listen on later, for the demos, the interop kit, benchmarks and tests.
+
+Asking the kernel for port 0 and closing the socket gives a port from its ephemeral range
+(``/proc/sys/net/ipv4/ip_local_port_range``, 32768-60999 by default). That is the range it also
+draws the local port of every outgoing connection from, so between choosing the port and binding
+it, any connection the process makes (a DNS query over TCP, a federation link) may take it, and the
+bind fails with "address already in use" (seen in CI). So the port is drawn at random from below
+(or above) that range, where the kernel never puts an outgoing connection, and checked free for
+TCP and UDP (dnsmasq serves both on one port). Only another program choosing its own fixed port the
+same way can still take it, one chance in thousands.
+"""
+from __future__ import annotations
+
+import secrets
+import socket
+from pathlib import Path
+
+__all__ = ["free_port", "listen_range"]
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST = 10000  #: below: well-known and registered service ports (RabbitMQ's epmd 4369, AMQP 5672, ...)
+HIGHEST = 65535
+ATTEMPTS = 200
+
+
+def listen_range(ephemeral: tuple[int, int] | None = None) -> range:
+    """The ports to choose from: the larger stretch outside the ephemeral range ``(first, last)``
+    (the kernel's own, read from /proc, by default); empty when there is none."""
+    first, last = ephemeral if ephemeral is not None else _ephemeral_range()
+    below = range(LOWEST, max(LOWEST, first))
+    above = range(min(max(LOWEST, last + 1), HIGHEST + 1), HIGHEST + 1)
+    return max(below, above, key=len)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on ``host`` free for both TCP and UDP now, outside the ephemeral range when the
+    kernel leaves any room (else the kernel's choice, as before)."""
+    ports = listen_range()
+    for _ in range(ATTEMPTS if ports else 0):
+        port = ports[secrets.randbelow(len(ports))]
+        if _free(host, port):
+            return port
+    return _kernel_choice(host)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        first, last = (int(field) for field in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):  # not Linux, or /proc not mounted: Linux's default
+        return 32768, 60999
+    return first, last
+
+
+def _free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        try:
+            tcp.bind((host, port))
+            udp.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_choice(host: str) -> int:
+    for _ in range(ATTEMPTS):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind((host, 0))
+            port = int(tcp.getsockname()[1])
+        if _free(host, port):
+            return port
+    raise RuntimeError(f"no port free for both TCP and UDP on {host}")
