@@ -18,7 +18,6 @@ It prints ``BASELINE port N`` on stdout once listening.
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from collections import deque
 from pathlib import Path
@@ -30,6 +29,7 @@ from proton.handlers import MessagingHandler  # noqa: E402
 from proton.reactor import Container  # noqa: E402
 
 import jms_selectors  # noqa: E402
+from interchange.ports import free_port  # noqa: E402
 from jms_selectors.reference import evaluate  # noqa: E402
 
 SELECTOR_SYMBOL = symbol("apache.org:selector-filter:string")
@@ -154,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     port = args.port
     if port == 0:  # proton's Container does not report the bound port: pick a free one first
-        with socket.socket() as probe:
-            probe.bind((args.host, 0))
-            port = probe.getsockname()[1]
+        port = free_port(args.host)
     if args.plain:
         domain, mechs, url = None, "ANONYMOUS", f"amqp://{args.host}:{port}"
     else:
