@@ -10,6 +10,8 @@ On one generated log (spark/loggen.py: ~1 % of each fault) of --lines lines (def
 5. driver memory: the peak resident size of the driver JVM (local mode runs the tasks there too)
    and of the Python driver.
 The rule metrics of Spark and plain Python are compared first (same checked/violation counts).
+The plain Python pass runs twice, before Spark and after its validates: on a shared host the speed
+moves during a run, and the two bracket it. Each ratio is against their mean, and against each one.
 
     .venv/bin/python benchmarks/bench_spark.py [--lines N] [--master local[2]] [--work DIR] [--probes 5]
 """
@@ -58,6 +60,13 @@ def generate(path: Path, lines: int) -> int:
             out.write(line + "\n")
             written += 1
     return written
+
+
+def plain_pass(log: Path) -> tuple[plain_audit.Metrics, int]:
+    """The plain Python audit of ``log``: its rule metrics and the lines read."""
+    with log.open(encoding="utf-8") as handle:
+        metrics, read, _ = plain_audit.audit(handle)
+    return metrics, read
 
 
 def compare(plain: plain_audit.Metrics, run: ValidationRun) -> list[str]:
@@ -135,8 +144,7 @@ def main() -> int:
     lines, _ = timed(f"generate {args.lines} lines ({log})", lambda: generate(log, args.lines))
     print(f"  log size: {log.stat().st_size / 1e6:.0f} MB")
 
-    with log.open(encoding="utf-8") as handle:
-        (plain, read, _), plain_s = timed("plain Python audit", lambda: plain_audit.audit(handle))
+    (plain, read), plain_before_s = timed("plain Python audit", lambda: plain_pass(log))
     spark = build_session(args.master, "bench-spark")
     json_run, json_s = None, float("nan")
     if not args.skip_json:
@@ -148,7 +156,10 @@ def main() -> int:
     # the same again in the same JVM: the steady state, without the first run's JIT warm-up
     again_run, again_s = timed("Spark validate over Parquet, again", lambda: validate(
         spark, load_messages(spark, [str(work / "tables")]), str(work / "tables"), "bench", "parquet-again"))
+    # the peer once more, after Spark's validates: how much the host's speed moved meanwhile
+    (plain_after, _), plain_after_s = timed("plain Python audit, again", lambda: plain_pass(log))
     differences = compare(dict(plain), parquet_run) + compare(dict(plain), again_run)
+    differences += [] if plain_after == plain else ["the two plain Python passes differ"]
     if json_run is not None:
         differences += compare(dict(plain), json_run)
     print("  rule metrics: " + ("plain Python and Spark agree" if not differences else "DIFFER: " + "; ".join(differences)))
@@ -157,12 +168,15 @@ def main() -> int:
     python_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     spark.stop()
 
+    plain_s = statistics.mean((plain_before_s, plain_after_s))
     print(f"\nlines: {read} ({summary})")
-    for label, seconds in (("plain Python", plain_s), ("Spark over JSON", json_s), ("Spark over Parquet", parquet_s),
-                           ("  again (same JVM)", again_s)):
+    print(f"{'plain Python':20} {read / plain_s:12,.0f} lines/s  ({plain_s:.1f} s: {plain_before_s:.1f} s before Spark, "
+          f"{plain_after_s:.1f} s after its validates)")
+    for label, seconds in (("Spark over JSON", json_s), ("Spark over Parquet", parquet_s), ("  again (same JVM)", again_s)):
         if seconds != seconds:  # NaN: step skipped
             continue
-        print(f"{label:20} {read / seconds:12,.0f} lines/s  ({seconds:.1f} s, {plain_s / seconds:.2f}x plain Python)")
+        print(f"{label:20} {read / seconds:12,.0f} lines/s  ({seconds:.1f} s, {plain_s / seconds:.2f}x plain Python; "
+              f"{plain_before_s / seconds:.2f}x before, {plain_after_s / seconds:.2f}x after)")
     print(f"{'Spark ingest':20} {read / ingest_s:12,.0f} lines/s  ({ingest_s:.1f} s)")
     print(f"stream latency line -> violation row: median {statistics.median(latencies):.2f} s, "
           f"max {max(latencies):.2f} s ({len(latencies)} probes)")
