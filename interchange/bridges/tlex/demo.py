@@ -23,11 +23,11 @@ from interchange.config import load_config
 from interchange.demo import CONSUMER, DOMAIN, INTERCHANGE, NODES, PUBLISHER, STEP_S, SUBSCRIBER, write_configs
 from interchange.demo import ActorClient as DemoActor  # the demo's actor client, reused
 from interchange.demo import _connect as demo_connect  # noqa: PLC2701
-from interchange.ports import free_port
 from interchange.demo import _until as until  # noqa: PLC2701
 from interchange.demo_dns import DemoDns, SrvRecord
 from interchange.errors import CliError
 from interchange.node import RunningNode, start_node
+from interchange.ports import free_port
 
 BRIDGE = "tlex-bridge"
 SELECTOR = "messageType = 'SPATEM'"
