@@ -36,10 +36,11 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port on ``host`` free for both TCP and UDP now, outside the ephemeral range when the
     kernel leaves any room (else the kernel's choice, as before)."""
     ports = listen_range()
-    for _ in range(ATTEMPTS if ports else 0):
-        port = ports[secrets.randbelow(len(ports))]
-        if _free(host, port):
-            return port
+    if ports:
+        for _ in range(ATTEMPTS):
+            port = ports[secrets.randbelow(len(ports))]
+            if _free(host, port):
+                return port
     return _kernel_choice(host)
 
 
