@@ -15,6 +15,14 @@ from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 
+#: HotSpot options of the driver (in local mode it runs the tasks too) and of the executors:
+#: - compile generated methods over 8,000 bytes of bytecode (a stage of many column expressions has
+#:   some): by default HotSpot runs them interpreted, several times slower;
+#: - the parallel (throughput) collector: the jobs are batches, and G1's concurrent work and write
+#:   barriers cost a validate at 2M lines ~1 s more of CPU on 2 cores and ~50 MB more peak
+#:   memory (docs/performance.md, 2026-11-27).
+JAVA_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
+
 #: Settings for every audit session; a caller's ``conf`` wins over these.
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",  # 2 cores: 2 tasks per core per shuffle, AQE coalesces
@@ -27,10 +35,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1280m",  # local mode: the driver JVM runs the tasks too; under 2 GB resident
-    # Let HotSpot compile generated methods over 8,000 bytes of bytecode (a stage of many column
-    # expressions has some): by default it runs them interpreted, several times slower.
-    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
-    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+    "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+    "spark.executor.extraJavaOptions": JAVA_OPTIONS,
     "spark.sql.streaming.schemaInference": "false",
     # No Python call site recorded for every column function (an error's DataFrame context): 5 calls
     # into the JVM per function, half of the ~12,000 that building the rules makes (~0.5 s a validate).
