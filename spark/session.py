@@ -4,7 +4,8 @@
 the master and resources come from spark-submit and are left alone. The defaults suit the
 embedded case, a 2-core / 24 GB machine in local mode: few shuffle partitions (the default 200
 would make 200 tiny tasks per shuffle), adaptive query execution to coalesce them further, UTC
-for every date, Parquet with zstd, and no web UI unless asked for.
+for every date, Parquet with zstd, no web UI unless asked for, and HotSpot options for batch work
+(:data:`JAVA_OPTIONS`).
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ DEFAULT_MASTER = "local[*]"
 #: - compile generated methods over 8,000 bytes of bytecode (a stage of many column expressions has
 #:   some): by default HotSpot runs them interpreted, several times slower;
 #: - the parallel (throughput) collector: the jobs are batches, and G1's concurrent work and write
-#:   barriers cost a validate at 2M lines ~1 s more of CPU on 2 cores and ~50 MB more peak
-#:   memory (docs/performance.md, 2026-11-27).
+#:   barriers cost more CPU (at 2M lines a first validate's collector took 1.9-4.1 s of CPU on 2
+#:   cores instead of 1.3-1.7 s) and 50-130 MB more peak memory (docs/performance.md, 2026-11-27).
 JAVA_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
 
 #: Settings for every audit session; a caller's ``conf`` wins over these.
