@@ -159,7 +159,8 @@ def main() -> int:
     # the peer once more, after Spark's validates: how much the host's speed moved meanwhile
     (plain_after, _), plain_after_s = timed("plain Python audit, again", lambda: plain_pass(log))
     differences = compare(dict(plain), parquet_run) + compare(dict(plain), again_run)
-    differences += [] if plain_after == plain else ["the two plain Python passes differ"]
+    if plain_after != plain:
+        differences.append("the two plain Python passes differ")
     if json_run is not None:
         differences += compare(dict(plain), json_run)
     print("  rule metrics: " + ("plain Python and Spark agree" if not differences else "DIFFER: " + "; ".join(differences)))
