@@ -42,6 +42,8 @@ from interop_kit.selfnode import demo_traffic, register_demo_datasets
 STATE_FILE = "federation.json"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
+EXEC_RETRIES = 100  #: reads of an empty command line before a process counts as not ours
+EXEC_RETRY_S = 0.01
 KIT_HOST = "kit"
 ACTOR = "actor-1"  #: registers the demo's datasets and a delivery at node 1, for the kit's CREATED and BI checks
 INTERMEDIATES = ("ca-1", "ca-2")
@@ -96,15 +98,30 @@ def save_state(state: FederationState) -> None:
     path.write_text(state.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 
+def _process_state(pid: int) -> str:
+    """The state letter in ``/proc/<pid>/stat`` (R, S, Z...); the command name before it may hold spaces."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
 def _running(pid: int | None, marker: str) -> bool:
-    """Whether ``pid`` is alive and still runs a command containing ``marker`` (not a reused pid)."""
+    """Whether ``pid`` is alive and still runs a command containing ``marker`` (not a reused pid).
+
+    A node's command line reads empty for an instant while ``ip netns exec`` replaces itself with
+    Python (the new program's arguments are not set up yet), and for good once it is a zombie: an
+    empty one is read again until the exec is over, so a starting node is not taken for a dead one.
+    """
     if pid is None:
         return False
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return marker.encode() in command
+    for _ in range(EXEC_RETRIES):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            state = _process_state(pid)
+        except (OSError, IndexError):
+            return False
+        if command or state in ("Z", "X"):
+            return marker.encode() in command
+        time.sleep(EXEC_RETRY_S)
+    return False
 
 
 def _listening(host: str, port: int) -> bool:
