@@ -26,7 +26,9 @@ def test_a_process_caught_in_exec_counts_as_running() -> None:
 def test_a_zombie_and_another_command_do_not_count() -> None:
     process = subprocess.Popen(["true", MARKER])
     try:
+        deadline = time.monotonic() + 10.0
         while _process_state(process.pid) != "Z":
+            assert time.monotonic() < deadline, "`true` did not exit within 10 s"
             time.sleep(0.01)
         began = time.monotonic()
         assert not _running(process.pid, MARKER)
