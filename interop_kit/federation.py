@@ -115,11 +115,12 @@ def _running(pid: int | None, marker: str) -> bool:
     for _ in range(EXEC_RETRIES):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            state = _process_state(pid)
+            if command:
+                return marker.encode() in command
+            if _process_state(pid) in ("Z", "X"):  # dead, not yet reaped
+                return False
         except (OSError, IndexError):
             return False
-        if command or state in ("Z", "X"):
-            return marker.encode() in command
         time.sleep(EXEC_RETRY_S)
     return False
 
