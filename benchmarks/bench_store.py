@@ -11,6 +11,7 @@ Reported: messages/s and CPU µs per message (put + delete), and the load averag
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sqlite3
 import tempfile
@@ -19,30 +20,32 @@ from collections.abc import Callable
 from pathlib import Path
 
 from interchange.broker.journal import JournalBooks, StoredMessage
-from interchange.broker.store import _SegmentWriter
+from interchange.broker.segment_files import OsFileOps, SegmentWriter
 
 
 def journal_run(directory: Path, payload: bytes, messages: int, batch: int) -> None:
+    """What the store's writer thread does per group commit: one append (per segment) and one fdatasync."""
     books = JournalBooks()
-    writer = _SegmentWriter(directory, fsync=True)
+    writer = SegmentWriter(str(directory), OsFileOps(), fsync=True)
     previous: list[int] = []
     try:
         for _ in range(messages // batch):
-            records = []
-            ids = []
+            records: list[tuple[int, bytes]] = []
+            puts = []
             for _ in range(batch):
                 stored = StoredMessage(payload, 2_000_000_000_000, 1, False, "actor-1", ("denm",))
                 records.append(books.put(stored))
-                ids.append(stored.message_id)
+                puts.append((stored.message_id, stored.addresses))
             for message_id in previous:
                 books.remove(message_id, "denm")
             dels = books.take_dels()
             if dels is not None:
-                records.append(dels)
-            writer.write(records)
+                records.append(dels[:2])
+            for segment, group in itertools.groupby(records, key=lambda entry: entry[0]):
+                writer.commit(segment, b"".join(record for _, record in group), puts)
             for number in books.reclaimable(0):
                 writer.unlink([number])
-            previous = ids
+            previous = [message_id for message_id, _ in puts]
     finally:
         writer.close()
 

@@ -277,18 +277,24 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
 async def _open_store(config: NodeConfig, placement: Placement, admission: Admission, log: JsonLog,
                       exit_stack: contextlib.AsyncExitStack) -> Durability | None:
     """Open this broker process's durable store and recover it (issue 11); what was damaged is logged,
-    never refused. It closes (after a last fsync) once the listeners have closed."""
+    never refused, and a full disk does not stop the start (durable messages are refused until there
+    is space). It closes (after a last fsync) once the listeners have closed."""
     settings = config.broker.store
     if not settings.enabled:
         return None
     directory = config.data_dir / "store" / f"p{placement.index}"
+    process = placement.index
     store, recovery = await JournalStore.open(
         directory, segment_bytes=settings.segment_bytes, fsync=settings.fsync, now_ms=now_ms(),
-        on_error=lambda reason: log.event("error", "store_write_failed", {"reason": reason}))
+        event=lambda level, event, details: log.event(level, event, {**details, "process": process}))
     exit_stack.push_async_callback(store.close)
-    for path, intact, reason in recovery.corrupt:
-        log.event("warning", "store_repaired", {"file": path, "kept_bytes": intact, "reason": reason,
-                                                "process": placement.index})
+    if recovery.unreadable is not None:  # nothing touched: a restart with the disk mended recovers it all
+        log.event("error", "store_unreadable", {"reason": recovery.unreadable, "process": process,
+                                                "durable": "refused until restarted with a readable store"})
+    for repair in recovery.corrupt:
+        log.event("warning", "store_repaired", {"file": repair.file, "kept_bytes": repair.kept_bytes,
+                                                "reason": repair.reason, "repair_failed": repair.error,
+                                                "process": process})
     durability = Durability(store)
     counts = durability.recover(
         recovery.messages, lambda raw, publisher, federated: admission.admit(raw, publisher, federated, None, now_ms()))

@@ -52,7 +52,7 @@ def test_replay_keeps_held_unexpired_messages_in_order() -> None:
         data += books.put(message)[1]
     assert books.remove(1, "s1") and books.remove(2, "s1")
     assert not books.remove(2, "s1")  # not held any more: nothing to write
-    segment, dels = books.take_dels()  # type: ignore[misc]
+    segment, dels, _ = books.take_dels()  # type: ignore[misc]
     assert segment == 1 and books.take_dels() is None
     data += dels
     replayed = JournalBooks()

@@ -19,6 +19,13 @@ after a crash the neighbour sends again what it had not seen settled: an importe
 bytes equal one recovered from the store is counted as a duplicate (``duplicate_imports``; it is
 still delivered: at-least-once, and the count says how often that happened).
 
+While the store cannot write (a full or failing disk: its ``fault``), durable messages are
+refused before they are routed (``amqp:resource-limit-exceeded`` when the disk is full,
+``amqp:internal-error`` otherwise, the reason in the description) and memory-only ones flow as
+before; the store finds out by itself when it can write again. A durable message whose write
+fails after it was routed is rejected to its publisher and stays with its sources as a
+memory-only one (it is not in the store).
+
 Stored messages are recovered before the process listens; a source that does not exist yet
 (those of the II come with its subscriptions, a worker's over its control channel) gets its
 messages when it is created.
@@ -29,7 +36,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable
 
-from interchange.broker.engine import Rejected
+from interchange.broker.engine import Rejected, store_refusal
 from interchange.broker.journal import StoredMessage
 from interchange.broker.message import BrokerMessage
 from interchange.broker.store import Commit, MessageStore
@@ -46,11 +53,12 @@ class Durability:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self._waiting: dict[str, list[BrokerMessage]] = defaultdict(list)  # recovered, for sources not there yet
-        self.stored = 0  #: durable messages stored since start
+        self.stored = 0  #: durable messages stored since start (on disk)
         self.recovered = 0  #: durable messages recovered at start
         self.unreadable: list[tuple[int, str]] = []  #: recovered records admission refuses now: (id, why)
         self._recovered_imports: dict[bytes, int | None] = {}  # digest -> expiry of imported messages recovered
         self.duplicate_imports = 0  #: imported again after a restart (the neighbour never saw them settled)
+        self.refused = 0  #: durable messages refused because the store could not write
 
     def recover(self, stored: list[StoredMessage], readmit: Readmit) -> dict[str, int]:
         """Turn recovered records into messages waiting for their sources; count per address."""
@@ -90,6 +98,13 @@ class Durability:
         """The recovered messages of source ``address`` (once: the source takes them now)."""
         return self._waiting.pop(address, [])
 
+    def check_writable(self) -> None:
+        """Raise :class:`Rejected` for a durable message while the store cannot write (before it is routed)."""
+        fault = self.store.fault
+        if fault is not None:
+            self.refused += 1
+            raise store_refusal(fault.reason, fault.full)
+
     def store_routed(self, message: BrokerMessage) -> Commit | None:
         """Store a routed durable message held by some source; None if none holds it (nothing to wait for)."""
         holders = message.holders
@@ -100,8 +115,16 @@ class Durability:
                                message.publisher, tuple(holders))
         commit = self.store.put(record)
         message.store_id = record.message_id
-        self.stored += 1
+        commit.add(self._written, message)
         return commit
+
+    def _written(self, message: BrokerMessage, ok: bool) -> None:
+        """Counted once on disk; a routed message the store could not write is memory-only from now on."""
+        if ok:
+            self.stored += 1
+        else:
+            message.holders = None
+            message.store_id = 0
 
     def release(self, message: BrokerMessage, address: str) -> None:
         """Source ``address`` is done with ``message`` (settled, evicted, expired, deleted)."""

@@ -129,13 +129,30 @@ class Router(Protocol):
 
 class StoreReceipt(Protocol):
     """A durable message's way to its publisher's disposition: ``add(callback, arg)`` has
-    ``callback(arg, ok)`` called once the message is stored (``ok``) or could not be."""
+    ``callback(arg, ok)`` called once the message is stored (``ok``) or could not be (then
+    ``reason`` says why and ``full`` whether the disk is full)."""
 
     def add(self, callback: Callable[[Any, bool], None], arg: Any) -> None: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def full(self) -> bool: ...
 
 
 #: The condition of a durable message the store could not write (the publisher may send it again).
 STORE_FAILED = "amqp:internal-error"
+#: ... because the broker's disk is full (the publisher may send it again once there is space).
+STORE_FULL = "amqp:resource-limit-exceeded"
+
+
+def store_refusal(reason: str | None, full: bool) -> Rejected:
+    """The refusal of a durable message the store cannot take (clear to the publisher: why, and what to do)."""
+    if full:
+        return Rejected(f"the broker's disk is full, durable messages are refused until there is space "
+                        f"({reason}); send it again later", STORE_FULL)
+    return Rejected(f"the broker could not store the durable message ({reason}); send it again", STORE_FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,7 +575,7 @@ class ConnectionEngine:
             outcome = _ACCEPTED
             if receipt is not None and not remote_settled:  # accepted once stored (issue 11)
                 self._awaiting_store.add(delivery)
-                receipt.add(self._stored, delivery)
+                receipt.add(self._stored, (delivery, receipt))
                 self._replenish(link)
                 return
         except Rejected as exc:
@@ -572,17 +589,19 @@ class ConnectionEngine:
         _pn_delivery_settle(delivery)
         self._replenish(link)
 
-    def _stored(self, delivery: Any, ok: bool) -> None:
+    def _stored(self, arg: tuple[Any, StoreReceipt], ok: bool) -> None:
         """The store has a durable message (or failed to write it): now its disposition."""
+        delivery, receipt = arg
         if delivery not in self._awaiting_store:
             return  # the connection is gone
         self._awaiting_store.discard(delivery)
         if ok:
             _pn_delivery_update(delivery, _ACCEPTED)
         else:
+            refusal = store_refusal(receipt.reason, receipt.full)
             cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
-            cproton.pn_condition_set_name(cond, STORE_FAILED)
-            cproton.pn_condition_set_description(cond, "the broker could not store the durable message; send it again")
+            cproton.pn_condition_set_name(cond, refusal.condition)
+            cproton.pn_condition_set_description(cond, refusal.description)
             _pn_delivery_update(delivery, _REJECTED)
         _pn_delivery_settle(delivery)
         if not self.output_marked:

@@ -17,6 +17,10 @@ never acknowledged), and that is reported, never refused. Segment files are exte
 ahead of the records (:mod:`interchange.broker.store`): zeros where the next record would start
 are the segment's clean end.
 
+A write that does not reach the disk is undone in the books too (``failed``: its messages were
+never stored, its releases go into the next DEL again); a segment the writer gave up after a
+failure (``abandon``) is never appended to again.
+
 Segments are deleted oldest first, once every message PUT in them is dead or expired: a DEL
 only ever refers to a message in its own or an older segment, so deleting in that order
 never brings a settled message back.
@@ -268,14 +272,36 @@ class JournalBooks:
         self._dels.append((message_id, address))
         return True
 
-    def take_dels(self) -> tuple[int, bytes] | None:
-        """(segment, one DEL record) for the releases noted since the last call, or None."""
+    def take_dels(self) -> tuple[int, bytes, list[tuple[int, str]]] | None:
+        """(segment, one DEL record, its pairs) for the releases noted since the last call, or None."""
         if not self._dels:
             return None
-        record = encode_dels(self._dels)
+        pairs = self._dels
+        record = encode_dels(pairs)
         self._dels = []
         self.segment_size += len(record)
-        return self.segment, record
+        return self.segment, record, pairs
+
+    def failed(self, puts: Iterable[int], dels: list[tuple[int, str]], segment: int, size: int) -> None:
+        """A write of ``size`` bytes to ``segment`` did not reach the disk: the messages it PUT were never
+        stored (forgotten here), and its releases go into the next DEL record again."""
+        lost = set(puts)
+        for message_id in lost:
+            entry = self._holders.pop(message_id, None)
+            if entry is not None and entry[0] in self._segments:
+                self._segments[entry[0]].ids.discard(message_id)
+        again = [pair for pair in dels if pair[0] not in lost]
+        if again:
+            self._dels[:0] = again
+        if segment == self.segment:
+            self.segment_size = max(len(MAGIC), self.segment_size - size)
+
+    def abandon(self, segment: int) -> None:
+        """The writer gave ``segment`` up after a failure: appends go to a newer one from now on."""
+        if segment >= self.segment:
+            self.segment = segment + 1
+            self.segment_size = len(MAGIC)
+            self._segments.setdefault(self.segment, _Segment())
 
     def reclaimable(self, now_ms: int) -> list[int]:
         """Segments to delete, oldest first: every message PUT in them is dead or expired; stops at

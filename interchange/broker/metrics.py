@@ -87,6 +87,8 @@ class BrokerCollector:
                                 "back after a restart)", value=durability.store_live())
         yield GaugeMetricFamily("interchange_durable_recovered", "Durable messages recovered when this broker "
                                 "process started", value=durability.recovered)
+        yield CounterMetricFamily("interchange_durable_refused", "Durable messages refused because the store could "
+                                  "not write (full or failing disk)", value=durability.refused)
         yield CounterMetricFamily("interchange_durable_duplicate_imports", "Imported durable messages a neighbour "
                                   "sent again after a restart (at-least-once)", value=durability.duplicate_imports)
 

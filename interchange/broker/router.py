@@ -3,7 +3,8 @@
 It implements the :class:`interchange.broker.engine.Router` interface for connection engines
 and reacts to :class:`~interchange.broker.addresses.AddressBook` changes made by config or the II.
 With a :class:`~interchange.broker.durable.Durability`, durable messages are stored before they are
-accepted and come back after a restart (issue 11); without one every message is memory-only.
+accepted and come back after a restart (issue 11), and are refused before routing while the store
+cannot write (full disk); without one every message is memory-only.
 """
 from __future__ import annotations
 
@@ -229,12 +230,14 @@ class BrokerCore:
             observer.rejected(publisher.identity, address, raw, refusal.description, message.seq,
                               publisher.federated, message)
             raise refusal
+        durability = self.durability if self.durability is not None and header_durable(raw) else None
+        if durability is not None:
+            durability.check_writable()  # a store that cannot write: refused here, not routed
         observer.received(message, address)
         if message.expiry_ms is not None and message.expiry_ms <= now:
             observer.expired_on_arrival(message, address)
             return None
-        durability = self.durability
-        if durability is not None and header_durable(raw):
+        if durability is not None:
             message.holders = set()
         self._route(message, now, address)
         if timed:

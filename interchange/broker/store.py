@@ -16,13 +16,23 @@ back to the loop, where each message's :class:`Commit` waiters run (the publishe
 ``accepted`` disposition). While the thread waits for the disk, the next batch fills up, so the
 number of fsyncs adapts to the load and nothing that touches the disk runs on the loop.
 Purging (deleting segment files whose messages are all settled or expired) is queued to the
-same thread.
+same thread. One loop turn's records go to one segment (a turn that crosses into the next
+segment is sent as two writes), so a write succeeds or fails as a whole.
+
+A full or failing disk (:mod:`interchange.broker.segment_files` says what the files go through):
+a message is accepted only once its record is synced; a write that fails leaves the journal as
+it was (its commits report the failure, the books forget its messages and note its releases
+again; when even the undo fails, a DEL for its messages is written before anything else is
+acknowledged), and the store reports a :class:`StoreFault` (``fault``) that the broker turns into
+a refusal of durable messages before they are routed. While it lasts, the writer probes the disk
+every ``probe_s`` (room ahead of the records, synced); the first write or probe that succeeds
+ends it. Opening needs no free space (and ends with a first probe, so the node knows before it
+listens); a store that cannot be read refuses durable messages until the node is restarted with a
+readable one (nothing in it is touched).
 """
 from __future__ import annotations
 
 import asyncio
-import itertools
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -30,26 +40,50 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from interchange.broker.journal import MAGIC, JournalBooks, Replay, StoredMessage, segment_name
+from interchange.broker.journal import JournalBooks, StoredMessage
+from interchange.broker.segment_files import (
+    FULL_ERRNOS, FileOps, OsFileOps, Repair, SegmentWriter, StoreRecovery, recover,
+)
 
-__all__ = ["Commit", "JournalStore", "MessageStore", "StoreRecovery"]
+__all__ = ["Commit", "FileOps", "JournalStore", "MessageStore", "OsFileOps", "Repair", "StoreFault", "StoreRecovery"]
 
 Waiter = Callable[[Any, bool], None]
+#: (level, event, details): how the store reports what the operator should see (the node's JSON log)
+EventLog = Callable[[str, str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFault:
+    """Why the store cannot take durable messages now."""
+
+    reason: str  #: e.g. "writing the store in /data/store/p0: [Errno 28] No space left on device"
+    full: bool  #: the disk (or a quota) is full: durable messages come back once there is space
 
 
 class Commit:
     """The messages of one group commit: ``add(callback, arg)`` runs ``callback(arg, ok)`` on the event loop
-    once the batch is on disk (``ok``) or could not be written (not ``ok``)."""
+    once the batch is on disk (``ok``) or could not be written (not ``ok``; ``fault`` says why)."""
 
-    __slots__ = ("waiters",)
+    __slots__ = ("waiters", "fault")
 
     def __init__(self) -> None:
         self.waiters: list[tuple[Waiter, Any]] = []
+        self.fault: StoreFault | None = None
+
+    @property
+    def reason(self) -> str | None:
+        return None if self.fault is None else self.fault.reason
+
+    @property
+    def full(self) -> bool:
+        return self.fault is not None and self.fault.full
 
     def add(self, callback: Waiter, arg: Any) -> None:
         self.waiters.append((callback, arg))
 
-    def done(self, ok: bool) -> None:
+    def done(self, fault: StoreFault | None) -> None:
+        self.fault = fault
+        ok = fault is None
         for callback, arg in self.waiters:
             callback(arg, ok)
 
@@ -70,6 +104,10 @@ class MessageStore(Protocol):
     def live(self) -> int:
         """Messages some source still holds."""
 
+    @property
+    def fault(self) -> StoreFault | None:
+        """Why durable messages cannot be stored now (None: they can)."""
+
     async def drain(self) -> None:
         """Wait until everything put or removed so far is on disk."""
 
@@ -77,51 +115,84 @@ class MessageStore(Protocol):
         """Drain, then stop."""
 
 
-@dataclass
-class StoreRecovery:
-    """What a store found when it opened: the live messages and the damage it repaired."""
+@dataclass(slots=True)
+class _Write:
+    """One loop turn's records for one segment, and what to undo in the books if they fail."""
 
-    messages: list[StoredMessage]
-    corrupt: list[tuple[str, int, str]]  #: (file, intact length kept, reason) per truncated segment
-    segments: int
-    records: int
+    segment: int
+    data: bytes
+    commit: Commit
+    puts: list[tuple[int, tuple[str, ...]]]  #: (id, addresses) of the PUT records
+    dels: list[tuple[int, str]]  #: the pairs of the DEL record, if any
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    segment: int
 
 
 _STOP = object()
+#: Room a probe wants ahead of the records before durable messages are taken again.
+PROBE_ROOM = 64 * 1024
 
 
 class JournalStore:
     """The append-only segment journal on disk (see the module docstring)."""
 
-    def __init__(self, directory: Path, books: JournalBooks, fsync: bool = True,
-                 on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(self, directory: Path, books: JournalBooks, fsync: bool = True, *, ops: FileOps | None = None,
+                 event: EventLog | None = None, probe_s: float = 1.0, probe_room: int = PROBE_ROOM,
+                 zero_chunk: int = SegmentWriter.ZERO_CHUNK, unreadable: str | None = None) -> None:
         self.directory = directory
         self._books = books
-        self._fsync = fsync
-        self._on_error = on_error
+        self._event = event
+        self._probe_s = probe_s
+        self._probe_room = probe_room
         self._loop = asyncio.get_running_loop()
-        self._batch: list[tuple[int, bytes]] = []
+        self._segment = books.segment  #: the segment of the records collected this turn
+        self._records: list[bytes] = []
+        self._puts: list[tuple[int, tuple[str, ...]]] = []
         self._commit = Commit()
         self._scheduled = False
+        self._fault: StoreFault | None = None
+        self._probing = False  #: a probe is queued or its timer runs
+        refused = None if unreadable is None else OSError(0, unreadable)
+        self._writer = SegmentWriter(str(directory), ops or OsFileOps(), fsync, zero_chunk, refused)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._write_loop, name=f"store-{directory.name}", daemon=True)
         self._thread.start()
         self._closed = False
-        self.fsyncs = 0  #: fsync calls so far (group commits)
-        self.writes = 0  #: write calls so far (one per segment per group commit)
+        self.fsyncs = 0  #: group commits written so far
+        self.writes = 0  #: segment writes so far (one per segment per group commit)
+        self._permanent = unreadable is not None  #: no probes: only a restart with a readable store helps
+        if unreadable is not None:
+            self._fault = StoreFault(f"the store in {directory} could not be read at start: {unreadable}", False)
+        else:  # find out now whether the disk takes writes (and make room for the first records)
+            self._probing = True
+            self._queue.put(_Probe(books.segment))
 
     @classmethod
     async def open(cls, directory: Path, *, segment_bytes: int = 8 * 1024 * 1024, fsync: bool = True,
-                   now_ms: int, on_error: Callable[[str], None] | None = None) -> tuple["JournalStore", StoreRecovery]:
-        """Open (create) the store in ``directory``, replaying and repairing its segments off the loop."""
+                   now_ms: int, ops: FileOps | None = None, event: EventLog | None = None, probe_s: float = 1.0,
+                   probe_room: int = PROBE_ROOM, zero_chunk: int = SegmentWriter.ZERO_CHUNK,
+                   ) -> tuple["JournalStore", StoreRecovery]:
+        """Open the store in ``directory``, replaying and repairing its segments off the loop, and find out
+        whether the disk takes writes (the directory is created with the first segment)."""
         books = JournalBooks(segment_bytes)
-        recovery = await asyncio.to_thread(_recover, directory, books, now_ms)
-        return cls(directory, books, fsync, on_error), recovery
+        recovery = await asyncio.to_thread(recover, str(directory), books, now_ms, ops or OsFileOps())
+        store = cls(directory, books, fsync, ops=ops, event=event, probe_s=probe_s, probe_room=probe_room,
+                    zero_chunk=zero_chunk, unreadable=recovery.unreadable)
+        await store.drain()  # the first probe has reported: the first durable message meets a known state
+        return store, recovery
 
     # ------------------------------------------------------------------ event loop side
     def put(self, message: StoredMessage) -> Commit:
         segment, record = self._books.put(message)
-        self._batch.append((segment, record))
+        if segment != self._segment:
+            if self._records:  # the earlier records of this turn go to the previous segment, as one write
+                self._send()
+            self._segment = segment
+        self._records.append(record)
+        self._puts.append((message.message_id, message.addresses))
         self._schedule()
         return self._commit
 
@@ -138,6 +209,10 @@ class JournalStore:
     @property
     def live(self) -> int:
         return self._books.live
+
+    @property
+    def fault(self) -> StoreFault | None:
+        return self._fault
 
     async def drain(self) -> None:
         self._submit()
@@ -159,31 +234,75 @@ class JournalStore:
             self._loop.call_soon(self._submit)
 
     def _submit(self) -> None:
-        """Hand this loop turn's records to the writer thread, joined per segment here (the thread
-        then needs the GIL only to take them and to report back)."""
+        """Hand this loop turn's records to the writer thread, joined here (the thread then needs the
+        GIL only to take them and to report back)."""
         self._scheduled = False
         dels = self._books.take_dels()
         if dels is not None:
-            self._batch.append(dels)
-        if self._batch:
-            batch, commit = self._batch, self._commit
-            self._batch, self._commit = [], Commit()
-            joined: list[tuple[int, bytes]] = []
-            for segment, group in itertools.groupby(batch, key=lambda entry: entry[0]):
-                joined.append((segment, b"".join(record for _, record in group)))
-            self._queue.put(("write", joined, commit))
+            segment, record, pairs = dels
+            if segment != self._segment:
+                if self._records:
+                    self._send()
+                self._segment = segment
+            self._records.append(record)
+            self._send(pairs)
+        elif self._records:
+            self._send()
 
-    def _committed(self, commits: list[Commit], ok: bool) -> None:
-        for commit in commits:
-            commit.done(ok)
+    def _send(self, dels: list[tuple[int, str]] | None = None) -> None:
+        records = self._records
+        data = b"".join(records) if len(records) > 1 else records[0]
+        self._queue.put(_Write(self._segment, data, self._commit, self._puts, dels or []))
+        self._records, self._puts, self._commit = [], [], Commit()
 
-    def _failed(self, reason: str) -> None:
-        if self._on_error is not None:
-            self._on_error(reason)
+    def _report(self, outcomes: list[tuple[_Write | _Probe, OSError | None]], abandoned: list[int],
+                problems: list[str]) -> None:
+        """The writer's results, in order: the books learn of failures before any waiter runs."""
+        for segment in abandoned:
+            self._books.abandon(segment)
+        for problem in problems:
+            self._log("warning", "store_unlink_failed", {"reason": problem})
+        for operation, error in outcomes:
+            fault = None
+            if error is not None:
+                fault = self._fault if self._permanent else StoreFault(
+                    f"writing the store in {self.directory}: {error}", error.errno in FULL_ERRNOS)
+            if isinstance(operation, _Probe):
+                self._probing = False
+            elif error is not None:
+                self._books.failed([message_id for message_id, _ in operation.puts], operation.dels,
+                                   operation.segment, len(operation.data))
+            self._set_fault(fault)
+            if isinstance(operation, _Write):
+                operation.commit.done(fault)
+        if self._fault is not None and not self._probing and not self._closed and not self._permanent:
+            self._probing = True
+            self._loop.call_later(self._probe_s, self._probe)
+
+    def _probe(self) -> None:
+        if self._closed or self._fault is None:
+            self._probing = False
+            return
+        self._queue.put(_Probe(self._books.segment))
+
+    def _set_fault(self, fault: StoreFault | None) -> None:
+        previous = self._fault
+        if fault == previous:
+            return
+        self._fault = fault
+        if fault is not None:
+            if previous is None or previous.full != fault.full:  # (once, not per refused message)
+                self._log("error", "store_write_failed", {"reason": fault.reason, "disk_full": fault.full})
+        else:
+            self._log("info", "store_writes_resumed", {"directory": str(self.directory)})
+            self._schedule()  # releases noted while the disk failed
+
+    def _log(self, level: str, event: str, details: dict[str, Any]) -> None:
+        if self._event is not None:
+            self._event(level, event, details)
 
     # ------------------------------------------------------------------ writer thread
     def _write_loop(self) -> None:
-        writer = _SegmentWriter(self.directory, self._fsync)
         try:
             while True:
                 ops = [self._queue.get()]
@@ -192,141 +311,66 @@ class JournalStore:
                         ops.append(self._queue.get_nowait())
                     except queue.Empty:
                         break
-                if not self._run(writer, ops):
+                if not self._run(ops):
                     return
         finally:
-            writer.close()
+            self._writer.close()
 
-    def _run(self, writer: "_SegmentWriter", ops: list[Any]) -> bool:
-        commits: list[Commit] = []
-        records: list[tuple[int, bytes]] = []
+    def _run(self, ops: list[Any]) -> bool:
+        """Consecutive writes to one segment become one append and one fdatasync; the rest in order."""
+        outcomes: list[tuple[_Write | _Probe, OSError | None]] = []
+        problems: list[str] = []
+        unit: list[_Write] = []
+        futures = []
+        running = True
         for op in ops:
-            if op is not _STOP and op[0] == "write":
-                records.extend(op[1])
-                commits.append(op[2])
-        ok = True
-        if records:
-            try:
-                writer.write(records)
-                self.writes += len(records)
-                self.fsyncs += 1
-            except OSError as exc:
-                ok = False
-                self._loop.call_soon_threadsafe(self._failed, f"writing the store in {self.directory}: {exc}")
-        if commits:
-            self._loop.call_soon_threadsafe(self._committed, commits, ok)
-        for op in ops:
+            if isinstance(op, _Write):
+                if unit and unit[0].segment != op.segment:
+                    self._commit_unit(unit, outcomes)
+                    unit = []
+                unit.append(op)
+                continue
+            self._commit_unit(unit, outcomes)
+            unit = []
             if op is _STOP:
-                return False
-            if op[0] == "unlink":
-                writer.unlink(op[1])
-            elif op[0] == "sync":
-                self._loop.call_soon_threadsafe(_resolve, op[1])
-        return True
+                running = False
+            elif isinstance(op, _Probe):
+                outcomes.append((op, self._attempt(op.segment, b"", (), self._probe_room)))
+            elif op[0] == "unlink":
+                problems.extend(self._writer.unlink(op[1]))
+            else:
+                futures.append(op[1])
+        self._commit_unit(unit, outcomes)
+        writer = self._writer
+        if outcomes or writer.abandoned or problems:
+            abandoned, writer.abandoned = writer.abandoned, []
+            self._loop.call_soon_threadsafe(self._report, outcomes, abandoned, problems)
+        for future in futures:
+            self._loop.call_soon_threadsafe(_resolve, future)
+        return running
+
+    def _commit_unit(self, unit: list[_Write], outcomes: list[tuple[_Write | _Probe, OSError | None]]) -> None:
+        if not unit:
+            return
+        if len(unit) == 1:
+            data, puts = unit[0].data, unit[0].puts
+        else:
+            data = b"".join(write.data for write in unit)
+            puts = [put for write in unit for put in write.puts]
+        error = self._attempt(unit[0].segment, data, puts, 0)
+        if error is None:
+            self.writes += 1
+            self.fsyncs += 1
+        outcomes.extend((write, error) for write in unit)
+
+    def _attempt(self, segment: int, data: bytes, puts: Any, room: int) -> OSError | None:
+        try:
+            self._writer.commit(segment, data, puts, room)
+        except OSError as exc:
+            return exc
+        return None
 
 
 def _resolve(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)
-
-
-class _SegmentWriter:
-    """The writer thread's open segment file.
-
-    The file is extended with zeros ``ZERO_CHUNK`` at a time ahead of the records, which then
-    overwrite them in place (``pwrite``), so most group commits' ``fdatasync`` have no file size to
-    update: measured 2.9 vs 5.4 ms per write + fdatasync on this machine's disk (what SQLite's WAL
-    gets by rewriting its file). Replay reads the zeros after the last record as the clean end."""
-
-    ZERO_CHUNK = 1024 * 1024
-
-    def __init__(self, directory: Path, fsync: bool) -> None:
-        self.directory = directory
-        self.fsync = fsync
-        self.number = 0
-        self.fd = -1
-        self.offset = 0
-        self.zeroed = 0  #: the file's size: zeros from offset up to here
-
-    def write(self, records: list[tuple[int, bytes]]) -> None:
-        chunk: list[bytes] = []
-        for segment, record in records:
-            if segment != self.number:
-                self._flush(chunk)
-                chunk = []
-                self._open(segment)
-            chunk.append(record)
-        self._flush(chunk)
-        if self.fsync:
-            os.fdatasync(self.fd)
-
-    def _flush(self, chunk: list[bytes]) -> None:
-        if chunk:
-            data = b"".join(chunk) if len(chunk) > 1 else chunk[0]
-            while self.zeroed < self.offset + len(data):
-                os.pwrite(self.fd, bytes(self.ZERO_CHUNK), self.zeroed)
-                self.zeroed += self.ZERO_CHUNK
-            view = memoryview(data)
-            while view:
-                written = os.pwrite(self.fd, view, self.offset)
-                self.offset += written
-                view = view[written:]
-
-    def _open(self, segment: int) -> None:
-        if self.fd >= 0:
-            if self.fsync:
-                os.fdatasync(self.fd)
-            os.close(self.fd)
-        path = self.directory / segment_name(segment)
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        self.number = segment
-        os.write(self.fd, MAGIC)
-        self.offset = self.zeroed = len(MAGIC)
-        if self.fsync:  # the new file's directory entry must survive a crash too
-            os.fsync(self.fd)
-            _fsync_directory(self.directory)
-
-    def unlink(self, segments: list[int]) -> None:
-        for number in segments:
-            try:
-                (self.directory / segment_name(number)).unlink()
-            except FileNotFoundError:
-                pass
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _recover(directory: Path, books: JournalBooks, now_ms: int) -> StoreRecovery:
-    """Read every segment, replay them, cut corrupt tails off (a writer thread's job, not the loop's)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    files = []
-    for path in sorted(directory.glob("*.seg")):
-        try:
-            number = int(path.stem)
-        except ValueError:
-            continue
-        files.append((number, path.read_bytes()))
-    files.sort()
-    replay: Replay = books.replay(files, now_ms)
-    corrupt = []
-    for number, intact, reason in replay.corrupt:
-        path = directory / segment_name(number)
-        with open(path, "r+b") as handle:  # keep what is intact: later appends go to a new segment
-            handle.truncate(max(intact, len(MAGIC)) if intact else 0)
-            if not intact:
-                handle.write(MAGIC)
-            handle.flush()
-            os.fsync(handle.fileno())
-        corrupt.append((str(path), intact, reason))
-    return StoreRecovery(replay.messages, corrupt, replay.segments, replay.records)
