@@ -155,6 +155,7 @@ class JournalStore:
         self._scheduled = False
         self._fault: StoreFault | None = None
         self._probing = False  #: a probe is queued or its timer runs
+        self._timer: asyncio.TimerHandle | None = None
         refused = None if unreadable is None else OSError(0, unreadable)
         self._writer = SegmentWriter(str(directory), ops or OsFileOps(), fsync, zero_chunk, refused)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -225,6 +226,8 @@ class JournalStore:
             return
         await self.drain()
         self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join)
 
@@ -277,9 +280,10 @@ class JournalStore:
                 operation.commit.done(fault)
         if self._fault is not None and not self._probing and not self._closed and not self._permanent:
             self._probing = True
-            self._loop.call_later(self._probe_s, self._probe)
+            self._timer = self._loop.call_later(self._probe_s, self._probe)
 
     def _probe(self) -> None:
+        self._timer = None
         if self._closed or self._fault is None:
             self._probing = False
             return
