@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ii_api.discovery import Discovery, DiscoveryConfig
 from ii_api.store import Store, StoreError, db_path
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 
 DEFAULT_DATA_DIR = Path("var")
 

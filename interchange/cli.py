@@ -17,7 +17,7 @@ from ii_api import cli as ii_cli
 from interchange import demo, node_cli
 from interchange.bridges.tlex import demo as tlex_demo
 from interchange.bridges.tlex import sim_cli as tlex_sim_cli
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interop_kit import cli as interop_cli
 from interop_kit import federation_cli
 from quadtree import cli as quadtree_cli

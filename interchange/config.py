@@ -66,8 +66,8 @@ from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
 from interchange.broker.ttl_policy import TtlPolicy
-from interchange.errors import CliError
-from interchange.message_log import LogSettings, Rotation
+from interchange.ground.errors import CliError
+from interchange.ground.logfile import LogSettings, Rotation
 
 
 class TlsConfig(BaseModel):

@@ -32,9 +32,9 @@ from certs.errors import PkiError
 from certs.tls import TlsFiles, client_context, proton_ssl_domain
 from interchange.config import load_config
 from interchange.demo_dns import DemoDns, SrvRecord
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
+from interchange.ground.ports import free_port
 from interchange.node import RunningNode, start_node
-from interchange.ports import free_port
 
 DOMAIN = "interchange.test"
 INTERCHANGE = "a.interchange.test"  # the publishing side

@@ -44,16 +44,16 @@ from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
 from interchange.broker.hop_trace import HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates
-from interchange.broker.observer import BrokerObserver
+from interchange.broker.message_log import JsonLog
 from interchange.broker.metrics import broker_registry
+from interchange.broker.observer import BrokerObserver
 from interchange.broker.placement import Placement
-from interchange.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.broker.store import JournalStore
 from interchange.config import NodeConfig
-from interchange.message_log import JsonLog
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
+from interchange.processes import BrokerProcesses
 
 
 NOTHING_TO_LISTEN_ON = "nothing to listen on: configure [tls] (AMQPS) or broker.plain_port"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ii_api.cli import format_subscriptions, read_subscriptions
 from interchange.config import load_config
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interchange.node import run_forever
 
 

@@ -19,8 +19,8 @@ import sys
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         ReloadTls, Remove, Start)
-from interchange.message_log import JsonLog
-from interchange.timing import backoff_s
+from interchange.broker.message_log import JsonLog
+from interchange.ground.timing import backoff_s
 
 __all__ = ["BrokerProcesses", "WorkerStartError"]
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from certs.tls import TlsFiles
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interop_kit.catalogue import all_checks
 from interop_kit.model import Check, Delivery, Report, Target, Traffic
 from interop_kit.report import result_line, summary_lines, write_outputs

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from certs import create_test_pki
 from certs.pki import Pki
-from interchange.ports import free_port
+from interchange.ground.ports import free_port
 from interop_kit.netns import Network, NetnsError, available, network_for
 from interop_kit.selfnode import demo_traffic, register_demo_datasets
 

@@ -36,8 +36,8 @@ from interchange.demo import (
     write_configs,
 )
 from interchange.demo_dns import DemoDns, SrvRecord
+from interchange.ground.ports import free_port
 from interchange.node import RunningNode, start_node
-from interchange.ports import free_port
 from interop_kit.model import Delivery, Target, Traffic
 
 KIT_NAME = "kit.interchange.test"

@@ -24,9 +24,9 @@ from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_c
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.control import ControlCodec, ControlError, LogChange, PutTarget, Ready, Remove, Start
 from interchange.broker.placement import Placement
-from interchange.worker import worker_config
 from interchange.config import BrokerConfig
-from interchange.message_log import LogSettings
+from interchange.ground.logfile import LogSettings
+from interchange.worker import worker_config
 
 WAIT_S = 20.0
 

@@ -39,8 +39,8 @@ from ii_harness import (
     start,
     wait_for,
 )
+from interchange.ground.ports import free_port
 from interchange.node import RunningNode
-from interchange.ports import free_port
 
 DENM_HERE = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
 HAZELDONK = "120202130121133020"

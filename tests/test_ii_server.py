@@ -39,8 +39,8 @@ from ii_harness import (
     wait_for,
 )
 from interchange.broker.addresses import Scope, TargetSpec
+from interchange.ground.ports import free_port
 from interchange.node import RunningNode
-from interchange.ports import free_port
 
 DENM = "messageType = 'DENM'"
 
@@ -669,7 +669,7 @@ async def test_base_path_prefixes_every_route_and_path(pki: TestPki, tmp_path: P
 
 def test_ii_config_section(tmp_path: Path) -> None:
     from interchange.config import load_config
-    from interchange.errors import CliError
+    from interchange.ground.errors import CliError
 
     path = tmp_path / "node.toml"
     path.write_text('name = "a.interchange.test"\n[ii]\nport = 8443\nbase_path = "/ii"\npoll_interval_s = 60\n'

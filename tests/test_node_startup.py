@@ -18,9 +18,9 @@ from broker_harness import BROKER_CN, complete_records, start_node_process, term
 from certs import TestPki
 from interchange.cli import main
 from interchange.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig, load_config
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
+from interchange.ground.ports import free_port
 from interchange.node import start_node
-from interchange.ports import free_port
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.discovery import DiscoveryConfig
 from ii_harness import A, B, DOMAIN, WAIT_S, Https, amqp_connect, denm_capability, node_config, start, wait_for
 from interchange.config import AdminConfig, NodeConfig
+from interchange.ground.ports import free_port
 from interchange.node import RunningNode
-from interchange.ports import free_port
 from pki_fixtures import ACTOR, SERVER
 
 OTHER_ACTOR = "actor-2"

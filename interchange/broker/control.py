@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.message_log import LogSettings
+from interchange.ground.logfile import LogSettings
 
 __all__ = ["ControlCodec", "ControlError", "ControlMessage", "Failed", "LogChange", "PutSource", "PutTarget",
            "Ready", "ReloadTls", "Remove", "Start"]

@@ -25,9 +25,9 @@ from interchange.demo import ActorClient as DemoActor  # the demo's actor client
 from interchange.demo import _connect as demo_connect  # noqa: PLC2701
 from interchange.demo import _until as until  # noqa: PLC2701
 from interchange.demo_dns import DemoDns, SrvRecord
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
+from interchange.ground.ports import free_port
 from interchange.node import RunningNode, start_node
-from interchange.ports import free_port
 
 BRIDGE = "tlex-bridge"
 SELECTOR = "messageType = 'SPATEM'"
