@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from broker_harness import client_connection, denm, make_pki, start_broker
+from interchange.app.config import LogConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.message_log import JsonLog
-from interchange.config import LogConfig
 from interchange.ground import logformat
 from interchange.ground.logfile import Rotation
 

@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from interchange.app.cli import main
 from interchange.broker.validation import validate_application_properties
-from interchange.cli import main
 from interchange.ground import logformat
 from spark import loggen, parse, property_rules, rules, tables
 from spark.ingest import ingest, read_table

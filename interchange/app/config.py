@@ -192,7 +192,7 @@ class NodeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _listeners_apart(self) -> "NodeConfig":
-        """Broker process k listens on port + k for each fixed port (interchange.worker), the II on its
+        """Broker process k listens on port + k for each fixed port (interchange.app.worker), the II on its
         port in process 0 only: the ranges must fit below 65536 and not share a port on one host, or a
         process would fail to start."""
         count = self.broker.processes

@@ -36,7 +36,9 @@ from certs.tls import TlsFiles, certificate_lifetime_problem
 from ii_api.config import MultihopConfig
 from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
-from interchange.admin import start_admin
+from interchange.app.admin import start_admin
+from interchange.app.config import NodeConfig
+from interchange.app.processes import BrokerProcesses
 from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
@@ -51,9 +53,7 @@ from interchange.broker.placement import Placement
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.broker.store import JournalStore
-from interchange.config import NodeConfig
 from interchange.ground.timing import now_ms
-from interchange.processes import BrokerProcesses
 
 
 NOTHING_TO_LISTEN_ON = "nothing to listen on: configure [tls] (AMQPS) or broker.plain_port"
