@@ -29,7 +29,7 @@ from proton.handlers import MessagingHandler  # noqa: E402
 from proton.reactor import Container  # noqa: E402
 
 import jms_selectors  # noqa: E402
-from interchange.ports import free_port  # noqa: E402
+from interchange.ground.ports import free_port  # noqa: E402
 from jms_selectors.reference import evaluate  # noqa: E402
 
 SELECTOR_SYMBOL = symbol("apache.org:selector-filter:string")

@@ -48,7 +48,7 @@ from certs import TestPki, create_test_pki  # noqa: E402
 from certs.tls import TlsFiles, client_context  # noqa: E402
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq  # noqa: E402
 from interchange.broker.client import ClientConnection  # noqa: E402
-from interchange.ports import free_port  # noqa: E402
+from interchange.ground.ports import free_port  # noqa: E402
 from node_process import actor_api, start_node  # noqa: E402  (this script's folder)
 
 DOMAIN = "bench.test"

@@ -137,7 +137,7 @@ def node_config(tmp: Path, facts: dict[str, Any]) -> Any:
     from certs import create_test_pki
     from ii_api.config import IIConfig
     from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
-    from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+    from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 
     pki = create_test_pki(tmp / "pki", [NODE], [BRIDGE, CONSUMER])
     identity = pki.identity(NODE)
@@ -169,7 +169,7 @@ async def subscribe(pki: Any, node: Any) -> str:
 
 
 async def bridge_phase(tmp: Path, facts: dict[str, Any], seconds: float, warmup: float) -> dict[str, Any]:
-    from interchange.node import start_node
+    from interchange.app.node import start_node
 
     pki, config = node_config(tmp, facts)
     node = await start_node(config)

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_tlex  # noqa: E402
+import interchange.app.node as node_module  # noqa: E402
 import interchange.broker.engine as engine  # noqa: E402
-import interchange.node as node_module  # noqa: E402
 from interchange.bridges.tlex.payloads import read_stamp  # noqa: E402
 
 

@@ -7,9 +7,10 @@
 ``neighbours`` prints the neighbours persisted in the data directory; ``discover``
 runs one DNS SRV discovery round (IP_073/086/089), stores what it found and prints
 it. Problems with single domains are printed to stderr and give exit status 1.
-``subscriptions`` (registered by :mod:`interchange.node_cli`, it reads the node's config) prints the II's subscriptions (neighbours' here, IP_078; ours at
-neighbours, IP_079; local actors' subscriptions and deliveries) from the node's data
-directory, read-only, so also while the node runs.
+``subscriptions`` (registered by the shell's :mod:`interchange.app.node_cli`, it reads the node's
+config) prints the II's subscriptions (neighbours' here, IP_078; ours at neighbours, IP_079; local
+actors' subscriptions and deliveries) from the node's data directory, read-only, so also while the
+node runs.
 """
 from __future__ import annotations
 
@@ -26,14 +27,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ii_api.discovery import Discovery, DiscoveryConfig
 from ii_api.store import Store, StoreError, db_path
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 
 DEFAULT_DATA_DIR = Path("var")
 
 
 def register(subparsers: Any) -> None:
     """Add the ``neighbours`` and ``discover`` subcommands (``subscriptions`` needs the node's config:
-    :mod:`interchange.node_cli` adds it, using :func:`read_subscriptions` and :func:`format_subscriptions`)."""
+    :mod:`interchange.app.node_cli` adds it, using :func:`read_subscriptions` and :func:`format_subscriptions`)."""
     neighbours = subparsers.add_parser(
         "neighbours", help="list the neighbour interchanges found by discovery",
         description="Print the neighbours persisted in the II database of a data directory.")

@@ -25,7 +25,7 @@ from typing import Any
 from ii_api.discovery import departure_delay_s
 from ii_api.doors import EventSink
 from ii_api.store import AsyncStore
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
 
 Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 

@@ -39,10 +39,10 @@ from typing import Any
 
 from certs.revocation import Revocations
 from certs.tls import certificate_lifetime_problem
+from ii_api.doors import MessageSink
 from interchange.broker.client import RELEASE, ClientConnection, ReceiverState
 from interchange.broker.engine import Rejected
-from ii_api.doors import MessageSink
-from interchange.timing import backoff_s
+from interchange.ground.timing import backoff_s
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from ii_api.config import IIConfig
 from ii_api.doors import EventSink, NeighbourDirectory
 from ii_api.models import CapabilitiesMessage
 from ii_api.subscriptions import same_cn
-from interchange.timing import backoff_s
+from interchange.ground.timing import backoff_s
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ii_api.discovery import Neighbour
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from _typeshed import DataclassInstance

@@ -47,7 +47,7 @@ from ii_api.matching import CapabilityMatcher
 from ii_api.models import Capability, Endpoint, LocalEndpoint, RedirectPolicy, SubscriptionStatus
 from ii_api.policy import SubscriptionPolicy
 from ii_api.slices import Steps, run_to_end
-from interchange.timing import backoff_s
+from interchange.ground.timing import backoff_s
 
 __all__ = [
     "Action", "DeleteRemote", "Finished", "IncomingDecision", "LocalSubscriptionView", "OutgoingKey",

@@ -1,5 +1,5 @@
 import sys
 
-from interchange.cli import main
+from interchange.app.cli import main
 
 sys.exit(main())

@@ -4,26 +4,46 @@ Exit status: 0 when no check failed (skips allowed), 1 when any failed, 2 for a 
 (missing file, bad option, an --only/--skip pattern naming no check). Every check is bounded by
 ``--timeout`` seconds; the terminal shows one line per check and a summary, ``--junit`` and
 ``--json`` write the reports CI systems read.
+
+``--self`` starts nodes in this process, which only the application shell can assemble: the shell
+registers the command with its :data:`StartSelf` (``interchange.app.selfnode.start_self``).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from certs.tls import TlsFiles
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interop_kit.catalogue import all_checks
 from interop_kit.model import Check, Delivery, Report, Target, Traffic
 from interop_kit.report import result_line, summary_lines, write_outputs
 from interop_kit.runner import DEFAULT_TIMEOUT_S, SelectionError, run_checks, select
-from interop_kit.selfnode import start_self
+
+
+class SelfFederation(Protocol):
+    """A local federation started for ``--self``: the kit checks its :attr:`target`."""
+
+    @property
+    def directory(self) -> Path: ...
+    @property
+    def nodes(self) -> Mapping[str, object]: ...
+    @property
+    def target(self) -> Target | None: ...
+    async def close(self) -> None: ...
+
+
+#: Starts the ``--self`` federation in a working directory.
+StartSelf = Callable[[Path], Awaitable[SelfFederation]]
 
 EPILOG = """examples:
   interchange interop --self --junit interop.xml
@@ -32,7 +52,7 @@ EPILOG = """examples:
   interchange interop --list"""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], start_self: StartSelf) -> None:
     parser = subparsers.add_parser("interop", help="conformance checks (TLS, DNS, II, BI) against an interchange",
                                    description=__doc__.split("\n\n")[0], epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--junit", type=Path, help="write a JUnit XML report here")
     run.add_argument("--json", type=Path, help="write a JSON report here")
     run.add_argument("--list", action="store_true", help="list the checks and exit")
-    parser.set_defaults(handler=main)
+    parser.set_defaults(handler=functools.partial(main, start_self=start_self))
 
 
 def _split(values: list[str]) -> list[str]:
@@ -142,7 +162,7 @@ def _print_result(result: Any) -> None:
     print(result_line(result), flush=True)
 
 
-async def _run(args: argparse.Namespace, checks: list[Check], workdir: Path) -> Report:
+async def _run(args: argparse.Namespace, checks: list[Check], workdir: Path, start_self: StartSelf) -> Report:
     if not args.self_test:
         return await run_checks(checks, target_from_args(args), workdir, timeout_s=args.timeout, progress=_print_result)
     federation = await start_self(args.self_dir or workdir / "self")
@@ -155,7 +175,7 @@ async def _run(args: argparse.Namespace, checks: list[Check], workdir: Path) -> 
         await federation.close()
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, start_self: StartSelf) -> int:
     try:
         checks = select(all_checks(), _split(args.only), _split(args.skip))
     except SelectionError as exc:
@@ -168,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
         raise CliError("--timeout must be positive")
     with tempfile.TemporaryDirectory(prefix="interop-kit-") as scratch:
         try:
-            report = asyncio.run(_run(args, checks, Path(scratch)))
+            report = asyncio.run(_run(args, checks, Path(scratch), start_self))
         except OSError as exc:
             raise CliError(f"cannot run: {exc}") from None
     write_outputs(report, args.junit, args.json)

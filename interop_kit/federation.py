@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict
 
 from certs import create_test_pki
 from certs.pki import Pki
-from interchange.ports import free_port
+from interchange.ground.ports import free_port
+from interop_kit.demo_data import demo_traffic, register_demo_datasets
 from interop_kit.netns import Network, NetnsError, available, network_for
-from interop_kit.selfnode import demo_traffic, register_demo_datasets
 
 STATE_FILE = "federation.json"
 START_TIMEOUT_S = 60.0

@@ -5,7 +5,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interop_kit.federation import FederationError, all_up, down, kit_command, load_state, status_rows, up
 
 

@@ -29,9 +29,9 @@ from proton.utils import BlockingConnection
 from certs.errors import PkiError
 from certs.pki import Pki
 from certs.tls import TlsFiles, proton_ssl_domain
-from interchange.demo import HAZELDONK, ActorClient
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interop_kit import federation
+from interop_kit.demo_data import HAZELDONK, ActorClient
 from interop_kit.soak_ledger import Ledger, StreamSpec, SubscriptionReport, SubscriptionSpec
 
 __all__ = ["SoakPlan", "SoakResult", "STREAMS", "SUBSCRIPTIONS", "run_soak"]

@@ -1,7 +1,7 @@
 """The PySpark audit pipeline over the node's JSON-lines logs (issue 8): ``interchange audit <job>``.
 
 - :mod:`spark.tables` — the output tables (schemas, paths); :mod:`spark.session` — the SparkSession.
-- :mod:`spark.parse` — log lines (interchange.logformat v1/v2) to typed rows, in column expressions.
+- :mod:`spark.parse` — log lines (interchange.ground.logformat v1/v2) to typed rows, in column expressions.
 - :mod:`spark.ingest` — logs to Parquet; :mod:`spark.validate` and :mod:`spark.rules` — the rule
   engine; :mod:`spark.stream` — the same per-record rules over the rotated log directory.
 - :mod:`spark.cli` — the command line (imports no pyspark: the node runs without the ``[spark]`` extra).

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from spark import replay_args
 
 

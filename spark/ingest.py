@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from spark import parse, tables
 from spark.tables import Layout
 

@@ -1,4 +1,4 @@
-"""Synthetic node logs (interchange.logformat version 2) for the pipeline's tests and benchmarks.
+"""Synthetic node logs (interchange.ground.logformat version 2) for the pipeline's tests and benchmarks.
 
 :func:`received` / :func:`sent` / :func:`event_record` build single records; :func:`traffic`
 generates a large, mostly conforming log with a known share of faults of each kind (~1 % of the
@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from interchange import logformat
+from interchange.ground import logformat
 
 QUADTREE = ",120202101232300231,"
 

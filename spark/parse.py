@@ -1,6 +1,6 @@
-"""JSON log lines to typed rows (appendix F, interchange.logformat versions 1 and 2), in column expressions.
+"""JSON log lines to typed rows (appendix F, interchange.ground.logformat versions 1 and 2), in column expressions.
 
-The line schema is derived from :class:`interchange.logformat.LogRecord` (its field names) plus
+The line schema is derived from :class:`interchange.ground.logformat.LogRecord` (its field names) plus
 the version-2 fields of the log contract, so nothing is inferred. Every field is read as text and
 cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGES`: a field of the wrong
 type becomes null instead of making the whole line unreadable. A line is corrupt (kept aside with
@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from interchange import logformat
+from interchange.ground import logformat
 from spark import tables
 
 CORRUPT_COLUMN = "_corrupt_record"

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from certs.tls import TlsFiles, client_context
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from spark import ingest, parse, tables
 from spark.replay_args import FILTERS
 from spark.replay_plan import LoggedMessage, build_plan, describe

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from spark import ingest, parse, tables
 from spark.report_model import (
     HISTORY_RUNS,

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from spark import parse, rules, tables
 from spark.tables import Layout
 

@@ -48,7 +48,7 @@ STANDARD_FIELDS = StructType(_fields(*[(name, _S) for name in STANDARD_PROPERTY_
 #: The messages table's columns of tables 1-7 (see :data:`MESSAGES`).
 PROPERTY_COLUMNS = ("standardProperties", "standardKinds", "otherPropertyNames")
 
-#: Message events (interchange.logformat v2; v1 records fill what they have).
+#: Message events (interchange.ground.logformat v2; v1 records fill what they have).
 MESSAGE_EVENTS = ("received_message", "sent_message", "rejected_message",
                   "dropped_message", "expired_message", "unroutable_message")
 

@@ -27,9 +27,9 @@ from proton.utils import BlockingConnection
 
 from certs import TestPki
 from harness import BROKER_CN, amqp_client, denm, make_pki
+from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.app.node import RunningNode, start_node
 from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
-from interchange.node import RunningNode, start_node
 
 __all__ = ["BROKER_CN", "BrokerUnderTest", "RawCollector", "client_connection", "denm", "ivim", "make_pki", "selector_option",
            "start_broker", "tls_exchange", "wait_for_records"]

@@ -17,8 +17,8 @@ from certs import TestPki, create_test_pki
 from dns_fixtures import DnsmasqServer, find_dnsmasq
 from harness import make_pki
 from if2_harness import BACKOFFICE, BRIDGE, IF2_ACTORS, IF2_NEIGHBOUR, IF2_NODE, RABBITMQ_CN
+from interchange.app.selfnode import SelfFederation, start_self
 from interchange.testing import rabbitmq
-from interop_kit.selfnode import SelfFederation, start_self
 from pki_fixtures import ACTOR, SERVER, build_main_pki
 from spark.session import build_session
 from tlex_harness import Sim, make_sim_pki, start_sim

@@ -29,7 +29,7 @@ import dns.exception
 import dns.resolver
 import pytest
 
-from interchange.ports import free_port
+from interchange.ground.ports import free_port
 
 LISTEN = "127.0.0.1"
 READY_NAME = "ready.dns-fixture.internal"  # answered once dnsmasq serves the generated config

@@ -25,8 +25,8 @@ from harness import A, B, C, amqp_client, denm
 from ii_api.config import IIConfig
 from ii_api.discovery import DiscoveryConfig, Neighbour
 from ii_api.store import MIGRATIONS, Store
-from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
-from interchange.node import RunningNode, start_node
+from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.app.node import RunningNode, start_node
 
 __all__ = ["A", "B", "C", "DOMAIN", "INTERCHANGES", "Consumer", "Https", "amqp_connect", "denm_capability", "denm_message",
            "ivim_capability", "node_config", "publish", "relay", "schema_1_database", "seed_neighbours", "start",

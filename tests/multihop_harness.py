@@ -21,9 +21,9 @@ from certs import TestPki
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.discovery import DiscoveryConfig
 from ii_harness import DOMAIN, Consumer, Https, denm_capability, node_config, start, wait_for
+from interchange.app.node import RunningNode
 from interchange.broker.hop_trace import TRACE_KEY
-from interchange.node import RunningNode
-from interchange.ports import free_port
+from interchange.ground.ports import free_port
 
 __all__ = ["MultihopFederation", "link_domain", "running", "trace_of"]
 

@@ -1,4 +1,4 @@
-"""The auditable log (issue 8 §1, interchange.logformat version 2) on real traffic: a real broker over
+"""The auditable log (issue 8 §1, interchange.ground.logformat version 2) on real traffic: a real broker over
 TLS 1.3 with proton clients; ids, shard sequence numbers, digests, expiry, raw messages, delivery
 outcomes, drops, expiries, unroutable and rejected messages, processes and federated data."""
 from __future__ import annotations
@@ -31,9 +31,9 @@ from broker_harness import (
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from ii_api.federation import Federation, RemoteEndpoint
-from interchange import logformat
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
-from interchange.message_log import LogSettings
+from interchange.ground import logformat
+from interchange.ground.logfile import LogSettings
 
 TARGETS = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
 SOURCES = [SourceSpec(address="all", consumers=frozenset({"actor-2", "actor-3"}))]

@@ -342,7 +342,7 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
 
     b = start_broker(pki, tmp_path, TARGETS, SOURCES)
     try:
-        from interchange.admin import start_admin
+        from interchange.app.admin import start_admin
 
         runner, port = b.run(start_admin("127.0.0.1", 0, b.node.core, b.node.server, b.node.log))
         publisher = b.connect("actor-1")
@@ -384,7 +384,7 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
 
 
 def test_oversized_message_closes_the_link_with_a_clear_error(pki: TestPki, tmp_path: Path) -> None:
-    from interchange.config import LimitsConfig
+    from interchange.app.config import LimitsConfig
 
     b = start_broker(pki, tmp_path, TARGETS, SOURCES, limits=LimitsConfig(max_message_size=64 * 1024))
     try:
@@ -402,7 +402,7 @@ def test_oversized_message_closes_the_link_with_a_clear_error(pki: TestPki, tmp_
 
 def test_message_size_limit_is_exact(pki: TestPki, tmp_path: Path) -> None:
     """The limit holds to the byte, also when only the last transfer frame crosses it (found with rhea)."""
-    from interchange.config import LimitsConfig
+    from interchange.app.config import LimitsConfig
 
     limit = 64 * 1024
     b = start_broker(pki, tmp_path, TARGETS, SOURCES, limits=LimitsConfig(max_message_size=limit))

@@ -1,7 +1,7 @@
 """The shipped example config is valid for the node's config model."""
 from pathlib import Path
 
-from interchange.config import load_config
+from interchange.app.config import load_config
 
 
 def test_example_config_loads() -> None:

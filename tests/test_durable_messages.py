@@ -23,14 +23,14 @@ from broker_harness import (
     denm, running_broker, start_node_process, terminate, wait_for_records,
 )
 from certs import TestPki
+from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
+from interchange.broker.journal import MAGIC, JournalBooks, StoredMessage, decode_records, segment_name
 from interchange.broker.metrics import broker_registry
 from interchange.broker.store import JournalStore
 from interchange.broker.ttl_policy import TtlPolicy
-from interchange.broker.journal import MAGIC, JournalBooks, StoredMessage, decode_records, segment_name
-from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 
 WAIT_S = 30.0
 PUBLISHER, CONSUMER = "actor-1", "actor-2"

@@ -29,9 +29,9 @@ from if2_harness import (
 )
 from ii_api.discovery import Neighbour
 from ii_harness import DOMAIN, Consumer, Https, node_config, publish, seed_neighbours, start, wait_for
-from interchange.config import AdminConfig
-from interchange.node import RunningNode
-from interchange.ports import free_port
+from interchange.app.config import AdminConfig
+from interchange.app.node import RunningNode
+from interchange.ground.ports import free_port
 from interchange.testing.rabbitmq import RabbitMQ
 
 DENM_KEY = f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}"
@@ -278,8 +278,8 @@ async def test_a_subscription_the_node_refuses_stops_the_start_with_a_clear_erro
 
 
 def test_if2_section_of_a_toml_node_config(tmp_path: Path) -> None:
-    from interchange.config import load_config
-    from interchange.errors import CliError
+    from interchange.app.config import load_config
+    from interchange.ground.errors import CliError
 
     text = """
 name = "a.interchange.test"

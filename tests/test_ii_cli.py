@@ -14,8 +14,8 @@ from ii_api.cli import SubscriptionsReport, parse_dns_server
 from ii_api.discovery import Neighbour
 from ii_api.store import DB_FILENAME, Store
 from ii_harness import A, B, DOMAIN, Https, denm_capability, node_config, seed_neighbours, start, wait_for
-from interchange.cli import main
-from interchange.errors import CliError
+from interchange.app.cli import main
+from interchange.ground.errors import CliError
 
 RECORDS = DnsRecords(
     srv=[Srv("one.test", "ixn-a.one.test", 8443, priority=5, weight=7), Srv("one.test", "me.one.test", 443),

@@ -39,8 +39,8 @@ from ii_harness import (
     start,
     wait_for,
 )
-from interchange.node import RunningNode
-from interchange.ports import free_port
+from interchange.app.node import RunningNode
+from interchange.ground.ports import free_port
 
 DENM_HERE = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
 HAZELDONK = "120202130121133020"
@@ -356,7 +356,7 @@ async def test_subscriber_restart_restores_subscriptions_and_links(federation: F
 
 async def test_neighbours_are_persisted_and_listed_and_capabilities_reposted(
         pki: TestPki, tmp_path: Path, dnsmasq: DnsmasqServer, capsys: pytest.CaptureFixture[str]) -> None:
-    from interchange.cli import main
+    from interchange.app.cli import main
 
     made = await make_federation(pki, tmp_path, dnsmasq, {A: {"capability_repost_s": 0.2}})
     try:

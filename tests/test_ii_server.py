@@ -38,9 +38,9 @@ from ii_harness import (
     start,
     wait_for,
 )
+from interchange.app.node import RunningNode
 from interchange.broker.addresses import Scope, TargetSpec
-from interchange.node import RunningNode
-from interchange.ports import free_port
+from interchange.ground.ports import free_port
 
 DENM = "messageType = 'DENM'"
 
@@ -668,8 +668,8 @@ async def test_base_path_prefixes_every_route_and_path(pki: TestPki, tmp_path: P
 
 
 def test_ii_config_section(tmp_path: Path) -> None:
-    from interchange.config import load_config
-    from interchange.errors import CliError
+    from interchange.app.config import load_config
+    from interchange.ground.errors import CliError
 
     path = tmp_path / "node.toml"
     path.write_text('name = "a.interchange.test"\n[ii]\nport = 8443\nbase_path = "/ii"\npoll_interval_s = 60\n'
@@ -693,8 +693,8 @@ def test_ii_config_section(tmp_path: Path) -> None:
 
 async def test_ii_needs_tls(tmp_path: Path) -> None:
     from ii_api.config import IIConfig
-    from interchange.config import BrokerConfig, NodeConfig
-    from interchange.node import start_node
+    from interchange.app.config import BrokerConfig, NodeConfig
+    from interchange.app.node import start_node
 
     config = NodeConfig(name=A, data_dir=tmp_path, broker=BrokerConfig(port=0, plain_port=0, plain_identity="dev"),
                         ii=IIConfig(port=0))

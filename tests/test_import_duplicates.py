@@ -16,12 +16,12 @@ from interchange.broker.admission import Admission
 from interchange.broker.amqp_scan import find_message_annotations
 from interchange.broker.hop_trace import TRACE_KEY, Forward, HopGuard, HopTrace, stamp_trace
 from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
+from interchange.broker.message_log import JsonLog
 from interchange.broker.metrics import broker_registry
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.broker.ttl_policy import TtlPolicy
-from interchange.message_log import JsonLog
 
 A, B, C = "a.interchange.test", "b.interchange.test", "c.interchange.test"
 NOW = 1_000_000

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from interchange.cli import build_parser
+from interchange.app.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "deploy" / "ci"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from cryptography import x509
 
+from interchange.app.cli import build_parser
 from interop_kit.catalogue import all_checks
 from interop_kit.cli import target_from_args
 from interop_kit.federation import load_state
 from interop_kit.model import Outcome
 from interop_kit.runner import run_checks
-from interchange.cli import build_parser
 
 def _federation(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "interchange", "federation", *args], capture_output=True, text=True,

@@ -26,12 +26,12 @@ import ii_api.incoming
 from certs import create_test_pki
 from ii_api.models import SubscriptionStatus
 from ii_api.subscriptions import IncomingDecision
-from interchange.demo import INTERCHANGE
+from interchange.app.selfnode import SelfFederation, start_self
 from interop_kit.catalogue import all_checks
+from interop_kit.demo_data import INTERCHANGE
 from interop_kit.model import Outcome, Report
 from interop_kit.report import junit_xml
 from interop_kit.runner import SelectionError, run_checks, select
-from interop_kit.selfnode import SelfFederation, start_self
 
 WRONG_NAME = "wrong.interchange.test"
 

@@ -10,10 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from broker_harness import client_connection, denm, make_pki, start_broker
-from interchange import logformat
+from interchange.app.config import LogConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.config import LogConfig
-from interchange.message_log import JsonLog, Rotation
+from interchange.broker.message_log import JsonLog
+from interchange.ground import logformat
+from interchange.ground.logfile import Rotation
 
 
 def lines_of(path: Path) -> list[dict]:

@@ -1,11 +1,11 @@
-"""The log schema module (interchange.logformat, version 2): fields documented and listed, v1 still read."""
+"""The log schema module (interchange.ground.logformat, version 2): fields documented and listed, v1 still read."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from interchange import logformat
+from interchange.ground import logformat
 
 V1_RECEIVED = ('{"schemaVersion":1,"timestamp":"2021-07-15T12:30:23.317Z","level":"info","event":"received_message",'
                '"node":"ixc-a","address":"denm-in","identity":"actor-1","publisher":"actor-1",'

@@ -7,8 +7,8 @@ import pytest
 
 from broker_harness import complete_records, denm, start_broker
 from certs import TestPki
+from interchange.app.cli import main
 from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.cli import main
 
 
 def test_demo_federation_delivers_only_the_matching_denm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

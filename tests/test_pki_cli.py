@@ -1,4 +1,4 @@
-"""``interchange pki ...`` end to end through interchange.cli.main (real files, real keys)."""
+"""``interchange pki ...`` end to end through interchange.app.cli.main (real files, real keys)."""
 from __future__ import annotations
 
 import stat
@@ -8,7 +8,7 @@ import pytest
 from cryptography import x509
 
 from certs import Pki
-from interchange.cli import main
+from interchange.app.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -1,11 +1,11 @@
-"""interchange.ports: listen ports chosen where no outgoing connection's local port can land."""
+"""interchange.ground.ports: listen ports chosen where no outgoing connection's local port can land."""
 from __future__ import annotations
 
 import socket
 
 import pytest
 
-from interchange.ports import free_port, listen_range
+from interchange.ground.ports import free_port, listen_range
 
 
 def ephemeral() -> tuple[int, int]:

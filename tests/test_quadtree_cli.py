@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from interchange.cli import main as interchange_main
+from interchange.app.cli import main as interchange_main
 from quadtree import cover_circle, format_property, selector_for_tiles
 
 

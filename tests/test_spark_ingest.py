@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from interchange.app.cli import main
 from interchange.broker.validation import validate_application_properties
-from interchange.cli import main
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from spark import loggen, rules, tables
 from spark.ingest import CLUSTERED_BY, ingest, read_messages, read_table
 from spark.validate import load_messages, validate

@@ -23,7 +23,7 @@ _WITHOUT_PYSPARK = textwrap.dedent("""
                 importlib.import_module(info.name)
     importlib.import_module("spark.cli")
     importlib.import_module("spark.loggen")
-    from interchange.cli import main
+    from interchange.app.cli import main
     assert main(["quadtree", "51.485992", "4.735311", "--zoom", "18"]) == 0
     status = main(["audit", "ingest", "--input", "x.jsonl", "--output", "out"])
     assert status == 2, status

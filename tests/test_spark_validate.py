@@ -12,9 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from interchange import logformat
+from interchange.app.cli import main
 from interchange.broker.validation import validate_application_properties
-from interchange.cli import main
+from interchange.ground import logformat
 from spark import loggen, parse, property_rules, rules, tables
 from spark.ingest import ingest, read_table
 from spark.loggen import Message, lost, properties, received, rejected, sent

@@ -22,7 +22,7 @@ from broker_harness import BROKER_CN, client_connection, complete_records, denm,
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.journal import MAGIC
-from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 
 WAIT_S = 30.0
 PUBLISHER, CONSUMER = "actor-1", "actor-2"

@@ -14,13 +14,13 @@ from proton import Message
 from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, up
 
 from certs import TestPki
+from interchange.app.config import NodeConfig
+from interchange.app.node import RunningNode
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import DEFAULT_REPETITION_MS, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
 from interchange.bridges.tlex.payloads import stand_in
 from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator, tile
-from interchange.config import NodeConfig
-from interchange.node import RunningNode
 
 NODE = "a.interchange.test"
 BRIDGE, ACTOR = "tlex-bridge", "actor-a"

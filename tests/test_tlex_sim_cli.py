@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from interchange.app.cli import main
 from interchange.bridges.tlex.controllers import controller_phase, first_tick
 from interchange.bridges.tlex.sim_cli import tlc_id
-from interchange.cli import main
 
 
 def test_tlex_sim_runs_and_writes_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,13 +13,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from broker_harness import BROKER_CN, complete_records, start_broker, tls_exchange, wait_for_records
 from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
-from interchange.broker.addresses import TargetSpec
-from interchange.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
-from interchange.node import start_node
 from ii_api.client import IIClientError
 from ii_api.discovery import Neighbour
 from ii_api.federation import Federation, RemoteEndpoint
 from ii_api.models import CapabilitiesMessage
+from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.app.node import start_node
+from interchange.broker.addresses import TargetSpec
 from ii_harness import A, B, DOMAIN, start, wait_for
 from ii_harness import node_config as ii_node_config
 

@@ -24,9 +24,9 @@ from certs.tls import TlsFiles, client_context
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.discovery import DiscoveryConfig
 from ii_harness import A, B, DOMAIN, WAIT_S, Https, amqp_connect, denm_capability, node_config, start, wait_for
-from interchange.config import AdminConfig, NodeConfig
-from interchange.node import RunningNode
-from interchange.ports import free_port
+from interchange.app.config import AdminConfig, NodeConfig
+from interchange.app.node import RunningNode
+from interchange.ground.ports import free_port
 from pki_fixtures import ACTOR, SERVER
 
 OTHER_ACTOR = "actor-2"

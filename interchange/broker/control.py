@@ -3,8 +3,8 @@
 The node process owns the :class:`~interchange.broker.addresses.AddressBook` (config and II
 change it); every broker process keeps a mirror of it, fed by this channel: one JSON object per
 line over the worker's stdin, answers over its stdout. :class:`ControlCodec` turns bytes into
-messages and messages into bytes; the asyncio code in :mod:`interchange.processes` and
-:mod:`interchange.worker` (next to the node runtime) only moves them.
+messages and messages into bytes; the asyncio code in :mod:`interchange.app.processes` and
+:mod:`interchange.app.worker` (next to the node runtime) only moves them.
 
 Parent -> worker: ``start`` (the node config, the worker's index and, for a restart, the ports
 it had), ``put_target``,
@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.message_log import LogSettings
+from interchange.ground.logfile import LogSettings
 
 __all__ = ["ControlCodec", "ControlError", "ControlMessage", "Failed", "LogChange", "PutSource", "PutTarget",
            "Ready", "ReloadTls", "Remove", "Start"]

@@ -12,7 +12,7 @@ class BrokerMessage:
     ``shard_key`` orders delivery per (publicationId, shardId) (IP_128, no shardId = shard 1).
 
     Set by :class:`~interchange.broker.admission.Admission` for the log's audit trail
-    (:mod:`interchange.logformat`): ``seq``, the process's message number (0 until admitted);
+    (:mod:`interchange.ground.logformat`): ``seq``, the process's message number (0 until admitted);
     ``shard_seq``, the message's number within its shard (IP_128-130); ``expiry_source``, what
     set ``expiry_ms``. ``redeliveries`` counts, per source address, how often a consumer gave the
     message back (None until one did): the next delivery there is attempt ``count + 1``.

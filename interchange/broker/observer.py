@@ -2,7 +2,7 @@
 
 The hot path only increments integers here; the Prometheus exporter reads them when scraped,
 and the message log (IP_009/010/119/120/121) is called only while it is switched on. Records an
-audit needs to account for every message (issue 8, :mod:`interchange.logformat` version 2) are
+audit needs to account for every message (issue 8, :mod:`interchange.ground.logformat` version 2) are
 written whatever the switches, and only cost when they happen: a rejected message (IP_016), one
 dropped from a full source buffer (IP_032), one that expired undelivered (IP_033), one no source
 took. Delivery records (``sent_message``) are written at settlement, with the consumer's outcome:
@@ -14,7 +14,7 @@ from bisect import bisect_left
 from typing import Any, Protocol
 
 from interchange.broker.message import BrokerMessage
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
 
 #: One message in LATENCY_SAMPLE is timed (timing every message would cost more than routing it).
 LATENCY_SAMPLE = 64
@@ -23,7 +23,7 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.03, 0.
 
 
 class MessageLog(Protocol):
-    """Sink for message and connection events (see :mod:`interchange.logformat`)."""
+    """Sink for message and connection events (see :mod:`interchange.ground.logformat`)."""
 
     @property
     def messages_on(self) -> bool:
@@ -91,7 +91,7 @@ class BrokerObserver:
             link.departures[delivery] = (now, attempt)
 
     def settled(self, link: DeliveryLink, message: BrokerMessage, delivery: object, outcome: str) -> None:
-        """The consumer settled a delivery with ``outcome`` (a :data:`interchange.logformat.OUTCOMES` value)."""
+        """The consumer settled a delivery with ``outcome`` (a :data:`interchange.ground.logformat.OUTCOMES` value)."""
         departure = link.departures.pop(delivery, None)
         if departure is not None:
             self._delivery_record(link, message, departure[0], departure[1], now_ms(), outcome)

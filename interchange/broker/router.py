@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 import jms_selectors
-from interchange.broker.admission import Admission
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
+from interchange.broker.admission import Admission
 from interchange.broker.amqp_scan import ScanError, header_durable
 from interchange.broker.durable import Durability
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected, StoreReceipt
@@ -26,7 +26,7 @@ from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
 from interchange.broker.routing_index import RoutingIndex
 from interchange.broker.source import LossObserver, Source
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
 
 
 class PublisherLink:

@@ -23,7 +23,7 @@ from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimit
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
 from interchange.broker.tls_stream import TlsSession
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from interchange.ports import free_port
+from interchange.ground.ports import free_port
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the real script, not /usr/sbin's su wrapper
 EPMD = "epmd"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from interchange.broker.client import ClientConnection, DeferredCallback, Outcome, ReceiverState, SenderState
-from interchange.timing import backoff_s
+from interchange.ground.timing import backoff_s
 
 __all__ = ["BiLink"]
 

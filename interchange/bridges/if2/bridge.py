@@ -52,7 +52,7 @@ from interchange.bridges.if2.keys import (
 )
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE
-from interchange.timing import backoff_s
+from interchange.ground.timing import backoff_s
 
 __all__ = ["If2Bridge", "NodeView"]
 

@@ -11,6 +11,6 @@ both in /work/shared/specs/. Layers, bottom up (imports run downwards only):
 - :mod:`.stream`: asyncio code that moves bytes and time for a session over TLS (``SessionSupervisor``);
 - :mod:`.config`, :mod:`.publication`, :mod:`.mapem_store`, :mod:`.bridge`: the bridge a node runs for ``[tlex]``;
 - :mod:`.service`, :mod:`.simulator`, :mod:`.controllers`, :mod:`.sim_cli`: the streaming-service
-  simulator and fake traffic-light controllers (``interchange tlex-sim``); :mod:`.demo`
-  (``interchange tlex-demo``).
+  simulator and fake traffic-light controllers (``interchange tlex-sim``); ``interchange
+  tlex-demo``, which assembles nodes around them, is the shell's :mod:`interchange.app.tlex_demo`.
 """

@@ -31,7 +31,7 @@ from interchange.bridges.tlex.payloads import stamped
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Limits, ServiceRegistry
 from interchange.bridges.tlex.simulator import StreamingServiceSimulator
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 
 SERVICE_NAME = "tlex-sim.test"
 DEFAULT_DOMAIN = "c-roads"

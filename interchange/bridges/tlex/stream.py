@@ -38,7 +38,7 @@ from interchange.bridges.tlex.session import (
     Send,
     SessionClosed,
 )
-from interchange.timing import backoff_s
+from interchange.ground.timing import backoff_s
 
 _log = logging.getLogger(__name__)
 READ_SIZE = 64 * 1024

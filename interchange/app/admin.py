@@ -21,10 +21,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import ValidationError
 
 from certs.node_tls import TlsReloadError
+from interchange.broker.message_log import JsonLog
 from interchange.broker.metrics import broker_registry
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
-from interchange.message_log import JsonLog, LogSettings
+from interchange.ground.logfile import LogSettings
 
 
 def _error(status: int, message: str) -> web.Response:

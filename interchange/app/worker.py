@@ -1,5 +1,5 @@
-"""An extra broker process of a node (``python -m interchange.worker``), started by
-:class:`interchange.processes.BrokerProcesses`.
+"""An extra broker process of a node (``python -m interchange.app.worker``), started by
+:class:`interchange.app.processes.BrokerProcesses`.
 
 It reads control messages (:mod:`interchange.broker.control`) on stdin: first ``start`` with the
 node config and its index k, then the address book changes; it answers ``ready`` with its ports
@@ -22,12 +22,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from certs.node_tls import TlsReloadError
+from interchange.app.config import NodeConfig
+from interchange.app.node import RunningNode, start_node
 from interchange.broker.addresses import AddressError
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         ReloadTls, Remove, Start)
 from interchange.broker.placement import Placement
-from interchange.config import NodeConfig
-from interchange.node import RunningNode, start_node
 
 
 def worker_config(config: dict, index: int, ports: Ready | None = None) -> dict:

@@ -36,7 +36,9 @@ from certs.tls import TlsFiles, certificate_lifetime_problem
 from ii_api.config import MultihopConfig
 from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
-from interchange.admin import start_admin
+from interchange.app.admin import start_admin
+from interchange.app.config import NodeConfig
+from interchange.app.processes import BrokerProcesses
 from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
 from interchange.broker.addresses import AddressBook
@@ -44,16 +46,14 @@ from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
 from interchange.broker.hop_trace import HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates
-from interchange.broker.observer import BrokerObserver
+from interchange.broker.message_log import JsonLog
 from interchange.broker.metrics import broker_registry
+from interchange.broker.observer import BrokerObserver
 from interchange.broker.placement import Placement
-from interchange.processes import BrokerProcesses
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.broker.store import JournalStore
-from interchange.config import NodeConfig
-from interchange.message_log import JsonLog
-from interchange.timing import now_ms
+from interchange.ground.timing import now_ms
 
 
 NOTHING_TO_LISTEN_ON = "nothing to listen on: configure [tls] (AMQPS) or broker.plain_port"

@@ -1,7 +1,8 @@
 """The `interchange` command: one CLI, one subcommand per concern.
 
 Each package that offers commands exposes ``register(subparsers)``, which adds
-its subparser and sets ``handler=<callable(args) -> int>`` as a default. Errors
+its subparser and sets ``handler=<callable(args) -> int>`` as a default (the kit's ``interop`` is
+also given the shell's :func:`~interchange.app.selfnode.start_self`, which it cannot import). Errors
 meant for the user are raised as :class:`CliError` (or the user-facing error of a lower package,
 :data:`USER_ERRORS`) and printed as one line without a traceback.
 """
@@ -14,18 +15,17 @@ from collections.abc import Sequence
 from certs import cli as certs_cli
 from certs.errors import PkiError
 from ii_api import cli as ii_cli
-from interchange import demo, node_cli
-from interchange.bridges.tlex import demo as tlex_demo
+from interchange.app import demo, node_cli, selfnode, tlex_demo
 from interchange.bridges.tlex import sim_cli as tlex_sim_cli
-from interchange.errors import CliError
+from interchange.ground.errors import CliError
 from interop_kit import cli as interop_cli
 from interop_kit import federation_cli
 from quadtree import cli as quadtree_cli
 from quadtree.errors import QuadtreeUsageError
 from spark import cli as spark_cli
 
-#: Errors written for the user: printed as one line, exit status 2 (the packages below the node
-#: runtime have their own, so that they never import it).
+#: Errors written for the user: printed as one line, exit status 2 (``certs`` and ``quadtree`` have
+#: their own: they sit beside and below :mod:`interchange.ground` and do not import it).
 USER_ERRORS = (CliError, PkiError, QuadtreeUsageError)
 
 
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_cli.register(sub)
     tlex_sim_cli.register(sub)
     tlex_demo.register(sub)
-    interop_cli.register(sub)
+    interop_cli.register(sub, selfnode.start_self)
     federation_cli.register(sub)
     for subparser in sub.choices.values():  # so that its own usage explains a wrong argument
         subparser.set_defaults(command_parser=subparser)

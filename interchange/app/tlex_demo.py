@@ -17,17 +17,18 @@ from typing import Any
 
 from certs import create_test_pki
 from certs.errors import PkiError
+from interchange.app.config import load_config
+from interchange.app.demo import _connect as demo_connect  # noqa: PLC2701
+from interchange.app.demo import _until as until  # noqa: PLC2701
+from interchange.app.demo import write_configs
+from interchange.app.demo_dns import DemoDns, SrvRecord
+from interchange.app.node import RunningNode, start_node
 from interchange.bridges.tlex.payloads import kind_of
 from interchange.bridges.tlex.sim_cli import start_simulation
-from interchange.config import load_config
-from interchange.demo import CONSUMER, DOMAIN, INTERCHANGE, NODES, PUBLISHER, STEP_S, SUBSCRIBER, write_configs
-from interchange.demo import ActorClient as DemoActor  # the demo's actor client, reused
-from interchange.demo import _connect as demo_connect  # noqa: PLC2701
-from interchange.demo import _until as until  # noqa: PLC2701
-from interchange.demo_dns import DemoDns, SrvRecord
-from interchange.errors import CliError
-from interchange.node import RunningNode, start_node
-from interchange.ports import free_port
+from interchange.ground.errors import CliError
+from interchange.ground.ports import free_port
+from interop_kit.demo_data import CONSUMER, DOMAIN, INTERCHANGE, NODES, PUBLISHER, STEP_S, SUBSCRIBER
+from interop_kit.demo_data import ActorClient as DemoActor  # the demo's actor client, reused
 
 BRIDGE = "tlex-bridge"
 SELECTOR = "messageType = 'SPATEM'"

@@ -1,13 +1,16 @@
 """``interchange interop --self``: the demo's two-node federation on loopback, and the kit's target on it.
 
-The demo's pieces (:mod:`interchange.demo`, :mod:`interchange.demo_dns`): its test PKI, node
-configs, DNS server and actor-1's datasets. Added for the kit: the identity ``kit.interchange.test``
-(an interchange certificate with an SRV record of its own, so A treats the kit as a neighbour,
-IP_126; nothing listens at its port), actor-1's delivery, which the BI checks publish to, and the
-demo's selector and messages as the BI traffic (a DENM at Hazeldonk matches, one at Valenca does not).
+The demo's pieces (:mod:`interchange.app.demo`, :mod:`interchange.app.demo_dns`,
+:mod:`interop_kit.demo_data`): its test PKI, node configs, DNS server and actor-1's datasets.
+Added for the kit: the identity ``kit.interchange.test`` (an interchange certificate with an SRV
+record of its own, so A treats the kit as a neighbour, IP_126; nothing listens at its port),
+actor-1's delivery, which the BI checks publish to, and the demo's selector and messages as the BI
+traffic (a DENM at Hazeldonk matches, one at Valenca does not).
 
 ``tweak`` lets a caller change the node configs between writing and starting them (the tests
-use it to misconfigure node A); :class:`SelfFederation` owns the nodes and the DNS server.
+use it to misconfigure node A); :class:`SelfFederation` owns the nodes and the DNS server. It
+assembles nodes in this process, so it lives in the shell; the kit's ``--self`` gets
+:func:`start_self` from :mod:`interchange.app.cli` (:data:`interop_kit.cli.StartSelf`).
 """
 from __future__ import annotations
 
@@ -21,27 +24,15 @@ from typing import Any
 
 from certs import create_test_pki
 from certs.tls import TlsFiles
-from interchange.config import load_config
-from interchange.demo import (
-    DEMO_SELECTOR,
-    DOMAIN,
-    HAZELDONK,
-    INTERCHANGE,
-    NODES,
-    PUBLISHER,
-    VALENCA,
-    ActorClient,
-    demo_capabilities,
-    demo_properties,
-    write_configs,
-)
-from interchange.demo_dns import DemoDns, SrvRecord
-from interchange.node import RunningNode, start_node
-from interchange.ports import free_port
-from interop_kit.model import Delivery, Target, Traffic
+from interchange.app.config import load_config
+from interchange.app.demo import write_configs
+from interchange.app.demo_dns import DemoDns, SrvRecord
+from interchange.app.node import RunningNode, start_node
+from interchange.ground.ports import free_port
+from interop_kit.demo_data import DOMAIN, INTERCHANGE, LOOPBACK, NODES, PUBLISHER, demo_traffic, register_demo_datasets
+from interop_kit.model import Delivery, Target
 
 KIT_NAME = "kit.interchange.test"
-LOOPBACK = "127.0.0.1"
 READY_S = 30.0
 
 ConfigTweak = Callable[[dict[str, dict[str, Any]], Path], None]
@@ -77,25 +68,6 @@ async def _until(predicate: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"--self: timed out waiting for {what}")
         await asyncio.sleep(0.05)
-
-
-async def register_demo_datasets(directory: Path, actor: str, interchange: str, port: int,
-                                 host: str = LOOPBACK) -> str:
-    """``actor`` (a client identity of ``directory``/pki) registers the demo's datasets and a delivery
-    at ``interchange``; the delivery's target address."""
-    publisher = ActorClient(directory, actor, interchange, port, host)
-    try:
-        await publisher.call("POST", "capabilities", {"capabilities": demo_capabilities()})
-        answer = await publisher.call("POST", "deliveries", {"deliveries": [{"selector": "publisherId = 'NL00001'"}]})
-    finally:
-        await publisher.close()
-    address: str = answer["deliveries"][0]["endpoints"][0]["target"]
-    return address
-
-
-def demo_traffic() -> Traffic:
-    """The demo's selector; a DENM at Hazeldonk matches it, the same DENM at Valenca does not."""
-    return Traffic(DEMO_SELECTOR, demo_properties("DENM", HAZELDONK), {"quadTree": f",{VALENCA},"})
 
 
 def _target(directory: Path, node: RunningNode, dns_port: int, delivery_address: str | None) -> Target:

@@ -1,6 +1,6 @@
 """The node's extra broker processes (1..N-1 of ``broker.processes``), run from the node process.
 
-Each is ``python -m interchange.worker``, fed over its stdin (:mod:`interchange.broker.control`)
+Each is ``python -m interchange.app.worker``, fed over its stdin (:mod:`interchange.broker.control`)
 with the node config, then a snapshot of the node's :class:`AddressBook` and every later change
 (from config or the II), and the log settings when an operator switches them. The node process
 stays the one place addresses are decided; the workers only mirror them.
@@ -19,8 +19,8 @@ import sys
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         ReloadTls, Remove, Start)
-from interchange.message_log import JsonLog
-from interchange.timing import backoff_s
+from interchange.broker.message_log import JsonLog
+from interchange.ground.timing import backoff_s
 
 __all__ = ["BrokerProcesses", "WorkerStartError"]
 
@@ -47,7 +47,7 @@ class _Worker:
     async def spawn(cls, start: Start, timeout_s: float) -> tuple["_Worker", Ready]:
         """Start a worker with ``start`` and wait until it listens."""
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "interchange.worker",
+            sys.executable, "-m", "interchange.app.worker",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         worker = cls(start.index, process)
         worker.send(start)

@@ -66,8 +66,8 @@ from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
 from interchange.broker.ttl_policy import TtlPolicy
-from interchange.errors import CliError
-from interchange.message_log import LogSettings, Rotation
+from interchange.ground.errors import CliError
+from interchange.ground.logfile import LogSettings, Rotation
 
 
 class TlsConfig(BaseModel):
@@ -192,7 +192,7 @@ class NodeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _listeners_apart(self) -> "NodeConfig":
-        """Broker process k listens on port + k for each fixed port (interchange.worker), the II on its
+        """Broker process k listens on port + k for each fixed port (interchange.app.worker), the II on its
         port in process 0 only: the ranges must fit below 65536 and not share a port on one host, or a
         process would fail to start."""
         count = self.broker.processes

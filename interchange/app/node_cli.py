@@ -10,9 +10,9 @@ import asyncio
 from pathlib import Path
 
 from ii_api.cli import format_subscriptions, read_subscriptions
-from interchange.config import load_config
-from interchange.errors import CliError
-from interchange.node import run_forever
+from interchange.app.config import load_config
+from interchange.app.node import run_forever
+from interchange.ground.errors import CliError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,8 @@ source into its broker; of an IVIM, a DENM in Spain and a DENM at Hazeldonk publ
 only the last arrives at actor-2. With ``--serve`` everything keeps running afterwards.
 
 The PKI under ``--dir`` is kept across runs; each run starts the nodes from an empty state
-(``<dir>/<interchange>/var`` and the logs are cleared).
+(``<dir>/<interchange>/var`` and the logs are cleared). The federation's names, actor-1's
+datasets and the actors' client are :mod:`interop_kit.demo_data` (the kit's harnesses use them too).
 """
 from __future__ import annotations
 
@@ -23,29 +24,32 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from proton import Message, SSLDomain, Timeout
 from proton.utils import BlockingConnection
 
 from certs import create_test_pki
 from certs.errors import PkiError
-from certs.tls import TlsFiles, client_context, proton_ssl_domain
-from interchange.config import load_config
-from interchange.demo_dns import DemoDns, SrvRecord
-from interchange.errors import CliError
-from interchange.node import RunningNode, start_node
-from interchange.ports import free_port
-
-DOMAIN = "interchange.test"
-INTERCHANGE = "a.interchange.test"  # the publishing side
-SUBSCRIBER = "b.interchange.test"
-NODES = (INTERCHANGE, SUBSCRIBER)
-PUBLISHER = "actor-1"
-CONSUMER = "actor-2"
-DEMO_SELECTOR = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
-HAZELDONK, VALENCA = "120202130121133020", "031332213323322232"
-STEP_S = 20.0
-
+from certs.tls import TlsFiles, proton_ssl_domain
+from interchange.app.config import load_config
+from interchange.app.demo_dns import DemoDns, SrvRecord
+from interchange.app.node import RunningNode, start_node
+from interchange.ground.errors import CliError
+from interchange.ground.ports import free_port
+from interop_kit.demo_data import (
+    CONSUMER,
+    DEMO_SELECTOR,
+    DOMAIN,
+    HAZELDONK,
+    INTERCHANGE,
+    NODES,
+    PUBLISHER,
+    STEP_S,
+    SUBSCRIBER,
+    VALENCA,
+    ActorClient,
+    demo_capabilities,
+    demo_properties,
+)
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help="run the quick-start demo: a two-interchange federation on loopback",
@@ -86,50 +90,6 @@ def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqp
         paths[name] = home / "node.json"
         paths[name].write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return paths
-
-
-class ActorClient:
-    """A C-ITS actor's HTTPS client for one interchange's local actor API."""
-
-    def __init__(self, directory: Path, cn: str, interchange: str, port: int, host: str = "127.0.0.1") -> None:
-        self.cn, self.interchange, self.port, self.host = cn, interchange, port, host
-        self._context = client_context(TlsFiles.from_pki(directory / "pki", cn, with_crls=False))
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STEP_S))
-
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
-        url = f"https://{self.host}:{self.port}/{self.cn}/{path}"
-        async with self._session.request(method, url, json=body, ssl=self._context,
-                                         server_hostname=self.interchange) as response:
-            data = await response.json()
-            if response.status >= 300:
-                raise CliError(f"{method} {url}: HTTP {response.status}: {data}")
-            return data
-
-    async def close(self) -> None:
-        await self._session.close()
-
-
-def demo_capabilities() -> list[dict[str, Any]]:
-    """actor-1's two datasets: a DENM and an IVIM publication around Hazeldonk (NL)."""
-    common = {"publisherId": "NL00001", "originatingCountry": "NL"}
-    return [
-        {"application": {**common, "messageType": "DENM", "publicationId": "NL00001:denm-demo",
-                         "protocolVersion": "DENM:1.3.1", "quadTree": ["1202021", "0313322"], "causeCode": [1, 94]},
-         "metadata": {"infoURL": "https://example.nl/denm", "redirectPolicy": "OPTIONAL"}},
-        {"application": {**common, "messageType": "IVIM", "publicationId": "NL00001:ivim-demo",
-                         "protocolVersion": "IVIM:1.2.1", "quadTree": ["1202021"]}, "metadata": {}},
-    ]
-
-
-def demo_properties(kind: str, tile: str) -> dict[str, Any]:
-    """Application properties (Table 1) of a message of one of actor-1's datasets at quadtree ``tile``."""
-    props: dict[str, Any] = {"publisherId": "NL00001", "publicationId": f"NL00001:{kind.lower()}-demo",
-                             "originatingCountry": "NL",
-                             "protocolVersion": "DENM:1.3.1" if kind == "DENM" else f"{kind}:1.2.1",
-                             "messageType": kind, "quadTree": f",{tile},"}
-    if kind == "DENM":
-        props.update(causeCode=1, subCauseCode=0)
-    return props
 
 
 def _message(kind: str, tile: str, text: str) -> Any:

@@ -1,0 +1,219 @@
+"""Imports run downwards only, through the layers of docs/architecture.md ("Layers").
+
+Every module of our packages is read with :mod:`ast` (nothing is imported): each import statement,
+at module level or inside a function, absolute or relative (``from . import x``, ``from ..app
+import y``), and ``importlib.import_module("name")`` with a literal name, is mapped to the unit it
+reaches (a top-level package, or a sub-package of ``interchange``) and that unit's rank. An import
+may reach its own unit or a unit of a lower rank; one that reaches up or sideways fails the test,
+named by file, line and both modules. A module whose unit has no rank fails it too, and so does a
+top-level package setuptools ships that the table does not list, so a new package cannot slip past.
+"""
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The namespace package whose sub-packages are units of their own; its ``__init__`` is rank 0.
+NAMESPACE = "interchange"
+
+#: Unit -> rank (docs/architecture.md, "Layers").
+RANKS: dict[str, int] = {
+    "quadtree": 0, "jms_selectors": 0, NAMESPACE: 0,
+    "interchange.ground": 1, "certs": 1,
+    "interchange.broker": 2,
+    "ii_api": 3, "spark": 3,
+    "interchange.bridges": 4, "interop_kit": 4,
+    "interchange.app": 5, "interchange.testing": 5,
+    "interchange.__main__": 6,
+}
+PACKAGES = frozenset(unit.split(".")[0] for unit in RANKS)
+
+
+@dataclass(frozen=True)
+class Import:
+    path: Path
+    line: int
+    module: str  #: the importing module
+    target: str  #: the module (or package) it imports
+
+
+def unit_of(module: str) -> str | None:
+    """The ranked unit a module belongs to (None: no rank). ``interchange`` itself is only its
+    ``__init__``; a module directly under it belongs to no unit."""
+    parts = module.split(".")
+    for size in (2, 1):
+        name = ".".join(parts[:size])
+        if name in RANKS and (name != NAMESPACE or module == NAMESPACE):
+            return name
+    return None
+
+
+def module_files(root: Path, packages: frozenset[str] = PACKAGES) -> dict[str, Path]:
+    """Every module of ``packages`` under ``root``, by dotted name."""
+    modules = {}
+    for package in sorted(packages):
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _base(module: str, path: Path, level: int, name: str | None) -> str:
+    """The absolute module a (possibly relative) ``from`` statement names."""
+    if not level:
+        return name or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    if level - 1 >= len(package):
+        raise ValueError(f"{path}: relative import beyond the top-level package")
+    parts = package[:len(package) - (level - 1)]
+    return ".".join([*parts, name] if name else parts)
+
+
+def _literal_import(node: ast.Call) -> str | None:
+    """The name in ``importlib.import_module("x")`` / ``__import__("x")``, when it is a literal."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if called in ("import_module", "__import__") and node.args:
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+            return first.value
+    return None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Import]:
+    """Every import of ours in one module, wherever it is in the file."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(module, path, node.level, node.module)
+            # ``from pkg import name``: the sub-module when ``name`` is one, else ``pkg`` itself
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        elif isinstance(node, ast.Call) and (literal := _literal_import(node)) is not None:
+            targets = [literal]
+        for target in dict.fromkeys(targets):
+            if target.split(".")[0] in PACKAGES:
+                yield Import(path, node.lineno, module, target)
+
+
+def violations(root: Path, packages: frozenset[str] = PACKAGES) -> list[str]:
+    """Every import that does not run downwards, and every module without a rank, as one line each."""
+    found = []
+    modules = module_files(root, packages)
+    for module, path in modules.items():
+        unit = unit_of(module)
+        where = path.relative_to(root)
+        if unit is None:
+            found.append(f"{where}: module {module} belongs to no ranked unit (add it to RANKS and the layer map)")
+            continue
+        for imp in imports_of(module, path, modules):
+            target_unit = unit_of(imp.target)
+            if target_unit is None:
+                found.append(f"{where}:{imp.line}: {module} imports {imp.target}, which belongs to no ranked unit")
+            elif target_unit != unit and RANKS[target_unit] >= RANKS[unit]:
+                way = "upwards" if RANKS[target_unit] > RANKS[unit] else "sideways"
+                found.append(f"{where}:{imp.line}: {module} (rank {RANKS[unit]}) imports {imp.target} "
+                             f"(rank {RANKS[target_unit]}) {way}")
+    return found
+
+
+def test_imports_run_downwards_only() -> None:
+    found = violations(ROOT)
+    assert not found, "imports that do not run downwards (docs/architecture.md, Layers):\n" + "\n".join(found)
+
+
+def test_the_walk_sees_the_whole_library() -> None:
+    """A check on the walk itself: it reads hundreds of imports, the hidden kinds included."""
+    modules = module_files(ROOT)
+    imports = [imp for module, path in modules.items() for imp in imports_of(module, path, modules)]
+    assert len(modules) > 150 and len(imports) > 400
+    seen = {(imp.module, imp.target) for imp in imports}
+    assert ("interchange.app.node", "interchange.bridges.if2.bridge") in seen  # inside a function (aio-pika is optional)
+    assert ("interchange.broker.metrics", "interchange.broker.router") in seen  # under TYPE_CHECKING
+    assert ("spark.cli", "spark.session") in seen  # importlib.import_module("spark.session")
+    assert ("interchange.app.cli", "interchange.app.selfnode") in seen  # from interchange.app import selfnode
+
+
+def top_level_packages(root: Path) -> set[str]:
+    return {path.parent.name for path in root.glob("*/__init__.py")}
+
+
+def test_every_shipped_package_has_a_rank() -> None:
+    """The top-level packages on disk and those pyproject ships are exactly the ranked ones."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = {pattern.rstrip("*") for pattern in config["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert top_level_packages(ROOT) == set(PACKAGES) == shipped
+
+
+def test_the_interchange_package_imports_nothing() -> None:
+    tree = ast.parse((ROOT / NAMESPACE / "__init__.py").read_text(encoding="utf-8"))
+    assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+#: A small tree that obeys the layers; each case below adds one file that breaks them.
+CLEAN = {
+    "interchange/__init__.py": "",
+    "interchange/ground/__init__.py": "",
+    "interchange/ground/clock.py": "import time\n",
+    "interchange/broker/__init__.py": "",
+    "interchange/broker/router.py": "from interchange.ground import clock\nfrom . import engine\n",
+    "interchange/broker/engine.py": "from .router import x\n",
+    "interchange/app/__init__.py": "",
+    "interchange/app/node.py": "from interchange.broker import router\nimport ii_api.service\n",
+    "ii_api/__init__.py": "",
+    "ii_api/service.py": "from interchange.broker.router import x\n",
+    "spark/__init__.py": "",
+    "spark/job.py": "import importlib\nimportlib.import_module('spark.other')\n",
+}
+
+
+def test_a_clean_tree_passes(tmp_path: Path) -> None:
+    _plant(tmp_path, CLEAN)
+    assert violations(tmp_path) == []
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), [
+    ("interchange/ground/lazy.py", "def f():\n    from interchange.app.node import start\n",
+     "interchange/ground/lazy.py:2: interchange.ground.lazy (rank 1) imports interchange.app.node (rank 5) upwards"),
+    ("interchange/broker/up.py", "from ..app import node\n",
+     "interchange/broker/up.py:1: interchange.broker.up (rank 2) imports interchange.app.node (rank 5) upwards"),
+    ("interchange/broker/pkg/__init__.py", "from ... import app\n",
+     "interchange/broker/pkg/__init__.py:1: interchange.broker.pkg (rank 2) imports interchange.app (rank 5) upwards"),
+    ("ii_api/audit.py", "import spark.job\n",
+     "ii_api/audit.py:1: ii_api.audit (rank 3) imports spark.job (rank 3) sideways"),
+    ("ii_api/named.py", "import importlib\nimportlib.import_module('interchange.app.node')\n",
+     "ii_api/named.py:2: ii_api.named (rank 3) imports interchange.app.node (rank 5) upwards"),
+    ("interchange/__init__.py", "from interchange.ground import clock\n",
+     "interchange/__init__.py:1: interchange (rank 0) imports interchange.ground.clock (rank 1) upwards"),
+    ("interchange/extra.py", "",
+     "interchange/extra.py: module interchange.extra belongs to no ranked unit (add it to RANKS and the layer map)"),
+    ("interchange/shell/__init__.py", "",
+     "interchange/shell/__init__.py: module interchange.shell belongs to no ranked unit (add it to RANKS and the layer map)"),
+    ("spark/uses_new.py", "import interchange.shell\n",
+     "spark/uses_new.py:1: spark.uses_new imports interchange.shell, which belongs to no ranked unit"),
+])
+def test_a_planted_bad_import_is_named(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    _plant(tmp_path, {**CLEAN, name: text})
+    assert violations(tmp_path) == [expected]
+
+
+def test_a_planted_top_level_package_is_seen(tmp_path: Path) -> None:
+    _plant(tmp_path, {**CLEAN, "newpkg/__init__.py": ""})
+    assert top_level_packages(tmp_path) - set(PACKAGES) == {"newpkg"}
