@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ii_api.models import Capability
+from jms_selectors import embeddable
 
 __all__ = ["capabilities_selector", "capability_selector", "granted_selector", "quote"]
 
@@ -83,10 +84,11 @@ def granted_selector(selector: str, publication_ids: Iterable[str]) -> str:
     """``selector`` restricted to messages of the granted capabilities (``FALSE`` for none).
 
     The selector is closed on its own line so that a trailing ``-- comment`` in it cannot
-    swallow the restriction.
+    swallow the restriction; a ``--`` that no line break follows in it (two minus signs, as the
+    Java engines read it) is written apart first, so that the line break keeps its meaning.
     """
     ids = sorted(set(publication_ids))
     restriction = f"publicationId IN ({', '.join(quote(i) for i in ids)})" if ids else "FALSE"
     if not selector.strip():
         return restriction
-    return f"({selector}\n) AND {restriction}"
+    return f"({embeddable(selector)}\n) AND {restriction}"

@@ -46,6 +46,7 @@ from ii_api.store import LocalCapability as StoredCapability
 from ii_api.store import LocalSubscription as StoredLocalSubscription
 from ii_api.subscriptions import LocalSubscriptionView, OutgoingView, compile_selector, local_subscription_state
 from interchange.broker.addresses import Origin, Scope, SourceSpec, TargetSpec
+from jms_selectors import embeddable
 
 #: Prefixes of the broker addresses made for local actors (the II's addresses start "ii-";
 #: config-file addresses must not).
@@ -62,13 +63,14 @@ def _actor_path(base: str, actor: str, kind: str, item_id: int | None = None) ->
 
 
 def _and(*selectors: str) -> str:
-    """Selectors ANDed, each closed on its own line (a ``--`` comment cannot swallow the rest)."""
+    """Selectors ANDed, each closed on its own line (a ``--`` comment cannot swallow the rest;
+    minus signs that a line break would turn into a comment are written apart first)."""
     parts = [s for s in selectors if s.strip()]
     if not parts:
         return "TRUE"
     if len(parts) == 1:
         return parts[0]
-    return " AND ".join(f"({p}\n)" for p in parts)
+    return " AND ".join(f"({embeddable(p)}\n)" for p in parts)
 
 
 def local_source_address(row: StoredLocalSubscription) -> str | None:

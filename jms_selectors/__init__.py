@@ -42,8 +42,11 @@ Grammar
     * Operators, loosest first: ``OR``; ``AND``; ``NOT``; the predicates ``= <> < <= > >=``,
       ``[NOT] LIKE 'pattern' [ESCAPE 'c']``, ``property [NOT] IN ('a', 'b', ...)``,
       ``[NOT] BETWEEN x AND y``, ``IS [NOT] NULL``; ``+ -``; ``* /``; unary ``+ -``; parentheses.
-    * Comments ``-- to end of line`` (ended by a line break, as their LINE_COMMENT requires)
-      and ``/* ... */`` are ignored, as in the Apache grammars and SQL-92.
+    * Comments ``-- to end of line`` (up to the next line break) and ``/* ... */`` are ignored,
+      as in the Apache grammars and SQL-92. Their LINE_COMMENT needs the line break: a ``--``
+      with no CR or LF after it is two minus signs, as the Java engines read it (``--1.0 = 1.0``
+      is TRUE; ``a = 1 -- x`` at the end is ``a = 1 - -x``). :func:`embeddable` makes such a text
+      safe to put before a line break when selectors are combined.
     * Refused at parse time with position and the portable form, as the Apache brokers refuse
       them (``checkLessThanOperand``, ``checkEqualOperand``, ``checkEqualOperandCompatability``,
       ``createInFilter``): ``< <= > >=``/``BETWEEN`` with a string, boolean or NULL literal or a
@@ -98,9 +101,10 @@ from __future__ import annotations
 from jms_selectors import ast
 from jms_selectors.compiler import Selector
 from jms_selectors.errors import SelectorError
+from jms_selectors.lexer import embeddable
 from jms_selectors.parser import MAX_DEPTH, MAX_LENGTH, parse
 
-__all__ = ["MAX_DEPTH", "MAX_LENGTH", "Selector", "SelectorError", "ast", "compile", "parse"]
+__all__ = ["MAX_DEPTH", "MAX_LENGTH", "Selector", "SelectorError", "ast", "compile", "embeddable", "parse"]
 
 
 def compile(text: str) -> Selector:  # noqa: A001 - the name external callers use

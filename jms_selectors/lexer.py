@@ -4,9 +4,11 @@ The token set is the intersection of the three JavaCC grammars federation partne
 (checked: qpid-broker-j ``broker-core/src/main/grammar/SelectorParser.jj``, activemq
 ``activemq-client/src/main/grammar/SelectorParser.jj``, activemq-artemis
 ``artemis-selector/src/main/javacc/StrictParser.jj``): a selector this lexer accepts they
-all tokenize. Whitespace is space, tab, CR, LF and form feed; ``-- ...`` ended by a line break
-and ``/* ... */`` are comments (their LINE_COMMENT needs the line break: ``a = 1 -- x`` at the
-very end is refused). Keywords are case-insensitive, identifiers case-sensitive; ``XPATH`` and
+all tokenize. Whitespace is space, tab, CR, LF and form feed; ``/* ... */`` is a comment, and so
+is ``--`` up to and including the next line break. Their LINE_COMMENT token needs that line break,
+and JavaCC's longest match falls back to the one-character ``-`` token when it cannot complete: a
+``--`` with no CR or LF anywhere after it is two minus signs (``--1.0 = 1.0`` is TRUE in ActiveMQ,
+Artemis and Broker-J; ``a = 1 -- x`` at the very end is ``a = 1 - (-x)``). Keywords are case-insensitive, identifiers case-sensitive; ``XPATH`` and
 ``XQUERY`` are reserved too (ActiveMQ, Artemis). Bare identifiers are ASCII
 (``[a-z_$][a-z0-9_$]*``, their ID token); ``"..."`` is a quoted identifier (Broker-J, Artemis),
 needed for C-Roads ``custom-<ns>-<name>`` properties (IP_131) and for any other name.
@@ -74,6 +76,7 @@ def tokenize(text: str) -> list[Token]:
     append = tokens.append
     n = len(text)
     i = 0
+    last_break = max(text.rfind("\n"), text.rfind("\r"))  # a '--' before it starts a line comment
     while True:
         while i < n and text[i] in _WHITESPACE:
             i += 1
@@ -81,11 +84,10 @@ def tokenize(text: str) -> list[Token]:
             append(Token("EOF", None, n, n))
             return tokens
         c = text[i]
-        if c == "-" and text.startswith("--", i):
-            newline = min((p for p in (text.find("\n", i), text.find("\r", i)) if p >= 0), default=-1)
-            if newline < 0:  # the Apache grammars' LINE_COMMENT ends with a line break
-                raise SelectorError(i, "a '--' comment must end with a line break (portable form: /* ... */)", text)
-            i = newline
+        if c == "-" and i < last_break and text.startswith("--", i):
+            # LINE_COMMENT "--" (~["\n","\r"])* ("\n"|"\r"|"\r\n"): up to the first line break;
+            # without one after it, the "-" below takes the first dash (JavaCC's longest match).
+            i = min(p for p in (text.find("\n", i), text.find("\r", i)) if p >= 0)
         elif c == "/" and text.startswith("/*", i):
             close = text.find("*/", i + 2)
             if close < 0:
@@ -114,6 +116,31 @@ def tokenize(text: str) -> list[Token]:
             else:
                 hint = {"!": " (use '<>' for not equal)", "%": " (% is only a wildcard inside LIKE patterns)"}.get(c, "")
                 raise SelectorError(i, f"unexpected character {c!r}{hint}", text)
+
+
+def embeddable(text: str) -> str:
+    """``text`` written so that it tokenizes the same when a line break follows it.
+
+    A ``--`` with no line break after it is two minus signs; put a line break after the text (as
+    code combining selectors does, to close each one off) and it becomes a comment that swallows
+    the rest of its line. Adjacent minus signs are therefore written apart (``a = 1 -- x`` becomes
+    ``a = 1 - - x``), which every engine reads as before. A text that does not tokenize is
+    returned unchanged (it is refused either way).
+    """
+    try:
+        tokens = tokenize(text)
+    except SelectorError:
+        return text
+    cuts = [second.pos for first, second in zip(tokens, tokens[1:])
+            if first.kind == "-" and second.kind == "-" and first.end == second.pos]
+    if not cuts:
+        return text
+    pieces, start = [], 0
+    for cut in cuts:
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return " ".join(pieces)
 
 
 def _word(text: str, start: int, end: int) -> Token:

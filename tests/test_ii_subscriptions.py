@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jms_selectors
+from ii_api import local_actors
 from ii_api.capability_selector import capabilities_selector, capability_selector, granted_selector, quote
 from ii_api.matching import capability_matches_message
 from ii_api.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
@@ -161,13 +162,31 @@ def test_capabilities_selector_groups_capabilities_alike() -> None:
 
 
 def test_granted_selector_restricts_to_publication_ids_even_after_a_comment() -> None:
-    selector = granted_selector("messageType = 'DENM' -- all of them", ["NO00001:b", "NO00001:a"])
+    selector = granted_selector("messageType = 'DENM' -- all of them\n", ["NO00001:b", "NO00001:a"])
     assert selector.endswith("publicationId IN ('NO00001:a', 'NO00001:b')")
     compiled = jms_selectors.compile(selector)
     assert compiled.matches({"messageType": "DENM", "publicationId": "NO00001:a"})
     assert not compiled.matches({"messageType": "DENM", "publicationId": "NO00001:c"})
     assert granted_selector("messageType = 'DENM'", []).endswith("AND FALSE")
 
+
+
+def test_granted_selector_keeps_minus_signs_that_are_no_comment() -> None:
+    """``causeCode = 1 -- offset`` has no line break after the dashes: two minus signs, as the Java
+    engines read it (causeCode = 1 + offset). Closing it off with a line break must not make them
+    a comment that drops the offset."""
+    alone = jms_selectors.compile("causeCode = 1 -- offset")
+    granted = jms_selectors.compile(granted_selector("causeCode = 1 -- offset", ["NO00001:a"]))
+    for props in ({"causeCode": 3, "offset": 2}, {"causeCode": 1, "offset": 2}, {"causeCode": 1}):
+        assert granted.evaluate({**props, "publicationId": "NO00001:a"}) is alone.evaluate(props)
+    assert not granted.matches({"causeCode": 3, "offset": 2, "publicationId": "NO00001:c"})
+
+
+def test_delivery_selector_keeps_minus_signs_that_are_no_comment() -> None:
+    """The same for an actor's delivery: its selector ANDed with its capabilities' selectors."""
+    combined = jms_selectors.compile(local_actors._and("causeCode = 1 -- offset", "messageType = 'DENM'"))
+    assert combined.evaluate({"causeCode": 3, "offset": 2, "messageType": "DENM"}) is True
+    assert combined.evaluate({"causeCode": 1, "offset": 2, "messageType": "DENM"}) is False
 
 # ---------------------------------------------------------------------------------- incoming decisions
 def test_incoming_statuses() -> None:

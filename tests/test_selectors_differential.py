@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import jms_selectors
 from jms_selectors import SelectorError, parse, reference
+from jms_selectors.lexer import tokenize
 from jms_selectors.ast import (
     And, Arithmetic, Between, Comparison, Identifier, In, IsNull, Like, Literal, Not, Or, Unary, unparse,
 )
@@ -164,6 +165,20 @@ def test_arbitrary_text_compiles_or_raises_selector_error(text, props):
     assert selector.evaluate(props) is expected
     assert parse(unparse(selector.ast)) == selector.ast
 
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS + ["-", "--", "\r"]), max_size=14).map("".join))
+def test_embeddable_text_keeps_its_meaning_before_a_line_break(text):
+    """Code that combines selectors closes each off with a line break; ``embeddable`` makes sure
+    that line break cannot turn minus signs into a comment."""
+    try:
+        tree = parse(text)
+    except SelectorError:
+        return
+    assert parse(jms_selectors.embeddable(text) + "\n") == tree
+    if len(tokenize(text)) > 1:  # not empty: combined with another
+        assert parse(f"({jms_selectors.embeddable(text)}\n) AND TRUE") == parse(f"({unparse(tree)}) AND TRUE")
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=40), properties)

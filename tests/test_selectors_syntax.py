@@ -134,6 +134,16 @@ def test_comment_inside_boolean_expression():
     assert parse("a = 1 -- comment\n AND b = 2") == And((Comparison("=", a, Literal(1)), Comparison("=", b, Literal(2))))
 
 
+
+@pytest.mark.parametrize("text,written", [
+    ("a = 1 -- x", "a = 1 - - x"), ("--1.0 = 1.0", "- -1.0 = 1.0"), ("---1 = -1", "- - -1 = -1"),
+    ("a = 1 -- x\n", "a = 1 -- x\n"),  # a comment stays one
+    ("a = '--'", "a = '--'"), ('"--" = 1', '"--" = 1'), ("a = 1 /* -- */", "a = 1 /* -- */"),
+    ("a = 'unterminated --", "a = 'unterminated --"),  # refused either way: unchanged
+])
+def test_embeddable_writes_adjacent_minus_signs_apart(text, written):
+    assert jms_selectors.embeddable(text) == written
+
 @pytest.mark.parametrize("text", ["", "   ", "\n\t", "-- nothing\n", "/* nothing */"])
 def test_empty_selector_matches_everything(text):
     selector = jms_selectors.compile(text)
