@@ -64,7 +64,7 @@ def _attach(target: Target, endpoint: SubscriptionEndpoint) -> str:
 
 
 async def attach(target: Target, findings: Findings) -> str:
-    subscription = created_subscription(findings)
+    subscription = created_subscription(findings, endpoints=True)
     lines = [await asyncio.to_thread(_attach, target, endpoint) for endpoint in subscription.endpoints]
     return "; ".join(lines)
 
@@ -109,7 +109,7 @@ def _exchange(target: Target, delivery: Delivery, endpoint: SubscriptionEndpoint
 
 
 async def _traffic(target: Target, findings: Findings) -> Exchange:
-    subscription = created_subscription(findings)
+    subscription = created_subscription(findings, endpoints=True)
     if target.delivery is None or target.traffic is None:
         raise CheckSkipped("needs a delivery endpoint (--delivery-address/--delivery-cert/--delivery-key) to publish")
     if "traffic" not in findings.values:

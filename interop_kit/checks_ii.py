@@ -6,7 +6,8 @@ exchange: POST <base>/subscriptions is answered 202 with a path per subscription
 path settles at NOT_VALID for a selector that does not parse, NO_OVERLAP for one that matches no
 capability, CREATED with complete endpoints (host, port, source; Table 15) for one that matches;
 IP_107 the subscription is listed at <base>/<our name>/subscriptions and DELETE on its path ends
-it. IP_126: a client certificate whose CN is no SRV target is refused with 403.
+it (no longer listed, its path no longer answering a status). IP_126: a client certificate whose CN
+is no SRV target is refused with 403.
 """
 from __future__ import annotations
 
@@ -127,10 +128,15 @@ async def subscription_created(target: Target, findings: Findings) -> str:
     return f"CREATED at {settled.path}: {where}"
 
 
-def created_subscription(findings: Findings) -> SubscriptionPollResponse:
+def created_subscription(findings: Findings, *, endpoints: bool = False) -> SubscriptionPollResponse:
+    """The CREATED subscription of ii.subscription.created (with ``endpoints``: one with complete
+    endpoints, which the BI checks connect to); CheckSkipped without one."""
     subscription = findings.values.get("subscription")
     if not isinstance(subscription, SubscriptionPollResponse) or subscription.status is not SubscriptionStatus.CREATED:
         raise CheckSkipped("needs a CREATED subscription (check ii.subscription.created)")
+    if endpoints and not (subscription.endpoints and all(e.complete for e in subscription.endpoints)):
+        raise CheckSkipped("needs a CREATED subscription with complete endpoints to connect to (check "
+                           "ii.subscription.created)")
     return subscription
 
 
@@ -145,14 +151,19 @@ async def subscription_listed(target: Target, findings: Findings) -> str:
 
 
 async def subscription_delete(target: Target, findings: Findings) -> str:
+    """IP_107: after DELETE the subscription is gone from the list; polling its path no longer
+    answers a status (the profile names no status code for that: 404 and 410 are both taken)."""
     subscription = created_subscription(findings)
     async with _client(target) as client:
         await client.delete_subscription(_peer(target), subscription.path)
+        listed = await client.list_subscriptions(_peer(target), own_name(target.identity))
+        if subscription.id in [s.id for s in listed.subscriptions]:
+            raise CheckFailed(f"the deleted subscription {subscription.id} is still listed")
         try:
             after = await client.poll_subscription(_peer(target), subscription.path)
         except IIClientError as exc:
-            if exc.status == 404:
-                return f"DELETE {subscription.path} done; polling it now answers 404"
+            if exc.status in (404, 410):
+                return f"DELETE {subscription.path} done: no longer listed, polling it answers {exc.status}"
             raise CheckFailed(f"polling the deleted subscription: {exc}") from None
     raise CheckFailed(f"the deleted subscription still answers with status {after.status.value}")
 
@@ -160,9 +171,9 @@ async def subscription_delete(target: Target, findings: Findings) -> str:
 async def refuse_non_srv_target(target: Target, findings: Findings) -> str:
     identity = target.actor
     if identity is None and target.pki is not None:
-        identity = badcerts.identities_for(target, findings)["valid"]
+        identity = badcerts.identities_for(target, findings)[1]["valid"]
     if identity is None:
-        raise CheckSkipped("needs --actor-cert/--actor-key or --pki (a certificate whose CN is no SRV target)")
+        raise CheckSkipped("needs --actor-cert/--actor-key or a prepared --pki (a certificate whose CN is no SRV target)")
     cn = own_name(identity)
     async with _client(target, identity) as client:
         try:

@@ -4,12 +4,16 @@ IP_053 TLS 1.3 handshake with the kit's client certificate; IP_054 TLS 1.2 refus
 client without certificate refused; IP_057 the whole chain sent (verified against the root
 alone); IP_051/IP_063 the leaf is an X.509 v3 certificate, currently valid, for at most a year;
 IP_125 its CN (and SAN dNSName) is the interchange's SRV target name. With ``--pki``: IP_050/117
-refusals of the client certificates of :mod:`interop_kit.badcerts`.
+refusals of the client certificates :mod:`interop_kit.badcerts` prepared before the run. Every
+connection verifies the target's certificate against ``--trust``. A refusal check is skipped, saying
+why, when the control certificate is not accepted (the kit cannot verify the target, or the target
+does not trust the PKI) or when the target's CRL is older than the newest revocation.
 """
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from functools import partial
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -138,17 +142,68 @@ async def cn_is_srv_target(interface: str, target: Target, findings: Findings) -
     return f"CN = SAN = {target.name}"
 
 
-async def refused(kind: str, interface: str, target: Target, findings: Findings) -> str:
-    identities = badcerts.identities_for(target, findings)
-    where = endpoint(target, interface)
-    control_key = f"control.{interface}"
-    if control_key not in findings.values:
-        findings.values[control_key] = await probe(where, client_context(identities["valid"]))
-    control: ProbeResult = findings.values[control_key]
+def _server_unverified(error: str | None) -> bool:
+    """Whether a failed handshake failed on the kit's side: the target's certificate did not verify."""
+    return any(mark in (error or "") for mark in ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed",
+                                                   "Hostname mismatch", "IP address mismatch"))
+
+
+def _control_problem(interface: str, target: Target, prepared: badcerts.Prepared, result: ProbeResult) -> str:
+    """Why the control was not accepted, as a skip message: the refusals cannot be judged then."""
+    label = interface.upper()
+    if not result.handshake and _server_unverified(result.error):
+        return (f"the kit could not verify the {label}'s certificate against --trust ({result.error}); "
+                f"see tls.{interface}.tls13")
+    if not result.handshake:
+        return f"no TLS handshake with the {label} ({result.error}); see tls.{interface}.tls13"
+    control = prepared.identities["valid"]
+    return (f"the control certificate {control.cn!r} (CA {prepared.ca!r} of --pki {target.pki}) is refused too "
+            f"({result.error}): the refusal checks need a target that accepts client certificates of that PKI; "
+            f"install {badcerts.prepared_dir(target.pki or Path())}/{prepared.root} in its client trust list "
+            "(see `interchange interop prepare --help`)")
+
+
+async def _control(interface: str, target: Target, findings: Findings) -> tuple[badcerts.Prepared, dict[str, TlsFiles]]:
+    """The prepared identities, once the control certificate was accepted (probed once per interface)."""
+    prepared, identities = badcerts.identities_for(target, findings)
+    key = f"control.{interface}"
+    if key not in findings.values:
+        findings.values[key] = await probe(endpoint(target, interface), client_context(identities["valid"]))
+    control: ProbeResult = findings.values[key]
     if not control.accepted:
-        raise CheckSkipped(f"a valid certificate from --pki is refused too ({control.error}): does the target "
-                           "trust that PKI?")
-    result = await probe(where, client_context(identities[kind]))
+        raise CheckSkipped(_control_problem(interface, target, prepared, control))
+    return prepared, identities
+
+
+def _revocation(entry: badcerts.RevokedFile) -> str:
+    return (f"revoked at {entry.revoked_at:%Y-%m-%d %H:%M:%S} UTC (serial {entry.serial:#x}, listed from CRL "
+            f"number {entry.crl_number} of CA {entry.ca!r} on)")
+
+
+async def refused_revoked(interface: str, target: Target, findings: Findings) -> str:
+    """The newest revoked certificate is refused. If it is accepted while an earlier revoked one is
+    refused, the target checks revocation against a CRL older than the newest revocation: the check
+    cannot judge it then (skipped, saying which CRL to install)."""
+    prepared, _ = await _control(interface, target, findings)
+    where = endpoint(target, interface)
+    newest = prepared.newest_revoked()
+    result = await probe(where, client_context(badcerts.files(target, prepared, newest)))
+    if not result.accepted:
+        return f"client certificate {_revocation(newest)} refused: {result.error}"
+    crl = f"{badcerts.prepared_dir(target.pki or Path())}/install/crl/{newest.ca}.pem"
+    for earlier in reversed(prepared.revoked[:-1]):
+        if not (await probe(where, client_context(badcerts.files(target, prepared, earlier)))).accepted:
+            raise CheckSkipped(f"the target refuses the certificate {_revocation(earlier)} but accepts the one "
+                               f"{_revocation(newest)}: the CRL it loaded is older than that revocation; install "
+                               f"{crl} on it and run again")
+    raise CheckFailed(f"a client certificate {_revocation(newest)} was accepted: the target does not check "
+                      f"revocation, or the CRL it loaded is older than that revocation ({crl}, from "
+                      "`interchange interop prepare`, must be installed on it before the run)")
+
+
+async def refused(kind: str, interface: str, target: Target, findings: Findings) -> str:
+    _, identities = await _control(interface, target, findings)
+    result = await probe(endpoint(target, interface), client_context(identities[kind]))
     if result.accepted:
         raise CheckFailed(f"a client certificate {REFUSALS[kind][1]} was accepted")
     return f"client certificate {REFUSALS[kind][1]} refused: {result.error}"
@@ -159,7 +214,7 @@ REFUSALS = {
     "foreign-root": ("IP_115", "issued under a foreign root"),
     "expired": ("IP_050", "expired"),
     "not-yet-valid": ("IP_050", "not yet valid"),
-    "revoked": ("IP_050", "revoked (in the CRL)"),
+    "revoked": ("IP_050", "revoked in a CRL the target loaded before the run"),
     "wrong-eku": ("IP_050", "without clientAuth extended key usage"),
     "missing-intermediate": ("IP_117", "sent without its intermediate"),
 }
@@ -180,5 +235,6 @@ def tls_checks(interface: str) -> list[Check]:
               for name, requirement, summary, run in table]
     checks += [Check(f"tls.{interface}.refuse-{kind}", REFUSALS[kind][0],
                      f"{label}: a client certificate {REFUSALS[kind][1]} is refused (--pki)",
-                     partial(refused, kind, interface), "tls") for kind in badcerts.KINDS]
+                     partial(refused_revoked, interface) if kind == "revoked" else partial(refused, kind, interface),
+                     "tls") for kind in badcerts.KINDS]
     return checks

@@ -22,8 +22,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from certs.errors import PkiError
 from certs.tls import TlsFiles
 from interchange.ground.errors import CliError
+from interop_kit import badcerts
 from interop_kit.catalogue import all_checks
 from interop_kit.model import Check, Delivery, Report, Target, Traffic
 from interop_kit.report import result_line, summary_lines, write_outputs
@@ -49,7 +51,32 @@ EPILOG = """examples:
   interchange interop --self --junit interop.xml
   interchange interop --name ixc.example.nl --ii-url https://ixc.example.nl:8443 --bi amqps://ixc.example.nl:5671 \\
       --trust trust.pem --cert chain.pem --key key.pem --domain example.nl --junit interop.xml --json interop.json
+  interchange interop prepare --pki testpki    # before a run with --pki testpki: see `interop prepare --help`
   interchange interop --list"""
+
+PREPARE_DESCRIPTION = """Issue the client certificates the target must refuse (the refusal checks tls.*.refuse-*)
+from the test PKI in --pki DIR, and the CRL that revokes one of them.
+
+What it writes, in DIR/interop-kit/:
+  manifest.json              what was issued (the run reads it)
+  certs/<kind>/              chain.pem + key.pem per certificate: valid (the control), expired,
+                             not-yet-valid, wrong-eku, missing-intermediate, foreign-root,
+                             revoked-<serial>
+  foreign-pki/               the unrelated PKI of the foreign-root certificate
+  install/root.pem           the root of DIR: the target must trust it for client certificates
+  install/crl/<ca>.pem       every intermediate's CRL; <first CA>.pem lists the revoked certificate
+
+Where the operator installs it: on the target, before the run: install/root.pem in the list of
+roots it accepts client certificates from (if it is not there already), and install/crl/*.pem
+where it reads its CRLs; then let the target load them (restart or reload it). The kit does not
+expect a target to re-read a CRL during the run.
+
+How the run finds it: `interchange interop ... --pki DIR` reads DIR/interop-kit/manifest.json. The
+certificates stay usable for --days (the control's lifetime); preparing again keeps a set that is
+still valid for a day and only copies the current CRLs again, so a target that loaded them stays
+right. --renew issues a new set and revokes a new certificate (install the new CRL). Should the
+target refuse an earlier revoked certificate but accept the newest, the revoked check is skipped
+saying that the target's CRL is older than the revocation."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], start_self: StartSelf) -> None:
@@ -69,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], st
     target.add_argument("--address", help="connect to this address instead of resolving the host names")
     target.add_argument("--domain", help="trusted domain holding _ixc._tcp SRV records (DNS checks)")
     target.add_argument("--dns-server", help="DNS server HOST[:PORT] for the DNS checks (default: the system's)")
-    target.add_argument("--pki", type=Path, help="a test PKI the target trusts: enables the certificate refusal checks")
+    target.add_argument("--pki", type=Path, help="a test PKI the target trusts for client certificates, readied with "
+                        "`interchange interop prepare --pki DIR`: enables the certificate refusal checks")
     target.add_argument("--actor-cert", type=Path, help="a client certificate whose CN is no SRV target (IP_126)")
     target.add_argument("--actor-key", type=Path)
     target.add_argument("--delivery-address", help="BI target address of a delivery the kit may publish to")
@@ -85,6 +113,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], st
     run.add_argument("--json", type=Path, help="write a JSON report here")
     run.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.set_defaults(handler=functools.partial(main, start_self=start_self))
+    actions = parser.add_subparsers(dest="interop_action", metavar="ACTION",
+                                    description="without ACTION the checks run; `prepare` readies --pki for them")
+    prepare_parser = actions.add_parser("prepare", help="issue the refusal certificates and the CRL to install on the "
+                                        "target before a run with --pki", description=PREPARE_DESCRIPTION,
+                                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    prepare_parser.add_argument("--pki", type=Path, required=True, help="the test PKI (interchange pki init-root ...) "
+                                "whose root the target trusts for client certificates")
+    prepare_parser.add_argument("--days", type=int, default=badcerts.DEFAULT_DAYS,
+                                help=f"lifetime of the certificates (default {badcerts.DEFAULT_DAYS}, at most "
+                                     f"{badcerts.MAX_DAYS})")
+    prepare_parser.add_argument("--renew", action="store_true", help="issue a new set even if the prepared one is "
+                                "still valid (and revoke a new certificate)")
+    prepare_parser.set_defaults(handler=prepare_main, command_parser=prepare_parser)
+
+
+def prepare_main(args: argparse.Namespace) -> int:
+    """``interchange interop prepare``: issue (or keep) the set and say what to install where."""
+    try:
+        prepared, issued = badcerts.prepare(args.pki, days=args.days, renew=args.renew)
+    except (ValueError, PkiError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    folder = badcerts.prepared_dir(args.pki)
+    revoked = prepared.newest_revoked()
+    state = "issued" if issued else "kept (still valid; --renew issues a new set)"
+    print(f"refusal certificates {state} in {folder}, from CA {prepared.ca!r}, usable until "
+          f"{prepared.valid_until:%Y-%m-%d %H:%M} UTC")
+    print(f"revoked: {revoked.cn} serial {revoked.serial:#x}, listed from CRL number {revoked.crl_number} of "
+          f"{revoked.ca!r} on")
+    print("install on the target before the run, then let it load them:")
+    print(f"  {folder / prepared.root}  (root to accept client certificates from)")
+    for crl in prepared.crls:
+        print(f"  {folder / crl}  (CRL)")
+    print(f"then run: interchange interop ... --pki {args.pki}")
+    return 0
 
 
 def _split(values: list[str]) -> list[str]:

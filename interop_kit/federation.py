@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from certs import create_test_pki
 from certs.pki import Pki
 from interchange.ground.ports import free_port
+from interop_kit import badcerts
 from interop_kit.demo_data import demo_traffic, register_demo_datasets
 from interop_kit.netns import Network, NetnsError, available, network_for
 
@@ -134,9 +135,11 @@ def _listening(host: str, port: int) -> bool:
 
 
 def _pki(directory: Path, names: list[str], kit: str) -> Pki:
+    """The PKI with both intermediates, readied for the kit's refusal checks before any node loads its CRLs."""
     odd, even = names[0::2], names[1::2]
     create_test_pki(directory, odd, [ACTOR], intermediate=INTERMEDIATES[0], exist_ok=True)
     create_test_pki(directory, [*even, kit], [], intermediate=INTERMEDIATES[1], exist_ok=True)
+    badcerts.prepare(directory)
     return Pki(directory)
 
 

@@ -2,7 +2,8 @@
 
 The demo's pieces (:mod:`interchange.app.demo`, :mod:`interchange.app.demo_dns`,
 :mod:`interop_kit.demo_data`): its test PKI, node configs, DNS server and actor-1's datasets.
-Added for the kit: the identity ``kit.interchange.test`` (an interchange certificate with an SRV
+Added for the kit: the refusal certificates and their CRL (``interchange interop prepare``, before
+the nodes start, as an operator prepares a target), the identity ``kit.interchange.test`` (an interchange certificate with an SRV
 record of its own, so A treats the kit as a neighbour, IP_126; nothing listens at its port),
 actor-1's delivery, which the BI checks publish to, and the demo's selector and messages as the BI
 traffic (a DENM at Hazeldonk matches, one at Valenca does not).
@@ -29,6 +30,7 @@ from interchange.app.demo import write_configs
 from interchange.app.demo_dns import DemoDns, SrvRecord
 from interchange.app.node import RunningNode, start_node
 from interchange.ground.ports import free_port
+from interop_kit import badcerts
 from interop_kit.demo_data import DOMAIN, INTERCHANGE, LOOPBACK, NODES, PUBLISHER, demo_traffic, register_demo_datasets
 from interop_kit.model import Delivery, Target
 
@@ -98,6 +100,7 @@ async def start_self(directory: Path, tweak: ConfigTweak | None = None, *, deliv
         dns_port = await dns.start()
         paths = write_configs(directory, dns_port, ii_ports, 0)
         create_test_pki(directory / "pki", [KIT_NAME], [], exist_ok=True)
+        badcerts.prepare(directory / "pki")  # the refusal certificates and the CRL the nodes load at start
         _apply(tweak, paths, directory / "pki")
         for name in NODES:
             federation.nodes[name] = await start_node(load_config(paths[name]))
