@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proton import Message, SSLDomain, Timeout
-from proton.utils import BlockingConnection
+from proton.utils import BlockingConnection, BlockingReceiver
 
 from certs.tls import TlsFiles, proton_ssl_domain
 from ii_api.models import Endpoint as SubscriptionEndpoint
@@ -79,6 +79,13 @@ def _body(message: Message) -> bytes:
     return bytes(body) if isinstance(body, (bytes, bytearray, memoryview)) else repr(body).encode()
 
 
+def _settle(receiver: BlockingReceiver) -> None:
+    """Accept the message just received, unless it came settled: a broker may send pre-settled
+    (at most once; AMQP 1.0 part 2.7.3, mixed settle mode), and there is nothing to accept then."""
+    if receiver.fetcher is not None and receiver.fetcher.unsettled:
+        receiver.accept()
+
+
 def _exchange(target: Target, delivery: Delivery, endpoint: SubscriptionEndpoint, matching: dict[str, Any],
               mismatching: dict[str, Any]) -> Exchange:
     assert endpoint.host is not None and endpoint.port is not None and endpoint.source is not None
@@ -92,13 +99,13 @@ def _exchange(target: Target, delivery: Delivery, endpoint: SubscriptionEndpoint
         sender.send(_message(matching, expected))
         try:
             got = receiver.receive(timeout=BI_TIMEOUT_S)
-            receiver.accept()
+            _settle(receiver)
             received = _body(got)
         except Timeout:
             return Exchange(None, expected, None)
         try:
             more = receiver.receive(timeout=QUIET_S)
-            receiver.accept()
+            _settle(receiver)
             extra: bytes | None = _body(more)
         except Timeout:
             extra = None

@@ -181,6 +181,11 @@ async def refuse_non_srv_target(target: Target, findings: Findings) -> str:
         except IIClientError as exc:
             if exc.status == 403:
                 return f"CN {cn!r} refused with 403"
+            if exc.status is None:  # no HTTP answer: the certificate may not be trusted at all
+                raise CheckSkipped(f"no HTTP answer for CN {cn!r} ({exc}): a refusal before HTTP cannot be told "
+                                   "from a certificate the target does not trust; this check reads the 403 of an "
+                                   "HTTP answer (see the tls.ii.refuse-* checks for whether the target accepts "
+                                   "that certificate)") from None
             raise CheckFailed(f"expected 403 for CN {cn!r}: {exc}") from None
     raise CheckFailed(f"POST /capabilities by {cn!r}, which is no SRV target, was accepted")
 
