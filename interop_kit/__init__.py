@@ -1,7 +1,8 @@
 """`interchange interop`: conformance checks that any C-Roads interchange can be run against (issue 14).
 
 Operators' CI points the kit at an interchange (II base URL, BI endpoint, trust bundle, client
-credentials) or runs it with ``--self`` against a local two-node federation. Each check names the
+credentials; for the refusal checks a test PKI readied with ``interchange interop prepare``) or
+runs it with ``--self`` against a local two-node federation. Each check names the
 requirement it proves (IP_xxx, chapters 3.3, 4 and 5 of the IP Based Interface Profile) and ends
 passed, failed or skipped with a reason; results are printed and written as JUnit XML and JSON.
 

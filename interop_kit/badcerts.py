@@ -194,6 +194,11 @@ def _install_files(pki: Pki, out: Path, now: datetime) -> tuple[str, list[str]]:
     return "install/root.pem", crls
 
 
+def _complete(out: Path, prepared: Prepared) -> bool:
+    entries = [*prepared.identities.values(), *prepared.revoked]
+    return all((out / entry.chain).is_file() and (out / entry.key).is_file() for entry in entries)
+
+
 def prepare(pki_dir: Path, *, days: int = DEFAULT_DAYS, renew: bool = False,
             now: datetime | None = None) -> tuple[Prepared, bool]:
     """Issue the refusal certificates into ``pki_dir/interop-kit`` (or keep a set still valid for a
@@ -206,7 +211,7 @@ def prepare(pki_dir: Path, *, days: int = DEFAULT_DAYS, renew: bool = False,
     moment = now or datetime.now(timezone.utc)
     out = prepared_dir(pki_dir)
     current = load(pki_dir)
-    fresh = renew or current is None or current.valid_until - moment < timedelta(days=1)
+    fresh = renew or current is None or current.valid_until - moment < timedelta(days=1) or not _complete(out, current)
     if fresh:
         ca = _first_intermediate(pki)
         identities = _issue_set(pki, out, ca, moment, days)

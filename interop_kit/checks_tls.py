@@ -98,8 +98,9 @@ async def client_certificate_required(interface: str, target: Target, findings: 
 
 
 async def chain_sent(interface: str, target: Target, findings: Findings) -> str:
-    if not (await _handshake(interface, target, findings)).handshake:
-        raise CheckSkipped(f"no TLS 1.3 handshake with the {interface.upper()}")
+    first = await _handshake(interface, target, findings)
+    if not first.handshake:
+        raise CheckSkipped(f"no TLS 1.3 handshake with the {interface.upper()} ({first.error}); see tls.{interface}.tls13")
     result = await _handshake(interface, target, findings, roots=True)
     if result.handshake:
         return "server certificate verified against the root alone: the intermediate was sent"
@@ -191,7 +192,8 @@ async def refused_revoked(interface: str, target: Target, findings: Findings) ->
     if not result.accepted:
         return f"client certificate {_revocation(newest)} refused: {result.error}"
     crl = f"{badcerts.prepared_dir(target.pki or Path())}/install/crl/{newest.ca}.pem"
-    for earlier in reversed(prepared.revoked[:-1]):
+    now = datetime.now(timezone.utc)
+    for earlier in reversed([entry for entry in prepared.revoked[:-1] if entry.not_after > now]):
         if not (await probe(where, client_context(badcerts.files(target, prepared, earlier)))).accepted:
             raise CheckSkipped(f"the target refuses the certificate {_revocation(earlier)} but accepts the one "
                                f"{_revocation(newest)}: the CRL it loaded is older than that revocation; install "

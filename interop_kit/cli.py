@@ -5,6 +5,9 @@ Exit status: 0 when no check failed (skips allowed), 1 when any failed, 2 for a 
 ``--timeout`` seconds; the terminal shows one line per check and a summary, ``--junit`` and
 ``--json`` write the reports CI systems read.
 
+``interchange interop prepare --pki DIR`` readies a test PKI for the refusal checks before the run
+(:func:`interop_kit.badcerts.prepare`; its ``--help`` says what to install where).
+
 ``--self`` starts nodes in this process, which only the application shell can assemble: the shell
 registers the command with its :data:`StartSelf` (``interchange.app.selfnode.start_self``).
 """

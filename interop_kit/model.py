@@ -1,9 +1,10 @@
 """What the kit works on: the target, one check's definition and one check's result.
 
 A :class:`Target` is what an operator gives: the interchange's name (its certificate CN and SRV
-target, IP_125), its II base URL and BI endpoint, the trust bundle (the common root, IP_115) and a
-neighbour-like client identity; optionally the DNS domain and server (IP_086), a test PKI the
-target trusts (``--pki``), an actor identity (IP_126) and a delivery endpoint for BI traffic.
+target, IP_125), its II base URL and BI endpoint, the trust bundle the target's certificate is
+verified against (the common root, IP_115) and a neighbour-like client identity; optionally the DNS
+domain and server (IP_086), a test PKI the target trusts for client certificates (``--pki``,
+prepared before the run), an actor identity (IP_126) and a delivery endpoint for BI traffic.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class Target:
     domain: str | None = None  #: trusted domain holding _ixc._tcp SRV records (IP_086)
     dns_server: str | None = None
     dns_port: int = 53
-    pki: Path | None = None  #: a test PKI the target trusts: enables the refusal checks
+    pki: Path | None = None  #: a test PKI the target trusts, readied by `interop prepare`: the refusal checks
     actor: TlsFiles | None = None  #: a client certificate that is not an SRV target (IP_126)
     delivery: Delivery | None = None
     traffic: Traffic | None = None

@@ -211,6 +211,22 @@ async def test_target_not_trusting_the_pki_skips_the_refusals_saying_why(setting
     assert f"install {badcerts.prepared_dir(other)}/install/root.pem" in message
 
 
+async def test_target_not_verified_with_trust_skips_the_refusals_saying_why(setting: Setting, running,
+                                                                           tmp_path: Path) -> None:
+    """The kit given --pki's root as --trust (the foreign interchange's certificate does not chain to
+    it): the handshake checks fail, and the refusal checks say the kit could not verify the target."""
+    await running()
+    args = setting.args()
+    args[args.index("--trust") + 1] = str(badcerts.prepared_dir(setting.kit_pki) / "install" / "root.pem")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    report = await run_checks(select(all_checks(), ["tls.ii.tls13", "tls.ii.refuse-*"]),
+                              target_from_args(build_parser().parse_args(args)), workdir, timeout_s=30)
+    assert _by_outcome(report, Outcome.FAILED) == {"tls.ii.tls13"}
+    message = _messages(report)["tls.ii.refuse-wrong-eku"]
+    assert message.startswith("the kit could not verify the II's certificate against --trust")
+
+
 async def test_refusal_checks_without_prepare_say_how_to_prepare(setting: Setting, running, tmp_path: Path) -> None:
     bare = tmp_path / "bare-pki"
     create_test_pki(bare, [], ["kit-pki-holder"])
