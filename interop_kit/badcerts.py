@@ -249,12 +249,16 @@ def identities_for(target: Target, findings: Findings) -> tuple[Prepared, dict[s
                                f"{target.pki} --renew` and install its CRL on the target")
         findings.values["badcerts"] = prepared
     found: Prepared = findings.values["badcerts"]
-    return found, {kind: files(target, found, entry)
+    return found, {kind: files(target, entry)
                    for kind, entry in {**found.identities, "revoked": found.newest_revoked()}.items()}
 
 
-def files(target: Target, prepared: Prepared, entry: PreparedFile) -> TlsFiles:
+def prepared_path(target: Target, relative: str) -> Path:
+    """A file of the set :func:`identities_for` found for ``target``."""
+    assert target.pki is not None  # identities_for skips the check without it
+    return prepared_dir(target.pki) / relative
+
+
+def files(target: Target, entry: PreparedFile) -> TlsFiles:
     """``entry``'s certificate and key; the target's server certificate is verified against ``--trust``."""
-    assert target.pki is not None
-    folder = prepared_dir(target.pki)
-    return TlsFiles(folder / entry.chain, folder / entry.key, target.identity.trust_bundle)
+    return TlsFiles(prepared_path(target, entry.chain), prepared_path(target, entry.key), target.identity.trust_bundle)

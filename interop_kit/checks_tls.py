@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from functools import partial
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -160,7 +159,7 @@ def _control_problem(interface: str, target: Target, prepared: badcerts.Prepared
     control = prepared.identities["valid"]
     return (f"the control certificate {control.cn!r} (CA {prepared.ca!r} of --pki {target.pki}) is refused too "
             f"({result.error}): the refusal checks need a target that accepts client certificates of that PKI; "
-            f"install {badcerts.prepared_dir(target.pki or Path())}/{prepared.root} in its client trust list "
+            f"install {badcerts.prepared_path(target, prepared.root)} in its client trust list "
             "(see `interchange interop prepare --help`)")
 
 
@@ -188,13 +187,13 @@ async def refused_revoked(interface: str, target: Target, findings: Findings) ->
     prepared, _ = await _control(interface, target, findings)
     where = endpoint(target, interface)
     newest = prepared.newest_revoked()
-    result = await probe(where, client_context(badcerts.files(target, prepared, newest)))
+    result = await probe(where, client_context(badcerts.files(target, newest)))
     if not result.accepted:
         return f"client certificate {_revocation(newest)} refused: {result.error}"
-    crl = f"{badcerts.prepared_dir(target.pki or Path())}/install/crl/{newest.ca}.pem"
+    crl = badcerts.prepared_path(target, f"install/crl/{newest.ca}.pem")
     now = datetime.now(timezone.utc)
     for earlier in reversed([entry for entry in prepared.revoked[:-1] if entry.not_after > now]):
-        if not (await probe(where, client_context(badcerts.files(target, prepared, earlier)))).accepted:
+        if not (await probe(where, client_context(badcerts.files(target, earlier)))).accepted:
             raise CheckSkipped(f"the target refuses the certificate {_revocation(earlier)} but accepts the one "
                                f"{_revocation(newest)}: the CRL it loaded is older than that revocation; install "
                                f"{crl} on it and run again")

@@ -18,8 +18,9 @@ Its DNS entries (IP_085-087) are the test's dnsmasq's. :class:`Faults` makes the
 """
 from __future__ import annotations
 
+import asyncio
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ class ForeignInterchange:
     config: ForeignConfig
     router: Router
     runner: web.AppRunner
-    bi: Any = field(default=None)
+    bi: asyncio.Server | None = None
 
     @property
     def ii_url(self) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
-from proton import Collector, Condition, Connection, Delivery, Event, Link, Message, Transport
+from proton import Collector, Condition, Connection, Delivery, Event, Link, Message, Session, Transport
 
 from foreign_ixc.sasl import SaslServer
 from foreign_ixc.selectors import Term, matches
@@ -162,7 +162,7 @@ class _AmqpConnection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         while (pending := self.engine.pending()) > 0:
-            self.transport.write(bytes(self.engine.peek(pending)))
+            self.transport.write(bytes(self.engine.peek(pending) or b""))
             self.engine.pop(pending)
         if pending < 0:
             self.transport.close()
@@ -170,12 +170,12 @@ class _AmqpConnection(asyncio.Protocol):
     def _events(self) -> None:
         handlers: dict[Any, Callable[[Event], None]] = {
             Event.CONNECTION_REMOTE_OPEN: lambda e: self.connection.open(),
-            Event.SESSION_REMOTE_OPEN: lambda e: e.session.open(),
-            Event.LINK_REMOTE_OPEN: self._attach,
-            Event.LINK_FLOW: self._flow,
+            Event.SESSION_REMOTE_OPEN: lambda e: _session(e).open(),
+            Event.LINK_REMOTE_OPEN: lambda e: self._attach(_link(e)),
+            Event.LINK_FLOW: lambda e: self._flow(_link(e)),
             Event.DELIVERY: self._delivery,
-            Event.LINK_REMOTE_CLOSE: lambda e: e.link.close(),
-            Event.SESSION_REMOTE_CLOSE: lambda e: e.session.close(),
+            Event.LINK_REMOTE_CLOSE: lambda e: _link(e).close(),
+            Event.SESSION_REMOTE_CLOSE: lambda e: _session(e).close(),
             Event.CONNECTION_REMOTE_CLOSE: lambda e: self.connection.close(),
         }
         while (event := self.collector.peek()) is not None:
@@ -189,8 +189,7 @@ class _AmqpConnection(asyncio.Protocol):
         link.condition = condition
         link.close()
 
-    def _attach(self, event: Event) -> None:
-        link = event.link
+    def _attach(self, link: Link) -> None:
         if link.is_sender:  # the client receives from a source
             found = self.router.may_consume(link.remote_source.address, self.cn)
             if isinstance(found, Condition):
@@ -202,26 +201,36 @@ class _AmqpConnection(asyncio.Protocol):
         refused = self.router.may_publish(link.remote_target.address, self.cn)
         if refused is not None:
             return self._refuse(link, refused)
-        link.target.address = link.remote_target.address
+        link.target.address = self.router.delivery_address
         link.open()
         link.flow(10)
         return None
 
-    def _flow(self, event: Event) -> None:
+    def _flow(self, link: Link) -> None:
         for source in self.router.sources.values():
-            if any(link is event.link for link, _ in source.links):
+            if any(attached is link for attached, _ in source.links):
                 self.router.pump(source)
 
     def _delivery(self, event: Event) -> None:
-        delivery, link = event.delivery, event.link
-        if link.is_sender or not delivery.readable or delivery.partial:
+        delivery, link = event.delivery, _link(event)
+        if link.is_sender or delivery is None or not delivery.readable or delivery.partial:
             return
-        data = bytes(link.recv(delivery.pending))
+        data = link.recv(delivery.pending) or b""
         link.advance()
-        self.router.route(data)
+        self.router.route(bytes(data))
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()
         link.flow(1)
+
+
+def _link(event: Event) -> Link:
+    assert event.link is not None
+    return event.link
+
+
+def _session(event: Event) -> Session:
+    assert event.session is not None
+    return event.session
 
 
 async def serve_bi(router: Router, context: ssl.SSLContext, host: str, port: int) -> asyncio.Server:

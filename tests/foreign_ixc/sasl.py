@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, ulong
 
@@ -27,7 +28,7 @@ OK, AUTH = 0, 1
 MAX_FRAME = 512  #: the SASL frames before authentication are small (part 5.3.1: at least 512 allowed)
 
 
-def _frame(performative: int, fields: list[object]) -> bytes:
+def _frame(performative: int, fields: list[Any]) -> bytes:
     data = Data()
     data.put_object(Described(ulong(performative), fields))
     body = bytes(data.encode())
@@ -62,7 +63,7 @@ class SaslServer:
             if self._buffer[:8] != SASL_HEADER:
                 return Step(SASL_HEADER, close=True)  # part 2.2: answer with the header we speak, then close
             self._buffer, self._state = self._buffer[8:], "init"
-            offer = _frame(SASL_MECHANISMS, [Array(UNDESCRIBED, Data.SYMBOL, symbol("EXTERNAL"))])
+            offer = _frame(SASL_MECHANISMS, [Array(UNDESCRIBED, Data.SYMBOL, symbol("EXTERNAL"))])  # type: ignore[arg-type]
             return Step(SASL_HEADER + offer).then(self._init())
         if self._state == "init":
             return self._init()
@@ -82,8 +83,9 @@ class SaslServer:
         data.rewind()
         data.next()
         performative = data.get_object()
+        fields = performative.value if isinstance(performative, Described) else None
         if not isinstance(performative, Described) or performative.descriptor != SASL_INIT \
-                or not performative.value or performative.value[0] != "EXTERNAL":
+                or not isinstance(fields, list) or not fields or fields[0] != "EXTERNAL":
             return Step(_frame(SASL_OUTCOME, [ubyte(AUTH)]), close=True)
         self._state, self.done = "done", True
         return Step(_frame(SASL_OUTCOME, [ubyte(OK)]), amqp=self._buffer)
