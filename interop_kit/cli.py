@@ -82,6 +82,29 @@ target refuse an earlier revoked certificate but accept the newest, the revoked 
 saying that the target's CRL is older than the revocation."""
 
 
+class _AnyWord(dict[str, argparse.ArgumentParser]):
+    """What argparse checks an action's name against: any word passes (see _OptionalAction)."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+
+class _OptionalAction(argparse._SubParsersAction):
+    """``interop``'s optional action: a word that names none (``interop --target x``) is reported
+    with the other unrecognized arguments, as before ``prepare`` existed, not as a wrong action."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = _AnyWord()  # the actions stay in _name_parser_map
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if values[0] not in self._name_parser_map:
+            vars(namespace).setdefault(argparse._UNRECOGNIZED_ARGS_ATTR, []).extend(values)
+            return
+        super().__call__(parser, namespace, values, option_string)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], start_self: StartSelf) -> None:
     parser = subparsers.add_parser("interop", help="conformance checks (TLS, DNS, II, BI) against an interchange",
                                    description=__doc__.split("\n\n")[0], epilog=EPILOG,
@@ -116,8 +139,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], st
     run.add_argument("--json", type=Path, help="write a JSON report here")
     run.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.set_defaults(handler=functools.partial(main, start_self=start_self))
-    actions = parser.add_subparsers(dest="interop_action", metavar="ACTION",
-                                    description="without ACTION the checks run; `prepare` readies --pki for them")
+    actions = parser.add_subparsers(dest="interop_action", metavar="[prepare]", action=_OptionalAction,
+                                    description="without an action the checks run; `prepare` readies --pki for them")
     prepare_parser = actions.add_parser("prepare", help="issue the refusal certificates and the CRL to install on the "
                                         "target before a run with --pki", description=PREPARE_DESCRIPTION,
                                         formatter_class=argparse.RawDescriptionHelpFormatter)

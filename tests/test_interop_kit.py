@@ -207,3 +207,14 @@ def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
     assert no_mismatch.returncode == 2 and "--traffic" in no_mismatch.stderr and "mismatching" in no_mismatch.stderr
     listed = _cli("--list", "--only", "bi.*")
     assert listed.returncode == 0 and listed.stdout.count("[IP_") == 3
+
+
+def test_prepare_help_says_what_it_writes_where_it_goes_and_how_the_run_finds_it(tmp_path: Path) -> None:
+    helped = _cli("prepare", "--help")
+    assert helped.returncode == 0
+    text = " ".join(helped.stdout.split())
+    assert "What it writes, in DIR/interop-kit/" in text and "install/crl/<ca>.pem" in text
+    assert "Where the operator installs it: on the target, before the run" in text
+    assert "How the run finds it: `interchange interop ... --pki DIR` reads DIR/interop-kit/manifest.json" in text
+    missing = _cli("prepare", "--pki", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "no PKI there" in missing.stderr
