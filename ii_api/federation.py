@@ -116,6 +116,12 @@ class Federation:
             connection.abort()
             raise ConnectionError(f"neighbour certificate refused: {problem}")
 
+    def peer_certificates(self) -> list[tuple[RemoteEndpoint, bytes]]:
+        """The server certificate (DER) of the neighbour behind each open link (operators watch
+        its expiry)."""
+        return [(status.endpoint, der) for status, connection in self._open.values()
+                if (der := connection.peer_certificate())]
+
     def close_revoked(self, revocations: Revocations) -> list[tuple[RemoteEndpoint, str]]:
         """Drop the open links whose neighbour's server certificate ``revocations`` lists (a CRL
         reload, issue 11): each is retried with back-off, and the new CRLs refuse the handshake.

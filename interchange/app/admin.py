@@ -5,6 +5,9 @@
   body ``{"level": "debug|info|warning|error", "properties": bool, "payload": bool, "raw": bool}``
   (any subset; ``raw`` logs whole encoded messages as hex, for byte-exact replay).
 - ``GET /sources``: sources with their depth, consumers and drop counters.
+- ``GET /federation`` (the node process): the federation view, one read-only HTML page of the II's
+  neighbours, subscriptions both ways, actors' deliveries and the bridges' links
+  (:mod:`interchange.app.federation_view`); 404 on the other broker processes.
 - ``POST /tls/reload``: re-read certificate, key, trust bundle and CRLs (as SIGHUP does, issue 11):
   200 with what is now in use and how many connections the new CRLs closed; 422 with the reason
   if a file is unusable (the previous settings stay in use).
@@ -25,6 +28,8 @@ from interchange.broker.message_log import JsonLog
 from interchange.broker.metrics import broker_registry
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
+from interchange.app.federation_view import CSP, render
+from interchange.app.node_metrics import FederationCollector
 from interchange.ground.logfile import LogSettings
 
 
@@ -36,12 +41,17 @@ TlsReloader = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
-              registry: CollectorRegistry | None = None, reload_tls: TlsReloader | None = None) -> web.Application:
+              registry: CollectorRegistry | None = None, reload_tls: TlsReloader | None = None,
+              federation: FederationCollector | None = None) -> web.Application:
     """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None.
-    ``reload_tls``: the node's TLS reload (``POST /tls/reload`` answers 404 without one)."""
-    registry = registry if registry is not None else broker_registry(core, server)
+    ``reload_tls``: the node's TLS reload (``POST /tls/reload`` answers 404 without one).
+    ``federation``: the node process's federation state (in ``registry`` too), refreshed before
+    each scrape and each ``GET /federation``."""
+    registry = registry if registry is not None else broker_registry(core, server, log)
 
     async def metrics(_: web.Request) -> web.Response:
+        if federation is not None:
+            await federation.refresh()
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -70,6 +80,14 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
              "dropped": s.dropped, "expired": s.expired, "delivered": s.delivered, "selector": s.spec.selector}
             for address, s in core.sources.items()])
 
+    async def federation_page(_: web.Request) -> web.Response:
+        if federation is None:
+            return _error(404, "the federation view is on the node process's admin port (broker process 0)")
+        page = render(await federation.refresh())
+        return web.Response(text=page, content_type="text/html", charset="utf-8",
+                            headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store",
+                                     "X-Content-Type-Options": "nosniff"})
+
     async def tls_reload(_: web.Request) -> web.Response:
         if reload_tls is None:
             return _error(404, "this node has no [tls] section: there is nothing to reload")
@@ -83,14 +101,16 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
     app.router.add_get("/log", get_log)
     app.router.add_put("/log", put_log)
     app.router.add_get("/sources", sources)
+    app.router.add_get("/federation", federation_page)
     app.router.add_post("/tls/reload", tls_reload)
     return app
 
 
 async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServer, log: JsonLog,
                       registry: CollectorRegistry | None = None,
-                      reload_tls: TlsReloader | None = None) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(admin_app(core, server, log, registry, reload_tls), access_log=None)
+                      reload_tls: TlsReloader | None = None,
+                      federation: FederationCollector | None = None) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(admin_app(core, server, log, registry, reload_tls, federation), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

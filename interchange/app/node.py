@@ -38,6 +38,8 @@ from ii_api.runtime import RunningII, start_ii
 from ii_api.service import IIService
 from interchange.app.admin import start_admin
 from interchange.app.config import NodeConfig
+from interchange.app.federation_view import bridge_links, take_snapshot
+from interchange.app.node_metrics import FederationCollector, NodeCollector, TlsPaths
 from interchange.app.processes import BrokerProcesses
 from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
@@ -241,9 +243,9 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     if node.amqps_port is None and node.amqp_port is None:
         raise ValueError(NOTHING_TO_LISTEN_ON)
     if config.admin.port is not None:
-        node.metrics = broker_registry(core, server)
+        node.metrics, federation = _registry(node, main)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
-                                                    node.metrics, node.reload_tls)
+                                                    node.metrics, node.reload_tls, federation)
         node._exit.push_async_callback(runner.cleanup)
     if main and placement.processes > 1:
         workers = await BrokerProcesses.start(config.model_dump(mode="json"), placement.processes, addresses, log)
@@ -272,6 +274,28 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
                                        "admin_port": node.admin_port, "ii_port": node.ii_port,
                                        "process": placement.index, "amqps_ports": node.amqps_ports})
     return node
+
+
+def _registry(node: RunningNode, main: bool) -> tuple[CollectorRegistry, FederationCollector | None]:
+    """The admin endpoint's metrics: the broker's, the log's counts, the node-level ones, and in the
+    node process the federation state (the bridges' collectors join when they start)."""
+    registry = broker_registry(node.core, node.server, node.log)
+
+    def tls_paths() -> TlsPaths | None:
+        files = node.tls.files if node.tls is not None else None
+        return TlsPaths(files.cert_chain, tuple(files.crls)) if files is not None else None
+
+    def bi_peers() -> list[bytes]:
+        return [der for connection in node.server.connections if (der := connection.peer_certificate())]
+
+    registry.register(NodeCollector(node.config.name, node.placement.index, node.placement.processes,
+                                    node.config.data_dir, tls_paths, bi_peers))
+    if not main:
+        return registry, None
+    federation = FederationCollector(lambda: take_snapshot(node.config.name, node.ii_runtime,
+                                                           bridge_links(node.tlex, node.if2)))
+    registry.register(federation)
+    return registry, federation
 
 
 async def _open_store(config: NodeConfig, placement: Placement, admission: Admission, log: JsonLog,

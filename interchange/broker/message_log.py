@@ -36,6 +36,9 @@ class JsonLog:
         self._on_change: list[Callable[[], None]] = []
         self._writer = LogWriter(path, stream, rotation)
         self._facts: dict[int, tuple[str | None, str]] = {}
+        #: (level, event) -> records raised at warning or error level, counted whatever the level
+        #: written (IP_137/138: an operator monitors errors and warnings; /metrics exports these)
+        self.counts: dict[tuple[str, str], int] = {}
 
     @property
     def messages_on(self) -> bool:
@@ -71,8 +74,14 @@ class JsonLog:
     def message_id(self, seq: int) -> str:
         return logformat.message_id(self.node, self.process, self.boot_ms, seq)
 
+    def _count(self, level: str, event: str) -> None:
+        if level in COUNTED_LEVELS:
+            key = (level, event)
+            self.counts[key] = self.counts.get(key, 0) + 1
+
     def event(self, level: str, event: str, fields: dict) -> None:
         """Connection, link and error events (IP_009)."""
+        self._count(level, event)
         if self._enabled(level):
             record = self._base(level, event)
             record["details"] = fields
@@ -83,6 +92,7 @@ class JsonLog:
         event's own. Records of :data:`logformat.ALWAYS_LOGGED_EVENTS` are written whatever the
         switches; the others only while message logging is on."""
         level = _LEVELS.get(event, "info")
+        self._count(level, event)
         if not self._enabled(level) or not (self.messages_on or event in logformat.ALWAYS_LOGGED_EVENTS):
             return
         record = self._base(level, event)
@@ -135,6 +145,7 @@ class JsonLog:
     def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str, seq: int,
                  federated: bool = False, message: BrokerMessage | None = None) -> None:
         """IP_016: a dropped malformed message is always logged (as a warning)."""
+        self._count("warning", "rejected_message")
         if not self._enabled("warning"):
             return
         record = self._base("warning", "rejected_message")
@@ -158,6 +169,8 @@ class JsonLog:
 
 
 _LEVELS = {"rejected_message": "warning", "dropped_message": "warning"}
+#: the levels whose records are counted for the metrics
+COUNTED_LEVELS = frozenset({"warning", "error"})
 
 
 def _text(value: object) -> str | None:

@@ -1,5 +1,7 @@
-"""Prometheus metrics of the broker (IP_137): connections, sources and their depths, message
-counters (rates come from Prometheus' rate()), routing latency and process vitals.
+"""Prometheus metrics of the broker (IP_137): connections, sources with their depths and limits
+(IP_032), message counters (rates come from Prometheus' rate()), accepted messages per message type
+and peer, routing latency (IP_012), the durable store, warning and error log records (IP_138) and
+process vitals. The alert rules and dashboard in ``deploy/monitoring/`` read these names.
 
 Read at scrape time from the broker's own counters (a custom collector), so the hot path
 pays nothing for metrics.
@@ -7,7 +9,7 @@ pays nothing for metrics.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -31,22 +33,15 @@ class BrokerCollector:
         yield GaugeMetricFamily("interchange_connections", "Open AMQP connections", value=len(self._server.connections))
         yield GaugeMetricFamily("interchange_sources", "Number of sources (message queues)", value=len(core.sources))
         yield GaugeMetricFamily("interchange_targets", "Number of targets", value=len(core.addresses.targets))
-        depth = GaugeMetricFamily("interchange_source_depth", "Messages buffered in a source", labels=["source"])
-        depth_bytes = GaugeMetricFamily("interchange_source_bytes", "Bytes buffered in a source", labels=["source"])
-        dropped = CounterMetricFamily("interchange_source_dropped", "Messages dropped because a source was full",
-                                      labels=["source"])
-        consumers = GaugeMetricFamily("interchange_source_consumers", "Consumer links on a source", labels=["source"])
-        for address, source in core.sources.items():
-            depth.add_metric([address], source.depth)
-            depth_bytes.add_metric([address], source.depth_bytes)
-            dropped.add_metric([address], source.dropped)
-            consumers.add_metric([address], len(source.links))
-        yield depth
-        yield depth_bytes
-        yield dropped
-        yield consumers
+        yield from self._sources()
         yield CounterMetricFamily("interchange_messages_received", "Messages accepted from publishers",
                                   value=obs.received_count)
+        by_type = CounterMetricFamily("interchange_messages_received_by_type", "Messages accepted, per messageType "
+                                      "and peer (the publishing actor, or the neighbour they were imported from)",
+                                      labels=["message_type", "peer", "origin"])
+        for (message_type, peer, federated), count in list(obs.received_by.items()):
+            by_type.add_metric([str(message_type), peer, "federation" if federated else "local"], count)
+        yield by_type
         yield CounterMetricFamily("interchange_messages_rejected", "Malformed messages rejected (IP_016)",
                                   value=obs.rejected_count)
         yield CounterMetricFamily("interchange_messages_routed", "Messages routed to at least one source",
@@ -76,6 +71,34 @@ class BrokerCollector:
                                     buckets=buckets, sum_value=obs.latency_sum)
 
 
+    def _sources(self) -> Iterator[Metric]:
+        """Per source: depth, limits (IP_032), consumers and its counters."""
+        def family(kind: type[GaugeMetricFamily] | type[CounterMetricFamily], name: str, text: str) -> Metric:
+            return kind(name, text, labels=["source"])
+        families = (
+            (family(GaugeMetricFamily, "interchange_source_depth", "Messages buffered in a source"),
+             lambda s: s.depth),
+            (family(GaugeMetricFamily, "interchange_source_bytes", "Bytes buffered in a source"),
+             lambda s: s.depth_bytes),
+            (family(GaugeMetricFamily, "interchange_source_max_messages", "A source's buffer limit in messages "
+                    "(IP_032: the oldest is dropped beyond it)"), lambda s: s.spec.max_messages),
+            (family(GaugeMetricFamily, "interchange_source_max_bytes", "A source's buffer limit in bytes"),
+             lambda s: s.spec.max_bytes),
+            (family(GaugeMetricFamily, "interchange_source_consumers", "Consumer links on a source"),
+             lambda s: len(s.links)),
+            (family(CounterMetricFamily, "interchange_source_dropped", "Messages dropped because a source was full"),
+             lambda s: s.dropped),
+            (family(CounterMetricFamily, "interchange_source_delivered", "Messages a source handed to consumers"),
+             lambda s: s.delivered),
+            (family(CounterMetricFamily, "interchange_source_expired", "Messages that expired in a source "
+                    "undelivered (IP_033)"), lambda s: s.expired),
+        )
+        sources = list(self._core.sources.items())
+        for metric, read in families:
+            for address, source in sources:
+                metric.add_metric([address], read(source))  # type: ignore[attr-defined]
+            yield metric
+
     def _durable(self) -> Iterator[Metric]:
         """Durable messages (issue 11), when the store is on."""
         durability = self._core.durability
@@ -89,14 +112,44 @@ class BrokerCollector:
                                 "process started", value=durability.recovered)
         yield CounterMetricFamily("interchange_durable_refused", "Durable messages refused because the store could "
                                   "not write (full or failing disk)", value=durability.refused)
+        fault = durability.store.fault
+        yield GaugeMetricFamily("interchange_durable_store_writable", "1 while the durable store can write; 0 while "
+                                "its disk is full or failing (store_write_failed in the log)", value=int(fault is None))
         yield CounterMetricFamily("interchange_durable_duplicate_imports", "Imported durable messages a neighbour "
                                   "sent again after a restart (at-least-once)", value=durability.duplicate_imports)
 
 
-def broker_registry(core: "BrokerCore", server: "BrokerServer") -> CollectorRegistry:
-    """A registry with the broker's metrics and the process vitals (CPU, memory, fds)."""
+class CountedLog(Protocol):
+    """What :class:`LogCollector` reads of the log (:class:`~interchange.broker.message_log.JsonLog`)."""
+
+    @property
+    def counts(self) -> dict[tuple[str, str], int]: ...
+
+
+class LogCollector:
+    """Warning and error log records by event (IP_137/138: errors are monitored), counted whatever
+    level the file is written at."""
+
+    def __init__(self, log: CountedLog) -> None:
+        self._log = log
+
+    def collect(self) -> Iterator[Metric]:
+        records = CounterMetricFamily("interchange_log_records", "Warning and error log records, by level and event",
+                                      labels=["level", "event"])
+        for level in ("warning", "error"):  # both always present: an alert's rate() needs a zero to start from
+            records.add_metric([level, ""], 0)
+        for (level, event), count in sorted(self._log.counts.items()):
+            records.add_metric([level, event], count)
+        yield records
+
+
+def broker_registry(core: "BrokerCore", server: "BrokerServer", log: CountedLog | None = None) -> CollectorRegistry:
+    """A registry with the broker's metrics, the log's record counts and the process vitals (CPU,
+    memory, fds)."""
     registry = CollectorRegistry()
     registry.register(BrokerCollector(core, server))
+    if log is not None:
+        registry.register(LogCollector(log))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry

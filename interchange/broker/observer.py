@@ -67,9 +67,15 @@ class BrokerObserver:
         self.duplicate_dropped_count = 0
         self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
+        #: accepted messages per (messageType, publisher: actor or neighbour, imported): the dashboards'
+        #: traffic per type and peer; bounded by the profile's types and the node's peers
+        self.received_by: dict[tuple[object, str, bool], int] = {}
 
     def received(self, message: BrokerMessage, address: str) -> None:
         self.received_count += 1
+        key = (message.properties.get("messageType"), message.publisher, message.federated)
+        by = self.received_by
+        by[key] = by.get(key, 0) + 1
         log = self.log
         if log is not None and log.messages_on:
             log.message("received_message", message, address)
