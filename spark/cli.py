@@ -1,7 +1,7 @@
 """``interchange audit <job>``: the Spark pipeline's jobs on the command line (and under spark-submit).
 
     interchange audit ingest   --input LOGS... --output DIR [--master URL]
-    interchange audit validate --input DIR|LOGS... --output DIR [--master URL]
+    interchange audit validate --input DIR|LOGS... --output DIR [--master URL] [--metrics-file PATH.prom]
     interchange audit stream   --input LOGDIR --output DIR [--available-now] [--master URL]
     interchange audit report   --input DIR|LOGS... --output REPORT.html
     interchange audit replay   --input LOGS...|DIR [slice] (--broker HOST:PORT --pki DIR --cn CN | --dry-run)
@@ -43,6 +43,8 @@ def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
 def _validate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", help="name of this run in the violations and rule_metrics history "
                                          "(default: a UTC timestamp)")
+    parser.add_argument("--metrics-file", metavar="PATH", help="also write the run's findings per rule and severity "
+                        "as a Prometheus textfile-collector file (name it *.prom)")
 
 
 def _stream_arguments(parser: argparse.ArgumentParser) -> None:

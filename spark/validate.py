@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructType
 
 from spark import parse, rules, tables
+from spark.audit_metrics import write_metrics
 from spark.ingest import read_messages, read_records, read_table
 from spark.tables import Layout
 
@@ -152,4 +153,6 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
                       cache_input=not is_table(args.input))
     print(result.table())
     print(f"validate: run {result.run_id}: {result.violations} findings -> {Layout(args.output).violations}")
+    if getattr(args, "metrics_file", None):
+        write_metrics(args.metrics_file, result)
     return 0

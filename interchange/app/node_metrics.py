@@ -1,7 +1,7 @@
 """Node-level Prometheus metrics beside each broker process's own (IP_137: application vitals, and
 what the alert rules in ``deploy/monitoring/`` need):
 
-- ``interchange_process_info{node, process, processes}``: which node and broker process a target is;
+- ``interchange_process_info{interchange, broker_process, processes}``: which node and broker process a target is;
 - the data directory's free and total bytes (disk space, IP_137; the durable store and the II's
   database live there);
 - the expiry of the node's own certificate chain, of the certificate of every peer connected to
@@ -48,6 +48,14 @@ class CrlFacts:
     issuer: str
     last_update: float
     next_update: float | None
+
+
+def scrape_targets(node: str, host: str, admin_port: int, processes: int) -> list[dict[str, object]]:
+    """Prometheus file-based service discovery entries: broker process k's admin endpoint is on
+    ``admin_port + k``, labelled ``node`` and ``process`` (the rules and the dashboard group by them)."""
+    address = f"[{host}]" if ":" in host else host
+    return [{"targets": [f"{address}:{admin_port + k}"], "labels": {"node": node, "process": str(k)}}
+            for k in range(processes)]
 
 
 class ParsedFiles:
@@ -124,8 +132,9 @@ class NodeCollector:
         self._peers = PeerCertificates()
 
     def collect(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily("interchange_process_info", "This broker process: its node and index (1)",
-                                 labels=["node", "process", "processes"])
+        info = GaugeMetricFamily("interchange_process_info", "This broker process: its interchange's name, its "
+                                 "index k and the node's process count (1; the scrape target adds node, process)",
+                                 labels=["interchange", "broker_process", "processes"])
         info.add_metric(self._labels, 1)
         yield info
         yield from self._disk()
