@@ -46,6 +46,7 @@ class PageLoad:
     charts: list[dict[str, Any]] = field(default_factory=list)  #: CHART_PROBE's result
     title: str = ""
     screenshot: bytes = b""
+    probed: Any = None  #: the value of the caller's ``probe`` expression
 
     def requests_besides(self, url: str) -> list[str]:
         return [request for request in self.requests if request != url]
@@ -122,8 +123,10 @@ async def _drain(process: asyncio.subprocess.Process) -> None:
         pass  # keep chromium's stderr pipe from filling up
 
 
-async def load(page: Path, width: int = 1200, height: int = 900, settle_s: float = 0.5) -> PageLoad:
-    """Open ``page`` (a local file) in headless chromium; what it requested, logged, drew."""
+async def load(page: Path | str, width: int = 1200, height: int = 900, settle_s: float = 0.5,
+               probe: str | None = None) -> PageLoad:
+    """Open ``page`` (a local file, or a URL) in headless chromium; what it requested, logged, drew,
+    and the value of the JavaScript expression ``probe`` evaluated in it (by the test, not the page)."""
     result = PageLoad()
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         process = await asyncio.create_subprocess_exec(
@@ -141,7 +144,7 @@ async def load(page: Path, width: int = 1200, height: int = 900, settle_s: float
                     targets = await answer.json()
                 page_ws = next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
                 async with session.ws_connect(page_ws, max_msg_size=0) as ws:
-                    await _drive(_Cdp(ws, result), page, settle_s, result)
+                    await _drive(_Cdp(ws, result), page, settle_s, result, probe)
             drain.cancel()
         finally:
             if process.returncode is None:
@@ -150,16 +153,19 @@ async def load(page: Path, width: int = 1200, height: int = 900, settle_s: float
     return result
 
 
-async def _drive(cdp: _Cdp, page: Path, settle_s: float, result: PageLoad) -> None:
+async def _drive(cdp: _Cdp, page: Path | str, settle_s: float, result: PageLoad, probe: str | None) -> None:
     for domain in ("Page", "Runtime", "Log", "Network"):
         await cdp.call(f"{domain}.enable")
-    await cdp.call("Page.navigate", url=page.resolve().as_uri())
+    await cdp.call("Page.navigate", url=page if isinstance(page, str) else page.resolve().as_uri())
     await asyncio.wait_for(cdp.loaded.wait(), START_TIMEOUT)
     await asyncio.sleep(settle_s)  # late errors or requests (timers, lazy loads) are seen too
-    probe = await cdp.call("Runtime.evaluate", expression=CHART_PROBE, returnByValue=True)
-    result.charts = probe["result"].get("value") or []
+    charts = await cdp.call("Runtime.evaluate", expression=CHART_PROBE, returnByValue=True)
+    result.charts = charts["result"].get("value") or []
     title = await cdp.call("Runtime.evaluate", expression="document.title", returnByValue=True)
     result.title = title["result"].get("value", "")
+    if probe is not None:
+        probed = await cdp.call("Runtime.evaluate", expression=probe, returnByValue=True)
+        result.probed = probed["result"].get("value")
     shot = await cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
     result.screenshot = base64.b64decode(shot["data"])
     await cdp.close()
