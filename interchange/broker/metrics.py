@@ -127,18 +127,27 @@ class CountedLog(Protocol):
 
 
 class LogCollector:
-    """Warning and error log records by event (IP_137/138: errors are monitored), counted whatever
-    level the file is written at."""
+    """Warning and error log records (IP_137/138: errors are monitored), counted whatever level the
+    file is written at: per level (both always present, from 0, so that the first error is an
+    increase an alert sees) and per level and event (tls_refused present from 0 too: the TLS
+    refusal alert's rate)."""
+
+    #: (level, event) exported from 0 before the first record
+    SEEDED = (("warning", "tls_refused"),)
 
     def __init__(self, log: CountedLog) -> None:
         self._log = log
 
     def collect(self) -> Iterator[Metric]:
+        counts = dict.fromkeys(self.SEEDED, 0) | self._log.counts
+        per_level = CounterMetricFamily("interchange_log_level_records", "Warning and error log records, by level",
+                                        labels=["level"])
+        for level in ("warning", "error"):
+            per_level.add_metric([level], sum(n for (lvl, _), n in counts.items() if lvl == level))
+        yield per_level
         records = CounterMetricFamily("interchange_log_records", "Warning and error log records, by level and event",
                                       labels=["level", "event"])
-        for level in ("warning", "error"):  # both always present: an alert's rate() needs a zero to start from
-            records.add_metric([level, ""], 0)
-        for (level, event), count in sorted(self._log.counts.items()):
+        for (level, event), count in sorted(counts.items()):
             records.add_metric([level, event], count)
         yield records
 
