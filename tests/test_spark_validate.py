@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import io
 import random
+import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -166,7 +168,8 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def faulty_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """The faulty log ingested, then validated once through the command line: (output root, its stdout)."""
+    """The faulty log ingested, then validated once through the command line: (output root, its stdout);
+    the run's textfile-collector metrics are in ``<root>/../interchange_audit.prom``."""
     base = tmp_path_factory.mktemp("faulty")
     log = base / "node-20261118T000000000000-0001.jsonl"
     log.write_text(loggen.lines(_faulty_log()))
@@ -174,7 +177,8 @@ def faulty_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
     ingest(spark, [str(log)], out)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(["audit", "validate", "--input", out, "--output", out, "--run-id", "run-1"]) == 0
+        assert main(["audit", "validate", "--input", out, "--output", out, "--run-id", "run-1",
+                     "--metrics-file", str(base / "interchange_audit.prom")]) == 0
     return out, printed.getvalue()
 
 
@@ -201,6 +205,22 @@ def test_rule_metrics_count_checked_and_violations(spark: SparkSession, faulty_r
     assert metrics[("IP_104", "spatem_after_mapem")] == (2, 1)
     assert metrics[("IP_048", "repetition")] == (1 + 1, 1)  # IVIM NL00001:9 three times: two gaps
     assert metrics[("IP_013", "burst")] == (0, 0)  # no second with 5000 arrivals: nothing checked
+
+
+def test_the_metrics_file_holds_the_runs_findings(spark: SparkSession, faulty_run: tuple[str, str]) -> None:
+    """The textfile-collector file agrees with the run's rule metrics, and promtool accepts it."""
+    out, _ = faulty_run
+    path = Path(out).parent / "interchange_audit.prom"
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(path.read_text()) for s in family.samples}
+    history = read_table(spark, tables.Layout(out).rule_metrics, tables.RULE_METRICS).collect()
+    assert {(dict(k[1])["rule"], dict(k[1])["check"], dict(k[1])["severity"]): v for k, v in samples.items()
+            if k[0] == "interchange_audit_findings"} == {(m.rule, m.check, m.severity): m.violations for m in history}
+    assert samples[("interchange_audit_findings", (("check", "latency"), ("rule", "IP_012"), ("severity", "error")))] == 1
+    assert samples[("interchange_audit_last_run_timestamp_seconds", ())] == history[0].runMs / 1000
+    checked = subprocess.run(["promtool", "check", "metrics"], input=path.read_text(), capture_output=True, text=True,
+                             timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_local_rows_keep_every_value(spark: SparkSession) -> None:

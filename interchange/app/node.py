@@ -243,7 +243,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     if node.amqps_port is None and node.amqp_port is None:
         raise ValueError(NOTHING_TO_LISTEN_ON)
     if config.admin.port is not None:
-        node.metrics, federation = _registry(node, main)
+        node.metrics, federation = node_registry(node, main)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
                                                     node.metrics, node.reload_tls, federation)
         node._exit.push_async_callback(runner.cleanup)
@@ -276,7 +276,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     return node
 
 
-def _registry(node: RunningNode, main: bool) -> tuple[CollectorRegistry, FederationCollector | None]:
+def node_registry(node: RunningNode, main: bool) -> tuple[CollectorRegistry, FederationCollector | None]:
     """The admin endpoint's metrics: the broker's, the log's counts, the node-level ones, and in the
     node process the federation state (the bridges' collectors join when they start)."""
     registry = broker_registry(node.core, node.server, node.log)
