@@ -25,14 +25,18 @@ command -v npm >/dev/null || need npm
 command -v chromium >/dev/null || need chromium                # the audit report's test loads it in a real headless browser
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need rabbitmq-server   # the IF2 bridge tests' RabbitMQ (a private node each run)
 [ -f /usr/include/proton/connection.h ] || need libqpid-proton11-dev   # the benchmarks' C load generator (benchmarks/loadgen)
+command -v promtool >/dev/null || need prometheus              # deploy/monitoring's tests: promtool and a real Prometheus
 
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  if [[ " ${missing[*]} " == *" rabbitmq-server "* ]]; then  # the tests never use the system-wide node
-    { $SUDO systemctl disable --now rabbitmq-server || $SUDO service rabbitmq-server stop; } >/dev/null 2>&1 || true
-  fi
+  # the tests never use the system-wide services the packages start: each test runs its own
+  for service in rabbitmq-server prometheus; do
+    if [[ " ${missing[*]} " == *" $service "* ]]; then
+      { $SUDO systemctl disable --now "$service" || $SUDO service "$service" stop; } >/dev/null 2>&1 || true
+    fi
+  done
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -50,6 +50,11 @@ def test_promtool_accepts_the_rules() -> None:
     assert "SUCCESS" in result.stdout
 
 
+def test_promtool_accepts_the_scrape_configuration() -> None:
+    result = promtool("check", "config", str(MONITORING / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_every_alert_says_how_bad_and_what_to_do() -> None:
     names = [rule["alert"] for rule in alerts()]
     assert len(names) == len(set(names))
