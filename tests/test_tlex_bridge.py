@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import aiohttp
 import pytest
 from broker_harness import complete_records
 from ii_harness import Consumer, Https, node_config, publish, start, wait_for
@@ -124,6 +125,11 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_pa
         assert node.metrics is not None
         metrics = generate_latest(node.metrics).decode()
         assert 'tlex_session_connected 1.0' in metrics
+        async with aiohttp.ClientSession() as session:  # the node's view of its bridge (deploy/monitoring)
+            async with session.get(f"http://127.0.0.1:{node.admin_port}/metrics") as response:
+                assert 'interchange_bridge_link_up{bridge="tlex",link="tlex-session"} 1.0' in await response.text()
+            async with session.get(f"http://127.0.0.1:{node.admin_port}/federation") as response:
+                assert '<td>tlex</td><td>tlex-session</td><td class="ok">connected</td>' in await response.text()
         assert f'tlex_tlc_srem_out_total{{tlc="{TLCS[1]}"}} 1.0' in metrics
         assert f'tlex_tlc_published_total{{tlc="{TLCS[0]}"}}' in metrics
         log = (tmp_path / "node" / "node.log").read_text()
