@@ -2,7 +2,8 @@
 filesystem (a tmpfs mounted here: the test needs root and fails, not skips, without it) that is
 full: it starts (repairing its store without a byte of space), serves memory-only messages,
 refuses durable ones with ``amqp:resource-limit-exceeded`` and the reason, takes them again by
-itself once space is freed, and after a SIGKILL gives back every durable message it accepted."""
+itself once space is freed, and after a SIGKILL gives back every durable message it accepted. Its
+admin endpoint's metrics say so meanwhile (what deploy/monitoring's disk and store alerts read)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,10 +12,12 @@ import os
 import re
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from proton import Delivery, Message
 from proton.utils import BlockingConnection
 
@@ -22,7 +25,7 @@ from broker_harness import BROKER_CN, client_connection, complete_records, denm,
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.journal import MAGIC
-from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.app.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
 
 WAIT_S = 30.0
 PUBLISHER, CONSUMER = "actor-1", "actor-2"
@@ -69,7 +72,7 @@ def _config(pki: TestPki, data_dir: Path, log: Path) -> Path:
         name=BROKER_CN, data_dir=data_dir,
         tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
         broker=BrokerConfig(host="127.0.0.1", port=0, processes=1, targets=TARGETS, sources=SOURCES),
-        log=LogConfig(path=log, level="debug"))
+        log=LogConfig(path=log, level="debug"), admin=AdminConfig(host="127.0.0.1", port=0))
     path = log.parent / "node.json"
     path.write_text(config.model_dump_json(), encoding="utf-8")
     return path
@@ -81,6 +84,16 @@ class Node:
         found = re.search(r"AMQPS port (\d+)", line)
         assert found is not None, line
         self.port = int(found.group(1))
+        admin = re.search(r"admin port (\d+)", line)
+        assert admin is not None, line
+        self.admin_port = int(admin.group(1))
+
+    def metrics(self) -> dict[str, float]:
+        """The unlabelled samples and those of the data directory, by name."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/metrics", timeout=WAIT_S).read().decode()
+        return {s.name + (f"{{{s.labels['level']}}}" if "level" in s.labels else ""): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples
+                if not s.labels or set(s.labels) <= {"path", "level"}}
 
     def kill(self) -> None:
         self.process.kill()
@@ -176,6 +189,10 @@ def test_a_node_on_a_full_disk_serves_refuses_durable_and_resumes(pki: TestPki, 
         assert "disk is full" in condition.description and "No space left on device" in condition.description
         [failed] = _events(log, "store_write_failed")
         assert failed["level"] == "error" and failed["details"]["disk_full"] is True
+        full = node.metrics()
+        assert full["interchange_durable_store_writable"] == 0 and full["interchange_durable_refused_total"] == 1
+        assert full["interchange_data_dir_free_bytes"] == 0 < full["interchange_data_dir_size_bytes"]
+        assert full["interchange_log_level_records_total{error}"] >= 1
         assert _consume(pki, node.port) == [f"early-{i}" for i in range(4)] + ["memory-1"]
         # space comes back: durable messages are taken again without a restart
         filler.unlink()
@@ -184,6 +201,7 @@ def test_a_node_on_a_full_disk_serves_refuses_durable_and_resumes(pki: TestPki, 
             assert time.monotonic() < deadline, "durable messages were never taken again"
             time.sleep(0.2)
         assert _events(log, "store_writes_resumed")
+        assert node.metrics()["interchange_durable_store_writable"] == 1
         for i in range(100):
             assert _send(connection, sender, _message(f"after-{i}", True)).remote_state == Delivery.ACCEPTED
         # the disk fills while the node runs: what was made ready ahead is used up, then the write

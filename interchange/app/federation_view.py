@@ -199,10 +199,11 @@ def _neighbour(n: NeighbourRow) -> str:
 def _links(links: Sequence[Link]) -> str:
     if not links:
         return "<td></td>"
-    parts = [f"{_e(l.host)}:{_e(l.port)}/{_e(l.source)}: "
-             f"<span class=\"{'ok' if l.connected else 'bad'}\">{'connected' if l.connected else 'down'}</span>"
-             f", {_e(l.received)} received" + (f", {_e(l.last_error)}" if l.last_error and not l.connected else "")
-             for l in links]
+    parts = [f"{_e(link.host)}:{_e(link.port)}/{_e(link.source)}: "
+             f"<span class=\"{'ok' if link.connected else 'bad'}\">{'connected' if link.connected else 'down'}</span>"
+             f", {_e(link.received)} received"
+             + (f", {_e(link.last_error)}" if link.last_error and not link.connected else "")
+             for link in links]
     return "<td>" + "<br>".join(parts) + "</td>"
 
 
