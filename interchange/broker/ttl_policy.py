@@ -16,8 +16,10 @@ SPATEM, SREM, SSEM                 1 s                  1.2 s  (current signal s
 missing or other messageType       540 s                648 s
 =================================  ===================  ==============================================
 
-A producer's own expiry (header ttl, properties absolute-expiry-time) always wins over the
-default; the policy's optional ``maximum_ttl_ms`` caps every expiry (a destination policy, IP_034).
+The intervals, the factor and the minimum are the profile's (:mod:`interchange.ground.profile`:
+``MESSAGE_TYPES[...].repetition.interval_ms``, ``FALLBACK_INTERVAL_MS``, ``TTL``). A producer's
+own expiry (header ttl, properties absolute-expiry-time) always wins over the default; the
+policy's optional ``maximum_ttl_ms`` caps every expiry (a destination policy, IP_034).
 """
 from __future__ import annotations
 
@@ -27,25 +29,13 @@ from types import MappingProxyType
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_serializer, field_validator
 
 from interchange.broker.amqp_scan import ScannedMessage
+from interchange.ground.profile import FALLBACK_INTERVAL_MS, MESSAGE_TYPES, TTL, TtlRule
 
 __all__ = ["DEFAULT_REPETITION_INTERVALS_MS", "DEFAULT_TTL_POLICY", "TtlPolicy", "default_ttl_ms", "effective_expiry_ms"]
 
-_NINE_MINUTES_MS = 540_000
-
-#: BI repetition interval per messageType, in ms (see the module docstring for the sources).
+#: BI repetition interval per messageType, in ms (the profile's; see the module docstring).
 DEFAULT_REPETITION_INTERVALS_MS: Mapping[str, int] = MappingProxyType(
-    {
-        "DENM": _NINE_MINUTES_MS,
-        "IVIM": _NINE_MINUTES_MS,
-        "MAPEM": _NINE_MINUTES_MS,
-        "POIM-PA": _NINE_MINUTES_MS,
-        "CAM": 120_000,
-        "CPM": 1_000,
-        "SPATEM": 1_000,
-        "SREM": 1_000,
-        "SSEM": 1_000,
-    }
-)
+    {t.value: spec.repetition.interval_ms for t, spec in MESSAGE_TYPES.items()})
 
 
 class TtlPolicy(BaseModel):
@@ -58,9 +48,9 @@ class TtlPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     repetition_interval_ms: Mapping[str, PositiveInt] = Field(default_factory=dict, validate_default=True)
-    fallback_interval_ms: PositiveInt = _NINE_MINUTES_MS
-    factor: float = Field(default=1.2, gt=0, allow_inf_nan=False)
-    minimum_ttl_ms: int = Field(default=1_000, ge=0)
+    fallback_interval_ms: PositiveInt = FALLBACK_INTERVAL_MS
+    factor: float = Field(default=TTL.factor, gt=0, allow_inf_nan=False)
+    minimum_ttl_ms: int = Field(default=TTL.minimum_ms, ge=0)
     maximum_ttl_ms: PositiveInt | None = None
 
     @field_validator("repetition_interval_ms", mode="after")
@@ -78,7 +68,7 @@ class TtlPolicy(BaseModel):
             interval = self.repetition_interval_ms.get(message_type, self.fallback_interval_ms)
         else:
             interval = self.fallback_interval_ms
-        ttl = max(self.minimum_ttl_ms, round(interval * self.factor))
+        ttl = TtlRule(self.factor, self.minimum_ttl_ms).ttl_ms(interval)
         if self.maximum_ttl_ms is not None and ttl > self.maximum_ttl_ms:
             return self.maximum_ttl_ms
         return ttl

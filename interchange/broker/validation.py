@@ -1,33 +1,11 @@
 """Check a message's application properties against tables 1-7 of the IP profile (IP_016, IP_022).
 
 :func:`validate_application_properties` returns every problem found (an empty list means valid);
-the broker drops and logs a message with problems (IP_016). Each check names its requirement:
-
-- IP_022 (Table 1, every C-ITS message): publisherId, originatingCountry, protocolVersion,
-  messageType and quadTree are mandatory strings; publicationId, serviceType, baselineVersion,
-  longitude, latitude, shardId and shardCount are typed when present. publisherId is two
-  uppercase letters and a number 0-16383 with optional leading zeros (ISO 14816, e.g. "DE15608");
-  originatingCountry is two uppercase letters (ISO 3166-1 alpha-2); publicationId is
-  ``<publisherId>:<id>`` for the message's own publisherId; messageType is one of DENM, IVIM,
-  SPATEM, MAPEM, SREM, SSEM, CPM, POIM-PA, CAM; longitude/latitude are float or double in
-  [-180, 180] / [-90, 90].
-- IP_026 (Table 2, DENM): causeCode and subCauseCode are mandatory integers 0-255, both -1 for a
-  cancellation.
-- IP_029 (Table 3, IVIM, and every list-valued string): a comma separated list starts and ends
-  with a comma, ``",a,b,"``, with no empty item (``",-1,"`` stands for "not present").
-  iviStatus is an integer 0-7 (ISO 19321 IviStatus), iviType and pictogramCategoryCode lists of
-  integers, iviContainer a list.
-- IP_100 / IP_103 (Tables 4 and 5, SPATEM/MAPEM and SREM/SSEM): id and name are lists.
-- IP_122 / IP_123 (Table 6, CAM): stationType is a mandatory integer 0-255 (ETSI TS 102 894-2
-  StationType); vehicleRole an integer 0-15.
-- IP_135 (Table 7, CPM): type is "Vehicle" or "RSU".
-- IP_037 / IP_038: quadTree is a ``",t1,t2,"`` list of tiles of digits 0-3 (parsed by
-  :func:`quadtree.parse_property`) with at least one reference tile of zoom level 18 or more.
-- IP_128-130 and appendix G: shardId and shardCount are integers, 1 <= shardId <= shardCount;
-  a message carrying shardCount carries shardId (Table 1); against the capability's declared
-  shardCount, shardId must not exceed it and a message's shardCount must equal it. A message
-  without shardId is accepted: routing treats it as shard 1 (IP_128).
-- IP_131: a property not defined in tables 1-7 is named ``custom-<namespace>-<name>``.
+the broker drops and logs a message with problems (IP_016). The tables, value rules, mandatory
+properties, rules across properties and IP_131's custom names are the data of
+:mod:`interchange.ground.profile`; this module turns each into a Python check once, at import,
+and names in each problem the requirement the profile gives it (IP_022, IP_026, IP_029, IP_037,
+IP_038, IP_100, IP_122, IP_123, IP_128, IP_130, IP_131, IP_135).
 
 Conventions: names defined in any of tables 1-7 are accepted on every message type (only the
 mandatory ones depend on messageType) and are checked the same way wherever they appear.
@@ -41,19 +19,41 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 from uuid import UUID
 
 import quadtree
 from interchange.broker.amqp_scan import FLOATING_TYPES, INTEGER_TYPES, AmqpDecimal
+from interchange.ground.profile import (
+    CROSS_RULES,
+    CUSTOM_NAMES,
+    PROPERTIES,
+    PROPERTY_NAMES,
+    CancellationRule,
+    CommaList,
+    CrossRule,
+    Kind,
+    MessageType,
+    NonEmpty,
+    OneOf,
+    Pattern,
+    Property,
+    PublicationIdRule,
+    PublisherId,
+    QuadTreeTiles,
+    Range,
+    ShardRule,
+)
 
-__all__ = ["MESSAGE_TYPES", "STANDARD_PROPERTIES", "STANDARD_PROPERTY_NAMES", "Problem", "validate_application_properties"]
+__all__ = ["MESSAGE_TYPES", "STANDARD_PROPERTIES", "STANDARD_PROPERTY_NAMES", "Problem", "check_property_value",
+           "check_publication_id", "validate_application_properties"]
 
 #: messageType values of Table 1 (IP_022).
-MESSAGE_TYPES = frozenset({"DENM", "IVIM", "SPATEM", "MAPEM", "SREM", "SSEM", "CPM", "POIM-PA", "CAM"})
-
-#: Minimum zoom level of a message's reference location tile (IP_038).
-REFERENCE_ZOOM = 18
+MESSAGE_TYPES: frozenset[str] = frozenset(t.value for t in MessageType)
+#: Names defined in tables 1-7 (anything else must follow IP_131).
+STANDARD_PROPERTIES = frozenset(PROPERTY_NAMES)
+#: The same names in the order of the tables.
+STANDARD_PROPERTY_NAMES: tuple[str, ...] = PROPERTY_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +72,8 @@ class Problem:
 
 Finding = tuple[str, str] | None
 #: A value check. It is called only with a value whose AMQP type passed the property's kind
-#: (str for strings, int for integers, float for floats), which the table cannot express: Any.
+#: (str for strings, int for integers, float for floats), which the profile cannot express: Any.
 Check = Callable[[Any], Finding]
-
-_PUBLISHER_ID = re.compile(r"[A-Z]{2}([0-9]{1,5})")
-_COUNTRY = re.compile(r"[A-Z]{2}")
-_CUSTOM_NAME = re.compile(r"custom-[^-]+-.+", re.DOTALL)
-_INTEGER_ITEM = re.compile(r"-?[0-9]+")
-#: ``",t1,t2,"`` with non-empty tiles of the digits 0-3: what :func:`quadtree.parse_property`
-#: accepts, matched in one regex call (parse_property costs ~0.5 us per tile on the hot path).
-_QUADTREE_FORM = re.compile(r",(?:[0-3]+,)+")
-_REFERENCE_TILE = re.compile(r",[0-3]{%d}" % REFERENCE_ZOOM)
 
 
 def _comma_list(value: str) -> list[str] | None:
@@ -93,131 +84,112 @@ def _comma_list(value: str) -> list[str] | None:
     return None if "" in items else items
 
 
-def _check_list(value: str) -> Finding:
-    if _comma_list(value) is None:
-        return f"must be a comma separated list like ',a,b,', got {value!r}", "IP_029"
-    return None
+def _list_check(rule: CommaList) -> Check:
+    form = f"must be a comma separated list like {rule.short_example!r}, got "
+    requirement = rule.requirement
+    if rule.item_regex is None:
+        def check(value: str) -> Finding:
+            return (form + repr(value), requirement) if _comma_list(value) is None else None
+        return check
+    item = re.compile(rule.item_regex).fullmatch
+    items_text = f"must list {rule.items} like {rule.example!r}, got "
+
+    def check_items(value: str) -> Finding:
+        items = _comma_list(value)
+        if items is None:
+            return form + repr(value), requirement
+        if not all(item(i) for i in items):
+            return items_text + repr(value), requirement
+        return None
+    return check_items
 
 
-def _check_integer_list(value: str) -> Finding:
-    items = _comma_list(value)
-    if items is None:
-        return f"must be a comma separated list like ',1,2,', got {value!r}", "IP_029"
-    if not all(_INTEGER_ITEM.fullmatch(item) for item in items):
-        return f"must list integers like ',557,559,', got {value!r}", "IP_029"
-    return None
+def _range_check(rule: Range, requirement: str) -> Check:
+    low, high, also = rule.low, rule.high, rule.also
+    expected = f"must be {rule.expected}, got "
 
-
-def _check_non_empty(value: str) -> Finding:
-    return None if value else ("must not be empty", "IP_022")
-
-
-def _check_publisher_id(value: str) -> Finding:
-    match = _PUBLISHER_ID.fullmatch(value)
-    if match is None or int(match.group(1)) > 16383:
-        return f"must be 2 uppercase letters and a number 0-16383 (ISO 14816), got {value!r}", "IP_022"
-    return None
-
-
-def _check_country(value: str) -> Finding:
-    if _COUNTRY.fullmatch(value) is None:
-        return f"must be an ISO 3166-1 alpha-2 code (2 uppercase letters), got {value!r}", "IP_022"
-    return None
-
-
-def _check_message_type(value: str) -> Finding:
-    if value not in MESSAGE_TYPES:
-        return f"must be one of {', '.join(sorted(MESSAGE_TYPES))}, got {value!r}", "IP_022"
-    return None
-
-
-def _check_quadtree(value: str) -> Finding:
-    if _QUADTREE_FORM.fullmatch(value) is not None:  # hot path, the form parse_property accepts
-        if _REFERENCE_TILE.search(value) is not None:
-            return None
-        return f"needs at least one tile of zoom level {REFERENCE_ZOOM} or more", "IP_038"
-    try:
-        tiles = quadtree.parse_property(value)  # the authority: explains what is malformed
-    except ValueError as exc:
-        return f"malformed: {exc}", "IP_037"
-    if not any(len(tile) >= REFERENCE_ZOOM for tile in tiles):
-        return f"needs at least one tile of zoom level {REFERENCE_ZOOM} or more", "IP_038"
-    return None
-
-
-def _check_cpm_type(value: str) -> Finding:
-    return None if value in ("Vehicle", "RSU") else (f"must be 'Vehicle' or 'RSU', got {value!r}", "IP_135")
-
-
-def _range(low: float, high: float, requirement: str) -> Callable[[float], Finding]:
     def check(value: float) -> Finding:
-        if low <= value <= high:  # False for NaN
+        if low <= value <= high or value == also:  # False for NaN
             return None
-        return f"must be {low} to {high}, got {value!r}", requirement
-
+        return expected + repr(value), requirement
     return check
 
 
-def _check_cause_code(value: int) -> Finding:
-    if value == -1 or 0 <= value <= 255:
+def _publisher_id_check(rule: PublisherId, requirement: str) -> Check:
+    form = re.compile(rule.regex).fullmatch
+    highest = rule.max_number
+    expected = f"must be {rule.expected}, got "
+
+    def check(value: str) -> Finding:
+        match = form(value)
+        if match is None or int(match.group(1)) > highest:
+            return expected + repr(value), requirement
         return None
-    return f"must be 0 to 255, or -1 for a cancellation, got {value}", "IP_026"
+    return check
 
 
-# --- the property tables ------------------------------------------------------------------------
+def _quadtree_check(rule: QuadTreeTiles) -> Check:
+    # the form parse_property accepts, matched in one regex call (parse_property costs ~0.5 us per
+    # tile on the hot path); parse_property stays the authority that says what is malformed
+    well_formed = re.compile(rule.form_regex).fullmatch
+    reference = re.compile(rule.reference_regex).search
+    zoom = rule.reference_zoom
+    too_coarse = f"needs at least one tile of zoom level {zoom} or more", rule.zoom_requirement
 
-_STRING = "a string"
-_INTEGER = "an integer"
-_FLOATING = "a float or double"
+    def check(value: str) -> Finding:
+        if well_formed(value) is not None:
+            return None if reference(value) is not None else too_coarse
+        try:
+            tiles = quadtree.parse_property(value)
+        except ValueError as exc:
+            return f"malformed: {exc}", rule.form_requirement
+        return None if any(len(tile) >= zoom for tile in tiles) else too_coarse
+    return check
 
-#: name -> (expected kind, requirement of the table defining it, value check or None): tables 1-7.
-_SPEC: dict[str, tuple[str, str, Check | None]] = {
-    # Table 1: every C-ITS message (IP_022)
-    "publisherId": (_STRING, "IP_022", _check_publisher_id),
-    "publicationId": (_STRING, "IP_022", None),  # checked against publisherId below
-    "originatingCountry": (_STRING, "IP_022", _check_country),
-    "protocolVersion": (_STRING, "IP_022", _check_non_empty),
-    "serviceType": (_STRING, "IP_022", _check_list),
-    "baselineVersion": (_STRING, "IP_022", _check_non_empty),
-    "messageType": (_STRING, "IP_022", _check_message_type),
-    "longitude": (_FLOATING, "IP_022", _range(-180.0, 180.0, "IP_022")),
-    "latitude": (_FLOATING, "IP_022", _range(-90.0, 90.0, "IP_022")),
-    "quadTree": (_STRING, "IP_022", _check_quadtree),
-    "shardId": (_INTEGER, "IP_022", None),  # checked with shardCount below
-    "shardCount": (_INTEGER, "IP_022", _range(1, 2**31 - 1, "IP_022")),
-    # Table 2: DENM (IP_026)
-    "causeCode": (_INTEGER, "IP_026", _check_cause_code),
-    "subCauseCode": (_INTEGER, "IP_026", _check_cause_code),
-    # Table 3: IVIM (IP_029)
-    "iviStatus": (_INTEGER, "IP_029", _range(0, 7, "IP_029")),
-    "iviType": (_STRING, "IP_029", _check_integer_list),
-    "pictogramCategoryCode": (_STRING, "IP_029", _check_integer_list),
-    "iviContainer": (_STRING, "IP_029", _check_list),
-    # Tables 4 and 5: SPATEM, MAPEM (IP_100), SREM, SSEM (IP_103)
-    "id": (_STRING, "IP_100", _check_list),
-    "name": (_STRING, "IP_100", _check_list),
-    # Table 6: CAM (IP_122, IP_123)
-    "stationType": (_INTEGER, "IP_122", _range(0, 255, "IP_122")),
-    "vehicleRole": (_INTEGER, "IP_123", _range(0, 15, "IP_123")),
-    # Table 7: CPM (IP_135)
-    "type": (_STRING, "IP_135", _check_cpm_type),
-}
 
-#: Names defined in tables 1-7 (anything else must follow IP_131).
-STANDARD_PROPERTIES = frozenset(_SPEC)
-#: The same names in the order of the tables.
-STANDARD_PROPERTY_NAMES: tuple[str, ...] = tuple(_SPEC)
+def _value_check(prop: Property) -> Check | None:
+    """The Python check of a property's value rule (None: any value of its kind)."""
+    rule, requirement = prop.rule, prop.requirement
+    match rule:
+        case None:
+            return None
+        case NonEmpty():
+            empty = ("must not be empty", requirement)
+            return lambda value: None if value else empty
+        case OneOf(values=values):
+            allowed = frozenset(values)
+            expected = f"must be {rule.expected}, got "
+            return lambda value: None if value in allowed else (expected + repr(value), requirement)
+        case Range():
+            return _range_check(rule, requirement)
+        case Pattern(regex=regex):
+            matches = re.compile(regex, re.DOTALL).fullmatch
+            expected = f"must be {rule.expected}, got "
+            return lambda value: None if matches(value) is not None else (expected + repr(value), requirement)
+        case CommaList():
+            return _list_check(rule)
+        case PublisherId():
+            return _publisher_id_check(rule, requirement)
+        case QuadTreeTiles():
+            return _quadtree_check(rule)
+        case _:
+            assert_never(rule)
 
-_KIND_TYPES = {_STRING: frozenset({"string"}), _INTEGER: INTEGER_TYPES, _FLOATING: FLOATING_TYPES}
-#: name -> (accepted AMQP type names, expected kind, requirement, value check): the hot-path form.
-_RULES = {name: (_KIND_TYPES[kind], kind, requirement, check) for name, (kind, requirement, check) in _SPEC.items()}
 
-_MANDATORY_ALL = ("publisherId", "originatingCountry", "protocolVersion", "messageType", "quadTree")
-#: messageType -> (mandatory names beyond Table 1, requirement); looked up with None too.
-_MANDATORY_BY_TYPE: dict[str | None, tuple[tuple[str, ...], str]] = {
-    "DENM": (("causeCode", "subCauseCode"), "IP_026"),
-    "CAM": (("stationType",), "IP_122"),
-}
+# --- the property tables, as the hot path reads them ----------------------------------------------
+
+_KIND_TYPES = {Kind.STRING: frozenset({"string"}), Kind.INTEGER: INTEGER_TYPES, Kind.FLOATING: FLOATING_TYPES}
+_CHECKS: dict[str, Check | None] = {p.name: _value_check(p) for p in PROPERTIES}
+#: name -> (accepted AMQP type names, expected kind, requirement, value check)
+_RULES = {p.name: (_KIND_TYPES[p.kind], p.kind.value, p.requirement, _CHECKS[p.name]) for p in PROPERTIES}
+_CUSTOM_NAME = re.compile(CUSTOM_NAMES.regex, re.DOTALL)
+_NOT_CUSTOM = f"not defined in tables 1-7 and not named {CUSTOM_NAMES.form}"
+#: (name, requirement) of the properties every C-ITS message carries
+_MANDATORY_ALL = tuple((p.name, p.requirement) for p in PROPERTIES if p.mandatory.every_message)
+#: messageType -> (name, requirement) of the properties mandatory for it; looked up with None too
+_MANDATORY_BY_TYPE: dict[str | None, tuple[tuple[str, str], ...]] = {
+    t.value: names for t in MessageType
+    if (names := tuple((p.name, p.requirement) for p in PROPERTIES if t in p.mandatory.message_types))}
 
 
 def _inferred_type(value: object) -> str:
@@ -244,10 +216,9 @@ def _inferred_type(value: object) -> str:
 def check_property_value(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` for the tables 1-7 property ``name`` (its value rule only:
     e.g. publisherId "2 uppercase letters and 0-16383"), or None. The II checks capability
-    documents with it (issue 10), so a capability never announces values a message is refused for.
-    """
-    rule = _SPEC.get(name)
-    check = rule[2] if rule is not None else None
+    documents with it, so a capability never announces values a message is refused for; the
+    bridges check their configuration with it."""
+    check = _CHECKS.get(name)
     finding = check(value) if check is not None else None
     return None if finding is None else f"{finding[0]} ({finding[1]})"
 
@@ -275,7 +246,7 @@ def validate_application_properties(
         rule = rules.get(name)
         if rule is None:
             if _CUSTOM_NAME.fullmatch(name) is None:
-                add(Problem(name, "not defined in tables 1-7 and not named custom-<namespace>-<name>", "IP_131"))
+                add(Problem(name, _NOT_CUSTOM, CUSTOM_NAMES.requirement))
             continue
         accepted, kind, requirement, check = rule
         amqp_type = types.get(name)
@@ -291,57 +262,104 @@ def validate_application_properties(
                 continue
         valid[name] = value
 
-    for name in _MANDATORY_ALL:
+    for name, requirement in _MANDATORY_ALL:
         if name not in props:
-            add(Problem(name, "missing, mandatory for every C-ITS message", "IP_022"))
+            add(Problem(name, "missing, mandatory for every C-ITS message", requirement))
     message_type: str | None = valid.get("messageType")
-    mandatory = _MANDATORY_BY_TYPE.get(message_type)
-    if mandatory is not None:
-        names, requirement = mandatory
-        for name in names:
-            if name not in props:
-                add(Problem(name, f"missing, mandatory for {message_type}", requirement))
-
-    _check_publication_id(valid, add)
-    if message_type == "DENM" and "causeCode" in valid and "subCauseCode" in valid:
-        cause, sub_cause = valid["causeCode"], valid["subCauseCode"]
-        if (cause == -1) != (sub_cause == -1):
-            message = f"must be -1 together with causeCode for a cancellation, got {cause} and {sub_cause}"
-            add(Problem("subCauseCode", message, "IP_026"))
-    _check_shards(props, valid, capability_shard_count, add)
+    for name, requirement in _MANDATORY_BY_TYPE.get(message_type, ()):
+        if name not in props:
+            add(Problem(name, f"missing, mandatory for {message_type}", requirement))
+    for cross_check in _CROSS_CHECKS:
+        cross_check(props, valid, message_type, capability_shard_count, add)
     return problems
 
 
-def _check_publication_id(valid: Mapping[str, Any], add: Callable[[Problem], None]) -> None:
-    """IP_022: publicationId is ``<publisherId>:<unique id>`` for the message's own publisherId."""
-    if "publicationId" not in valid:
-        return
-    value = valid["publicationId"]
-    publisher, separator, local_id = value.partition(":")
-    if not separator or not publisher or not local_id:
-        add(Problem("publicationId", f"must be '<publisherId>:<id>', got {value!r}", "IP_022"))
-    elif "publisherId" in valid and publisher != valid["publisherId"]:
-        add(Problem("publicationId", f"must start with the publisherId {valid['publisherId']!r}, got {value!r}", "IP_022"))
+# --- the rules across properties --------------------------------------------------------------------
+
+#: (all properties, the valid ones, the valid messageType, the capability's shardCount, add a problem)
+CrossCheck = Callable[[Mapping[str, object], Mapping[str, Any], "str | None", "int | None",
+                       Callable[[Problem], None]], None]
 
 
-def _check_shards(
-    props: Mapping[str, object], valid: Mapping[str, Any], capability_shard_count: int | None,
-    add: Callable[[Problem], None],
-) -> None:
-    """IP_128-130, appendix G: 1 <= shardId <= shardCount, for the message's and the capability's shardCount."""
-    if "shardId" not in valid:
-        if "shardCount" in valid and "shardId" not in props:
-            add(Problem("shardId", "missing while shardCount is set", "IP_130"))
-        return
-    shard_id = valid["shardId"]
-    shard_count = valid.get("shardCount")
-    if shard_id < 1:
-        add(Problem("shardId", f"must be 1 or more, got {shard_id}", "IP_128"))
-    elif shard_count is not None and shard_id > shard_count:
-        add(Problem("shardId", f"{shard_id} exceeds shardCount {shard_count}", "IP_130"))
-    elif capability_shard_count is not None and shard_id > capability_shard_count:
-        add(Problem("shardId", f"{shard_id} exceeds the capability's shardCount {capability_shard_count}", "IP_130"))
-    if capability_shard_count is not None and shard_count is not None and shard_count != capability_shard_count:
-        add(
-            Problem("shardCount", f"{shard_count} differs from the capability's shardCount {capability_shard_count}", "IP_130")
-        )
+def _publication_id_problem(rule: PublicationIdRule, value: str, publisher: str | None) -> str | None:
+    prefix, separator, local_id = value.partition(rule.separator)
+    if not separator or not prefix or not local_id:
+        return f"must be {rule.form!r}, got {value!r}"
+    if publisher is not None and prefix != publisher:
+        return f"must start with the {rule.publisher} {publisher!r}, got {value!r}"
+    return None
+
+
+_PUBLICATION = next(rule for rule in CROSS_RULES if isinstance(rule, PublicationIdRule))
+
+
+def check_publication_id(value: str, publisher_id: str | None) -> str | None:
+    """What is wrong with ``value`` as the publicationId of ``publisher_id`` (None: not known to
+    be valid), with its requirement, or None (Table 1; the II checks capabilities with it)."""
+    problem = _publication_id_problem(_PUBLICATION, value, publisher_id)
+    return None if problem is None else f"{problem} ({_PUBLICATION.requirement})"
+
+
+def _publication_check(rule: PublicationIdRule) -> CrossCheck:
+    name, publisher = rule.publication, rule.publisher
+
+    def check(props: Mapping[str, object], valid: Mapping[str, Any], message_type: str | None,
+              capability_shard_count: int | None, add: Callable[[Problem], None]) -> None:
+        if name in valid:
+            problem = _publication_id_problem(rule, valid[name], valid.get(publisher))
+            if problem is not None:
+                add(Problem(name, problem, rule.requirement))
+    return check
+
+
+def _cancellation_check(rule: CancellationRule) -> CrossCheck:
+    first, second, cancelled, kind = rule.first, rule.second, rule.value, rule.message_type.value
+
+    def check(props: Mapping[str, object], valid: Mapping[str, Any], message_type: str | None,
+              capability_shard_count: int | None, add: Callable[[Problem], None]) -> None:
+        if message_type == kind and first in valid and second in valid:
+            a, b = valid[first], valid[second]
+            if (a == cancelled) != (b == cancelled):
+                message = f"must be {cancelled} together with {first} for a cancellation, got {a} and {b}"
+                add(Problem(second, message, rule.requirement))
+    return check
+
+
+def _shard_check(rule: ShardRule) -> CrossCheck:
+    shard_id_name, count_name, first = rule.shard_id, rule.shard_count, rule.first
+    low, high = rule.first_requirement, rule.count_requirement
+
+    def check(props: Mapping[str, object], valid: Mapping[str, Any], message_type: str | None,
+              capability_shard_count: int | None, add: Callable[[Problem], None]) -> None:
+        if shard_id_name not in valid:
+            if count_name in valid and shard_id_name not in props:
+                add(Problem(shard_id_name, f"missing while {count_name} is set", high))
+            return
+        shard_id = valid[shard_id_name]
+        shard_count = valid.get(count_name)
+        if shard_id < first:
+            add(Problem(shard_id_name, f"must be {first} or more, got {shard_id}", low))
+        elif shard_count is not None and shard_id > shard_count:
+            add(Problem(shard_id_name, f"{shard_id} exceeds {count_name} {shard_count}", high))
+        elif capability_shard_count is not None and shard_id > capability_shard_count:
+            add(Problem(shard_id_name, f"{shard_id} exceeds the capability's {count_name} {capability_shard_count}",
+                        high))
+        if capability_shard_count is not None and shard_count is not None and shard_count != capability_shard_count:
+            add(Problem(count_name, f"{shard_count} differs from the capability's {count_name} {capability_shard_count}",
+                        high))
+    return check
+
+
+def _cross_check(rule: CrossRule) -> CrossCheck:
+    match rule:
+        case PublicationIdRule():
+            return _publication_check(rule)
+        case CancellationRule():
+            return _cancellation_check(rule)
+        case ShardRule():
+            return _shard_check(rule)
+        case _:
+            assert_never(rule)
+
+
+_CROSS_CHECKS: tuple[CrossCheck, ...] = tuple(_cross_check(rule) for rule in CROSS_RULES)
