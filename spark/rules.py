@@ -26,6 +26,7 @@ alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) shar
   again after more than 540 s was missing in between (the log cannot see validity otherwise)
 - IP_104: a SPATEM only after a MAPEM of the same publisher for the same intersection (``id``)
 - IP_124: consecutive CAMs of a publication 1 s to 120 s apart; IP_136: CPMs 1 s apart (+-10 %)
+  (the types and bounds of these three are the profile's repetitions, :data:`GAPS`)
 - AUDIT (facts, not requirements): redeliveries (attempt > 1 on a source), deliveries not accepted,
   duplicates (the same body re-published under the same publicationId), unroutable messages.
 
@@ -38,41 +39,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import reduce
+from functools import partial, reduce
 
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
+from interchange.ground import profile
 from spark import property_rules
 
+#: Requirement -> what it asks: the profile's (tables 1-7, TTL, repetition) and the broker's and auditor's own.
 REQUIREMENTS: dict[str, str] = {
     "IP_012": "A broker shall be able to route a single message with a payload size <500KB in <30ms, "
               "from message arrival (on broker target) to message availability (on broker source).",
     "IP_013": "A broker shall be able to route 5000 messages with a payload size <500KB in <1000ms.",
     "IP_016": "A broker should drop malformed AMQP messages that do not adhere to this specification "
               "and shall log the event.",
-    "IP_022": "All mandatory fields of Table 1 shall be inside the AMQP application properties of every "
-              "C-ITS message; optional fields as Table 1 defines them.",
-    "IP_026": "All mandatory fields of Table 2 shall be inside the application properties of DENM messages.",
-    "IP_029": "IVIM fields of Table 3, and comma separated string lists (',a,b,').",
     "IP_032": "A broker shall provide a buffer with a size of minimum 200 messages (a full buffer drops messages).",
-    "IP_033": "An AMQP message TTL shall be the BI repetition interval x 1.2 (minimum 1 s); a broker can "
-              "enforce TTL policies: no message is delivered after its expiry.",
-    "IP_037": "Geolocation shall be based on quadtree: the quadTree property lists tiles of the digits 0-3.",
-    "IP_038": "C-ITS actors shall publish AMQP messages with a minimum quadtree zoom level of 18 for the "
-              "geographic reference locations.",
-    "IP_048": "Each DENM, IVIM, MAPEM or POIM-PA shall be repeated on BI at least every 9 min while still valid.",
-    "IP_100": "SPATEM/MAPEM (Table 4) and SREM/SSEM (Table 5) fields: id and name are comma separated lists.",
     "IP_104": "C-ITS actors shall publish SPATEM only after the corresponding MAPEM has been published.",
-    "IP_122": "All mandatory fields of Table 6 shall be inside the application properties of CAM messages.",
-    "IP_123": "Optional fields of Table 6 (CAM): vehicleRole is an integer 0-15.",
-    "IP_124": "The frequency of CAM message distribution over BI shall be between 1 per second and 1 per 120 seconds.",
-    "IP_128": "In-order delivery: messages with the same shardId are not delivered out of order "
-              "(no shardId = shard 1).",
-    "IP_130": "On a capability with shardCount > 1 a shardId <= shardCount is provided.",
-    "IP_131": "Application properties beyond the specification shall be named custom-<namespace>-<name>.",
-    "IP_135": "Optional fields of Table 7 (CPM): type is 'Vehicle' or 'RSU'.",
-    "IP_136": "The frequency of CPM message distribution over BI should be 1 per second.",
+    **profile.REQUIREMENTS,
     "AUDIT": "Accounting, not a requirement: what happened to messages (redeliveries, outcomes, "
              "duplicates, unroutable messages).",
 }
@@ -85,8 +69,8 @@ INPUT_COLUMNS = (*IDENTITY, "source", "publisherId", "shardKey", "shardSeq", "ar
                  "settledMs", "attempt", "outcome", "bodySha256", "expiryMs", "reason",
                  *property_rules.COLUMNS)
 
-NINE_MINUTES_MS = 9 * 60 * 1000
-REPEATED_TYPES = ("DENM", "IVIM", "MAPEM", "POIM-PA")
+#: The types whose publications repeat a message while it is valid (IP_048): their duplicates are expected.
+REPEATED_TYPES: tuple[str, ...] = tuple(t.value for t in profile.REPEATED_WHILE_VALID)
 
 
 
@@ -288,12 +272,41 @@ def _shard_order() -> list[Check]:
                    expected="increasing shardSeq per shard and consumer", records_scope=_sequenced_delivery())]
 
 
+#: The gap checks' names (the ``check`` of the output tables) by the requirement bounding the gap.
+_GAP_NAMES = {"IP_048": "repetition", "IP_124": "cam_rate", "IP_136": "cpm_rate"}
+#: A gap of a single nominal interval (IP_136's "1 per second") passes within this share of it.
+NOMINAL_TOLERANCE = 0.1
+_UNBOUNDED_MS = 2**62  #: the highest gap where the profile gives none
+
+
+def _gap_checks() -> dict[str, tuple[str, str, tuple[str, ...], int, int, str]]:
+    """check -> (rule, severity, message types sequenced, lowest and highest gap in ms, expected): one
+    check per requirement bounding the repetition of message types in the profile (IP_048/124/136)."""
+    bounded: dict[str, tuple[profile.Repetition, list[str]]] = {}
+    for message_type, spec in profile.MESSAGE_TYPES.items():
+        repetition = spec.repetition
+        if repetition.requirement is not None:
+            bounded.setdefault(repetition.requirement, (repetition, []))[1].append(message_type.value)
+    gaps = {}
+    for requirement, (repetition, types) in sorted(bounded.items()):
+        low, high = repetition.at_least_ms or 0, repetition.at_most_ms
+        if low == high:
+            expected = f"{low} ms apart (+-{NOMINAL_TOLERANCE * 100:.0f} %)"
+            low, high = round(low * (1 - NOMINAL_TOLERANCE)), round(low * (1 + NOMINAL_TOLERANCE))
+        elif high is None:
+            expected = f"at least {low} ms apart"
+        elif low == 0:
+            expected = f"repeated at least every {high} ms"
+        else:
+            expected = f"{low} to {high} ms apart"
+        severity = "error" if repetition.level is profile.Level.SHALL else "warning"
+        check = _GAP_NAMES.get(requirement, f"gap_{requirement.lower()}")
+        gaps[check] = (requirement, severity, tuple(types), low, _UNBOUNDED_MS if high is None else high, expected)
+    return gaps
+
+
 #: check -> (rule, severity, message types sequenced, lowest and highest gap in ms, expected)
-GAPS: dict[str, tuple[str, str, tuple[str, ...], int, int, str]] = {
-    "repetition": ("IP_048", "error", REPEATED_TYPES, 0, NINE_MINUTES_MS, "repeated at least every 540000 ms"),
-    "cam_rate": ("IP_124", "error", ("CAM",), 1000, 120_000, "1000 to 120000 ms apart"),
-    "cpm_rate": ("IP_136", "warning", ("CPM",), 900, 1100, "1000 ms apart (+-10 %)"),
-}
+GAPS = _gap_checks()
 
 
 def _received_publication() -> Column:
@@ -397,9 +410,8 @@ rejected = Rule("rejected", records, _rejected)
 redelivery = Rule("redelivery", records, _redelivery)
 outcome = Rule("outcome", records, _outcome)
 shard_order = Rule("shard_order", shard_links, _shard_order)
-repetition = Rule("repetition", publications, lambda: _gap("repetition"))
-cam_rate = Rule("cam_rate", publications, lambda: _gap("cam_rate"))
-cpm_rate = Rule("cpm_rate", publications, lambda: _gap("cpm_rate"))
+#: One rule per gap check (IP_048 repetition, IP_124 CAM rate, IP_136 CPM rate).
+GAP_RULES: tuple[Rule, ...] = tuple(Rule(check, publications, partial(_gap, check)) for check in GAPS)
 duplicates = Rule("duplicates", publications, _duplicates)
 spatem_after_mapem = Rule("spatem_after_mapem", spatems, _spatem_after_mapem)
 bursts = Rule("bursts", seconds, _bursts)
@@ -409,17 +421,15 @@ CHECKS: dict[str, tuple[str, str]] = {
     "latency": ("IP_012", "error"), "delivered_after_expiry": ("IP_033", "error"),
     "expired_undelivered": ("IP_033", "info"), "dropped": ("IP_032", "warning"), "unroutable": ("AUDIT", "info"),
     "rejected": ("IP_016", "warning"), "redelivery": ("AUDIT", "info"), "delivery_outcome": ("AUDIT", "info"),
-    "shard_order": ("IP_128", "error"), "repetition": ("IP_048", "error"), "cam_rate": ("IP_124", "error"),
-    "cpm_rate": ("IP_136", "warning"), "duplicate": ("AUDIT", "info"), "spatem_after_mapem": ("IP_104", "error"),
-    "burst": ("IP_013", "error"),
+    "shard_order": ("IP_128", "error"), "duplicate": ("AUDIT", "info"), "spatem_after_mapem": ("IP_104", "error"),
+    "burst": ("IP_013", "error"), **{check: (rule, severity) for check, (rule, severity, *_) in GAPS.items()},
 }
 
 #: Rules over single records (also run by the stream job).
 RECORD_RULES: tuple[Rule, ...] = (properties, latency, delivered_after_expiry, expired, dropped, unroutable,
                                   rejected, redelivery, outcome)
 #: Rules comparing records (batch only).
-ACROSS_RULES: tuple[Rule, ...] = (shard_order, repetition, cam_rate, cpm_rate, duplicates, spatem_after_mapem,
-                                  bursts)
+ACROSS_RULES: tuple[Rule, ...] = (shard_order, *GAP_RULES, duplicates, spatem_after_mapem, bursts)
 ALL_RULES = RECORD_RULES + ACROSS_RULES
 
 

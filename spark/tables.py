@@ -12,7 +12,7 @@ Every job writes Parquet under one output root (``--output``)::
 Times are epoch milliseconds (``...Ms``, long) in UTC; partition dates are UTC days. Readers
 (the report, replay) rely on these schemas: they change only with a note in
 ``/work/notes/spark-tables.md`` and docs. This module imports only :mod:`pyspark.sql.types` and
-the names of tables 1-7 (:mod:`interchange.broker.validation`).
+the names of tables 1-7 (:mod:`interchange.ground.profile`).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from interchange.broker.validation import STANDARD_PROPERTY_NAMES
+from interchange.ground.profile import PROPERTY_NAMES as STANDARD_PROPERTY_NAMES
 
 _S, _L, _I = StringType(), LongType(), IntegerType()
 #: map<string,string>: application properties and event details, values as text

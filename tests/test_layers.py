@@ -7,6 +7,8 @@ reaches (a top-level package, or a sub-package of ``interchange``) and that unit
 may reach its own unit or a unit of a lower rank; one that reaches up or sideways fails the test,
 named by file, line and both modules. A module whose unit has no rank fails it too, and so does a
 top-level package setuptools ships that the table does not list, so a new package cannot slip past.
+A few imports the ranks allow are refused by name (:data:`FORBIDDEN`): the audit reads the message
+profile from the ground layer, not through the broker's validation or TTL policy.
 """
 from __future__ import annotations
 
@@ -34,6 +36,12 @@ RANKS: dict[str, int] = {
     "interchange.__main__": 6,
 }
 PACKAGES = frozenset(unit.split(".")[0] for unit in RANKS)
+#: Imports the ranks allow but the layer map does not: (importing unit, module) -> where to go instead.
+#: The audit reads the message profile from the ground layer, never through the broker's readers of it.
+FORBIDDEN: dict[tuple[str, str], str] = {
+    ("spark", "interchange.broker.validation"): "interchange.ground.profile",
+    ("spark", "interchange.broker.ttl_policy"): "interchange.ground.profile",
+}
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,10 @@ def violations(root: Path, packages: frozenset[str] = PACKAGES) -> list[str]:
                 way = "upwards" if RANKS[target_unit] > RANKS[unit] else "sideways"
                 found.append(f"{where}:{imp.line}: {module} (rank {RANKS[unit]}) imports {imp.target} "
                              f"(rank {RANKS[target_unit]}) {way}")
+            else:
+                found += [f"{where}:{imp.line}: {module} imports {imp.target}: read {instead} instead"
+                          for (importer, banned), instead in FORBIDDEN.items()
+                          if unit == importer and (imp.target == banned or imp.target.startswith(banned + "."))]
     return found
 
 
@@ -208,6 +220,11 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
      "interchange/shell/__init__.py: module interchange.shell belongs to no ranked unit (add it to RANKS and the layer map)"),
     ("spark/uses_new.py", "import interchange.shell\n",
      "spark/uses_new.py:1: spark.uses_new imports interchange.shell, which belongs to no ranked unit"),
+    ("spark/profile_user.py", "from interchange.broker.validation import STANDARD_PROPERTIES\n",
+     "spark/profile_user.py:1: spark.profile_user imports interchange.broker.validation: "
+     "read interchange.ground.profile instead"),
+    ("spark/ttl_user.py", "def f():\n    import interchange.broker.ttl_policy\n",
+     "spark/ttl_user.py:2: spark.ttl_user imports interchange.broker.ttl_policy: read interchange.ground.profile instead"),
 ])
 def test_a_planted_bad_import_is_named(tmp_path: Path, name: str, text: str, expected: str) -> None:
     _plant(tmp_path, {**CLEAN, name: text})
