@@ -6,6 +6,7 @@ setup(
         Extension(
             "interchange.broker._admit",
             ["interchange/broker/_admit.c"],
+            depends=["interchange/broker/_admit_profile.h"],  # generated from the profile (admit_header.py)
             optional=True,  # without a compiler the pure-Python admission is used
             extra_compile_args=["-O2"],
         )

@@ -2,7 +2,7 @@
 
 :mod:`~interchange.ground.errors` (the user-facing error), :mod:`~interchange.ground.timing`
 (clock and back-off), :mod:`~interchange.ground.ports` (free listen ports),
-:mod:`~interchange.ground.logformat` (the JSON-lines log schema) and
+:mod:`~interchange.ground.logformat` (the JSON-lines log schema),
 :mod:`~interchange.ground.logfile` (log settings, rotation and the writer thread) and
 :mod:`~interchange.ground.profile` (the C-Roads message profile as data). These modules
 import only the standard library, third-party packages and each other (tests/test_layers.py).

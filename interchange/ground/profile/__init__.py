@@ -35,6 +35,7 @@ from interchange.ground.profile.tables import (
     OPTIONAL,
     PROPERTIES,
     PROPERTY_NAMES,
+    TABLES,
     CancellationRule,
     CrossRule,
     CustomNames,
@@ -42,6 +43,7 @@ from interchange.ground.profile.tables import (
     Property,
     PublicationIdRule,
     ShardRule,
+    Tables,
     mandatory_for,
     property_named,
 )
@@ -59,9 +61,9 @@ from interchange.ground.profile.values import (
 
 __all__ = [
     "CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVERY_MESSAGE", "FALLBACK_INTERVAL_MS", "MESSAGE_TYPES",
-    "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "REFERENCE_ZOOM", "REPEATED_WHILE_VALID", "REQUIREMENTS", "TTL",
+    "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "REFERENCE_ZOOM", "REPEATED_WHILE_VALID", "REQUIREMENTS", "TABLES", "TTL",
     "AreaZoom", "CancellationRule", "CommaList", "CrossRule", "CustomNames", "Kind", "Level", "Mandatory",
     "MessageType", "MessageTypeSpec", "NonEmpty", "OneOf", "Pattern", "Property", "PublicationIdRule",
-    "PublisherId", "QuadTreeTiles", "Range", "Repetition", "ShardRule", "TtlRule", "ValueRule", "mandatory_for",
+    "PublisherId", "QuadTreeTiles", "Range", "Repetition", "ShardRule", "Tables", "TtlRule", "ValueRule", "mandatory_for",
     "property_named",
 ]

@@ -36,7 +36,7 @@ from interchange.ground.profile.values import (
 )
 
 __all__ = ["CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVERY_MESSAGE", "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "CancellationRule",
-           "CrossRule", "CustomNames", "Mandatory", "Property", "PublicationIdRule", "ShardRule", "mandatory_for",
+           "CrossRule", "CustomNames", "Mandatory", "Property", "PublicationIdRule", "ShardRule", "TABLES", "Tables", "mandatory_for",
            "property_named"]
 
 
@@ -172,6 +172,19 @@ CROSS_RULES: tuple[CrossRule, ...] = (
 )
 
 CUSTOM_NAMES = CustomNames()
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """Tables 1-7 as a whole: what a reader builds its checks from (a test builds readers from a
+    changed copy, ``dataclasses.replace(TABLES, properties=...)``, to see that they follow it)."""
+
+    properties: tuple[Property, ...]
+    cross_rules: tuple[CrossRule, ...]
+    custom_names: CustomNames
+
+
+TABLES = Tables(PROPERTIES, CROSS_RULES, CUSTOM_NAMES)
 
 #: The names of tables 1-7 in the tables' order (anything else follows IP_131).
 PROPERTY_NAMES: tuple[str, ...] = tuple(p.name for p in PROPERTIES)
