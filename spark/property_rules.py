@@ -28,9 +28,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from interchange.ground.profile import (
-    CROSS_RULES,
-    CUSTOM_NAMES,
-    PROPERTIES,
+    TABLES,
     CancellationRule,
     CommaList,
     CrossRule,
@@ -45,6 +43,7 @@ from interchange.ground.profile import (
     QuadTreeTiles,
     Range,
     ShardRule,
+    Tables,
 )
 from spark.tables import PROPERTY_COLUMNS
 
@@ -159,18 +158,6 @@ def _value_check(prop: Property) -> ValueCheck | None:
             assert_never(rule)
 
 
-#: name -> (JSON kind, requirement of its table, value check): tables 1-7, from the profile.
-SPEC: dict[str, tuple[str, str, ValueCheck | None]] = {
-    p.name: (JSON_KINDS[p.kind], p.requirement, _value_check(p)) for p in PROPERTIES}
-_EXPECTED_KIND = {p.name: p.kind.value for p in PROPERTIES}
-#: (name, requirement) of the properties every C-ITS message carries
-_MANDATORY_ALL = tuple((p.name, p.requirement) for p in PROPERTIES if p.mandatory.every_message)
-#: messageType -> (name, requirement) of the properties mandatory for it
-_MANDATORY_BY_TYPE = {t.value: names for t in MessageType
-                      if (names := tuple((p.name, p.requirement) for p in PROPERTIES if t in p.mandatory.message_types))}
-_CUSTOM_NAME = _whole(CUSTOM_NAMES.regex)
-
-
 def _rule_requirements(rule: CrossRule) -> tuple[str, ...]:
     match rule:
         case PublicationIdRule() | CancellationRule():
@@ -181,20 +168,78 @@ def _rule_requirements(rule: CrossRule) -> tuple[str, ...]:
             assert_never(rule)
 
 
-#: Every requirement a finding of this module can name (sorted).
-REQUIREMENTS: tuple[str, ...] = tuple(sorted(
-    {p.requirement for p in PROPERTIES}
-    | {requirement for check in SPEC.values() if check[2] is not None for _, requirement, _ in check[2]("v")}
-    | {r for rule in CROSS_RULES for r in _rule_requirements(rule)} | {CUSTOM_NAMES.requirement}))
-
-
 def _finding(name: str, requirement: str, observed: Sql, expected: str) -> Sql:
     return (f"named_struct('property', {_lit(name)}, 'rule', {_lit(requirement)}, 'observed', {observed}, "
             f"'expected', {_lit(expected)})")
 
 
+class TableRules:
+    """The SQL of one set of tables 1-7 (the module's functions are the profile's, :data:`RULES`)."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        #: name -> (JSON kind, requirement of its table, value check)
+        self.spec: dict[str, tuple[str, str, ValueCheck | None]] = {
+            p.name: (JSON_KINDS[p.kind], p.requirement, _value_check(p)) for p in tables.properties}
+        self.expected_kind = {p.name: p.kind.value for p in tables.properties}
+        #: (name, requirement) of the properties every C-ITS message carries
+        self.mandatory_all = tuple((p.name, p.requirement) for p in tables.properties if p.mandatory.every_message)
+        #: messageType -> (name, requirement) of the properties mandatory for it
+        self.mandatory_by_type = {
+            t.value: names for t in MessageType
+            if (names := tuple((p.name, p.requirement) for p in tables.properties if t in p.mandatory.message_types))}
+        self.custom_name = _whole(tables.custom_names.regex)
+        #: Every requirement a finding can name (sorted).
+        self.requirements: tuple[str, ...] = tuple(sorted(
+            {p.requirement for p in tables.properties}
+            | {requirement for _, _, check in self.spec.values() if check is not None for _, requirement, _ in check("v")}
+            | {r for rule in tables.cross_rules for r in _rule_requirements(rule)} | {tables.custom_names.requirement}))
+
+    def findings_sql(self) -> Sql:
+        """array<struct<property, rule, observed, expected>>: every problem of one message's properties."""
+        m = _Message(self.spec)
+        items = [m.property_finding(name, self.expected_kind[name]) for name in self.spec]
+        items += [_case((_not(m.present(name)), _finding(name, requirement, "'absent'", "present (every C-ITS message)")))
+                  for name, requirement in self.mandatory_all]
+        message_type = _case((m.valid("messageType"), m.value("messageType")))
+        for type_name, names in self.mandatory_by_type.items():
+            items += [_case((_all(f"({message_type} = {_lit(type_name)})", _not(m.present(name))),
+                             _finding(name, requirement, "'absent'", f"present (mandatory for {type_name})")))
+                      for name, requirement in names]
+        items += [finding for rule in self.tables.cross_rules for finding in _cross_findings(rule, m, message_type)]
+        custom = self.tables.custom_names
+        others = (f"transform(filter({OTHER_NAMES}, k -> NOT (k RLIKE {_lit(self.custom_name)})), k -> named_struct("
+                  f"'property', k, 'rule', {_lit(custom.requirement)}, 'observed', k, 'expected', {_lit(custom.form)}))")
+        return f"concat({others}, filter(array({', '.join(items)}), f -> f IS NOT NULL))"
+
+    def valid_sql(self) -> Sql:
+        """True exactly for a message :meth:`findings_sql` finds nothing in (the cheap test run on every message).
+
+        Most messages are valid, so validate tests this first and builds findings only where it is
+        false: each standard property absent or of its kind, every other name a custom one, then each
+        value check only on the properties present and the checks across properties.
+        """
+        m = _Message(self.spec)
+        value = m.value
+        conditions = [f"forall({OTHER_NAMES}, k -> k RLIKE {_lit(self.custom_name)})"]
+        conditions += [_any(f"{m.kind(name)} IS NULL", f"{m.kind(name)} = {_lit(kind)}")
+                       for name, (kind, _, _) in self.spec.items()]
+        conditions += [f"{value(name)} IS NOT NULL" for name, _ in self.mandatory_all]
+        for name in self.spec:  # of its kind when present, so a null value is an absent one here
+            conditions += [_any(f"{value(name)} IS NULL", _not(f"coalesce({bad}, false)")) for bad, _, _ in m.value_bad(name)]
+        message_type = value("messageType")
+        for type_name, names in self.mandatory_by_type.items():
+            conditions.append(_any(_not(f"({message_type} = {_lit(type_name)})"),
+                                   _all(*[f"{value(n)} IS NOT NULL" for n, _ in names])))
+        conditions += [condition for rule in self.tables.cross_rules for condition in _cross_valid(rule, m)]
+        return f"coalesce({_all(*conditions)}, false)"
+
+
 class _Message:
     """SQL expressions over one message's properties (the typed columns of the messages table)."""
+
+    def __init__(self, spec: dict[str, tuple[str, str, ValueCheck | None]]) -> None:
+        self.spec = spec
 
     def value(self, name: str) -> Sql:
         return f"{VALUES}.`{name}`"
@@ -206,13 +251,13 @@ class _Message:
         return f"{KINDS}.`{name}`"
 
     def kind_ok(self, name: str) -> Sql:
-        return f"coalesce({self.kind(name)} = {_lit(SPEC[name][0])}, false)"
+        return f"coalesce({self.kind(name)} = {_lit(self.spec[name][0])}, false)"
 
     def observed(self, name: str) -> Sql:
         return f"concat({_lit(name + '=')}, coalesce({self.value(name)}, 'null'))"
 
     def value_bad(self, name: str) -> list[tuple[Sql, str, str]]:
-        check = SPEC[name][2]
+        check = self.spec[name][2]
         return [] if check is None else check(self.value(name))
 
     def valid(self, name: str) -> Sql:
@@ -220,33 +265,28 @@ class _Message:
         return _all(self.present(name), self.kind_ok(name),
                     *[_not(f"coalesce({bad}, false)") for bad, _, _ in self.value_bad(name)])
 
-    def property_finding(self, name: str) -> Sql:
+    def property_finding(self, name: str, expected_kind: str) -> Sql:
         """The first problem of one standard property (type, then value), as a finding or null."""
-        _, requirement, _ = SPEC[name]
+        _, requirement, _ = self.spec[name]
         kind_text = f"coalesce({self.kind(name)}, '?')"
         branches = [(_all(self.present(name), _not(self.kind_ok(name))),
-                     _finding(name, requirement, f"concat({_lit(name + ' is JSON ')}, {kind_text})", _EXPECTED_KIND[name]))]
+                     _finding(name, requirement, f"concat({_lit(name + ' is JSON ')}, {kind_text})", expected_kind))]
         branches += [(_all(self.present(name), f"coalesce({bad}, false)"), _finding(name, rule, self.observed(name), expected))
                      for bad, rule, expected in self.value_bad(name)]
         return _case(*branches)
 
 
+#: The profile's tables 1-7 as SQL.
+RULES = TableRules(TABLES)
+#: name -> (JSON kind, requirement of its table, value check): the profile's tables 1-7.
+SPEC = RULES.spec
+#: Every requirement a finding of the profile's tables can name (sorted).
+REQUIREMENTS = RULES.requirements
+
+
 def findings_sql() -> Sql:
     """array<struct<property, rule, observed, expected>>: every problem of one message's properties."""
-    m = _Message()
-    items = [m.property_finding(name) for name in SPEC]
-    items += [_case((_not(m.present(name)), _finding(name, requirement, "'absent'", "present (every C-ITS message)")))
-              for name, requirement in _MANDATORY_ALL]
-    message_type = _case((m.valid("messageType"), m.value("messageType")))
-    for type_name, names in _MANDATORY_BY_TYPE.items():
-        items += [_case((_all(f"({message_type} = {_lit(type_name)})", _not(m.present(name))),
-                         _finding(name, requirement, "'absent'", f"present (mandatory for {type_name})")))
-                  for name, requirement in names]
-    items += [finding for rule in CROSS_RULES for finding in _cross_findings(rule, m, message_type)]
-    custom = (f"transform(filter({OTHER_NAMES}, k -> NOT (k RLIKE {_lit(_CUSTOM_NAME)})), k -> named_struct("
-              f"'property', k, 'rule', {_lit(CUSTOM_NAMES.requirement)}, 'observed', k, "
-              f"'expected', {_lit(CUSTOM_NAMES.form)}))")
-    return f"concat({custom}, filter(array({', '.join(items)}), f -> f IS NOT NULL))"
+    return RULES.findings_sql()
 
 
 def findings() -> Column:
@@ -255,25 +295,8 @@ def findings() -> Column:
 
 
 def valid_sql() -> Sql:
-    """True exactly for a message :func:`findings` finds nothing in (the cheap test run on every message).
-
-    Most messages are valid, so validate tests this first and builds findings only where it is
-    false: each standard property absent or of its kind, every other name a custom one, then each
-    value check only on the properties present and the checks across properties.
-    """
-    m = _Message()
-    value = m.value
-    conditions = [f"forall({OTHER_NAMES}, k -> k RLIKE {_lit(_CUSTOM_NAME)})"]
-    conditions += [_any(f"{m.kind(name)} IS NULL", f"{m.kind(name)} = {_lit(kind)}") for name, (kind, _, _) in SPEC.items()]
-    conditions += [f"{value(name)} IS NOT NULL" for name, _ in _MANDATORY_ALL]
-    for name in SPEC:  # of its kind when present, so a null value is an absent one here
-        conditions += [_any(f"{value(name)} IS NULL", _not(f"coalesce({bad}, false)")) for bad, _, _ in m.value_bad(name)]
-    message_type = value("messageType")
-    for type_name, names in _MANDATORY_BY_TYPE.items():
-        conditions.append(_any(_not(f"({message_type} = {_lit(type_name)})"),
-                               _all(*[f"{value(n)} IS NOT NULL" for n, _ in names])))
-    conditions += [condition for rule in CROSS_RULES for condition in _cross_valid(rule, m)]
-    return f"coalesce({_all(*conditions)}, false)"
+    """True exactly for a message :func:`findings` finds nothing in (see :meth:`TableRules.valid_sql`)."""
+    return RULES.valid_sql()
 
 
 def valid() -> Column:

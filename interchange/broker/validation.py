@@ -3,9 +3,9 @@
 :func:`validate_application_properties` returns every problem found (an empty list means valid);
 the broker drops and logs a message with problems (IP_016). The tables, value rules, mandatory
 properties, rules across properties and IP_131's custom names are the data of
-:mod:`interchange.ground.profile`; this module turns each into a Python check once, at import,
-and names in each problem the requirement the profile gives it (IP_022, IP_026, IP_029, IP_037,
-IP_038, IP_100, IP_122, IP_123, IP_128, IP_130, IP_131, IP_135).
+:mod:`interchange.ground.profile`; :func:`build_validator` turns each into a Python check once
+(at import for the profile's own) and names in each problem the requirement the profile gives it
+(IP_022, IP_026, IP_029, IP_037, IP_038, IP_100, IP_122, IP_123, IP_128, IP_130, IP_131, IP_135).
 
 Conventions: names defined in any of tables 1-7 are accepted on every message type (only the
 mandatory ones depend on messageType) and are checked the same way wherever they appear.
@@ -19,16 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Any, Protocol, assert_never
 from uuid import UUID
 
 import quadtree
 from interchange.broker.amqp_scan import FLOATING_TYPES, INTEGER_TYPES, AmqpDecimal
 from interchange.ground.profile import (
-    CROSS_RULES,
-    CUSTOM_NAMES,
-    PROPERTIES,
     PROPERTY_NAMES,
+    TABLES,
     CancellationRule,
     CommaList,
     CrossRule,
@@ -43,10 +41,11 @@ from interchange.ground.profile import (
     QuadTreeTiles,
     Range,
     ShardRule,
+    Tables,
 )
 
-__all__ = ["MESSAGE_TYPES", "STANDARD_PROPERTIES", "STANDARD_PROPERTY_NAMES", "Problem", "check_property_value",
-           "check_publication_id", "validate_application_properties"]
+__all__ = ["MESSAGE_TYPES", "STANDARD_PROPERTIES", "STANDARD_PROPERTY_NAMES", "Problem", "Validate", "build_validator",
+           "check_property_value", "check_publication_id", "validate_application_properties"]
 
 #: messageType values of Table 1 (IP_022).
 MESSAGE_TYPES: frozenset[str] = frozenset(t.value for t in MessageType)
@@ -176,20 +175,9 @@ def _value_check(prop: Property) -> Check | None:
             assert_never(rule)
 
 
-# --- the property tables, as the hot path reads them ----------------------------------------------
+# --- the validator ------------------------------------------------------------------------------------
 
 _KIND_TYPES = {Kind.STRING: frozenset({"string"}), Kind.INTEGER: INTEGER_TYPES, Kind.FLOATING: FLOATING_TYPES}
-_CHECKS: dict[str, Check | None] = {p.name: _value_check(p) for p in PROPERTIES}
-#: name -> (accepted AMQP type names, expected kind, requirement, value check)
-_RULES = {p.name: (_KIND_TYPES[p.kind], p.kind.value, p.requirement, _CHECKS[p.name]) for p in PROPERTIES}
-_CUSTOM_NAME = re.compile(CUSTOM_NAMES.regex, re.DOTALL)
-_NOT_CUSTOM = f"not defined in tables 1-7 and not named {CUSTOM_NAMES.form}"
-#: (name, requirement) of the properties every C-ITS message carries
-_MANDATORY_ALL = tuple((p.name, p.requirement) for p in PROPERTIES if p.mandatory.every_message)
-#: messageType -> (name, requirement) of the properties mandatory for it; looked up with None too
-_MANDATORY_BY_TYPE: dict[str | None, tuple[tuple[str, str], ...]] = {
-    t.value: names for t in MessageType
-    if (names := tuple((p.name, p.requirement) for p in PROPERTIES if t in p.mandatory.message_types))}
 
 
 def _inferred_type(value: object) -> str:
@@ -213,72 +201,81 @@ def _inferred_type(value: object) -> str:
     return type(value).__name__
 
 
-def check_property_value(name: str, value: Any) -> str | None:
-    """What is wrong with ``value`` for the tables 1-7 property ``name`` (its value rule only:
-    e.g. publisherId "2 uppercase letters and 0-16383"), or None. The II checks capability
-    documents with it, so a capability never announces values a message is refused for; the
-    bridges check their configuration with it."""
-    check = _CHECKS.get(name)
-    finding = check(value) if check is not None else None
-    return None if finding is None else f"{finding[0]} ({finding[1]})"
+class Validate(Protocol):
+    """:func:`validate_application_properties`'s signature."""
+
+    def __call__(self, props: Mapping[str, object], types: Mapping[str, str] | None = None, *,
+                 capability_shard_count: int | None = None) -> list[Problem]: ...
 
 
-def validate_application_properties(
-    props: Mapping[str, object],
-    types: Mapping[str, str] | None = None,
-    *,
-    capability_shard_count: int | None = None,
-) -> list[Problem]:
-    """Every way ``props`` breaks tables 1-7 of the IP profile; an empty list means valid.
+def build_validator(tables: Tables) -> Validate:
+    """The validator of ``tables`` (the module's is the profile's, :data:`validate_application_properties`):
+    every check built once, here, and read by the returned function from its closure."""
+    # name -> (accepted AMQP type names, expected kind, requirement, value check)
+    rules = {p.name: (_KIND_TYPES[p.kind], p.kind.value, p.requirement, _value_check(p)) for p in tables.properties}
+    custom_name = re.compile(tables.custom_names.regex, re.DOTALL).fullmatch
+    not_custom = f"not defined in tables 1-7 and not named {tables.custom_names.form}"
+    custom_requirement = tables.custom_names.requirement
+    # (name, requirement) of the properties every C-ITS message carries, and of those mandatory per
+    # messageType (looked up with None too)
+    mandatory_all = tuple((p.name, p.requirement) for p in tables.properties if p.mandatory.every_message)
+    mandatory_by_type: dict[str | None, tuple[tuple[str, str], ...]] = {
+        t.value: names for t in MessageType
+        if (names := tuple((p.name, p.requirement) for p in tables.properties if t in p.mandatory.message_types))}
+    cross_checks = tuple(_cross_check(rule) for rule in tables.cross_rules)
 
-    ``types`` maps each name to its AMQP type name (``ScannedMessage.application_property_types``);
-    names missing from it are typed from their Python value. ``capability_shard_count`` is the
-    shardCount declared by the capability the message is published on, if any (appendix G).
-    """
-    problems: list[Problem] = []
-    add = problems.append
-    rules = _RULES
-    if types is None:
-        types = {}
-    # standard properties whose type and value passed (so each has its kind's type: Any)
-    valid: dict[str, Any] = {}
-    for name, value in props.items():
-        rule = rules.get(name)
-        if rule is None:
-            if _CUSTOM_NAME.fullmatch(name) is None:
-                add(Problem(name, _NOT_CUSTOM, CUSTOM_NAMES.requirement))
-            continue
-        accepted, kind, requirement, check = rule
-        amqp_type = types.get(name)
-        if amqp_type is None:
-            amqp_type = _inferred_type(value)
-        if amqp_type not in accepted:
-            add(Problem(name, f"must be {kind}, got AMQP {amqp_type}", requirement))
-            continue
-        if check is not None:
-            finding = check(value)
-            if finding is not None:
-                add(Problem(name, *finding))
+    def validate(props: Mapping[str, object], types: Mapping[str, str] | None = None, *,
+                 capability_shard_count: int | None = None) -> list[Problem]:
+        """Every way ``props`` breaks tables 1-7 of the IP profile; an empty list means valid.
+
+        ``types`` maps each name to its AMQP type name (``ScannedMessage.application_property_types``);
+        names missing from it are typed from their Python value. ``capability_shard_count`` is the
+        shardCount declared by the capability the message is published on, if any (appendix G).
+        """
+        problems: list[Problem] = []
+        add = problems.append
+        if types is None:
+            types = {}
+        # standard properties whose type and value passed (so each has its kind's type: Any)
+        valid: dict[str, Any] = {}
+        for name, value in props.items():
+            rule = rules.get(name)
+            if rule is None:
+                if custom_name(name) is None:
+                    add(Problem(name, not_custom, custom_requirement))
                 continue
-        valid[name] = value
+            accepted, kind, requirement, check = rule
+            amqp_type = types.get(name)
+            if amqp_type is None:
+                amqp_type = _inferred_type(value)
+            if amqp_type not in accepted:
+                add(Problem(name, f"must be {kind}, got AMQP {amqp_type}", requirement))
+                continue
+            if check is not None:
+                finding = check(value)
+                if finding is not None:
+                    add(Problem(name, *finding))
+                    continue
+            valid[name] = value
 
-    for name, requirement in _MANDATORY_ALL:
-        if name not in props:
-            add(Problem(name, "missing, mandatory for every C-ITS message", requirement))
-    message_type: str | None = valid.get("messageType")
-    for name, requirement in _MANDATORY_BY_TYPE.get(message_type, ()):
-        if name not in props:
-            add(Problem(name, f"missing, mandatory for {message_type}", requirement))
-    for cross_check in _CROSS_CHECKS:
-        cross_check(props, valid, message_type, capability_shard_count, add)
-    return problems
+        for name, requirement in mandatory_all:
+            if name not in props:
+                add(Problem(name, "missing, mandatory for every C-ITS message", requirement))
+        message_type: str | None = valid.get("messageType")
+        for name, requirement in mandatory_by_type.get(message_type, ()):
+            if name not in props:
+                add(Problem(name, f"missing, mandatory for {message_type}", requirement))
+        for cross_check in cross_checks:
+            cross_check(props, valid, message_type, capability_shard_count, add)
+        return problems
+
+    return validate
 
 
 # --- the rules across properties --------------------------------------------------------------------
 
 #: (all properties, the valid ones, the valid messageType, the capability's shardCount, add a problem)
-CrossCheck = Callable[[Mapping[str, object], Mapping[str, Any], "str | None", "int | None",
-                       Callable[[Problem], None]], None]
+CrossCheck = Callable[[Mapping[str, object], Mapping[str, Any], str | None, int | None, Callable[[Problem], None]], None]
 
 
 def _publication_id_problem(rule: PublicationIdRule, value: str, publisher: str | None) -> str | None:
@@ -290,7 +287,7 @@ def _publication_id_problem(rule: PublicationIdRule, value: str, publisher: str 
     return None
 
 
-_PUBLICATION = next(rule for rule in CROSS_RULES if isinstance(rule, PublicationIdRule))
+_PUBLICATION = next(rule for rule in TABLES.cross_rules if isinstance(rule, PublicationIdRule))
 
 
 def check_publication_id(value: str, publisher_id: str | None) -> str | None:
@@ -362,4 +359,20 @@ def _cross_check(rule: CrossRule) -> CrossCheck:
             assert_never(rule)
 
 
-_CROSS_CHECKS: tuple[CrossCheck, ...] = tuple(_cross_check(rule) for rule in CROSS_RULES)
+
+
+# --- the profile's validator --------------------------------------------------------------------------
+
+#: Every way a message's application properties break the profile's tables 1-7 (an empty list: valid).
+validate_application_properties: Validate = build_validator(TABLES)
+_CHECKS: dict[str, Check | None] = {p.name: _value_check(p) for p in TABLES.properties}
+
+
+def check_property_value(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the tables 1-7 property ``name`` (its value rule only:
+    e.g. publisherId "2 uppercase letters and 0-16383"), or None. The II checks capability
+    documents with it, so a capability never announces values a message is refused for; the
+    bridges check their configuration with it."""
+    check = _CHECKS.get(name)
+    finding = check(value) if check is not None else None
+    return None if finding is None else f"{finding[0]} ({finding[1]})"

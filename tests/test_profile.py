@@ -1,0 +1,181 @@
+"""The message profile (interchange.ground.profile) is data every reader follows.
+
+- The profile itself: one entry per name, a text for every requirement it names, message types
+  with their ETSI messageID, the TTL defaults the broker derives from its repetitions.
+- Each entry (property kind, value rule, mandatory property, rule across properties, custom-name
+  rule) is checked by the broker's validation and by its C accelerator: tests/profile_cases.py
+  breaks each one, from the profile's data alone; the audit's Spark SQL is held to the same cases
+  in tests/test_spark_profile.py.
+- A profile with added and changed entries is checked by validation and by the C accelerator built
+  from it (the header generated, the C file compiled as it is) without a line of reader code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from proton import Message
+
+from interchange.broker import _admit
+from interchange.broker.admit_header import header_text
+from interchange.broker.ttl_policy import DEFAULT_TTL_POLICY
+from interchange.broker.validation import build_validator, validate_application_properties
+from interchange.ground import profile
+from interchange.ground.profile import TABLES, CommaList, Kind, MessageType, OneOf, QuadTreeTiles, Range, Tables
+from profile_cases import Case, cases, changed_tables, valid_sets
+
+ADMIT_C = Path(_admit.__file__).with_name("_admit.c")
+
+
+def encode(props: dict[str, object]) -> bytes:
+    return Message(body=b"x", properties=props, inferred=True).encode()
+
+
+def found(validate, props: dict[str, object]) -> list[tuple[str, str]]:
+    return [(p.property, p.requirement) for p in validate(props)]
+
+
+# --- the profile ------------------------------------------------------------------------------------
+
+def _requirements_named() -> set[str]:
+    named = {p.requirement for p in profile.PROPERTIES} | {profile.CUSTOM_NAMES.requirement, profile.TTL.requirement}
+    named |= {p.rule.requirement for p in profile.PROPERTIES if isinstance(p.rule, CommaList)}
+    named |= {r for p in profile.PROPERTIES if isinstance(p.rule, QuadTreeTiles)
+              for r in (p.rule.form_requirement, p.rule.zoom_requirement)}
+    for rule in profile.CROSS_RULES:
+        named |= {getattr(rule, f) for f in ("requirement", "first_requirement", "count_requirement") if hasattr(rule, f)}
+    for spec in profile.MESSAGE_TYPES.values():
+        named |= {r for r in (spec.repetition.requirement, spec.area_zoom and spec.area_zoom.requirement) if r}
+    return named
+
+
+def test_every_requirement_the_profile_names_has_a_text() -> None:
+    named = _requirements_named()
+    assert named <= set(profile.REQUIREMENTS), sorted(named - set(profile.REQUIREMENTS))
+    assert {"IP_022", "IP_026", "IP_029", "IP_033", "IP_037", "IP_038", "IP_048", "IP_100", "IP_112", "IP_113",
+            "IP_122", "IP_123", "IP_124", "IP_128", "IP_130", "IP_131", "IP_135", "IP_136"} <= named
+
+
+def test_tables_are_consistent() -> None:
+    names = [p.name for p in profile.PROPERTIES]
+    assert len(names) == len(set(names)) == 23 and names == list(profile.PROPERTY_NAMES)
+    for prop in profile.PROPERTIES:
+        assert set(prop.tables) <= set(range(1, 8)), prop
+        assert not re.fullmatch(profile.CUSTOM_NAMES.regex, prop.name), prop  # the two name spaces are apart
+        numeric = isinstance(prop.rule, Range)
+        assert numeric == (prop.kind is not Kind.STRING) or prop.rule is None, prop
+    assert {t for p in profile.PROPERTIES for t in p.mandatory.message_types} <= set(MessageType)
+    message_type = profile.property_named("messageType")
+    assert message_type is not None and isinstance(message_type.rule, OneOf)
+    assert message_type.rule.values == tuple(t.value for t in MessageType)
+
+
+def test_message_types_of_table_1() -> None:
+    assert [t.value for t in profile.MESSAGE_TYPES] == [
+        "DENM", "IVIM", "SPATEM", "MAPEM", "SREM", "SSEM", "CPM", "POIM-PA", "CAM"]
+    ids = {t.value: spec.etsi_message_id for t, spec in profile.MESSAGE_TYPES.items()}
+    # ETSI TS 102 894-2 MessageId; POIM-PA's is not confirmed (see the profile's docstring)
+    assert ids == {"DENM": 1, "CAM": 2, "SPATEM": 4, "MAPEM": 5, "IVIM": 6, "SREM": 9, "SSEM": 10, "CPM": 14,
+                   "POIM-PA": None}
+    assert profile.REPEATED_WHILE_VALID == (MessageType.DENM, MessageType.IVIM, MessageType.MAPEM, MessageType.POIM_PA)
+    zooms = {t.value: spec.area_zoom.zoom for t, spec in profile.MESSAGE_TYPES.items() if spec.area_zoom}
+    assert zooms == {"DENM": 13, "IVIM": 13, "POIM-PA": 13, "SPATEM": 14, "MAPEM": 14, "SREM": 14, "SSEM": 14}
+
+
+def test_ttl_defaults_follow_the_repetitions() -> None:
+    """IP_033: the broker's default TTL of each type is its repetition interval x 1.2, at least 1 s."""
+    for message_type, spec in profile.MESSAGE_TYPES.items():
+        expected = max(1_000, round(spec.repetition.interval_ms * 1.2))
+        assert DEFAULT_TTL_POLICY.default_ttl_ms(message_type.value) == expected
+    assert DEFAULT_TTL_POLICY.default_ttl_ms("other") == round(profile.FALLBACK_INTERVAL_MS * 1.2)
+    assert profile.TTL.ttl_ms(100) == 1_000 and profile.TTL.ttl_ms(540_000) == 648_000
+
+
+# --- every entry, checked by validation and by the C accelerator ----------------------------------------
+
+PROFILE_CASES = cases(TABLES)
+
+
+def test_the_cases_cover_every_entry() -> None:
+    broken = {case.expected[0] for case in PROFILE_CASES}
+    assert set(profile.PROPERTY_NAMES) <= broken
+    requirements = {case.expected[1] for case in PROFILE_CASES}
+    assert requirements == {"IP_022", "IP_026", "IP_029", "IP_037", "IP_038", "IP_100", "IP_122", "IP_123",
+                            "IP_128", "IP_130", "IP_131", "IP_135"}
+    assert len(PROFILE_CASES) > 60
+
+
+@pytest.mark.parametrize("case", PROFILE_CASES, ids=lambda case: case.what)
+def test_every_entry_is_checked_by_validation_and_the_accelerator(case: Case) -> None:
+    assert found(validate_application_properties, case.props) == [case.expected]
+    result = _admit.admit(encode(case.props), None)
+    assert result is not None and result[1] is False
+
+
+def test_valid_sets_pass_both() -> None:
+    for props in valid_sets(TABLES):
+        assert validate_application_properties(props) == [], props
+        result = _admit.admit(encode(props), None)
+        assert result is not None and result[1] is True, props
+
+
+# --- a changed profile ------------------------------------------------------------------------------------
+
+def compile_accelerator(tables: Tables, directory: Path) -> ModuleType:
+    """_admit.c as it is, with the header ``tables`` generate, built and loaded as its own module."""
+    shutil.copy(ADMIT_C, directory / "_admit.c")
+    (directory / "_admit_profile.h").write_text(header_text(tables), encoding="utf-8")
+    target = directory / f"_admit{sysconfig.get_config_var('EXT_SUFFIX')}"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()
+    subprocess.run([*compiler, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", f"-I{sysconfig.get_paths()['include']}",
+                    str(directory / "_admit.c"), "-o", str(target)], check=True, capture_output=True, timeout=120)
+    spec = importlib.util.spec_from_file_location("changed_profile._admit", target)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_changed_profile_is_checked_without_further_code(tmp_path: Path) -> None:
+    tables = changed_tables()
+    validate = build_validator(tables)
+    accelerator = compile_accelerator(tables, tmp_path)
+    changed = cases(tables)
+    new = {"laneCount", "zoneIds", "detector", "road", "operatorId", "lane"}
+    assert {case.expected[0] for case in changed} >= new | {"iviStatus"}
+    assert found(validate, {**valid_sets(tables)[0], "iviStatus": 4}) == [("iviStatus", "IP_029")]
+    handled = 0
+    for case in changed:
+        assert found(validate, case.props) == [case.expected], case.what
+        result = accelerator.admit(encode(case.props), None)
+        if "lane" in case.props:
+            assert result is None, case.what  # left to the Python path
+        else:
+            assert result is not None and result[1] is False, case.what
+            handled += 1
+    assert handled > 60
+    for props in valid_sets(tables):
+        assert validate(props) == [], props
+        result = accelerator.admit(encode(props), None)
+        assert result is None if "lane" in props else (result is not None and result[1] is True), props
+    # the profile's own accelerator refuses a CPM without the added mandatory laneCount: the changed one accepts it
+    cpm = valid_sets(tables)[list(MessageType).index(MessageType.CPM)]
+    assert accelerator.admit(encode(cpm), None)[1] is True
+    assert _admit.admit(encode(cpm), None)[1] is False  # laneCount is no name of the profile's tables
+
+
+def test_rules_across_properties_the_c_code_cannot_follow_leave_every_message_to_python(tmp_path: Path) -> None:
+    tables = dataclasses.replace(TABLES, cross_rules=TABLES.cross_rules + (profile.PublicationIdRule("id", "name"),))
+    accelerator = compile_accelerator(tables, tmp_path)
+    validate = build_validator(tables)
+    for props in valid_sets(tables):
+        assert accelerator.admit(encode(props), None) is None
+    props = {**valid_sets(tables)[0], "name": ",a,", "id": ",a,"}
+    assert found(validate, props) == [("id", "IP_022")]  # Python follows the added rule
