@@ -98,7 +98,9 @@ from pydantic import (
 )
 
 from ii_api.matching import Domain, Shape, capability_domains
-from interchange.broker.validation import check_property_value
+from interchange.broker.validation import check_property_value, check_publication_id
+from interchange.ground.profile import CUSTOM_NAMES, MessageType, Pattern, Range, property_named
+from interchange.ground.profile import PublisherId as PublisherIdRule
 from quadtree.tiles import MAX_ZOOM, check_tile
 
 __all__ = [
@@ -120,7 +122,7 @@ CAPABILITIES_VERSION = "2.0"  # Table 9
 SUBSCRIPTIONS_VERSION: Final = "1.2"  # Tables 13/14 (Final: the Literal["1.2"] of SubscriptionVersion)
 LOCAL_API_VERSION = "1.0"  # NordicWay onboard API
 
-_CUSTOM = re.compile(r"custom-[^-]+-.+", re.DOTALL)
+_CUSTOM = re.compile(CUSTOM_NAMES.regex, re.DOTALL)
 
 
 def is_custom_property(key: object) -> bool:
@@ -148,7 +150,7 @@ Tile = Annotated[str, Strict(), AfterValidator(_check_quadtree_tile),
 
 
 def _message_rule(name: str) -> AfterValidator:
-    """Issue 10: a capability value obeys the rule a message's property of that name does (tables 1-7)."""
+    """A capability value obeys the rule a message's property of that name does (tables 1-7)."""
     def check(value: Any) -> Any:
         problem = check_property_value(name, value)
         if problem is not None:
@@ -157,30 +159,28 @@ def _message_rule(name: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-# The message rules, stated in the OpenAPI document as far as JSON Schema can (the number of a
-# publisherId is 0-16383: the pattern is wider, the check exact).
-PublisherId = Annotated[str, Strict(), _message_rule("publisherId"),
-                        Field(json_schema_extra={"pattern": "^[A-Z]{2}[0-9]{1,5}$"})]  # IP_022: e.g. DE15608
-CountryCode = Annotated[str, Strict(), _message_rule("originatingCountry"),
-                        Field(json_schema_extra={"pattern": "^[A-Z]{2}$"})]  # IP_022: ISO 3166-1 alpha-2
-CauseCode = Annotated[int, Strict(), _message_rule("causeCode"),
-                      Field(json_schema_extra={"minimum": -1, "maximum": 255})]  # IP_026: 0-255, -1 cancellations
-StationType = Annotated[int, Strict(), _message_rule("stationType"),
-                        Field(json_schema_extra={"minimum": 0, "maximum": 255})]  # IP_122: 0-255
+def _message_schema(name: str) -> Any:
+    """The message rule of ``name`` in the OpenAPI document, as far as JSON Schema can state it (a
+    publisherId's number is 0-16383: the pattern is wider, the check exact)."""
+    prop = property_named(name)
+    rule = prop.rule if prop is not None else None
+    match rule:
+        case PublisherIdRule():
+            schema: dict[str, Any] = {"pattern": f"^{rule.regex}$"}
+        case Pattern(regex=regex):
+            schema = {"pattern": f"^{regex}$"}
+        case Range(low=low, high=high, also=also):
+            schema = {"minimum": low if also is None else min(low, also), "maximum": high}
+        case _:
+            schema = {}
+    return Field(json_schema_extra=schema)
 
 
-class MessageType(StrEnum):
-    """Table 1 / Table 11: the nine C-ITS message types."""
-
-    DENM = "DENM"
-    IVIM = "IVIM"
-    SPATEM = "SPATEM"
-    MAPEM = "MAPEM"
-    SREM = "SREM"
-    SSEM = "SSEM"
-    CAM = "CAM"
-    CPM = "CPM"
-    POIM_PA = "POIM-PA"
+# The message rules of the capability values (IP_022, IP_026, IP_122), from the profile.
+PublisherId = Annotated[str, Strict(), _message_rule("publisherId"), _message_schema("publisherId")]
+CountryCode = Annotated[str, Strict(), _message_rule("originatingCountry"), _message_schema("originatingCountry")]
+CauseCode = Annotated[int, Strict(), _message_rule("causeCode"), _message_schema("causeCode")]
+StationType = Annotated[int, Strict(), _message_rule("stationType"), _message_schema("stationType")]
 
 
 MESSAGE_TYPES: frozenset[str] = frozenset(m.value for m in MessageType)
@@ -310,12 +310,9 @@ class Application(Extensible):
     @classmethod
     def _publication_of_the_publisher(cls, value: str, info: ValidationInfo) -> str:
         """IP_022: publicationId is ``<publisherId>:<id>``, as on the capability's messages."""
-        prefix, colon, rest = value.partition(":")
-        if not colon or not rest:
-            raise ValueError(f"must be '<publisherId>:<id>', got {value!r} (IP_022)")
-        publisher = info.data.get("publisherId")  # absent when the publisherId itself is invalid
-        if publisher is not None and prefix != publisher:
-            raise ValueError(f"must start with the publisherId {publisher!r}, got {value!r} (IP_022)")
+        problem = check_publication_id(value, info.data.get("publisherId"))  # absent when itself invalid
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 
