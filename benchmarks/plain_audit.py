@@ -1,7 +1,8 @@
 """The audit rules of spark/rules.py in plain single-process Python: the peer of the Spark benchmark.
 
 Same rules, same definitions (see spark/rules.py), over JSON lines read with ``json.loads``; the
-table checks call interchange/broker/validation.py itself. Returns {(rule, check): [checked, violations]}
+table checks call interchange/broker/validation.py itself, the gap checks take their types and
+bounds from spark.rules.GAPS (the profile's repetitions). Returns {(rule, check): [checked, violations]}
 so the benchmark can show both implementations agree before comparing their speed.
 """
 from __future__ import annotations
@@ -13,9 +14,9 @@ from itertools import groupby
 from typing import Any
 
 from interchange.broker.validation import validate_application_properties
+from spark.rules import GAPS
 
 Metrics = dict[tuple[str, str], list[int]]
-NINE_MINUTES_MS = 540_000
 
 
 def _count(metrics: Metrics, rule: str, check: str, counted: bool, violated: bool) -> None:
@@ -65,18 +66,13 @@ def _record(r: dict[str, Any], metrics: Metrics, state: dict[str, Any]) -> None:
             _count(metrics, _ACCOUNT[check], check, False, True)
 
 
-_GAP_RULES = {"DENM": "repetition", "IVIM": "repetition", "MAPEM": "repetition", "POIM-PA": "repetition",
-              "CAM": "cam_rate", "CPM": "cpm_rate"}
+#: messageType -> the gap check sequencing it (IP_048 repetition, IP_124 CAM rate, IP_136 CPM rate)
+_GAP_RULES = {message_type: check for check, (_, _, types, _, _, _) in GAPS.items() for message_type in types}
 
 
 def _gap_violated(check: str, gap: int) -> tuple[str, bool]:
-    match check:
-        case "repetition":
-            return "IP_048", gap > NINE_MINUTES_MS
-        case "cam_rate":
-            return "IP_124", gap < 1000 or gap > 120_000
-        case _:
-            return "IP_136", gap < 900 or gap > 1100
+    rule, _, _, low, high, _ = GAPS[check]
+    return rule, gap < low or gap > high
 
 
 def _gaps(received: list[dict[str, Any]], metrics: Metrics) -> None:

@@ -203,7 +203,7 @@ def test_bad_properties_and_tables() -> None:
                         ({"quadTree": ",12x,"}, "quadTree")]:
         with pytest.raises(If2KeyError, match=why):
             if2_envelope({**base, **change}, PROVIDERS)
-    with pytest.raises(If2KeyError, match="is not two capital letters"):
+    with pytest.raises(If2KeyError, match="is not a C-Roads publisherId: must be 2 uppercase letters and a number 0-16383"):
         ProviderTable({"RWS": "NL99999"})
     with pytest.raises(If2KeyError, match="given to both"):
         ProviderTable({"RWS": "NL00001", "RWS2": "NL00001"})

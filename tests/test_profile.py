@@ -8,6 +8,7 @@
   in tests/test_spark_profile.py.
 - A profile with added and changed entries is checked by validation and by the C accelerator built
   from it (the header generated, the C file compiled as it is) without a line of reader code.
+- The bridges' messages pass the profile's tables, with its TTLs.
 """
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ from types import ModuleType
 import pytest
 from proton import Message
 
+import quadtree
+from interchange.bridges.if2.keys import If2Envelope, ProviderTable, RoutingKey, croads_properties
+from interchange.bridges.tlex.codec import Payload
+from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
+from interchange.bridges.tlex.payloads import MESSAGE_IDS
+from interchange.bridges.tlex.publication import Translator
 from interchange.broker import _admit
 from interchange.broker.admit_header import header_text
 from interchange.broker.ttl_policy import DEFAULT_TTL_POLICY
@@ -179,3 +186,31 @@ def test_rules_across_properties_the_c_code_cannot_follow_leave_every_message_to
         assert accelerator.admit(encode(props), None) is None
     props = {**valid_sets(tables)[0], "name": ",a,", "id": ",a,"}
     assert found(validate, props) == [("id", "IP_022")]  # Python follows the added rule
+
+
+# --- the bridges publish what the profile accepts ------------------------------------------------------
+
+def test_the_bridges_messages_obey_the_profile() -> None:
+    """What the TLEX and IF2 bridges put in application properties passes the profile's tables (their
+    TTLs follow its IP_033 rule); a cancellation DENM from IF2 carries the profile's cancellation pair."""
+    controller = ControllerConfig(tlc_id="NLZH0023", intersections=["5-57"], latitude=51.485992, longitude=4.735311,
+                                  names=["Main street"], shard_id=2)
+    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"), publisher_id="NL00001",
+                              originating_country="NL", controllers=[controller], shard_count=3)
+    translator = Translator(config)
+    sent = [*translator.to_bi(Payload(MESSAGE_IDS["MAPEM"], 1, b"m", "NLZH0023"), 0),
+            *translator.to_bi(Payload(MESSAGE_IDS["SPATEM"], 1, b"s", "NLZH0023"), 1),
+            *translator.to_bi(Payload(MESSAGE_IDS["SSEM"], 1, b"x", "NLZH0023"), 2)]
+    assert [m.kind for m in sent] == ["MAPEM", "SPATEM", "SSEM"]
+    for message in sent:
+        assert validate_application_properties(message.properties, capability_shard_count=3) == [], message
+        interval = config.repetition_ms[message.kind]
+        assert message.ttl_ms == profile.TTL.ttl_ms(interval)
+    assert sent[0].ttl_ms == 648_000 and sent[1].ttl_ms == 1_000
+    for if2_type, subtype in (("DENM", "3"), ("DENM", "-1"), ("IVI", "0"), ("MAP", "0"), ("SPAT", "0")):
+        tile = quadtree.from_latlon(51.485992, 4.735311, 18)
+        props = croads_properties(If2Envelope(RoutingKey(if2_type, "1.2.1", "RWS", subtype, tile), 10_000,
+                                              51.485992, 4.735311), ProviderTable({"RWS": "NL00001"}))
+        assert validate_application_properties(props) == [], props
+    cancelled = croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "-1", tile)), ProviderTable({"RWS": "NL00001"}))
+    assert (cancelled["causeCode"], cancelled["subCauseCode"]) == (profile.CANCELLATION, profile.CANCELLATION)

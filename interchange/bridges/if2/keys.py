@@ -19,7 +19,8 @@ The C-Roads side is the IP profile's Table 1/2 (IP_022/026): ``messageType`` (IF
 ``subCauseCode``. Choices where IF2 is silent, stated once here:
 
 - IF2 has no sub-cause code: a DENM from IF2 gets ``subCauseCode`` 0 ("unavailable" in ETSI
-  TS 102 894-2), -1 for a cancellation (causeCode -1), as Table 2 says.
+  TS 102 894-2), -1 for a cancellation (causeCode -1), as Table 2 says. causeCode values and
+  publisherIds follow the profile's rules (:mod:`interchange.ground.profile`).
 - A non-DENM subtype has no C-Roads property: it travels in ``custom-intercor-if2-subtype``
   (IP_131 naming); a C-Roads message without it is published with subtype ``0``.
 - C-Roads -> IF2, the routing tile is the zoom-18 tile of ``latitude``/``longitude`` when the
@@ -40,13 +41,16 @@ from decimal import Decimal
 from typing import Any
 
 import quadtree
+from interchange.broker.validation import check_property_value
+from interchange.ground.profile import CANCELLATION, MessageType
 
 __all__ = ["CROADS_TO_IF2", "IF2_TO_CROADS", "If2Envelope", "If2KeyError", "ProviderTable", "RoutingKey",
            "ROUTING_ZOOM", "SUBTYPE_PROPERTY", "croads_properties", "if2_envelope", "publication_id",
            "envelope_of", "table4_headers", "version_word"]
 
 #: IF2 exchange (= message type) -> C-Roads messageType (IF2 chapter 6.2; IP Table 1).
-IF2_TO_CROADS: Mapping[str, str] = {"DENM": "DENM", "IVI": "IVIM", "MAP": "MAPEM", "SPAT": "SPATEM"}
+IF2_TO_CROADS: Mapping[str, str] = {"DENM": MessageType.DENM.value, "IVI": MessageType.IVIM.value,
+                                    "MAP": MessageType.MAPEM.value, "SPAT": MessageType.SPATEM.value}
 CROADS_TO_IF2: Mapping[str, str] = {v: k for k, v in IF2_TO_CROADS.items()}
 #: IF2 6.4: "The zoom level to use is 18".
 ROUTING_ZOOM = 18
@@ -61,8 +65,6 @@ KEY_WORDS = HEADER_WORDS + ROUTING_ZOOM
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
 _VERSION_WORD = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")
 _DOTTED_VERSION = re.compile(r"[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*")
-_PUBLISHER_ID = re.compile(r"[A-Z]{2}[0-9]{1,5}")
-_DENM_CAUSE = range(-1, 256)
 
 
 class If2KeyError(ValueError):
@@ -92,10 +94,13 @@ def dotted_version(word: str) -> str:
 
 
 def check_subtype(message_type: str, subtype: str) -> str:
-    """The subtype word; for DENM it is the causeCode, an integer -1..255."""
+    """The subtype word; for DENM it is the causeCode (Table 2: 0-255, -1 for a cancellation)."""
     _word("subtype", subtype)
-    if message_type == "DENM" and not (re.fullmatch(r"-?[0-9]{1,3}", subtype) and int(subtype) in _DENM_CAUSE):
-        raise If2KeyError(f"DENM subtype {subtype!r} is not a causeCode (an integer -1..255)")
+    if message_type == "DENM":
+        problem = (check_property_value("causeCode", int(subtype)) if re.fullmatch(r"-?[0-9]{1,3}", subtype)
+                   else "not an integer")
+        if problem is not None:
+            raise If2KeyError(f"DENM subtype {subtype!r} is not a causeCode: {problem}")
     return subtype
 
 
@@ -141,8 +146,8 @@ class RoutingKey:
 
 @dataclass(frozen=True)
 class ProviderTable:
-    """IF2 provider names <-> C-Roads publisherIds (IP_031: two capital letters and a number
-    0-16383), one-to-one."""
+    """IF2 provider names <-> C-Roads publisherIds (IP_031, the profile's publisherId rule),
+    one-to-one."""
 
     publisher_ids: Mapping[str, str]
 
@@ -150,9 +155,9 @@ class ProviderTable:
         seen: dict[str, str] = {}
         for provider, publisher in self.publisher_ids.items():
             _word("provider", provider)
-            if not _PUBLISHER_ID.fullmatch(publisher) or int(publisher[2:]) > 16383:
-                raise If2KeyError(f"provider {provider!r}: publisherId {publisher!r} is not two capital "
-                                  "letters and a number 0-16383 (IP Table 1)")
+            problem = check_property_value("publisherId", publisher) if isinstance(publisher, str) else "not a string"
+            if problem is not None:
+                raise If2KeyError(f"provider {provider!r}: publisherId {publisher!r} is not a C-Roads publisherId: {problem}")
             if publisher in seen:
                 raise If2KeyError(f"publisherId {publisher!r} is given to both {seen[publisher]!r} and {provider!r}")
             seen[publisher] = provider
@@ -230,7 +235,7 @@ def croads_properties(envelope: If2Envelope, providers: ProviderTable) -> dict[s
     if key.message_type == "DENM":
         cause = int(key.subtype)
         props["causeCode"] = cause
-        props["subCauseCode"] = -1 if cause == -1 else 0
+        props["subCauseCode"] = CANCELLATION if cause == CANCELLATION else 0
     else:
         props[SUBTYPE_PROPERTY] = key.subtype
     if (envelope.lat is None) != (envelope.lon is None):
@@ -252,8 +257,11 @@ def _version_from(croads_type: str, protocol_version: object) -> str:
 def _subtype_from(if2_type: str, properties: Mapping[str, Any]) -> str:
     if if2_type == "DENM":
         cause = properties.get("causeCode")
-        if isinstance(cause, bool) or not isinstance(cause, int) or cause not in _DENM_CAUSE:
-            raise If2KeyError(f"DENM causeCode {cause!r} is not an integer -1..255")
+        if isinstance(cause, bool) or not isinstance(cause, int):
+            raise If2KeyError(f"DENM causeCode {cause!r} is not an integer")
+        problem = check_property_value("causeCode", cause)
+        if problem is not None:
+            raise If2KeyError(f"DENM causeCode {cause!r}: {problem}")
         return str(cause)
     subtype = properties.get(SUBTYPE_PROPERTY, DEFAULT_SUBTYPE)
     if not isinstance(subtype, str):

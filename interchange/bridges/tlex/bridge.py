@@ -37,7 +37,7 @@ from proton import Data, Described, Message, ulong
 
 from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
 from interchange.bridges.tlex.codec import Payload
-from interchange.bridges.tlex.config import TlexBridgeConfig
+from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
 from interchange.bridges.tlex.mapem_store import MapemStore
 from interchange.bridges.tlex.publication import SREM_SELECTOR_HEAD, BiMessage, Dropped, Translator
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
@@ -295,7 +295,7 @@ class TlexBridge:
             self.counters.tlc(dropped.tlc).dropped += 1
             self.counters.queue_dropped += 1
         self._queue.append(message)
-        if message.kind == "MAPEM" and self._mapems is not None:  # repeats too: kept 9 min from the last copy
+        if message.kind == MAPEM and self._mapems is not None:  # repeats too: kept 9 min from the last copy
             self._save_mapem(message)
 
     def _save_mapem(self, message: BiMessage) -> None:

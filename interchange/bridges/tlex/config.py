@@ -24,24 +24,40 @@ Example (TOML)::
     # shard_id = 1
 
 Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
-SSEM default to 100 ms (10 Hz), MAPEM to 540 s (IP_048: the bridge repeats a controller's MAPEM at
-least that often while its SPATEMs flow); ``mapem_min_interval_ms`` (default 0: every MAPEM is
+SSEM default to 100 ms (the controllers' 10 Hz), MAPEM to the profile's 540 s (IP_048: the bridge
+repeats a controller's MAPEM at least that often while its SPATEMs flow); ``publisher_id`` and
+``originating_country`` follow the profile's rules for publisherId and originatingCountry; ``mapem_min_interval_ms`` (default 0: every MAPEM is
 published) skips identical MAPEM copies closer than that (IP_049); protocol versions default to
 "<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from interchange.bridges.tlex.codec import TLC_ID_SIZE
+from interchange.broker.validation import check_property_value
+from interchange.ground.profile import MESSAGE_TYPES, MessageType
 from quadtree.tiles import check_latitude, check_longitude
 
-BRIDGED_KINDS = ("SPATEM", "MAPEM", "SSEM")  #: published into C-Roads; SREM goes the other way
-DEFAULT_REPETITION_MS = {"SPATEM": 100, "MAPEM": 540_000, "SSEM": 100, "SREM": 100}
-DEFAULT_PROTOCOL_VERSIONS = {kind: f"{kind}:2.1.1" for kind in ("SPATEM", "MAPEM", "SREM", "SSEM")}
+SPATEM, MAPEM, SREM, SSEM = (t.value for t in (MessageType.SPATEM, MessageType.MAPEM, MessageType.SREM, MessageType.SSEM))
+BRIDGED_KINDS = (SPATEM, MAPEM, SSEM)  #: published into C-Roads; SREM goes the other way
+#: the controllers send SPATEM and SSEM at 10 Hz; a MAPEM is repeated as IP_048 asks (9 min)
+DEFAULT_REPETITION_MS = {SPATEM: 100, MAPEM: MESSAGE_TYPES[MessageType.MAPEM].repetition.interval_ms, SSEM: 100, SREM: 100}
+DEFAULT_PROTOCOL_VERSIONS = {kind: f"{kind}:2.1.1" for kind in (SPATEM, MAPEM, SREM, SSEM)}
+
+
+def _profile_rule(name: str) -> Callable[[str], str]:
+    """A config value that goes into the ``name`` property of every message: the profile's rule for it."""
+    def check(value: str) -> str:
+        problem = check_property_value(name, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+    return check
 
 
 class ControllerConfig(BaseModel):
@@ -88,8 +104,8 @@ class TlexBridgeConfig(BaseModel):
     domain: str = Field(min_length=1)
     security_mode: Literal["NONE", "TLSv1.2"] = "TLSv1.2"
     actor: Path = Field(description="identity directory of the bridge's client certificate at this node")
-    publisher_id: str = Field(min_length=1)
-    originating_country: str = Field(pattern=r"^[A-Z]{2}$")
+    publisher_id: Annotated[str, AfterValidator(_profile_rule("publisherId"))]
+    originating_country: Annotated[str, AfterValidator(_profile_rule("originatingCountry"))]
     shard_count: int | None = Field(default=None, ge=1)
     repetition_ms: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_REPETITION_MS))
     mapem_min_interval_ms: int = Field(default=0, ge=0, description=(

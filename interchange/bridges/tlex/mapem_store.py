@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: IP_049: how long a received MAPEM is kept for repetition.
-KEEP_MS = 9 * 60 * 1000
+from interchange.ground.profile import MESSAGE_TYPES, MessageType
+
+#: IP_049: how long a received MAPEM is kept for repetition: IP_048's interval (the profile's 9 min).
+KEEP_MS = MESSAGE_TYPES[MessageType.MAPEM].repetition.interval_ms
 _STAMP_SIZE = 8
 
 

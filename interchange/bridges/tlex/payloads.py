@@ -2,7 +2,8 @@
 
 The specs leave the payload type byte to the application (6.3.4.5; 0xF0-0xFF are the protocol's).
 Our assumption, configurable in the bridge: the payload type byte is the ETSI ITS PDU header
-``messageID`` of the message carried (ETSI TS 102 894-2: spatem 4, mapem 5, srem 9, ssem 10), and
+``messageID`` of the message carried (ETSI TS 102 894-2: spatem 4, mapem 5, srem 9, ssem 10, as the
+profile's message types hold them), and
 the payload is the UPER-encoded message, whose first two bytes are that header's protocolVersion
 and messageID (both byte-aligned in UPER). The bridge reads nothing else of the payload.
 
@@ -16,8 +17,11 @@ import struct
 import time
 from typing import Final
 
-#: ETSI TS 102 894-2 ItsPduHeader messageID of the messages traffic-light controllers exchange.
-MESSAGE_IDS: Final = {"SPATEM": 4, "MAPEM": 5, "SREM": 9, "SSEM": 10}
+from interchange.ground.profile import MESSAGE_TYPES, MessageType
+
+#: ETSI TS 102 894-2 ItsPduHeader messageID of the messages traffic-light controllers exchange (the profile's).
+MESSAGE_IDS: Final = {t.value: id_ for t in (MessageType.SPATEM, MessageType.MAPEM, MessageType.SREM, MessageType.SSEM)
+                      if (id_ := MESSAGE_TYPES[t].etsi_message_id) is not None}
 KINDS: Final = {value: kind for kind, value in MESSAGE_IDS.items()}
 #: Typical UPER sizes (bytes) of one message: SPATEM of a 10-signal-group crossing, a MAPEM, an SREM/SSEM.
 TYPICAL_SIZE: Final = {"SPATEM": 180, "MAPEM": 1200, "SREM": 60, "SSEM": 70}

@@ -9,7 +9,7 @@ Controller -> C-Roads (one BI message per payload, body = the payload bytes unch
   MAPEM refPoint, which the controller's position stands for), ``shardId`` when sharding is on
   (appendix G, IP_130);
 - Tables 4/5: ``id`` = the controller's intersection ids ``,5-57,``; ``name`` when configured;
-- IP_033: TTL = the message type's repetition interval x 1.2, at least 1 s;
+- IP_033: TTL = the message type's repetition interval x 1.2, at least 1 s (the profile's ``TTL``);
 - IP_104: a SPATEM is published only after the MAPEM of the same controller; earlier SPATEMs are
   dropped and counted (a SPATEM is stale 100 ms later; holding it would publish old signal state).
 - IP_048/049: the bridge is the C-ITS actor that publishes the controllers' already signed MAPEMs,
@@ -31,17 +31,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from interchange.bridges.tlex.codec import Payload
-from interchange.bridges.tlex.config import BRIDGED_KINDS, ControllerConfig, TlexBridgeConfig
+from interchange.bridges.tlex.config import BRIDGED_KINDS, MAPEM, SPATEM, SREM, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.payloads import MESSAGE_IDS, kind_of
+from interchange.ground.profile import REFERENCE_ZOOM, TTL
 from quadtree.property import format_property, parse_property
 from quadtree.tiles import from_latlon
 
 PropertyValue = str | int | float
-ZOOM = 18
+ZOOM = REFERENCE_ZOOM  #: IP_038: the controller's position stands for the MAPEM refPoint
 #: Selector length the bridge stays under: the II's default max_selector_length is 2000.
 SELECTOR_BUDGET = 1900
 #: How the bridge's SREM subscription selectors start (the bridge recognises its own by it).
-SREM_SELECTOR_HEAD = "messageType = 'SREM' AND ("
+SREM_SELECTOR_HEAD = f"messageType = '{SREM}' AND ("
 
 
 def publication_id(publisher_id: str, tlc_id: str, kind: str) -> str:
@@ -50,7 +51,7 @@ def publication_id(publisher_id: str, tlc_id: str, kind: str) -> str:
 
 def ttl_ms(repetition_ms: int) -> int:
     """IP_033: repetition interval x 1.2, at least one second."""
-    return max(1000, repetition_ms * 6 // 5)
+    return TTL.ttl_ms(repetition_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ class Translator:
         self._properties = {(c.tlc_id, kind): self._fixed_properties(c, kind)
                             for c in config.controllers for kind in BRIDGED_KINDS}
         self._ttl = {kind: ttl_ms(config.repetition_ms[kind]) for kind in BRIDGED_KINDS}
-        self.mapems = MapemRepetition(config.repetition_ms["MAPEM"], config.mapem_min_interval_ms)
+        self.mapems = MapemRepetition(config.repetition_ms[MAPEM], config.mapem_min_interval_ms)
         self.spatem_before_mapem = 0
 
     def carrying_over(self, previous: "Translator") -> "Translator":
@@ -149,31 +150,31 @@ class Translator:
         if tlc is None or tlc not in self.controllers:
             return Dropped(f"TLC {tlc!r} is not configured", tlc)
         message = BiMessage(self._properties[(tlc, kind)], self._ttl[kind], payload.payload, tlc, kind)
-        if kind == "MAPEM":
+        if kind == MAPEM:
             if not self.mapems.offered(tlc, payload.payload, now_ms):
                 return Dropped("identical MAPEM within mapem_min_interval_ms (IP_049)", tlc)
-        elif kind == "SPATEM":
+        elif kind == SPATEM:
             if tlc not in self.mapems.last:
                 self.spatem_before_mapem += 1
                 return Dropped("SPATEM before the controller's first MAPEM (IP_104)", tlc)
             repeat = self.mapems.due(tlc, now_ms)
             if repeat is not None:
-                return [self._mapem(tlc, repeat, self._ttl["MAPEM"]), message]
+                return [self._mapem(tlc, repeat, self._ttl[MAPEM]), message]
         return [message]
 
     def _mapem(self, tlc: str, body: bytes, ttl: int) -> BiMessage:
-        return BiMessage(self._properties[(tlc, "MAPEM")], ttl, body, tlc, "MAPEM")
+        return BiMessage(self._properties[(tlc, MAPEM)], ttl, body, tlc, MAPEM)
 
     def restored_mapem(self, tlc: str, payload: bytes, age_ms: int, now_ms: int) -> BiMessage:
         """A MAPEM stored before a restart (IP_049), published again: its TTL shortened by its age
         (at least 1 s), its repetition due when it would have been, and the controller's SPATEMs may
         follow (IP_104)."""
         self.mapems.last[tlc] = _PublishedMapem(payload, now_ms - age_ms)
-        return self._mapem(tlc, payload, max(1000, self._ttl["MAPEM"] - age_ms))
+        return self._mapem(tlc, payload, max(TTL.minimum_ms, self._ttl[MAPEM] - age_ms))
 
     def to_controllers(self, properties: dict, body: bytes, utc_ms: int) -> list[Payload] | Dropped:
         """Payload datagrams for an SREM from the broker: one per controller owning a listed intersection."""
-        if properties.get("messageType") != "SREM":
+        if properties.get("messageType") != SREM:
             return Dropped(f"messageType {properties.get('messageType')!r} is not SREM", None)
         ids = properties.get("id")
         if not isinstance(ids, str):
@@ -185,7 +186,7 @@ class Translator:
         owners = list(dict.fromkeys(self._owner[i] for i in listed if i in self._owner))
         if not owners:
             return Dropped(f"SREM for intersections {ids} that no bridged controller owns", None)
-        return [Payload(MESSAGE_IDS["SREM"], utc_ms, body, tlc) for tlc in owners]
+        return [Payload(MESSAGE_IDS[SREM], utc_ms, body, tlc) for tlc in owners]
 
     def capabilities(self) -> list[dict]:
         """The actor API body: one capability per controller and bridged message type (Tables 10-12)."""
