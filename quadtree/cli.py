@@ -5,7 +5,9 @@
 
 A position prints its tile (IP_038, default zoom 18); a circle prints one tile
 per line (IP_112, default zoom 13), or the ``,t1,t2,`` property form with
-``--property``, or the merged IP_066 selector with ``--selector``.
+``--property``, or the merged IP_066 selector with ``--selector``. The default
+zooms are the message profile's; the application shell hands them to
+:func:`register` (the profile lies above this package).
 """
 from __future__ import annotations
 
@@ -20,18 +22,15 @@ from quadtree.property import format_property
 from quadtree.selector import selector_for_tiles
 from quadtree.tiles import from_latlon
 
-POINT_ZOOM = 18
-CIRCLE_ZOOM = 13
-
-
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``quadtree`` subcommand; its handler is :func:`run`."""
+def register(subparsers: Any, *, point_zoom: int, circle_zoom: int) -> argparse.ArgumentParser:
+    """Add the ``quadtree`` subcommand; its handler is :func:`run`. ``point_zoom`` and ``circle_zoom``
+    are the default zooms of a position (IP_038's reference locations) and of a circle (IP_112's areas)."""
     parser = subparsers.add_parser(
         "quadtree",
         help="quadtree tiles of a position or a circular area (IP_037/038/112/113)",
         description=(
             "Print the quadtree tile of a WGS84 position (appendix A, default zoom "
-            f"{POINT_ZOOM}) or the tiles intersecting a circle (default zoom {CIRCLE_ZOOM}). "
+            f"{point_zoom}) or the tiles intersecting a circle (default zoom {circle_zoom}). "
             "Negative coordinates may be given as they are, e.g. 42.03 -8.65."
         ),
     )
@@ -45,12 +44,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--zoom",
-        help=f"zoom level 0-30 (default {POINT_ZOOM} for a position, {CIRCLE_ZOOM} for --circle)",
+        help=f"zoom level 0-30 (default {point_zoom} for a position, {circle_zoom} for --circle)",
     )
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--property", action="store_true", help="print the ',t1,t2,' quadTree property")
     form.add_argument("--selector", action="store_true", help="print the merged quadTree LIKE selector")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, point_zoom=point_zoom, circle_zoom=circle_zoom)
     parser.error = _one_line_error(parser)
     return parser
 
@@ -90,11 +89,11 @@ def _tiles(args: argparse.Namespace) -> list[str]:
         lat, lon, radius = (
             _number(name, text) for name, text in zip(("latitude", "longitude", "radius"), args.circle)
         )
-        return cover_circle(lat, lon, radius, _zoom(args.zoom, CIRCLE_ZOOM))
+        return cover_circle(lat, lon, radius, _zoom(args.zoom, args.circle_zoom))
     if args.lat is None or args.lon is None:
         raise QuadtreeUsageError("give a position LAT LON or --circle LAT LON RADIUS_M")
     lat, lon = _number("latitude", args.lat), _number("longitude", args.lon)
-    return [from_latlon(lat, lon, _zoom(args.zoom, POINT_ZOOM))]
+    return [from_latlon(lat, lon, _zoom(args.zoom, args.point_zoom))]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from certs.errors import PkiError
 from ii_api import cli as ii_cli
 from interchange.app import demo, node_cli, selfnode, tlex_demo
 from interchange.bridges.tlex import sim_cli as tlex_sim_cli
+from interchange.ground import profile
 from interchange.ground.errors import CliError
 from interop_kit import cli as interop_cli
 from interop_kit import federation_cli
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="C-Roads interchange node (Basic Interface broker, Improved Interface, tools)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    quadtree_cli.register(sub)
+    quadtree_cli.register(sub, point_zoom=profile.REFERENCE_ZOOM, circle_zoom=profile.EVENT_AREA.zoom)
     certs_cli.register(sub)
     node_cli.register(sub)
     demo.register(sub)

@@ -14,7 +14,9 @@ interval x 1.2, at least 1 s), IP_048/IP_124/IP_136 (repetition), IP_112/IP_113 
 This package imports nothing of the project's.
 """
 from interchange.ground.profile.messages import (
+    EVENT_AREA,
     FALLBACK_INTERVAL_MS,
+    INTERSECTION_AREA,
     MESSAGE_TYPES,
     REFERENCE_ZOOM,
     REPEATED_WHILE_VALID,
@@ -60,7 +62,8 @@ from interchange.ground.profile.values import (
 )
 
 __all__ = [
-    "CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVERY_MESSAGE", "FALLBACK_INTERVAL_MS", "MESSAGE_TYPES",
+    "CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVENT_AREA", "EVERY_MESSAGE", "FALLBACK_INTERVAL_MS",
+    "INTERSECTION_AREA", "MESSAGE_TYPES",
     "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "REFERENCE_ZOOM", "REPEATED_WHILE_VALID", "REQUIREMENTS", "TABLES", "TTL",
     "AreaZoom", "CancellationRule", "CommaList", "CrossRule", "CustomNames", "Kind", "Level", "Mandatory",
     "MessageType", "MessageTypeSpec", "NonEmpty", "OneOf", "Pattern", "Property", "PublicationIdRule",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-__all__ = ["FALLBACK_INTERVAL_MS", "MESSAGE_TYPES", "REFERENCE_ZOOM", "TTL", "AreaZoom", "Level", "MessageType",
+__all__ = ["EVENT_AREA", "FALLBACK_INTERVAL_MS", "INTERSECTION_AREA", "MESSAGE_TYPES", "REFERENCE_ZOOM", "TTL", "AreaZoom", "Level", "MessageType",
            "MessageTypeSpec", "REPEATED_WHILE_VALID", "Repetition", "TtlRule"]
 
 
@@ -105,18 +105,20 @@ FALLBACK_INTERVAL_MS = NINE_MINUTES_MS
 
 _WHILE_VALID = Repetition(NINE_MINUTES_MS, at_most_ms=NINE_MINUTES_MS, requirement="IP_048")
 _SHORT_LIVED = Repetition(1_000)
-_AREA_13 = AreaZoom(13, "IP_112")
-_AREA_14 = AreaZoom(14, "IP_113")
+#: IP_112: the tiles covering the areas of IVIM, DENM and POIM-PA.
+EVENT_AREA = AreaZoom(13, "IP_112")
+#: IP_113: the tiles covering the destination areas of SPATEM, MAPEM, SSEM and SREM.
+INTERSECTION_AREA = AreaZoom(14, "IP_113")
 
 _SPECS = (
-    MessageTypeSpec(MessageType.DENM, 1, (1, 2), _WHILE_VALID, _AREA_13),
-    MessageTypeSpec(MessageType.IVIM, 6, (1, 3), _WHILE_VALID, _AREA_13),
-    MessageTypeSpec(MessageType.SPATEM, 4, (1, 4), _SHORT_LIVED, _AREA_14),
-    MessageTypeSpec(MessageType.MAPEM, 5, (1, 4), _WHILE_VALID, _AREA_14),
-    MessageTypeSpec(MessageType.SREM, 9, (1, 5), _SHORT_LIVED, _AREA_14),
-    MessageTypeSpec(MessageType.SSEM, 10, (1, 5), _SHORT_LIVED, _AREA_14),
+    MessageTypeSpec(MessageType.DENM, 1, (1, 2), _WHILE_VALID, EVENT_AREA),
+    MessageTypeSpec(MessageType.IVIM, 6, (1, 3), _WHILE_VALID, EVENT_AREA),
+    MessageTypeSpec(MessageType.SPATEM, 4, (1, 4), _SHORT_LIVED, INTERSECTION_AREA),
+    MessageTypeSpec(MessageType.MAPEM, 5, (1, 4), _WHILE_VALID, INTERSECTION_AREA),
+    MessageTypeSpec(MessageType.SREM, 9, (1, 5), _SHORT_LIVED, INTERSECTION_AREA),
+    MessageTypeSpec(MessageType.SSEM, 10, (1, 5), _SHORT_LIVED, INTERSECTION_AREA),
     MessageTypeSpec(MessageType.CPM, 14, (1, 7), Repetition(1_000, 1_000, 1_000, "IP_136", Level.SHOULD), None),
-    MessageTypeSpec(MessageType.POIM_PA, None, (1,), _WHILE_VALID, _AREA_13),
+    MessageTypeSpec(MessageType.POIM_PA, None, (1,), _WHILE_VALID, EVENT_AREA),
     # IP_124: the longest gap is the interval assumed, so a CAM never expires before its successor
     MessageTypeSpec(MessageType.CAM, 2, (1, 6), Repetition(120_000, 1_000, 120_000, "IP_124"), None),
 )
