@@ -212,5 +212,6 @@ def test_the_bridges_messages_obey_the_profile() -> None:
         props = croads_properties(If2Envelope(RoutingKey(if2_type, "1.2.1", "RWS", subtype, tile), 10_000,
                                               51.485992, 4.735311), ProviderTable({"RWS": "NL00001"}))
         assert validate_application_properties(props) == [], props
-    cancelled = croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "-1", tile)), ProviderTable({"RWS": "NL00001"}))
+    cancelled = croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "-1", tile)),
+                                  ProviderTable({"RWS": "NL00001"}))
     assert (cancelled["causeCode"], cancelled["subCauseCode"]) == (profile.CANCELLATION, profile.CANCELLATION)

@@ -105,7 +105,8 @@ class _Spec:
                 self.check = {None: "C_LIST", _INTEGER_ITEM: "C_INTEGER_LIST"}.get(item, "C_UNHANDLED")
             case PublisherId():
                 # low: the letters, high: the highest number, also: the most digits
-                self.check, self.low, self.high, self.also = "C_PUBLISHER_ID", rule.letters, rule.max_number, rule.max_digits
+                self.check, self.low, self.high = "C_PUBLISHER_ID", rule.letters, rule.max_number
+                self.also = rule.max_digits
             case QuadTreeTiles(reference_zoom=zoom):
                 self.check, self.low = "C_QUADTREE", zoom
             case _:
@@ -148,9 +149,11 @@ def _cross_rules(tables: Tables, mt_names: dict[str, str]) -> tuple[list[str], b
             case CancellationRule():
                 if rule.value not in _INT64:
                     handled = False
-                lines += ["#define HAS_CANCELLATION_RULE 1", f"#define CANCELLATION_TYPE {mt_names[rule.message_type.value]}",
+                lines += ["#define HAS_CANCELLATION_RULE 1",
+                          f"#define CANCELLATION_TYPE {mt_names[rule.message_type.value]}",
                           f"#define CANCELLATION_FIRST N_{_c_name(rule.first)}",
-                          f"#define CANCELLATION_SECOND N_{_c_name(rule.second)}", f"#define CANCELLATION_VALUE ({rule.value})"]
+                          f"#define CANCELLATION_SECOND N_{_c_name(rule.second)}",
+                          f"#define CANCELLATION_VALUE ({rule.value})"]
             case ShardRule():
                 lines += ["#define HAS_SHARD_RULE 1", f"#define SHARD_ID_SLOT N_{_c_name(rule.shard_id)}",
                           f"#define SHARD_COUNT_SLOT N_{_c_name(rule.shard_count)}", f"#define SHARD_FIRST ({rule.first})"]
@@ -187,9 +190,9 @@ def _lines(tables: Tables) -> Iterator[str]:
     yield ""
     values = [v for spec in specs if spec.check == "C_ONE_OF" for v in spec.values]
     yield "/* the strings of the C_ONE_OF rules, each rule's a run of them */"
-    yield f"static const char *const ONE_OF_VALUES[{max(len(values), 1)}] = {{" + (", ".join(map(_c_string, values)) or "NULL") + "};"
-    yield f"static const uint8_t ONE_OF_LENGTHS[{max(len(values), 1)}] = {{" + (", ".join(
-        str(len(v.encode())) for v in values) or "0") + "};"
+    size = max(len(values), 1)
+    yield f"static const char *const ONE_OF_VALUES[{size}] = {{" + (", ".join(map(_c_string, values)) or "NULL") + "};"
+    yield f"static const uint8_t ONE_OF_LENGTHS[{size}] = {{" + (", ".join(str(len(v.encode())) for v in values) or "0") + "};"
     yield ""
     yield "static const struct name_spec NAMES[N_COUNT] = {"
     first = 0

@@ -157,7 +157,8 @@ class ProviderTable:
             _word("provider", provider)
             problem = check_property_value("publisherId", publisher) if isinstance(publisher, str) else "not a string"
             if problem is not None:
-                raise If2KeyError(f"provider {provider!r}: publisherId {publisher!r} is not a C-Roads publisherId: {problem}")
+                raise If2KeyError(f"provider {provider!r}: publisherId {publisher!r} is not a C-Roads publisherId: "
+                                  f"{problem}")
             if publisher in seen:
                 raise If2KeyError(f"publisherId {publisher!r} is given to both {seen[publisher]!r} and {provider!r}")
             seen[publisher] = provider

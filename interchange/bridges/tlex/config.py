@@ -25,10 +25,10 @@ Example (TOML)::
 
 Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
 SSEM default to 100 ms (the controllers' 10 Hz), MAPEM to the profile's 540 s (IP_048: the bridge
-repeats a controller's MAPEM at least that often while its SPATEMs flow); ``publisher_id`` and
-``originating_country`` follow the profile's rules for publisherId and originatingCountry; ``mapem_min_interval_ms`` (default 0: every MAPEM is
-published) skips identical MAPEM copies closer than that (IP_049); protocol versions default to
-"<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1).
+repeats a controller's MAPEM at least that often while its SPATEMs flow); ``mapem_min_interval_ms``
+(default 0: every MAPEM is published) skips identical MAPEM copies closer than that (IP_049);
+protocol versions default to "<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1). ``publisher_id`` and
+``originating_country`` follow the profile's rules for publisherId and originatingCountry.
 """
 from __future__ import annotations
 
@@ -43,10 +43,11 @@ from interchange.broker.validation import check_property_value
 from interchange.ground.profile import MESSAGE_TYPES, MessageType
 from quadtree.tiles import check_latitude, check_longitude
 
-SPATEM, MAPEM, SREM, SSEM = (t.value for t in (MessageType.SPATEM, MessageType.MAPEM, MessageType.SREM, MessageType.SSEM))
+SPATEM, MAPEM, SREM, SSEM = MessageType.SPATEM.value, MessageType.MAPEM.value, MessageType.SREM.value, MessageType.SSEM.value
 BRIDGED_KINDS = (SPATEM, MAPEM, SSEM)  #: published into C-Roads; SREM goes the other way
 #: the controllers send SPATEM and SSEM at 10 Hz; a MAPEM is repeated as IP_048 asks (9 min)
-DEFAULT_REPETITION_MS = {SPATEM: 100, MAPEM: MESSAGE_TYPES[MessageType.MAPEM].repetition.interval_ms, SSEM: 100, SREM: 100}
+DEFAULT_REPETITION_MS = {SPATEM: 100, MAPEM: MESSAGE_TYPES[MessageType.MAPEM].repetition.interval_ms,
+                         SSEM: 100, SREM: 100}
 DEFAULT_PROTOCOL_VERSIONS = {kind: f"{kind}:2.1.1" for kind in (SPATEM, MAPEM, SREM, SSEM)}
 
 

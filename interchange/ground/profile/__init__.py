@@ -63,10 +63,9 @@ from interchange.ground.profile.values import (
 
 __all__ = [
     "CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVENT_AREA", "EVERY_MESSAGE", "FALLBACK_INTERVAL_MS",
-    "INTERSECTION_AREA", "MESSAGE_TYPES",
-    "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "REFERENCE_ZOOM", "REPEATED_WHILE_VALID", "REQUIREMENTS", "TABLES", "TTL",
-    "AreaZoom", "CancellationRule", "CommaList", "CrossRule", "CustomNames", "Kind", "Level", "Mandatory",
-    "MessageType", "MessageTypeSpec", "NonEmpty", "OneOf", "Pattern", "Property", "PublicationIdRule",
-    "PublisherId", "QuadTreeTiles", "Range", "Repetition", "ShardRule", "Tables", "TtlRule", "ValueRule", "mandatory_for",
-    "property_named",
+    "INTERSECTION_AREA", "MESSAGE_TYPES", "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "REFERENCE_ZOOM",
+    "REPEATED_WHILE_VALID", "REQUIREMENTS", "TABLES", "TTL", "AreaZoom", "CancellationRule", "CommaList",
+    "CrossRule", "CustomNames", "Kind", "Level", "Mandatory", "MessageType", "MessageTypeSpec", "NonEmpty",
+    "OneOf", "Pattern", "Property", "PublicationIdRule", "PublisherId", "QuadTreeTiles", "Range", "Repetition",
+    "ShardRule", "Tables", "TtlRule", "ValueRule", "mandatory_for", "property_named",
 ]

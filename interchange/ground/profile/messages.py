@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-__all__ = ["EVENT_AREA", "FALLBACK_INTERVAL_MS", "INTERSECTION_AREA", "MESSAGE_TYPES", "REFERENCE_ZOOM", "TTL", "AreaZoom", "Level", "MessageType",
+__all__ = ["EVENT_AREA", "FALLBACK_INTERVAL_MS", "INTERSECTION_AREA", "MESSAGE_TYPES", "REFERENCE_ZOOM", "TTL", "AreaZoom",
+           "Level", "MessageType",
            "MessageTypeSpec", "REPEATED_WHILE_VALID", "Repetition", "TtlRule"]
 
 

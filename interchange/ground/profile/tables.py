@@ -35,9 +35,9 @@ from interchange.ground.profile.values import (
     ValueRule,
 )
 
-__all__ = ["CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVERY_MESSAGE", "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES", "CancellationRule",
-           "CrossRule", "CustomNames", "Mandatory", "Property", "PublicationIdRule", "ShardRule", "TABLES", "Tables", "mandatory_for",
-           "property_named"]
+__all__ = ["CANCELLATION", "CROSS_RULES", "CUSTOM_NAMES", "EVERY_MESSAGE", "OPTIONAL", "PROPERTIES", "PROPERTY_NAMES",
+           "TABLES", "CancellationRule", "CrossRule", "CustomNames", "Mandatory", "Property", "PublicationIdRule",
+           "ShardRule", "Tables", "mandatory_for", "property_named"]
 
 
 @dataclass(frozen=True, slots=True)
