@@ -216,12 +216,13 @@ def build_validator(tables: Tables) -> Validate:
     custom_name = re.compile(tables.custom_names.regex, re.DOTALL).fullmatch
     not_custom = f"not defined in tables 1-7 and not named {tables.custom_names.form}"
     custom_requirement = tables.custom_names.requirement
-    # (name, requirement) of the properties every C-ITS message carries, and of those mandatory per
-    # messageType (looked up with None too)
-    mandatory_all = tuple((p.name, p.requirement) for p in tables.properties if p.mandatory.every_message)
-    mandatory_by_type: dict[str | None, tuple[tuple[str, str], ...]] = {
+    # the properties every C-ITS message carries, and those mandatory per messageType (looked up with
+    # None too); the requirement of each only when one is missing
+    mandatory_all = tuple(p.name for p in tables.properties if p.mandatory.every_message)
+    mandatory_by_type: dict[str | None, tuple[str, ...]] = {
         t.value: names for t in MessageType
-        if (names := tuple((p.name, p.requirement) for p in tables.properties if t in p.mandatory.message_types))}
+        if (names := tuple(p.name for p in tables.properties if t in p.mandatory.message_types))}
+    requirement_of = {p.name: p.requirement for p in tables.properties}
     cross_checks = tuple(_cross_check(rule) for rule in tables.cross_rules)
 
     def validate(props: Mapping[str, object], types: Mapping[str, str] | None = None, *,
@@ -258,13 +259,13 @@ def build_validator(tables: Tables) -> Validate:
                     continue
             valid[name] = value
 
-        for name, requirement in mandatory_all:
+        for name in mandatory_all:
             if name not in props:
-                add(Problem(name, "missing, mandatory for every C-ITS message", requirement))
+                add(Problem(name, "missing, mandatory for every C-ITS message", requirement_of[name]))
         message_type: str | None = valid.get("messageType")
-        for name, requirement in mandatory_by_type.get(message_type, ()):
+        for name in mandatory_by_type.get(message_type, ()):
             if name not in props:
-                add(Problem(name, f"missing, mandatory for {message_type}", requirement))
+                add(Problem(name, f"missing, mandatory for {message_type}", requirement_of[name]))
         for cross_check in cross_checks:
             cross_check(props, valid, message_type, capability_shard_count, add)
         return problems
