@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sysconfig
+import typing
 from pathlib import Path
 from types import ModuleType
 
@@ -25,6 +26,7 @@ import pytest
 from proton import Message
 
 import quadtree
+from ii_api.models import AnyApplication
 from interchange.bridges.if2.keys import If2Envelope, ProviderTable, RoutingKey, croads_properties
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
@@ -215,3 +217,15 @@ def test_the_bridges_messages_obey_the_profile() -> None:
     cancelled = croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "-1", tile)),
                                   ProviderTable({"RWS": "NL00001"}))
     assert (cancelled["causeCode"], cancelled["subCauseCode"]) == (profile.CANCELLATION, profile.CANCELLATION)
+
+
+def test_the_ii_has_an_application_model_for_each_message_type() -> None:
+    """Table 11's applications are II models with a field per type: one per message type of the profile
+    (a type added to the profile needs its model; this says so), plus the catch-all."""
+    variants = typing.get_args(typing.get_args(AnyApplication)[0])
+    tags = {typing.get_args(variant)[1].tag for variant in variants}
+    assert tags == {t.value for t in MessageType} | {"other"}
+    for variant in variants:
+        model, tag = typing.get_args(variant)[0], typing.get_args(variant)[1].tag
+        if tag != "other":
+            assert model.model_fields["messageType"].default == tag
