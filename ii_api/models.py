@@ -712,3 +712,30 @@ class NetworkCapabilitiesResponse(WireModel):
     selector: Text = ""
     version: Text = LOCAL_API_VERSION
     capabilities: list[Capability]
+
+
+class ActorPermissions(WireModel):
+    """What the node's agreement with an actor lets it do (IP_068, ``[ii.actors]``); ``"*"`` allows
+    every value, an empty list none."""
+
+    publishMessageTypes: list[Text]
+    publisherIds: list[Text]
+    subscribeMessageTypes: list[Text]
+
+
+class WhoAmIResponse(WireModel):
+    """Answer to ``GET <base>/whoami``: the identity this node sees in the client certificate.
+
+    ``role`` is ``interchange`` for a discovered neighbour (IP_126), ``actor`` for anyone else of
+    the trust chain. ``allowed`` says whether that identity may use its API here; an actor's
+    ``path`` is the root of its local actor API, its ``permissions`` what the actor policy lets it
+    do (every ``"*"`` when the node has no policy: ``policyConfigured`` false), ``reason`` why not."""
+
+    name: Name
+    interchange: Name
+    role: Literal["actor", "interchange"]
+    allowed: bool
+    policyConfigured: bool
+    path: Text | None = None
+    permissions: ActorPermissions | None = None
+    reason: Text | None = None

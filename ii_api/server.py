@@ -15,7 +15,9 @@ JSON must be that CN too):
 C-ITS actors (IP_068/077; everything under ``/{actorCommonName}/``, which must be the CN):
 ``capabilities``, ``deliveries`` and ``subscriptions`` (POST and GET; GET and DELETE by id) and
 ``network/capabilities?selector=``. ``GET/DELETE /{name}/subscriptions[/{id}]`` serve both: an
-interchange gets its II subscriptions, an actor its local ones.
+interchange gets its II subscriptions, an actor its local ones. ``GET <base>/whoami`` answers any
+certificate of the trust chain with the identity the node sees: its CN, whether it is a neighbour
+or an actor, and what the actor policy lets it do.
 
 ``GET <base>/openapi.json`` describes every endpoint. Every error is JSON
 ``{"error": "...", "field"?: "..."}``: 400 for malformed JSON or wrong types (naming the field),
@@ -35,10 +37,11 @@ from pydantic import ValidationError
 
 from certs.errors import PeerIdentityError
 from certs.tls import peer_common_name
-from ii_api.actor_policy import ActorPolicy, Refusal
+from ii_api.actor_policy import ActorPolicy, ActorRule, Refusal
 from ii_api.config import RequestLimits
 from ii_api.errors import Forbidden, IIError, NotFound, TooLarge, validation_error_body
 from ii_api.models import (
+    ActorPermissions,
     CapabilitiesMessage,
     DeliveriesRequest,
     DeliveriesResponse,
@@ -53,6 +56,7 @@ from ii_api.models import (
     SubscriptionPollResponse,
     SubscriptionRequest,
     SubscriptionResponse,
+    WhoAmIResponse,
     WireModel,
 )
 from ii_api.openapi import Operation, openapi_document
@@ -109,6 +113,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/{name}/network/capabilities", "network_capabilities",
               "Capabilities anywhere in the federation matching a selector", ACTOR,
               response=(NetworkCapabilitiesResponse,), query=(("selector", "JMS selector (optional)"),)),
+    Operation("GET", "/whoami", "whoami", "The identity this node sees in the client certificate", ACTOR,
+              response=(WhoAmIResponse,), errors=(403,),
+              description="Its common name, whether it is an interchange (a discovered neighbour) or a local "
+                          "actor, whether it may use its API here, and what the actor policy lets an actor "
+                          "publish and subscribe to (IP_068)."),
     Operation("GET", "/openapi.json", "openapi", "This document", META, errors=()),
 )
 
@@ -332,6 +341,30 @@ class IIServer:
     async def network_capabilities(self, request: web.Request) -> web.Response:
         actor = self._actor(request)
         return await _json(await self.service.network_capabilities(actor, request.query.get("selector")))
+
+    async def whoami(self, request: web.Request) -> web.Response:
+        """The identity the node sees: any certificate of the trust chain may ask."""
+        cn = self.peer_cn(request)
+        service, policy = self.service, self.service.config.actors
+        configured = policy is not None
+        if service.is_neighbour(cn):
+            return await _json(WhoAmIResponse(name=cn, interchange=service.name, role="interchange", allowed=True,
+                                              policyConfigured=configured,
+                                              reason="a discovered interchange: the II endpoints are yours, the "
+                                                     "local actor API is not"))
+        rule = policy.rule(cn) if policy is not None else ActorRule(
+            cn=cn, publish_message_types=("*",), publisher_ids=("*",), subscribe_message_types=("*",))
+        if rule is None:
+            refusal = policy.check_actor(cn) if policy is not None else None
+            return await _json(WhoAmIResponse(name=cn, interchange=service.name, role="actor", allowed=False,
+                                              policyConfigured=configured,
+                                              reason=refusal.reason if refusal is not None else None))
+        permissions = ActorPermissions(publishMessageTypes=list(rule.publish_message_types),
+                                       publisherIds=list(rule.publisher_ids),
+                                       subscribeMessageTypes=list(rule.subscribe_message_types))
+        return await _json(WhoAmIResponse(name=cn, interchange=service.name, role="actor", allowed=True,
+                                          policyConfigured=configured, path=f"{service.base}/{cn}",
+                                          permissions=permissions))
 
     # ---- meta
     async def openapi(self, request: web.Request) -> web.Response:

@@ -93,6 +93,22 @@ async def test_neighbours_are_not_subject_to_the_actor_policy(env: Env) -> None:
     assert status == 200
 
 
+async def test_whoami_says_who_the_node_sees_and_what_it_may_do(env: Env) -> None:
+    """GET /whoami: the certificate's CN, its role, and the agreement the policy holds for it."""
+    status, me = await env.actor.get("/whoami")
+    assert status == 200
+    assert me == {"name": "actor-a", "interchange": env.node.config.name, "role": "actor", "allowed": True,
+                  "policyConfigured": True, "path": "/actor-a",
+                  "permissions": {"publishMessageTypes": ["DENM"], "publisherIds": ["NO00001"],
+                                  "subscribeMessageTypes": ["DENM", "IVIM"]}}
+    status, stranger = await env.other.get("/whoami")  # actor-x: no rule names it
+    assert status == 200 and stranger["role"] == "actor" and stranger["allowed"] is False
+    assert "not a local actor" in stranger["reason"] and "permissions" not in stranger
+    status, neighbour = await env.b.get("/whoami")
+    assert status == 200 and neighbour["role"] == "interchange" and neighbour["name"] == B
+    assert "permissions" not in neighbour and "II endpoints" in neighbour["reason"]
+
+
 def test_policy_rules() -> None:
     assert POLICY.rule("actor-b") is not None and POLICY.rule("actor-d") is None
     assert ActorPolicy(default="allow").check_subscriptions("anyone", ["quadTree LIKE '%,1%'"]) is None

@@ -107,6 +107,16 @@ async def test_openapi_document_lists_every_endpoint(env: Env) -> None:
         "REQUESTED", "CREATED", "ILLEGAL", "NOT_VALID", "NO_OVERLAP", "RESUBSCRIBE", "ERROR"}
 
 
+async def test_whoami_without_an_actor_policy_allows_everything(env: Env) -> None:
+    """No [ii.actors] section: every actor may do everything, and whoami says so."""
+    status, me = await env.actor.get("/whoami")
+    assert status == 200 and me["name"] == "actor-a" and me["role"] == "actor" and me["allowed"] is True
+    assert me["policyConfigured"] is False and me["path"] == "/actor-a"
+    assert me["permissions"] == {"publishMessageTypes": ["*"], "publisherIds": ["*"], "subscribeMessageTypes": ["*"]}
+    status, answer = await env.c.get("/whoami")  # an interchange nobody discovered is an actor here
+    assert status == 200 and answer["name"] == C and answer["role"] == "actor"
+
+
 # ------------------------------------------------------------------------------------ 4xx
 async def test_forbidden_identities(env: Env) -> None:
     # IP_126: an actor, and an interchange that is not a discovered SRV target, on II endpoints

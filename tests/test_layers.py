@@ -31,9 +31,10 @@ RANKS: dict[str, int] = {
     "interchange.ground": 1, "certs": 1,
     "interchange.broker": 2,
     "ii_api": 3, "spark": 3,
-    "interchange.bridges": 4, "interop_kit": 4,
-    "interchange.app": 5, "interchange.testing": 5,
-    "interchange.__main__": 6,
+    "interchange.actor": 4,
+    "interchange.bridges": 5, "interop_kit": 5,
+    "interchange.app": 6, "interchange.testing": 6,
+    "interchange.__main__": 7,
 }
 PACKAGES = frozenset(unit.split(".")[0] for unit in RANKS)
 #: Imports the ranks allow but the layer map does not: (importing unit, module) -> where to go instead.
@@ -193,6 +194,10 @@ CLEAN = {
     "ii_api/service.py": "from interchange.broker.router import x\n",
     "spark/__init__.py": "",
     "spark/job.py": "import importlib\nimportlib.import_module('spark.other')\n",
+    "interchange/actor/__init__.py": "",
+    "interchange/actor/client.py": "from ii_api.service import x\nfrom interchange.broker.router import y\n",
+    "interchange/bridges/__init__.py": "",
+    "interchange/bridges/tlex/bridge.py": "from interchange.actor.client import x\n",
 }
 
 
@@ -203,17 +208,21 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "text", "expected"), [
     ("interchange/ground/lazy.py", "def f():\n    from interchange.app.node import start\n",
-     "interchange/ground/lazy.py:2: interchange.ground.lazy (rank 1) imports interchange.app.node (rank 5) upwards"),
+     "interchange/ground/lazy.py:2: interchange.ground.lazy (rank 1) imports interchange.app.node (rank 6) upwards"),
     ("interchange/broker/up.py", "from ..app import node\n",
-     "interchange/broker/up.py:1: interchange.broker.up (rank 2) imports interchange.app.node (rank 5) upwards"),
+     "interchange/broker/up.py:1: interchange.broker.up (rank 2) imports interchange.app.node (rank 6) upwards"),
     ("interchange/broker/pkg/__init__.py", "from ... import app\n",
-     "interchange/broker/pkg/__init__.py:1: interchange.broker.pkg (rank 2) imports interchange.app (rank 5) upwards"),
+     "interchange/broker/pkg/__init__.py:1: interchange.broker.pkg (rank 2) imports interchange.app (rank 6) upwards"),
     ("ii_api/audit.py", "import spark.job\n",
      "ii_api/audit.py:1: ii_api.audit (rank 3) imports spark.job (rank 3) sideways"),
     ("ii_api/named.py", "import importlib\nimportlib.import_module('interchange.app.node')\n",
-     "ii_api/named.py:2: ii_api.named (rank 3) imports interchange.app.node (rank 5) upwards"),
+     "ii_api/named.py:2: ii_api.named (rank 3) imports interchange.app.node (rank 6) upwards"),
     ("interchange/__init__.py", "from interchange.ground import clock\n",
      "interchange/__init__.py:1: interchange (rank 0) imports interchange.ground.clock (rank 1) upwards"),
+    ("interchange/actor/bridged.py", "from interchange.bridges.if2 import bridge\n",
+     "interchange/actor/bridged.py:1: interchange.actor.bridged (rank 4) imports interchange.bridges.if2 (rank 5) upwards"),
+    ("interchange/actor/shell.py", "def f():\n    import interchange.app.cli\n",
+     "interchange/actor/shell.py:2: interchange.actor.shell (rank 4) imports interchange.app.cli (rank 6) upwards"),
     ("interchange/extra.py", "",
      "interchange/extra.py: module interchange.extra belongs to no ranked unit (add it to RANKS and the layer map)"),
     ("interchange/shell/__init__.py", "",
