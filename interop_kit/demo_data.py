@@ -3,19 +3,17 @@
 ``interchange demo``, ``tlex-demo`` and ``interop --self`` (which assemble nodes, in
 :mod:`interchange.app`) and ``federation up`` and the soak (:mod:`interop_kit.federation`,
 :mod:`interop_kit.soak`, which start ``interchange broker`` processes) use the same names, the
-same actor-1 datasets (a DENM and an IVIM publication around Hazeldonk) and messages, and
-:class:`ActorClient`, a C-ITS actor's HTTPS client for a node's local actor API (mutual TLS 1.3,
-the actor's certificate from the test PKI).
+same actor-1 datasets (a DENM and an IVIM publication around Hazeldonk) and messages; their actors
+are clients of :mod:`interchange.actor` with the settings :func:`actor_settings` makes from the
+test PKI (mutual TLS 1.3, the actor's certificate).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from certs.tls import TlsFiles, client_context
-from interchange.ground.errors import CliError
+from certs.tls import TlsFiles
+from interchange.actor import Actor, ActorSettings, capability_from_json
 from interop_kit.model import Traffic
 
 DOMAIN = "interchange.test"
@@ -25,30 +23,17 @@ NODES = (INTERCHANGE, SUBSCRIBER)
 PUBLISHER = "actor-1"
 CONSUMER = "actor-2"
 DEMO_SELECTOR = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
+DEMO_DELIVERY = "publisherId = 'NL00001'"  #: actor-1's delivery covers both its datasets
 HAZELDONK, VALENCA = "120202130121133020", "031332213323322232"
 STEP_S = 20.0
 LOOPBACK = "127.0.0.1"
 
 
-class ActorClient:
-    """A C-ITS actor's HTTPS client for one interchange's local actor API."""
-
-    def __init__(self, directory: Path, cn: str, interchange: str, port: int, host: str = LOOPBACK) -> None:
-        self.cn, self.interchange, self.port, self.host = cn, interchange, port, host
-        self._context = client_context(TlsFiles.from_pki(directory / "pki", cn, with_crls=False))
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STEP_S))
-
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
-        url = f"https://{self.host}:{self.port}/{self.cn}/{path}"
-        async with self._session.request(method, url, json=body, ssl=self._context,
-                                         server_hostname=self.interchange) as response:
-            data = await response.json()
-            if response.status >= 300:
-                raise CliError(f"{method} {url}: HTTP {response.status}: {data}")
-            return data
-
-    async def close(self) -> None:
-        await self._session.close()
+def actor_settings(directory: Path, cn: str, interchange: str, port: int, host: str = LOOPBACK) -> ActorSettings:
+    """The settings of actor ``cn`` (a client identity of ``directory``/pki) at ``interchange``'s II."""
+    files = TlsFiles.from_pki(directory / "pki", cn, with_crls=False)
+    return ActorSettings(node=interchange, ii_url=f"https://{host}:{port}", cert_chain=files.cert_chain, key=files.key,
+                         trust_bundle=files.trust_bundle, timeout_s=STEP_S)
 
 
 def demo_capabilities() -> list[dict[str, Any]]:
@@ -78,14 +63,10 @@ async def register_demo_datasets(directory: Path, actor: str, interchange: str, 
                                  host: str = LOOPBACK) -> str:
     """``actor`` (a client identity of ``directory``/pki) registers the demo's datasets and a delivery
     at ``interchange``; the delivery's target address."""
-    publisher = ActorClient(directory, actor, interchange, port, host)
-    try:
-        await publisher.call("POST", "capabilities", {"capabilities": demo_capabilities()})
-        answer = await publisher.call("POST", "deliveries", {"deliveries": [{"selector": "publisherId = 'NL00001'"}]})
-    finally:
-        await publisher.close()
-    address: str = answer["deliveries"][0]["endpoints"][0]["target"]
-    return address
+    async with Actor(actor_settings(directory, actor, interchange, port, host)) as publisher:
+        await publisher.api.add_capabilities([capability_from_json(c) for c in demo_capabilities()])
+        delivery = await publisher.create_delivery(DEMO_DELIVERY)
+    return delivery.endpoints[0].target
 
 
 def demo_traffic() -> Traffic:

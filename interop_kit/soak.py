@@ -29,9 +29,10 @@ from proton.utils import BlockingConnection
 from certs.errors import PkiError
 from certs.pki import Pki
 from certs.tls import TlsFiles, proton_ssl_domain
+from interchange.actor import Actor, capability_from_json
 from interchange.ground.errors import CliError
 from interop_kit import federation
-from interop_kit.demo_data import HAZELDONK, ActorClient
+from interop_kit.demo_data import HAZELDONK, actor_settings
 from interop_kit.soak_ledger import Ledger, StreamSpec, SubscriptionReport, SubscriptionSpec
 
 __all__ = ["SoakPlan", "SoakResult", "STREAMS", "SUBSCRIPTIONS", "run_soak"]
@@ -238,34 +239,19 @@ async def _register(state: federation.FederationState) -> tuple[str, dict[str, s
     """The publisher's capabilities and delivery at interchange 1; each consumer's subscription."""
     directory = Path(state.directory)
     first = state.nodes[0]
-    publisher = ActorClient(directory, PUBLISHER, first.name, first.ii_port, first.address)
-    try:
-        await publisher.call("POST", "capabilities", {"capabilities": [s.capability for s in STREAMS]})
-        answer = await publisher.call("POST", "deliveries", {"deliveries": [
-            {"selector": f"publisherId = '{PUBLISHER_ID}' AND publicationId LIKE '%:soak-%'"}]})
-    finally:
-        await publisher.close()
-    target: str = answer["deliveries"][0]["endpoints"][0]["target"]
+    async with Actor(actor_settings(directory, PUBLISHER, first.name, first.ii_port, first.address)) as publisher:
+        await publisher.api.add_capabilities([capability_from_json(s.capability) for s in STREAMS])
+        delivery = await publisher.create_delivery(f"publisherId = '{PUBLISHER_ID}' AND publicationId LIKE '%:soak-%'")
     sources = {spec.name: await _subscribe(state, spec) for spec in SUBSCRIPTIONS}
-    return target, sources
+    return delivery.endpoints[0].target, sources
 
 
 async def _subscribe(state: federation.FederationState, spec: SubscriptionSpec) -> str:
     node = state.nodes[spec.node]
-    consumer = ActorClient(Path(state.directory), spec.consumer, node.name, node.ii_port, node.address)
-    try:
-        answer = await consumer.call("POST", "subscriptions", {"subscriptions": [{"selector": spec.selector}]})
-        subscription = answer["subscriptions"][0]
-        deadline = time.monotonic() + STEP_S
-        while not subscription.get("endpoints"):
-            if time.monotonic() > deadline:
-                raise CliError(f"soak: {spec.name} has no endpoint after {STEP_S:g} s: {subscription}")
-            await asyncio.sleep(0.2)
-            subscription = await consumer.call("GET", f"subscriptions/{subscription['id']}")
-    finally:
-        await consumer.close()
-    source: str = subscription["endpoints"][0]["source"]
-    return source
+    settings = actor_settings(Path(state.directory), spec.consumer, node.name, node.ii_port, node.address)
+    async with Actor(settings) as consumer:
+        subscription = await consumer.subscribe(spec.selector, timeout_s=STEP_S)
+    return subscription.endpoints[0].source
 
 
 def _issue_consumers(state: federation.FederationState) -> None:

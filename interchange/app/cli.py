@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from certs import cli as certs_cli
+from interchange.actor import cli as actor_cli
+from interchange.actor.errors import ActorError
 from certs.errors import PkiError
 from ii_api import cli as ii_cli
 from interchange.app import demo, node_cli, selfnode, tlex_demo
@@ -26,8 +28,9 @@ from quadtree.errors import QuadtreeUsageError
 from spark import cli as spark_cli
 
 #: Errors written for the user: printed as one line, exit status 2 (``certs`` and ``quadtree`` have
-#: their own: they sit beside and below :mod:`interchange.ground` and do not import it).
-USER_ERRORS = (CliError, PkiError, QuadtreeUsageError)
+#: their own: they sit beside and below :mod:`interchange.ground` and do not import it; the actors'
+#: library has one that says what to do).
+USER_ERRORS = (CliError, PkiError, QuadtreeUsageError, ActorError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_cli.register(sub)
     demo.register(sub)
     ii_cli.register(sub)
+    actor_cli.register(sub)
     spark_cli.register(sub)
     tlex_sim_cli.register(sub)
     tlex_demo.register(sub)

@@ -11,7 +11,9 @@ only the last arrives at actor-2. With ``--serve`` everything keeps running afte
 
 The PKI under ``--dir`` is kept across runs; each run starts the nodes from an empty state
 (``<dir>/<interchange>/var`` and the logs are cleared). The federation's names, actor-1's
-datasets and the actors' client are :mod:`interop_kit.demo_data` (the kit's harnesses use them too).
+datasets are :mod:`interop_kit.demo_data` (the kit's harnesses use them too); the actors are clients of
+:mod:`interchange.actor`, and their settings are written to ``<dir>/actors/<actor>.toml`` for
+``interchange actor`` (docs/actors.md).
 """
 from __future__ import annotations
 
@@ -24,12 +26,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from proton import Message, SSLDomain, Timeout
-from proton.utils import BlockingConnection
-
 from certs import create_test_pki
 from certs.errors import PkiError
-from certs.tls import TlsFiles, proton_ssl_domain
+from ii_api.models import Delivery, LocalSubscription
+from interchange.actor import Actor, OutgoingMessage, capability_from_json
 from interchange.app.config import load_config
 from interchange.app.demo_dns import DemoDns, SrvRecord
 from interchange.app.node import RunningNode, start_node
@@ -37,6 +37,7 @@ from interchange.ground.errors import CliError
 from interchange.ground.ports import free_port
 from interop_kit.demo_data import (
     CONSUMER,
+    DEMO_DELIVERY,
     DEMO_SELECTOR,
     DOMAIN,
     HAZELDONK,
@@ -46,7 +47,7 @@ from interop_kit.demo_data import (
     STEP_S,
     SUBSCRIBER,
     VALENCA,
-    ActorClient,
+    actor_settings,
     demo_capabilities,
     demo_properties,
 )
@@ -92,41 +93,37 @@ def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqp
     return paths
 
 
-def _message(kind: str, tile: str, text: str) -> Any:
-    return Message(body=text.encode(), properties=demo_properties(kind, tile), inferred=True)
-
-
-def _connect(directory: Path, cn: str, port: int, server_name: str) -> Any:
-    files = TlsFiles.from_pki(directory / "pki", cn, with_crls=False)
-    return BlockingConnection(f"amqps://127.0.0.1:{port}", ssl_domain=proton_ssl_domain(files, SSLDomain.MODE_CLIENT),
-                              virtual_host=server_name, allowed_mechs="EXTERNAL", timeout=STEP_S)
-
-
-def _traffic(directory: Path, a_port: int, target: str, b_port: int, source: str) -> list[str]:
-    """actor-2 listens at B, actor-1 publishes at A (blocking proton clients, in a worker thread)."""
+async def _traffic(publisher: Actor, delivery: Delivery, consumer: Actor, subscription: LocalSubscription) -> list[str]:
+    """actor-2 listens at B, actor-1 publishes at A (the actors' library, :mod:`interchange.actor`)."""
     lines = []
-    consumer = _connect(directory, CONSUMER, b_port, SUBSCRIBER)
-    receiver = consumer.create_receiver(source, credit=10)
-    lines.append(f"consumer {CONSUMER} attached at {SUBSCRIBER} to {source}")
-    publisher = _connect(directory, PUBLISHER, a_port, INTERCHANGE)
-    sender = publisher.create_sender(target)
+    listener = await consumer.listen(subscription, credit=10)
+    lines.append(f"consumer {CONSUMER} attached at {SUBSCRIBER} to {subscription.endpoints[0].source}")
     for kind, tile, text in (("IVIM", HAZELDONK, "speed limit 80 at Hazeldonk"),
                              ("DENM", VALENCA, "roadworks at Valenca-Tui"),
                              ("DENM", HAZELDONK, "stationary vehicle at Hazeldonk")):
-        sender.send(_message(kind, tile, text))
-        lines.append(f"publisher {PUBLISHER} sent {kind} quadTree ,{tile}, at {INTERCHANGE}: {text!r}")
-    got = receiver.receive(timeout=STEP_S)
-    receiver.accept()
+        outcome = await publisher.publish(OutgoingMessage.build(demo_properties(kind, tile), text.encode()), delivery)
+        lines.append(f"publisher {PUBLISHER} sent {kind} quadTree ,{tile}, at {INTERCHANGE}: {text!r} ({outcome})")
+    got = await listener.next(STEP_S)
+    got.accept()
     lines.append(f"consumer {CONSUMER} received at {SUBSCRIBER}, from {INTERCHANGE}: {got.properties['messageType']} "
-                 f"quadTree {got.properties['quadTree']} : {bytes(got.body).decode()!r}")
+                 f"quadTree {got.properties['quadTree']} : {got.body.decode()!r}")
     try:
-        extra = receiver.receive(timeout=1)
-        lines.append(f"UNEXPECTED extra message: {bytes(extra.body)!r}")
-    except Timeout:
+        extra = await listener.next(1.0)
+        lines.append(f"UNEXPECTED extra message: {extra.body!r}")
+    except TimeoutError:
         lines.append("no other message matched the selector (the IVIM and the DENM in Spain were filtered out)")
-    publisher.close()
-    consumer.close()
     return lines
+
+
+def write_actor_settings(directory: Path, nodes: dict[str, RunningNode]) -> dict[str, Path]:
+    """``<dir>/actors/<actor>.toml``: each demo actor's settings for ``interchange actor`` (docs/actors.md)."""
+    paths = {}
+    for actor, name in ((PUBLISHER, INTERCHANGE), (CONSUMER, SUBSCRIBER)):
+        paths[actor] = directory / "actors" / f"{actor}.toml"
+        paths[actor].parent.mkdir(parents=True, exist_ok=True)
+        settings = actor_settings(directory, actor, name, nodes[name].ii_port or 0)
+        paths[actor].write_text(settings.to_toml(), encoding="utf-8")
+    return paths
 
 
 async def _until(predicate: Callable[[], Any], what: str) -> Any:
@@ -150,7 +147,7 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
     dns_port = await dns.start()
     configs = write_configs(directory, dns_port, ii_ports, port)
     nodes: dict[str, RunningNode] = {}
-    actors: list[ActorClient] = []
+    actors: list[Actor] = []
     try:
         for name in NODES:
             nodes[name] = await start_node(load_config(configs[name]))
@@ -164,29 +161,27 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
         await _until(lambda: b_ii.is_neighbour(INTERCHANGE) and a_ii.is_neighbour(SUBSCRIBER), "discovery")
         print(f"  discovery: {SUBSCRIBER} found {', '.join(n.name for n in b_ii.neighbours)}; "
               f"{INTERCHANGE} found {', '.join(n.name for n in a_ii.neighbours)}")
-        publisher = ActorClient(directory, PUBLISHER, INTERCHANGE, a.ii_port or 0)
-        consumer = ActorClient(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
+        publisher = Actor(actor_settings(directory, PUBLISHER, INTERCHANGE, a.ii_port or 0))
+        consumer = Actor(actor_settings(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0))
         actors += [publisher, consumer]
-        registered = await publisher.call("POST", "capabilities", {"capabilities": demo_capabilities()})
-        print(f"  {PUBLISHER} registered {len(registered['capabilities'])} capabilities at {INTERCHANGE} (DENM, IVIM)")
-        delivery = (await publisher.call("POST", "deliveries", {"deliveries": [
-            {"selector": "publisherId = 'NL00001'"}]}))["deliveries"][0]
-        target = delivery["endpoints"][0]["target"]
-        print(f"  {PUBLISHER} delivery {delivery['status']}: publish to target {target}")
+        registered = await publisher.api.add_capabilities([capability_from_json(c) for c in demo_capabilities()])
+        print(f"  {PUBLISHER} registered {len(registered)} capabilities at {INTERCHANGE} (DENM, IVIM)")
+        delivery = await publisher.create_delivery(DEMO_DELIVERY)
+        print(f"  {PUBLISHER} delivery {delivery.status.value}: publish to target {delivery.endpoints[0].target}")
         await _until(lambda: len(b_ii.neighbour_capabilities(INTERCHANGE)) == 2, "capability exchange")
         print(f"  capability exchange: {SUBSCRIBER} knows {INTERCHANGE}'s 2 capabilities")
         started = time.monotonic()
-        sub = (await consumer.call("POST", "subscriptions", {"subscriptions": [{"selector": DEMO_SELECTOR}]}))
-        sub = sub["subscriptions"][0]
-        source = sub["endpoints"][0]["source"]
-        print(f"  {CONSUMER} subscription at {SUBSCRIBER} {sub['status']}: {DEMO_SELECTOR!r} -> source {source}")
+        subscription = await consumer.subscribe(DEMO_SELECTOR)
+        print(f"  {CONSUMER} subscription at {SUBSCRIBER} {subscription.status.value}: {DEMO_SELECTOR!r} -> source "
+              f"{subscription.endpoints[0].source}")
         await _until(lambda: any(link["connected"] for o in b_ii.status()["outgoing"] for link in o["links"]),
                      "the subscription at A and its data link")
         print(f"  {SUBSCRIBER} subscribed at {INTERCHANGE}: CREATED, data link up "
               f"{(time.monotonic() - started) * 1000:.0f} ms after {CONSUMER}'s POST")
-        for line in await asyncio.to_thread(_traffic, directory, a.amqps_port, target, b.amqps_port, source):
+        for line in await _traffic(publisher, delivery, consumer, subscription):
             print("  " + line)
-        _print_where_to_look(directory, nodes)
+        settings = write_actor_settings(directory, nodes)
+        _print_where_to_look(directory, nodes, settings)
         if serve:
             print("serving; Ctrl-C to stop")
             await asyncio.Event().wait()
@@ -198,7 +193,7 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
         dns.close()
 
 
-def _print_where_to_look(directory: Path, nodes: dict[str, Any]) -> None:
+def _print_where_to_look(directory: Path, nodes: dict[str, Any], settings: dict[str, Path]) -> None:
     a, b = nodes[INTERCHANGE], nodes[SUBSCRIBER]
     rows = [("AT", "NEIGHBOUR", "SELECTOR", "STATUS", "LINKS")]
     for o in b.ii.status()["outgoing"]:
@@ -222,6 +217,8 @@ def _print_where_to_look(directory: Path, nodes: dict[str, Any]) -> None:
           f"{identity / 'key.pem'} --cacert {directory / 'pki' / 'trust.pem'} --resolve "
           f"{SUBSCRIBER}:{b.ii_port}:127.0.0.1 https://{SUBSCRIBER}:{b.ii_port}/{CONSUMER}/subscriptions")
     print(f"OpenAPI: https://{SUBSCRIBER}:{b.ii_port}/openapi.json (any certificate of the PKI)")
+    print(f"the actors' settings for `interchange actor` (docs/actors.md): {settings[PUBLISHER]} and "
+          f"{settings[CONSUMER]}, e.g. interchange actor whoami --config {settings[CONSUMER]}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,8 +17,9 @@ from typing import Any
 
 from certs import create_test_pki
 from certs.errors import PkiError
+from ii_api.models import LocalSubscription
+from interchange.actor import Actor
 from interchange.app.config import load_config
-from interchange.app.demo import _connect as demo_connect  # noqa: PLC2701
 from interchange.app.demo import _until as until  # noqa: PLC2701
 from interchange.app.demo import write_configs
 from interchange.app.demo_dns import DemoDns, SrvRecord
@@ -28,7 +29,7 @@ from interchange.bridges.tlex.sim_cli import start_simulation
 from interchange.ground.errors import CliError
 from interchange.ground.ports import free_port
 from interop_kit.demo_data import CONSUMER, DOMAIN, INTERCHANGE, NODES, PUBLISHER, STEP_S, SUBSCRIBER
-from interop_kit.demo_data import ActorClient as DemoActor  # the demo's actor client, reused
+from interop_kit.demo_data import actor_settings
 
 BRIDGE = "tlex-bridge"
 SELECTOR = "messageType = 'SPATEM'"
@@ -64,19 +65,15 @@ def agree(config_path: Path, rules: list[dict[str, Any]]) -> None:
     config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
-def receive_spatem(directory: Path, port: int, source: str) -> list[str]:
-    """actor-2 at B takes one SPATEM (blocking proton client, in a worker thread)."""
-    connection = demo_connect(directory, CONSUMER, port, SUBSCRIBER)
-    try:
-        receiver = connection.create_receiver(source, credit=10)
-        message = receiver.receive(timeout=STEP_S)
-        receiver.accept()
-    finally:
-        connection.close()
-    body = bytes(message.body)
+async def receive_spatem(consumer: Actor, subscription: LocalSubscription) -> list[str]:
+    """actor-2 at B takes one SPATEM."""
+    listener = await consumer.listen(subscription, credit=10)
+    message = await listener.next(STEP_S)
+    message.accept()
+    body = message.body
     props = ", ".join(f"{k}={v!r}" for k, v in sorted(message.properties.items()))
     return [f"{CONSUMER} received at {SUBSCRIBER} a {kind_of(body[1])} from the simulated traffic light via "
-            f"{INTERCHANGE} (ttl {message.ttl:g} s): {props}",
+            f"{INTERCHANGE} (ttl {(message.ttl_ms or 0) / 1000:g} s): {props}",
             f"payload ({len(body)} bytes, unchanged): {body[:40]!r}..."]
 
 
@@ -86,7 +83,7 @@ async def _demo(directory: Path) -> None:
     ii_ports = {name: free_port() for name in NODES}
     dns = DemoDns([SrvRecord(DOMAIN, name, ii_ports[name]) for name in NODES], {name: "127.0.0.1" for name in NODES})
     nodes: dict[str, RunningNode] = {}
-    consumer: DemoActor | None = None
+    consumer: Actor | None = None
     try:
         configs = write_configs(directory, await dns.start(), ii_ports, 0)
         add_bridge(directory, configs[INTERCHANGE], simulation.facts)
@@ -104,13 +101,13 @@ async def _demo(directory: Path) -> None:
         await until(lambda: any(c.application.messageType == "SPATEM"
                                 for c in b_ii.neighbour_capabilities(INTERCHANGE)), "the bridge's capabilities at B")
         print(f"{SUBSCRIBER} knows {INTERCHANGE}'s traffic-light capabilities (SPATEM, MAPEM, SSEM of NLSM0001)")
-        consumer = DemoActor(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0)
-        sub = (await consumer.call("POST", "subscriptions", {"subscriptions": [{"selector": SELECTOR}]}))
-        source = sub["subscriptions"][0]["endpoints"][0]["source"]
+        consumer = Actor(actor_settings(directory, CONSUMER, SUBSCRIBER, b.ii_port or 0))
+        subscription = await consumer.subscribe(SELECTOR)
+        source = subscription.endpoints[0].source
         print(f"{CONSUMER} subscribed at {SUBSCRIBER}: {SELECTOR!r} -> source {source}")
         await until(lambda: any(link["connected"] for o in b_ii.status()["outgoing"] for link in o["links"]),
                     "B's subscription at A and its data link")
-        for line in await asyncio.to_thread(receive_spatem, directory, b.amqps_port, source):
+        for line in await receive_spatem(consumer, subscription):
             print("  " + line)
         print(f"logs: {directory / INTERCHANGE / 'node.log'} (tlex_* events); metrics: "
               f"http://127.0.0.1:{a.admin_port}/metrics (tlex_*)")
