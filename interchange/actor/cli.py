@@ -56,7 +56,8 @@ def register(subparsers: Any) -> None:
                                    "listen (docs/actors.md)", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="actor_action", metavar="ACTION", required=True)
     common = _common()
-    _add(sub, "whoami", commands.whoami, common, "the identity the node sees, and what it may do")
+    _add(sub, "whoami", commands.whoami, common, "the identity the node sees, and what it may do").add_argument(
+        "--json", action="store_true")
     commands.add_capability_commands(sub, _add, common)
     commands.add_delivery_commands(sub, _add, common)
     commands.add_subscription_commands(sub, _add, common)
@@ -82,3 +83,8 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(command(args))
     except ActorError as exc:
         raise CliError(str(exc)) from None
+    except (KeyboardInterrupt, CliError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback; this is a bug of ours
+        raise CliError(f"unexpected {type(exc).__name__}: {exc} (a bug of `interchange actor`: please report it "
+                       "with the command line)") from None

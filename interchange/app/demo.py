@@ -180,6 +180,9 @@ async def _demo(directory: Path, port: int, serve: bool) -> None:
               f"{(time.monotonic() - started) * 1000:.0f} ms after {CONSUMER}'s POST")
         for line in await _traffic(publisher, delivery, consumer, subscription):
             print("  " + line)
+        for actor in actors:  # their links go: with --serve, what comes next is for the reader's own actors
+            await actor.close()
+        actors.clear()
         settings = write_actor_settings(directory, nodes)
         _print_where_to_look(directory, nodes, settings)
         if serve:
