@@ -147,6 +147,7 @@ class Listener:
     def __init__(self, bi: BiConnection, source: str, credit: int, selector: str | None) -> None:
         self.bi, self.source, self.credit = bi, source, credit
         self._queue: asyncio.Queue[Received] = asyncio.Queue()
+        self._arrival = asyncio.Event()
         self.received = 0
         self._state: ReceiverState = bi.connection.open_deferred_receiver(source, self._arrived, selector, credit)
 
@@ -154,6 +155,7 @@ class Listener:
         def settle(outcome: str | None) -> None:
             self.bi.connection.settle(self._state, delivery, outcome)
         self._queue.put_nowait(Received.decode(raw, settle))
+        self._arrival.set()
 
     @property
     def unsettled(self) -> int:
@@ -178,15 +180,17 @@ class Listener:
 
     async def next(self, timeout_s: float | None = None) -> Received:
         """The next message; TimeoutError after ``timeout_s`` without one; ActorError when the
-        link or connection ended (messages that came before are handed out first)."""
+        link or connection ended (messages that came before are handed out first). A message
+        leaves the queue only here, after the wait: a timeout never loses one."""
         async with asyncio.timeout(timeout_s):
             while self._queue.empty():
                 if (ended := self._ended()) is not None:
                     raise ended
+                self._arrival.clear()
                 try:  # the link's end is a state, not an event of its own: looked at 4 times a second
-                    item = await asyncio.wait_for(self._queue.get(), CHECK_S)
+                    async with asyncio.timeout(CHECK_S):
+                        await self._arrival.wait()
                 except TimeoutError:
-                    continue
-                self._queue.put_nowait(item)
+                    pass
         self.received += 1
         return self._queue.get_nowait()

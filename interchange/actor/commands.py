@@ -327,7 +327,8 @@ async def subscriptions_delete(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------- check-selector
-def _print_overlap(result: Overlap, against: str, *, verbose: bool = True, out: Any = sys.stderr) -> None:
+def _print_overlap(result: Overlap, against: str, *, verbose: bool = True, out: Any = None) -> None:
+    out = out or sys.stderr  # looked up now: a caller may have replaced it
     print(f"against {against}: {result.summary()}", file=out)
     if verbose:
         for verdict in result.verdicts:

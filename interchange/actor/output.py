@@ -22,8 +22,9 @@ def message_line(cells: Sequence[str]) -> str:
     return "  ".join(c.ljust(w) for c, w in zip(cells, MESSAGE_WIDTHS)).rstrip()
 
 
-def table(rows: Sequence[Sequence[object]], out: TextIO = sys.stdout) -> None:
+def table(rows: Sequence[Sequence[object]], out: TextIO | None = None) -> None:
     """Columns padded to their widest cell; the first row is the header."""
+    out = out or sys.stdout
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     for row in cells:
@@ -78,8 +79,8 @@ def save_message(directory: Path, index: int, message: Received) -> Path:
 class Progress:
     """A line on stderr every ``every_s`` of a long run: how many so far, and the rate."""
 
-    def __init__(self, every_s: float, out: TextIO = sys.stderr) -> None:
-        self.every_s, self.out = every_s, out
+    def __init__(self, every_s: float, out: TextIO | None = None) -> None:
+        self.every_s, self.out = every_s, out or sys.stderr
         self.started = self._last = time.monotonic()
 
     def tick(self, count: int, what: str = "messages") -> None:
