@@ -121,8 +121,8 @@ class ActorApi:
                 return f"https://{host}:{neighbour.port}{discovery.base_path.rstrip('/')}"
         found = ", ".join(n.name for n in result.neighbours) or "none"
         errors = f" ({'; '.join(result.errors)})" if result.errors else ""
-        raise ActorError(f"DNS names no interchange {self.settings.node} in {discovery.domain} (found: {found}){errors}",
-                         f"check node and [discovery] in the settings, or give ii_url")
+        raise ActorError(f"DNS names no interchange {self.settings.node} in {discovery.domain} "
+                         f"(found: {found}){errors}", "check node and [discovery] in the settings, or give ii_url")
 
     # ---- requests
     async def _request(self, method: str, path: str, model: type[M] | None, body: WireModel | None = None,

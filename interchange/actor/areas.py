@@ -16,7 +16,8 @@ from quadtree.tiles import check_tile
 from interchange.actor.errors import ActorError
 from interchange.ground.profile import EVENT_AREA, MESSAGE_TYPES, REFERENCE_ZOOM, MessageType
 
-__all__ = ["Area", "Circle", "Polygon", "Tiles", "area_tiles", "area_zoom", "parse_area", "reference_tile"]
+__all__ = ["Area", "Circle", "Polygon", "Tiles", "area_tiles", "area_zoom", "parse_area", "parse_point",
+           "reference_tile"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ def _number(text: str, what: str) -> float:
         raise ActorError(f"{what}: {text!r} is not a number") from None
 
 
-def _point(text: str) -> tuple[float, float]:
+def parse_point(text: str) -> tuple[float, float]:
+    """"LAT,LON" as two numbers."""
     lat, sep, lon = text.partition(",")
     if not sep:
         raise ActorError(f"point {text!r}: write LAT,LON (e.g. 51.4449,4.9238)")
@@ -105,10 +107,10 @@ def parse_area(*, point: str | None = None, radius_m: float | None = None, polyg
     if len(given) > 1:
         raise ActorError(f"{' and '.join(given)} both describe the area", "give one of them")
     if point:
-        lat, lon = _point(point)
+        lat, lon = parse_point(point)
         return Circle(lat, lon, radius_m or 0.0)
     if polygon:
-        return Polygon(tuple(_point(p) for p in polygon.split(";") if p.strip()))
+        return Polygon(tuple(parse_point(p) for p in polygon.split(";") if p.strip()))
     if tiles:
         return Tiles(tuple(t.strip() for t in tiles.split(",") if t.strip()))
     return None

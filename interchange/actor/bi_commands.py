@@ -9,7 +9,7 @@ from typing import Any
 
 from ii_api.models import LocalEndpoint, LocalSubscription
 from interchange.actor.amqp import Listener
-from interchange.actor.areas import parse_area
+from interchange.actor.areas import parse_area, parse_point
 from interchange.actor.client import Actor
 from interchange.actor.commands import actor_from_args, area_flags
 from interchange.actor.errors import ActorError
@@ -69,11 +69,6 @@ def _file_properties(path: Path | None) -> dict[str, Any]:
     return data
 
 
-def _point(text: str | None) -> tuple[float, float] | None:
-    area = parse_area(point=text) if text else None
-    return None if area is None else (area.lat, area.lon)  # type: ignore[union-attr]
-
-
 def properties_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The properties of the file, those the flags build, then each --property."""
     base = _file_properties(args.properties)
@@ -86,7 +81,8 @@ def properties_from_args(args: argparse.Namespace) -> dict[str, Any]:
         message_type=message_type, publisher_id=publisher_id,
         publication_id=args.publication_id or base.get("publicationId"),
         protocol_version=args.protocol_version or base.get("protocolVersion"),
-        originating_country=args.country or base.get("originatingCountry"), position=_point(args.position),
+        originating_country=args.country or base.get("originatingCountry"),
+        position=parse_point(args.position) if args.position else None,
         area=parse_area(point=args.point, radius_m=args.radius, polygon=args.polygon, tiles=args.tiles),
         shard_id=args.shard_id, shard_count=args.shard_count, cause_code=args.cause_code,
         sub_cause_code=args.sub_cause_code)

@@ -46,7 +46,8 @@ def settings_from_args(args: argparse.Namespace) -> ActorSettings:
     """The settings file with the connection flags on top."""
     discovery = None
     if args.domain:
-        discovery = {"domain": args.domain, "dns_server": args.dns_server or "127.0.0.1", "dns_port": args.dns_port or 53}
+        discovery = {"domain": args.domain, "dns_server": args.dns_server or "127.0.0.1",
+                     "dns_port": args.dns_port or 53}
     return load_settings(config_path(args), node=args.node, ii_url=args.ii_url, discovery=discovery,
                          cert_chain=args.cert, key=args.key, trust_bundle=args.trust,
                          crls=tuple(args.crl) if args.crl else None, timeout_s=args.timeout)
@@ -78,6 +79,9 @@ def _status_line(kind: str) -> Callable[[Delivery | LocalSubscription], None]:
 
 
 # ---------------------------------------------------------------------------------------- whoami
+ROLES = {"interchange": "an interchange", "actor": "a local actor"}
+
+
 def _certificate_line(settings: ActorSettings) -> str:
     try:
         cert = x509.load_pem_x509_certificate(settings.cert_chain.read_bytes())
@@ -98,7 +102,7 @@ async def whoami(args: argparse.Namespace) -> int:
         return 0
     rows: list[tuple[str, str]] = [("certificate", _certificate_line(settings)),
                                    ("node", f"{me.interchange} at {base}"),
-                                   ("the node sees", f"{me.name}, {'an interchange' if me.role == 'interchange' else 'a local actor'}, "
+                                   ("the node sees", f"{me.name}, {ROLES[me.role]}, "
                                                      f"{'allowed' if me.allowed else 'refused'}")]
     if me.permissions is not None:
         def listed(values: Sequence[str]) -> str:

@@ -114,9 +114,14 @@ class ActorSettings(BaseModel):
 
 
 def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
+    errors = exc.errors()
+    missing = [".".join(str(p) for p in e["loc"]) for e in errors if e["type"] == "missing"]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    first = errors[0]
     where = ".".join(str(p) for p in first["loc"]) or "settings"
-    return f"{where}: {first['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> ActorSettings:
@@ -131,8 +136,12 @@ def load_settings(path: Path | None = None, **overrides: Any) -> ActorSettings:
             raise ActorError(f"cannot read the settings {path}: {exc.strerror or exc}",
                              "give --config FILE (see docs/actors.md)") from None
         except (ValueError, tomllib.TOMLDecodeError) as exc:
-            raise ActorError(f"settings {path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+            kind = "JSON" if path.suffix == ".json" else "TOML"
+            raise ActorError(f"settings {path}: not valid {kind}: {exc}") from None
     data.update({k: v for k, v in overrides.items() if v is not None})
+    if not data:
+        raise ActorError("no settings", "give --config FILE, set $INTERCHANGE_ACTOR_CONFIG or put an actor.toml "
+                         "here (docs/actors.md)")
     try:
         settings = ActorSettings.model_validate(data)
     except ValidationError as exc:
