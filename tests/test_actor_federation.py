@@ -135,6 +135,27 @@ async def test_settlement_is_explicit_and_bounds_what_is_in_flight(
     assert [m.settled for m in held] == ["rejected", "accepted", "accepted", "accepted"]
 
 
+async def test_repeat_publishes_copies_on_a_schedule(interop_self: SelfFederation,
+                                                     actors: tuple[Actor, Actor]) -> None:
+    """IP_048: the same message again every interval; its TTL the interval x 1.2 (IP_033)."""
+    publisher, consumer = actors
+    subscription = await consumer.subscribe(DEMO_SELECTOR)
+    await linked(interop_self)
+    listener = await consumer.listen(subscription)
+    message = OutgoingMessage.build(denm("repeated").properties, b"repeated", repeat_every_ms=2_000)
+    assert message.ttl_ms == 2_400
+    numbered: list[int] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outcomes = await publisher.repeat(message, 0.3, times=3, on_outcome=lambda n, o: numbered.append(n))
+    assert [o.accepted for o in outcomes] == [True, True, True] and numbered == [1, 2, 3]
+    assert loop.time() - started >= 0.6  # two intervals between three copies
+    copies = [await listener.next(WAIT_S) for _ in range(3)]
+    assert all(c.body == b"repeated" and c.ttl_ms == 2_400 for c in copies)
+    for copy in copies:
+        copy.accept()
+
+
 async def test_a_rejected_publish_shows_the_brokers_reason(actors: tuple[Actor, Actor]) -> None:
     publisher, _ = actors
     broken = {**denm().properties, "originatingCountry": "nl", "causeCode": 300}

@@ -281,6 +281,24 @@ def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]
     assert expected in err and "\n" not in err and "Traceback" not in err, err
 
 
+def test_a_progress_line_on_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from interchange.actor import output
+    now = [100.0]
+    monkeypatch.setattr(output.time, "monotonic", lambda: now[0])
+    out = io.StringIO()
+    progress = output.Progress(10.0, out)
+    progress.tick(5)
+    assert out.getvalue() == ""  # a short run says nothing
+    now[0] = 112.0
+    progress.tick(60)
+    assert out.getvalue() == "... 60 messages in 12 s (5.0/s)\n"
+    now[0] = 115.0
+    progress.tick(61)
+    assert out.getvalue().count("\n") == 1  # at most one line every 10 s
+
+
 def test_messages_the_selector_engine_would_deliver_pick_the_delivery() -> None:
     """``delivery_for`` chooses by the delivery's selector, evaluated as the broker evaluates it."""
     assert jms_selectors.compile("publisherId = 'NL00001'").matches(denm())
