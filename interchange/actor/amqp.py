@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,11 +106,11 @@ class Received:
     body: bytes
     ttl_ms: int | None
     durable: bool
-    _settle: Any = field(repr=False, default=None)
+    _settle: Callable[[str | None], None] = field(repr=False, default=lambda outcome: None)
     settled: str | None = None  #: "accepted", "released" or "rejected" once settled
 
     @classmethod
-    def decode(cls, raw: bytes, settle: Any) -> Received:
+    def decode(cls, raw: bytes, settle: Callable[[str | None], None]) -> Received:
         message = Message()
         message.decode(raw)
         body = message.body
@@ -149,12 +149,19 @@ class Listener:
         self._queue: asyncio.Queue[Received] = asyncio.Queue()
         self._arrival = asyncio.Event()
         self.received = 0
+        self.undecodable = 0  #: messages rejected because they could not be decoded
         self._state: ReceiverState = bi.connection.open_deferred_receiver(source, self._arrived, selector, credit)
 
     def _arrived(self, raw: bytes, delivery: Any) -> None:
         def settle(outcome: str | None) -> None:
             self.bi.connection.settle(self._state, delivery, outcome)
-        self._queue.put_nowait(Received.decode(raw, settle))
+        try:
+            received = Received.decode(raw, settle)
+        except Exception as exc:  # noqa: BLE001 - proton's decoder: one bad message must not stop the link
+            self.undecodable += 1
+            settle(f"not an AMQP message this client can decode: {exc}")
+            return
+        self._queue.put_nowait(received)
         self._arrival.set()
 
     @property

@@ -256,10 +256,7 @@ async def deliveries_list(args: argparse.Namespace) -> int:
 
 async def deliveries_add(args: argparse.Namespace) -> int:
     async with _actor(args) as actor:
-        try:
-            result = await actor.check_selector(args.selector, against="mine")
-        except ActorError:
-            raise
+        result = await actor.check_selector(args.selector, against="mine")
         _print_overlap(result, "your capabilities", verbose=not result.any)
         delivery = await actor.create_delivery(args.selector, timeout_s=args.wait, on_change=_status_line("delivery"))
     print(f"delivery {delivery.id}: {delivery.status.value}: publish to {delivery.endpoints[0].target} at "
