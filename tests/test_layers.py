@@ -155,6 +155,8 @@ def test_the_walk_sees_the_whole_library() -> None:
     assert ("interchange.broker.metrics", "interchange.broker.router") in seen  # under TYPE_CHECKING
     assert ("spark.cli", "spark.session") in seen  # importlib.import_module("spark.session")
     assert ("interchange.app.cli", "interchange.app.selfnode") in seen  # from interchange.app import selfnode
+    assert ("interchange.app.cli", "interchange.actor.cli") in seen  # the actors' toolkit, under the shell
+    assert ("interop_kit.demo_data", "interchange.actor") in seen  # the kit acts through it
 
 
 def top_level_packages(root: Path) -> set[str]:
