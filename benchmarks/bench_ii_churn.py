@@ -36,7 +36,7 @@ from proton import Message  # noqa: E402
 
 from certs import TestPki, create_test_pki  # noqa: E402
 from certs.tls import TlsFiles, client_context  # noqa: E402
-from ii_api.discovery import Neighbour  # noqa: E402
+from ii_api.peers.discovery import Neighbour  # noqa: E402
 from ii_harness import DOMAIN, denm_capability, node_config, seed_neighbours  # noqa: E402
 from interchange.broker.client import ClientConnection  # noqa: E402
 from node_process import machine_notes, start_node  # noqa: E402  (this script's folder)

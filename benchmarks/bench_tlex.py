@@ -135,7 +135,7 @@ async def peer_phase(facts: dict[str, Any], seconds: float, warmup: float) -> di
 
 def node_config(tmp: Path, facts: dict[str, Any]) -> Any:
     from certs import create_test_pki
-    from ii_api.config import IIConfig
+    from ii_api.settings.config import IIConfig
     from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
     from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 

@@ -13,6 +13,6 @@ Modules, top-down: :mod:`interop_kit.cli` (command line; the shell's
 :mod:`interop_kit.report` -> :mod:`interop_kit.model`. The test federation (``interchange
 federation``, :mod:`interop_kit.federation`) and the soak (:mod:`interop_kit.soak`) use the demo
 federation's facts (:mod:`interop_kit.demo_data`) and start nodes as ``interchange broker`` processes.
-The kit depends on the project's wire contract only (``ii_api.models``, ``ii_api.client``), on
+The kit depends on the project's wire contract only (``ii_api.wire.models``, ``ii_api.peers.client``), on
 ``certs`` (TLS settings, PKI) and on proton; never on the II service's internals.
 """

@@ -18,7 +18,7 @@ from proton import Message, SSLDomain, Timeout
 from proton.utils import BlockingConnection, BlockingReceiver
 
 from certs.tls import TlsFiles, proton_ssl_domain
-from ii_api.models import Endpoint as SubscriptionEndpoint
+from ii_api.wire.models import Endpoint as SubscriptionEndpoint
 from interop_kit.checks_ii import created_subscription
 from interop_kit.model import Check, CheckFailed, CheckSkipped, Delivery, Findings, Target
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from cryptography import x509
 
 from certs.tls import TlsFiles, client_context, peer_common_name
-from ii_api.client import IIClient, IIClientError
-from ii_api.models import (
+from ii_api.peers.client import IIClient, IIClientError
+from ii_api.wire.models import (
     CapabilitiesMessage,
     SubscriptionPollResponse,
     SubscriptionRequest,

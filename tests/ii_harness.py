@@ -22,9 +22,9 @@ from proton.utils import BlockingConnection
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from harness import A, B, C, amqp_client, denm
-from ii_api.config import IIConfig
-from ii_api.discovery import DiscoveryConfig, Neighbour
-from ii_api.store import MIGRATIONS, Store
+from ii_api.peers.discovery import DiscoveryConfig, Neighbour
+from ii_api.settings.config import IIConfig
+from ii_api.storage.store import MIGRATIONS, Store
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import RunningNode, start_node
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from certs import TestPki
-from ii_api.discovery import Neighbour
+from ii_api.peers.discovery import Neighbour
 from ii_harness import (
     DOMAIN,
     WAIT_S,

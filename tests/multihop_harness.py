@@ -19,7 +19,7 @@ from proton import Message
 
 from certs import TestPki
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
-from ii_api.discovery import DiscoveryConfig
+from ii_api.peers.discovery import DiscoveryConfig
 from ii_harness import DOMAIN, Consumer, Https, denm_capability, node_config, start, wait_for
 from interchange.app.node import RunningNode
 from interchange.broker.hop_trace import TRACE_KEY

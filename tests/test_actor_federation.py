@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from certs.tls import TlsFiles, client_context
-from ii_api.client import IIClient
-from ii_api.discovery import Neighbour
-from ii_api.models import SubscriptionRequest, SubscriptionRequestItem
+from ii_api.peers.client import IIClient
+from ii_api.peers.discovery import Neighbour
+from ii_api.wire.models import SubscriptionRequest, SubscriptionRequestItem
 from interchange.actor import (
     Actor,
     ActorError,

@@ -13,10 +13,10 @@ from pydantic import ValidationError
 
 import jms_selectors
 import quadtree
-from ii_api.errors import describe_validation_error
-from ii_api.matching import CapabilityMatcher
-from ii_api.models import Capability, LocalCapabilitiesRequest
-from ii_api.subscriptions import compile_selector
+from ii_api.decisions.subscriptions import compile_selector
+from ii_api.selectors.matching import CapabilityMatcher
+from ii_api.wire.errors import describe_validation_error
+from ii_api.wire.models import Capability, LocalCapabilitiesRequest
 from interchange.actor import (
     ActorError,
     Circle,

@@ -30,7 +30,7 @@ from broker_harness import (
 )
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from ii_api.federation import Federation, RemoteEndpoint
+from ii_api.peers.federation import Federation, RemoteEndpoint
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
 from interchange.ground import logformat
 from interchange.ground.logfile import LogSettings

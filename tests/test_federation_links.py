@@ -8,7 +8,7 @@ from pathlib import Path
 from broker_harness import BROKER_CN, denm, start_broker
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from ii_api.federation import Federation, RemoteEndpoint
+from ii_api.peers.federation import Federation, RemoteEndpoint
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
 from interchange.broker.client import ClientConnection
 

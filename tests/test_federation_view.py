@@ -15,7 +15,7 @@ import pytest
 
 import browser_harness
 from certs import TestPki
-from ii_api.discovery import Neighbour
+from ii_api.peers.discovery import Neighbour
 from ii_harness import A, B, DOMAIN, wait_for
 from interchange.app import federation_view
 from interchange.app.config import AdminConfig, NodeConfig

@@ -18,11 +18,10 @@ from pydantic import ValidationError
 from broker_harness import BROKER_CN, RawCollector, complete_records, denm, start_broker
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from ii_api.config import IIConfig
-from ii_api.federation import Federation, RemoteEndpoint
-from interchange.broker.amqp_scan import ScanError, find_message_annotations, scan_message
+from ii_api.peers.federation import Federation, RemoteEndpoint
+from ii_api.settings.config import IIConfig
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
-from interchange.broker.metrics import broker_registry
+from interchange.broker.amqp_scan import ScanError, find_message_annotations, scan_message
 from interchange.broker.hop_trace import (
     LIMIT_KEY,
     TRACE_KEY,
@@ -33,6 +32,7 @@ from interchange.broker.hop_trace import (
     read_trace,
     stamp_trace,
 )
+from interchange.broker.metrics import broker_registry
 
 A, B, C, D = "a.interchange.test", "b.interchange.test", "c.interchange.test", "d.interchange.test"
 

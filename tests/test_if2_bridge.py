@@ -27,7 +27,7 @@ from if2_harness import (
     bridge_node_config,
     dotted,
 )
-from ii_api.discovery import Neighbour
+from ii_api.peers.discovery import Neighbour
 from ii_harness import DOMAIN, Consumer, Https, node_config, publish, seed_neighbours, start, wait_for
 from interchange.app.config import AdminConfig
 from interchange.app.node import RunningNode

@@ -12,7 +12,7 @@ import pytest
 from broker_harness import complete_records
 from certs import TestPki
 from harness import B
-from ii_api.actor_policy import ActorPolicy, ActorRule
+from ii_api.decisions.actor_policy import ActorPolicy, ActorRule
 from ii_harness import Https, denm_capability, ivim_capability, wait_for
 from test_ii_server import Env, start_env
 

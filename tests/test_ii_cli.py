@@ -1,4 +1,4 @@
-"""`interchange discover` and `interchange neighbours` (ii_api.cli) against a real dnsmasq, and
+"""`interchange discover` and `interchange neighbours` (ii_api.node.cli) against a real dnsmasq, and
 `interchange subscriptions` against a running node."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from certs import TestPki
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
-from ii_api.cli import SubscriptionsReport, parse_dns_server
-from ii_api.discovery import Neighbour
-from ii_api.store import DB_FILENAME, Store
+from ii_api.node.cli import SubscriptionsReport, parse_dns_server
+from ii_api.peers.discovery import Neighbour
+from ii_api.storage.store import DB_FILENAME, Store
 from ii_harness import A, B, DOMAIN, Https, denm_capability, node_config, seed_neighbours, start, wait_for
 from interchange.app.cli import main
 from interchange.ground.errors import CliError

@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
-from ii_api.discovery import (
+from ii_api.peers.discovery import (
     MAX_INTERVAL_S,
     Discovery,
     DiscoveryConfig,

@@ -19,8 +19,8 @@ import pytest
 from broker_harness import complete_records
 from certs import TestPki
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
-from ii_api.discovery import DiscoveryConfig
-from ii_api.store import Store
+from ii_api.peers.discovery import DiscoveryConfig
+from ii_api.storage.store import Store
 from ii_harness import (
     A,
     B,

@@ -1,4 +1,4 @@
-"""Selector/capability overlap and message/capability fit (ii_api.matching)."""
+"""Selector/capability overlap and message/capability fit (ii_api.selectors.matching)."""
 from __future__ import annotations
 
 import itertools
@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import jms_selectors
-from ii_api.matching import (
+from ii_api.selectors.matching import (
     MAX_COMBINATIONS,
     CapabilityMatcher,
     Shape,
@@ -16,7 +16,7 @@ from ii_api.matching import (
     capability_matches_message,
     selector_matches_capability,
 )
-from ii_api.models import CapabilitiesMessage, DenmApplication
+from ii_api.wire.models import CapabilitiesMessage, DenmApplication
 
 # Appendix C (OCR fixed): two DENM capabilities.
 SE = {

@@ -1,4 +1,4 @@
-"""II and local actor API JSON bodies (ii_api.models, ii_api.errors)."""
+"""II and local actor API JSON bodies (ii_api.wire.models, ii_api.wire.errors)."""
 from __future__ import annotations
 
 import copy
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ii_api.errors import describe_validation_error, validation_error_body
-from ii_api.models import (
+from ii_api.wire.errors import describe_validation_error, validation_error_body
+from ii_api.wire.models import (
     CamApplication,
     CapabilitiesMessage,
     Capability,

@@ -29,7 +29,7 @@ from schemathesis.checks import (
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from harness import A, B
-from ii_api.discovery import Neighbour
+from ii_api.peers.discovery import Neighbour
 from ii_harness import DOMAIN, node_config, seed_neighbours
 
 ACTOR = "actor-a"

@@ -15,10 +15,10 @@ import pytest
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
-from ii_api.config import RequestLimits
-from ii_api.discovery import DiscoveryConfig, Neighbour
-from ii_api.server import OPERATIONS
-from ii_api.store import Store, db_path
+from ii_api.http.server import OPERATIONS
+from ii_api.peers.discovery import DiscoveryConfig, Neighbour
+from ii_api.settings.config import RequestLimits
+from ii_api.storage.store import Store, db_path
 from ii_harness import (
     A,
     B,
@@ -702,7 +702,7 @@ def test_ii_config_section(tmp_path: Path) -> None:
 
 
 async def test_ii_needs_tls(tmp_path: Path) -> None:
-    from ii_api.config import IIConfig
+    from ii_api.settings.config import IIConfig
     from interchange.app.config import BrokerConfig, NodeConfig
     from interchange.app.node import start_node
 

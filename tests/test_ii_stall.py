@@ -13,7 +13,7 @@ from typing import Any
 
 from certs import TestPki
 from harness import A, B
-from ii_api.discovery import Neighbour
+from ii_api.peers.discovery import Neighbour
 from ii_harness import DOMAIN, Https, denm_capability, node_config, seed_neighbours, start
 
 CAPABILITIES = 4000

@@ -1,4 +1,4 @@
-"""SQLite persistence of the Improved Interface state (ii_api.store)."""
+"""SQLite persistence of the Improved Interface state (ii_api.storage.store)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ii_api.discovery import Neighbour
-from ii_api.store import (
+from ii_api.peers.discovery import Neighbour
+from ii_api.storage.store import (
     DB_FILENAME,
     SCHEMA_VERSION,
     AsyncStore,

@@ -9,12 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jms_selectors
-from ii_api import local_actors
-from ii_api.capability_selector import capabilities_selector, capability_selector, granted_selector, quote
-from ii_api.matching import capability_matches_message
-from ii_api.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
-from ii_api.policy import SubscriptionPolicy, is_constrained
-from ii_api.subscriptions import (
+import jms_selectors
+from ii_api.decisions.capability_selector import capabilities_selector, capability_selector, granted_selector, quote
+from ii_api.decisions.subscriptions import (
     DeleteRemote,
     Finished,
     LocalSubscriptionView,
@@ -37,6 +34,13 @@ from ii_api.subscriptions import (
     redirect_compliant,
     wants_redirect,
 )
+from ii_api.resources import local_actors
+from ii_api.selectors.matching import capability_matches_message
+from ii_api.selectors.matching import capability_matches_message
+from ii_api.selectors.policy import SubscriptionPolicy, is_constrained
+from ii_api.selectors.policy import SubscriptionPolicy, is_constrained
+from ii_api.wire.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
+from ii_api.wire.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
 
 S = SubscriptionStatus
 POLICY = SubscriptionPolicy()

@@ -1,4 +1,4 @@
-"""Issue 10: the II's HTTPS listener gives the BI's TLS diagnostics (ii_api/tls_site.py): a refused
+"""Issue 10: the II's HTTPS listener gives the BI's TLS diagnostics (ii_api/http/tls_site.py): a refused
 handshake gets its alert (asyncio's TLS closed without one) and a ``tls_refused`` record with the
 reason; a handshake that never finishes is dropped and logged; a client certificate valid for
 longer than ``tls.max_certificate_days`` is refused (IP_051); accepted connections serve HTTP as
@@ -20,7 +20,7 @@ from cryptography import x509
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context, peer_common_name, server_context
-from ii_api.tls_site import TlsSite
+from ii_api.http.tls_site import TlsSite
 from ii_harness import Https, node_config, start, wait_for
 from pki_fixtures import ACTOR, SERVER
 

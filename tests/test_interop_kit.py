@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 import certs.tls
-import ii_api.incoming
+import ii_api.resources.incoming
 from certs import create_test_pki
-from ii_api.models import SubscriptionStatus
-from ii_api.subscriptions import IncomingDecision
+from ii_api.decisions.subscriptions import IncomingDecision
+from ii_api.wire.models import SubscriptionStatus
 from interchange.app.selfnode import SelfFederation, start_self
 from interop_kit.catalogue import all_checks
 from interop_kit.demo_data import INTERCHANGE
@@ -131,7 +131,7 @@ async def test_wrong_cn_fails_the_name_checks(tmp_path: Path) -> None:
 @pytest.fixture
 def invalid_selectors_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """The II answers an unparsable selector as if it were valid and matched nothing."""
-    original = ii_api.incoming.decide_incoming_steps  # (a generator: the decision is made in slices)
+    original = ii_api.resources.incoming.decide_incoming_steps  # (a generator: the decision is made in slices)
 
     def lenient(*args: Any, **kwargs: Any) -> Generator[None, None, IncomingDecision]:
         decision = yield from original(*args, **kwargs)
@@ -139,7 +139,7 @@ def invalid_selectors_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
             return IncomingDecision(SubscriptionStatus.NO_OVERLAP, decision.consumer, "no capability matches")
         return decision
 
-    monkeypatch.setattr(ii_api.incoming, "decide_incoming_steps", lenient)
+    monkeypatch.setattr(ii_api.resources.incoming, "decide_incoming_steps", lenient)
 
 
 @pytest.mark.usefixtures("invalid_selectors_accepted")

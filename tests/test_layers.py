@@ -3,10 +3,13 @@
 Every module of our packages is read with :mod:`ast` (nothing is imported): each import statement,
 at module level or inside a function, absolute or relative (``from . import x``, ``from ..app
 import y``), and ``importlib.import_module("name")`` with a literal name, is mapped to the unit it
-reaches (a top-level package, or a sub-package of ``interchange``) and that unit's rank. An import
-may reach its own unit or a unit of a lower rank; one that reaches up or sideways fails the test,
-named by file, line and both modules. A module whose unit has no rank fails it too, and so does a
-top-level package setuptools ships that the table does not list, so a new package cannot slip past.
+reaches (a top-level package, or a sub-package of ``interchange`` or ``ii_api``) and that unit's
+rank. An import may reach its own unit or a unit of a lower rank; one that reaches up or sideways
+fails the test, named by file, line and both modules. The sub-packages of ``ii_api`` are ranked
+among themselves too (:data:`INNER_RANKS`): between two of them the inner ranks decide, towards
+anything else the package's rank. A module whose unit has no rank fails it too (so every module of
+``ii_api`` lives in one of its ranked sub-packages), and so does a top-level package setuptools
+ships that the table does not list, so a new package cannot slip past.
 A few imports the ranks allow are refused by name (:data:`FORBIDDEN`): the audit reads the message
 profile from the ground layer, not through the broker's validation or TTL policy.
 """
@@ -24,6 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The namespace package whose sub-packages are units of their own; its ``__init__`` is rank 0.
 NAMESPACE = "interchange"
+#: A package whose sub-packages are units ranked among themselves (:data:`INNER_RANKS`).
+LAYERED = "ii_api"
+#: Packages whose own ``__init__`` is a unit that imports nothing; every other module is in a sub-package.
+NAMESPACES = frozenset({NAMESPACE, LAYERED})
 
 #: Unit -> rank (docs/architecture.md, "Layers").
 RANKS: dict[str, int] = {
@@ -36,6 +43,17 @@ RANKS: dict[str, int] = {
     "interchange.app": 6, "interchange.testing": 6,
     "interchange.__main__": 7,
 }
+#: Sub-package of ``ii_api`` -> its rank inside the package (docs/architecture.md, "Control plane").
+INNER_RANKS: dict[str, int] = {
+    "ii_api.selectors": 0,
+    "ii_api.wire": 1,
+    "ii_api.decisions": 2, "ii_api.peers": 2,
+    "ii_api.storage": 3, "ii_api.settings": 3,
+    "ii_api.resources": 4,
+    "ii_api.http": 5,
+    "ii_api.node": 6,
+}
+RANKS.update(dict.fromkeys(INNER_RANKS, RANKS[LAYERED]))
 PACKAGES = frozenset(unit.split(".")[0] for unit in RANKS)
 #: Imports the ranks allow but the layer map does not: (importing unit, module) -> where to go instead.
 #: The audit reads the message profile from the ground layer, never through the broker's readers of it.
@@ -54,14 +72,26 @@ class Import:
 
 
 def unit_of(module: str) -> str | None:
-    """The ranked unit a module belongs to (None: no rank). ``interchange`` itself is only its
-    ``__init__``; a module directly under it belongs to no unit."""
+    """The ranked unit a module belongs to (None: no rank). ``interchange`` and ``ii_api`` themselves
+    are only their ``__init__``; a module directly under them belongs to no unit."""
     parts = module.split(".")
     for size in (2, 1):
         name = ".".join(parts[:size])
-        if name in RANKS and (name != NAMESPACE or module == NAMESPACE):
+        if name in RANKS and (name not in NAMESPACES or module == name):
             return name
     return None
+
+
+def below(target: str, unit: str) -> bool:
+    """Whether unit ``unit`` may import unit ``target`` (a different one): it ranks lower, by the
+    inner ranks between two sub-packages of ``ii_api``, else by the package ranks."""
+    if target in INNER_RANKS and unit in INNER_RANKS:
+        return INNER_RANKS[target] < INNER_RANKS[unit]
+    return RANKS[target] < RANKS[unit]
+
+
+def rank_name(unit: str) -> str:
+    return f"rank {RANKS[unit]}.{INNER_RANKS[unit]}" if unit in INNER_RANKS else f"rank {RANKS[unit]}"
 
 
 def module_files(root: Path, packages: frozenset[str] = PACKAGES) -> dict[str, Path]:
@@ -129,10 +159,10 @@ def violations(root: Path, packages: frozenset[str] = PACKAGES) -> list[str]:
             target_unit = unit_of(imp.target)
             if target_unit is None:
                 found.append(f"{where}:{imp.line}: {module} imports {imp.target}, which belongs to no ranked unit")
-            elif target_unit != unit and RANKS[target_unit] >= RANKS[unit]:
-                way = "upwards" if RANKS[target_unit] > RANKS[unit] else "sideways"
-                found.append(f"{where}:{imp.line}: {module} (rank {RANKS[unit]}) imports {imp.target} "
-                             f"(rank {RANKS[target_unit]}) {way}")
+            elif target_unit != unit and not below(target_unit, unit):
+                way = "sideways" if not below(unit, target_unit) else "upwards"
+                found.append(f"{where}:{imp.line}: {module} ({rank_name(unit)}) imports {imp.target} "
+                             f"({rank_name(target_unit)}) {way}")
             else:
                 found += [f"{where}:{imp.line}: {module} imports {imp.target}: read {instead} instead"
                           for (importer, banned), instead in FORBIDDEN.items()
@@ -170,8 +200,9 @@ def test_every_shipped_package_has_a_rank() -> None:
     assert top_level_packages(ROOT) == set(PACKAGES) == shipped
 
 
-def test_the_interchange_package_imports_nothing() -> None:
-    tree = ast.parse((ROOT / NAMESPACE / "__init__.py").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("package", sorted(NAMESPACES))
+def test_the_namespace_packages_import_nothing(package: str) -> None:
+    tree = ast.parse((ROOT / package / "__init__.py").read_text(encoding="utf-8"))
     assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
@@ -191,13 +222,19 @@ CLEAN = {
     "interchange/broker/router.py": "from interchange.ground import clock\nfrom . import engine\n",
     "interchange/broker/engine.py": "from .router import x\n",
     "interchange/app/__init__.py": "",
-    "interchange/app/node.py": "from interchange.broker import router\nimport ii_api.service\n",
+    "interchange/app/node.py": "from interchange.broker import router\nimport ii_api.node.service\n",
     "ii_api/__init__.py": "",
-    "ii_api/service.py": "from interchange.broker.router import x\n",
+    "ii_api/wire/__init__.py": "",
+    "ii_api/wire/models.py": "from interchange.broker.validation import x\n",
+    "ii_api/resources/__init__.py": "",
+    "ii_api/resources/incoming.py": "from ii_api.wire.models import x\nfrom . import doors\n",
+    "ii_api/resources/doors.py": "from ..wire import models\n",
+    "ii_api/node/__init__.py": "",
+    "ii_api/node/service.py": "from ii_api.resources import incoming\nfrom interchange.broker.router import x\n",
     "spark/__init__.py": "",
     "spark/job.py": "import importlib\nimportlib.import_module('spark.other')\n",
     "interchange/actor/__init__.py": "",
-    "interchange/actor/client.py": "from ii_api.service import x\nfrom interchange.broker.router import y\n",
+    "interchange/actor/client.py": "from ii_api.node.service import x\nfrom interchange.broker.router import y\n",
     "interchange/bridges/__init__.py": "",
     "interchange/bridges/tlex/bridge.py": "from interchange.actor.client import x\n",
 }
@@ -215,10 +252,22 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
      "interchange/broker/up.py:1: interchange.broker.up (rank 2) imports interchange.app.node (rank 6) upwards"),
     ("interchange/broker/pkg/__init__.py", "from ... import app\n",
      "interchange/broker/pkg/__init__.py:1: interchange.broker.pkg (rank 2) imports interchange.app (rank 6) upwards"),
-    ("ii_api/audit.py", "import spark.job\n",
-     "ii_api/audit.py:1: ii_api.audit (rank 3) imports spark.job (rank 3) sideways"),
-    ("ii_api/named.py", "import importlib\nimportlib.import_module('interchange.app.node')\n",
-     "ii_api/named.py:2: ii_api.named (rank 3) imports interchange.app.node (rank 6) upwards"),
+    ("ii_api/node/audit.py", "import spark.job\n",
+     "ii_api/node/audit.py:1: ii_api.node.audit (rank 3.6) imports spark.job (rank 3) sideways"),
+    ("spark/uses_ii.py", "from ii_api.wire import models\n",
+     "spark/uses_ii.py:1: spark.uses_ii (rank 3) imports ii_api.wire.models (rank 3.1) sideways"),
+    ("ii_api/node/named.py", "import importlib\nimportlib.import_module('interchange.app.node')\n",
+     "ii_api/node/named.py:2: ii_api.node.named (rank 3.6) imports interchange.app.node (rank 6) upwards"),
+    ("ii_api/wire/errors.py", "def f():\n    from ii_api.resources.doors import x\n",
+     "ii_api/wire/errors.py:2: ii_api.wire.errors (rank 3.1) imports ii_api.resources.doors (rank 3.4) upwards"),
+    ("ii_api/resources/up.py", "from ..node import service\n",
+     "ii_api/resources/up.py:1: ii_api.resources.up (rank 3.4) imports ii_api.node.service (rank 3.6) upwards"),
+    ("ii_api/decisions/side.py", "import ii_api.peers.client\n",
+     "ii_api/decisions/side.py:1: ii_api.decisions.side (rank 3.2) imports ii_api.peers.client (rank 3.2) sideways"),
+    ("ii_api/flat.py", "",
+     "ii_api/flat.py: module ii_api.flat belongs to no ranked unit (add it to RANKS and the layer map)"),
+    ("interchange/bridges/uses_flat.py", "import ii_api.flat\n",
+     "interchange/bridges/uses_flat.py:1: interchange.bridges.uses_flat imports ii_api.flat, which belongs to no ranked unit"),
     ("interchange/__init__.py", "from interchange.ground import clock\n",
      "interchange/__init__.py:1: interchange (rank 0) imports interchange.ground.clock (rank 1) upwards"),
     ("interchange/actor/bridged.py", "from interchange.bridges.if2 import bridge\n",

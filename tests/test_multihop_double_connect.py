@@ -4,7 +4,7 @@ actors' capabilities and subscriptions registered at both at once, so each pushe
 and subscribes at the other at the same moment while both publish.
 
 A link belongs to one subscription and is opened only by the subscriber (why there is nothing to
-resolve: :mod:`ii_api.federation`), so what must hold is: one subscription each way, one link per
+resolve: :mod:`ii_api.peers.federation`), so what must hold is: one subscription each way, one link per
 subscription (connected once, the only consumer of its source), nothing lost of what was published
 once the subscription's source existed, nothing duplicated, no hop drop. Both with multi-hop
 federation on and off (a plain federation, the default)."""

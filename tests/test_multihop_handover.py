@@ -1,8 +1,8 @@
-"""Make-before-break route changes (issue 12), sans-I/O: :class:`ii_api.handover.RouteHandover`
+"""Make-before-break route changes (issue 12), sans-I/O: :class:`ii_api.decisions.handover.RouteHandover`
 keeps the old subscription until the new one is ready (CREATED, links connected) for the overlap,
 and withdraws at once what nothing would come over or nobody wants. Time is a number here.
 
-The routes are those :func:`ii_api.multihop.desired_routes` plans on the ring A-B-C seen from C:
+The routes are those :func:`ii_api.decisions.multihop.desired_routes` plans on the ring A-B-C seen from C:
 A's data first over B (the link C-A cut), then straight from A when the link comes back.
 """
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from pydantic import ValidationError
 from pytest import approx
 
-from ii_api.config import MultihopConfig
-from ii_api.handover import RouteHandover
-from ii_api.multihop import desired_routes
-from ii_api.subscriptions import LocalSubscriptionView, OutgoingKey
+from ii_api.decisions.handover import RouteHandover
+from ii_api.decisions.multihop import desired_routes
+from ii_api.decisions.subscriptions import LocalSubscriptionView, OutgoingKey
+from ii_api.settings.config import MultihopConfig
 from test_multihop_routes import A, B, DENM, capability
 
 WANT = LocalSubscriptionView(1, "actor-c", DENM)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ii_api.capability_selector import granted_selector
-from ii_api.models import CapabilitiesMessage, Capability, is_custom_property
-from ii_api.multihop import (
+from ii_api.decisions.capability_selector import granted_selector
+from ii_api.decisions.multihop import (
     ANNOUNCE_KEY,
     ROUTE_KEY,
     ReexportWant,
@@ -18,7 +17,8 @@ from ii_api.multihop import (
     restricted,
     route_of,
 )
-from ii_api.subscriptions import LocalSubscriptionView, OutgoingKey, desired_outgoing
+from ii_api.decisions.subscriptions import LocalSubscriptionView, OutgoingKey, desired_outgoing
+from ii_api.wire.models import CapabilitiesMessage, Capability, is_custom_property
 
 A, B, C, D = "a.interchange.test", "b.interchange.test", "c.interchange.test", "d.interchange.test"
 DENM = "messageType = 'DENM'"

@@ -10,7 +10,7 @@ records gone) breaks nothing for the others.
 
 A line at hop limit 2 stops A's data after two hops: D is never offered it and gets nothing.
 
-Route changes are make-before-break (:mod:`ii_api.handover`, duplicates dropped at import by
+Route changes are make-before-break (:mod:`ii_api.decisions.handover`, duplicates dropped at import by
 :mod:`interchange.broker.import_duplicates`): on the ring, with A and C publishing every few
 milliseconds while the link C-A comes back and their data moves from the way round B to the
 direct link, every subscriber gets every message exactly once.

@@ -26,7 +26,7 @@ import pytest
 from proton import Message
 
 import quadtree
-from ii_api.models import AnyApplication
+from ii_api.wire.models import AnyApplication
 from interchange.bridges.if2.keys import If2Envelope, ProviderTable, RoutingKey, croads_properties
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig

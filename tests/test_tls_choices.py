@@ -13,10 +13,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from broker_harness import BROKER_CN, complete_records, start_broker, tls_exchange, wait_for_records
 from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
-from ii_api.client import IIClientError
-from ii_api.discovery import Neighbour
-from ii_api.federation import Federation, RemoteEndpoint
-from ii_api.models import CapabilitiesMessage
+from ii_api.peers.client import IIClientError
+from ii_api.peers.discovery import Neighbour
+from ii_api.peers.federation import Federation, RemoteEndpoint
+from ii_api.wire.models import CapabilitiesMessage
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import start_node
 from interchange.broker.addresses import TargetSpec

@@ -22,7 +22,7 @@ from certs import TestPki, create_test_pki
 from certs.revocation import Revocations
 from certs.tls import TlsFiles, client_context
 from dns_fixtures import DnsmasqServer, DnsRecords, Srv
-from ii_api.discovery import DiscoveryConfig
+from ii_api.peers.discovery import DiscoveryConfig
 from ii_harness import A, B, DOMAIN, WAIT_S, Https, amqp_connect, denm_capability, node_config, start, wait_for
 from interchange.app.config import AdminConfig, NodeConfig
 from interchange.app.node import RunningNode

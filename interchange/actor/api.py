@@ -3,7 +3,7 @@
 Mutual TLS 1.3 (:meth:`ActorSettings.ssl_context`); the node's certificate must name the node
 (``server_hostname`` = the node's name, IP_125) whatever address the II URL or DNS (IP_086: the
 SRV record whose target is the node) gives. Bodies in and out are the II's own pydantic models
-(:mod:`ii_api.models`). Every failure is an :class:`ActorError` saying what to do: the node's
+(:mod:`ii_api.wire.models`). Every failure is an :class:`ActorError` saying what to do: the node's
 status and its JSON ``error`` (and ``field``), or why it could not be reached.
 
 Waiting for a status: :meth:`ActorApi.wait_subscription` / :meth:`ActorApi.wait_delivery` poll
@@ -23,8 +23,8 @@ from cryptography import x509
 from pydantic import ValidationError
 
 from certs.tls import peer_common_name
-from ii_api.discovery import Discovery, DiscoveryConfig
-from ii_api.models import (
+from ii_api.peers.discovery import Discovery, DiscoveryConfig
+from ii_api.wire.models import (
     Capability,
     DeliveriesRequest,
     DeliveriesResponse,

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ii_api.models import LocalEndpoint, LocalSubscription
+from ii_api.wire.models import LocalEndpoint, LocalSubscription
 from interchange.actor.amqp import Listener
 from interchange.actor.areas import parse_area, parse_point
 from interchange.actor.client import Actor

@@ -2,7 +2,7 @@
 
 The area becomes the capability's ``quadTree`` (tiles of the message type's area zoom, IP_112/113,
 unless a zoom is given); the document is then validated by the II's own models
-(:class:`ii_api.models.Capability`, whose value rules are the profile's: publisherId,
+(:class:`ii_api.wire.models.Capability`, whose value rules are the profile's: publisherId,
 originatingCountry, causeCode, stationType, publicationId ``<publisherId>:<id>``), so a capability
 the node would answer 400 for is refused here with the same words, naming the field.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ii_api.errors import describe_validation_error
-from ii_api.models import Capability, LocalCapabilitiesRequest
+from ii_api.wire.errors import describe_validation_error
+from ii_api.wire.models import Capability, LocalCapabilitiesRequest
 from interchange.actor.areas import Area, area_tiles, area_zoom
 from interchange.actor.errors import ActorError
 from interchange.actor.properties import publication_id_of

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jms_selectors
-from ii_api.models import Delivery, LocalEndpoint, LocalSubscription
+from ii_api.wire.models import Delivery, LocalEndpoint, LocalSubscription
 from interchange.actor.amqp import BiConnection, Listener, PublishOutcome, Publisher
 from interchange.actor.api import ActorApi
 from interchange.actor.errors import ActorError

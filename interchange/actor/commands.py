@@ -16,7 +16,7 @@ from typing import Any
 
 from cryptography import x509
 
-from ii_api.models import Capability, Delivery, LocalSubscription
+from ii_api.wire.models import Capability, Delivery, LocalSubscription
 from interchange.actor.areas import parse_area
 from interchange.actor.capabilities import build_capability, capability_from_json
 from interchange.actor.client import Actor

@@ -6,7 +6,7 @@ NOT_VALID with (``invalid selector at position N: reason``, the reason naming th
 where there is one), plus a caret under the position. No network is needed.
 
 :func:`overlap` decides which capabilities a selector can match with the II's own matching
-(:class:`ii_api.matching.CapabilityMatcher`, which decides NO_OVERLAP for the node) and, for each
+(:class:`ii_api.selectors.matching.CapabilityMatcher`, which decides NO_OVERLAP for the node) and, for each
 one it cannot match, which part of the selector rules it out: each operand of a top-level AND is
 matched alone (the same matcher), and those that alone match none of the capability's messages
 are named with the capability's values of the properties they test.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import jms_selectors
-from ii_api.matching import CapabilityMatcher
-from ii_api.models import Capability
+from ii_api.selectors.matching import CapabilityMatcher
+from ii_api.wire.models import Capability
 from jms_selectors.ast import And, Expr, identifiers, unparse
 
 __all__ = ["CapabilityVerdict", "Overlap", "SelectorProblem", "check_selector", "overlap"]

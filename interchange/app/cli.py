@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 
 from certs import cli as certs_cli
+from certs.errors import PkiError
+from ii_api.node import cli as ii_cli
 from interchange.actor import cli as actor_cli
 from interchange.actor.errors import ActorError
-from certs.errors import PkiError
-from ii_api import cli as ii_cli
 from interchange.app import demo, node_cli, selfnode, tlex_demo
 from interchange.bridges.tlex import sim_cli as tlex_sim_cli
 from interchange.ground import profile

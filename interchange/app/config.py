@@ -38,7 +38,7 @@ Example (TOML)::
     [admin]
     port = 9090                  # Prometheus metrics and log switches, loopback only
 
-    [ii]                         # Improved Interface (HTTPS control plane); see ii_api/config.py
+    [ii]                         # Improved Interface (HTTPS control plane); see ii_api/settings/config.py
     port = 8443
 
     [ii.discovery]
@@ -60,7 +60,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ii_api.config import IIConfig
+from ii_api.settings.config import IIConfig
 from interchange.bridges.if2.config import If2Config
 from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec

@@ -28,7 +28,7 @@ from typing import Any
 
 from certs import create_test_pki
 from certs.errors import PkiError
-from ii_api.models import Delivery, LocalSubscription
+from ii_api.wire.models import Delivery, LocalSubscription
 from interchange.actor import Actor, OutgoingMessage, capability_from_json
 from interchange.app.config import load_config
 from interchange.app.demo_dns import DemoDns, SrvRecord

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ii_api.federation import LinkStatus
-from ii_api.runtime import RunningII
+from ii_api.node.runtime import RunningII
+from ii_api.peers.federation import LinkStatus
 from interchange.bridges.if2.metrics import If2View
 from interchange.ground.timing import now_ms
 

@@ -33,9 +33,9 @@ from prometheus_client import CollectorRegistry
 
 from certs.node_tls import NodeTls, TlsReloadError
 from certs.tls import TlsFiles, certificate_lifetime_problem
-from ii_api.config import MultihopConfig
-from ii_api.runtime import RunningII, start_ii
-from ii_api.service import IIService
+from ii_api.node.runtime import RunningII, start_ii
+from ii_api.node.service import IIService
+from ii_api.settings.config import MultihopConfig
 from interchange.app.admin import start_admin
 from interchange.app.config import NodeConfig
 from interchange.app.federation_view import bridge_links, take_snapshot

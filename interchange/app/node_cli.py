@@ -1,7 +1,7 @@
 """The commands that read a node's config file.
 
     interchange broker --config FILE                  run the node until interrupted
-    interchange subscriptions --config FILE [--json]  the II's subscriptions, read-only (ii_api.cli)
+    interchange subscriptions --config FILE [--json]  the II's subscriptions, read-only (ii_api.node.cli)
     interchange monitoring-targets --config FILE [--host H]  Prometheus file_sd targets of the node's processes
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from ii_api.cli import format_subscriptions, read_subscriptions
+from ii_api.node.cli import format_subscriptions, read_subscriptions
 from interchange.app.config import load_config
 from interchange.app.node import run_forever
 from interchange.app.node_metrics import scrape_targets

@@ -17,7 +17,7 @@ from typing import Any
 
 from certs import create_test_pki
 from certs.errors import PkiError
-from ii_api.models import LocalSubscription
+from ii_api.wire.models import LocalSubscription
 from interchange.actor import Actor
 from interchange.app.config import load_config
 from interchange.app.demo import _until as until  # noqa: PLC2701

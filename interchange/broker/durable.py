@@ -14,7 +14,7 @@ source is deleted; a message a consumer releases, or that was sent on a link tha
 unsettled, stays held and comes back. A durable message that no source holds once routed (it
 matched nothing, or went straight out pre-settled) is not stored at all.
 
-Imported durable messages are settled upstream only once stored (:mod:`ii_api.federation`), so
+Imported durable messages are settled upstream only once stored (:mod:`ii_api.peers.federation`), so
 after a crash the neighbour sends again what it had not seen settled: an imported message whose
 bytes equal one recovered from the store is counted as a duplicate (``duplicate_imports``; it is
 still delivered: at-least-once, and the count says how often that happened).

@@ -1,7 +1,7 @@
 """Duplicate suppression at import for multi-hop route changes (issue 12), sans-I/O.
 
 When a subscription at neighbours moves to a shorter (or the only remaining) route, the II makes
-the new subscription before it withdraws the old one (make-before-break, :mod:`ii_api.handover`),
+the new subscription before it withdraws the old one (make-before-break, :mod:`ii_api.decisions.handover`),
 so no message published during the switch is lost. During the overlap a message reaches a local
 source over both routes. The two copies differ only in their message annotations (the hop trace,
 :mod:`interchange.broker.hop_trace`); the bare message after them (properties, application

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import ValidationError
 
-from ii_api.models import (
+from ii_api.wire.models import (
     Capability,
     DeliveriesRequest,
     DeliveriesResponse,

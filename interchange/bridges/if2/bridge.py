@@ -38,7 +38,7 @@ from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractConnection, 
 from proton import Message
 
 from certs.tls import TlsFiles, client_context
-from ii_api.models import Capability
+from ii_api.wire.models import Capability
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config

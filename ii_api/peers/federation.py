@@ -1,0 +1,212 @@
+"""Data exchange between interchanges (chapter 4.2.8): receiver links to a neighbour's endpoints.
+
+When one of our subscriptions at a neighbour reaches CREATED, the II asks :class:`Federation` to
+pull from each endpoint ``{host, port, source}``: an AMQP connection over TLS 1.3 with our
+interchange certificate (SASL EXTERNAL), the neighbour's name checked against its server
+certificate (IP_125), and a receiver link on the source. Every message received is routed into
+the local broker as imported data (re-exported to a third interchange only with multi-hop
+federation and its loop prevention, :mod:`ii_api.resources.reexport`; IP_109). A dropped
+connection is re-established with exponential back-off until the subscription goes.
+
+Settle after store (issue 11): a durable message is settled upstream (``accepted``) only once the
+local store has it, and released upstream if the store could not write it, so a node killed
+mid-transfer loses nothing its neighbour considers delivered; the neighbour sends again what was
+unsettled (at-least-once: those duplicates are counted by the broker, ``duplicate_imports``).
+
+No double-connect resolution is needed here (issue 12; the RVI core protocol's "double connect",
+where two nodes dialling each other at once get two sessions for one purpose and drop the one
+opened by the higher address). A link belongs to exactly one subscription and is opened only by
+the interchange that made it, towards the source named in the answer to its own request
+(IP_096/110, chapter 4.2.8); the interchange serving a source never dials out for it. So when A
+and B subscribe at each other at the same moment they make two subscriptions, A's at B and B's at
+A, each with its own source and data going one way, each pulled over its owner's links: two
+links, nothing to converge. Within one subscription, :meth:`Federation.pull` stops the links it
+had before starting one per endpoint (several only for a sharded source), the II keeps one
+subscription per (neighbour, selector, consumerCommonName) and requests only new ones (IP_106),
+adopting after a crash the one it had requested instead of requesting it twice. With multi-hop
+federation, split horizon (:mod:`ii_api.decisions.multihop`) keeps a publicationId from being pulled both
+ways between two neighbours. tests/test_multihop_double_connect.py checks this with two nodes
+started together that subscribe at each other in the same discovery round while both publish.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from certs.revocation import Revocations
+from certs.tls import certificate_lifetime_problem
+from ii_api.peers.doors import ClientContext, MessageSink
+from interchange.broker.client import RELEASE, ClientConnection, ReceiverState
+from interchange.broker.engine import Rejected
+from interchange.ground.timing import backoff_s
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RemoteEndpoint:
+    """Where to pull one subscription's messages from."""
+
+    neighbour: str  #: the neighbour interchange's name = its server certificate name
+    host: str
+    port: int
+    source: str
+
+
+@dataclass
+class LinkStatus:
+    """What an operator (and the tests) can see of one federation link."""
+
+    endpoint: RemoteEndpoint
+    connected: bool = False
+    received: int = 0
+    rejected: int = 0
+    connects: int = 0
+    last_error: str | None = None
+
+
+class Federation:
+    """Supervises the node's receiver links to other interchanges."""
+
+    def __init__(self, core: MessageSink, client_context: ClientContext, own_name: str,
+                 min_backoff: float = 0.5, max_backoff: float = 60.0, max_certificate_days: int | None = None) -> None:
+        self._core = core
+        self._max_days = max_certificate_days  #: IP_051: neighbours' certificates valid longer are refused
+        self._context = client_context
+        self._own_name = own_name
+        self._min_backoff = min_backoff
+        self._max_backoff = max_backoff
+        self._tasks: dict[str, list[asyncio.Task]] = {}
+        self.status: dict[str, list[LinkStatus]] = {}
+        self._open: dict[int, tuple[LinkStatus, ClientConnection]] = {}  #: by id(status): the live connections
+
+    def pull(self, key: str, endpoints: list[RemoteEndpoint]) -> None:
+        """Start (or restart with new endpoints) the links of subscription ``key``."""
+        self.stop(key)
+        statuses = [LinkStatus(endpoint) for endpoint in endpoints]
+        self.status[key] = statuses
+        loop = asyncio.get_running_loop()
+        self._tasks[key] = [loop.create_task(self._supervise(status), name=f"federation-{key}")
+                            for status in statuses]
+
+    def stop(self, key: str) -> None:
+        """Close the links of subscription ``key``."""
+        for task in self._tasks.pop(key, []):
+            task.cancel()
+        self.status.pop(key, None)
+
+    async def close(self) -> None:
+        tasks = [t for ts in self._tasks.values() for t in ts]
+        for key in list(self._tasks):
+            self.stop(key)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _check_lifetime(self, connection: ClientConnection) -> None:
+        """IP_051 with ``tls.max_certificate_days``: a neighbour whose server certificate is valid
+        for longer is refused before any link (ConnectionError: retried with back-off, shown in the
+        link's ``last_error``)."""
+        if self._max_days is None:
+            return
+        problem = certificate_lifetime_problem(connection.peer_certificate(), self._max_days)
+        if problem is not None:
+            connection.abort()
+            raise ConnectionError(f"neighbour certificate refused: {problem}")
+
+    def peer_certificates(self) -> list[tuple[RemoteEndpoint, bytes]]:
+        """The server certificate (DER) of the neighbour behind each open link (operators watch
+        its expiry)."""
+        return [(status.endpoint, der) for status, connection in self._open.values()
+                if (der := connection.peer_certificate())]
+
+    def close_revoked(self, revocations: Revocations) -> list[tuple[RemoteEndpoint, str]]:
+        """Drop the open links whose neighbour's server certificate ``revocations`` lists (a CRL
+        reload, issue 11): each is retried with back-off, and the new CRLs refuse the handshake.
+        Returns (endpoint, revocation) of each link dropped."""
+        dropped = []
+        for status, connection in list(self._open.values()):
+            der = connection.peer_certificate()
+            entry = revocations.lookup(der) if der else None
+            if entry is not None:
+                status.last_error = f"neighbour certificate revoked: {entry.describe()}"
+                connection.abort()
+                dropped.append((status.endpoint, entry.describe()))
+        return dropped
+
+    def _open_receiver(self, status: LinkStatus, connection: ClientConnection) -> ReceiverState:
+        """A receiver on the endpoint's source whose deliveries are settled here, a durable one once stored."""
+        receiver = ReceiverState(status.endpoint.source, None, 500, lambda raw: self._on_settled(status, raw),
+                                 deferred=lambda raw, delivery: self._on_message(status, connection, receiver,
+                                                                                 raw, delivery))
+        connection.engine.open_receiver(receiver)
+        connection.flush()
+        return receiver
+
+    def _on_settled(self, status: LinkStatus, raw: bytes) -> str | None:
+        """A delivery the neighbour sent settled: routed, nothing to answer."""
+        try:
+            self._core.publish_imported(raw, status.endpoint.neighbour)
+        except Rejected as exc:
+            status.rejected += 1
+            return exc.description
+        status.received += 1
+        return None
+
+    def _on_message(self, status: LinkStatus, connection: ClientConnection, receiver: ReceiverState,
+                    raw: bytes, delivery: Any) -> None:
+        try:
+            receipt = self._core.publish_imported(raw, status.endpoint.neighbour)
+        except Rejected as exc:
+            status.rejected += 1
+            connection.engine.settle(receiver, delivery, exc.description)  # flushed after this input
+            return
+        status.received += 1
+        if receipt is None:
+            connection.engine.settle(receiver, delivery, None)
+        else:  # durable: settled upstream once stored (issue 11)
+            receipt.add(_settle_stored, (connection, receiver, delivery))
+
+    async def _supervise(self, status: LinkStatus) -> None:
+        endpoint = status.endpoint
+        failures = 0  # since the link was last up
+        while True:
+            connection: ClientConnection | None = None
+            try:
+                connection = await ClientConnection.open(endpoint.host, endpoint.port, self._context(),
+                                                         endpoint.neighbour, self._own_name)
+                self._check_lifetime(connection)
+                status.connects += 1
+                self._open[id(status)] = (status, connection)
+                receiver = self._open_receiver(status, connection)
+                status.connected = True
+                failures = 0
+                closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
+                try:
+                    await asyncio.wait([connection.lost, closed], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    closed.cancel()
+                status.last_error = receiver.error or connection.engine.remote_error or "connection closed"
+                await connection.close()
+            except asyncio.CancelledError:
+                if connection is not None:
+                    connection.abort()  # stopping: no graceful close that could hold shutdown up
+                raise
+            except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
+                status.last_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                status.connected = False
+                self._open.pop(id(status), None)
+            failures += 1
+            delay = backoff_s(failures, self._min_backoff, self._max_backoff)
+            log.warning("federation link to %s:%s/%s down (%s); retrying in %.1f s",
+                        endpoint.host, endpoint.port, endpoint.source, status.last_error, delay)
+            await asyncio.sleep(delay)
+
+
+def _settle_stored(arg: tuple[ClientConnection, ReceiverState, Any], ok: bool) -> None:
+    """The local store has the imported message (accept upstream) or could not write it (release:
+    the neighbour sends it again). A link gone meanwhile leaves it to the neighbour's redelivery."""
+    connection, receiver, delivery = arg
+    connection.settle(receiver, delivery, None if ok else RELEASE)

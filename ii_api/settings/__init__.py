@@ -1,0 +1,1 @@
+"""The ``[ii]`` section of the node configuration (:mod:`.config`)."""
