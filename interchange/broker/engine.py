@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MethodType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import cproton
@@ -193,7 +194,7 @@ class ConsumerLinkState:
 
     def close(self, condition: str, description: str) -> None:
         """Detach the link with an error condition (its source deleted, its grant withdrawn)."""
-        self.engine.close_link(self.link, condition, description)
+        self.engine.links.close(self.link, condition, description)
 
     def send(self, message: BrokerMessage) -> None:
         """Create a delivery carrying the received bytes unchanged; settle per the link's mode."""
@@ -239,7 +240,8 @@ _OUTCOME_NAMES = {lib.PN_ACCEPTED: "accepted", lib.PN_REJECTED: "rejected", lib.
 
 
 class ConnectionEngine:
-    """One AMQP 1.0 server connection (sans-I/O) for an authenticated identity (TLS CN)."""
+    """One AMQP 1.0 server connection (sans-I/O) for an authenticated identity (TLS CN): bytes in
+    and out, the connection and its sessions; its links are :attr:`links` (:class:`ConnectionLinks`)."""
 
     def __init__(self, router: Router, identity: str, limits: EngineLimits, on_output: Callable[[], None],
                  events: Callable[[str, dict], None] | None = None) -> None:
@@ -261,14 +263,13 @@ class ConnectionEngine:
         self._collector = self._proton.collector
         lib.pn_transport_set_max_frame(self._transport, limits.max_frame_size)
         lib.pn_transport_set_idle_timeout(self._transport, limits.idle_timeout_ms)
-        self._publishers: dict[Any, Any] = {}
-        self._consumers: dict[Any, ConsumerLinkState] = {}
         self._open_check: OpenFrameCheck | None = OpenFrameCheck()
-        #: deliveries of durable messages waiting for the store before their disposition (issue 11)
-        self._awaiting_store: set[Any] = set()
-        #: False while the node shuts down: new messages are released (not taken; the publisher sends them again)
-        self.accepting = True
         self._small_frames: int | None = None  #: a max-frame-size below 512 in the peer's open
+        self.links = ConnectionLinks(self, self._events)
+        #: proton event type -> its handler, bound to the part it concerns (one lookup per event)
+        self._handlers: dict[int, Callable[[Any], None]] = {
+            **{etype: MethodType(handler, self.links) for etype, handler in _LINK_EVENTS.items()},
+            **{etype: MethodType(handler, self) for etype, handler in _CONNECTION_EVENTS.items()}}
 
     # ----------------------------------------------------------------- bytes in/out
     def receive(self, data: bytes) -> None:
@@ -282,7 +283,7 @@ class ConnectionEngine:
             self._on_input_stopped()
 
     def _on_input_stopped(self) -> None:
-        """Proton stopped reading without closing: a frame it could not dispatch (issue 10).
+        """Proton stopped reading without closing: a frame it could not dispatch.
 
         A frame after the open with an unknown performative code or a descriptor that is not a
         ulong makes proton close its input silently: no close frame, no condition, and the
@@ -329,10 +330,7 @@ class ConnectionEngine:
         """Back-pressure from the socket: stop handing out messages while paused."""
         self.paused = paused
         if not paused:
-            for state in list(self._consumers.values()):
-                source = state.source
-                if source is not None and source.depth and _pn_link_credit(state.link) > 0:
-                    self.router.credit_available(state)
+            self.links.resume()
 
     def close(self, condition: str | None = None, description: str | None = None) -> None:
         """Close the connection (with an error condition if given)."""
@@ -343,22 +341,10 @@ class ConnectionEngine:
         lib.pn_connection_close(self._connection)
         self._process()
 
-    def close_link(self, link: Any, condition: str, description: str) -> None:
-        """Detach one link with an error condition (address deleted, grant withdrawn)."""
-        self._forget_link(link)
-        if lib.pn_link_state(link) & _LOCAL_ACTIVE:
-            cond = lib.pn_link_condition(link)
-            cproton.pn_condition_set_name(cond, condition)
-            cproton.pn_condition_set_description(cond, description)
-            lib.pn_link_close(link)
-        self._process()
-        self.on_output()
-
     def detach_all(self, condition: str, description: str) -> None:
-        """Detach every link with an error condition (the node shuts down, issue 11): consumers'
-        unsettled messages go back to their sources first."""
-        for link in list(self._publishers) + list(self._consumers):
-            self.close_link(link, condition, description)
+        """Detach every link with an error condition (the node shuts down): consumers' unsettled
+        messages go back to their sources first."""
+        self.links.detach_all(condition, description)
 
     def release(self) -> None:
         """Free proton's objects; the engine is unusable afterwards."""
@@ -367,47 +353,24 @@ class ConnectionEngine:
 
     # ----------------------------------------------------------------- events
     def _process(self) -> None:
-        """Handle proton's pending events: one short method each (``_EVENT_HANDLERS``); a delivery,
-        the hot path, is tested first, without a table lookup."""
+        """Handle proton's pending events: one short method each, the links' (``_LINK_EVENTS``) on
+        :attr:`links`, the connection's (``_CONNECTION_EVENTS``) here; a delivery, the hot path, is
+        tested first, without a table lookup."""
         collector = self._collector
-        handlers = _EVENT_HANDLERS
+        on_delivery = self.links.on_delivery
+        handlers = self._handlers
         while True:
             event = _pn_collector_peek(collector)
             if event == _NULL:
                 return
             etype = _pn_event_type(event)
             if etype == _E_DELIVERY:
-                self._on_delivery(_pn_event_delivery(event))
+                on_delivery(_pn_event_delivery(event))
             else:
                 handler = handlers.get(etype)
                 if handler is not None:
-                    handler(self, event)
+                    handler(event)
             _pn_collector_pop(collector)
-
-    def _on_link_flow(self, event: Any) -> None:
-        link = _pn_event_link(event)
-        state = self._consumers.get(link)
-        if state is not None:
-            if _pn_link_credit(link) > 0 and not self.paused:
-                self.router.credit_available(state)
-            if lib.pn_link_get_drain(link):
-                lib.pn_link_drained(link)
-
-    def _on_link_remote_open(self, event: Any) -> None:
-        self._on_attach(_pn_event_link(event))
-
-    def _on_link_remote_end(self, event: Any) -> None:
-        """The peer closed or detached a link: answer in kind."""
-        link = _pn_event_link(event)
-        self._forget_link(link)
-        if lib.pn_link_state(link) & _LOCAL_ACTIVE:
-            if _pn_event_type(event) == _E_LINK_REMOTE_CLOSE:
-                lib.pn_link_close(link)
-            else:
-                lib.pn_link_detach(link)
-
-    def _on_link_final(self, event: Any) -> None:
-        self._forget_link(_pn_event_link(event))
 
     def _on_session_remote_open(self, event: Any) -> None:
         session = lib.pn_event_session(event)
@@ -451,17 +414,97 @@ class ConnectionEngine:
         if self.closed:
             return
         self.closed = True
-        self._awaiting_store.clear()  # proton frees them with the connection; the store's answer is ignored
-        for link in list(self._publishers) + list(self._consumers):
-            self._forget_link(link)
+        self.links.forget_all()
 
-    def _forget_link(self, link: Any) -> None:
+
+class ConnectionLinks:
+    """The links of one :class:`ConnectionEngine`: attaches (authorized by the router, refused with
+    a null terminus), the publishers' messages in (admitted by the router, settled per their
+    mode, durable ones once stored), the consumers' settlements and credit, and detaches."""
+
+    def __init__(self, engine: ConnectionEngine, events: Callable[[str, dict], None]) -> None:
+        self._engine = engine
+        self._router = engine.router
+        self._limits = engine.limits
+        self._events = events
+        self._publishers: dict[Any, Any] = {}
+        self._consumers: dict[Any, ConsumerLinkState] = {}
+        #: deliveries of durable messages waiting for the store before their disposition
+        self._awaiting_store: set[Any] = set()
+        #: False while the node shuts down: new messages are released (not taken; the publisher sends them again)
+        self.accepting = True
+
+    # ----------------------------------------------------------------- the engine's calls
+    def close(self, link: Any, condition: str, description: str) -> None:
+        """Detach one link with an error condition (address deleted, grant withdrawn)."""
+        self._forget(link)
+        if lib.pn_link_state(link) & _LOCAL_ACTIVE:
+            cond = lib.pn_link_condition(link)
+            cproton.pn_condition_set_name(cond, condition)
+            cproton.pn_condition_set_description(cond, description)
+            lib.pn_link_close(link)
+        engine = self._engine
+        engine._process()
+        engine.on_output()
+
+    def detach_all(self, condition: str, description: str) -> None:
+        """Detach every link with an error condition: consumers' unsettled messages go back to their
+        sources first."""
+        for link in list(self._publishers) + list(self._consumers):
+            self.close(link, condition, description)
+
+    def resume(self) -> None:
+        """The socket takes output again: consumers with credit and waiting messages are served."""
+        for state in list(self._consumers.values()):
+            source = state.source
+            if source is not None and source.depth and _pn_link_credit(state.link) > 0:
+                self._router.credit_available(state)
+
+    def forget_all(self) -> None:
+        """The connection is closed: every link leaves the router; proton frees the deliveries
+        waiting for the store with the connection (the store's answer is then ignored)."""
+        self._awaiting_store.clear()
+        for link in list(self._publishers) + list(self._consumers):
+            self._forget(link)
+
+    # ----------------------------------------------------------------- link events
+    def on_remote_open(self, event: Any) -> None:
+        link = _pn_event_link(event)
+        if _pn_link_is_sender(link):
+            self._attach_consumer(link)
+        else:
+            self._attach_publisher(link)
+
+    def on_flow(self, event: Any) -> None:
+        link = _pn_event_link(event)
+        state = self._consumers.get(link)
+        if state is not None:
+            if _pn_link_credit(link) > 0 and not self._engine.paused:
+                self._router.credit_available(state)
+            if lib.pn_link_get_drain(link):
+                lib.pn_link_drained(link)
+
+    def on_remote_end(self, event: Any) -> None:
+        """The peer closed or detached a link: answer in kind."""
+        link = _pn_event_link(event)
+        self._forget(link)
+        if lib.pn_link_state(link) & _LOCAL_ACTIVE:
+            if _pn_event_type(event) == _E_LINK_REMOTE_CLOSE:
+                lib.pn_link_close(link)
+            else:
+                lib.pn_link_detach(link)
+
+    def on_final(self, event: Any) -> None:
+        self._forget(_pn_event_link(event))
+
+    # ----------------------------------------------------------------- attach and detach
+    def _forget(self, link: Any) -> None:
         publisher = self._publishers.pop(link, None)
         if publisher is not None:
-            self.router.detach_publisher(publisher)
+            self._router.detach_publisher(publisher)
         state = self._consumers.pop(link, None)
         if state is not None:
-            self.router.detach_consumer(state)
+            self._router.detach_consumer(state)
 
     def _refuse(self, link: Any, condition: str, description: str) -> None:
         cond = lib.pn_link_condition(link)
@@ -476,28 +519,22 @@ class ConnectionEngine:
         lib.pn_link_close(link)
         self._events("link_refused", {"condition": condition, "description": description})
 
-    def _on_attach(self, link: Any) -> None:
-        if _pn_link_is_sender(link):
-            self._attach_consumer(link)
-        else:
-            self._attach_publisher(link)
-
     def _attach_publisher(self, link: Any) -> None:
         remote_target = lib.pn_link_remote_target(link)
         address = cproton.pn_terminus_get_address(remote_target)
         try:
-            publisher = self.router.attach_publisher(self.identity, address)
+            publisher = self._router.attach_publisher(self._engine.identity, address)
         except AttachRefused as exc:
             self._refuse(link, exc.condition, exc.description)
             return
         lib.pn_terminus_copy(lib.pn_link_target(link), remote_target)
         lib.pn_terminus_copy(lib.pn_link_source(link), lib.pn_link_remote_source(link))
         lib.pn_link_set_rcv_settle_mode(link, lib.PN_RCV_FIRST)
-        lib.pn_link_set_max_message_size(link, self.limits.max_message_size)
+        lib.pn_link_set_max_message_size(link, self._limits.max_message_size)
         lib.pn_link_open(link)
-        _pn_link_flow(link, self.limits.publisher_credit)
+        _pn_link_flow(link, self._limits.publisher_credit)
         self._publishers[link] = publisher
-        publisher.closer = lambda condition, description: self.close_link(link, condition, description)
+        publisher.closer = lambda condition, description: self.close(link, condition, description)
 
     def _attach_consumer(self, link: Any) -> None:
         remote_source = lib.pn_link_remote_source(link)
@@ -508,9 +545,9 @@ class ConnectionEngine:
             self._refuse(link, "amqp:invalid-field", str(exc))
             return
         presettled = lib.pn_link_remote_snd_settle_mode(link) == _SND_SETTLED
-        state = ConsumerLinkState(self, link, address, presettled)
+        state = ConsumerLinkState(self._engine, link, address, presettled)
         try:
-            self.router.attach_consumer(self.identity, address, selector, state)
+            self._router.attach_consumer(self._engine.identity, address, selector, state)
         except AttachRefused as exc:
             self._refuse(link, exc.condition, exc.description)
             return
@@ -520,7 +557,9 @@ class ConnectionEngine:
         lib.pn_link_open(link)
         self._consumers[link] = state
 
-    def _on_delivery(self, delivery: Any) -> None:
+    # ----------------------------------------------------------------- deliveries
+    def on_delivery(self, delivery: Any) -> None:
+        """A publisher's message (frames of it) or a consumer's settlement."""
         link = _pn_delivery_link(delivery)
         publisher = self._publishers.get(link)
         if publisher is not None:
@@ -533,9 +572,9 @@ class ConnectionEngine:
             # Checked on every frame, the last one too: a message whose final frame crosses the
             # limit is refused like one that crossed it earlier.
             size = _pn_delivery_pending(delivery)
-            if size > self.limits.max_message_size:
-                self.close_link(link, "amqp:link:message-size-exceeded",
-                                f"message larger than {self.limits.max_message_size} bytes")
+            if size > self._limits.max_message_size:
+                self.close(link, "amqp:link:message-size-exceeded",
+                           f"message larger than {self._limits.max_message_size} bytes")
                 return
             if _pn_delivery_partial(delivery):
                 return
@@ -543,24 +582,30 @@ class ConnectionEngine:
             return
         state = self._consumers.get(link)
         if state is not None and _pn_delivery_updated(delivery):
-            outcome = _pn_delivery_remote_state(delivery)
-            if outcome or _pn_delivery_settled(delivery):
-                message = state.unsettled.pop(delivery, None)
-                if message is not None and self.delivery_log is not None:
-                    self.delivery_log.settled(state, message, delivery, _OUTCOME_NAMES.get(outcome, "settled"))
-                _pn_delivery_settle(delivery)
-                if message is not None:
-                    if outcome in _REDELIVER:
-                        self.router.redeliver(state, message)
-                    elif message.holders is not None:
-                        self.router.consumed(state, message)
+            self._settled(state, delivery)
+
+    def _settled(self, state: ConsumerLinkState, delivery: Any) -> None:
+        """A consumer's outcome: a released or modified message goes back to its source, a durable
+        one consumed leaves the store's holders."""
+        outcome = _pn_delivery_remote_state(delivery)
+        if outcome or _pn_delivery_settled(delivery):
+            message = state.unsettled.pop(delivery, None)
+            delivery_log = self._engine.delivery_log
+            if message is not None and delivery_log is not None:
+                delivery_log.settled(state, message, delivery, _OUTCOME_NAMES.get(outcome, "settled"))
+            _pn_delivery_settle(delivery)
+            if message is not None:
+                if outcome in _REDELIVER:
+                    self._router.redeliver(state, message)
+                elif message.holders is not None:
+                    self._router.consumed(state, message)
 
     def _receive_message(self, link: Any, delivery: Any, publisher: Any, size: int) -> None:
         buf = bytearray(size)
         got = _pn_link_recv(link, _from_buffer(buf), size)
         _pn_link_advance(link)
         remote_settled = _pn_delivery_settled(delivery)
-        if not self.accepting:  # shutting down (issue 11): not taken, the publisher may send it again
+        if not self.accepting:  # shutting down: not taken, the publisher may send it again
             if not remote_settled:
                 _pn_delivery_update(delivery, _RELEASED)
             _pn_delivery_settle(delivery)
@@ -571,9 +616,9 @@ class ConnectionEngine:
         # filled, which is forwarded as it is (no copy of a 500 KB payload).
         raw = bytes(buf) if size <= _COPY_LIMIT else buf
         try:
-            receipt = self.router.publish(publisher, raw)
+            receipt = self._router.publish(publisher, raw)
             outcome = _ACCEPTED
-            if receipt is not None and not remote_settled:  # accepted once stored (issue 11)
+            if receipt is not None and not remote_settled:  # accepted once stored
                 self._awaiting_store.add(delivery)
                 receipt.add(self._stored, (delivery, receipt))
                 self._replenish(link)
@@ -604,25 +649,30 @@ class ConnectionEngine:
             cproton.pn_condition_set_description(cond, refusal.description)
             _pn_delivery_update(delivery, _REJECTED)
         _pn_delivery_settle(delivery)
-        if not self.output_marked:
-            self.output_marked = True
-            self.on_output()
+        engine = self._engine
+        if not engine.output_marked:
+            engine.output_marked = True
+            engine.on_output()
 
     def _replenish(self, link: Any) -> None:
         """Top the publisher's credit up to the window once half of it is used."""
         credit = _pn_link_credit(link)
-        window = self.limits.publisher_credit
+        window = self._limits.publisher_credit
         if credit < window // 2:
             _pn_link_flow(link, window - credit)
 
 
-#: The proton events a connection engine handles (other than deliveries), and how.
-_EVENT_HANDLERS: dict[int, Callable[[ConnectionEngine, Any], None]] = {
-    _E_LINK_FLOW: ConnectionEngine._on_link_flow,
-    _E_LINK_REMOTE_OPEN: ConnectionEngine._on_link_remote_open,
-    _E_LINK_REMOTE_CLOSE: ConnectionEngine._on_link_remote_end,
-    _E_LINK_REMOTE_DETACH: ConnectionEngine._on_link_remote_end,
-    _E_LINK_FINAL: ConnectionEngine._on_link_final,
+#: The proton events of a connection's links (deliveries aside), and which method of its
+#: :class:`ConnectionLinks` handles each.
+_LINK_EVENTS: dict[int, Callable[[ConnectionLinks, Any], None]] = {
+    _E_LINK_FLOW: ConnectionLinks.on_flow,
+    _E_LINK_REMOTE_OPEN: ConnectionLinks.on_remote_open,
+    _E_LINK_REMOTE_CLOSE: ConnectionLinks.on_remote_end,
+    _E_LINK_REMOTE_DETACH: ConnectionLinks.on_remote_end,
+    _E_LINK_FINAL: ConnectionLinks.on_final,
+}
+#: The proton events of the connection itself, its sessions and transport, and their handlers.
+_CONNECTION_EVENTS: dict[int, Callable[[ConnectionEngine, Any], None]] = {
     _E_SESSION_REMOTE_OPEN: ConnectionEngine._on_session_remote_open,
     _E_SESSION_REMOTE_CLOSE: ConnectionEngine._on_session_remote_close,
     _E_CONN_REMOTE_OPEN: ConnectionEngine._on_connection_remote_open,

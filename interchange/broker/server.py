@@ -151,7 +151,7 @@ class AmqpConnection(asyncio.Protocol):
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
                                            self._mark_dirty, self._engine_event)
-            self.engine.accepting = self._server.accepting
+            self.engine.links.accepting = self._server.accepting
             self.engine.delivery_log = self._server.delivery_log  # IP_010 departure times, while logged
             data = step.amqp_bytes
             if not data:
@@ -358,7 +358,7 @@ class BrokerServer:
         self.accepting = False
         for connection in self.connections:
             if connection.engine is not None:
-                connection.engine.accepting = False
+                connection.engine.links.accepting = False
 
     async def close_connections(self, grace_s: float) -> int:
         """Shutdown, last step: detach every link (``amqp:link:detach-forced``) and close every
