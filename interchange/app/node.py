@@ -208,6 +208,8 @@ async def start_node(config: NodeConfig, placement: Placement | None = None) -> 
 
 
 async def _start(config: NodeConfig, placement: Placement | None, exit_stack: contextlib.AsyncExitStack) -> RunningNode:
+    """The parts in the order they depend on each other: the log, the broker core and its server,
+    the listeners, the admin endpoint, the other broker processes (process 0), the II, the bridges."""
     main = placement is None
     if placement is None:
         placement = Placement(config.broker.processes)
@@ -215,6 +217,34 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
                   rotation=config.log.rotation())
     exit_stack.callback(log.close)
     check_tls_choices(config, log.event)
+    addresses, core = await _broker_core(config, placement, log, exit_stack)
+    server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
+    server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
+    exit_stack.push_async_callback(server.close)
+    node = RunningNode(config, addresses, core, server, log, placement=placement, _exit=exit_stack)
+    await _listen(node)
+    if config.admin.port is not None:
+        node.metrics, federation = node_registry(node, main)
+        runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
+                                                    node.metrics, node.reload_tls, federation)
+        node._exit.push_async_callback(runner.cleanup)
+    await _start_processes(node, main)
+    if config.ii is not None:
+        await _start_ii(node)
+    if config.tlex is not None and main:
+        await _start_tlex(node)
+    if config.if2 is not None and main:
+        await _start_if2(node)
+    log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
+                                       "admin_port": node.admin_port, "ii_port": node.ii_port,
+                                       "process": placement.index, "amqps_ports": node.amqps_ports})
+    return node
+
+
+async def _broker_core(config: NodeConfig, placement: Placement, log: JsonLog,
+                       exit_stack: contextlib.AsyncExitStack) -> tuple[AddressBook, BrokerCore]:
+    """The configured addresses and the core routing between them: admission, hop guard, durable
+    store (opened and recovered here) and, with multi-hop federation, the import duplicates' window."""
     addresses = AddressBook()
     addresses.load(config.broker.targets, config.broker.sources)
     if config.tls is None and config.broker.plain_port is None:  # before the store is opened or created
@@ -227,10 +257,12 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
                   if multihop.enabled else None)  # one path per message without multi-hop: nothing to drop
     core = BrokerCore(addresses, admission, BrokerObserver(log), placement=placement, hops=hops, durability=durability,
                       duplicates=duplicates)
-    server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
-    server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
-    exit_stack.push_async_callback(server.close)
-    node = RunningNode(config, addresses, core, server, log, placement=placement, _exit=exit_stack)
+    return addresses, core
+
+
+async def _listen(node: RunningNode) -> None:
+    """The AMQPS listener (with this process's TLS contexts) and the plain development one, as configured."""
+    config, server = node.config, node.server
     if config.tls is not None:
         node.tls = NodeTls(tls_files(config), config.tls.max_certificate_days)
         node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port,
@@ -242,13 +274,13 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
                                                    config.broker.plain_identity)
     if node.amqps_port is None and node.amqp_port is None:
         raise ValueError(NOTHING_TO_LISTEN_ON)
-    if config.admin.port is not None:
-        node.metrics, federation = node_registry(node, main)
-        runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
-                                                    node.metrics, node.reload_tls, federation)
-        node._exit.push_async_callback(runner.cleanup)
-    if main and placement.processes > 1:
-        workers = await BrokerProcesses.start(config.model_dump(mode="json"), placement.processes, addresses, log)
+
+
+async def _start_processes(node: RunningNode, main: bool) -> None:
+    """Process 0 of several starts broker processes 1..N-1; the ports of all of them, this one first."""
+    if main and node.placement.processes > 1:
+        workers = await BrokerProcesses.start(node.config.model_dump(mode="json"), node.placement.processes,
+                                              node.addresses, node.log)
         node.workers = workers
         node._exit.push_async_callback(workers.close)
         if node.amqps_port is not None:
@@ -258,22 +290,19 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     else:
         node.amqps_ports = [node.amqps_port] if node.amqps_port is not None else []
         node.amqp_ports = [node.amqp_port] if node.amqp_port is not None else []
-    if config.ii is not None:
-        if node.tls is None or node.amqps_port is None:
-            raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
-                             "and advertises the AMQPS listener")
-        running_ii = await start_ii(config.name, config.ii, config.data_dir, node.tls, addresses, core,
-                                    node.amqps_ports, placement, log.event)
-        node.ii, node.ii_port, node.ii_runtime = running_ii.service, running_ii.port, running_ii
-        node._exit.push_async_callback(running_ii.close)
-    if config.tlex is not None and main:
-        await _start_tlex(node)
-    if config.if2 is not None and main:
-        await _start_if2(node)
-    log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
-                                       "admin_port": node.admin_port, "ii_port": node.ii_port,
-                                       "process": placement.index, "amqps_ports": node.amqps_ports})
-    return node
+
+
+async def _start_ii(node: RunningNode) -> None:
+    """The Improved Interface ([ii]) in this process, over this broker's addresses and core."""
+    config = node.config
+    assert config.ii is not None
+    if node.tls is None or node.amqps_port is None:
+        raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
+                         "and advertises the AMQPS listener")
+    running_ii = await start_ii(config.name, config.ii, config.data_dir, node.tls, node.addresses, node.core,
+                                node.amqps_ports, node.placement, node.log.event)
+    node.ii, node.ii_port, node.ii_runtime = running_ii.service, running_ii.port, running_ii
+    node._exit.push_async_callback(running_ii.close)
 
 
 def node_registry(node: RunningNode, main: bool) -> tuple[CollectorRegistry, FederationCollector | None]:
