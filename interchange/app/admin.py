@@ -38,22 +38,12 @@ def _error(status: int, message: str) -> web.Response:
 
 
 TlsReloader = Callable[[], Awaitable[dict[str, Any]]]
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
-              registry: CollectorRegistry | None = None, reload_tls: TlsReloader | None = None,
-              federation: FederationCollector | None = None) -> web.Application:
-    """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None.
-    ``reload_tls``: the node's TLS reload (``POST /tls/reload`` answers 404 without one).
-    ``federation``: the node process's federation state (in ``registry`` too), refreshed before
-    each scrape and each ``GET /federation``."""
-    registry = registry if registry is not None else broker_registry(core, server, log)
-
-    async def metrics(_: web.Request) -> web.Response:
-        if federation is not None:
-            await federation.refresh()
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+def _log_switch(log: JsonLog) -> tuple[Handler, Handler]:
+    """``GET /log`` and ``PUT /log``: the log's settings, read and switched at run time (a subset of
+    the settings in the body; 400 naming the field for a bad one)."""
 
     async def get_log(_: web.Request) -> web.Response:
         return web.json_response(log.settings.model_dump())
@@ -73,6 +63,25 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
         log.update(settings)
         log.event("info", "log_settings_changed", settings.model_dump())
         return web.json_response(settings.model_dump())
+
+    return get_log, put_log
+
+
+def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
+              registry: CollectorRegistry | None = None, reload_tls: TlsReloader | None = None,
+              federation: FederationCollector | None = None) -> web.Application:
+    """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None.
+    ``reload_tls``: the node's TLS reload (``POST /tls/reload`` answers 404 without one).
+    ``federation``: the node process's federation state (in ``registry`` too), refreshed before
+    each scrape and each ``GET /federation``."""
+    registry = registry if registry is not None else broker_registry(core, server, log)
+    get_log, put_log = _log_switch(log)
+
+    async def metrics(_: web.Request) -> web.Response:
+        if federation is not None:
+            await federation.refresh()
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def sources(_: web.Request) -> web.Response:
         return web.json_response([
