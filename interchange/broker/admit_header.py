@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import assert_never
 
@@ -165,6 +165,37 @@ def _cross_rules(tables: Tables, mt_names: dict[str, str]) -> tuple[list[str], b
     return lines, handled
 
 
+def _name_lookup(properties: Sequence[Property]) -> Iterator[str]:
+    """The C function from a property name's bytes to its slot: a switch on the length, then the bytes."""
+    yield "/* The standard property named s[:len], or -1: by length, then by bytes. */"
+    yield "static int"
+    yield "name_id(const uint8_t *s, pos_t len)"
+    yield "{"
+    yield "    switch (len) {"
+    by_length: dict[int, list[str]] = {}
+    for p in properties:
+        by_length.setdefault(len(p.name.encode()), []).append(p.name)
+    for length, names in sorted(by_length.items()):
+        tests = " ".join(f"if (same(s, {_c_string(n)}, {length})) return N_{_c_name(n)};" for n in names)
+        yield f"    case {length}: {tests} break;"
+    yield "    default: break;"
+    yield "    }"
+    yield "    return -1;"
+    yield "}"
+
+
+def _mandatory_lists(properties: Sequence[Property], mt_names: Mapping[str, str]) -> Iterator[str]:
+    """The slots every message must have, and those each message type must have, as -1-ended lists."""
+    yield "/* mandatory properties, each list ending in -1 */"
+    every = [f"N_{_c_name(p.name)}" for p in properties if p.mandatory.every_message]
+    yield "static const int8_t MANDATORY_ALL[] = {" + ", ".join([*every, "-1"]) + "};"
+    for t, mt in mt_names.items():
+        names = [f"N_{_c_name(p.name)}" for p in properties if t in p.mandatory.message_types]
+        yield f"static const int8_t MANDATORY_{mt}[] = {{" + ", ".join([*names, "-1"]) + "};"
+    yield "static const int8_t *const MANDATORY_BY_TYPE[MT_COUNT] = {" + ", ".join(
+        f"MANDATORY_{mt}" for mt in mt_names.values()) + "};"
+
+
 def _lines(tables: Tables) -> Iterator[str]:
     properties = tables.properties
     message_type_property = _message_type_property(tables)
@@ -201,30 +232,9 @@ def _lines(tables: Tables) -> Iterator[str]:
         first += len(spec.values) if spec.check == "C_ONE_OF" else 0
     yield "};"
     yield ""
-    yield "/* The standard property named s[:len], or -1: by length, then by bytes. */"
-    yield "static int"
-    yield "name_id(const uint8_t *s, pos_t len)"
-    yield "{"
-    yield "    switch (len) {"
-    by_length: dict[int, list[str]] = {}
-    for p in properties:
-        by_length.setdefault(len(p.name.encode()), []).append(p.name)
-    for length, names in sorted(by_length.items()):
-        tests = " ".join(f"if (same(s, {_c_string(n)}, {length})) return N_{_c_name(n)};" for n in names)
-        yield f"    case {length}: {tests} break;"
-    yield "    default: break;"
-    yield "    }"
-    yield "    return -1;"
-    yield "}"
+    yield from _name_lookup(properties)
     yield ""
-    yield "/* mandatory properties, each list ending in -1 */"
-    every = [f"N_{_c_name(p.name)}" for p in properties if p.mandatory.every_message]
-    yield "static const int8_t MANDATORY_ALL[] = {" + ", ".join([*every, "-1"]) + "};"
-    for t, mt in mt_names.items():
-        names = [f"N_{_c_name(p.name)}" for p in properties if t in p.mandatory.message_types]
-        yield f"static const int8_t MANDATORY_{mt}[] = {{" + ", ".join([*names, "-1"]) + "};"
-    yield "static const int8_t *const MANDATORY_BY_TYPE[MT_COUNT] = {" + ", ".join(
-        f"MANDATORY_{mt}" for mt in mt_names.values()) + "};"
+    yield from _mandatory_lists(properties, mt_names)
     yield ""
     yield "/* the rules across properties */"
     yield from cross

@@ -208,6 +208,16 @@ class Validate(Protocol):
                  capability_shard_count: int | None = None) -> list[Problem]: ...
 
 
+def _mandatory(tables: Tables) -> tuple[tuple[str, ...], dict[str | None, tuple[str, ...]], dict[str, str]]:
+    """The properties every C-ITS message carries, those mandatory per messageType (looked up with
+    None too), and the requirement of each property (read only when one is missing)."""
+    mandatory_all = tuple(p.name for p in tables.properties if p.mandatory.every_message)
+    mandatory_by_type: dict[str | None, tuple[str, ...]] = {
+        t.value: names for t in MessageType
+        if (names := tuple(p.name for p in tables.properties if t in p.mandatory.message_types))}
+    return mandatory_all, mandatory_by_type, {p.name: p.requirement for p in tables.properties}
+
+
 def build_validator(tables: Tables) -> Validate:
     """The validator of ``tables`` (the module's is the profile's, :data:`validate_application_properties`):
     every check built once, here, and read by the returned function from its closure."""
@@ -216,13 +226,7 @@ def build_validator(tables: Tables) -> Validate:
     custom_name = re.compile(tables.custom_names.regex, re.DOTALL).fullmatch
     not_custom = f"not defined in tables 1-7 and not named {tables.custom_names.form}"
     custom_requirement = tables.custom_names.requirement
-    # the properties every C-ITS message carries, and those mandatory per messageType (looked up with
-    # None too); the requirement of each only when one is missing
-    mandatory_all = tuple(p.name for p in tables.properties if p.mandatory.every_message)
-    mandatory_by_type: dict[str | None, tuple[str, ...]] = {
-        t.value: names for t in MessageType
-        if (names := tuple(p.name for p in tables.properties if t in p.mandatory.message_types))}
-    requirement_of = {p.name: p.requirement for p in tables.properties}
+    mandatory_all, mandatory_by_type, requirement_of = _mandatory(tables)
     cross_checks = tuple(_cross_check(rule) for rule in tables.cross_rules)
 
     def validate(props: Mapping[str, object], types: Mapping[str, str] | None = None, *,
