@@ -434,6 +434,11 @@ class ConnectionLinks:
         #: False while the node shuts down: new messages are released (not taken; the publisher sends them again)
         self.accepting = True
 
+    @property
+    def attached(self) -> int:
+        """How many links are attached now (publishers' and consumers')."""
+        return len(self._publishers) + len(self._consumers)
+
     # ----------------------------------------------------------------- the engine's calls
     def close(self, link: Any, condition: str, description: str) -> None:
         """Detach one link with an error condition (address deleted, grant withdrawn)."""
