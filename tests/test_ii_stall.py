@@ -59,7 +59,7 @@ async def test_bulk_capabilities_keep_the_loop_responsive(pki: TestPki, tmp_path
         # the deliveries covering tile 120200 now cover the bulk capabilities of that tile too
         deliveries = (await actor.get("/actor-a/deliveries"))[1]["deliveries"]
         target = node.addresses.target(deliveries[0]["endpoints"][0]["target"])
-        assert target is not None and target.selector is not None and "NO00001:bulk-0'" in target.selector
+        assert target is not None and target.coverage is not None and "NO00001:bulk-0" in target.coverage.publication_ids()
         assert (await other.get("/actor-x/capabilities"))[0] == 200
     finally:
         for client in (actor, b, other):

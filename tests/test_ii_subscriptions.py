@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import jms_selectors
 import jms_selectors
-from ii_api.decisions.capability_selector import capabilities_selector, capability_selector, granted_selector, quote
+from ii_api.decisions.capability_selector import capabilities_coverage, capability_selector, granted_selector, quote
 from ii_api.decisions.subscriptions import (
     DeleteRemote,
     Finished,
@@ -34,13 +34,14 @@ from ii_api.decisions.subscriptions import (
     redirect_compliant,
     wants_redirect,
 )
-from ii_api.resources import local_actors
 from ii_api.selectors.matching import capability_matches_message
 from ii_api.selectors.matching import capability_matches_message
 from ii_api.selectors.policy import SubscriptionPolicy, is_constrained
 from ii_api.selectors.policy import SubscriptionPolicy, is_constrained
 from ii_api.wire.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
 from ii_api.wire.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
+from interchange.broker.addresses import TargetSpec
+from interchange.broker.router import target_acceptor
 
 S = SubscriptionStatus
 POLICY = SubscriptionPolicy()
@@ -108,7 +109,6 @@ def test_capability_selector_terms() -> None:
                         "(quadTree LIKE '%,1202021%' OR quadTree LIKE '%,0313%') AND "
                         "(causeCode = 1 OR causeCode = 94) AND shardId BETWEEN 1 AND 3")
     assert quote("it's") == "'it''s'"
-    assert capabilities_selector([]) == "FALSE"
 
 
 tile = st.text("0123", min_size=1, max_size=8)
@@ -135,36 +135,6 @@ def test_capability_selector_accepts_exactly_what_fits_the_capability(
     assert jms_selectors.compile(capability_selector(capability)).matches(properties) is expected
 
 
-@settings(max_examples=200, deadline=None)
-@given(shapes=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.lists(tile, min_size=1, max_size=2),
-                                 st.sampled_from(["DENM", "IVIM"])), min_size=1, max_size=5),
-       message_tile=tile, publication=st.sampled_from(["a", "b", "c", "d", "e"]), kind=st.sampled_from(["DENM", "IVIM"]))
-def test_capabilities_selector_accepts_what_fits_any_capability(
-        shapes: list[tuple[str, list[str], str]], message_tile: str, publication: str, kind: str) -> None:
-    """The grouped form (publicationId IN (...) AND the shared rest) selects as the OR of the parts."""
-    capabilities = [cap(p, kind=k, tiles=tuple(t), causes=[1]) for p, t, k in shapes]
-    properties: dict[str, Any] = {"messageType": kind, "publisherId": "NO00001",
-                                  "publicationId": f"NO00001:{publication}", "originatingCountry": "NO",
-                                  "protocolVersion": f"{kind}:1.3.1", "quadTree": f",{message_tile},", "causeCode": 1}
-    expected = any(jms_selectors.compile(capability_selector(c)).matches(properties) for c in capabilities)
-    assert jms_selectors.compile(capabilities_selector(capabilities)).matches(properties) is expected
-
-
-def test_capabilities_selector_groups_capabilities_alike() -> None:
-    """2,000 capabilities of 12 shapes: one alternative per shape, within the 64 KiB bound (a plain OR
-    passed it at ~290 capabilities)."""
-    capabilities = [cap(f"bulk-{i}", tiles=(f"1202{i % 4}{i % 3}",), causes=[1, 2]) for i in range(2000)]
-    selector = capabilities_selector(capabilities)
-    assert selector.count(" OR (") == 11 and selector.count("publicationId IN (") == 12
-    compiled = jms_selectors.compile(selector)
-    assert compiled.matches({"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:bulk-7",
-                             "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1", "quadTree": ",120231,",
-                             "causeCode": 2})
-    assert not compiled.matches({"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:bulk-7",
-                                 "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1",
-                                 "quadTree": ",120230,", "causeCode": 2})  # bulk-7 covers 120231 only
-
-
 def test_granted_selector_restricts_to_publication_ids_even_after_a_comment() -> None:
     selector = granted_selector("messageType = 'DENM' -- all of them\n", ["NO00001:b", "NO00001:a"])
     assert selector.endswith("publicationId IN ('NO00001:a', 'NO00001:b')")
@@ -187,10 +157,15 @@ def test_granted_selector_keeps_minus_signs_that_are_no_comment() -> None:
 
 
 def test_delivery_selector_keeps_minus_signs_that_are_no_comment() -> None:
-    """The same for an actor's delivery: its selector ANDed with its capabilities' selectors."""
-    combined = jms_selectors.compile(local_actors._and("causeCode = 1 -- offset", "messageType = 'DENM'"))
-    assert combined.evaluate({"causeCode": 3, "offset": 2, "messageType": "DENM"}) is True
-    assert combined.evaluate({"causeCode": 1, "offset": 2, "messageType": "DENM"}) is False
+    """The same for an actor's delivery: its target takes the delivery's selector as it is, beside
+    the capabilities it covers (no text is joined to it)."""
+    spec = TargetSpec(address="t", selector="causeCode = 1 -- offset", coverage=capabilities_coverage([cap(causes=[1, 3])]))
+    accepts, _ = target_acceptor(spec)
+    assert accepts is not None
+    fitting = {"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:denm-1",
+               "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1", "quadTree": ",12020213,", "offset": 2}
+    assert accepts({**fitting, "causeCode": 3}) is True
+    assert accepts({**fitting, "causeCode": 1}) is False
 
 # ---------------------------------------------------------------------------------- incoming decisions
 def test_incoming_statuses() -> None:

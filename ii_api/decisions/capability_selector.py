@@ -1,9 +1,12 @@
-"""JMS selectors built from capabilities, for the broker (sans-I/O).
+"""What the broker enforces, built from capabilities (sans-I/O).
 
 - :func:`capability_selector`: the *validating selector* of one capability (Table 11/12): a
   message fits it exactly when :func:`ii_api.selectors.matching.capability_matches_message` says so.
-  An actor's delivery target (``TargetSpec.selector``) is the OR of the selectors of the
-  capabilities the delivery covers, so the broker accepts on it only what fits them (IP_077).
+- :class:`Covering` (:func:`capabilities_coverage` at once): the same terms for many
+  capabilities as data (:class:`~interchange.broker.coverage.Coverage`): an actor's delivery
+  target accepts only what fits the capabilities its delivery covers (IP_077), whatever their
+  number (no selector text that grows with them; see :mod:`interchange.broker.coverage`), kept
+  up to date capability by capability.
 - :func:`granted_selector`: a neighbour subscription's source selector restricted to the
   publicationIds granted to it (IP_134; a capability that appears later needs RESUBSCRIBE).
 
@@ -15,15 +18,17 @@ tile exactly when the message's ``,t1,t2,`` list contains ``,<tile>`` at a tile 
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
+from ii_api.decisions.slices import Steps, run_to_end
 from ii_api.wire.models import Capability
+from interchange.broker.coverage import FIT_KEYS, CapabilityFit, Coverage
 from jms_selectors import embeddable
 
-__all__ = ["capabilities_selector", "capability_selector", "granted_selector", "quote"]
+__all__ = ["Covering", "capabilities_coverage", "capability_selector", "granted_selector", "quote"]
 
 _IDENTITY = ("messageType", "publisherId", "publicationId", "originatingCountry", "protocolVersion")
-_IDENTITY_BUT_PUBLICATION = tuple(key for key in _IDENTITY if key != "publicationId")
 
 
 def quote(value: str) -> str:
@@ -56,28 +61,97 @@ def capability_selector(capability: Capability) -> str:
     return " AND ".join(terms) if terms else "TRUE"
 
 
-def capabilities_selector(capabilities: Iterable[Capability]) -> str:
-    """A message fits any of ``capabilities`` (``FALSE`` when there are none).
+FitTerms = tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[int, ...], "int | None"]
 
-    Capabilities alike but for their publicationId share one alternative,
-    ``publicationId IN (...) AND <the rest>``: an actor's thousands of capabilities usually come
-    in a few shapes, and the selector stays small enough to compile quickly (issue 10; a plain OR
-    of 300 capabilities already passed the 64 KiB selector bound)."""
-    groups: dict[str, list[str]] = {}
+
+def _fit_terms(capability: Capability) -> FitTerms:
+    """A capability's terms but its publicationId, as :func:`_terms` writes them (hashable)."""
+    app = capability.application
+    equal = tuple((key, value) for key in FIT_KEYS if isinstance(value := getattr(app, key, None), str))
+    codes: tuple[int, ...] = ()
+    if app.messageType == "DENM":
+        codes = tuple(dict.fromkeys(getattr(app, "causeCode", None) or ()))
+    return equal, tuple(dict.fromkeys(app.quadTree)), codes, capability.metadata.shardCount
+
+
+class Covering:
+    """The capabilities one delivery target accepts, grouped into fits of capabilities alike but for
+    their publicationId: a change rebuilds the fits it touches only, so an actor replacing some of
+    its thousands of capabilities costs what it replaces, not what it holds."""
+
+    def __init__(self) -> None:
+        self._covered: Counter[tuple[str, FitTerms]] = Counter()  #: (publicationId, terms) -> capabilities
+        self._groups: dict[FitTerms, dict[str, None]] = {}  #: terms -> publicationIds, in order
+        self._fits: dict[FitTerms, CapabilityFit] = {}  #: made, and still right
+        self._dirty: set[FitTerms] = set()  #: groups whose fit is to be made
+        self._shards: Counter[int | None] = Counter()  #: the covered capabilities' shardCounts
+        self._coverage: Coverage | None = None
+
+    def __len__(self) -> int:
+        return self._covered.total()
+
+    def add(self, capability: Capability) -> None:
+        """Cover ``capability`` too."""
+        pid, terms = capability.application.publicationId, _fit_terms(capability)
+        self._covered[(pid, terms)] += 1
+        self._groups.setdefault(terms, {})[pid] = None
+        self._changed(terms, 1)
+
+    def remove(self, capability: Capability) -> bool:
+        """No longer cover ``capability``; whether it was covered."""
+        pid, terms = capability.application.publicationId, _fit_terms(capability)
+        key = (pid, terms)
+        if not self._covered[key]:
+            return False
+        self._covered[key] -= 1
+        if not self._covered[key]:
+            del self._covered[key]
+            group = self._groups[terms]
+            del group[pid]
+            if not group:
+                del self._groups[terms]
+        self._changed(terms, -1)
+        return True
+
+    def _changed(self, terms: FitTerms, count: int) -> None:
+        self._fits.pop(terms, None)
+        self._dirty.add(terms)
+        self._shards[terms[3]] += count
+        if not self._shards[terms[3]]:
+            del self._shards[terms[3]]
+        self._coverage = None
+
+    def prepare(self) -> Steps[None]:
+        """Make the fits changes left to make (yields every few hundred: thousands take tens of ms)."""
+        for index, terms in enumerate(list(self._dirty)):
+            self._dirty.discard(terms)
+            ids = self._groups.get(terms)
+            if ids is not None:
+                equal, tiles, codes, shards = terms
+                self._fits[terms] = CapabilityFit(publicationIds=tuple(ids), equal=dict(equal), tiles=tiles,
+                                                  causeCodes=codes, shardCount=shards)
+            if index % 256 == 255:
+                yield
+
+    def coverage(self) -> Coverage:
+        """What fits any covered capability: the terms of each one's :func:`capability_selector`."""
+        if self._coverage is None:
+            run_to_end(self.prepare())
+            self._coverage = Coverage.model_construct(fits=tuple(self._fits.values()))
+        return self._coverage
+
+    @property
+    def shard_count(self) -> int | None:
+        """The covered capabilities' shardCount, when they all give the same one."""
+        return next(iter(self._shards)) if len(self._shards) == 1 else None
+
+
+def capabilities_coverage(capabilities: Iterable[Capability]) -> Coverage:
+    """What fits any of ``capabilities`` (nothing when there are none)."""
+    covering = Covering()
     for capability in capabilities:
-        rest = " AND ".join(_terms(capability, _IDENTITY_BUT_PUBLICATION))
-        groups.setdefault(rest, []).append(capability.application.publicationId)
-    parts = []
-    for rest, ids in groups.items():
-        unique = list(dict.fromkeys(ids))
-        publication = (f"publicationId = {quote(unique[0])}" if len(unique) == 1
-                       else f"publicationId IN ({', '.join(quote(i) for i in unique)})")
-        parts.append(f"{publication} AND {rest}" if rest else publication)
-    if not parts:
-        return "FALSE"
-    if len(parts) == 1:
-        return parts[0]
-    return " OR ".join(f"({p})" for p in parts)
+        covering.add(capability)
+    return covering.coverage()
 
 
 def granted_selector(selector: str, publication_ids: Iterable[str]) -> str:

@@ -188,6 +188,8 @@ class LocalSubscriptionView:
     actor_cn: str
     selector: str
     redirect: bool = False
+    #: the selector already parsed (by its owner, once); None: parsed here
+    matcher: CapabilityMatcher | None = field(default=None, compare=False, repr=False)
 
 
 def desired_outgoing(local_subscriptions: Iterable[LocalSubscriptionView],
@@ -199,10 +201,12 @@ def desired_outgoing(local_subscriptions: Iterable[LocalSubscriptionView],
     """
     wanted: dict[OutgoingKey, set[int]] = {}
     for sub in local_subscriptions:
-        compiled = compile_selector(sub.selector)[0]
-        if compiled is None:
-            continue
-        matcher = CapabilityMatcher(compiled)  # parsed once per subscription
+        matcher = sub.matcher
+        if matcher is None:
+            compiled = compile_selector(sub.selector)[0]
+            if compiled is None:
+                continue
+            matcher = CapabilityMatcher(compiled)  # parsed once per subscription
         for neighbour, capabilities in neighbour_capabilities.items():
             matching = _matching(matcher, capabilities)
             if any(redirect_compliant(c, sub.redirect) for c in matching):

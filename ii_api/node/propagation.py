@@ -79,7 +79,7 @@ class Propagation:
         """Deliveries covering the capabilities added or removed rebuilt, RESUBSCRIBE checks against
         those added only (a removal never widens a grant), neighbours told (IP_075/091). Lock held."""
         o = self._o
-        await o.deliveries.apply(actor, added + removed)
+        await o.deliveries.apply(actor, added, removed)
         if added:
             await o.incoming.recheck(added)
         o.pushes.wake_all()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 
-from ii_api.decisions.capability_selector import capabilities_selector
+from ii_api.decisions.capability_selector import Covering
 from ii_api.decisions.slices import Steps, in_slices
 from ii_api.decisions.subscriptions import LocalSubscriptionView, OutgoingView, compile_selector, local_subscription_state
 from ii_api.resources.broker_addresses import BrokerAddresses
@@ -52,7 +52,6 @@ from ii_api.wire.models import (
     SubscriptionStatus,
 )
 from interchange.broker.addresses import Origin, Scope, SourceSpec, TargetSpec
-from jms_selectors import embeddable
 
 #: Prefixes of the broker addresses made for local actors (the II's addresses start "ii-";
 #: config-file addresses must not).
@@ -66,17 +65,6 @@ NO_OVERLAP_ERROR = "the selector matches none of your capabilities"
 def _actor_path(base: str, actor: str, kind: str, item_id: int | None = None) -> str:
     path = f"{base}/{actor}/{kind}"
     return path if item_id is None else f"{path}/{item_id}"
-
-
-def _and(*selectors: str) -> str:
-    """Selectors ANDed, each closed on its own line (a ``--`` comment cannot swallow the rest;
-    minus signs that a line break would turn into a comment are written apart first)."""
-    parts = [s for s in selectors if s.strip()]
-    if not parts:
-        return "TRUE"
-    if len(parts) == 1:
-        return parts[0]
-    return " AND ".join(f"({embeddable(p)}\n)" for p in parts)
 
 
 def local_source_address(row: StoredLocalSubscription) -> str | None:
@@ -165,8 +153,14 @@ class ActorCapabilities:
         return LocalCapabilitiesResponse(name=actor, capabilities=[self._wire(r) for r in rows])
 
     async def list_capabilities(self, actor: str) -> LocalCapabilitiesResponse:
-        rows = [self._rows[i] for i in self._by_actor.get(actor, {})]
-        return LocalCapabilitiesResponse(name=actor, capabilities=[self._wire(r) for r in rows])
+        """The actor's capabilities; the loop gets a turn every few hundred (an actor may hold thousands)."""
+        wired = []
+        for index, cap_id in enumerate(list(self._by_actor.get(actor, {}))):
+            if (row := self._rows.get(cap_id)) is not None:
+                wired.append(self._wire(row))
+            if index % 256 == 255:
+                await asyncio.sleep(0)
+        return LocalCapabilitiesResponse(name=actor, capabilities=wired)
 
     async def get_capability(self, actor: str, cap_id: int) -> LocalCapability:
         row = self._rows.get(cap_id)
@@ -191,69 +185,68 @@ class ActorCapabilities:
         self._by_actor.setdefault(row.actor_cn, {})[row.id] = None  # ids only grow: kept in id order
 
     async def restore(self) -> None:
-        """The stored capabilities back in memory (caller holds the lock)."""
-        for row in await self._rows_table.list():
+        """The stored capabilities back in memory (caller holds the lock); the loop gets a turn every
+        few hundred (validating thousands takes a good part of a second)."""
+        for index, row in enumerate(await self._rows_table.list()):
             self._put(row)
+            if index % 128 == 127:
+                await asyncio.sleep(0)
 
 
 # ---------------------------------------------------------------------------------- deliveries
-_Planned = tuple[str, str, "str | None", "str | None", "TargetSpec | None"]
-_Coverage = tuple[str, "int | None"]  #: a delivery target's selector and shard count
+_Planned = tuple[str, str, "str | None", "str | None", "TargetSpec | None", "_Kept | None"]
+_Kept = tuple[CapabilityMatcher, Covering]  #: a delivery's selector, parsed, and what its target covers
 _REFRESHED = (DeliveryStatus.CREATED.value, DeliveryStatus.NO_OVERLAP.value)
 
 
-def _matching(selector: str, capabilities: Iterable[Capability]) -> Steps[list[Capability]]:
-    """The capabilities ``selector`` covers (yields between capabilities)."""
-    matcher = CapabilityMatcher(selector)
-    covered = []
+def _covering(matcher: CapabilityMatcher, capabilities: Iterable[Capability]) -> Steps[Covering]:
+    """The capabilities ``matcher``'s selector covers (yields between capabilities)."""
+    covering = Covering()
     for index, capability in enumerate(capabilities):
-        if matcher.matches(capability.application, capability.metadata, domains=capability.domains, shape=capability.shape):
-            covered.append(capability)
+        if matcher.matches(capability.application, capability.metadata, domains=capability.domains,
+                           shape=capability.shape):
+            covering.add(capability)
         if index % 64 == 63:
             yield
-    return covered
+    yield from covering.prepare()
+    return covering
 
 
-def _coverage(selector: str, capabilities: Iterable[Capability]) -> Steps[_Coverage | None]:
-    """The target of a delivery: the messages that fit the capabilities its selector covers (None:
-    it covers none)."""
-    covered = yield from _matching(selector, capabilities)
-    if not covered:
-        return None
-    shard_counts = {c.metadata.shardCount for c in covered}
-    shard_count = shard_counts.pop() if len(shard_counts) == 1 else None
-    return _and(selector, capabilities_selector(covered)), shard_count
+def _changed(kept: _Kept, added: list[Capability], removed: list[Capability]) -> Steps[bool]:
+    """Bring a delivery's covering up to date with capabilities just added and removed; whether its
+    target changes (yields between capabilities)."""
+    matcher, covering = kept
+    changed = False
+    for index, capability in enumerate(removed):
+        changed = covering.remove(capability) or changed
+        if index % 64 == 63:
+            yield
+    for index, capability in enumerate(added):
+        if matcher.matches(capability.application, capability.metadata, domains=capability.domains,
+                           shape=capability.shape):
+            covering.add(capability)
+            changed = True
+        if index % 64 == 63:
+            yield
+    return changed
 
 
-def _refreshed_coverage(rows: list[StoredDelivery], capabilities: Mapping[str, list[Capability]],
-                        touched: list[Capability] | None) -> Steps[list[tuple[StoredDelivery, _Coverage | None]]]:
-    """The deliveries to rebuild, with their new coverage: those CREATED or NO_OVERLAP whose
-    selector covers one of ``touched`` (all of them with None)."""
-    planned = []
-    for row in rows:
-        yield
-        if row.status not in _REFRESHED:
-            continue
-        everything = capabilities.get(row.actor_cn, [])
-        # Checking the touched ones first pays when they are few of the actor's capabilities.
-        if touched is not None and 2 * len(touched) < len(everything) and not (yield from _matching(row.selector, touched)):
-            continue
-        planned.append((row, (yield from _coverage(row.selector, everything))))
-    return planned
-
-
-def _new_coverage(selectors: list[str], capabilities: list[Capability]) -> Steps[list[tuple[str | None, _Coverage | None]]]:
-    """(NOT_VALID reason, coverage) of each requested delivery selector."""
-    answers: list[tuple[str | None, _Coverage | None]] = []
+def _new_coverings(selectors: list[str], capabilities: list[Capability]) -> Steps[list[tuple[str | None, _Kept | None]]]:
+    """(NOT_VALID reason, or the parsed selector and its covering) of each requested delivery selector."""
+    answers: list[tuple[str | None, _Kept | None]] = []
     for selector in selectors:
         yield
         compiled, problem = compile_selector(selector)
-        answers.append((problem, None) if compiled is None else (None, (yield from _coverage(selector, capabilities))))
+        if compiled is None:
+            answers.append((problem, None))
+        else:
+            matcher = CapabilityMatcher(compiled)
+            answers.append((None, (matcher, (yield from _covering(matcher, capabilities)))))
     return answers
 
 
 class ActorDeliveries:
-    """Where actors publish: one broker target per CREATED delivery, rebuilt when capabilities change."""
+    """Where actors publish: one broker target per CREATED delivery, updated when capabilities change."""
 
     def __init__(self, *, base_path: str, store: AsyncStore, broker: BrokerAddresses,
                  capabilities: LocalCapabilityView, lock: asyncio.Lock, event: EventSink) -> None:
@@ -263,6 +256,9 @@ class ActorDeliveries:
         self._capabilities = capabilities
         self._lock = lock
         self._event = event
+        #: by delivery id, for those CREATED or NO_OVERLAP: its parsed selector and what it covers,
+        #: so that a change of capabilities costs what changed (an actor holds thousands)
+        self._kept: dict[int, _Kept] = {}
 
     def _wire(self, row: StoredDelivery) -> Delivery:
         endpoints = []
@@ -273,31 +269,56 @@ class ActorDeliveries:
                         selector=row.selector, status=DeliveryStatus(row.status), endpoints=endpoints,
                         lastUpdatedTimestamp=row.last_updated_ms, errorMessage=row.error)
 
-    async def apply(self, actor: str | None = None, touched: list[Capability] | None = None) -> None:
-        """Recreate the targets of the actor's deliveries (every actor's with None) by its
+    async def apply(self, actor: str | None = None, added: list[Capability] | None = None,
+                    removed: list[Capability] | None = None) -> None:
+        """Update the targets of the actor's deliveries (every actor's with None) to its
         capabilities (caller holds the lock).
 
-        ``touched``: the capabilities just added or removed; a delivery whose selector covers none
-        of them keeps its target as it is. The matching runs in slices (issue 10: recomputing
-        every delivery against thousands of capabilities in one go stalled the broker)."""
+        ``added``/``removed``: the capabilities just added or removed (None: rebuild from all the
+        actor's); a delivery whose selector covers none of them keeps its target as it is. The
+        matching runs in slices (recomputing every delivery against thousands of
+        capabilities in one go would hold the broker's loop)."""
         rows = await self._rows.list(actor)
-        capabilities = {cn: self._capabilities.of_actor(cn) for cn in {r.actor_cn for r in rows}}
-        planned = await in_slices(_refreshed_coverage(rows, capabilities, touched))
-        for row, coverage in planned:
-            await self._apply(row, coverage)
+        for row in await in_slices(self._refreshed(rows, added, removed)):
+            await self._apply(row)
             await asyncio.sleep(0)  # the loop gets a turn between targets
 
-    def _target(self, actor: str, address: str, coverage: _Coverage | None) -> TargetSpec | None:
-        if coverage is None:
-            return None
-        selector, shard_count = coverage
-        return TargetSpec(address=address, publishers=frozenset({actor}), selector=selector, origin=Origin.LOCAL,
-                          shard_count=shard_count)
+    def _refreshed(self, rows: list[StoredDelivery], added: list[Capability] | None,
+                   removed: list[Capability] | None) -> Steps[list[StoredDelivery]]:
+        """The deliveries whose target changes, their coverings brought up to date."""
+        planned, everything = [], {}
+        for row in rows:
+            yield
+            kept = self._kept.get(row.id)
+            if row.status not in _REFRESHED:
+                self._kept.pop(row.id, None)
+                continue
+            if kept is not None and (added is not None or removed is not None):
+                if not (yield from _changed(kept, added or [], removed or [])):
+                    continue
+                yield from kept[1].prepare()
+            else:
+                compiled = compile_selector(row.selector)[0]
+                if compiled is None:  # a CREATED or NO_OVERLAP row's selector compiled when it was made
+                    continue
+                if row.actor_cn not in everything:
+                    everything[row.actor_cn] = self._capabilities.of_actor(row.actor_cn)
+                matcher = CapabilityMatcher(compiled)
+                self._kept[row.id] = (matcher, (yield from _covering(matcher, everything[row.actor_cn])))
+            planned.append(row)
+        return planned
 
-    async def _apply(self, row: StoredDelivery, coverage: _Coverage | None) -> StoredDelivery:
-        """Create/replace/remove the delivery's target by its coverage (lock held)."""
+    def _target(self, actor: str, selector: str, address: str, covering: Covering) -> TargetSpec | None:
+        """A message is accepted when it matches the delivery's selector and fits a capability it covers."""
+        if not covering:
+            return None
+        return TargetSpec(address=address, publishers=frozenset({actor}), selector=selector if selector.strip() else None,
+                          coverage=covering.coverage(), origin=Origin.LOCAL, shard_count=covering.shard_count)
+
+    async def _apply(self, row: StoredDelivery) -> StoredDelivery:
+        """Create/replace/remove the delivery's target by what it covers (lock held)."""
         address = row.target_address or self._broker.new_address(DELIVERY_TARGET_PREFIX)
-        spec = self._target(row.actor_cn, address, coverage)
+        spec = self._target(row.actor_cn, row.selector, address, self._kept[row.id][1])
         error: str | None
         if spec is None:
             self._broker.remove_target(address)
@@ -310,21 +331,21 @@ class ActorDeliveries:
         return row
 
     async def _plan(self, actor: str, request: DeliveriesRequest) -> list[_Planned]:
-        """(selector, status, target address, error, target) of each requested delivery."""
+        """(selector, status, target address, error, target, kept) of each requested delivery."""
         capabilities = self._capabilities.of_actor(actor)
         selectors = [item.selector for item in request.deliveries]
-        coverages = await in_slices(_new_coverage(selectors, capabilities))
+        answers = await in_slices(_new_coverings(selectors, capabilities))
         planned: list[_Planned] = []
-        for selector, (problem, coverage) in zip(selectors, coverages):
-            if problem is not None:
-                planned.append((selector, DeliveryStatus.NOT_VALID.value, None, problem, None))
+        for selector, (problem, kept) in zip(selectors, answers):
+            if kept is None:
+                planned.append((selector, DeliveryStatus.NOT_VALID.value, None, problem, None, None))
                 continue
             address = self._broker.new_address(DELIVERY_TARGET_PREFIX)
-            spec = self._target(actor, address, coverage)
+            spec = self._target(actor, selector, address, kept[1])
             if spec is None:
-                planned.append((selector, DeliveryStatus.NO_OVERLAP.value, address, NO_OVERLAP_ERROR, None))
+                planned.append((selector, DeliveryStatus.NO_OVERLAP.value, address, NO_OVERLAP_ERROR, None, kept))
             else:
-                planned.append((selector, DeliveryStatus.CREATED.value, address, None, spec))
+                planned.append((selector, DeliveryStatus.CREATED.value, address, None, spec, kept))
         return planned
 
     async def add_deliveries(self, actor: str, request: DeliveriesRequest) -> DeliveriesResponse:
@@ -336,12 +357,14 @@ class ActorDeliveries:
 
             def write(table: Table[StoredDelivery]) -> list[StoredDelivery]:
                 return [table.add(actor_cn=actor, selector=selector, status=status, target_address=address,
-                                  error=error) for selector, status, address, error, _ in planned]
+                                  error=error) for selector, status, address, error, _, _ in planned]
 
             rows = await self._rows.batch(write)
-            for index, (row, (_, _, _, _, spec)) in enumerate(zip(list(rows), planned)):
+            for index, (row, (_, _, _, _, spec, kept)) in enumerate(zip(list(rows), planned)):
                 if spec is not None and (error := self._broker.open_target(spec)) is not None:
                     rows[index] = await self._rows.update(row.id, status=DeliveryStatus.ERROR.value, error=error)
+                elif kept is not None:
+                    self._kept[row.id] = kept
                 await asyncio.sleep(0)  # each target compiles its selector: the loop gets a turn between
                 self._event("info", "ii_delivery_created", {"actor": actor, "id": row.id,
                                                             "status": rows[index].status,
@@ -363,11 +386,13 @@ class ActorDeliveries:
             row = await self._rows.get(delivery_id, actor)
             if row is None or not await self._rows.delete(delivery_id, actor):
                 raise NotFound(f"no delivery {delivery_id} of {actor}")
+            self._kept.pop(row.id, None)
             self._broker.remove_target(row.target_address)
 
 
 # ---------------------------------------------------------------------------------- subscriptions
-_PlannedSubscription = tuple[SubscriptionRequestItem, SubscriptionStatus, "str | None", "str | None"]
+_PlannedSubscription = tuple[SubscriptionRequestItem, SubscriptionStatus, "str | None", "str | None",
+                             "CapabilityMatcher | None"]
 
 
 class ActorSubscriptions:
@@ -384,13 +409,16 @@ class ActorSubscriptions:
         self._event = event
         self._changed = changed
         self._rows: dict[int, StoredLocalSubscription] = {}  #: by id
+        #: each live subscription's selector, parsed once for planning at neighbours (not at every re-plan)
+        self._matchers: dict[int, CapabilityMatcher] = {}
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def wanted(self) -> list[LocalSubscriptionView]:
         """The subscriptions with a source: what may be requested from neighbours (IP_079)."""
-        return [LocalSubscriptionView(r.id, r.actor_cn, r.selector, r.consumer_common_name is not None)
+        return [LocalSubscriptionView(r.id, r.actor_cn, r.selector, r.consumer_common_name is not None,
+                                      matcher=self._matchers.get(r.id))
                 for r in self._rows.values() if r.status in LIVE_LOCAL and local_source_address(r)]
 
     def sources(self, sub_ids: Iterable[int]) -> list[str]:
@@ -425,23 +453,25 @@ class ActorSubscriptions:
         self._event("warning", "ii_source_failed", {"actor": row.actor_cn, "id": row.id, "error": error})
         return await self._table.update(row.id, status=SubscriptionStatus.ERROR.value, endpoints=[], error=error)
 
-    def _plan(self, actor: str, request: LocalSubscriptionsRequest) -> list[_PlannedSubscription]:
-        """(item, status, source address if CREATED, error) of each requested subscription."""
+    def _plan(self, actor: str, request: LocalSubscriptionsRequest) -> Steps[list[_PlannedSubscription]]:
+        """(item, status, source address if CREATED, error, matcher if CREATED) of each requested
+        subscription (yields between them: a long selector takes milliseconds to compile)."""
         existing = sum(1 for r in self._rows.values() if r.actor_cn == actor)
         planned: list[_PlannedSubscription] = []
         for item in request.subscriptions:
+            yield
             ccn = item.consumerCommonName
             compiled, problem = compile_selector(item.selector)
             if ccn is not None and ccn != actor:
                 planned.append((item, SubscriptionStatus.ILLEGAL, None, "consumerCommonName may only be your "
-                                "own common name (to ask for a redirect)"))
+                                "own common name (to ask for a redirect)", None))
             elif compiled is None:
-                planned.append((item, SubscriptionStatus.NOT_VALID, None, problem))
+                planned.append((item, SubscriptionStatus.NOT_VALID, None, problem, None))
             elif (problem := self._policy.check(item.selector, compiled.ast, existing=existing)) is not None:
-                planned.append((item, SubscriptionStatus.ILLEGAL, None, problem))
+                planned.append((item, SubscriptionStatus.ILLEGAL, None, problem, None))
             else:
                 planned.append((item, SubscriptionStatus.CREATED, self._broker.new_address(LOCAL_SOURCE_PREFIX),
-                                None))
+                                None, CapabilityMatcher(compiled)))
                 existing += 1
         return planned
 
@@ -451,11 +481,11 @@ class ActorSubscriptions:
         serve it requested at once (IP_079); NOT_VALID / ILLEGAL with an errorMessage otherwise.
         All rows are written in one transaction before the sources are made and the answer is sent."""
         async with self._lock:
-            planned = self._plan(actor, request)
+            planned = await in_slices(self._plan(actor, request))
 
             def write(table: Table[StoredLocalSubscription]) -> list[StoredLocalSubscription]:
                 rows = []
-                for item, status, address, problem in planned:
+                for item, status, address, problem, _ in planned:
                     row = table.add(actor_cn=actor, selector=item.selector, status=status.value,
                                     consumer_common_name=item.consumerCommonName, error=problem)
                     if address is not None:
@@ -465,9 +495,12 @@ class ActorSubscriptions:
                 return rows
 
             rows = await self._table.batch(write)
-            for row, (_, _, address, _) in zip(rows, planned):
+            for row, (_, _, address, _, matcher) in zip(rows, planned):
                 if address is not None:
                     row = await self._open_source(row, address)
+                    await asyncio.sleep(0)  # each source compiles its selector: the loop gets a turn between
+                if matcher is not None:
+                    self._matchers[row.id] = matcher
                 self._rows[row.id] = row
                 self._event("info", "ii_local_subscription_created",
                             {"actor": actor, "id": row.id, "selector": row.selector, "status": row.status,
@@ -493,6 +526,7 @@ class ActorSubscriptions:
             if row is None or row.actor_cn != actor or not await self._table.delete(sub_id, actor):
                 raise NotFound(f"no subscription {sub_id} of {actor}")
             del self._rows[sub_id]
+            self._matchers.pop(sub_id, None)
             self._broker.remove_source(local_source_address(row))
             self._event("info", "ii_local_subscription_deleted", {"actor": actor, "id": sub_id})
             await self._changed()
@@ -519,4 +553,7 @@ class ActorSubscriptions:
             address = local_source_address(sub)
             if sub.status in LIVE_LOCAL and address:
                 sub = await self._open_source(sub, address)
+                if (compiled := compile_selector(sub.selector)[0]) is not None:
+                    self._matchers[sub.id] = CapabilityMatcher(compiled)
+                await asyncio.sleep(0)
             self._rows[sub.id] = sub

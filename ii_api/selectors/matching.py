@@ -122,13 +122,23 @@ Domain = Union[Scalar, Areas, Tokens]
 class Shape:
     """A capability's domains but its publicationId, hashed once: capabilities alike in everything
     but their publicationId (thousands of one actor's) share one, and a matcher decides once per
-    shape (issue 10)."""
+    shape. A matcher looks only at the properties its selector names:
+    :meth:`project` gives the shape of those, kept, so that capabilities differing elsewhere (a
+    tile of their own each) share that answer too."""
 
-    __slots__ = ("items", "_hash")
+    __slots__ = ("items", "_hash", "_projections")
 
     def __init__(self, domains: Mapping[str, Domain]) -> None:
         self.items = tuple(sorted((k, v) for k, v in domains.items() if k != "publicationId"))
         self._hash = hash(self.items)
+        self._projections: dict[frozenset[str], Shape] = {}
+
+    def project(self, names: frozenset[str]) -> "Shape":
+        """The shape of the domains of ``names`` only (made once per set of names)."""
+        projection = self._projections.get(names)
+        if projection is None:
+            projection = self._projections[names] = Shape({k: v for k, v in self.items if k in names})
+        return projection
 
     def __hash__(self) -> int:
         return self._hash
@@ -369,6 +379,7 @@ class CapabilityMatcher:
         self._repeated = frozenset(name for name, count in counts.items() if count > 1)
         self._mentioned = tuple(sorted(counts))
         self._names_publication = "publicationId" in counts
+        self._named = frozenset(counts)  #: the answer depends on the domains of these only
         #: answers by the domains of the properties the selector names: capabilities alike in
         #: those (thousands of one actor, differing in publicationId) are decided once (issue 10)
         self._answers: dict[Any, bool] = {}
@@ -384,7 +395,8 @@ class CapabilityMatcher:
             domains = capability_domains(application, metadata)
         key: Any
         if shape is not None:
-            key = (shape, domains.get("publicationId")) if self._names_publication else shape
+            projected = shape.project(self._named)
+            key = (projected, domains.get("publicationId")) if self._names_publication else projected
         else:
             key = tuple((name, domains.get(name)) for name in self._mentioned)
         answer = self._answers.get(key)

@@ -5,8 +5,9 @@ This is the small, explicit interface between the data plane (broker) and the co
 :class:`AddressBook`; until the II runs, they come from the broker's config file.
 
 - A **target** is an address publishers attach sender links to. It names the Common Names
-  allowed to publish on it and, optionally, a *capability selector*: only messages that match
-  it are accepted (an actor's delivery endpoint accepts what fits the actor's capabilities).
+  allowed to publish on it and, optionally, a *selector* and a *coverage*: only messages that
+  match both are accepted (an actor's delivery endpoint: its delivery's selector, and the
+  actor's capabilities it covers, :mod:`interchange.broker.coverage`).
   Its ``origin`` says whether what arrives there was produced locally or imported from another
   interchange (IP_109: imported data is never served to a third interchange).
 - A **source** is an address consumers attach receiver links to: a bounded buffer (IP_032) fed by
@@ -23,6 +24,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field
 
 import jms_selectors
+from interchange.broker.coverage import Coverage
 
 
 class Origin(str, Enum):
@@ -47,6 +49,8 @@ class TargetSpec(BaseModel):
     address: str = Field(min_length=1, max_length=1024)
     publishers: frozenset[str] = Field(default_factory=frozenset, description="CNs allowed to publish; empty = nobody")
     selector: str | None = Field(default=None, description="messages must match this selector to be accepted")
+    coverage: Coverage | None = Field(default=None, description="messages must fit one of these capabilities "
+                                      "to be accepted (IP_077)")
     origin: Origin = Origin.LOCAL
     shard_count: int | None = Field(default=None, ge=1, description="capability shardCount, bounds shardId (IP_130)")
     process: int | None = Field(default=None, ge=0, description="broker process serving it when the node runs "

@@ -16,6 +16,7 @@ import jms_selectors
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
 from interchange.broker.amqp_scan import ScanError, header_durable
+from interchange.broker.coverage import CoverageMatcher
 from interchange.broker.durable import Durability
 from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected, StoreReceipt
 from interchange.broker.hop_trace import Drop, HopGuard
@@ -29,16 +30,30 @@ from interchange.broker.source import LossObserver, Source
 from interchange.ground.timing import now_ms
 
 
+Acceptor = Callable[[dict], bool]  #: whether a target accepts a message (its application properties)
+
+
+def target_acceptor(spec: TargetSpec, previous: CoverageMatcher | None = None) -> tuple[Acceptor | None,
+                                                                                         CoverageMatcher | None]:
+    """What ``spec`` accepts: its selector and its coverage both (None: everything); and its
+    coverage's matcher (built from ``previous``, the target's last one, where they share fits)."""
+    selector = jms_selectors.compile(spec.selector).matches if spec.selector else None
+    coverage = CoverageMatcher(spec.coverage, previous) if spec.coverage is not None else None
+    if selector is None or coverage is None:
+        return selector or coverage, coverage
+    return (lambda properties: selector(properties) and coverage(properties)), coverage
+
+
 class PublisherLink:
     """A publisher's link on a target (what the router knows of it: who, which target, how to close it)."""
 
     __slots__ = ("identity", "spec", "federated", "matches", "closer")
 
-    def __init__(self, identity: str, spec: TargetSpec) -> None:
+    def __init__(self, identity: str, spec: TargetSpec, matches: Acceptor | None) -> None:
         self.identity = identity
         self.spec = spec
         self.federated = spec.origin is Origin.FEDERATED
-        self.matches = jms_selectors.compile(spec.selector).matches if spec.selector else None
+        self.matches = matches
         self.closer: Callable[[str, str], None] | None = None
 
 
@@ -89,6 +104,10 @@ class BrokerCore:
         self.clock_ms = clock_ms
         self.sources: dict[str, Source] = {}
         self._publishers: dict[str, set[PublisherLink]] = {}
+        #: each target's acceptor, built once per spec (a coverage may hold thousands of capabilities),
+        #: and its coverage matcher (kept while the target is: the next version reuses it)
+        self._acceptors: dict[str, tuple[TargetSpec, Acceptor | None]] = {}
+        self._coverages: dict[str, CoverageMatcher] = {}
         self._index = RoutingIndex()
         self.link_selectors = LinkSelectors()  #: bounded, cached link selector compilation (issue 10)
         addresses.subscribe(self._on_address_change)
@@ -125,15 +144,26 @@ class BrokerCore:
                     source.offer(message, now)
         else:
             target = cast("TargetSpec | None", spec)  # kind "target"
+            self._acceptors.pop(address, None)
+            if target is None:
+                self._coverages.pop(address, None)
             for publisher in list(self._publishers.get(address, ())):
                 allowed = target is not None and publisher.identity in target.publishers
                 if not allowed and publisher.closer is not None:
                     publisher.closer("amqp:resource-deleted" if spec is None else "amqp:unauthorized-access",
                                        f"target {address!r} was deleted or the grant withdrawn")
-                elif spec is not None:
-                    assert isinstance(spec, TargetSpec)
-                    fresh = PublisherLink(publisher.identity, spec)
-                    publisher.spec, publisher.matches, publisher.federated = spec, fresh.matches, fresh.federated
+                elif target is not None:
+                    publisher.spec, publisher.matches = target, self._acceptor(target)
+                    publisher.federated = target.origin is Origin.FEDERATED
+
+    def _acceptor(self, spec: TargetSpec) -> Acceptor | None:
+        cached = self._acceptors.get(spec.address)
+        if cached is None or cached[0] is not spec:
+            acceptor, coverage = target_acceptor(spec, self._coverages.get(spec.address))
+            if coverage is not None:
+                self._coverages[spec.address] = coverage
+            cached = self._acceptors[spec.address] = (spec, acceptor)
+        return cached[1]
 
     # ------------------------------------------------------------ Router interface
     def attach_publisher(self, identity: str, address: str | None) -> PublisherLink:
@@ -148,7 +178,7 @@ class BrokerCore:
                                 f"{self.placement.owner(spec)} of this node (another port; the II's endpoint names it)")
         if identity not in spec.publishers:
             raise AttachRefused("amqp:unauthorized-access", f"{identity!r} may not publish to {address!r}")
-        publisher = PublisherLink(identity, spec)
+        publisher = PublisherLink(identity, spec, self._acceptor(spec))
         self._publishers.setdefault(address, set()).add(publisher)
         self.observer.link_attached("publisher", identity, address, None)
         return publisher
