@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from broker_harness import (
 from certs import TestPki
 from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_config, publish, start
 from interchange.app.config import BrokerConfig
+from interchange.app.processes import _Worker
 from interchange.app.worker import worker_config
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.control import ControlCodec, ControlError, LogChange, PutTarget, Ready, Remove, Start
@@ -79,8 +81,34 @@ def test_control_codec_frames_and_refuses_garbage() -> None:
         ControlCodec().feed(b'{"op": "explode"}\n')
     with pytest.raises(ControlError, match="invalid control message"):
         ControlCodec().feed(b"not json\n")
-    with pytest.raises(ControlError, match="longer than"):
-        ControlCodec().feed(b"x" * (16 * 1024 * 1024 + 1))
+    with pytest.raises(ControlError, match="longer than 1024 bytes"):
+        ControlCodec(max_line=1024).feed(b"x" * 1025)
+
+
+async def test_a_slow_worker_gets_the_latest_version_of_each_address(tmp_path: Path) -> None:
+    """While a worker is busy, later changes of an address replace its unsent one: 200 versions of a
+    large target reach a worker that reads slowly as a few, the last one last; other addresses and
+    the order of first changes are kept (a real pipe to a real process)."""
+    out = tmp_path / "received"
+    reader = ("import sys, time\nwith open(sys.argv[1], 'wb') as out:\n"
+              "    while chunk := sys.stdin.buffer.read(65536):\n        out.write(chunk); time.sleep(0.01)\n")
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", reader, str(out),
+                                                   stdin=asyncio.subprocess.PIPE)
+    worker = _Worker(1, process)
+    worker.send(Start(index=1, processes=2, config={"name": "n"}))
+    big = "x" * 300_000
+    for version in range(200):
+        worker.send(PutTarget(spec=TargetSpec(address="t", selector=f"v = {version} OR '{big}' = 'y'")))
+        if version == 10:
+            worker.send(Remove(address="u"))
+        await asyncio.sleep(0)
+    while worker.unsent:
+        await asyncio.sleep(0.05)
+    await worker.stop()
+    received = ControlCodec().feed(out.read_bytes())
+    versions = [int(m.spec.selector.split()[2]) for m in received if isinstance(m, PutTarget)]
+    assert isinstance(received[0], Start) and Remove(address="u") in received
+    assert versions[-1] == 199 and versions == sorted(versions) and len(versions) < 20, versions
 
 
 # ------------------------------------------------------------------------------ real processes

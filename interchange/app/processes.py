@@ -9,6 +9,12 @@ A worker that exits while the node runs is restarted (after 0.5 s, doubling up t
 keeps failing) on the ports it had, with the current addresses, so the endpoints the II handed
 out stay valid; the durable messages its sources held come back from its own store
 (``<data_dir>/store/p<k>``, issue 11), memory-only ones are lost as in any broker restart.
+
+Changes go to a worker as fast as it reads them, the latest per address: while one is being
+written, later changes of an address replace its waiting one (a delivery target of thousands of
+capabilities is a megabyte of JSON, and an actor replacing its capabilities one by one changes
+it thousands of times: every version written in full would take gigabytes of pipe buffer and
+minutes of the worker's time).
 """
 from __future__ import annotations
 
@@ -35,6 +41,19 @@ class WorkerStartError(RuntimeError):
     """A broker process did not start (its reason, or a time-out)."""
 
 
+Outgoing = Start | PutTarget | PutSource | Remove | LogChange | ReloadTls
+
+
+def _slot(message: Outgoing) -> object:
+    """What a later message replaces an unsent one by: its address (or its kind)."""
+    match message:
+        case PutTarget(spec=spec) | PutSource(spec=spec):
+            return ("address", spec.address)
+        case Remove(address=address):
+            return ("address", address)
+    return message.op
+
+
 class _Worker:
     """One running worker process and its end of the control channel."""
 
@@ -42,6 +61,8 @@ class _Worker:
         self.index = index
         self.process = process
         self.codec = ControlCodec()
+        self._outbox: dict[object, Outgoing] = {}  #: unsent, by slot, in order of first change
+        self._writer: asyncio.Task[None] | None = None
 
     @classmethod
     async def spawn(cls, start: Start, timeout_s: float) -> tuple["_Worker", Ready]:
@@ -61,10 +82,26 @@ class _Worker:
             raise
         return worker, ready
 
-    def send(self, message: Start | PutTarget | PutSource | Remove | LogChange | ReloadTls) -> None:
+    def send(self, message: Outgoing) -> None:
+        """Queue ``message`` (replacing an unsent one of its address); written as the worker reads."""
+        self._outbox[_slot(message)] = message
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write(), name=f"broker-process-{self.index}-control")
+
+    @property
+    def unsent(self) -> int:
+        """Messages waiting for the worker to read what it was sent before."""
+        return len(self._outbox) + int(self._writer is not None and not self._writer.done())
+
+    async def _write(self) -> None:
         stdin = self.process.stdin
-        if stdin is not None and not stdin.is_closing():
-            stdin.write(self.codec.encode(message))
+        while self._outbox and stdin is not None and not stdin.is_closing():
+            slot = next(iter(self._outbox))
+            stdin.write(self.codec.encode(self._outbox.pop(slot)))
+            try:
+                await stdin.drain()
+            except (ConnectionError, RuntimeError):  # the worker is gone; its supervisor restarts it
+                return
 
     async def _wait_ready(self) -> Ready:
         stdout = self.process.stdout
@@ -86,6 +123,10 @@ class _Worker:
 
     async def stop(self) -> None:
         """Close the control channel (the worker stops by itself), kill it if it does not."""
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
         if self.process.stdin is not None:
             self.process.stdin.close()
         try:
@@ -174,7 +215,7 @@ class BrokerProcesses:
         self._broadcast(ReloadTls())
         return len(self._workers)
 
-    def _broadcast(self, message: PutTarget | PutSource | Remove | LogChange | ReloadTls) -> None:
+    def _broadcast(self, message: Outgoing) -> None:
         for worker in self._workers.values():
             worker.send(message)
 

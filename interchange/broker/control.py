@@ -26,7 +26,9 @@ from interchange.ground.logfile import LogSettings
 __all__ = ["ControlCodec", "ControlError", "ControlMessage", "Failed", "LogChange", "PutSource", "PutTarget",
            "Ready", "ReloadTls", "Remove", "Start"]
 
-MAX_LINE = 16 * 1024 * 1024  #: a config or spec never comes near this; a longer line is a broken peer
+#: A longer line is a broken peer. The longest real ones are delivery targets: ~230 bytes per
+#: capability they cover whose tiles differ (a TLEX bridge's), so over a million capabilities.
+MAX_LINE = 256 * 1024 * 1024
 
 
 class _Message(BaseModel):
@@ -89,8 +91,9 @@ class ControlError(ValueError):
 class ControlCodec:
     """Line framing and (de)serialisation of control messages; fed bytes, returns messages."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE) -> None:
         self._buffer = bytearray()
+        self._max_line = max_line
 
     @staticmethod
     def encode(message: _Message) -> bytes:
@@ -105,8 +108,8 @@ class ControlCodec:
             del self._buffer[:end + 1]
             if line.strip():
                 messages.append(self._decode(line))
-        if len(self._buffer) > MAX_LINE:
-            raise ControlError(f"control line longer than {MAX_LINE} bytes")
+        if len(self._buffer) > self._max_line:
+            raise ControlError(f"control line longer than {self._max_line} bytes")
         return messages
 
     @staticmethod
