@@ -4,7 +4,9 @@ an SREM from that actor back to exactly one controller, whose SSEM comes back.""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -15,12 +17,16 @@ from proton import Message
 from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, up
 
 from certs import TestPki
+from ii_api.settings.config import RequestLimits
+from ii_api.selectors.policy import SubscriptionPolicy
+from interchange.app.cli import main
 from interchange.app.config import NodeConfig
 from interchange.app.node import RunningNode
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import DEFAULT_REPETITION_MS, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
 from interchange.bridges.tlex.payloads import stand_in
+from interchange.bridges.tlex.limits import batches
 from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator, tile
 
 NODE = "a.interchange.test"
@@ -205,6 +211,65 @@ def test_bridge_config_errors() -> None:
         TlexBridgeConfig(**base, authorization="t", controllers=CONTROLLERS, shard_count=2)
     with pytest.raises(ValueError, match="region-id"):
         ControllerConfig(tlc_id="NLZH0001", intersections=["x"], latitude=1, longitude=1)
+
+
+def grid(count: int, *, region: int = 5) -> list[dict[str, Any]]:
+    return [{"tlc_id": f"NLSM{i:04d}", "intersections": [f"{region}-{100 + i}"], "latitude": 51 + i * 0.001,
+             "longitude": 4.0} for i in range(count)]
+
+
+@pytest.mark.parametrize("policy, controllers, expected", [
+    ({"max_subscriptions_per_owner": 3}, grid(400),
+     "400 intersections need 5 SREM subscriptions of at most 1900 characters, and "
+     "ii.policy.max_subscriptions_per_owner is 3"),
+    ({"max_selector_length": 40}, grid(1), "SREM subscription selector of 46 characters is needed"),
+    ({"max_selector_length": 50}, grid(1, region=123456789), "of 54 characters is needed"),
+])
+def test_a_bridge_the_node_could_not_register_is_refused_before_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: dict, controllers: list, expected: str) -> None:
+    """Limits of the node's II that the bridge cannot work around (Table 14 ILLEGAL): the config is
+    refused with the reason when it is read, before anything listens."""
+    tlex = {"api_url": "https://x", "authorization": "t", "domain": "d", "actor": "a", "publisher_id": "NL00001",
+            "originating_country": "NL", "controllers": controllers}
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps({"name": "a.interchange.test", "ii": {"policy": policy}, "tlex": tlex}))
+    assert main(["broker", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("interchange broker: error: config") and "tlex: " in err and expected in err, err
+    assert "Traceback" not in err and "\n" not in err
+    within = {**policy, "max_subscriptions_per_owner": 1000, "max_selector_length": 1900}
+    assert NodeConfig.model_validate({"name": "a", "ii": {"policy": within}, "tlex": tlex}).tlex is not None
+
+
+def test_batches_stay_within_count_and_body_size() -> None:
+    items = [{"n": "x" * (i % 7)} for i in range(23)]
+    counted = list(batches(items, "capabilities", 5))
+    assert [len(b) for b in counted] == [5, 5, 5, 5, 3] and [i for b in counted for i in b] == items
+    sized = list(batches(items, "capabilities", 100, body_bytes=120))
+    assert [i for b in sized for i in b] == items and len(sized) > 1
+    assert all(len(json.dumps({"capabilities": b})) <= 120 for b in sized)
+    assert list(batches([{"n": "y" * 500}], "capabilities", 10, body_bytes=100)) == [[{"n": "y" * 500}]]
+
+
+async def test_bridge_registers_within_the_node_limits(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """A node that takes 4 capabilities and 1 subscription per request and 70-character selectors:
+    the bridge's 6 capabilities go in two requests, its SREM subscriptions (2) in one each."""
+    config = bridged_config(sim, pki, tmp_path)
+    assert config.ii is not None
+    config = config.model_copy(update={"ii": config.ii.model_copy(update={
+        "limits": RequestLimits(capabilities_per_request=4, subscriptions_per_request=1),
+        "policy": SubscriptionPolicy(max_selector_length=70)})})
+    node = await start(config)
+    https = Https(pki, BRIDGE, node)
+    try:
+        status, caps = await https.get(f"/{BRIDGE}/capabilities")
+        assert status == 200 and len(caps["capabilities"]) == 6
+        status, subs = await https.get(f"/{BRIDGE}/subscriptions")
+        assert [len(s["selector"]) <= 70 and s["status"] for s in subs["subscriptions"]] == ["CREATED", "CREATED"]
+        assert node.tlex is not None and len(node.tlex.srem_sources) == 2
+    finally:
+        await https.close()
+        await node.close()
 
 
 def test_message_encoder_matches_proton() -> None:

@@ -63,6 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ii_api.settings.config import IIConfig
 from interchange.bridges.if2.config import If2Config
 from interchange.bridges.tlex.config import TlexBridgeConfig
+from interchange.bridges.tlex.limits import ActorLimits, refusal
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
 from interchange.broker.ttl_policy import TtlPolicy
@@ -214,6 +215,24 @@ class NodeConfig(BaseModel):
                                      f"{count}: broker process k listens on port + k (the II in process 0 only)")
         return self
 
+    @model_validator(mode="after")
+    def _tlex_fits_the_ii(self) -> "NodeConfig":
+        """The bridge's registrations within what this node's II accepts (refused before start)."""
+        if self.tlex is not None and self.ii is not None:
+            problem = refusal(self.tlex, tlex_limits(self.ii))
+            if problem is not None:
+                raise ValueError(f"tlex: {problem}")
+        return self
+
+
+def tlex_limits(ii: IIConfig) -> ActorLimits:
+    """What this node's II takes from the TLEX bridge's actor (its ``[ii.limits]`` and ``[ii.policy]``)."""
+    return ActorLimits(capabilities_per_request=ii.limits.capabilities_per_request,
+                       capabilities_body_bytes=ii.limits.capabilities_body_bytes,
+                       subscriptions_per_request=ii.limits.subscriptions_per_request,
+                       max_selector_length=ii.policy.max_selector_length,
+                       max_subscriptions=ii.policy.max_subscriptions_per_owner)
+
 
 def _same_listener_host(host: str, other: str) -> bool:
     """Two listeners can clash on a port: same address, or one of them on every address."""
@@ -233,6 +252,7 @@ def load_config(path: Path) -> NodeConfig:
     try:
         config = NodeConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"]
+                             for e in exc.errors())  # a check of the whole config has no location
         raise CliError(f"config {path}: {problems}") from None
     return config.resolve(path.parent.resolve())

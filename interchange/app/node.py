@@ -37,7 +37,7 @@ from ii_api.node.runtime import RunningII, start_ii
 from ii_api.node.service import IIService
 from ii_api.settings.config import MultihopConfig
 from interchange.app.admin import start_admin
-from interchange.app.config import NodeConfig
+from interchange.app.config import NodeConfig, tlex_limits
 from interchange.app.federation_view import bridge_links, take_snapshot
 from interchange.app.node_metrics import FederationCollector, NodeCollector, TlsPaths
 from interchange.app.processes import BrokerProcesses
@@ -366,9 +366,10 @@ async def _start_tlex(node: RunningNode) -> None:
     if node.ii_port is None or node.amqps_port is None:
         raise ValueError("[tlex] needs [tls] and [ii]: the bridge registers its capabilities through the "
                          "local actor API and publishes over AMQPS")
+    assert config.ii is not None
     bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
-                        event=node.log.event, ii_base_path=config.ii.base_path if config.ii is not None else "",
-                        state_dir=config.data_dir / "tlex")
+                        event=node.log.event, ii_base_path=config.ii.base_path, state_dir=config.data_dir / "tlex",
+                        limits=tlex_limits(config.ii))
     await _start_bridge(node, bridge)
     node.tlex = bridge
     if node.metrics is not None:

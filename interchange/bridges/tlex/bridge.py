@@ -38,6 +38,7 @@ from proton import Data, Described, Message, ulong
 from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
+from interchange.bridges.tlex.limits import ActorLimits, batches
 from interchange.bridges.tlex.mapem_store import MapemStore
 from interchange.bridges.tlex.publication import SREM_SELECTOR_HEAD, BiMessage, Dropped, Translator
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
@@ -103,7 +104,8 @@ class ActorApi:
 class TlexBridge:
     def __init__(self, config: TlexBridgeConfig, *, node_name: str, ii_port: int, amqps_port: int,
                  event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "",
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, limits: ActorLimits = ActorLimits()) -> None:
+        self._limits = limits
         self._mapems = MapemStore(state_dir) if state_dir is not None else None
         self.config, self.node_name, self.host = config, node_name, host
         self._ii_url = f"https://{host}:{ii_port}{ii_base_path}"
@@ -169,7 +171,8 @@ class TlexBridge:
         if delivery is None:
             delivery = (await actor.call("POST", "deliveries", {"deliveries": [{"selector": selector}]}))["deliveries"][0]
         if not delivery.get("endpoints"):
-            raise BridgeSetupError(f"delivery {delivery.get('id')} has no target: {delivery.get('status')}")
+            raise BridgeSetupError(f"delivery {delivery.get('id')} has no target: {delivery.get('status')} "
+                                   f"{delivery.get('errorMessage') or ''}".strip())
         self.target = delivery["endpoints"][0]["target"]
         self.srem_sources = await self._sync_srem_subscriptions(actor, self.translator)
 
@@ -190,31 +193,33 @@ class TlexBridge:
         for capability in replaced:  # a moved controller: same publicationId, new definition
             await actor.call("DELETE", f"capabilities/{capability['id']}")
         missing = [c for key, c in wanted.items() if key not in current]
-        if missing:
-            await actor.call("POST", "capabilities", {"capabilities": missing})
+        limits = self._limits
+        for batch in batches(missing, "capabilities", limits.capabilities_per_request, limits.capabilities_body_bytes):
+            await actor.call("POST", "capabilities", {"capabilities": batch})
+        gone = {capability["id"] for capability in replaced}
         for capability in stale:  # withdrawn after the new ones are in: the delivery keeps an overlap
-            if capability not in replaced:
+            if capability["id"] not in gone:
                 await actor.call("DELETE", f"capabilities/{capability['id']}")
 
     async def _sync_srem_subscriptions(self, actor: ActorApi, translator: Translator) -> list[str]:
         """Sources of subscriptions covering SREMs for ``translator``'s intersections (existing ones
-        kept, missing ones made); the bridge's SREM subscriptions no longer needed are terminated."""
+        kept, missing ones made, in as few requests as the node takes); the bridge's SREM
+        subscriptions no longer needed are terminated."""
         subscriptions = (await actor.call("GET", "subscriptions"))["subscriptions"]
-        selectors = translator.srem_selectors()
-        sources = [await self._srem_source(actor, subscriptions, selector) for selector in selectors]
+        selectors = translator.srem_selectors(self._limits.srem_selector_length)
+        made = {s["selector"]: s for s in subscriptions if s.get("endpoints")}
+        missing = [{"selector": selector} for selector in selectors if selector not in made]
+        for batch in batches(missing, "subscriptions", self._limits.subscriptions_per_request):
+            for sub in (await actor.call("POST", "subscriptions", {"subscriptions": batch}))["subscriptions"]:
+                if not sub.get("endpoints"):
+                    raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')} "
+                                           f"{sub.get('errorMessage', '')}".strip())
+                made[sub["selector"]] = sub
+        wanted = set(selectors)
         for sub in subscriptions:
-            if sub["selector"].startswith(SREM_SELECTOR_HEAD) and sub["selector"] not in selectors:
+            if sub["selector"].startswith(SREM_SELECTOR_HEAD) and sub["selector"] not in wanted:
                 await actor.call("DELETE", f"subscriptions/{sub['id']}")
-        return sources
-
-    async def _srem_source(self, actor: ActorApi, subscriptions: list[dict], selector: str) -> str:
-        sub = next((s for s in subscriptions if s["selector"] == selector and s.get("endpoints")), None)
-        if sub is None:
-            sub = (await actor.call("POST", "subscriptions", {"subscriptions": [{"selector": selector}]}))["subscriptions"][0]
-        if not sub.get("endpoints"):
-            raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')} "
-                                   f"{sub.get('errorMessage', '')}".strip())
-        return str(sub["endpoints"][0]["source"])
+        return [str(made[selector]["endpoints"][0]["source"]) for selector in selectors]
 
     # --- controllers changed at run time ----------------------------------------------------
 

@@ -28,6 +28,7 @@ to each controller that owns one of them.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from interchange.bridges.tlex.codec import Payload
@@ -39,7 +40,9 @@ from quadtree.tiles import from_latlon
 
 PropertyValue = str | int | float
 ZOOM = REFERENCE_ZOOM  #: IP_038: the controller's position stands for the MAPEM refPoint
-#: Selector length the bridge stays under: the II's default max_selector_length is 2000.
+#: Longest SREM subscription selector: under the II's default max_selector_length (2,000), as the
+#: node asks its neighbours for the same subscriptions (IP_079) and their policy is theirs; less
+#: when the node's own policy says so (:attr:`~.limits.ActorLimits.srem_selector_length`).
 SELECTOR_BUDGET = 1900
 #: How the bridge's SREM subscription selectors start (the bridge recognises its own by it).
 SREM_SELECTOR_HEAD = f"messageType = '{SREM}' AND ("
@@ -111,6 +114,8 @@ class Translator:
         self.config = config
         self.controllers = {c.tlc_id: c for c in config.controllers}
         self._owner = {i: c.tlc_id for c in config.controllers for i in c.intersections}
+        self._tiles = {c.tlc_id: tile(c) for c in config.controllers}  #: computed once: thousands of controllers
+        self._quad_trees = {tlc: format_property([zoomed]) for tlc, zoomed in self._tiles.items()}
         self._properties = {(c.tlc_id, kind): self._fixed_properties(c, kind)
                             for c in config.controllers for kind in BRIDGED_KINDS}
         self._ttl = {kind: ttl_ms(config.repetition_ms[kind]) for kind in BRIDGED_KINDS}
@@ -131,7 +136,7 @@ class Translator:
             "messageType": kind, "publisherId": config.publisher_id,
             "publicationId": publication_id(config.publisher_id, controller.tlc_id, kind),
             "originatingCountry": config.originating_country, "protocolVersion": config.protocol_versions[kind],
-            "quadTree": format_property([tile(controller)]), "id": "," + ",".join(controller.intersections) + ",",
+            "quadTree": self._quad_trees[controller.tlc_id], "id": "," + ",".join(controller.intersections) + ",",
             "latitude": controller.latitude, "longitude": controller.longitude}
         if controller.names:
             props["name"] = "," + ",".join(controller.names) + ","
@@ -200,26 +205,36 @@ class Translator:
                 caps.append({"application": {
                     "messageType": kind, "publisherId": props["publisherId"], "publicationId": props["publicationId"],
                     "originatingCountry": props["originatingCountry"], "protocolVersion": props["protocolVersion"],
-                    "quadTree": [tile(controller)]}, "metadata": metadata})
+                    "quadTree": [self._tiles[controller.tlc_id]]}, "metadata": metadata})
         return caps
 
     def srem_selectors(self, max_length: int = SELECTOR_BUDGET) -> list[str]:
-        """Subscription selectors that together cover SREMs for every bridged intersection, each at
-        most ``max_length`` characters (an interchange refuses longer ones as ILLEGAL, Table 14)."""
-        head = SREM_SELECTOR_HEAD
-        selectors: list[str] = []
-        likes: list[str] = []
-        for intersection in sorted(self._owner):
-            like = f"id LIKE '%,{intersection},%'"
-            if likes and len(head) + len(" OR ".join([*likes, like])) + 1 > max_length:
-                selectors.append(head + " OR ".join(likes) + ")")
-                likes = []
-            likes.append(like)
-        return selectors + [head + " OR ".join(likes) + ")"]
+        """Subscription selectors that together cover SREMs for every bridged intersection (:func:`srem_selectors`)."""
+        return srem_selectors(self._owner, max_length)
+
+
+def srem_selectors(intersections: Iterable[str], max_length: int = SELECTOR_BUDGET) -> list[str]:
+    """Subscription selectors that together cover SREMs for ``intersections``, each at most
+    ``max_length`` characters (an interchange refuses longer ones as ILLEGAL, Table 14) unless one
+    intersection alone needs more."""
+    head, close, glue = SREM_SELECTOR_HEAD, ")", " OR "
+    selectors: list[str] = []
+    likes: list[str] = []
+    length = len(head) + len(close)
+    for intersection in sorted(intersections):
+        like = f"id LIKE '%,{intersection},%'"
+        added = len(like) + (len(glue) if likes else 0)
+        if likes and length + added > max_length:
+            selectors.append(head + glue.join(likes) + close)
+            likes, length, added = [], len(head) + len(close), len(like)
+        likes.append(like)
+        length += added
+    return selectors + [head + glue.join(likes) + close]
 
 
 def tile(controller: ControllerConfig) -> str:
     return from_latlon(controller.latitude, controller.longitude, ZOOM)
 
 
-__all__ = ["SREM_SELECTOR_HEAD", "BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id", "tile", "ttl_ms"]
+__all__ = ["SREM_SELECTOR_HEAD", "BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id",
+           "srem_selectors", "tile", "ttl_ms"]
