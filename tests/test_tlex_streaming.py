@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually, up
+from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually, start_virtual_sim, up
+
+from certs import TestPki
 
 from interchange.bridges.tlex.codec import (
     MONITOR_PAYLOAD,
@@ -236,3 +238,45 @@ async def test_supervisor_handles_framing_error_and_hung_service(sim: Sim) -> No
         finally:
             task.cancel()
 
+
+
+async def test_controllers_the_service_plays_stream_like_real_ones(sim_pki: TestPki) -> None:
+    """``tlex-sim --virtual``: 200 controllers without a session each. A Broker session holding 150 of
+    them gets their MAPEMs and SPATEMs, the controllers on phases spread over the period, and
+    nothing of the other 50; a Monitor sees them wrapped (publisher ``played:<TLC>``); an SREM
+    reaches only its controller, whose SSEM comes back."""
+    specs = [ControllerSpec(f"NLVC{i:04d}", [f"5-{i}"], i) for i in range(200)]
+    sim, played = await start_virtual_sim(sim_pki, specs, spatem_hz=5, mapem_interval=60)
+    received: list[Payload] = []
+    monitored: list[Payload] = []
+    tasks = []
+    try:
+        async with sim.api(sim.broker) as broker_api, sim.api(sim.monitor) as monitor_api:
+            held = [s.tlc_id for s in specs[:150]]
+            bridge = SessionSupervisor(broker_api, session_request(DOMAIN, "broker", held), stream_ssl=sim.stream_ssl(),
+                                       on_payload=received.append, server_hostname=SIM_HOST)
+            monitor = SessionSupervisor(monitor_api, session_request(DOMAIN, "monitor", [specs[0].tlc_id]),
+                                        stream_ssl=sim.stream_ssl(), on_payload=monitored.append,
+                                        server_hostname=SIM_HOST)
+            tasks = [asyncio.create_task(bridge.run()), asyncio.create_task(monitor.run())]
+            await asyncio.wait_for(asyncio.gather(bridge.connected.wait(), monitor.connected.wait()), 5)
+            await asyncio.sleep(1.5)
+            await eventually(lambda: {p.tlc for p in received if kind_of(p.payload_type) == "SPATEM"} == set(held),
+                             timeout=10, what="SPATEMs of every held controller")
+            assert {p.tlc for p in received} == set(held)
+            assert played.sent["MAPEM"] == 200  # every controller sent its map once (the first went nowhere)
+            spatem_ticks = sorted(p.origin_ms % 200 for p in received if kind_of(p.payload_type) == "SPATEM")
+            assert spatem_ticks[-1] - spatem_ticks[0] > 100  # phases spread over the 200 ms period
+            await eventually(lambda: bool(monitored), what="a monitor payload")
+            wrapped = decode_monitor_payload(monitored[0].payload)
+            assert wrapped.publisher_token == f"played:{specs[0].tlc_id}" and monitored[0].tlc == specs[0].tlc_id
+            srem = Payload(MESSAGE_IDS["SREM"], read_now().utc_ms, stand_in("SREM", 1, "5-149", 1), "NLVC0149")
+            bridge.send(srem)
+            await eventually(lambda: any(kind_of(p.payload_type) == "SSEM" for p in received), what="the SSEM")
+            assert list(played.from_broker) == ["NLVC0149"]
+            assert [p.tlc for p in received if kind_of(p.payload_type) == "SSEM"] == ["NLVC0149"]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await played.stop()
+        await sim.service.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 from certs import TestPki, create_test_pki
 from certs.keys import KeySpec
 from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
+from interchange.bridges.tlex.controllers import ControllerSpec, VirtualControllers
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Account, Limits, ServiceRegistry
 from interchange.bridges.tlex.simulator import StreamingServiceSimulator
@@ -68,6 +69,22 @@ async def start_sim(sim_pki: TestPki) -> Sim:
         api_tls=web_server_context(server.chain, server.key), timestamps_interval=0.5)
     await service.start()
     return Sim(service, sim_pki, **accounts)
+
+
+async def start_virtual_sim(sim_pki: TestPki, specs: list[ControllerSpec], *, spatem_hz: float,
+                            mapem_interval: float) -> tuple[Sim, VirtualControllers]:
+    """A simulator whose service plays ``specs`` itself (registered to the TLC-system account)."""
+    registry, accounts = build_registry(Limits())
+    for spec in specs:
+        registry.register_tlc(accounts["tlc_system"], spec.tlc_id, DOMAIN)
+    server = sim_pki.servers[SIM_HOST]
+    service = StreamingServiceSimulator(
+        registry, stream_tls=streaming_server_context(server.chain, server.key),
+        api_tls=web_server_context(server.chain, server.key))
+    await service.start()
+    controllers = VirtualControllers(specs, spatem_hz=spatem_hz, mapem_interval=mapem_interval)
+    controllers.start(service.play(controllers, DOMAIN, [spec.tlc_id for spec in specs]))
+    return Sim(service, sim_pki, **accounts), controllers
 
 
 async def eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:

@@ -1,10 +1,13 @@
 """Fake traffic-light controllers (TLC systems, UDAP): they stream MAPEM and SPATEM into a streaming
 service and record what they receive, answering each SREM with an SSEM.
 
-Each controller opens its own TLC session (singleplex: one identifier, datagram 0x04; UDAP 2.2.1.1)
-through the same :class:`~.stream.SessionSupervisor` the bridge uses. IP_104 on the sending side:
-a controller sends the MAPEM of each of its intersections before its first SPATEM, and again
-every ``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes).
+A :class:`FakeController` opens its own TLC session (singleplex: one identifier, datagram 0x04;
+UDAP 2.2.1.1) through the same :class:`~.stream.SessionSupervisor` the bridge uses.
+:class:`VirtualControllers` are played by the service itself (no session, no TLS connection and
+no task each): what a Broker session receives is the same datagrams, so thousands of controllers
+cost the simulator little more than their payloads. IP_104 on the sending side: a controller
+sends the MAPEM of each of its intersections before its first SPATEM, and again every
+``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes).
 
 Phase: real controllers are independent machines. Each runs its own control cycle on its own clock
 (the specs only bound the clock difference to the service, ``clockDiffLimit``, in seconds, and call
@@ -16,6 +19,7 @@ controller fire at the same tick, a worst case of one burst of all controllers p
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import math
 import random
@@ -121,3 +125,87 @@ class FakeController:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class VirtualControllers:
+    """Controllers the streaming service plays itself (``interchange tlex-sim --virtual``): each sends
+    MAPEM then SPATEM on its own phase, MAPEM again every ``mapem_interval``, and answers an SREM
+    with an SSEM per intersection, as :class:`FakeController` does. One task ticks them all: it sends
+    every payload due and sleeps until the next is (a loaded service sends late ones together)."""
+
+    def __init__(self, specs: list[ControllerSpec], *, spatem_hz: float = 10.0, mapem_interval: float = 60.0,
+                 factory: Callable[[ControllerSpec], PayloadFactory] | None = None,
+                 phasing: str = "staggered") -> None:
+        self.specs = {spec.tlc_id: spec for spec in specs}
+        self.spatem_hz, self.mapem_interval = spatem_hz, mapem_interval
+        period = 1.0 / spatem_hz if spatem_hz > 0 else 1.0
+        self._order = sorted(((controller_phase(s.tlc_id, period, phasing), s) for s in specs), key=lambda p: p[0])
+        self._factories = {s.tlc_id: (factory(s) if factory is not None else _stand_in(s)) for s in specs}
+        self._sequence = dict.fromkeys(self.specs, 0)
+        self._next_map = dict.fromkeys(self.specs, 0.0)
+        self.sent: dict[str, int] = {}  #: payloads sent, by message type
+        self.from_broker: dict[str, list[Payload]] = {}  #: Broker payloads (SREMs), by TLC identifier
+        self._send: Callable[[Payload], None] | None = None
+        self._task: asyncio.Task | None = None
+
+    def start(self, send: Callable[[Payload], None]) -> None:
+        """Start sending with ``send`` (:meth:`~.simulator.StreamingServiceSimulator.play`)."""
+        self._send = send
+        self._task = asyncio.create_task(self._run(), name="tlex-virtual-controllers")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def received(self, payload: Payload) -> None:
+        tlc = payload.tlc
+        if tlc is None or tlc not in self.specs:
+            return
+        self.from_broker.setdefault(tlc, []).append(payload)
+        if kind_of(payload.payload_type) == "SREM":
+            for intersection in self.specs[tlc].intersections:
+                self._emit(tlc, "SSEM", intersection)
+
+    def _emit(self, tlc: str, kind: str, intersection: str) -> None:
+        assert self._send is not None
+        self._sequence[tlc] += 1
+        data = self._factories[tlc](kind, intersection, self._sequence[tlc])
+        self._send(Payload(MESSAGE_IDS[kind], read_now().utc_ms, data, tlc))
+        self.sent[kind] = self.sent.get(kind, 0) + 1
+
+    def _tick(self, spec: ControllerSpec, now: float, spatem: bool) -> None:
+        if now >= self._next_map[spec.tlc_id]:
+            for intersection in spec.intersections:
+                self._emit(spec.tlc_id, "MAPEM", intersection)
+            self._next_map[spec.tlc_id] = now + self.mapem_interval
+        if spatem:
+            for intersection in spec.intersections:
+                self._emit(spec.tlc_id, "SPATEM", intersection)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.spatem_hz <= 0 or not self._order:
+            while True:
+                for _, spec in self._order:
+                    self._tick(spec, loop.time(), spatem=False)
+                await asyncio.sleep(self.mapem_interval)
+        period, phases = 1.0 / self.spatem_hz, [phase for phase, _ in self._order]
+        cycle = math.floor(loop.time() / period)
+        index = bisect.bisect_right(phases, loop.time() - cycle * period)  # not those already past: no burst
+        while True:
+            if index == len(phases):
+                index, cycle = 0, cycle + 1
+            due = cycle * period + phases[index]
+            now = loop.time()
+            if due > now:
+                await asyncio.sleep(due - now)
+                now = loop.time()
+            while index < len(phases) and cycle * period + phases[index] <= now:
+                self._tick(self._order[index][1], now, spatem=True)
+                index += 1
+
+
+def _stand_in(spec: ControllerSpec) -> PayloadFactory:
+    return lambda kind, intersection, sequence: stand_in(kind, spec.station_id, intersection, sequence)

@@ -70,17 +70,23 @@ class SessionRecord:
     expires_mono: float
     connected: bool = False
     ended: bool = False
+    _scope: frozenset[str] = field(default=frozenset(), repr=False)
+    _scope_of: Session | None = field(default=None, repr=False)
 
     @property
     def scope(self) -> frozenset[str]:
-        return frozenset(self.session.details.identifiers())
+        """The session's TLC identifiers (kept until its details change: a Broker session may hold thousands)."""
+        if self._scope_of is not self.session:
+            self._scope, self._scope_of = frozenset(self.session.details.identifiers()), self.session
+        return self._scope
 
 
 @dataclass(frozen=True)
 class Route:
-    """Deliver ``payload`` on the connection of session ``token``."""
+    """Deliver ``payload`` on the connection of session ``token``; None: to the controller the service
+    plays itself (:meth:`ServiceRegistry.play`)."""
 
-    token: str
+    token: str | None
     payload: Payload
 
 
@@ -93,6 +99,9 @@ class ServiceRegistry:
         self.accounts: dict[str, Account] = {}  # by authorization token
         self.tlcs: dict[str, TlcRegistration] = {}  # by uuid
         self.sessions: dict[str, SessionRecord] = {}  # by session token
+        #: connected sessions by (domain, TLC identifier) in their scope: routing looks at these only
+        self._holding: dict[tuple[str, str], dict[str, SessionRecord]] = {}
+        self._played: set[tuple[str, str]] = set()  #: controllers the service plays itself (domain, TLC)
 
     def add_account(self, name: str, role: Role, authorization: str | None = None) -> Account:
         account = Account(name, authorization or secrets.token_urlsafe(32), role)
@@ -204,7 +213,9 @@ class ServiceRegistry:
         self._check_scope(account, record.mode, record.session.domain, details, exclude=token, now_mono=now_mono)
         new_details = record.session.details.model_copy(update={
             "tlc_identifiers": details.tlc_identifiers, "tlc_identifier": details.tlc_identifier})
+        self._index(record, False)
         record.session = record.session.model_copy(update={"details": new_details})
+        self._index(record, True)
         return record.session
 
     def tlcs_of(self, account: Account) -> list[TlcRegistration]:
@@ -227,13 +238,33 @@ class ServiceRegistry:
         if record.session.details.security_mode != security_mode:
             raise Refusal(401, f"session is for security mode {record.session.details.security_mode}")
         record.connected = True
+        self._index(record, True)
         return record
 
     def disconnect(self, token: str) -> None:
         """The connection ended: the session is over (a new one needs a new token)."""
         record = self.sessions.pop(token, None)
         if record is not None:
+            self._index(record, False)
             record.ended = True
+
+    def _index(self, record: SessionRecord, add: bool) -> None:
+        """File a connected session under each identifier of its scope (or take it out)."""
+        if not record.connected or record.ended:
+            return
+        domain, token = record.session.domain, record.session.token
+        for tlc in record.scope:
+            if add:
+                self._holding.setdefault((domain, tlc), {})[token] = record
+            elif (bucket := self._holding.get((domain, tlc))) is not None:
+                bucket.pop(token, None)
+                if not bucket:
+                    del self._holding[(domain, tlc)]
+
+    def play(self, domain: str, identifiers: list[str]) -> None:
+        """The service itself plays these controllers (the simulator's virtual ones, no TLC session
+        each): Broker payloads for them are routed to ``Route(None, ...)``."""
+        self._played.update((domain, tlc) for tlc in identifiers)
 
     def route(self, token: str, payload: Payload, now_utc_ms: int) -> list[Route]:
         """Where a payload accepted from session ``token`` goes."""
@@ -241,18 +272,26 @@ class ServiceRegistry:
         if source is None:
             return []
         tlc = payload.tlc if payload.tlc is not None else next(iter(source.scope))
-        to_tlc = source.mode in ("broker",)
+        routes = self._routes(source.session.domain, tlc, payload, source.mode == "broker", token, now_utc_ms)
+        if source.mode == "broker" and (source.session.domain, tlc) in self._played:
+            routes.append(Route(None, Payload(payload.payload_type, payload.origin_ms, payload.payload, tlc)))
+        return routes
+
+    def route_from_controller(self, domain: str, tlc: str, payload: Payload, now_utc_ms: int) -> list[Route]:
+        """Where a payload of a controller the service plays (:meth:`play`) goes, as if its TLC session
+        had sent it (its Monitor Payloads name the publisher ``played:<TLC>``)."""
+        return self._routes(domain, tlc, payload, False, f"played:{tlc}", now_utc_ms)
+
+    def _routes(self, domain: str, tlc: str, payload: Payload, to_tlc: bool, publisher: str,
+                now_utc_ms: int) -> list[Route]:
         routes: list[Route] = []
-        for record in self.sessions.values():
-            if not record.connected or record.ended or record is source or record.session.domain != source.session.domain:
-                continue
-            if tlc not in record.scope:
+        for token, record in self._holding.get((domain, tlc), {}).items():
+            if token == publisher:
                 continue
             if record.mode == "monitor":
-                routes.append(Route(record.session.token, _monitor(source.session.token, tlc, payload, now_utc_ms)))
+                routes.append(Route(token, _monitor(publisher, tlc, payload, now_utc_ms)))
             elif (record.mode in TLC_MODES) == to_tlc:
-                routes.append(Route(record.session.token, Payload(payload.payload_type, payload.origin_ms,
-                                                                  payload.payload, tlc)))
+                routes.append(Route(token, Payload(payload.payload_type, payload.origin_ms, payload.payload, tlc)))
         return routes
 
 

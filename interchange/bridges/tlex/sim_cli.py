@@ -1,14 +1,17 @@
 """``interchange tlex-sim``: run a streaming-service simulator with fake traffic-light controllers.
 
-    interchange tlex-sim --dir tlex-sim [--controllers 2] [--spatem-hz 10] [--phase staggered|aligned] ...
+    interchange tlex-sim --dir tlex-sim [--controllers 2] [--spatem-hz 10] [--phase staggered|aligned]
+                         [--virtual] ...
 
 The directory keeps an RSA test PKI (TLEX 6.1 wants ECDHE-RSA), and ``sim.json`` is rewritten at
 each start with what a bridge needs: the REST base URL, the service's certificate name and trust
 bundle, the Broker account's X-Authorization token, and each controller's TLC identifier and
 intersections. The controllers (one TLC system account, singleplex sessions) send MAPEM, then
 SPATEM at the given rate, each on its own phase of the period (``--phase aligned``: all at the same
-tick, one burst per period; see :mod:`.controllers`), and answer SREM with SSEM. Runs until
-interrupted or ``--duration``.
+tick, one burst per period; see :mod:`.controllers`), and answer SREM with SSEM. With
+``--virtual`` the service plays the controllers itself (:class:`~.controllers.VirtualControllers`:
+no TLC session, TLS connection or task each; what a Broker session receives is the same): for
+thousands of controllers. Runs until interrupted or ``--duration``.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from certs import create_test_pki
 from certs.errors import PkiError
 from certs.keys import KeySpec
 from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
-from interchange.bridges.tlex.controllers import PHASINGS, ControllerSpec, FakeController, PayloadFactory
+from interchange.bridges.tlex.controllers import PHASINGS, ControllerSpec, FakeController, PayloadFactory, VirtualControllers
 from interchange.bridges.tlex.payloads import stamped
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Limits, ServiceRegistry
@@ -50,8 +53,19 @@ class Simulation:
     controllers: list[FakeController]
     facts: dict[str, Any]
     _clients: list[StreamingServiceClient] = field(default_factory=list)
+    virtual: VirtualControllers | None = None  #: the controllers, when the service plays them
+
+    def sent(self) -> dict[str, int]:
+        """Payloads the controllers sent, by message type."""
+        kinds: dict[str, int] = dict(self.virtual.sent) if self.virtual is not None else {}
+        for controller in self.controllers:
+            for kind, count in controller.record.sent.items():
+                kinds[kind] = kinds.get(kind, 0) + count
+        return kinds
 
     async def close(self) -> None:
+        if self.virtual is not None:
+            await self.virtual.stop()
         for controller in self.controllers:
             await controller.stop()
         for client in self._clients:
@@ -63,8 +77,9 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
                            mapem_interval: float = 60.0, domain: str = DEFAULT_DOMAIN, host: str = "127.0.0.1",
                            api_port: int = 0, tls_port: int = 0, plain_port: int = 0,
                            limits: Limits | None = None, stamp: bool = False,
-                           phasing: str = "staggered") -> Simulation:
-    """Start the service and ``controllers`` fake controllers; write ``directory/sim.json``."""
+                           phasing: str = "staggered", virtual: bool = False) -> Simulation:
+    """Start the service and ``controllers`` fake controllers (played by the service when
+    ``virtual``); write ``directory/sim.json``."""
     pki = create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
     server = pki.servers[SERVICE_NAME]
     registry = ServiceRegistry(limits or Limits(payload_rate=max(1200.0, controllers * spatem_hz * 2),
@@ -79,6 +94,16 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
                                         stream_tls=streaming_server_context(server.chain, server.key),
                                         api_tls=web_server_context(server.chain, server.key))
     await service.start(api_port, tls_port, plain_port)
+    facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
+             "domain": domain, "broker_authorization": broker.authorization,
+             "monitor_authorization": monitor.authorization,
+             "controllers": [{"tlc_id": s.tlc_id, "intersections": s.intersections} for s in specs]}
+    (directory / "sim.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    if virtual:
+        played = VirtualControllers(specs, spatem_hz=spatem_hz, mapem_interval=mapem_interval,
+                                    factory=_stamped if stamp else None, phasing=phasing)
+        played.start(service.play(played, domain, [spec.tlc_id for spec in specs]))
+        return Simulation(service, [], facts, virtual=played)
     api = StreamingServiceClient(service.api_url, operator.authorization,
                                  ssl_context=web_client_context(pki.trust_bundle), server_hostname=SERVICE_NAME)
     await api.__aenter__()
@@ -88,11 +113,6 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
                             factory=_stamped(spec) if stamp else None, phasing=phasing) for spec in specs]
     for fake in fakes:
         fake.start()
-    facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
-             "domain": domain, "broker_authorization": broker.authorization,
-             "monitor_authorization": monitor.authorization,
-             "controllers": [{"tlc_id": s.tlc_id, "intersections": s.intersections} for s in specs]}
-    (directory / "sim.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     return Simulation(service, fakes, facts, [api])
 
 
@@ -117,6 +137,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--tls-port", type=int, default=0)
     parser.add_argument("--plain-port", type=int, default=0)
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--virtual", action="store_true",
+                        help="the service plays the controllers itself (no TLC session, TLS connection or task "
+                             "each): for thousands of controllers")
     parser.add_argument("--stamp", action="store_true",
                         help="payloads carry send time, station and sequence (benchmarks: latency and loss)")
     parser.set_defaults(handler=run)
@@ -139,25 +162,23 @@ async def _serve(args: argparse.Namespace) -> None:
     simulation = await start_simulation(args.dir, controllers=args.controllers, spatem_hz=args.spatem_hz,
                                         mapem_interval=args.mapem_interval, domain=args.domain, host=args.host,
                                         api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port,
-                                        stamp=args.stamp, phasing=args.phase)
+                                        stamp=args.stamp, phasing=args.phase, virtual=args.virtual)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     listeners = simulation.service.registry.listeners
+    played = " (played by the service)" if args.virtual else ""
     print(f"tlex-sim: REST {simulation.service.api_url}, TCPStreaming TLS port {listeners['TLSv1.2'][1]}, "
-          f"plain port {listeners['NONE'][1]}, {len(simulation.controllers)} controllers; "
+          f"plain port {listeners['NONE'][1]}, {len(simulation.facts['controllers'])} controllers{played}; "
           f"bridge facts in {args.dir / 'sim.json'}", flush=True)
     try:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(args.duration):
                 await stop.wait()
     finally:
-        kinds: dict[str, int] = {}
-        for controller in simulation.controllers:
-            for kind, count in controller.record.sent.items():
-                kinds[kind] = kinds.get(kind, 0) + count
+        kinds = simulation.sent()
         detail = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         print(f"tlex-sim: stopping; controllers sent {sum(kinds.values())} payloads ({detail}), "
               f"the service routed {simulation.service.stats.routed}", flush=True)

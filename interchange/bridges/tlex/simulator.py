@@ -13,6 +13,10 @@
   :meth:`StreamingServiceSimulator.say_bye`, :meth:`StreamingServiceSimulator.inject` (raw bytes,
   e.g. a broken frame), :meth:`StreamingServiceSimulator.mute` (a hung service), and
   :attr:`closes`, the record of how connections ended.
+- Controllers the service plays itself (:meth:`StreamingServiceSimulator.play`, ``tlex-sim
+  --virtual``): their payloads are routed as a TLC session's would be, Broker payloads for them
+  go to the player; routing looks only at the connected sessions holding the payload's identifier,
+  so thousands of controllers cost no scan of every session per payload.
 """
 from __future__ import annotations
 
@@ -22,14 +26,14 @@ import json
 import ssl
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.models import RequestDetails, SessionRequest, dump
-from interchange.bridges.tlex.service import Account, Limits, Refusal, ServiceRegistry
+from interchange.bridges.tlex.service import Account, Limits, Refusal, Route, ServiceRegistry
 from interchange.bridges.tlex.session import Action, Authenticate, Close, Deliver, Send, ServiceStream, SessionClosed
 from interchange.bridges.tlex.stream import Pump, read_now
 
@@ -52,6 +56,13 @@ class _Connection:
     pump: Pump | None = None
     token: str | None = None
     muted: bool = False  #: operator hook: the service stops sending on this connection (a hung node)
+
+
+class ControllerPlayer(Protocol):
+    """Controllers the service plays itself (:meth:`StreamingServiceSimulator.play`)."""
+
+    def received(self, payload: Payload) -> None:
+        """A Broker payload for one of them (``payload.tlc``)."""
 
 
 @dataclass
@@ -78,6 +89,7 @@ class StreamingServiceSimulator:
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task] = set()
         self.api_port = 0
+        self.player: ControllerPlayer | None = None  #: the controllers the service plays itself, if any
 
     @property
     def api_url(self) -> str:
@@ -160,14 +172,34 @@ class StreamingServiceSimulator:
         return []
 
     def _route(self, token: str, payload: Payload, utc_ms: int) -> None:
+        self._deliver(self.registry.route(token, payload, utc_ms))
+
+    def _deliver(self, routes: list[Route]) -> None:
         now = read_now()
-        for route in self.registry.route(token, payload, utc_ms):
+        for route in routes:
+            if route.token is None:
+                if self.player is not None:
+                    self.player.received(route.payload)
+                continue
             target = self.connections.get(route.token)
             if target is None or target.pump is None:
                 continue
             with contextlib.suppress(SessionClosed):
                 target.pump.execute(target.stream.send_payload(route.payload, now))
                 self.stats.routed += 1
+
+    def play(self, player: ControllerPlayer, domain: str, identifiers: list[str]) -> Callable[[Payload], None]:
+        """The service plays these controllers itself: returns the function ``player`` sends their
+        payloads with (``payload.tlc`` set), routed as if each had its own TLC session; Broker payloads
+        for them go to ``player.received``."""
+        self.player = player
+        self.registry.play(domain, identifiers)
+
+        def send(payload: Payload) -> None:
+            assert payload.tlc is not None
+            self.stats.received += 1
+            self._deliver(self.registry.route_from_controller(domain, payload.tlc, payload, payload.origin_ms))
+        return send
 
     def reconnect(self, token: str | None = None) -> int:
         """Send Reconnect (6.3.4.4) on one connection (or all); returns how many got it."""
