@@ -22,15 +22,13 @@ import sys
 from collections import deque
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from proton import Described, SSLDomain, symbol, ulong
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
 
-from proton import Described, SSLDomain, symbol, ulong  # noqa: E402
-from proton.handlers import MessagingHandler  # noqa: E402
-from proton.reactor import Container  # noqa: E402
-
-import jms_selectors  # noqa: E402
-from interchange.ground.ports import free_port  # noqa: E402
-from jms_selectors.reference import evaluate  # noqa: E402
+import jms_selectors
+from interchange.ground.ports import free_port
+from jms_selectors.reference import evaluate
 
 SELECTOR_SYMBOL = symbol("apache.org:selector-filter:string")
 SELECTOR_CODE = ulong(0x0000468C00000004)

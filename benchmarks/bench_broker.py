@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 BROKER_CN = "broker.interchange.test"
 PRODUCER_CN = "actor-1"

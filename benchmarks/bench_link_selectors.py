@@ -16,14 +16,10 @@ import argparse
 import gc
 import json
 import multiprocessing
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import jms_selectors  # noqa: E402
-from interchange.broker.link_selectors import MAX_LENGTH, MAX_NODES, LinkSelectors, SelectorTooLarge  # noqa: E402
+import jms_selectors
+from interchange.broker.link_selectors import MAX_LENGTH, MAX_NODES, LinkSelectors, SelectorTooLarge
 
 
 def _rss_mb() -> float:

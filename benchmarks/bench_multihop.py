@@ -38,18 +38,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the DNS fixture (dnsmasq with per-link domains)
+from proton import Message
 
-from proton import Message  # noqa: E402
-
-from certs import TestPki, create_test_pki  # noqa: E402
-from certs.tls import TlsFiles, client_context  # noqa: E402
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq  # noqa: E402
-from interchange.broker.client import ClientConnection  # noqa: E402
-from interchange.ground.ports import free_port  # noqa: E402
-from node_process import actor_api, start_node  # noqa: E402  (this script's folder)
+from certs import TestPki, create_test_pki
+from certs.tls import TlsFiles, client_context
+from interchange.broker.client import ClientConnection
+from interchange.ground.ports import free_port
+from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq
+from node_process import actor_api, start_node  # (this script's folder)
 
 DOMAIN = "bench.test"
 A, B, C, D, E, F = (f"{n}.{DOMAIN}" for n in "abcdef")

@@ -17,23 +17,19 @@ import argparse
 import itertools
 import os
 import platform
-import sys
 import timeit
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import proton
+from proton import Message, int32
 
-import proton  # noqa: E402
-from proton import Message, int32  # noqa: E402
-
-from interchange.broker.admission import Admission  # noqa: E402
-from interchange.broker.amqp_scan import scan_message  # noqa: E402
-from interchange.broker.ttl_policy import TtlPolicy  # noqa: E402
-from interchange.broker.validation import validate_application_properties  # noqa: E402
+from interchange.broker.admission import Admission
+from interchange.broker.amqp_scan import scan_message
+from interchange.broker.ttl_policy import TtlPolicy
+from interchange.broker.validation import validate_application_properties
 
 try:
-    from interchange.broker._admit import admit as c_admit  # noqa: E402
+    from interchange.broker._admit import admit as c_admit
 except ImportError:
     c_admit = None
 

@@ -13,15 +13,12 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 import timeit
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import jms_selectors  # noqa: E402
-from jms_selectors import reference  # noqa: E402
+import jms_selectors
+from jms_selectors import reference
 
 QUADTREE = (
     ",120212302013111223,1202123020110,1202123020111,1202123021000,1202123021001,1202123021010,"

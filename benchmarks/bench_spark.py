@@ -30,17 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import plain_audit
+from pyspark.sql import SparkSession
 
-import plain_audit  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
-
-from spark import loggen, stream  # noqa: E402
-from spark.ingest import ingest  # noqa: E402
-from spark.loggen import Message, properties, received, sent  # noqa: E402
-from spark.session import build_session  # noqa: E402
-from spark.validate import ValidationRun, load_messages, validate  # noqa: E402
+from spark import loggen, stream
+from spark.ingest import ingest
+from spark.loggen import Message, properties, received, sent
+from spark.session import build_session
+from spark.validate import ValidationRun, load_messages, validate
 
 T = TypeVar("T")
 

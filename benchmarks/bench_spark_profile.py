@@ -20,15 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pyspark.sql import DataFrame, SparkSession
 
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-
-from spark import rules  # noqa: E402
-from spark.ingest import read_messages  # noqa: E402
-from spark.session import build_session  # noqa: E402
-from spark.tables import Layout  # noqa: E402
-from spark.validate import validate  # noqa: E402
+from spark import rules
+from spark.ingest import read_messages
+from spark.session import build_session
+from spark.tables import Layout
+from spark.validate import validate
 
 
 def timed_noop(label: str, frame: DataFrame) -> float:

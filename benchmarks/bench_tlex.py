@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 NODE = "bench.interchange.test"
 BRIDGE, CONSUMER = "tlex-bridge", "bench-consumer"

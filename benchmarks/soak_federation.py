@@ -19,10 +19,8 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from interop_kit.soak import SoakPlan, SoakResult, run_soak  # noqa: E402
-from interop_kit.soak_ledger import format_table  # noqa: E402
+from interop_kit.soak import SoakPlan, SoakResult, run_soak
+from interop_kit.soak_ledger import format_table
 
 COLUMNS = ["name", "node", "published", "accepted", "delivered", "lost", "expired", "duplicates", "unexpected",
            "latency_p50_ms", "latency_p99_ms", "steady_p50_ms", "steady_p99_ms"]

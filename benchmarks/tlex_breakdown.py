@@ -30,14 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_tlex
+import interchange.app.node as node_module
+import interchange.broker.engine as engine
+from interchange.bridges.tlex.payloads import read_stamp
 
-import bench_tlex  # noqa: E402
-import interchange.app.node as node_module  # noqa: E402
-import interchange.broker.engine as engine  # noqa: E402
-from interchange.bridges.tlex.payloads import read_stamp  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Probes:

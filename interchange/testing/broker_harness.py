@@ -26,10 +26,10 @@ from proton.reactor import Selector
 from proton.utils import BlockingConnection
 
 from certs import TestPki
-from harness import BROKER_CN, amqp_client, denm, make_pki
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import RunningNode, start_node
 from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.testing.harness import BROKER_CN, amqp_client, body_bytes, denm, make_pki
 
 __all__ = ["BROKER_CN", "BrokerUnderTest", "RawCollector", "client_connection", "denm", "ivim", "make_pki", "selector_option",
            "start_broker", "tls_exchange", "wait_for_records"]
@@ -154,7 +154,7 @@ def receive_from_every_process(pki: TestPki, ports: list[int], source: str, coun
                 except Exception:  # proton.Timeout: nothing from this process yet
                     continue
                 receiver.accept()
-                got.append(bytes(message.body))
+                got.append(body_bytes(message))
         return got
     finally:
         for connection in connections:
@@ -232,7 +232,7 @@ def start_node_process(config_path: Path) -> tuple[subprocess.Popen, str]:
     """``python -m interchange broker --config ...`` as operators run it (so that it can be signalled), and
     the line it prints once listening ("... AMQPS port <ports>, plain ..."); its stderr if it stops instead."""
     process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
     assert process.stdout is not None
     line = process.stdout.readline()
     if "AMQPS port" not in line:

@@ -64,3 +64,10 @@ def denm(quad_tree: str = ",120202130121133020,", body: bytes = b"\x01\x02denm",
     }
     properties.update(extra)
     return Message(body=body, properties=properties, inferred=True)
+
+
+def body_bytes(message: Message) -> bytes:
+    """A received message's binary body (proton types a body as any AMQP value)."""
+    body = message.body
+    assert isinstance(body, (bytes, bytearray, memoryview)), f"not a binary body: {type(body).__name__}"
+    return bytes(body)

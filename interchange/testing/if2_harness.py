@@ -16,9 +16,9 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from ii_harness import node_config
 from interchange.app.config import NodeConfig
 from interchange.bridges.if2.config import If2Config, If2Provider, If2Tls
+from interchange.testing.ii_harness import node_config
 from interchange.testing.rabbitmq import RabbitMQ
 
 IF2_NODE = "a.interchange.test"

@@ -21,12 +21,12 @@ from proton.utils import BlockingConnection
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from harness import A, B, C, amqp_client, denm
 from ii_api.peers.discovery import DiscoveryConfig, Neighbour
 from ii_api.settings.config import IIConfig
 from ii_api.storage.store import MIGRATIONS, Store
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import RunningNode, start_node
+from interchange.testing.harness import A, B, C, amqp_client, body_bytes, denm
 
 __all__ = ["A", "B", "C", "DOMAIN", "INTERCHANGES", "Consumer", "Https", "amqp_connect", "denm_capability", "denm_message",
            "ivim_capability", "node_config", "publish", "relay", "schema_1_database", "seed_neighbours", "start",
@@ -211,18 +211,19 @@ async def relay(pki: TestPki, publisher: str, at: RunningNode, target: str, mess
     """Attach ``consumer`` to ``source`` at ``node``, publish ``messages`` as ``publisher`` to ``target``
     at ``at`` (each must be accepted), and return the bodies of the first ``count`` messages received,
     plus one more if it arrives within ``quiet_s``."""
+    assert node.amqps_port is not None and at.amqps_port is not None
     receiver = await asyncio.to_thread(Consumer, pki, consumer, node.amqps_port, node.config.name, source)
     try:
         sent = list(messages)
         outcomes = await asyncio.to_thread(publish, pki, publisher, at.amqps_port, at.config.name, target, sent)
         assert outcomes == ["accepted"] * len(sent), outcomes
-        bodies = []
+        bodies: list[bytes] = []
         for _ in range(count):
             got = await asyncio.to_thread(receiver.receive)
             assert got is not None, f"timed out waiting for message {len(bodies) + 1} of {count}"
-            bodies.append(bytes(got.body))
+            bodies.append(body_bytes(got))
         if quiet_s and (extra := await asyncio.to_thread(receiver.receive, quiet_s)) is not None:
-            bodies.append(bytes(extra.body))
+            bodies.append(body_bytes(extra))
         return bodies
     finally:
         await asyncio.to_thread(receiver.close)

@@ -18,12 +18,12 @@ from typing import Any
 from proton import Message
 
 from certs import TestPki
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.peers.discovery import DiscoveryConfig
-from ii_harness import DOMAIN, Consumer, Https, denm_capability, node_config, start, wait_for
 from interchange.app.node import RunningNode
 from interchange.broker.hop_trace import TRACE_KEY
 from interchange.ground.ports import free_port
+from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv
+from interchange.testing.ii_harness import DOMAIN, Consumer, Https, denm_capability, node_config, start, wait_for
 
 __all__ = ["MultihopFederation", "link_domain", "running", "trace_of"]
 
@@ -36,7 +36,7 @@ def link_domain(x: str, y: str) -> str:
 
 def trace_of(message: Message) -> list[str]:
     """The hop trace a received message carries (empty without one)."""
-    annotations = message.annotations or {}
+    annotations: dict[Any, Any] = dict(message.annotations or {})
     return list(annotations.get(TRACE_KEY, []))
 
 
@@ -109,6 +109,7 @@ class MultihopFederation:
 
     async def consumer(self, cn: str, node: str, source: str) -> Consumer:
         running = self.nodes[node]
+        assert running.amqps_port is not None
         consumer = await asyncio.to_thread(Consumer, self.pki, cn, running.amqps_port, node, source)
         self.consumers.append(consumer)
         return consumer

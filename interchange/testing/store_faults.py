@@ -12,8 +12,13 @@ does nothing. Two views of the files after a crash:
   unsynced survives). The real sync calls are made only with ``sync`` (durability is modelled,
   which keeps the tests fast on any disk).
 
-Run as a script (``python tests/store_faults.py <directory> <seed>``) it is the child of the
-real-process test: a store with a random disk-full window that prints each message's outcome.
+The scripted workload (:func:`workload`, :func:`run_with`) drives a store through puts, releases
+and purges under a plan and checks what recovery brings back, as a kill -9 and as a power cut would
+leave the files (:class:`Outcome`): the unit tests run it with one failure at every call, the
+integration tests with runs of failures from every call on.
+
+Run as a module (``python -m interchange.testing.store_faults <directory> <seed>``) it is the child
+of the real-process test: a store with a random disk-full window that prints each message's outcome.
 """
 from __future__ import annotations
 
@@ -27,10 +32,13 @@ import stat
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from interchange.broker.journal import JournalBooks, StoredMessage
+from interchange.broker.journal import JournalBooks, StoredMessage, segment_name
 from interchange.broker.segment_files import OsFileOps, recover
+from interchange.broker.store import Commit, JournalStore
 
 #: plan(kind, index of this call among its kind, index among all calls) -> errno to fail with, or None
 Plan = Callable[[str, int, int], int | None]
@@ -50,8 +58,9 @@ def window(first: int, length: int, code: int) -> Plan:
     return lambda k, i, t: code if first <= t < first + length else None
 
 
-class FaultyOps(OsFileOps):
-    """:class:`~interchange.broker.segment_files.OsFileOps` with planned failures (see the module docstring)."""
+class FaultyOps:
+    """The store's file operations (:class:`~interchange.broker.segment_files.FileOps`) made with ``os``, with
+    planned failures (see the module docstring)."""
 
     def __init__(self, plan: Plan = never, capacity: tuple[Path, int] | None = None, sync: bool = False) -> None:
         self.plan = plan
@@ -205,10 +214,165 @@ def kill_snapshot(directory: Path, target: Path) -> None:
         target.mkdir(parents=True)
 
 
+# ---------------------------------------------------------------------- the scripted workload
+SEGMENT_BYTES = 700  # a few records per segment: the workload crosses into new segments often
+ZERO_CHUNK = 1024
+ERRNOS = (errno.ENOSPC, errno.EIO)
+KINDS = ("open", "pwrite", "fdatasync", "fsync", "ftruncate", "close", "rename", "unlink", "mkdir", "listdir", "read")
+
+Expected = dict[int, tuple[bytes, tuple[str, ...]]]
+
+
+@dataclass
+class Outcome:
+    """What the workload was told: the messages whose commits reported ok or a failure, and the
+    releases (one is on disk once a commit of its turn or a later one reports ok; before that, the
+    purge of its segment may have deleted the message already, which is what releasing it asks)."""
+
+    ok: dict[int, StoredMessage] = field(default_factory=dict)
+    refused: dict[int, bytes] = field(default_factory=dict)  #: (ids repeat only in a store that cannot write)
+    durable_releases: set[tuple[int, str]] = field(default_factory=set)
+    pending_releases: set[tuple[int, str]] = field(default_factory=set)
+    at_failure: "Outcome | None" = None  #: a copy right after the first failed commit
+    faults: list[Any] = field(default_factory=list)
+
+    def copy(self) -> Outcome:
+        return Outcome(dict(self.ok), dict(self.refused), set(self.durable_releases), set(self.pending_releases))
+
+    def expected(self) -> Expected:
+        """What must come back: acknowledged, minus every release."""
+        released = self.durable_releases | self.pending_releases
+        result = {}
+        for message_id, message in self.ok.items():
+            addresses = tuple(a for a in message.addresses if (message_id, a) not in released)
+            if addresses:
+                result[message_id] = (bytes(message.raw), addresses)
+        return result
+
+    def check(self, found: Expected, context: str, exact: bool = True) -> None:
+        """``found`` is exactly what was acknowledged, whole, minus the releases on disk, and minus
+        any of those not on disk yet (none when nothing is pending). Not ``exact``: refused messages
+        may be back too (until a later commit has written their DEL)."""
+        back = [i for i, (raw, _) in found.items() if self.refused.get(i) == raw]
+        assert not back or not exact, f"refused messages came back: {back} ({context})"
+        must = self.expected()
+        for message_id, (raw, addresses) in found.items():
+            if message_id in back:
+                continue
+            assert message_id in self.ok, f"message {message_id} was never acknowledged ({context})"
+            message = self.ok[message_id]
+            assert raw == bytes(message.raw), f"message {message_id} is not whole ({context})"
+            lowest = set(must.get(message_id, (b"", ()))[1])
+            highest = {a for a in message.addresses if (message_id, a) not in self.durable_releases}
+            assert lowest <= set(addresses) <= highest, f"message {message_id}: {addresses} ({context})"
+        assert set(must) <= set(found), f"acknowledged messages lost: {set(must) - set(found)} ({context})"
+
+
+async def _step(store: JournalStore, outcome: Outcome, rng: random.Random, number: int) -> bool:
+    """One loop turn: a few releases and puts, then wait for their commits; True if all were ok."""
+    live = [(i, a) for i, m in outcome.ok.items() for a in m.addresses if i % 9  # (those stay: kept long)
+            and (i, a) not in outcome.durable_releases and (i, a) not in outcome.pending_releases]
+    for message_id, address in live[:rng.randrange(0, 3)]:
+        store.remove(message_id, address)
+        outcome.pending_releases.add((message_id, address))
+    sent: list[tuple[StoredMessage, Commit]] = []
+    for _ in range(rng.randrange(1, 4)):
+        raw = f"m{number}-{len(sent)}:".encode() * rng.randrange(2, 40)
+        message = StoredMessage(raw, None, 1, False, "p", ("a", "b") if rng.random() < 0.3 else ("a",))
+        sent.append((message, store.put(message)))
+    if number % 4 == 3:
+        store.purge(now_ms=0)
+    await store.drain()
+    for message, commit in sent:
+        if commit.fault is None:
+            outcome.ok[message.message_id] = message
+        else:
+            outcome.refused[message.message_id] = bytes(message.raw)
+    if sent[-1][1].fault is None:  # the turn's releases went with its last write
+        outcome.durable_releases |= outcome.pending_releases
+        outcome.pending_releases.clear()
+        return all(commit.fault is None for _, commit in sent)
+    return False
+
+
+SEEDED = 5
+
+
+async def _seed(directory: Path) -> dict[int, StoredMessage]:
+    """A store from an earlier run: a few messages, and the last record torn by a crash (so recovery
+    has a tail to cut off, under the same faults)."""
+    directory.mkdir()
+    store, _ = await JournalStore.open(directory, segment_bytes=SEGMENT_BYTES, now_ms=0, zero_chunk=ZERO_CHUNK,
+                                       probe_room=ZERO_CHUNK // 2)
+    messages = [StoredMessage(f"s{i}".encode() * 10, None, 1, False, "p", ("a",)) for i in range(SEEDED + 1)]
+    for message in messages:
+        store.put(message)
+    await store.close()
+    [segment] = directory.glob("*.seg")
+    data = segment.read_bytes()
+    end = len(data.rstrip(b"\0"))
+    segment.write_bytes(data[:end - 7] + bytes(len(data) - end + 7))
+    return {m.message_id: m for m in messages[:SEEDED]}
+
+
+async def workload(directory: Path, ops: FaultyOps, snapshot: Path | None = None, steps: int = 14,
+                    seeded: bool = True) -> Outcome:
+    """The scripted workload on a store from an earlier run (or on none: its directory is created)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    outcome = Outcome(ok=await _seed(directory) if seeded else {})
+    ops.everything_synced(directory.parent)
+    store, _ = await JournalStore.open(directory, segment_bytes=SEGMENT_BYTES, now_ms=0, ops=ops,
+                                       probe_s=3600, probe_room=ZERO_CHUNK // 2, zero_chunk=ZERO_CHUNK)
+    await store.drain()  # the start probe has reported
+    rng = random.Random(11)
+    try:
+        for number in range(steps):
+            if not await _step(store, outcome, rng, number) and outcome.at_failure is None and snapshot:
+                outcome.at_failure = outcome.copy()  # nothing is queued now: a kill here leaves these
+                kill_snapshot(directory, snapshot / "kill")
+                ops.power_cut_image(directory.parent, snapshot / "cut")
+        for number in range(steps, steps + 30):  # space is back: write until a commit succeeds
+            if await _step(store, outcome, rng, number):
+                break
+    finally:
+        await store.close()
+    return outcome
+
+
+def check_recovered(directory: Path, outcome: Outcome, exact: bool, whole: bool, faults: list[Any]) -> None:
+    found, damage = recovered(directory)
+    context = f"{directory}: faults {faults}"
+    outcome.check(found, context, exact)
+    if whole:  # (the seeded torn record stays when its repair failed: replay reads it the same way)
+        ours = [(file, reason) for file, reason in damage if Path(file).name != segment_name(1)]
+        assert ours == [], f"a half-written record was left: {ours} ({context})"
+
+
+def run_with(tmp: Path, plan: Plan, exact_at_failure: bool, seeded: bool = True) -> Outcome:
+    ops = FaultyOps(plan)
+    directory = tmp / "disk" / "store"
+    snapshot = tmp / "at-failure"
+    outcome = asyncio.run(workload(directory, ops, snapshot, seeded=seeded))
+    outcome.faults = faults = ops.injected
+    check_recovered(directory, outcome, exact=True, whole=exact_at_failure, faults=faults)
+    ops.power_cut_image(directory.parent, tmp / "cut")
+    check_recovered(tmp / "cut" / "store", outcome, exact=True, whole=True, faults=faults)
+    if outcome.at_failure is not None:
+        check_recovered(snapshot / "kill", outcome.at_failure, exact=exact_at_failure, whole=exact_at_failure, faults=faults)
+        check_recovered(snapshot / "cut" / "store", outcome.at_failure, exact=exact_at_failure, whole=True, faults=faults)
+    return outcome
+
+
+def workload_calls(directory: Path, seeded: bool) -> FaultyOps:
+    ops = FaultyOps()
+    outcome = asyncio.run(workload(directory, ops, seeded=seeded))
+    assert not outcome.refused and len(outcome.ok) > 20 and not outcome.pending_releases
+    assert recovered(directory) == (outcome.expected(), [])
+    return ops
+
+
 # ---------------------------------------------------------------------- the child of the real-process test
 async def _child(directory: Path, seed: int) -> None:
-    from interchange.broker.store import JournalStore
-
     rng = random.Random(seed)
     first = rng.randrange(20, 200)
     ops = FaultyOps(window(first, rng.randrange(5, 60), rng.choice((errno.ENOSPC, errno.EIO))), sync=True)

@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,17 @@ import pytest
 from proton import Delivery, Message
 from proton.reactor import AtMostOnce
 
-from broker_harness import (
-    complete_records,
+from certs import TestPki
+from certs.tls import TlsFiles, client_context
+from ii_api.peers.federation import Federation, RemoteEndpoint
+from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
+from interchange.ground import logformat
+from interchange.ground.logfile import LogSettings
+from interchange.testing.broker_harness import (
     BROKER_CN,
     BrokerUnderTest,
     client_connection,
+    complete_records,
     denm,
     ivim,
     make_pki,
@@ -28,12 +34,6 @@ from broker_harness import (
     start_broker,
     wait_for_records,
 )
-from certs import TestPki
-from certs.tls import TlsFiles, client_context
-from ii_api.peers.federation import Federation, RemoteEndpoint
-from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
-from interchange.ground import logformat
-from interchange.ground.logfile import LogSettings
 
 TARGETS = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
 SOURCES = [SourceSpec(address="all", consumers=frozenset({"actor-2", "actor-3"}))]

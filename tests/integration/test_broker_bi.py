@@ -8,14 +8,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from proton import Delivery, Message, symbol, ubyte, int32, ulong, float32, char, timestamp, ushort, short, byte, uint
-from proton import Terminus
+from proton import (
+    Delivery,
+    Message,
+    Terminus,
+    byte,
+    char,
+    float32,
+    int32,
+    short,
+    symbol,
+    timestamp,
+    ubyte,
+    uint,
+    ulong,
+    ushort,
+)
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
-from broker_harness import (
-    complete_records,
+from certs import TestPki
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.testing.broker_harness import (
     BrokerUnderTest,
     RawCollector,
+    complete_records,
     denm,
     ivim,
     running_broker,
@@ -24,9 +40,6 @@ from broker_harness import (
     start_broker,
     wait_for_records,
 )
-from certs import TestPki
-from interchange.broker.addresses import SourceSpec, TargetSpec
-
 
 TARGETS = [
     TargetSpec(address="in", publishers=frozenset({"actor-1"})),

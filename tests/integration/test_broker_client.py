@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BROKER_CN, denm, start_broker
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.client import ClientConnection
+from interchange.testing.broker_harness import BROKER_CN, denm, start_broker
 
 NEIGHBOUR = "neighbour.interchange.test"
 

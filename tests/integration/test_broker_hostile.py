@@ -12,15 +12,21 @@ import pytest
 from proton import Terminus
 from proton.utils import LinkDetached
 
-from broker_harness import (
-    BROKER_CN, BrokerUnderTest, complete_records, denm,
-    selector_option, start_broker, tls_exchange, wait_for_records,
-)
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.link_selectors import MAX_LENGTH, MAX_NODES
 from interchange.broker.sasl import AMQP_HEADER
+from interchange.testing.broker_harness import (
+    BROKER_CN,
+    BrokerUnderTest,
+    complete_records,
+    denm,
+    selector_option,
+    start_broker,
+    tls_exchange,
+    wait_for_records,
+)
 
 TARGETS = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
 SOURCES = [SourceSpec(address="all", consumers=frozenset({"actor-2"}))]

@@ -1,5 +1,6 @@
-"""Several broker processes per node (broker.processes): placement, the control channel, real
-worker processes over TLS 1.3, the II's endpoints naming the right process, clean shutdown."""
+"""Several broker processes per node (broker.processes): real worker processes over TLS 1.3, address
+changes reaching the other process, the II's endpoints naming the right process, restarts and clean
+shutdown (placement and the control codec: tests/unit/test_broker_processes_config.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,11 @@ import pytest
 from proton import Message
 from proton.utils import LinkDetached
 
-from broker_harness import (
+from certs import TestPki
+from interchange.app.processes import _Worker
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.control import ControlCodec, PutTarget, Remove, Start
+from interchange.testing.broker_harness import (
     BrokerUnderTest,
     client_connection,
     denm,
@@ -20,69 +25,21 @@ from broker_harness import (
     start_broker,
     wait_for_records,
 )
-from certs import TestPki
-from ii_harness import A, Consumer, Https, denm_capability, denm_message, node_config, publish, start
-from interchange.app.config import BrokerConfig
-from interchange.app.processes import _Worker
-from interchange.app.worker import worker_config
-from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.broker.control import ControlCodec, ControlError, LogChange, PutTarget, Ready, Remove, Start
-from interchange.broker.placement import Placement
-from interchange.ground.logfile import LogSettings
+from interchange.testing.ii_harness import (
+    A,
+    Consumer,
+    Https,
+    denm_capability,
+    denm_message,
+    node_config,
+    publish,
+    start,
+)
 
 WAIT_S = 20.0
 
 
 # ------------------------------------------------------------------------------ sans-I/O parts
-def test_placement_explicit_hashed_and_checked() -> None:
-    two = Placement(2)
-    assert two.owner(TargetSpec(address="x", process=1)) == 1
-    hashed = {two.owner(TargetSpec(address=f"t{i}")) for i in range(20)}
-    assert hashed == {0, 1}  # a stable hash spreads targets over both
-    assert [two.owner_of(f"t{i}") for i in range(20)] == [Placement(2, 1).owner_of(f"t{i}") for i in range(20)]
-    assert Placement(1).owns(TargetSpec(address="x")) and Placement(1).owner_of("anything") == 0
-    assert Placement(2, 1).owns(TargetSpec(address="x", process=1))
-    assert not Placement(2, 0).owns(TargetSpec(address="x", process=1))
-    with pytest.raises(ValueError, match="names broker process 3"):
-        two.owner(TargetSpec(address="x", process=3))
-    with pytest.raises(ValueError):
-        Placement(2, 2)
-    with pytest.raises(ValueError):
-        Placement(0)
-
-
-def test_config_refuses_a_target_on_a_missing_process() -> None:
-    with pytest.raises(ValueError, match="names process 2, but broker.processes is 2"):
-        BrokerConfig(processes=2, targets=[TargetSpec(address="t", process=2)])
-    assert BrokerConfig(processes=3, targets=[TargetSpec(address="t", process=2)]).processes == 3
-
-
-def test_worker_config_shifts_ports_and_log_and_drops_the_ii() -> None:
-    config = {"name": "n", "broker": {"port": 5671, "plain_port": 0, "targets": [{"address": "t"}],
-                                      "sources": [{"address": "s"}]},
-              "admin": {"port": 9090}, "log": {"path": "/var/x/node.log"}, "ii": {"port": 8443}}
-    derived = worker_config(config, 2)
-    assert derived["broker"]["port"] == 5673 and derived["broker"]["plain_port"] == 0  # 0: any free port
-    assert derived["broker"]["targets"] == [] and derived["broker"]["sources"] == []
-    assert derived["admin"]["port"] == 9092 and derived["log"]["path"] == "/var/x/node.p2.log"
-    assert derived["ii"] is None and config["broker"]["port"] == 5671  # the input is not changed
-
-
-def test_control_codec_frames_and_refuses_garbage() -> None:
-    codec = ControlCodec()
-    messages = [Start(index=1, processes=2, config={"name": "n"}), PutTarget(spec=TargetSpec(address="t")),
-                Remove(address="t"), LogChange(settings=LogSettings(level="debug")), Ready(amqps_port=1)]
-    data = b"".join(codec.encode(m) for m in messages)
-    decoded = []
-    for i in range(0, len(data), 7):  # arbitrary chunking
-        decoded += codec.feed(data[i:i + 7])
-    assert decoded == messages
-    with pytest.raises(ControlError, match="invalid control message"):
-        ControlCodec().feed(b'{"op": "explode"}\n')
-    with pytest.raises(ControlError, match="invalid control message"):
-        ControlCodec().feed(b"not json\n")
-    with pytest.raises(ControlError, match="longer than 1024 bytes"):
-        ControlCodec(max_line=1024).feed(b"x" * 1025)
 
 
 async def test_a_slow_worker_gets_the_latest_version_of_each_address(tmp_path: Path) -> None:

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 from proton.utils import BlockingConnection
 
-from broker_harness import (
+from certs import TestPki, create_test_pki
+from certs.tls import TlsFiles, client_context
+from interchange.broker import server as broker_server
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER
+from interchange.testing.broker_harness import (
     BROKER_CN,
     BrokerUnderTest,
     client_connection,
@@ -20,11 +25,6 @@ from broker_harness import (
     start_broker,
     wait_for_records,
 )
-from certs import TestPki, create_test_pki
-from certs.tls import TlsFiles, client_context
-from interchange.broker import server as broker_server
-from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER
 
 TARGETS = [TargetSpec(address="in", publishers=frozenset({"actor-1"}))]
 SOURCES = [SourceSpec(address="out", consumers=frozenset({"actor-2"}))]

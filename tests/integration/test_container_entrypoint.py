@@ -15,7 +15,7 @@ from pathlib import Path
 
 from certs import create_test_pki
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINT = ROOT / "deploy" / "container" / "entrypoint.sh"
 NAME = "ixc.container.test"
 

@@ -5,12 +5,12 @@ import asyncio
 import time
 from pathlib import Path
 
-from broker_harness import BROKER_CN, denm, start_broker
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from ii_api.peers.federation import Federation, RemoteEndpoint
 from interchange.broker.addresses import Scope, SourceSpec, TargetSpec
 from interchange.broker.client import ClientConnection
+from interchange.testing.broker_harness import BROKER_CN, denm, start_broker
 
 LOCAL = "neighbour.interchange.test"  # the pulling node's own name and certificate
 

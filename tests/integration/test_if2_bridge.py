@@ -14,7 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
 
 from certs import TestPki
-from if2_harness import (
+from ii_api.peers.discovery import Neighbour
+from interchange.app.config import AdminConfig
+from interchange.app.node import RunningNode
+from interchange.ground.ports import free_port
+from interchange.testing.if2_harness import (
     BACKOFFICE,
     BRIDGE,
     CROADS_ACTOR,
@@ -27,11 +31,16 @@ from if2_harness import (
     bridge_node_config,
     dotted,
 )
-from ii_api.peers.discovery import Neighbour
-from ii_harness import DOMAIN, Consumer, Https, node_config, publish, seed_neighbours, start, wait_for
-from interchange.app.config import AdminConfig
-from interchange.app.node import RunningNode
-from interchange.ground.ports import free_port
+from interchange.testing.ii_harness import (
+    DOMAIN,
+    Consumer,
+    Https,
+    node_config,
+    publish,
+    seed_neighbours,
+    start,
+    wait_for,
+)
 from interchange.testing.rabbitmq import RabbitMQ
 
 DENM_KEY = f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}"

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from broker_harness import complete_records
 from certs import TestPki
-from harness import B
 from ii_api.decisions.actor_policy import ActorPolicy, ActorRule
-from ii_harness import Https, denm_capability, ivim_capability, wait_for
+from interchange.testing.broker_harness import complete_records
+from interchange.testing.harness import B
+from interchange.testing.ii_harness import Https, denm_capability, ivim_capability, wait_for
 from test_ii_server import Env, start_env
 
 POLICY = ActorPolicy(default="deny", rules=(

@@ -16,18 +16,20 @@ from typing import Any
 
 import pytest
 
-from broker_harness import complete_records
 from certs import TestPki
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.peers.discovery import DiscoveryConfig
 from ii_api.storage.store import Store
-from ii_harness import (
-    A,
-    B,
-    C,
+from interchange.app.node import RunningNode
+from interchange.ground.ports import free_port
+from interchange.testing.broker_harness import complete_records
+from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv
+from interchange.testing.ii_harness import (
     DOMAIN,
     INTERCHANGES,
     WAIT_S,
+    A,
+    B,
+    C,
     Consumer,
     Https,
     amqp_connect,
@@ -39,8 +41,6 @@ from ii_harness import (
     start,
     wait_for,
 )
-from interchange.app.node import RunningNode
-from interchange.ground.ports import free_port
 
 DENM_HERE = "messageType = 'DENM' AND quadTree LIKE '%,1202021%'"
 HAZELDONK = "120202130121133020"

@@ -28,9 +28,9 @@ from schemathesis.checks import (
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from harness import A, B
 from ii_api.peers.discovery import Neighbour
-from ii_harness import DOMAIN, node_config, seed_neighbours
+from interchange.testing.harness import A, B
+from interchange.testing.ii_harness import DOMAIN, node_config, seed_neighbours
 
 ACTOR = "actor-a"
 EXAMPLES = 8  #: per operation
@@ -69,7 +69,7 @@ def running_ii(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     config = workdir / "node.json"
     config.write_text(node_config(pki, A, workdir / "a").model_dump_json(), encoding="utf-8")
     process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config)],
-                               stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+                               stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

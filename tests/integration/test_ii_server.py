@@ -14,17 +14,20 @@ import pytest
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.http.server import OPERATIONS
 from ii_api.peers.discovery import DiscoveryConfig, Neighbour
 from ii_api.settings.config import RequestLimits
 from ii_api.storage.store import Store, db_path
-from ii_harness import (
+from interchange.app.node import RunningNode
+from interchange.broker.addresses import Scope, TargetSpec
+from interchange.ground.ports import free_port
+from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv
+from interchange.testing.ii_harness import (
+    DOMAIN,
+    WAIT_S,
     A,
     B,
     C,
-    DOMAIN,
-    WAIT_S,
     Consumer,
     Https,
     denm_capability,
@@ -38,9 +41,6 @@ from ii_harness import (
     start,
     wait_for,
 )
-from interchange.app.node import RunningNode
-from interchange.broker.addresses import Scope, TargetSpec
-from interchange.ground.ports import free_port
 
 DENM = "messageType = 'DENM'"
 

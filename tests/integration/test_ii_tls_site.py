@@ -21,8 +21,8 @@ from cryptography import x509
 from certs import TestPki
 from certs.tls import TlsFiles, client_context, peer_common_name, server_context
 from ii_api.http.tls_site import TlsSite
-from ii_harness import Https, node_config, start, wait_for
-from pki_fixtures import ACTOR, SERVER
+from interchange.testing.ii_harness import Https, node_config, start, wait_for
+from interchange.testing.pki_fixtures import ACTOR, SERVER
 
 BIG = b"x" * (3 * 1024 * 1024)  # several TLS records and socket buffers: flow control
 

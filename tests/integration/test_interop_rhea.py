@@ -19,13 +19,21 @@ from typing import Any
 import pytest
 from proton import Delivery, Message, byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
-from broker_harness import BROKER_CN, BrokerUnderTest, complete_records, denm, ivim, running_broker, send_raw
 from certs import TestPki
 from certs.tls import TlsFiles
 from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.testing.broker_harness import (
+    BROKER_CN,
+    BrokerUnderTest,
+    complete_records,
+    denm,
+    ivim,
+    running_broker,
+    send_raw,
+)
 from test_broker_bi import RawCollector
 
-INTEROP_DIR = Path(__file__).parent / "interop"
+INTEROP_DIR = Path(__file__).resolve().parents[1] / "interop"
 CLIENT = INTEROP_DIR / "rhea_client.js"
 RHEA_TIMEOUT_MS = 10_000
 

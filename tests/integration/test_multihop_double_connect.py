@@ -21,11 +21,11 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection, BlockingSender
 
-from broker_harness import complete_records
 from certs import TestPki
-from dns_fixtures import DnsmasqServer
-from ii_harness import A, B, Consumer, amqp_connect, denm_message
-from multihop_harness import MultihopFederation
+from interchange.testing.broker_harness import complete_records
+from interchange.testing.dns_fixtures import DnsmasqServer
+from interchange.testing.ii_harness import A, B, Consumer, amqp_connect, denm_message
+from interchange.testing.multihop_harness import MultihopFederation
 
 ON = {"enabled": True, "hop_limit": 4}
 ACTORS = {A: ("actor-a", "NO00001", "NO"), B: ("actor-b", "SE00001", "SE")}

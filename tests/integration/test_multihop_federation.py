@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from certs import TestPki
-from dns_fixtures import DnsmasqServer
-from ii_harness import A, B, C, denm_message, publish, wait_for
-from interchange.broker.hop_trace import LIMIT_KEY
-from multihop_harness import MultihopFederation, running, trace_of
 from ii_api.decisions.multihop import ANNOUNCE_KEY
+from interchange.broker.hop_trace import LIMIT_KEY
+from interchange.testing.dns_fixtures import DnsmasqServer
+from interchange.testing.ii_harness import A, B, C, denm_message, publish, wait_for
+from interchange.testing.multihop_harness import MultihopFederation, running, trace_of
 
 NO, SE = "NO00001:denm-1", "SE00001:denm-1"
 ON = {"enabled": True, "hop_limit": 4}

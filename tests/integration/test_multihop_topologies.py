@@ -29,13 +29,13 @@ from typing import Any
 import pytest
 from proton import Message
 
-from broker_harness import complete_records
 from certs import TestPki
-from dns_fixtures import DnsmasqServer
-from harness import D
-from ii_harness import A, B, C, Consumer, amqp_connect, denm_message, publish
 from interchange.broker.hop_trace import LIMIT_KEY
-from multihop_harness import MultihopFederation, running, trace_of
+from interchange.testing.broker_harness import complete_records
+from interchange.testing.dns_fixtures import DnsmasqServer
+from interchange.testing.harness import D
+from interchange.testing.ii_harness import A, B, C, Consumer, amqp_connect, denm_message, publish
+from interchange.testing.multihop_harness import MultihopFederation, running, trace_of
 
 #: Each node's actor, publisher and country.
 ACTORS = {A: ("actor-a", "NO00001", "NO"), B: ("actor-b", "SE00001", "SE"), C: ("actor-c", "DK00001", "DK"),

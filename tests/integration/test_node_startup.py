@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BROKER_CN, complete_records, start_node_process, terminate
 from certs import TestPki
 from interchange.app.cli import main
 from interchange.app.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig, load_config
 from interchange.app.node import start_node
 from interchange.ground.errors import CliError
 from interchange.ground.ports import free_port
+from interchange.testing.broker_harness import BROKER_CN, complete_records, start_node_process, terminate
 
 
 @pytest.fixture

@@ -12,7 +12,11 @@ import pytest
 from proton import Message
 from pyspark.sql import SparkSession
 
-from broker_harness import (
+from certs import TestPki
+from certs.tls import TlsFiles, client_context
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.broker.client import ClientConnection
+from interchange.testing.broker_harness import (
     BROKER_CN,
     BrokerUnderTest,
     make_pki,
@@ -20,10 +24,6 @@ from broker_harness import (
     start_broker,
     wait_for_records,
 )
-from certs import TestPki
-from certs.tls import TlsFiles, client_context
-from interchange.broker.addresses import SourceSpec, TargetSpec
-from interchange.broker.client import ClientConnection
 from spark import loggen
 from spark.cli import main
 from spark.replay_plan import EXACT, REBUILT, LoggedMessage, build_plan, rebuild

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-import browser_harness
+from interchange.testing import browser_harness
 from spark import loggen, tables
 from spark.cli import main
 from spark.ingest import ingest

@@ -21,11 +21,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from proton import Delivery, Message
 from proton.utils import BlockingConnection
 
-from broker_harness import BROKER_CN, client_connection, complete_records, denm, start_node_process, terminate
 from certs import TestPki
+from interchange.app.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.journal import MAGIC
-from interchange.app.config import AdminConfig, BrokerConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.testing.broker_harness import (
+    BROKER_CN,
+    client_connection,
+    complete_records,
+    denm,
+    start_node_process,
+    terminate,
+)
 
 WAIT_S = 30.0
 PUBLISHER, CONSUMER = "actor-1", "actor-2"

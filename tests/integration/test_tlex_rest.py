@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from tlex_harness import DOMAIN, TLCS, Sim
 
 from certs.tls import web_client_context
 from interchange.bridges.tlex.models import RequestDetails
 from interchange.bridges.tlex.rest import ServiceError, ServiceUnreachable, StreamingServiceClient, session_request
+from interchange.testing.tlex_harness import DOMAIN, TLCS, Sim
 
 
 async def test_broker_session_lifecycle(sim: Sim) -> None:

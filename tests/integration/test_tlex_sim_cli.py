@@ -1,4 +1,4 @@
-"""`interchange tlex-sim`: starts, writes the bridge facts, streams, stops; bad arguments are CLI errors."""
+"""`interchange tlex-sim` and `tlex-demo`: start, write the bridge facts, stream, stop."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +9,7 @@ import pytest
 
 from interchange.app.cli import main
 from interchange.bridges.tlex.codec import Payload
-from interchange.bridges.tlex.controllers import ControllerSpec, VirtualControllers, controller_phase, first_tick
+from interchange.bridges.tlex.controllers import ControllerSpec, VirtualControllers
 from interchange.bridges.tlex.payloads import MESSAGE_IDS, kind_of
 from interchange.bridges.tlex.sim_cli import tlc_id
 
@@ -31,25 +31,6 @@ def test_tlex_sim_runs_and_writes_facts(tmp_path: Path, capsys: pytest.CaptureFi
     assert "500 controllers (played by the service)" in out
     assert "MAPEM 500, SPATEM " in out and int(out.split("SPATEM ")[1].split(")")[0]) >= 500 * 5
     assert len(json.loads((tmp_path / "sim.json").read_text())["controllers"]) == 500
-
-
-def test_controller_phases_staggered_or_aligned() -> None:
-    period = 0.1
-    staggered = [controller_phase(tlc_id(i), period) for i in range(100)]
-    assert all(0.0 <= phase < period for phase in staggered)
-    assert staggered == [controller_phase(tlc_id(i), period, "staggered") for i in range(100)]  # same every run
-    per_10_ms = [sum(int(phase * 100) == slot for phase in staggered) for slot in range(10)]
-    assert min(per_10_ms) >= 3 and max(per_10_ms) <= 20  # spread over the period, not one burst
-    assert {controller_phase(tlc_id(i), period, "aligned") for i in range(100)} == {0.0}
-    with pytest.raises(ValueError, match="phasing must be one of staggered, aligned"):
-        controller_phase("NLSM0001", period, "random")
-
-
-def test_first_tick_is_on_the_controllers_grid() -> None:
-    assert first_tick(10.0, 0.1, 0.0) == pytest.approx(10.0)
-    assert first_tick(10.01, 0.1, 0.0) == pytest.approx(10.1)
-    assert first_tick(10.01, 0.1, 0.03) == pytest.approx(10.03)
-    assert first_tick(10.05, 0.1, 0.03) == pytest.approx(10.13)
 
 
 async def test_virtual_controllers_send_mapem_first_then_spatem_on_their_phases() -> None:
@@ -84,11 +65,6 @@ def test_tlex_sim_aligned_phase(tmp_path: Path, capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["tlex-sim", "--dir", str(tmp_path), "--phase", "random"])
     assert "invalid choice: 'random'" in capsys.readouterr().err
-
-
-def test_tlex_sim_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tlex-sim", "--dir", str(tmp_path), "--controllers", "-1"]) == 2
-    assert "--controllers must be between 0 and 10000" in capsys.readouterr().err
 
 
 def test_tlex_demo_delivers_a_spatem_at_the_neighbour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,10 +6,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually, start_virtual_sim, up
-
 from certs import TestPki
-
 from interchange.bridges.tlex.codec import (
     MONITOR_PAYLOAD,
     Bye,
@@ -26,6 +23,7 @@ from interchange.bridges.tlex.payloads import MESSAGE_IDS, kind_of, stand_in
 from interchange.bridges.tlex.rest import session_request
 from interchange.bridges.tlex.session import CloseCause
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
+from interchange.testing.tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, eventually, start_virtual_sim, up
 
 
 async def raw_connect(sim: Sim, session: Session) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -237,7 +235,6 @@ async def test_supervisor_handles_framing_error_and_hung_service(sim: Sim) -> No
             assert supervisor.stats.closes == {"framing": 1, "keepalive": 1}
         finally:
             task.cancel()
-
 
 
 async def test_controllers_the_service_plays_stream_like_real_ones(sim_pki: TestPki) -> None:

@@ -7,13 +7,13 @@ import pytest
 
 from certs import TestPki
 from certs.tls import TlsFiles, client_context, server_context
-from pki_fixtures import (
+from interchange.testing.pki_fixtures import (
     ACTOR,
-    ClientOutcome,
     EXPIRED_ACTOR,
     OTHER_SERVER,
     REVOKED_ACTOR,
     SERVER,
+    ClientOutcome,
     ProbeServer,
     files_for,
     plain_client_context,

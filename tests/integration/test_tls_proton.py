@@ -18,7 +18,7 @@ from proton.reactor import Container
 
 from certs import TestPki
 from certs.tls import client_context, peer_common_name, proton_ssl_domain, server_context
-from pki_fixtures import (
+from interchange.testing.pki_fixtures import (
     ACTOR,
     OTHER_SERVER,
     SERVER,

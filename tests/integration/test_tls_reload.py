@@ -17,17 +17,28 @@ from cryptography import x509
 from proton import ConnectionException
 from proton.utils import BlockingConnection, LinkDetached
 
-from broker_harness import complete_records, start_node_process, terminate, tls_exchange
 from certs import TestPki, create_test_pki
 from certs.revocation import Revocations
 from certs.tls import TlsFiles, client_context
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv
 from ii_api.peers.discovery import DiscoveryConfig
-from ii_harness import A, B, DOMAIN, WAIT_S, Https, amqp_connect, denm_capability, node_config, start, wait_for
 from interchange.app.config import AdminConfig, NodeConfig
 from interchange.app.node import RunningNode
 from interchange.ground.ports import free_port
-from pki_fixtures import ACTOR, SERVER
+from interchange.testing.broker_harness import complete_records, start_node_process, terminate, tls_exchange
+from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv
+from interchange.testing.ii_harness import (
+    DOMAIN,
+    WAIT_S,
+    A,
+    B,
+    Https,
+    amqp_connect,
+    denm_capability,
+    node_config,
+    start,
+    wait_for,
+)
+from interchange.testing.pki_fixtures import ACTOR, SERVER
 
 OTHER_ACTOR = "actor-2"
 

@@ -5,7 +5,7 @@ from interchange.app.config import load_config
 
 
 def test_example_config_loads() -> None:
-    config = load_config(Path(__file__).resolve().parents[1] / "deploy" / "node.example.toml")
+    config = load_config(Path(__file__).resolve().parents[2] / "deploy" / "node.example.toml")
     assert config.broker.port == 5671 and config.admin.port == 9090
     assert config.tls is not None and config.tls.trust_bundle.name == "trust.pem"
     assert config.log.properties is False

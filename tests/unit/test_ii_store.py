@@ -20,7 +20,7 @@ from ii_api.storage.store import (
     Store,
     StoreError,
 )
-from ii_harness import schema_1_database
+from interchange.testing.ii_harness import schema_1_database
 
 A = Neighbour("ixn-a.one.test", "10.0.0.1", 8443, "one.test", 10, 5)
 B = Neighbour("ixn-b.two.test", "10.0.0.2", 443, "two.test")

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jms_selectors
-import jms_selectors
 from ii_api.decisions.capability_selector import capabilities_coverage, capability_selector, granted_selector, quote
 from ii_api.decisions.subscriptions import (
     DeleteRemote,
@@ -35,10 +34,7 @@ from ii_api.decisions.subscriptions import (
     wants_redirect,
 )
 from ii_api.selectors.matching import capability_matches_message
-from ii_api.selectors.matching import capability_matches_message
 from ii_api.selectors.policy import SubscriptionPolicy, is_constrained
-from ii_api.selectors.policy import SubscriptionPolicy, is_constrained
-from ii_api.wire.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
 from ii_api.wire.models import Capability, Endpoint, LocalEndpoint, SubscriptionStatus
 from interchange.broker.addresses import TargetSpec
 from interchange.broker.router import target_acceptor
@@ -142,7 +138,6 @@ def test_granted_selector_restricts_to_publication_ids_even_after_a_comment() ->
     assert compiled.matches({"messageType": "DENM", "publicationId": "NO00001:a"})
     assert not compiled.matches({"messageType": "DENM", "publicationId": "NO00001:c"})
     assert granted_selector("messageType = 'DENM'", []).endswith("AND FALSE")
-
 
 
 def test_granted_selector_keeps_minus_signs_that_are_no_comment() -> None:

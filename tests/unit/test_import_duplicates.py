@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 from proton import symbol
 
-from broker_harness import complete_records
-from harness import denm
 from interchange.broker.addresses import AddressBook, Scope, SourceSpec
 from interchange.broker.admission import Admission
 from interchange.broker.amqp_scan import find_message_annotations
@@ -22,6 +20,8 @@ from interchange.broker.observer import BrokerObserver
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import BrokerServer
 from interchange.broker.ttl_policy import TtlPolicy
+from interchange.testing.broker_harness import complete_records
+from interchange.testing.harness import denm
 
 A, B, C = "a.interchange.test", "b.interchange.test", "c.interchange.test"
 NOW = 1_000_000

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The namespace package whose sub-packages are units of their own; its ``__init__`` is rank 0.
 NAMESPACE = "interchange"
@@ -40,8 +40,8 @@ RANKS: dict[str, int] = {
     "ii_api": 3, "spark": 3,
     "interchange.actor": 4,
     "interchange.bridges": 5, "interop_kit": 5,
-    "interchange.app": 6, "interchange.testing": 6,
-    "interchange.__main__": 7,
+    "interchange.app": 6,
+    "interchange.__main__": 7, "interchange.testing": 7,
 }
 #: Sub-package of ``ii_api`` -> its rank inside the package (docs/architecture.md, "Control plane").
 INNER_RANKS: dict[str, int] = {

@@ -13,7 +13,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import Criticality, ExtensionPolicy, PolicyBuilder, Store, VerificationError
 
 from certs import KeySpec, Pki, PkiError, TestPki, create_test_pki
-from pki_fixtures import ACTOR, EXPIRED_ACTOR, SERVER
+from interchange.testing.pki_fixtures import ACTOR, EXPIRED_ACTOR, SERVER
 
 
 def load(path: Path) -> x509.Certificate:

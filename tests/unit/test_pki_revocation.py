@@ -9,7 +9,7 @@ from cryptography import x509
 
 from certs import Pki, PkiError, TestPki
 from certs.listing import format_listing
-from pki_fixtures import ACTOR, EXPIRED_ACTOR, REVOKED_ACTOR, SERVER
+from interchange.testing.pki_fixtures import ACTOR, EXPIRED_ACTOR, REVOKED_ACTOR, SERVER
 
 
 def load_crl(path: Path) -> x509.CertificateRevocationList:

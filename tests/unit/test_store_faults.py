@@ -4,204 +4,57 @@ recovery), with the store writing on after the fault as if space had come back; 
 directory is recovered as a fresh process would (the files as a kill -9 leaves them, and as a
 power cut would): exactly the messages whose commits reported ok come back (whole), no refused
 one does. Also: recovery on a disk that takes no writes, an unreadable store, the probe that
-resumes durable writes, records that fit where the zero pre-extension does not, and a real
-store process SIGKILLed during a disk-full window; the broker core refuses durable messages while
-the store cannot write."""
+resumes durable writes, records that fit where the zero pre-extension does not; the broker core
+refuses durable messages while the store cannot write (a real store process SIGKILLed:
+tests/integration/test_store_faults_process.py)."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import errno
 import os
-import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker_harness import denm
 from interchange.broker import segment_files
 from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
 from interchange.broker.engine import Rejected
 from interchange.broker.journal import MAGIC, JournalBooks, StoredMessage, segment_name
 from interchange.broker.segment_files import SegmentWriter, recover
-from interchange.broker.store import Commit, JournalStore
+from interchange.broker.store import JournalStore
 from interchange.broker.ttl_policy import TtlPolicy
-from store_faults import FaultyOps, Plan, digest, kill_snapshot, never, recovered, single, window
-
-SEGMENT_BYTES = 700  # a few records per segment: the workload crosses into new segments often
-ZERO_CHUNK = 1024
-ERRNOS = (errno.ENOSPC, errno.EIO)
-KINDS = ("open", "pwrite", "fdatasync", "fsync", "ftruncate", "close", "rename", "unlink", "mkdir", "listdir", "read")
-
-Expected = dict[int, tuple[bytes, tuple[str, ...]]]
-
-
-@dataclass
-class Outcome:
-    """What the workload was told: the messages whose commits reported ok or a failure, and the
-    releases (one is on disk once a commit of its turn or a later one reports ok; before that, the
-    purge of its segment may have deleted the message already, which is what releasing it asks)."""
-
-    ok: dict[int, StoredMessage] = field(default_factory=dict)
-    refused: dict[int, bytes] = field(default_factory=dict)  #: (ids repeat only in a store that cannot write)
-    durable_releases: set[tuple[int, str]] = field(default_factory=set)
-    pending_releases: set[tuple[int, str]] = field(default_factory=set)
-    at_failure: "Outcome | None" = None  #: a copy right after the first failed commit
-    faults: list[Any] = field(default_factory=list)
-
-    def copy(self) -> Outcome:
-        return Outcome(dict(self.ok), dict(self.refused), set(self.durable_releases), set(self.pending_releases))
-
-    def expected(self) -> Expected:
-        """What must come back: acknowledged, minus every release."""
-        released = self.durable_releases | self.pending_releases
-        result = {}
-        for message_id, message in self.ok.items():
-            addresses = tuple(a for a in message.addresses if (message_id, a) not in released)
-            if addresses:
-                result[message_id] = (bytes(message.raw), addresses)
-        return result
-
-    def check(self, found: Expected, context: str, exact: bool = True) -> None:
-        """``found`` is exactly what was acknowledged, whole, minus the releases on disk, and minus
-        any of those not on disk yet (none when nothing is pending). Not ``exact``: refused messages
-        may be back too (until a later commit has written their DEL)."""
-        back = [i for i, (raw, _) in found.items() if self.refused.get(i) == raw]
-        assert not back or not exact, f"refused messages came back: {back} ({context})"
-        must = self.expected()
-        for message_id, (raw, addresses) in found.items():
-            if message_id in back:
-                continue
-            assert message_id in self.ok, f"message {message_id} was never acknowledged ({context})"
-            message = self.ok[message_id]
-            assert raw == bytes(message.raw), f"message {message_id} is not whole ({context})"
-            lowest = set(must.get(message_id, (b"", ()))[1])
-            highest = {a for a in message.addresses if (message_id, a) not in self.durable_releases}
-            assert lowest <= set(addresses) <= highest, f"message {message_id}: {addresses} ({context})"
-        assert set(must) <= set(found), f"acknowledged messages lost: {set(must) - set(found)} ({context})"
-
-
-async def _step(store: JournalStore, outcome: Outcome, rng: random.Random, number: int) -> bool:
-    """One loop turn: a few releases and puts, then wait for their commits; True if all were ok."""
-    live = [(i, a) for i, m in outcome.ok.items() for a in m.addresses if i % 9  # (those stay: kept long)
-            and (i, a) not in outcome.durable_releases and (i, a) not in outcome.pending_releases]
-    for message_id, address in live[:rng.randrange(0, 3)]:
-        store.remove(message_id, address)
-        outcome.pending_releases.add((message_id, address))
-    sent: list[tuple[StoredMessage, Commit]] = []
-    for _ in range(rng.randrange(1, 4)):
-        raw = f"m{number}-{len(sent)}:".encode() * rng.randrange(2, 40)
-        message = StoredMessage(raw, None, 1, False, "p", ("a", "b") if rng.random() < 0.3 else ("a",))
-        sent.append((message, store.put(message)))
-    if number % 4 == 3:
-        store.purge(now_ms=0)
-    await store.drain()
-    for message, commit in sent:
-        if commit.fault is None:
-            outcome.ok[message.message_id] = message
-        else:
-            outcome.refused[message.message_id] = bytes(message.raw)
-    if sent[-1][1].fault is None:  # the turn's releases went with its last write
-        outcome.durable_releases |= outcome.pending_releases
-        outcome.pending_releases.clear()
-        return all(commit.fault is None for _, commit in sent)
-    return False
-
-
-SEEDED = 5
-
-
-async def _seed(directory: Path) -> dict[int, StoredMessage]:
-    """A store from an earlier run: a few messages, and the last record torn by a crash (so recovery
-    has a tail to cut off, under the same faults)."""
-    directory.mkdir()
-    store, _ = await JournalStore.open(directory, segment_bytes=SEGMENT_BYTES, now_ms=0, zero_chunk=ZERO_CHUNK,
-                                       probe_room=ZERO_CHUNK // 2)
-    messages = [StoredMessage(f"s{i}".encode() * 10, None, 1, False, "p", ("a",)) for i in range(SEEDED + 1)]
-    for message in messages:
-        store.put(message)
-    await store.close()
-    [segment] = directory.glob("*.seg")
-    data = segment.read_bytes()
-    end = len(data.rstrip(b"\0"))
-    segment.write_bytes(data[:end - 7] + bytes(len(data) - end + 7))
-    return {m.message_id: m for m in messages[:SEEDED]}
-
-
-async def _workload(directory: Path, ops: FaultyOps, snapshot: Path | None = None, steps: int = 14,
-                    seeded: bool = True) -> Outcome:
-    """The scripted workload on a store from an earlier run (or on none: its directory is created)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    outcome = Outcome(ok=await _seed(directory) if seeded else {})
-    ops.everything_synced(directory.parent)
-    store, _ = await JournalStore.open(directory, segment_bytes=SEGMENT_BYTES, now_ms=0, ops=ops,
-                                       probe_s=3600, probe_room=ZERO_CHUNK // 2, zero_chunk=ZERO_CHUNK)
-    await store.drain()  # the start probe has reported
-    rng = random.Random(11)
-    try:
-        for number in range(steps):
-            if not await _step(store, outcome, rng, number) and outcome.at_failure is None and snapshot:
-                outcome.at_failure = outcome.copy()  # nothing is queued now: a kill here leaves these
-                kill_snapshot(directory, snapshot / "kill")
-                ops.power_cut_image(directory.parent, snapshot / "cut")
-        for number in range(steps, steps + 30):  # space is back: write until a commit succeeds
-            if await _step(store, outcome, rng, number):
-                break
-    finally:
-        await store.close()
-    return outcome
-
-
-def _check(directory: Path, outcome: Outcome, exact: bool, whole: bool, faults: list[Any]) -> None:
-    found, damage = recovered(directory)
-    context = f"{directory}: faults {faults}"
-    outcome.check(found, context, exact)
-    if whole:  # (the seeded torn record stays when its repair failed: replay reads it the same way)
-        ours = [(file, reason) for file, reason in damage if Path(file).name != segment_name(1)]
-        assert ours == [], f"a half-written record was left: {ours} ({context})"
-
-
-def _run_with(tmp: Path, plan: Plan, exact_at_failure: bool, seeded: bool = True) -> Outcome:
-    ops = FaultyOps(plan)
-    directory = tmp / "disk" / "store"
-    snapshot = tmp / "at-failure"
-    outcome = asyncio.run(_workload(directory, ops, snapshot, seeded=seeded))
-    outcome.faults = faults = ops.injected
-    _check(directory, outcome, exact=True, whole=exact_at_failure, faults=faults)
-    ops.power_cut_image(directory.parent, tmp / "cut")
-    _check(tmp / "cut" / "store", outcome, exact=True, whole=True, faults=faults)
-    if outcome.at_failure is not None:
-        _check(snapshot / "kill", outcome.at_failure, exact=exact_at_failure, whole=exact_at_failure, faults=faults)
-        _check(snapshot / "cut" / "store", outcome.at_failure, exact=exact_at_failure, whole=True, faults=faults)
-    return outcome
-
-
-def _clean_calls(directory: Path, seeded: bool) -> FaultyOps:
-    ops = FaultyOps()
-    outcome = asyncio.run(_workload(directory, ops, seeded=seeded))
-    assert not outcome.refused and len(outcome.ok) > 20 and not outcome.pending_releases
-    assert recovered(directory) == (outcome.expected(), [])
-    return ops
+from interchange.testing.broker_harness import denm
+from interchange.testing.store_faults import (
+    ERRNOS,
+    KINDS,
+    SEEDED,
+    ZERO_CHUNK,
+    Expected,
+    FaultyOps,
+    Plan,
+    never,
+    recovered,
+    run_with,
+    single,
+    workload_calls,
+)
 
 
 @pytest.fixture(scope="module")
 def clean_calls(tmp_path_factory: pytest.TempPathFactory) -> FaultyOps:
     """The calls of the workload when nothing fails (what the fault runs enumerate)."""
-    return _clean_calls(tmp_path_factory.mktemp("clean") / "store", seeded=True)
+    return workload_calls(tmp_path_factory.mktemp("clean") / "store", seeded=True)
 
 
 @pytest.fixture(scope="module")
 def fresh_calls(tmp_path_factory: pytest.TempPathFactory) -> FaultyOps:
     """The same on a data directory where the store does not exist yet."""
-    return _clean_calls(tmp_path_factory.mktemp("fresh") / "store", seeded=False)
+    return workload_calls(tmp_path_factory.mktemp("fresh") / "store", seeded=False)
 
 
 def test_the_workload_uses_every_operation(clean_calls: FaultyOps, fresh_calls: FaultyOps) -> None:
@@ -217,7 +70,7 @@ def test_one_failure_at_any_call_loses_and_resurrects_nothing(
     """Every call of ``kind`` in turn fails once; the store writes on afterwards. Recovered, at the
     end and right after the failure, kill -9 or power cut: exactly what was acknowledged, whole."""
     for index in range(clean_calls.calls[kind]):
-        outcome = _run_with(tmp_path / f"{index}", single(kind, index, code), exact_at_failure=True)
+        outcome = run_with(tmp_path / f"{index}", single(kind, index, code), exact_at_failure=True)
         assert outcome.faults == [(kind, index, code)]
         if kind in ("listdir", "read"):  # an unreadable store: nothing written, nothing lost
             assert set(outcome.ok) == set(range(1, SEEDED + 1)) and outcome.refused
@@ -228,18 +81,8 @@ def test_one_failure_at_any_call_loses_and_resurrects_nothing(
 def test_one_failure_while_the_store_directory_is_made_loses_nothing(
         fresh_calls: FaultyOps, tmp_path: Path, kind: str, code: int) -> None:
     for index in range(min(fresh_calls.calls[kind], 6)):  # (the first segment: directory, parent, file)
-        outcome = _run_with(tmp_path / f"{index}", single(kind, index, code), exact_at_failure=True, seeded=False)
+        outcome = run_with(tmp_path / f"{index}", single(kind, index, code), exact_at_failure=True, seeded=False)
         assert outcome.faults == [(kind, index, code)]
-
-
-@pytest.mark.parametrize("code", ERRNOS, ids=["ENOSPC", "EIO"])
-@pytest.mark.parametrize("length", [2, 6])
-def test_a_run_of_failures_then_space_loses_and_resurrects_nothing(
-        clean_calls: FaultyOps, tmp_path: Path, length: int, code: int) -> None:
-    """Every call from one point on fails for a while (the truncation that undoes a failed write
-    fails too, segments are given up): once writes succeed again, exactly what was acknowledged."""
-    for first in range(clean_calls.total):
-        _run_with(tmp_path / f"{first}", window(first, length, code), exact_at_failure=False)
 
 
 def _old_switch(self: SegmentWriter, segment: int) -> None:
@@ -311,7 +154,7 @@ def test_the_checks_catch_a_broken_store(clean_calls: FaultyOps, tmp_path: Path,
     breaks(monkeypatch)
     for number, plan in enumerate(plans(clean_calls)):
         try:
-            _run_with(tmp_path / str(number), plan, exact_at_failure=exact)
+            run_with(tmp_path / str(number), plan, exact_at_failure=exact)
         except AssertionError:
             return
     pytest.fail(f"no fault run noticed: {mutant}")
@@ -463,31 +306,6 @@ async def test_records_fit_where_the_zero_extension_does_not(tmp_path: Path) -> 
 
 
 # ------------------------------------------------------------------------------ a real process, SIGKILLed
-@pytest.mark.parametrize("seed", range(4))
-def test_a_store_process_killed_during_a_full_disk_keeps_what_it_accepted(tmp_path: Path, seed: int) -> None:
-    """A child process writes through a disk-full (or failing) window and is SIGKILLed at a random
-    moment after it; every message it reported accepted comes back whole, no refused one does."""
-    directory = tmp_path / "store"
-    script = Path(__file__).parent / "store_faults.py"
-    child = subprocess.Popen([sys.executable, str(script), str(directory), str(seed)], stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    lines = []
-    wanted = random.Random(seed).randrange(400, 900)
-    try:
-        assert child.stdout.readline() == "ready\n"
-        while len(lines) < wanted:
-            line = child.stdout.readline()
-            assert line, "the store process stopped"
-            lines.append(line.split())
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-    ok = {int(i): d for outcome, i, d in lines if outcome == "ok"}
-    refused = {int(i) for outcome, i, d in lines if outcome == "refused"}
-    assert refused and ok, "the disk-full window did not happen before the kill"
-    found, _ = recovered(directory)
-    assert not set(found) & refused
-    assert {i: digest(raw) for i, (raw, _) in found.items() if i in ok} == ok
 
 
 # ------------------------------------------------------------------------------ the broker core's side

@@ -1,4 +1,5 @@
-"""Issue 10: revocation and certificate lifetime are explicit start-up choices (IP_050, IP_051)."""
+"""Revocation and certificate lifetime are explicit start-up choices (IP_050, IP_051): a node without
+a CRL setting or with an own certificate over the limit refuses to start; the lifetime rule."""
 from __future__ import annotations
 
 import asyncio
@@ -10,18 +11,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from broker_harness import BROKER_CN, complete_records, start_broker, tls_exchange, wait_for_records
-from certs import TestPki, create_test_pki
-from certs.tls import TlsFiles, certificate_lifetime_problem, client_context
-from ii_api.peers.client import IIClientError
-from ii_api.peers.discovery import Neighbour
-from ii_api.peers.federation import Federation, RemoteEndpoint
-from ii_api.wire.models import CapabilitiesMessage
+from certs import TestPki
+from certs.tls import certificate_lifetime_problem
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import start_node
-from interchange.broker.addresses import TargetSpec
-from ii_harness import A, B, DOMAIN, start, wait_for
-from ii_harness import node_config as ii_node_config
+from interchange.testing.broker_harness import BROKER_CN
 
 
 def node_config(pki: TestPki, workdir: Path, **tls: object) -> NodeConfig:
@@ -36,16 +30,6 @@ def node_config(pki: TestPki, workdir: Path, **tls: object) -> NodeConfig:
 def test_no_crls_setting_refuses_to_start(pki: TestPki, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"tls.crls is not set.*crls = \[\] to run without revocation checks"):
         asyncio.run(start_node(node_config(pki, tmp_path)))
-
-
-def test_empty_crls_starts_with_a_warning(pki: TestPki, tmp_path: Path) -> None:
-    async def run() -> None:
-        node = await start_node(node_config(pki, tmp_path, crls=[]))
-        await node.close()
-
-    asyncio.run(run())
-    records = complete_records(tmp_path / "node.log")
-    assert [r["level"] for r in records if r["event"] == "tls_revocation_unchecked"] == ["warning"]
 
 
 def test_own_certificate_longer_than_the_limit_refuses_to_start(pki: TestPki, tmp_path: Path) -> None:
@@ -69,49 +53,3 @@ def test_lifetime_rule() -> None:
     assert "valid for 367 days, more than 366" in str(certificate_lifetime_problem(_certificate(367), 366))
     der = _certificate(800).public_bytes(serialization.Encoding.DER)
     assert "800 days" in str(certificate_lifetime_problem(der, 366))
-
-
-def test_peer_certificate_longer_than_the_limit_refused_on_the_bi(pki: TestPki, tmp_path: Path) -> None:
-    peer_days = (x509.load_pem_x509_certificate(pki.identity("actor-1").chain.read_bytes()).not_valid_after_utc
-                 - x509.load_pem_x509_certificate(pki.identity("actor-1").chain.read_bytes()).not_valid_before_utc).days
-    broker = start_broker(pki, tmp_path, [TargetSpec(address="in", publishers=frozenset({"actor-1"}))])
-    try:
-        broker.node.server.max_peer_certificate_days = peer_days - 1  # as tls.max_certificate_days sets it
-        context = client_context(TlsFiles.from_pki(pki.directory, "actor-1"))
-        data, closed = tls_exchange(broker.port, context, b"AMQP\x03\x01\x00\x00")
-        assert closed
-        assert b"AMQP" not in data  # closed before SASL: no identity
-        wait_for_records(broker, lambda r: r["event"] == "tls_refused" and "IP_051" in r["details"].get("reason", ""),
-                         "lifetime refusal not logged")
-    finally:
-        broker.stop()
-
-
-async def test_long_lived_neighbour_certificates_refused_on_outgoing_connections(tmp_path: Path) -> None:
-    """IP_051 on the node's own outgoing connections: with ``tls.max_certificate_days`` a neighbour
-    whose server certificate is valid for longer is refused by the II client (its answer is not
-    read) and by a federation link (before any link is attached; retried with back-off)."""
-    pki = create_test_pki(tmp_path / "pki", [A, B], [])
-    pki.pki.issue_server(A, days=30)  # A's own certificate: 30 days; B's: 365
-    node_b = await start(ii_node_config(pki, B, tmp_path / "b"))
-    config = ii_node_config(pki, A, tmp_path / "a")
-    assert config.tls is not None
-    node_a = await start(config.model_copy(update={"tls": config.tls.model_copy(update={"max_certificate_days": 100})}))
-    federation = None
-    try:
-        assert node_a.ii is not None and node_a.tls is not None and node_b.ii_port and node_b.amqps_port
-        with pytest.raises(IIClientError, match="neighbour certificate refused: certificate valid for 365 days"):
-            await node_a.ii.client.post_capabilities(Neighbour(B, "127.0.0.1", node_b.ii_port, DOMAIN),
-                                                     CapabilitiesMessage(version="1.0", name=A, capabilities=[]))
-        federation = Federation(node_a.core, node_a.tls.client.current, A, min_backoff=0.05, max_certificate_days=100)
-        federation.pull("k", [RemoteEndpoint(B, "127.0.0.1", node_b.amqps_port, "any-source")])
-        [link] = federation.status["k"]
-        await wait_for(lambda: "IP_051" in (link.last_error or ""), "the federation link refused")
-        assert link.connects == 0 and not link.connected
-        assert not [c for c in node_b.server.connections  # nothing attached at B
-                    if c.identity == A and c.engine is not None and c.engine.links.attached]
-    finally:
-        if federation is not None:
-            await federation.close()
-        await node_a.close()
-        await node_b.close()

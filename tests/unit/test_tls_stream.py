@@ -6,7 +6,7 @@ import ssl
 from certs import TestPki
 from certs.tls import client_context, peer_common_name, server_context
 from interchange.broker.tls_stream import TlsSession, TlsStep
-from pki_fixtures import (
+from interchange.testing.pki_fixtures import (
     ACTOR,
     REVOKED_ACTOR,
     SERVER,
