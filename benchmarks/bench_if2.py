@@ -37,17 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import aio_pika
+from proton import Message
 
-import aio_pika  # noqa: E402
-from proton import Message  # noqa: E402
-
-from certs import TestPki, create_test_pki  # noqa: E402
-from certs.tls import TlsFiles, client_context  # noqa: E402
-from interchange.broker.client import ClientConnection  # noqa: E402
-from interchange.testing import rabbitmq  # noqa: E402
-from node_process import actor_api, start_node  # noqa: E402  (this script's folder)
+from certs import TestPki, create_test_pki
+from certs.tls import TlsFiles, client_context
+from interchange.broker.client import ClientConnection
+from interchange.testing import rabbitmq
+from node_process import actor_api, start_node  # (this script's folder)
 
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
                                           "if2-backoffice", "croads-actor")
@@ -96,7 +93,8 @@ def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path) -> Path:
     ident, bridge = pki.identity(NODE), pki.identity(BRIDGE)
     config = {
         "name": NODE, "data_dir": str(workdir / "var"),
-        "tls": {"cert_chain": str(ident.chain), "key": str(ident.key), "trust_bundle": str(pki.trust_bundle)},
+        "tls": {"cert_chain": str(ident.chain), "key": str(ident.key), "trust_bundle": str(pki.trust_bundle),
+                "crls": [str(c) for c in pki.crls]},
         "broker": {"host": "127.0.0.1", "port": 0},
         "log": {"path": str(workdir / "node.log"), "level": "warning", "properties": False, "payload": False},
         "ii": {"host": "127.0.0.1", "port": 0, "public_host": "127.0.0.1"},

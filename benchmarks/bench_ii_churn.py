@@ -3,13 +3,14 @@
 One node process (broker and II share its event loop). The data plane: an actor publishes small
 DENMs at a paced rate to its delivery target, another consumes them from its local subscription;
 each body carries its send time. The control plane, in the churn phase: ``--rounds`` rounds (10:
-ten times tests/test_ii_stall.py, the largest II test), each one actor POSTing 4,000 capabilities
+ten times tests/integration/test_ii_stall.py, the largest II test), each one actor POSTing 4,000 capabilities
 (actor k of ``--rounds``, each holding 30 deliveries, 300 in all) while neighbour B POSTs 300
 subscriptions and DELETEs them one by one. The peer in the same run: the same BI measurement with
 no churn, before the churn phase. A probe GETs an actor's capabilities every 100 ms in both
 phases: control-plane requests that are not the churn's. Load average is printed before and after.
 
     .venv/bin/python benchmarks/bench_ii_churn.py [--rounds 10] [--rate 100] [--quiet-s 30]
+        [--capabilities 4000 --subscriptions 300]   (per round; smaller for a smoke run)
 """
 from __future__ import annotations
 
@@ -27,19 +28,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the II test harness: configs and neighbours as the tests make them
+import aiohttp
+from proton import Message
 
-import aiohttp  # noqa: E402
-from proton import Message  # noqa: E402
-
-from certs import TestPki, create_test_pki  # noqa: E402
-from certs.tls import TlsFiles, client_context  # noqa: E402
-from ii_api.peers.discovery import Neighbour  # noqa: E402
-from ii_harness import DOMAIN, denm_capability, node_config, seed_neighbours  # noqa: E402
-from interchange.broker.client import ClientConnection  # noqa: E402
-from node_process import machine_notes, start_node  # noqa: E402  (this script's folder)
+from certs import TestPki, create_test_pki
+from certs.tls import TlsFiles, client_context
+from ii_api.peers.discovery import Neighbour
+from interchange.broker.client import ClientConnection
+from interchange.testing.ii_harness import DOMAIN, denm_capability, node_config, seed_neighbours
+from node_process import machine_notes, start_node  # (this script's folder)
 
 A, B = f"a.{DOMAIN}", f"b.{DOMAIN}"
 PUBLISHER, CONSUMER = "actor-pub", "actor-sub"
@@ -163,12 +160,14 @@ async def probe(http: Http, stop: asyncio.Event, times: dict[str, list[float]], 
         await asyncio.sleep(0.1)
 
 
-async def churn(http: dict[str, Http], rounds: int, posts: list[float], subscription_calls: list[float]) -> None:
+async def churn(http: dict[str, Http], args: argparse.Namespace, posts: list[float],
+                subscription_calls: list[float]) -> None:
     """Each round: 4,000 capabilities by one actor, while B adds 300 subscriptions and deletes them."""
+    rounds = args.rounds
     for k in range(rounds):
         actor = churn_actor(k)
         capabilities = [denm_capability("NO00001", f"bulk-{k}-{i}", tiles=[f"1202{i % 4}{i % 3}"])
-                        for i in range(CAPABILITIES_PER_ROUND)]
+                        for i in range(args.capabilities)]
 
         async def register() -> None:
             began = time.perf_counter()
@@ -178,7 +177,7 @@ async def churn(http: dict[str, Http], rounds: int, posts: list[float], subscrip
 
         async def subscriptions() -> None:
             selectors = [{"selector": f"publisherId = 'NO00001' AND quadTree LIKE '%,1202{i % 4}%'"}
-                         for i in range(SUBSCRIPTIONS_PER_ROUND)]
+                         for i in range(args.subscriptions)]
             began = time.perf_counter()
             status, body = await http[B].call("POST", "/subscriptions",
                                               {"version": "1.2", "name": B, "subscriptions": selectors})
@@ -215,7 +214,7 @@ async def measure(pki: TestPki, amqps: int, ii_port: int, args: argparse.Namespa
             posts: list[float] = []
             subscription_calls: list[float] = []
             began = time.monotonic()
-            await churn(http, args.rounds, posts, subscription_calls)
+            await churn(http, args, posts, subscription_calls)
             churn_s = time.monotonic() - began
             plane.phase = "after"
             await asyncio.sleep(2.0)
@@ -228,8 +227,8 @@ async def measure(pki: TestPki, amqps: int, ii_port: int, args: argparse.Namespa
             rows.append(row("churn", "II subscription POST/DELETE", subscription_calls))
             notes = {"churn_s": churn_s, "capability_posts_s": posts,
                      "lost": {p: plane.lost(p) for p in ("no churn (peer)", "churn")},
-                     "capabilities_registered": args.rounds * CAPABILITIES_PER_ROUND,
-                     "subscriptions_churned": args.rounds * SUBSCRIPTIONS_PER_ROUND}
+                     "capabilities_registered": args.rounds * args.capabilities,
+                     "subscriptions_churned": args.rounds * args.subscriptions}
             return rows, notes
         finally:
             for connection in connections:
@@ -241,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds of 4,000 capabilities and 300 subscriptions")
     parser.add_argument("--rate", type=float, default=100.0, help="BI msgs/s (paced, not saturated)")
     parser.add_argument("--quiet-s", type=float, default=30.0, help="length of the no-churn phase")
+    parser.add_argument("--capabilities", type=int, default=CAPABILITIES_PER_ROUND, help="capabilities per round")
+    parser.add_argument("--subscriptions", type=int, default=SUBSCRIPTIONS_PER_ROUND, help="subscriptions per round")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()

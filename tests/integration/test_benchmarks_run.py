@@ -1,0 +1,85 @@
+"""Every script in benchmarks/ runs at its smallest size, exits 0 and prints its figures.
+
+Benchmarks are not tests (their figures go to docs/performance.md and are never asserted), but a
+benchmark that no longer starts, or whose options or imports broke, fails here instead of going
+unnoticed. Each script runs as a user runs it (``python benchmarks/NAME.py ...``, its own process);
+what is checked is the exit status and the headings or labels of the figures it prints. The modules
+the scripts import (``node_process.py``, ``plain_audit.py``) and the peer broker ``bench_broker.py``
+starts (``baseline_broker.py``) run through them. A new script without an entry here fails
+``test_every_benchmark_is_run``.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+@dataclass(frozen=True)
+class Smoke:
+    args: tuple[str, ...]  #: the smallest size
+    figures: tuple[str, ...]  #: text the output must hold: headings and labels of its figures
+
+
+SMOKE: dict[str, Smoke] = {
+    "bench_scan.py": Smoke(("--number", "200", "--repeat", "1"), ("scan_message µs", "C accelerator µs")),
+    "bench_selectors.py": Smoke(("--seconds", "0.01"), ("compiled/s", "reference/s")),
+    "bench_link_selectors.py": Smoke((), ("unbounded (before)", "bounded, at the limits")),
+    "bench_store.py": Smoke(("--messages", "200"), ("journal     200 B", "sqlite      200 B", "µs CPU/msg")),
+    "bench_broker.py": Smoke(("--quick", "--only", "matrix", "--subs", "0", "--sizes", "200", "--peer", "baseline",
+                              "--distinct", "none"), ("### Matrix: ours", "### Matrix: peer", "### Ratios (ours / peer)")),
+    "bench_if2.py": Smoke(("--messages", "50", "--paced", "20", "--rate", "100"),
+                          ("rabbitmq       throughput", "if2->croads    latency", "croads->if2: added latency")),
+    "bench_multihop.py": Smoke(("--messages", "20", "--rate", "50"), ("A -> D (3 hops, end to end)", "per hop, A -> D / 3")),
+    "bench_ii_churn.py": Smoke(("--rounds", "1", "--capabilities", "200", "--subscriptions", "20", "--rate", "20",
+                                "--quiet-s", "1"), ("no churn (peer)  BI latency", "BI latency churn / no churn")),
+    "bench_tlex.py": Smoke(("--controllers", "2", "--seconds", "1", "--warmup", "0.5"),
+                           ("peer: simulator -> Broker-session client", "bridged: simulator", "bridge hot path")),
+    "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
+    "soak_federation.py": Smoke(("--minutes", "0.2", "--rate", "20", "--drain", "10"),
+                                ("kill -9", "restarted", "latency_p99_ms", "lost within TTL:")),
+}
+#: bench_spark.py leaves the Parquet tables bench_spark_profile.py reads: they run as a pair.
+SPARK_PAIR = ("bench_spark.py", "bench_spark_profile.py")
+#: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
+HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py")
+
+
+def run(script: str, *args: str, timeout: float = 300) -> str:
+    """The script's output once it exited 0 (else a failure with the end of what it printed)."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (f"{script} {' '.join(args)} exited {done.returncode}\n"
+                                  f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def assert_prints(script: str, output: str, figures: tuple[str, ...]) -> None:
+    missing = [text for text in figures if text not in output]
+    assert not missing, f"{script} printed no {missing}:\n{output[-3000:]}"
+
+
+def test_every_benchmark_is_run() -> None:
+    scripts = {path.name for path in BENCHMARKS.glob("*.py")}
+    assert scripts == set(SMOKE) | set(SPARK_PAIR) | set(HELPERS)
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
+    smoke = SMOKE[script]
+    assert_prints(script, run(script, *smoke.args), smoke.figures)
+
+
+def test_spark_benchmarks_run_at_their_smallest_size(tmp_path: Path) -> None:
+    output = run("bench_spark.py", "--lines", "2000", "--probes", "1", "--master", "local[2]", "--skip-json",
+                 "--work", str(tmp_path))
+    assert_prints("bench_spark.py", output, ("plain Python audit", "Spark validate over Parquet", "lines/s",
+                                             "stream latency line -> violation row", "driver memory"))
+    output = run("bench_spark_profile.py", str(tmp_path / "tables"), "--master", "local[2]")
+    assert_prints("bench_spark_profile.py", output, ("load average",))
