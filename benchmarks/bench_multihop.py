@@ -2,7 +2,7 @@
 interchanges, against a plain one-hop federation measured in the same run.
 
 Set-up: six nodes, each its own process (``interchange broker --config``), real DNS (dnsmasq, one
-domain per link, as in tests/multihop_harness.py, whose DNS fixture this script reuses), a
+domain per link, as in interchange/testing/multihop_harness.py, whose DNS fixture this script reuses), a
 generated test PKI, all on 127.0.0.1:
 
 - the line A - B - C - D, ``[ii.multihop]`` on (hop limit 3, the tightest that reaches D): an actor

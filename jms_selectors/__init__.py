@@ -25,7 +25,7 @@ Dialect: what the Apache brokers accept and select (JMS 2.0 §3.8.1)
     ``activemq-client/src/main/grammar/SelectorParser.jj`` and activemq-artemis
     ``artemis-selector/src/main/javacc/StrictParser.jj``, and their ``filter`` packages
     (``ComparisonExpression``, ``UnaryExpression``, ``LogicExpression``). Tests:
-    ``tests/test_selectors_portable.py``.
+    ``tests/unit/test_selectors_portable.py``.
 
 Grammar
     * Identifiers: ASCII ``[A-Za-z_$][A-Za-z0-9_$]*``, case-sensitive, not a reserved word.

@@ -52,7 +52,7 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-# The interop tests' AMQP client (tests/test_interop_rhea.py): exactly the locked versions.
+# The interop tests' AMQP client (tests/integration/test_interop_rhea.py): exactly the locked versions.
 node_stamp=tests/interop/node_modules/.installed-$(cat tests/interop/package.json tests/interop/package-lock.json | sha256sum | cut -c1-16)
 if [ ! -f "$node_stamp" ]; then
   echo "setup: installing the interop test client (rhea) into tests/interop/node_modules"

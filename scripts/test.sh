@@ -1,6 +1,50 @@
 #!/usr/bin/env bash
-# Installs everything (scripts/setup.sh) and runs the whole test suite. Extra arguments go to pytest.
+# Installs everything (scripts/setup.sh), then runs the test suite in its two parts: the unit part
+# (tests/unit: no network socket, no process, no JVM; under a minute), then the integration part
+# (tests/integration: real sockets, node processes, dnsmasq, RabbitMQ, PySpark, Chromium, the
+# benchmarks at their smallest size). It stops at the first part that fails and says which.
+#
+#   scripts/test.sh                      set-up, the unit part, then the integration part
+#   scripts/test.sh unit                 set-up and the unit part only
+#   scripts/test.sh integration          set-up and the integration part only
+#   scripts/test.sh [unit] -x -k tls     extra arguments go to pytest (in each part it runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+parts=(unit integration)
+case "${1:-}" in
+  unit|integration) parts=("$1"); shift ;;
+esac
+
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+
+passed=0 failed=0 skipped=0 ran=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+count() {  # the number before $1 in pytest's closing line ("12 passed, 1 skipped in 3.2s")
+  tail -n 1 "$log" | grep -oE "[0-9]+ $1" | grep -oE "^[0-9]+" || echo 0
+}
+for part in "${parts[@]}"; do
+  echo "test.sh: the $part part (tests/$part)"
+  start=$SECONDS
+  status=0
+  .venv/bin/python -m pytest "tests/$part" "$@" | tee "$log" || status=${PIPESTATUS[0]}
+  passed=$((passed + $(count passed))) failed=$((failed + $(count failed) + $(count error)))
+  skipped=$((skipped + $(count skipped)))
+  if [ "$status" = 5 ]; then  # pytest's "no tests collected": the arguments selected none here
+    echo "test.sh: no test of the $part part was selected"
+    continue
+  fi
+  if [ "$status" != 0 ]; then
+    echo "test.sh: the $part part FAILED (pytest exit $status, $((SECONDS - start)) s); later parts not run" >&2
+    echo "test.sh: $passed passed, $failed failed, $skipped skipped"
+    exit "$status"
+  fi
+  ran=1
+  echo "test.sh: the $part part passed ($((SECONDS - start)) s)"
+done
+if [ "$ran" = 0 ]; then
+  echo "test.sh: no test was selected" >&2
+  exit 5
+fi
+echo "test.sh: $passed passed, $failed failed, $skipped skipped"

@@ -29,7 +29,7 @@ through it and the subscriptions move to the next shortest route; a shorter rout
 takes over. Both are make-before-break (:mod:`ii_api.decisions.handover`): the subscription on the old route
 stays until the new one is CREATED with its links connected plus an overlap, and what reaches a
 local source over both routes meanwhile is dropped there by its bare message
-(:mod:`interchange.broker.import_duplicates`). On the ring of tests/test_multihop_topologies.py,
+(:mod:`interchange.broker.import_duplicates`). On the ring of tests/integration/test_multihop_topologies.py,
 A and C publishing every ~5 ms while the link C-A came back: 0 lost and 0 duplicated at every
 subscriber (break-before-make lost 2-21 of 157-231 per subscriber in the same test).
 

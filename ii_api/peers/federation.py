@@ -25,7 +25,7 @@ had before starting one per endpoint (several only for a sharded source), the II
 subscription per (neighbour, selector, consumerCommonName) and requests only new ones (IP_106),
 adopting after a crash the one it had requested instead of requesting it twice. With multi-hop
 federation, split horizon (:mod:`ii_api.decisions.multihop`) keeps a publicationId from being pulled both
-ways between two neighbours. tests/test_multihop_double_connect.py checks this with two nodes
+ways between two neighbours. tests/integration/test_multihop_double_connect.py checks this with two nodes
 started together that subscribe at each other in the same discovery round while both publish.
 """
 from __future__ import annotations

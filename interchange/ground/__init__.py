@@ -5,5 +5,5 @@
 :mod:`~interchange.ground.logformat` (the JSON-lines log schema),
 :mod:`~interchange.ground.logfile` (log settings, rotation and the writer thread) and
 :mod:`~interchange.ground.profile` (the C-Roads message profile as data). These modules
-import only the standard library, third-party packages and each other (tests/test_layers.py).
+import only the standard library, third-party packages and each other (tests/unit/test_layers.py).
 """

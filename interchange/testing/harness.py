@@ -20,10 +20,10 @@ from certs.tls import TlsFiles, proton_ssl_domain
 BROKER_CN = "broker.interchange.test"  #: the broker harness's node
 NEIGHBOUR_CN = "neighbour.interchange.test"
 A, B, C = "a.interchange.test", "b.interchange.test", "c.interchange.test"  #: the II harness's nodes
-D = "d.interchange.test"  #: the fourth node of the multi-hop line (tests/multihop_harness.py)
+D = "d.interchange.test"  #: the fourth node of the multi-hop line (interchange/testing/multihop_harness.py)
 PKI_INTERCHANGES = (BROKER_CN, NEIGHBOUR_CN, A, B, C, D)
 PKI_ACTORS = ("actor-1", "actor-2", "actor-3", "actor-4", "actor-a", "actor-b", "actor-c", "actor-d", "actor-x",
-              "tlex-bridge")  # tlex-bridge: the traffic-light bridge's own identity (tests/test_tlex_bridge.py)
+              "tlex-bridge")  # the traffic-light bridge's own identity (tests/integration/test_tlex_bridge.py)
 EXPIRED_ACTOR = "actor-expired"  #: a client certificate that expired yesterday
 REVOKED_ACTOR = "actor-revoked"  #: a client certificate on the intermediate's CRL
 

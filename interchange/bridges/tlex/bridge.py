@@ -422,7 +422,7 @@ class MessageEncoder:
     """BI messages as AMQP 1.0 bytes: header (TTL in ms), application-properties, one data section
     (the payload unchanged). A controller's properties are the same for every payload of a kind, so
     their section is encoded once (proton's codec) and reused: ~2 us per message instead of ~55 us
-    for a full ``proton.Message.encode``; ``tests/test_tlex_bridge.py`` checks both give the same message."""
+    for a full ``proton.Message.encode``; ``tests/unit/test_tlex_bridge_parts.py`` checks both give the same message."""
 
     def __init__(self) -> None:
         self._sections: dict[tuple[str, str], bytes] = {}
