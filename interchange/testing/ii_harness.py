@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import aiohttp
 from proton import Message
@@ -78,7 +78,15 @@ async def start(config: NodeConfig) -> RunningNode:
     return await asyncio.wait_for(start_node(config), WAIT_S)
 
 
-async def wait_for(predicate: Callable[[], Awaitable[T] | T], what: str, timeout: float = WAIT_S) -> T:
+@overload
+async def wait_for(predicate: Callable[[], Awaitable[T]], what: str, timeout: float = WAIT_S) -> T: ...
+
+
+@overload
+async def wait_for(predicate: Callable[[], T], what: str, timeout: float = WAIT_S) -> T: ...
+
+
+async def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
     """Poll ``predicate`` (sync or async) until it returns something truthy; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -86,7 +94,7 @@ async def wait_for(predicate: Callable[[], Awaitable[T] | T], what: str, timeout
         if asyncio.iscoroutine(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(0.02)

@@ -1,5 +1,5 @@
-"""Two federated interchanges with traffic, for the monitoring tests (tests/test_monitoring_live.py,
-tests/test_federation_view.py): node A publishes (its actor's DENMs, through a delivery), node B's
+"""Two federated interchanges with traffic, for the monitoring tests (tests/integration/test_monitoring_live.py,
+tests/integration/test_federation_view.py): node A publishes (its actor's DENMs, through a delivery), node B's
 actor subscribes to them, so B holds a subscription at A, A a subscription of B, and B pulls over
 a federation link into its actor's source, drained by a consumer. Neighbours are seeded in the II
 stores (DNS is not the subject here)."""
@@ -13,7 +13,10 @@ from pathlib import Path
 
 from certs import TestPki
 from ii_api.peers.discovery import Neighbour
-from ii_harness import (
+from interchange.app.config import NodeConfig
+from interchange.app.node import RunningNode
+from interchange.ground.ports import free_port
+from interchange.testing.ii_harness import (
     DOMAIN,
     WAIT_S,
     Consumer,
@@ -26,9 +29,6 @@ from ii_harness import (
     start,
     wait_for,
 )
-from interchange.app.config import NodeConfig
-from interchange.app.node import RunningNode
-from interchange.ground.ports import free_port
 
 SELECTOR = "messageType = 'DENM'"
 
@@ -151,6 +151,7 @@ async def federate(pair: Pair, subscription_selector: str = SELECTOR) -> None:
     source = str((await wait_for(endpoints, "the endpoints of B's actor's subscription"))[0]["source"])
     await wait_for(lambda: any(o["status"] == "CREATED" and o["links"] and all(l["connected"] for l in o["links"])
                                for o in ii_b.status()["outgoing"]), "B's subscription at A with its link up")
+    assert pair.b.amqps_port is not None
     consumer = await asyncio.to_thread(Consumer, pair.pki, pair.actor, pair.b.amqps_port, pair.b.config.name, source)
     pair.drain = Drain(consumer)
     pair.publisher = Publisher(pair.pki, pair.actor, pair.a.config.name, endpoint["port"], endpoint["target"]).start()

@@ -31,6 +31,7 @@ SMOKE: dict[str, Smoke] = {
     "bench_scan.py": Smoke(("--number", "200", "--repeat", "1"), ("scan_message µs", "C accelerator µs")),
     "bench_selectors.py": Smoke(("--seconds", "0.01"), ("compiled/s", "reference/s")),
     "bench_link_selectors.py": Smoke((), ("unbounded (before)", "bounded, at the limits")),
+    "bench_observer.py": Smoke(("--number", "1000"), ("current", "without the per-type counter", "load average")),
     "bench_store.py": Smoke(("--messages", "200"), ("journal     200 B", "sqlite      200 B", "µs CPU/msg")),
     "bench_broker.py": Smoke(("--quick", "--only", "matrix", "--subs", "0", "--sizes", "200", "--peer", "baseline",
                               "--distinct", "none"), ("### Matrix: ours", "### Matrix: peer", "### Ratios (ours / peer)")),

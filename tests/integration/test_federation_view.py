@@ -13,16 +13,23 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-import browser_harness
 from certs import TestPki
 from ii_api.peers.discovery import Neighbour
-from ii_harness import A, B, DOMAIN, wait_for
 from interchange.app import federation_view
 from interchange.app.config import AdminConfig, NodeConfig
-from interchange.app.federation_view import (BridgeLink, DeliveryRow, FederationSnapshot, Link, NeighbourRow,
-                                             SubscriptionRow, render)
+from interchange.app.federation_view import (
+    BridgeLink,
+    DeliveryRow,
+    FederationSnapshot,
+    Link,
+    NeighbourRow,
+    SubscriptionRow,
+    render,
+)
 from interchange.ground.ports import free_port
-from monitoring_harness import Pair, federate, start_pair
+from interchange.testing import browser_harness
+from interchange.testing.ii_harness import DOMAIN, A, B, wait_for
+from interchange.testing.monitoring_harness import Pair, federate, start_pair
 
 HOSTILE = "<img src=x onerror=\"document.title=1\"><script>document.title=2</script>"  # no ': a selector literal
 HOSTILE_SELECTOR = f"messageType = 'DENM' AND publisherId <> '{HOSTILE}'"

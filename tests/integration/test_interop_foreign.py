@@ -1,6 +1,6 @@
 """The interop kit against a foreign interchange and against broken variants of it.
 
-The foreign interchange (``tests/foreign_ixc``) is written from the profile and shares no code
+The foreign interchange (``tests/integration/foreign_ixc``) is written from the profile and shares no code
 with this project. Its certificate comes from its own PKI, so the kit verifies it with ``--trust``
 = that PKI's root, while ``--pki`` is a test PKI of ours that the foreign interchange trusts for
 client certificates: prepared with ``interchange interop prepare`` and installed on it (its root
@@ -25,11 +25,12 @@ import pytest
 from cryptography import x509
 
 from certs import create_test_pki
-from dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq
-from foreign_ixc import Faults, ForeignConfig, ForeignInterchange, IIFaults, RoutingFaults, start
+from foreign_ixc import Faults, ForeignConfig, ForeignInterchange, IIFaults, RoutingFaults
 from foreign_ixc import pki as foreign_pki
+from foreign_ixc import start
 from interchange.app.cli import build_parser
 from interchange.ground.ports import free_port
+from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq
 from interop_kit import badcerts
 from interop_kit.catalogue import all_checks
 from interop_kit.cli import target_from_args

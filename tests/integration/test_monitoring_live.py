@@ -24,16 +24,16 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from test_monitoring_rules import DASHBOARD, MONITORING, dashboard_queries
 
 from certs import TestPki
-from if2_harness import CROADS_ACTOR, IF2_NEIGHBOUR, IF2_NODE, bridge_node_config
-from ii_harness import wait_for
 from interchange.app.config import AdminConfig, NodeConfig
 from interchange.app.node_metrics import scrape_targets
 from interchange.ground.ports import free_port
+from interchange.testing.if2_harness import CROADS_ACTOR, IF2_NEIGHBOUR, IF2_NODE, bridge_node_config
+from interchange.testing.ii_harness import wait_for
+from interchange.testing.monitoring_harness import Pair, federate, start_pair
 from interchange.testing.rabbitmq import RabbitMQ
-from monitoring_harness import Pair, federate, start_pair
-from test_monitoring_rules import DASHBOARD, MONITORING, dashboard_queries
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 WAIT_DATA_S = 90.0  # rate() over 1 m and the 5 m p99 need a few scrapes; the machine may be loaded

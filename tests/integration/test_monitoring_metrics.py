@@ -17,16 +17,16 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker_harness import start_broker
 from certs import TestPki
-from harness import BROKER_CN, denm
 from interchange.app.admin import start_admin
 from interchange.app.cli import main
 from interchange.app.node import node_registry
 from interchange.app.node_metrics import ParsedFiles, scrape_targets
+from interchange.testing.broker_harness import start_broker
+from interchange.testing.harness import BROKER_CN, denm
 from test_broker_bi import SOURCES, TARGETS
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "node.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "node.example.toml"
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -3,7 +3,7 @@ mutants that show each alert's test can fail, and the Grafana dashboard's struct
 Grafana's dashboard schema (the grafana-foundation-sdk's models, generated from it: a key the schema
 does not know is dropped on the round trip) and its queries through promtool's PromQL parser.
 
-The dashboard's queries are evaluated against a live node in tests/test_monitoring_live.py.
+The dashboard's queries are evaluated against a live node in tests/integration/test_monitoring_live.py.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import yaml
 from grafana_foundation_sdk.cog import plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-MONITORING = Path(__file__).resolve().parents[1] / "deploy" / "monitoring"
+MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 ALERTS = MONITORING / "rules" / "alerts.yml"
 RECORDING = MONITORING / "rules" / "recording.yml"
 RULE_TESTS = MONITORING / "tests" / "alerts.test.yml"

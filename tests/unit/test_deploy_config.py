@@ -23,7 +23,7 @@ def test_compose_runs_prometheus_and_grafana_with_the_monitoring_files() -> None
     provisioning expect them, and every file it mounts exists."""
     import yaml
 
-    container = Path(__file__).resolve().parents[1] / "deploy" / "container"
+    container = Path(__file__).resolve().parents[2] / "deploy" / "container"
     compose = yaml.safe_load((container / "compose.yaml").read_text())
     services = compose["services"]
     assert {"interchange", "prometheus", "grafana"} <= set(services)

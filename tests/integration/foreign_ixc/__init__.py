@@ -2,7 +2,7 @@
 
 It is the counterpart the interop kit is tested against: an independent implementation that shares
 no code with this project (only the standard library, aiohttp, dnspython, python-qpid-proton's
-engine and codec, and ``cryptography``; ``tests/test_interop_foreign.py`` checks its imports). What
+engine and codec, and ``cryptography``; ``tests/integration/test_interop_foreign.py`` checks its imports). What
 it implements, and from where:
 
 - chapter 5 / appendix E (:func:`server_context`): TLS 1.3 only (IP_053/054), mutual
