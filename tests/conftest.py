@@ -5,7 +5,8 @@ The suite has two parts, each with its own conftest that marks its tests and hol
 and ``tests/integration`` (marker ``integration``: real sockets, node processes, dnsmasq, RabbitMQ,
 PySpark, Chromium). Helpers (builders, clients, harnesses) are the installed package
 :mod:`interchange.testing`, which the benchmarks import too; fixtures are defined in conftests only,
-so test modules use them without imports. A test outside both directories is refused.
+so test modules use them without imports. A test outside both directories, or marked with the
+other part's marker, is refused.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """After the parts' conftests marked their tests: every test is in exactly one part."""
     stray = [item.nodeid for item in items if sum(item.get_closest_marker(part) is not None for part in PARTS) != 1]
     if stray:
-        raise pytest.UsageError(f"tests outside tests/unit and tests/integration: {', '.join(stray[:5])}")
+        raise pytest.UsageError("tests not in exactly one part (a file in tests/unit or tests/integration, "
+                                f"no part's marker by hand): {', '.join(stray[:5])}")
 
 
 # ------------------------------------------------------------------------------ PKIs

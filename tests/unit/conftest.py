@@ -16,7 +16,9 @@ it runs and while they are torn down:
   inside a function after an integration module did is not caught, one that imports it at module
   level is.
 
-A test that needs any of these belongs in tests/integration.
+A test that needs any of these belongs in tests/integration, and so do the sans-I/O sweeps that take
+seconds each (the C accelerator's differential tests, runs of store faults from every call, selector
+differentials, 5,000-term selectors), so that this part runs in under a minute.
 """
 from __future__ import annotations
 
