@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import subprocess
 import sys
 import timeit
@@ -24,9 +25,9 @@ MEASURES = ("validate, valid DENM", "admission, C, distinct", "admission, C, rep
             "admission, pure Python, distinct", "admission, pure Python, repeated")
 
 
-def measure(root: Path) -> list[float]:
-    """The figures of :data:`MEASURES` (µs per message) for the tree at ``root``."""
-    sys.path[:0] = [str(root), str(root / "benchmarks")]
+def measure() -> list[float]:
+    """The figures of :data:`MEASURES` (µs per message) for the tree this process imports from (see
+    :func:`child`)."""
     import bench_scan  # noqa: PLC0415 - from the tree measured
     from interchange.broker.admission import Admission  # noqa: PLC0415
     from interchange.broker.amqp_scan import scan_message  # noqa: PLC0415
@@ -48,6 +49,15 @@ def measure(root: Path) -> list[float]:
             best(lambda: py(next(messages), "p", False, None, 0), 5000), best(lambda: py(one, "p", False, None, 0), 20000)]
 
 
+def child(root: Path) -> str:
+    """One measuring process importing from the tree at ``root``: its directory and its benchmarks/
+    first on the module path (PYTHONPATH; -P leaves this script's own folder off it), ahead of the
+    installed project."""
+    path = os.pathsep.join([str(root), str(root / "benchmarks"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return subprocess.run([sys.executable, "-P", __file__, "--measure", str(root)], check=True, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": path}).stdout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", type=Path, help="the other tree (its extension built)")
@@ -55,15 +65,14 @@ def main() -> None:
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # one run, in a child process
     args = parser.parse_args()
     if args.measure is not None:
-        print(" ".join(f"{x:.3f}" for x in measure(args.measure)))
+        print(" ".join(f"{x:.3f}" for x in measure()))
         return
     if args.peer is None:
         parser.error("--peer is required")
     figures: dict[str, list[list[float]]] = {"peer": [], "this": []}
     for _ in range(args.alternations):
         for name, root in (("peer", args.peer.resolve()), ("this", HERE)):
-            out = subprocess.run([sys.executable, __file__, "--measure", str(root)], check=True,
-                                 capture_output=True, text=True).stdout
+            out = child(root)
             figures[name].append([float(x) for x in out.split()])
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"]
     print(f"best of {args.alternations} alternations (µs per message), load {' '.join(load)}")

@@ -94,7 +94,8 @@ def bad_values(prop: Property) -> list[tuple[str, object, str]]:
             misses = [m for m in PATTERN_MISSES if not re.fullmatch(regex, m, re.DOTALL)]
             return [("no match", misses[0], requirement)]
         case CommaList(item_regex=item):
-            cases = [("no list", "a,b", rule.requirement), ("empty item", ",a,,b,", rule.requirement)]
+            cases: list[tuple[str, object, str]] = [("no list", "a,b", rule.requirement),
+                                                    ("empty item", ",a,,b,", rule.requirement)]
             if item is not None:
                 cases.append(("bad item", ",1, ,", rule.requirement))
             return cases

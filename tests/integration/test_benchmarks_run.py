@@ -33,6 +33,8 @@ SMOKE: dict[str, Smoke] = {
     "bench_link_selectors.py": Smoke((), ("unbounded (before)", "bounded, at the limits")),
     "bench_observer.py": Smoke(("--number", "1000"), ("current", "without the per-type counter", "load average")),
     "bench_store.py": Smoke(("--messages", "200"), ("journal     200 B", "sqlite      200 B", "µs CPU/msg")),
+    "bench_admission_peer.py": Smoke(("--peer", str(ROOT), "--alternations", "1"),  # this tree against itself
+                                     ("best of 1 alternations", "admission, C, distinct", "ratio")),
     "bench_broker.py": Smoke(("--quick", "--only", "matrix", "--subs", "0", "--sizes", "200", "--peer", "baseline",
                               "--distinct", "none"), ("### Matrix: ours", "### Matrix: peer", "### Ratios (ours / peer)")),
     "bench_if2.py": Smoke(("--messages", "50", "--paced", "20", "--rate", "100"),

@@ -1,6 +1,6 @@
 """The audit's tables 1-7 rules (spark.property_rules) follow the message profile entry by entry.
 
-The cases of tests/profile_cases.py (each entry of the profile broken once, from its data alone)
+The cases of interchange/testing/profile_cases.py (each entry of the profile broken once, from its data alone)
 go through the log pipeline (log records -> spark.parse -> findings): each gives exactly the one
 finding the profile names, and the cheap test ``valid`` agrees. A changed profile (properties
 added, a range narrowed) is checked by the SQL built from it without a line of Spark code; its
@@ -16,7 +16,7 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from interchange.ground import logformat
 from interchange.ground.profile import TABLES, Tables
-from profile_cases import cases, changed_tables, valid_sets
+from interchange.testing.profile_cases import cases, changed_tables, valid_sets
 from spark import loggen, parse, property_rules
 from spark.loggen import Message, received
 
