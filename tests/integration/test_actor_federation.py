@@ -33,6 +33,7 @@ from interchange.actor import (
 )
 from interchange.app.cli import main
 from interchange.app.selfnode import KIT_NAME, SelfFederation
+from interchange.testing.selector_cases import REFUSED_BY_THE_JAVA_ENGINES, SELECTORS
 from interop_kit.demo_data import (
     CONSUMER,
     DEMO_SELECTOR,
@@ -42,7 +43,6 @@ from interop_kit.demo_data import (
     SUBSCRIBER,
     actor_settings,
 )
-from test_actor_library import REFUSED_BY_THE_JAVA_ENGINES, SELECTORS
 
 HAZELDONK = (51.4449, 4.9238)
 WAIT_S = 20.0

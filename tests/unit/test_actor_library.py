@@ -37,6 +37,7 @@ from interchange.broker.amqp_scan import scan_message
 from interchange.broker.ttl_policy import default_ttl_ms
 from interchange.broker.validation import validate_application_properties
 from interchange.ground.profile import MESSAGE_TYPES, TTL, MessageType
+from interchange.testing.selector_cases import REFUSED_BY_THE_JAVA_ENGINES, SELECTORS
 from interop_kit.demo_data import demo_capabilities
 
 HAZELDONK = (51.4449, 4.9238)
@@ -154,11 +155,6 @@ def test_an_area_that_is_not_one() -> None:
 
 
 # ------------------------------------------------------------------------------------- selectors
-REFUSED_BY_THE_JAVA_ENGINES = ["causeCode IN (1, 2)", "causeCode = NULL", "causeCode < 'x'", "a = 5f", "a = 0x2AL",
-                               "TRUE = 1", "xpath = 'x'", "messageType = 'DENM' AND", "quadTree LIKE 5",
-                               "a = 1 -- no line break\n AND"]
-
-
 @pytest.mark.parametrize("text", REFUSED_BY_THE_JAVA_ENGINES)
 def test_a_refused_selector_gets_the_nodes_not_valid_message(text: str) -> None:
     _, node_says = compile_selector(text)  # the II's NOT_VALID errorMessage
@@ -167,13 +163,6 @@ def test_a_refused_selector_gets_the_nodes_not_valid_message(text: str) -> None:
     assert problem.message == node_says
     caret_line = problem.pointer().splitlines()[-1]
     assert caret_line.index("^") == problem.position - (text.rfind("\n", 0, problem.position) + 1)
-
-
-SELECTORS = ["messageType = 'DENM'", "messageType = 'IVIM' AND quadTree LIKE '%,1202021%'",
-             "messageType = 'DENM' AND causeCode = 94", "causeCode = 2 AND messageType = 'DENM'",
-             "quadTree LIKE '%,0313%'", "quadTree LIKE '%,03%' AND NOT quadTree LIKE '%,0313322%'",
-             "publisherId = 'NL00001' OR messageType = 'CAM'", "protocolVersion LIKE 'IVIM:%'",
-             "originatingCountry IN ('NO', 'SE')", "messageType = 'DENM' AND (causeCode = 1 OR causeCode = 3)", ""]
 
 
 @pytest.mark.parametrize("selector", SELECTORS)
