@@ -32,18 +32,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from proton import Collector, Connection, Event, Link, Message, Transport
 
-from proton import Collector, Connection, Event, Link, Message, Transport  # noqa: E402
-
-import bench_scan  # noqa: E402
-from interchange.broker import admission as admission_module  # noqa: E402
-from interchange.broker import amqp_scan, engine  # noqa: E402
-from interchange.broker.engine import EngineLimits  # noqa: E402
-from interchange.broker.message import BrokerMessage  # noqa: E402
-from interchange.broker.ttl_policy import TtlPolicy  # noqa: E402
+import bench_scan
+from interchange.broker import admission as admission_module
+from interchange.broker import amqp_scan, engine
+from interchange.broker.engine import EngineLimits
+from interchange.broker.message import BrokerMessage
+from interchange.broker.ttl_policy import TtlPolicy
 
 
 def load(name: str, path: Path) -> ModuleType:

@@ -1,7 +1,7 @@
 """Improved Interface (II, chapter 4 of the C-Roads IP Based Interface Profile): the HTTPS
 control plane of the interchange, and the local actor API built on the same JSON.
 
-Sub-packages by role; imports between them run downwards only (``tests/test_layers.py``), and a
+Sub-packages by role; imports between them run downwards only (``tests/unit/test_layers.py``), and a
 sub-package is given what it may not import through the Protocols of its ``doors.py``:
 
 ====  ==============  ======================================================================

@@ -28,6 +28,8 @@ class Smoke:
 
 
 SMOKE: dict[str, Smoke] = {
+    "bench_parts.py": Smoke(("--number", "200", "--rounds", "1", "--against", str(ROOT)),  # this tree against itself
+                            ("CPU µs per message", "engine, 200 B through a consumer link", "this/against")),
     "bench_scan.py": Smoke(("--number", "200", "--repeat", "1"), ("scan_message µs", "C accelerator µs")),
     "bench_selectors.py": Smoke(("--seconds", "0.01"), ("compiled/s", "reference/s")),
     "bench_link_selectors.py": Smoke((), ("unbounded (before)", "bounded, at the limits")),
