@@ -46,6 +46,8 @@ SMOKE: dict[str, Smoke] = {
                                 "--quiet-s", "1"), ("no churn (peer)  BI latency", "BI latency churn / no churn")),
     "bench_tlex.py": Smoke(("--controllers", "2", "--seconds", "1", "--warmup", "0.5"),
                            ("peer: simulator -> Broker-session client", "bridged: simulator", "bridge hot path")),
+    "bench_tlex_start.py": Smoke(("--controllers", "20"),
+                                 ("phase | capabilities | start s", "peer (no [tlex])", "replace (new SPATEM version)")),
     "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
     "soak_federation.py": Smoke(("--minutes", "0.2", "--rate", "20", "--drain", "10"),
                                 ("kill -9", "restarted", "latency_p99_ms", "lost within TTL:")),

@@ -11,16 +11,16 @@ import asyncio
 import time
 from pathlib import Path
 
-from ii_harness import Consumer, Https, node_config, publish, wait_for
 from proton import Message
-from tlex_harness import DOMAIN, SIM_HOST, start_virtual_sim
 
 from certs import TestPki
+from interchange.app.node import start_node
 from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.controllers import ControllerSpec
 from interchange.bridges.tlex.payloads import stand_in
 from interchange.bridges.tlex.publication import tile
-from interchange.app.node import start_node
+from interchange.testing.ii_harness import Consumer, Https, node_config, publish, wait_for
+from interchange.testing.tlex_harness import DOMAIN, SIM_HOST, start_virtual_sim
 
 NODE = "a.interchange.test"
 BRIDGE, ACTOR = "tlex-bridge", "actor-a"

@@ -17,8 +17,8 @@ it runs and while they are torn down:
   level is.
 
 A test that needs any of these belongs in tests/integration, and so do the sans-I/O sweeps that take
-seconds each (the C accelerator's differential tests, runs of store faults from every call, selector
-differentials, 5,000-term selectors), so that this part runs in under a minute.
+seconds each (the C accelerator's differential tests, the routing coverage's property tests, runs of
+store faults from every call, selector differentials, 5,000-term selectors), so that this part runs in under a minute.
 """
 from __future__ import annotations
 
