@@ -12,7 +12,7 @@ A capability's *fit* (Tables 11/12), each term only when the capability gives it
 
 These are the terms of :func:`ii_api.decisions.capability_selector.capability_selector`, with
 the JMS semantics :mod:`jms_selectors` gives them (numbers are int or float, never bool; strings
-include subclasses such as proton's ``symbol``); ``tests/test_coverage.py`` checks that both agree
+include subclasses such as proton's ``symbol``); ``tests/integration/test_coverage.py`` checks that both agree
 on generated capabilities and messages. A message fits a :class:`Coverage` when it fits one of its
 capabilities.
 

@@ -11,14 +11,14 @@ it runs and while they are torn down:
   ``exec``/``spawn``/``posix_spawn`` families, and ``_posixsubprocess.fork_exec`` is wrapped for
   multiprocessing's spawn and forkserver starts, which raise no audit event;
 - the JVM: ``pyspark`` (and ``py4j``) cannot be imported, here or while the modules of this
-  directory are collected. When the unit part runs on its own (``scripts/test.sh unit``, ``pytest
-  tests/unit``) that is exact; in one run with the integration part a test that imports pyspark
-  inside a function after an integration module did is not caught, one that imports it at module
-  level is.
+  directory are collected. That is exact when the unit part runs on its own (``scripts/test.sh``
+  runs the parts one after the other, ``scripts/test.sh unit``, ``pytest tests/unit``); in one run
+  with the integration part, pyspark may already be loaded and an import of it is not seen.
 
 A test that needs any of these belongs in tests/integration, and so do the sans-I/O sweeps that take
 seconds each (the C accelerator's differential tests, the routing coverage's property tests, runs of
-store faults from every call, selector differentials, 5,000-term selectors), so that this part runs in under a minute.
+store faults from every call, selector differentials, 5,000-term selectors), so that this part runs
+in under a minute.
 """
 from __future__ import annotations
 
