@@ -310,7 +310,7 @@ class Load:
     cells: int = 16
     active: int | None = None  # only subscriptions j < active can match; the others select absent tiles
     distinct: bool = field(default_factory=lambda: DISTINCT_ALL)  # every message its own app properties
-    durable: bool = False  # header durable = true (issue 11: stored before accepted)
+    durable: bool = False  # header durable = true (stored before accepted)
     consumer_unsettled: bool = False  # consumers settle each delivery (accepted) instead of taking it pre-settled
 
     def _is_active(self, j: int) -> bool:
@@ -640,7 +640,7 @@ def rabbitmq_messages(load: Load, quick: bool) -> int:
 
 
 def print_durable(rows: list[dict]) -> None:
-    """Durable vs memory-only (issue 11): throughput, broker CPU per message, accept latency."""
+    """Durable vs memory-only: throughput, broker CPU per message, accept latency."""
     print("\n### Durable vs memory-only (1 producer, window 1000; consumers settle each delivery)\n")
     print("| broker | subs | payload | messages | msgs/s | CPU µs/msg | accept p50 ms | accept p99 ms "
           "| durable/memory msgs/s | load avg |")

@@ -1,4 +1,4 @@
-"""II churn vs BI latency (issue 10; a script, not a test): does control-plane work stall the data plane?
+"""II churn vs BI latency (a script, not a test): does control-plane work stall the data plane?
 
 One node process (broker and II share its event loop). The data plane: an actor publishes small
 DENMs at a paced rate to its delivery target, another consumes them from its local subscription;

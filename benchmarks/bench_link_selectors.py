@@ -1,6 +1,6 @@
-"""Cost of link selectors on attach (issue 10): unbounded compile vs the broker's bounded one.
+"""Cost of link selectors on attach: unbounded compile vs the broker's bounded one.
 
-Six consumers attach with distinct 60 kB selectors (the probe of issue 10: ``(causeCode = i AND
+Six consumers attach with distinct 60 kB selectors (as a hostile actor would send: ``(causeCode = i AND
 subCauseCode > i AND messageType = 'Ti') OR ...``, 900 alternatives). The peer in the same run
 is the unbounded ``jms_selectors.compile`` the router used before; then the broker's
 :class:`interchange.broker.link_selectors.LinkSelectors` on the same texts (refused), and on six

@@ -1,4 +1,4 @@
-"""Multi-hop federation benchmark (issue 12; a script, not a test): per-hop latency on a line of four
+"""Multi-hop federation benchmark (a script, not a test): per-hop latency on a line of four
 interchanges, against a plain one-hop federation measured in the same run.
 
 Set-up: six nodes, each its own process (``interchange broker --config``), real DNS (dnsmasq, one
@@ -17,7 +17,7 @@ each; every body carries its send time (time.time_ns). For each message: the lat
 subscriber (receive - send); per hop the time it added, t(k hops) - t(k-1 hops), the first against
 the local subscriber at the publishing node (the copy k hops away travels over links of its own,
 so hops after the first overlap the previous copy's path: an approximation); and the line's added
-time per hop, (t(D) - t(A)) / 3, which is exact on average. The goal (issue 12): p99 under 10 ms per hop.
+time per hop, (t(D) - t(A)) / 3, which is exact on average. The goal: p99 under 10 ms per hop.
 Load average is printed before and after (the machine is shared).
 
     .venv/bin/python benchmarks/bench_multihop.py [--messages 2000] [--rate 100] [--json FILE]

@@ -1,4 +1,4 @@
-"""Durable store candidates (issue 11): SQLite in WAL mode vs the append-only segment journal.
+"""Durable store candidates: SQLite in WAL mode vs the append-only segment journal.
 
 The workload is the broker's: group commits of ``--batch`` messages (one fsync each), every
 batch also deleting the previous batch's messages (a consumer settled them), for 200 B and

@@ -1,4 +1,4 @@
-"""Federation soak (issue 11; not a test): three interchanges with real DNS and the test PKI, a
+"""Federation soak (not a test): three interchanges with real DNS and the test PKI, a
 realistic durable mix from a publisher at interchange 1 to consumers at 2 and 3, a consumer that
 disconnects and comes back, an interchange killed (SIGKILL) and restarted midway.
 

@@ -1,4 +1,4 @@
-"""A node's TLS settings and their reload without a restart (issue 11; chapter 5, IP_050/IP_051).
+"""A node's TLS settings and their reload without a restart (chapter 5, IP_050/IP_051).
 
 Operators rotate the node's certificate and publish new CRLs while connections are open.
 :class:`NodeTls` owns the contexts every interface of one node process uses: the server side (BI

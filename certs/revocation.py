@@ -1,4 +1,4 @@
-"""Which open connections a new set of CRLs revokes (issue 11; IP_050/IP_051, chapter 5).
+"""Which open connections a new set of CRLs revokes (IP_050/IP_051, chapter 5).
 
 OpenSSL checks the CRLs during each handshake, so a new CRL binds new connections as soon as the
 TLS context is rebuilt. Connections opened before it stay up until someone looks at their peer

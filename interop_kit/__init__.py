@@ -1,4 +1,4 @@
-"""`interchange interop`: conformance checks that any C-Roads interchange can be run against (issue 14).
+"""`interchange interop`: conformance checks that any C-Roads interchange can be run against.
 
 Operators' CI points the kit at an interchange (II base URL, BI endpoint, trust bundle, client
 credentials; for the refusal checks a test PKI readied with ``interchange interop prepare``) or

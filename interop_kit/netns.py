@@ -1,4 +1,4 @@
-"""Network namespaces for the federation harness (issue 14): each node in its own ``ip netns`` with
+"""Network namespaces for the federation harness: each node in its own ``ip netns`` with
 its own address, as on separate hosts.
 
 One Linux bridge in the caller's namespace (``ixb-<tag>``, address ``<subnet>.254``) joins a veth

@@ -1,4 +1,4 @@
-"""The federation soak (issue 11): three interchanges found through real DNS (the federation harness,
+"""The federation soak: three interchanges found through real DNS (the federation harness,
 :mod:`interop_kit.federation`), the test PKI, a publisher at interchange 1 sending a realistic mix
 (DENM, IVIM, SPATEM/MAPEM, CAM) as durable messages, consumers at interchanges 2 and 3 subscribed
 with selectors, so every delivery crosses one federation hop. Midway one consumer disconnects and

@@ -1,4 +1,4 @@
-"""The federation soak's bookkeeping (issue 11), sans I/O: what was published, accepted and received,
+"""The federation soak's bookkeeping, sans I/O: what was published, accepted and received,
 and the per-subscription report (published, accepted, delivered, lost within TTL, duplicates,
 latency p50/p99 across one federation hop).
 

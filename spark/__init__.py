@@ -1,4 +1,4 @@
-"""The PySpark audit pipeline over the node's JSON-lines logs (issue 8): ``interchange audit <job>``.
+"""The PySpark audit pipeline over the node's JSON-lines logs: ``interchange audit <job>``.
 
 - :mod:`spark.tables` — the output tables (schemas, paths); :mod:`spark.session` — the SparkSession.
 - :mod:`spark.parse` — log lines (interchange.ground.logformat v1/v2) to typed rows, in column expressions.

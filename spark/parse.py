@@ -23,7 +23,7 @@ from spark import tables
 
 CORRUPT_COLUMN = "_corrupt_record"
 
-#: Version-2 fields (log contract, issue 8 section 1) read even before the model lists them.
+#: Version-2 fields (the log contract) read even before the model lists them.
 V2_FIELDS = (
     "timestampMs", "process", "messageId", "amqpMessageId", "consumer", "source", "messageType",
     "publicationId", "shardId", "shardKey", "shardSeq", "arrivalMs", "departureMs", "settledMs",

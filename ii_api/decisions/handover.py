@@ -1,4 +1,4 @@
-"""Make-before-break route changes for multi-hop federation (issue 12), sans-I/O.
+"""Make-before-break route changes for multi-hop federation, sans-I/O.
 
 With multi-hop federation a want (a local subscription, or a neighbour's subscription here that
 wants re-exported data) is served over the shortest route (:func:`ii_api.decisions.multihop.desired_routes`),

@@ -1,4 +1,4 @@
-"""Multi-hop federation in the capability exchange (issue 12, IP_109, IP_132), sans-I/O.
+"""Multi-hop federation in the capability exchange (IP_109, IP_132), sans-I/O.
 
 IP_109 lets an interchange re-distribute another interchange's messages only with loop
 prevention in place: the hop trace of :mod:`interchange.broker.hop_trace`. Whether a neighbour has

@@ -1,4 +1,4 @@
-"""Heavy II computations in slices on the event loop (issue 10: the control plane shares the loop
+"""Heavy II computations in slices on the event loop (the control plane shares the loop
 with the broker).
 
 Matching thousands of capabilities against hundreds of selectors is pure CPU work; done in one go

@@ -140,7 +140,7 @@ def decide_incoming_steps(selector: str, consumer_cn: str | None, requester_cn: 
                           capabilities: Sequence[Capability], policy: SubscriptionPolicy, *, existing: int = 0,
                           own_name: str = "this interchange") -> Steps[IncomingDecision]:
     """:func:`decide_incoming`, yielding between chunks of capabilities (run by
-    :func:`ii_api.decisions.slices.in_slices` on the loop: thousands of capabilities, issue 10)."""
+    :func:`ii_api.decisions.slices.in_slices` on the loop: thousands of capabilities)."""
     consumer = consumer_cn or requester_cn
     compiled, problem = compile_selector(selector)
     if compiled is None:

@@ -65,7 +65,7 @@ def openapi_document(operations: Sequence[Operation], *, base_path: str = "", ti
         if len(choices) == 1:
             return refs[(choices[0], "validation")]
         # anyOf, not oneOf: which form is answered depends on the caller (see the description),
-        # and one answer may be valid under both (an empty subscriptions list is; issue 10).
+        # and one answer may be valid under both (an empty subscriptions list is).
         return {"anyOf": [refs[(m, "validation")] for m in choices]}
 
     error_content = {"application/json": {"schema": refs[(ErrorBody, "validation")]}}

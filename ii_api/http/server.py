@@ -128,13 +128,13 @@ SHUTDOWN_GRACE_S = 1.0  #: how long a stopping node lets running requests finish
 
 def _encode(model: WireModel) -> bytes:
     if isinstance(model, CapabilitiesMessage):
-        return model.json_bytes()  # each capability's text encoded once (issue 10)
+        return model.json_bytes()  # each capability's text encoded once
     return json.dumps(model.to_json(), separators=(",", ":")).encode()
 
 
 async def _json(model: WireModel, status: int = 200) -> web.Response:
     """The JSON answer, encoded off the event loop (thousands of capabilities take a good part of a
-    second to encode, issue 10)."""
+    second to encode)."""
     body = await asyncio.to_thread(_encode, model)
     return web.Response(body=body, status=status, content_type="application/json")
 
@@ -245,7 +245,7 @@ class IIServer:
 
     @staticmethod
     def _count(items: list[Any], field: str, most: int) -> None:
-        """413 for a request with more than ``most`` items (issue 10)."""
+        """413 for a request with more than ``most`` items."""
         if len(items) > most:
             raise TooLarge(f"{len(items)} {field} in one request: this interchange accepts at most {most}", field)
 
@@ -397,7 +397,7 @@ async def start_server(service: IIOperations, host: str, port: int, context: ssl
     ``tls_refused`` record; client certificates valid for over ``max_certificate_days`` are refused.
 
     Requests still running when the node stops are cancelled after ``SHUTDOWN_GRACE_S`` (aiohttp
-    waits 60 s by default, which kept SIGTERM from stopping the node, issue 10)."""
+    waits 60 s by default, which kept SIGTERM from stopping the node)."""
     runner = web.AppRunner(build_app(service, limits=limits), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     site = TlsSite(runner, host, port, context, event=service.event, max_certificate_days=max_certificate_days)

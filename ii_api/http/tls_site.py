@@ -1,4 +1,4 @@
-"""The II's HTTPS listener with the Basic Interface's TLS diagnostics (issue 10; chapter 5, IP_009).
+"""The II's HTTPS listener with the Basic Interface's TLS diagnostics (chapter 5, IP_009).
 
 asyncio's own TLS (``create_server(ssl=...)``, what ``aiohttp.web.TCPSite`` uses) drops a refused
 handshake without writing the alert OpenSSL produced and reports the reason nowhere (an

@@ -2,7 +2,7 @@
 broker, its own HTTPS port). Its TLS contexts are the node's (:class:`~certs.node_tls.NodeTls`):
 a reload applies to its new connections, and :meth:`RunningII.close_revoked` closes the open
 ones whose client certificate a reloaded CRL revokes, and the federation links to neighbours whose
-server certificate it revokes (issue 11)."""
+server certificate it revokes."""
 from __future__ import annotations
 
 from dataclasses import dataclass

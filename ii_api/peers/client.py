@@ -114,7 +114,7 @@ class IIClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         url = self._url(peer, path)
         try:
-            # Encoding thousands of capabilities takes a good part of a second: off the loop (issue 10).
+            # Encoding thousands of capabilities takes a good part of a second: off the loop.
             payload = None if body is None else await self._encoded(body)
             headers = None if payload is None else {"Content-Type": "application/json"}
             async with self._session.request(method, url, data=payload, headers=headers,

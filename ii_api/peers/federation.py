@@ -8,12 +8,12 @@ the local broker as imported data (re-exported to a third interchange only with 
 federation and its loop prevention, :mod:`ii_api.resources.reexport`; IP_109). A dropped
 connection is re-established with exponential back-off until the subscription goes.
 
-Settle after store (issue 11): a durable message is settled upstream (``accepted``) only once the
+Settle after store: a durable message is settled upstream (``accepted``) only once the
 local store has it, and released upstream if the store could not write it, so a node killed
 mid-transfer loses nothing its neighbour considers delivered; the neighbour sends again what was
 unsettled (at-least-once: those duplicates are counted by the broker, ``duplicate_imports``).
 
-No double-connect resolution is needed here (issue 12; the RVI core protocol's "double connect",
+No double-connect resolution is needed here (the RVI core protocol's "double connect",
 where two nodes dialling each other at once get two sessions for one purpose and drop the one
 opened by the higher address). A link belongs to exactly one subscription and is opened only by
 the interchange that made it, towards the source named in the answer to its own request
@@ -123,7 +123,7 @@ class Federation:
 
     def close_revoked(self, revocations: Revocations) -> list[tuple[RemoteEndpoint, str]]:
         """Drop the open links whose neighbour's server certificate ``revocations`` lists (a CRL
-        reload, issue 11): each is retried with back-off, and the new CRLs refuse the handshake.
+        reload): each is retried with back-off, and the new CRLs refuse the handshake.
         Returns (endpoint, revocation) of each link dropped."""
         dropped = []
         for status, connection in list(self._open.values()):
@@ -165,7 +165,7 @@ class Federation:
         status.received += 1
         if receipt is None:
             connection.engine.settle(receiver, delivery, None)
-        else:  # durable: settled upstream once stored (issue 11)
+        else:  # durable: settled upstream once stored
             receipt.add(_settle_stored, (connection, receiver, delivery))
 
     async def _supervise(self, status: LinkStatus) -> None:

@@ -82,7 +82,7 @@ class IncomingSubscriptions:
         self._capabilities = capabilities
         self._lock = lock
         self._event = event
-        self._reexport = reexport  #: multi-hop federation (issue 12): what a neighbour is offered, source scopes
+        self._reexport = reexport  #: multi-hop federation: what a neighbour is offered, source scopes
         self._changed = changed  #: told when subscriptions here come or go (lock held)
 
     def _path(self, owner: str, sub_id: int) -> str:
@@ -130,7 +130,7 @@ class IncomingSubscriptions:
     async def _decide(self, name: str, request: SubscriptionRequest,
                       existing: int) -> list[tuple[str, IncomingDecision, str | None]]:
         """(selector, decision, source address if CREATED) for each requested subscription; the
-        decisions (selectors against every capability) are made in slices (issue 10)."""
+        decisions (selectors against every capability) are made in slices."""
         capabilities = self._capabilities.all() if self._reexport is None else self._reexport.offered_to(name)
         decided = await in_slices(_decisions(name, request, capabilities, self._config.policy, existing, self._name))
         return [(item.selector, decision, self._broker.new_address(NEIGHBOUR_SOURCE_PREFIX)
@@ -210,7 +210,7 @@ class IncomingSubscriptions:
         """RESUBSCRIBE where a new capability is relevant (caller holds the lock).
 
         ``added``: the capabilities just registered (only they can widen a grant); None: all of
-        ours (after a restart). The matching runs in slices (issue 10)."""
+        ours (after a restart). The matching runs in slices."""
         capabilities = self._capabilities.all() if added is None else added
         rows = await self._rows.list()
         for row in await in_slices(_to_resubscribe(rows, capabilities)):

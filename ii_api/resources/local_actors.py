@@ -108,7 +108,7 @@ class ActorCapabilities:
         self._changed = changed
         self._rows: dict[int, StoredCapability] = {}  #: by id (ours, IP_077/109)
         self._models: dict[int, Capability] = {}
-        #: ids by actor, in id order: an actor's list must not cost a scan of every actor's (issue 10)
+        #: ids by actor, in id order: an actor's list must not cost a scan of every actor's
         self._by_actor: dict[str, dict[int, None]] = {}
 
     # ---- the view (LocalCapabilityView)

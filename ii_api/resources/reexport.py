@@ -1,4 +1,4 @@
-"""Re-export of imported data to multi-hop neighbours (issue 12; IP_109 with loop prevention).
+"""Re-export of imported data to multi-hop neighbours (IP_109 with loop prevention).
 
 Off unless ``[ii.multihop] enabled``; then, and only towards a neighbour that announced multi-hop
 too (:mod:`ii_api.decisions.multihop`), this interchange:

@@ -31,8 +31,8 @@ Selector semantics
     JMS three-valued logic (``jms_selectors.reference``), normal precedence (``NOT a AND b`` is
     ``(NOT a) AND b``). A capability matches if the selector is TRUE or UNKNOWN for some message
     it describes, i.e. only a selector that is FALSE for every such message rules it out.
-    Values of unlike types compare FALSE, as in the Apache brokers and :mod:`jms_selectors`
-    (issue 10): ``causeCode = 'x'`` rules out a capability whose causeCodes are integers, and
+    Values of unlike types compare FALSE, as in the Apache brokers and :mod:`jms_selectors`:
+    ``causeCode = 'x'`` rules out a capability whose causeCodes are integers, and
     ``NOT (causeCode = 'x')`` keeps it. UNKNOWN remains for null and for properties the
     capability does not describe (any value, so kept).
 
@@ -381,7 +381,7 @@ class CapabilityMatcher:
         self._names_publication = "publicationId" in counts
         self._named = frozenset(counts)  #: the answer depends on the domains of these only
         #: answers by the domains of the properties the selector names: capabilities alike in
-        #: those (thousands of one actor, differing in publicationId) are decided once (issue 10)
+        #: those (thousands of one actor, differing in publicationId) are decided once
         self._answers: dict[Any, bool] = {}
 
     def matches(self, application: Any, metadata: Any = None, *, domains: Mapping[str, Domain] | None = None,

@@ -29,7 +29,7 @@ Example (TOML)::
     [ii.policy]                    # ILLEGAL rules, see ii_api/selectors/policy.py
     max_selector_length = 2000
 
-    [ii.multihop]                  # multi-hop federation (issue 12), off by default; IP_109
+    [ii.multihop]                  # multi-hop federation, off by default; IP_109
     enabled = false                # stamp imported messages with the hop trace; re-export when both sides agree
     hop_limit = 4                  # most interchange-to-interchange hops a message may make
 """
@@ -50,7 +50,7 @@ MAX_NEIGHBOUR_GRACE_S = 7 * 24 * 3600.0
 
 
 class MultihopConfig(BaseModel):
-    """Multi-hop federation (issue 12): loop prevention by hop trace, and re-export of imported data.
+    """Multi-hop federation: loop prevention by hop trace, and re-export of imported data.
 
     Off (the default), imported data is never served to another interchange (IP_109); imported
     messages whose hop trace names this interchange, or that went over the hop limit, are dropped
@@ -85,7 +85,7 @@ class MultihopConfig(BaseModel):
 
 
 class RequestLimits(BaseModel):
-    """Bounds per operation (issue 10): a request beyond them is answered 413 with a JSON reason
+    """Bounds per operation: a request beyond them is answered 413 with a JSON reason
     before it costs the node anything more. Capability documents are the big ones (an actor or a
     neighbour may have thousands); subscriptions and deliveries come a few at a time."""
 

@@ -51,7 +51,7 @@ class Conflict(IIError):
 
 
 class TooLarge(IIError):
-    """A request over this interchange's size bounds (issue 10: bounded per operation)."""
+    """A request over this interchange's size bounds (bounded per operation)."""
 
     status = 413
 

@@ -144,7 +144,7 @@ Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
 Timestamp = Annotated[int, Strict(), Field(ge=0)]  # Unix time in milliseconds (Table 15)
 Text = Annotated[str, Strict()]
 Name = Annotated[str, Strict(), Field(min_length=1)]
-#: IP_037: digits 0-3; the pattern is stated in the OpenAPI document (issue 10), the check is check_tile's
+#: IP_037: digits 0-3; the pattern is stated in the OpenAPI document, the check is check_tile's
 Tile = Annotated[str, Strict(), AfterValidator(_check_quadtree_tile),
                  Field(json_schema_extra={"pattern": f"^[0-3]{{1,{MAX_ZOOM}}}$"})]
 
@@ -281,7 +281,7 @@ class Extensible(WireModel):
 
 # ------------------------------------------------------------------ capabilities (Tables 9-12)
 def _exact_application_schema(schema: dict[str, Any], model: type[Any]) -> None:
-    """OpenAPI: the application variants exclude each other (issue 10: the ``oneOf`` was ambiguous,
+    """OpenAPI: the application variants exclude each other (the ``oneOf`` was ambiguous,
     a DENM application also fit the catch-all). ``messageType`` is required in each schema (it is
     in every document, the server routes by it) and the catch-all excludes the known types."""
     properties = schema.get("properties", {})
@@ -436,14 +436,14 @@ class Capability(Extensible):
 
     @cached_property
     def domains(self) -> dict[str, Domain]:
-        """The message property values the capability describes, computed once (issue 10: matching
+        """The message property values the capability describes, computed once (matching
         thousands of capabilities against hundreds of selectors spent most of its time here)."""
         return capability_domains(self.application, self.metadata)
 
     @cached_property
     def json_text(self) -> str:
         """Its JSON (compact), encoded once: a capabilities message of tens of thousands is joined
-        from these (encoding 40,000 took 2 s, holding the interpreter; issue 10)."""
+        from these (encoding 40,000 took 2 s, holding the interpreter)."""
         return json.dumps(self.to_json(), separators=(",", ":"))
 
     @cached_property

@@ -8,7 +8,7 @@
 - ``GET /federation`` (the node process): the federation view, one read-only HTML page of the II's
   neighbours, subscriptions both ways, actors' deliveries and the bridges' links
   (:mod:`interchange.app.federation_view`); 404 on the other broker processes.
-- ``POST /tls/reload``: re-read certificate, key, trust bundle and CRLs (as SIGHUP does, issue 11):
+- ``POST /tls/reload``: re-read certificate, key, trust bundle and CRLs (as SIGHUP does):
   200 with what is now in use and how many connections the new CRLs closed; 422 with the reason
   if a file is unusable (the previous settings stay in use).
 Errors are JSON: ``{"error": "..."}`` with a 4xx status.

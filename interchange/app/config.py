@@ -78,7 +78,7 @@ class TlsConfig(BaseModel):
     key: Path
     trust_bundle: Path
     #: CRL files checked for every peer certificate. Must be given: ``crls = []`` runs without
-    #: revocation checks, on purpose (issue 10: that choice is never made silently).
+    #: revocation checks, on purpose (that choice is never made silently).
     crls: list[Path] | None = None
     #: IP_051: refuse certificates (peers' and the node's own) valid for more than this many days
     #: (the production example: 366); None does not check.
@@ -99,7 +99,7 @@ class LimitsConfig(BaseModel):
 
 
 class StoreConfig(BaseModel):
-    """``[broker.store]``: durable messages (issue 11), kept in ``<data_dir>/store/p<k>`` per broker process."""
+    """``[broker.store]``: durable messages, kept in ``<data_dir>/store/p<k>`` per broker process."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -123,7 +123,7 @@ class BrokerConfig(BaseModel):
     ttl: TtlPolicy = Field(default_factory=TtlPolicy)
     store: StoreConfig = Field(default_factory=StoreConfig)
     shutdown_timeout_s: float = Field(default=5.0, ge=0, le=300, description="SIGTERM: how long to finish store "
-                                      "writes and close connections before stopping anyway (issue 11)")
+                                      "writes and close connections before stopping anyway")
 
     @model_validator(mode="after")
     def _targets_in_range(self) -> "BrokerConfig":

@@ -82,7 +82,7 @@ def write_configs(directory: Path, dns_port: int, ii_ports: dict[str, int], amqp
                    "retry_min_s": 0.1, "retry_max_s": 2.0,
                    "discovery": {"dns_server": "127.0.0.1", "dns_port": dns_port, "domains": [DOMAIN],
                                  "interval_s": 60},
-                   # IP_068: what the demo's actors may do, and nobody else (issue 10)
+                   # IP_068: what the demo's actors may do, and nobody else
                    "actors": {"default": "deny", "rules": [
                        {"cn": PUBLISHER, "publish_message_types": ["DENM", "IVIM"], "publisher_ids": ["NL00001"]},
                        {"cn": CONSUMER, "subscribe_message_types": ["DENM"]}]}},

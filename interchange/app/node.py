@@ -1,22 +1,22 @@
 """The node runtime: builds the broker and, when configured, the Improved Interface from a
 :class:`NodeConfig` and runs them in one asyncio event loop.
 
-TLS settings are reloaded without a restart (issue 11): SIGHUP, or ``POST /tls/reload`` on the
+TLS settings are reloaded without a restart: SIGHUP, or ``POST /tls/reload`` on the
 admin endpoint, re-reads certificate, key, trust bundle and CRLs in every broker process, for new
 connections on BI and II; open connections stay, except those the new CRLs revoke (closed, logged).
 
 SIGHUP also applies a re-read config file's ``[tlex]`` controllers to the running traffic-light
-bridge (issue 9: a traffic light added or removed without a restart); other changed settings are
+bridge (a traffic light added or removed without a restart); other changed settings are
 refused (logged ``tlex_reload_failed``) and need a restart.
 
-Start-up and shutdown go through one exit stack (issue 10): every part that starts registers
+Start-up and shutdown go through one exit stack: every part that starts registers
 how it stops, so a start that fails half way (the admin port taken, a bridge that cannot
 connect) stops what had started, in reverse order, before the error reaches the caller; nothing
 keeps serving. :meth:`RunningNode.close` unwinds the same stack.
 
 Once started, a node process freezes its start-up heap (:meth:`RunningNode.freeze_startup_heap`):
 the garbage collector's full collections then walk only what the node made since, instead of
-stalling the event loop for tens of milliseconds every few seconds of traffic (issue 9).
+stalling the event loop for tens of milliseconds every few seconds of traffic.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ class RunningNode:
                                                "collect_ms": round((time.perf_counter() - started) * 1e3, 1)})
 
     async def shutdown(self) -> None:
-        """Graceful stop (SIGTERM, issue 11), then :meth:`close`: stop accepting (no new connections,
+        """Graceful stop (SIGTERM), then :meth:`close`: stop accepting (no new connections,
         new messages released), let the store finish what it was writing (those publishers get
         their ``accepted``), detach every link and close every connection with conditions clients
         act on, and log what stays buffered per source; bounded by ``broker.shutdown_timeout_s``.
@@ -172,7 +172,7 @@ def tls_files(config: NodeConfig) -> TlsFiles:
 
 
 def check_tls_choices(config: NodeConfig, event: Callable[[str, str, dict], None]) -> None:
-    """Issue 10: revocation and certificate lifetime are explicit choices (IP_051, IP_050).
+    """Revocation and certificate lifetime are explicit choices (IP_051, IP_050).
 
     No ``tls.crls`` at all refuses to start (revocation would silently go unchecked);
     ``crls = []`` starts with a warning. With ``tls.max_certificate_days`` the node's own
@@ -329,7 +329,7 @@ def node_registry(node: RunningNode, main: bool) -> tuple[CollectorRegistry, Fed
 
 async def _open_store(config: NodeConfig, placement: Placement, admission: Admission, log: JsonLog,
                       exit_stack: contextlib.AsyncExitStack) -> Durability | None:
-    """Open this broker process's durable store and recover it (issue 11); what was damaged is logged,
+    """Open this broker process's durable store and recover it; what was damaged is logged,
     never refused, and a full disk does not stop the start (durable messages are refused until there
     is space). It closes (after a last fsync) once the listeners have closed."""
     settings = config.broker.store
@@ -420,8 +420,8 @@ async def _reload_logged(node: RunningNode, load_config: Callable[[], NodeConfig
 
 async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None,
                       load_config: Callable[[], NodeConfig] | None = None) -> None:
-    """Run a node until SIGINT/SIGTERM; SIGHUP reloads its TLS files (issue 11) and, with
-    ``load_config`` (the config file read again), its [tlex] controllers (issue 9)."""
+    """Run a node until SIGINT/SIGTERM; SIGHUP reloads its TLS files and, with
+    ``load_config`` (the config file read again), its [tlex] controllers."""
     node = await start_node(config)
     node.freeze_startup_heap()
     stop = asyncio.Event()

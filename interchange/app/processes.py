@@ -8,7 +8,7 @@ stays the one place addresses are decided; the workers only mirror them.
 A worker that exits while the node runs is restarted (after 0.5 s, doubling up to 30 s while it
 keeps failing) on the ports it had, with the current addresses, so the endpoints the II handed
 out stay valid; the durable messages its sources held come back from its own store
-(``<data_dir>/store/p<k>``, issue 11), memory-only ones are lost as in any broker restart.
+(``<data_dir>/store/p<k>``), memory-only ones are lost as in any broker restart.
 
 Changes go to a worker as fast as it reads them, the latest per address: while one is being
 written, later changes of an address replace its waiting one (a delivery target of thousands of

@@ -132,7 +132,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
     finally:
         for task in (control, stopped):
             task.cancel()
-        await node.shutdown()  # graceful, bounded (issue 11): the node closed our stdin or sent SIGTERM
+        await node.shutdown()  # graceful, bounded: the node closed our stdin or sent SIGTERM
     return 0
 
 

@@ -21,7 +21,7 @@ Two paths give the same results:
   costs about twice the C path's whole admission); ``cache_hits``/``cache_misses`` count the
   Python path's lookups only, which with the accelerator are the messages it left to Python.
 
-For the audit log (issue 8, :mod:`interchange.ground.logformat`) admission also numbers messages: every
+For the audit log (:mod:`interchange.ground.logformat`) admission also numbers messages: every
 admitted message gets the next per-process ``seq`` (a rejected one takes one with
 :meth:`Admission.number_rejected`), and the next number of its (publicationId, shardId) shard
 (IP_128-130: the order audits compare delivery order with it); ``expiry_source`` says whether the

@@ -701,7 +701,7 @@ def skip_value(data: bytes | bytearray | memoryview, p: int, limit: int) -> int:
 
 def header_durable(data: bytes | bytearray) -> bool:
     """The header's ``durable`` field of an admitted message (False without a header): one look at
-    the first bytes for the usual small descriptor, a full scan otherwise (issue 11)."""
+    the first bytes for the usual small descriptor, a full scan otherwise."""
     if len(data) < 4 or data[0] != 0x00:
         return False
     if data[1] == 0x53:

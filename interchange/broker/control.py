@@ -10,7 +10,7 @@ Parent -> worker: ``start`` (the node config, the worker's index and, for a rest
 it had), ``put_target``,
 ``put_source``, ``remove``, ``log`` (new log settings, IP_138 switched at run time),
 ``reload_tls`` (re-read certificate, key, trust bundle and CRLs; close connections the new CRLs
-revoke: issue 11).
+revoke).
 Worker -> parent: ``ready`` (the ports it listens on) or ``failed`` (why it could not start).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Durable messages in the broker core (issue 11): what is stored, when it is released, what comes back.
+"""Durable messages in the broker core: what is stored, when it is released, what comes back.
 
 A message whose AMQP header says ``durable`` is stored (:class:`~interchange.broker.store.MessageStore`)
 with the source addresses it was routed to, and the publisher's ``accepted`` waits for the

@@ -117,7 +117,7 @@ class Router(Protocol):
 
     def publish(self, publisher: Any, raw: bytes | bytearray) -> "StoreReceipt | None":
         """Route one message; raise :class:`Rejected` to reject it. A receipt means: accept it once the
-        store has it (a durable message, issue 11); None: accept it now."""
+        store has it (a durable message); None: accept it now."""
 
     def consumed(self, link: "ConsumerLinkState", message: BrokerMessage) -> None:
         """A consumer settled a durable message (or took it pre-settled): its source is done with it."""

@@ -1,7 +1,7 @@
 """Loop prevention for multi-hop federation (IP_109), sans-I/O: a hop trace in message annotations.
 
 IP_109 forbids re-distributing another interchange's messages to a third one "unless mechanisms
-are in place to prevent looping". This is that mechanism (issue 12, after the service
+are in place to prevent looping". This is that mechanism (after the service
 announcement cost limit of the RVI core protocol): every interchange that imports a message
 records itself in a *trace* of the interchanges the message passed, and a *hop limit* bounds how
 far it may travel.

@@ -1,4 +1,4 @@
-"""Duplicate suppression at import for multi-hop route changes (issue 12), sans-I/O.
+"""Duplicate suppression at import for multi-hop route changes, sans-I/O.
 
 When a subscription at neighbours moves to a shorter (or the only remaining) route, the II makes
 the new subscription before it withdraws the old one (make-before-break, :mod:`ii_api.decisions.handover`),

@@ -1,4 +1,4 @@
-"""The durable message journal's records, replay and bookkeeping (sans-I/O; issue 11).
+"""The durable message journal's records, replay and bookkeeping (sans-I/O).
 
 Durable messages (AMQP header ``durable`` = true) are kept in an append-only journal of
 segment files (``00000001.seg``, ...) in the broker process's store directory. This module

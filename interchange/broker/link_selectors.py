@@ -1,4 +1,4 @@
-"""Selectors consumers give on link attach, bounded and compiled once (IP_066/067, issue 10).
+"""Selectors consumers give on link attach, bounded and compiled once (IP_066/067).
 
 A consumer may attach with an ``apache.org:selector-filter:string`` filter. Compiling a selector
 runs on the node's shared event loop, so its cost is bounded before any work is done:

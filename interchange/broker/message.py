@@ -17,7 +17,7 @@ class BrokerMessage:
     set ``expiry_ms``. ``redeliveries`` counts, per source address, how often a consumer gave the
     message back (None until one did): the next delivery there is attempt ``count + 1``.
 
-    A durable message (issue 11, :mod:`interchange.broker.durable`) has ``holders``, the source
+    A durable message (:mod:`interchange.broker.durable`) has ``holders``, the source
     addresses that still hold it (buffered or sent and not settled), and ``store_id``, its id in
     the process's store (0 until stored); both are None/0 for a memory-only message.
     """

@@ -100,7 +100,7 @@ class BrokerCollector:
             yield metric
 
     def _durable(self) -> Iterator[Metric]:
-        """Durable messages (issue 11), when the store is on."""
+        """Durable messages, when the store is on."""
         durability = self._core.durability
         if durability is None:
             return

@@ -2,7 +2,7 @@
 
 The hot path only increments integers here; the Prometheus exporter reads them when scraped,
 and the message log (IP_009/010/119/120/121) is called only while it is switched on. Records an
-audit needs to account for every message (issue 8, :mod:`interchange.ground.logformat` version 2) are
+audit needs to account for every message (:mod:`interchange.ground.logformat` version 2) are
 written whatever the switches, and only cost when they happen: a rejected message (IP_016), one
 dropped from a full source buffer (IP_032), one that expired undelivered (IP_033), one no source
 took. Delivery records (``sent_message``) are written at settlement, with the consumer's outcome:

@@ -1,4 +1,4 @@
-"""The peer's open frame, read before proton sees it (sans-I/O; AMQP 1.0 2.7.1, issue 10).
+"""The peer's open frame, read before proton sees it (sans-I/O; AMQP 1.0 2.7.1).
 
 Proton raises a ``max-frame-size`` below the AMQP minimum of 512 to 512 without telling the
 application, so a peer that cannot take 512-byte frames would be sent them. :class:`OpenFrameCheck`

@@ -3,7 +3,7 @@
 It implements the :class:`interchange.broker.engine.Router` interface for connection engines
 and reacts to :class:`~interchange.broker.addresses.AddressBook` changes made by config or the II.
 With a :class:`~interchange.broker.durable.Durability`, durable messages are stored before they are
-accepted and come back after a restart (issue 11), and are refused before routing while the store
+accepted and come back after a restart, and are refused before routing while the store
 cannot write (full disk); without one every message is memory-only.
 """
 from __future__ import annotations
@@ -92,9 +92,9 @@ class BrokerCore:
         duplicates: ImportDuplicates | None = None,
     ) -> None:
         self.addresses = addresses
-        #: second copies of imported messages kept from sources (multi-hop route changes, issue 12)
+        #: second copies of imported messages kept from sources (multi-hop route changes)
         self.duplicates = duplicates
-        self.durability = durability  #: durable messages stored and recovered (issue 11); None: memory only
+        self.durability = durability  #: durable messages stored and recovered; None: memory only
         self.hops = hops  #: loop prevention for imported messages (multi-hop federation, IP_109)
         self.placement = placement
         self.admission = admission
@@ -109,7 +109,7 @@ class BrokerCore:
         self._acceptors: dict[str, tuple[TargetSpec, Acceptor | None]] = {}
         self._coverages: dict[str, CoverageMatcher] = {}
         self._index = RoutingIndex()
-        self.link_selectors = LinkSelectors()  #: bounded, cached link selector compilation (issue 10)
+        self.link_selectors = LinkSelectors()  #: bounded, cached link selector compilation
         addresses.subscribe(self._on_address_change)
         for spec in addresses.sources.values():
             self._on_address_change("source", spec.address, spec)
@@ -285,7 +285,7 @@ class BrokerCore:
         uses that to give what one of its subscriptions imports to the local subscriptions it
         was made for, and to nobody twice; with :attr:`duplicates`, not to a source that got the
         same bare message over another route lately either. A durable one is stored like a
-        published one: the returned commit says when (settle upstream after it, issue 11).
+        published one: the returned commit says when (settle upstream after it).
         """
         now = self.clock_ms()
         verdict = None
@@ -353,7 +353,7 @@ class BrokerCore:
     def _route(self, message: BrokerMessage, now: int, address: str) -> None:
         properties = message.properties
         federated = message.federated
-        holders = message.holders  # a durable message: which sources hold it (issue 11)
+        holders = message.holders  # a durable message: which sources hold it
         routed = 0
         for source in self._index.candidates(properties):
             if federated and source.spec.scope is Scope.LOCAL:
@@ -369,7 +369,7 @@ class BrokerCore:
     # ------------------------------------------------------------ housekeeping
     def held(self) -> dict[str, dict[str, int]]:
         """Per source with messages buffered: how many are durable (back after a restart) and
-        memory-only (lost by one); logged at shutdown (issue 11)."""
+        memory-only (lost by one); logged at shutdown."""
         held = {}
         for address, source in self.sources.items():
             durable, memory_only = source.held()

@@ -225,7 +225,7 @@ class AmqpConnection(asyncio.Protocol):
 
     def close_for_shutdown(self, link_condition: str, condition: str, description: str) -> None:
         """Detach every link and close the connection with conditions a client acts on (reconnect
-        later), flush, then close the socket once written (issue 11)."""
+        later), flush, then close the socket once written."""
         if self.engine is not None:
             self.engine.detach_all(link_condition, description)
             self.engine.close(condition, description)
@@ -263,7 +263,7 @@ class BrokerServer:
         self.delivery_log: DeliveryLog | None = None
         #: IP_051: peer certificates valid for longer are refused (None: not checked)
         self.max_peer_certificate_days: int | None = None
-        self.accepting = True  #: False once shutting down: new messages are released (issue 11)
+        self.accepting = True  #: False once shutting down: new messages are released
         log = core.observer.log
         if log is not None:
             if hasattr(log, "on_change"):
@@ -326,7 +326,7 @@ class BrokerServer:
 
     def close_revoked(self, revocations: Revocations) -> int:
         """Close every open connection whose peer certificate ``revocations`` lists (a CRL reloaded
-        while it was connected: issue 11); each is logged. Returns how many were closed."""
+        while it was connected); each is logged. Returns how many were closed."""
         closed = 0
         for connection in list(self.connections):
             der = connection.peer_certificate()

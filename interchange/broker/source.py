@@ -8,7 +8,7 @@ is FIFO, queued messages go out before new ones, and while several links share a
 each shard sticks to the link that received its first message.
 
 Every message a source loses undelivered (evicted from a full buffer, expired) is reported to its
-:class:`LossObserver` one by one, so the log can account for it (issue 8); a message a consumer
+:class:`LossObserver` one by one, so the log can account for it; a message a consumer
 gives back is counted per source (``BrokerMessage.redeliveries``: its next delivery attempt).
 """
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Source:
         return self._bytes
 
     def held(self) -> tuple[int, int]:
-        """(durable, memory-only) messages buffered: what a restart keeps and what it loses (issue 11)."""
+        """(durable, memory-only) messages buffered: what a restart keeps and what it loses."""
         durable = sum(1 for message in self._queue if message.holders is not None)
         return durable, len(self._queue) - durable
 

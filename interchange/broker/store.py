@@ -1,4 +1,4 @@
-"""The durable message store of one broker process (issue 11): files, writer thread, group commit.
+"""The durable message store of one broker process: files, writer thread, group commit.
 
 :class:`MessageStore` is the door the broker core sees (it does not know which store is behind
 it); :class:`JournalStore` is the one this node ships: the append-only segment journal of

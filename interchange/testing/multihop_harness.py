@@ -1,4 +1,4 @@
-"""Multi-hop federations for the tests (issue 12): real nodes, real DNS, the test PKI.
+"""Multi-hop federations for the tests: real nodes, real DNS, the test PKI.
 
 The topology is made with DNS: every link ``x - y`` is a domain of its own
 (``<x><y>.interchange.test``) holding the SRV records of both ends, and each node discovers the

@@ -1,4 +1,4 @@
-"""The auditable log (issue 8 §1, interchange.ground.logformat version 2) on real traffic: a real broker over
+"""The auditable log (interchange.ground.logformat version 2) on real traffic: a real broker over
 TLS 1.3 with proton clients; ids, shard sequence numbers, digests, expiry, raw messages, delivery
 outcomes, drops, expiries, unroutable and rejected messages, processes and federated data."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile input on the Basic Interface (issue 10), over real TLS 1.3 sockets: raw AMQP frames a
+"""Hostile input on the Basic Interface, over real TLS 1.3 sockets: raw AMQP frames a
 client library would never send, and selectors too large to compile on the shared event loop."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""deploy/container (issue 14): the image's entrypoint script, run directly (no container engine runs
+"""deploy/container: the image's entrypoint script, run directly (no container engine runs
 on this machine): it refuses a missing config, runs the node until SIGTERM, passes `pki` and
 `interop` through; and the Containerfile copies every package pyproject.toml installs."""
 from __future__ import annotations

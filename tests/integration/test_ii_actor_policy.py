@@ -1,4 +1,4 @@
-"""Authorization of local actors (issue 10, IP_068): the [ii.actors] policy, over real HTTPS with
+"""Authorization of local actors (IP_068): the [ii.actors] policy, over real HTTPS with
 the test PKI's client certificates. Refusals are 403 with a JSON reason (and the field) and logged."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The II against its own OpenAPI document (issue 10): schemathesis generates requests for every
+"""The II against its own OpenAPI document: schemathesis generates requests for every
 operation from the document the running II serves, sends them over mutual TLS to a real node
 process, and checks each answer: no 5xx, a documented status, JSON where JSON is documented, and
 a body valid under the documented schema. A bounded number of examples per operation keeps it fast.

@@ -174,7 +174,7 @@ async def test_bad_request_bodies_name_the_field(env: Env) -> None:
 
 @pytest.mark.parametrize("item", ["\u00b2", "1\u00b9", "\u0663", "\uff11", "\U0001d7cf", "-1", "+1", " 1"])
 async def test_malformed_ids_are_404_never_500(env: Env, item: str) -> None:
-    """Issue 10: ids of non-ASCII digits (superscripts, Arabic-Indic, full-width) answered 500."""
+    """Ids of non-ASCII digits (superscripts, Arabic-Indic, full-width) answered 500."""
     for owner in ("actor-a/capabilities", "actor-a/deliveries", "actor-a/subscriptions"):
         for method in ("GET", "DELETE"):
             status, body = await env.actor.request(method, f"/{owner}/{item}")
@@ -220,7 +220,7 @@ async def test_not_found_method_not_allowed_conflict_too_large(pki: TestPki, tmp
 
 
 async def test_item_counts_bounded_per_operation(pki: TestPki, tmp_path: Path) -> None:
-    """Issue 10: more items than the operation accepts is 413 naming the list, and nothing is stored."""
+    """More items than the operation accepts is 413 naming the list, and nothing is stored."""
     env = await start_env(pki, tmp_path / "a", limits=RequestLimits(capabilities_per_request=2,
                                                                      subscriptions_per_request=1))
     try:

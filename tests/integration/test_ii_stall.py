@@ -1,4 +1,4 @@
-"""Issue 10, II stall: an actor's POST of 4,000 capabilities on a node holding hundreds of
+"""II stall: an actor's POST of 4,000 capabilities on a node holding hundreds of
 deliveries and subscriptions must not stall the event loop the broker shares, and SIGTERM stops
 the node within seconds whatever the II is doing. Real node process, real HTTPS."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10: the II's HTTPS listener gives the BI's TLS diagnostics (ii_api/http/tls_site.py): a refused
+"""The II's HTTPS listener gives the BI's TLS diagnostics (ii_api/http/tls_site.py): a refused
 handshake gets its alert (asyncio's TLS closed without one) and a ``tls_refused`` record with the
 reason; a handshake that never finishes is dropped and logged; a client certificate valid for
 longer than ``tls.max_certificate_days`` is refused (IP_051); accepted connections serve HTTP as

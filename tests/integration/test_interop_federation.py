@@ -1,4 +1,4 @@
-"""The federation harness (issue 14): `interchange federation up|status|down` with three real node
+"""The federation harness: `interchange federation up|status|down` with three real node
 processes each in its own network namespace (or, asked to, on its own loopback address), real
 dnsmasq, a PKI with two intermediates; the kit, run with the command line `up` prints, passes every
 check against node 1."""

@@ -1,4 +1,4 @@
-"""The interop kit (issue 14) against our own node, and against nodes misconfigured on purpose.
+"""The interop kit against our own node, and against nodes misconfigured on purpose.
 
 Our node passes every check. Each misconfiguration makes exactly the checks that prove the broken
 requirement fail: TLS 1.2 allowed (IP_054), no client certificate required (IP_050), a certificate

@@ -1,4 +1,4 @@
-"""Two interchanges that federate with each other at the same moment (issue 12; the RVI core
+"""Two interchanges that federate with each other at the same moment (the RVI core
 protocol's "double connect"): started together, discovering each other in the same round, their
 actors' capabilities and subscriptions registered at both at once, so each pushes capabilities to
 and subscribes at the other at the same moment while both publish.

@@ -1,4 +1,4 @@
-"""Multi-hop federation end to end (issue 12): real nodes, real DNS (one domain per link), the test
+"""Multi-hop federation end to end: real nodes, real DNS (one domain per link), the test
 PKI. Re-export happens only between nodes that both switched it on and announced it; what passes
 carries the hop trace, and the bare message arrives byte for byte (IP_014/015)."""
 from __future__ import annotations

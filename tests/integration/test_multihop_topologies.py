@@ -1,4 +1,4 @@
-"""Multi-hop federation on a ring of three and a line of four (issue 12): real nodes, real DNS (one
+"""Multi-hop federation on a ring of three and a line of four: real nodes, real DNS (one
 domain per link, :mod:`multihop_harness`), the test PKI, multi-hop switched on everywhere.
 
 Every node has a publisher and a subscriber to every DENM. In each settled topology every message

@@ -1,6 +1,6 @@
-"""A node whose start-up fails half way leaves nothing running (issue 10): one exit stack in the
+"""A node whose start-up fails half way leaves nothing running: one exit stack in the
 node runtime; the CLI exits non-zero with one clear line. A node that starts freezes its start-up
-heap in every broker process (issue 9: no full collection of it stalls the loop later). Fixed ports
+heap in every broker process (no full collection of it stalls the loop later). Fixed ports
 too close for the broker processes (process k listens on port + k) are refused when the config loads."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The federation soak, short (issue 11): the scenario of interop_kit/soak.py for ~20 s of publishing
+"""The federation soak, short: the scenario of interop_kit/soak.py for ~20 s of publishing
 (three real nodes, real DNS, the test PKI, durable messages across one federation hop), with a
 consumer paused and the consuming interchange SIGKILLed and restarted midway. Nothing accepted
 and still within its TTL may be lost: the paused consumer's messages come back from interchange 3's

@@ -299,7 +299,7 @@ async def test_mapem_repeated_to_consumers(sim: Sim, pki: TestPki, tmp_path: Pat
 
 
 async def test_controllers_changed_at_run_time(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
-    """Issue 9: SIGHUP's [tlex] reload swaps a traffic light for another without a restart: the
+    """SIGHUP's [tlex] reload swaps a traffic light for another without a restart: the
     Broker session's identifiers are updated in place (PUT, 5.2.1.4), capabilities and SREM
     subscriptions follow at the node, the new controller's payloads reach a consumer and an SREM
     reaches it; a change that needs a restart is refused, logged, and changes nothing."""

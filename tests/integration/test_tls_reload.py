@@ -1,4 +1,4 @@
-"""Issue 11: certificates and CRLs without a restart. A reload (admin ``POST /tls/reload``, SIGHUP)
+"""Certificates and CRLs without a restart. A reload (admin ``POST /tls/reload``, SIGHUP)
 applies new certificate, key and CRLs to new connections on BI and II; open connections stay,
 except those whose certificate the new CRL revokes (closed with a reason, logged)."""
 from __future__ import annotations

@@ -11,7 +11,7 @@ def test_example_config_loads() -> None:
     assert config.log.properties is False
     assert config.ii is not None and config.ii.discovery is not None
     assert config.ii.discovery.domains == ("c-its-interchange.eu",)
-    actors = config.ii.actors  # default deny in production (issue 10, IP_068)
+    actors = config.ii.actors  # default deny in production (IP_068)
     assert actors is not None and actors.default == "deny"
     assert actors.rule("some-actor.example.eu") is None
     assert actors.rule("a.service-provider.example.eu") is not None

@@ -1,4 +1,4 @@
-"""Loop prevention for multi-hop federation (issue 12, IP_109): the hop trace in message annotations.
+"""Loop prevention for multi-hop federation (IP_109): the hop trace in message annotations.
 
 Checked against proton's own codec: the annotations we write decode as proton reads them, the
 annotations proton writes are read, other annotations survive, and the bare message (properties,

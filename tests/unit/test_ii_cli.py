@@ -37,7 +37,7 @@ def test_neighbours_without_database_is_a_user_error(tmp_path: Path, capsys: pyt
 @pytest.mark.parametrize("argv, message", [
     (["--dns", "dns.example:53", "--domain", "one.test"], "not an IP address"),
     (["--dns", "127.0.0.1:0", "--domain", "one.test"], "port must be"),
-    (["--dns", "127.0.0.1:5\u00b3", "--domain", "one.test"], "port must be"),  # issue 10: was a traceback
+    (["--dns", "127.0.0.1:5\u00b3", "--domain", "one.test"], "port must be"),  # was a traceback
     (["--dns", "127.0.0.1", "--domain", "bad..domain"], "domains"),
     (["--dns", "127.0.0.1", "--domain", "one.test", "--timeout", "0"], "timeout_s"),
 ])

@@ -103,7 +103,7 @@ CASES = [
     ("causeCode = 7", SE, False),
     ("causeCode <> 6", SE, True),
     ("causeCode <> 6", {**SE, "causeCode": [6]}, False),
-    # numeric IN lists are refused now (issue 10, as the Apache brokers do): the portable forms
+    # numeric IN lists are refused now (as the Apache brokers do): the portable forms
     ("causeCode = 1 OR causeCode = 2 OR causeCode = 3", SE, False),
     ("causeCode = 3 OR causeCode = 4", SE, True),
     ("causeCode <> 4 AND causeCode <> 5 AND causeCode <> 6", SE, False),
@@ -122,10 +122,10 @@ CASES = [
     ("causeCode * 2 = 11", SE, False),
     ("causeCode = -1", {**SE, "causeCode": [-1, 6]}, True),
     ("causeCode = -1", SE, False),
-    ("causeCode = '6'", SE, False),  # issue 10: string vs number is FALSE (was unknown, kept)
+    ("causeCode = '6'", SE, False),  # string vs number is FALSE (was unknown, kept)
     ("NOT (causeCode = '6')", SE, True),
     ("causeCode <> 'x' AND quadTree LIKE '%,0122%'", SE, True),
-    # issue 10: a quadTree is ",t1,t2," (IP_037/038): patterns anchored on anything else match no message
+    # a quadTree is ",t1,t2," (IP_037/038): patterns anchored on anything else match no message
     ("quadTree LIKE '%,01220111'", SE, False),
     ("quadTree LIKE '01220111%'", SE, False),
     ("quadTree LIKE '%,0122x%'", SE, False),
@@ -446,7 +446,7 @@ def test_a_fitting_message_that_matches_keeps_the_capability(app, selector, data
        apps=st.lists(capabilities, min_size=1, max_size=6),
        publications=st.lists(st.sampled_from(["SE00001:a", "SE00001:b", "NO00001:c"]), min_size=6, max_size=6))
 def test_answers_remembered_by_shape_are_the_answers(selector, apps, publications):
-    """Issue 10: one matcher over many capabilities decides once per shape (domains but the
+    """One matcher over many capabilities decides once per shape (domains but the
     publicationId, and the publicationId when the selector names it); every answer is the one a
     fresh matcher gives for that capability alone."""
     shared = CapabilityMatcher(selector)

@@ -403,7 +403,7 @@ def test_wrong_types_name_the_field(model, body, field):
     ({"causeCode": [-2]}, "causeCode.0", "0 to 255"),
 ])
 def test_capability_values_follow_the_message_rules(change, field, reason):
-    """Issue 10: a capability is refused (NOT_VALID/400, naming the field) for values its messages
+    """A capability is refused (NOT_VALID/400, naming the field) for values its messages
     would be rejected for (tables 1-7, 11)."""
     message, reported = _error(CapabilitiesMessage, _capabilities(_application(**change)))
     assert reported == f"capabilities.0.application.{field}"
@@ -580,7 +580,7 @@ def test_network_capabilities_response_round_trip():
 
 
 def test_capabilities_message_bytes_are_its_json():
-    """Issue 10: the message is joined from each capability's cached text; the same JSON as to_json()."""
+    """The message is joined from each capability's cached text; the same JSON as to_json()."""
     capability = {"application": {"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:d",
                                   "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1", "quadTree": ["12"],
                                   "causeCode": None, "custom-nw-lane": 2}, "metadata": {"infoURL": "https://x.no"}}

@@ -1,4 +1,4 @@
-"""Duplicate suppression at import (issue 12, multi-hop make-before-break), sans-I/O: the bounded
+"""Duplicate suppression at import (multi-hop make-before-break), sans-I/O: the bounded
 window of bare-message digests, and the broker core keeping a second copy that came over another
 route (a different hop trace, the same bare message, IP_014/015) from a source that had the first.
 """

@@ -1,4 +1,4 @@
-"""Make-before-break route changes (issue 12), sans-I/O: :class:`ii_api.decisions.handover.RouteHandover`
+"""Make-before-break route changes, sans-I/O: :class:`ii_api.decisions.handover.RouteHandover`
 keeps the old subscription until the new one is ready (CREATED, links connected) for the overlap,
 and withdraws at once what nothing would come over or nobody wants. Time is a number here.
 

@@ -1,4 +1,4 @@
-"""Multi-hop federation in the capability exchange (issue 12), sans-I/O: the IP_132 extension
+"""Multi-hop federation in the capability exchange, sans-I/O: the IP_132 extension
 properties, what is re-exported to whom, and where subscriptions go (shortest routes, no duplicates)."""
 from __future__ import annotations
 

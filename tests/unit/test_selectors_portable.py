@@ -1,4 +1,4 @@
-"""Issue 10: the selector dialect agrees with Apache Qpid Broker-J, ActiveMQ and Artemis (IP_066).
+"""The selector dialect agrees with Apache Qpid Broker-J, ActiveMQ and Artemis (IP_066).
 
 What was checked in their sources (read only): the JavaCC grammars qpid-broker-j
 ``broker-core/src/main/grammar/SelectorParser.jj``, activemq

@@ -34,16 +34,16 @@ def table(*rows: tuple) -> list:
     ("a = 1", {"a": 1.0}, T),
     ("a = 1", {}, U),
     ("a = 1", {"a": None}, U),
-    ("a = 1", {"a": "1"}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a = 1", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a = 1", {"a": b"1"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = 1", {"a": "1"}, F),  # unlike types compare FALSE
+    ("a = 1", {"a": True}, F),  # unlike types compare FALSE
+    ("a = 1", {"a": b"1"}, F),  # unlike types compare FALSE
     ("a = 1", {"a": NAN}, F),
     ("a <> 1", {"a": 1}, F),
     ("a <> 1", {"a": 2}, T),
     ("a <> 1", {"a": NAN}, T),
     ("a <> 1", {}, U),
-    ("a <> 1", {"a": "x"}, T),  # issue 10: unlike types compare FALSE (was U)
-    ("a <> 1", {"a": False}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("a <> 1", {"a": "x"}, T),  # unlike types compare FALSE
+    ("a <> 1", {"a": False}, T),  # unlike types compare FALSE
     ("a = 1.5", {"a": 1.5}, T),
     ("a = 2.0", {"a": 2}, T),
     ("a = 9007199254740993", {"a": 9007199254740993}, T),
@@ -51,28 +51,28 @@ def table(*rows: tuple) -> list:
     ("a = 'x'", {"a": "x"}, T),
     ("a = 'x'", {"a": "y"}, F),
     ("a = 'x'", {"a": "X"}, F),
-    ("a = 'x'", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a = 'x'", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a = 'x'", {"a": b"x"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = 'x'", {"a": 1}, F),  # unlike types compare FALSE
+    ("a = 'x'", {"a": True}, F),  # unlike types compare FALSE
+    ("a = 'x'", {"a": b"x"}, F),  # unlike types compare FALSE
     ("a = 'x'", {}, U),
     ("a <> 'x'", {"a": "x"}, F),
     ("a <> 'x'", {"a": "y"}, T),
-    ("a <> 'x'", {"a": 1}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("a <> 'x'", {"a": 1}, T),  # unlike types compare FALSE
     ("a <> 'x'", {}, U),
     ("a = ''", {"a": ""}, T),
     ("a = TRUE", {"a": True}, T),
     ("a = TRUE", {"a": False}, F),
-    ("a = TRUE", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a = TRUE", {"a": "TRUE"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = TRUE", {"a": 1}, F),  # unlike types compare FALSE
+    ("a = TRUE", {"a": "TRUE"}, F),  # unlike types compare FALSE
     ("a = FALSE", {"a": False}, T),
     ("a <> FALSE", {"a": True}, T),
     ("a <> FALSE", {"a": False}, F),
-    ("a <> TRUE", {"a": 0}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("a <> TRUE", {"a": 0}, T),  # unlike types compare FALSE
     ("a < 5", {"a": 4}, T),
     ("a < 5", {"a": 5}, F),
     ("a < 5", {"a": 4.99}, T),
-    ("a < 5", {"a": "4"}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a < 5", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a < 5", {"a": "4"}, F),  # unlike types compare FALSE
+    ("a < 5", {"a": True}, F),  # unlike types compare FALSE
     ("a < 5", {}, U),
     ("a < 5", {"a": NAN}, F),
     ("a <= 5", {"a": 5}, T),
@@ -96,17 +96,17 @@ def table(*rows: tuple) -> list:
     ("a = b", {"a": "x", "b": "y"}, F),
     ("a = b", {"a": True, "b": True}, T),
     ("a = b", {"a": True, "b": False}, F),
-    ("a = b", {"a": "x", "b": 1}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a = b", {"a": True, "b": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a = b", {"a": "x", "b": 1}, F),  # unlike types compare FALSE
+    ("a = b", {"a": True, "b": 1}, F),  # unlike types compare FALSE
     ("a = b", {"a": 1}, U),
     ("a = b", {"b": 1}, U),
     ("a = b", {}, U),
     ("a <> b", {"a": 1, "b": 2}, T),
     ("a <> b", {"a": "x", "b": "x"}, F),
-    ("a <> b", {"a": "x", "b": 2}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("a <> b", {"a": "x", "b": 2}, T),  # unlike types compare FALSE
     ("a < b", {"a": 1, "b": 2}, T),
     ("a < b", {"a": 2, "b": 1.5}, F),
-    ("a < b", {"a": "a", "b": "b"}, F),  # issue 10: strings compare only with = and <> (JMS 2.0 §3.8.1.2): FALSE (was U)
+    ("a < b", {"a": "a", "b": "b"}, F),  # strings compare only with = and <> (JMS 2.0 §3.8.1.2): FALSE (was U)
     ("a >= b", {"a": 2, "b": 2}, T),
     ("a > b", {"a": NAN, "b": 1}, F),
     ("a = a", {"a": 1}, T),
@@ -117,7 +117,7 @@ def table(*rows: tuple) -> list:
     ("1 = 1.0", {}, T),
     ("'a' = 'a'", {}, T),
     ("'a' <> 'b'", {}, T),
-    ("'a' = 1", {}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("'a' = 1", {}, F),  # unlike types compare FALSE
     ("TRUE = TRUE", {}, T),
     ("TRUE <> FALSE", {}, T),
     ("(a = 1) = TRUE", {"a": 1}, T),
@@ -126,7 +126,7 @@ def table(*rows: tuple) -> list:
     ("(a = 1) <> (b = 1)", {"a": 1, "b": 2}, T),
     ("(a = 1) = (b = 1)", {"a": 1, "b": 2}, F),
     ("(a = 1) = (b = 1)", {"a": 1}, U),
-    ("(a = 1) = 1", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("(a = 1) = 1", {"a": 1}, F),  # unlike types compare FALSE
 ))
 def test_comparison(text, props, expected):
     check(text, props, expected)
@@ -217,7 +217,7 @@ def test_arithmetic(text, props, expected):
     ("a LIKE '_b_'", {"a": "bc"}, F),
     ("a LIKE '%'", {"a": ""}, T),
     ("a LIKE '%%'", {"a": "xyz"}, T),
-    ("a LIKE '%'", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a LIKE '%'", {"a": 1}, F),  # unlike types compare FALSE
     ("a LIKE '%'", {}, U),
     ("a LIKE ''", {"a": ""}, T),
     ("a LIKE ''", {"a": "x"}, F),
@@ -257,14 +257,14 @@ def test_arithmetic(text, props, expected):
     ("a LIKE 'x__' ESCAPE '_'", {"a": "x_"}, T),
     ("a NOT LIKE 'ab%'", {"a": "abc"}, F),
     ("a NOT LIKE 'ab%'", {"a": "x"}, T),
-    ("a NOT LIKE 'ab%'", {"a": 1}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("a NOT LIKE 'ab%'", {"a": 1}, T),  # unlike types compare FALSE
     ("a NOT LIKE 'ab%'", {}, U),
     ("NOT a LIKE 'ab%'", {"a": "x"}, T),
     ("NOT a LIKE 'ab%'", {}, U),
     ("a NOT LIKE '%a_c%'", {"a": "abc"}, F),
     ("a NOT LIKE '%a_c%'", {"a": "ac"}, T),
-    ("(a + 1) LIKE '1'", {"a": 0}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("(a = 1) LIKE 'TRUE'", {"a": 1}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("(a + 1) LIKE '1'", {"a": 0}, F),  # unlike types compare FALSE
+    ("(a = 1) LIKE 'TRUE'", {"a": 1}, F),  # unlike types compare FALSE
     ("'abc' LIKE 'a%'", {}, T),
     ("'abc' NOT LIKE 'a%'", {}, F),
     ("NULL LIKE 'a%'", {}, U),
@@ -279,7 +279,7 @@ MANY = "q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%'"
 @pytest.mark.parametrize("text,props,expected", table(
     (MANY, {"q": "xbx"}, T),
     (MANY, {"q": "xyz"}, F),
-    (MANY, {"q": 5}, F),  # issue 10: LIKE on a number is FALSE (was U)
+    (MANY, {"q": 5}, F),  # LIKE on a number is FALSE (was U)
     (MANY, {}, U),
     ("NOT (" + MANY + ")", {"q": "xbx"}, F),
     ("NOT (" + MANY + ")", {"q": "xyz"}, T),
@@ -290,8 +290,8 @@ MANY = "q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%'"
     ("NOT (q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%')", {"q": "a"}, T),
     ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "xcx"}, T),
     ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "cx"}, T),
-    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, F),  # unlike types compare FALSE
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, F),  # unlike types compare FALSE
     ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "d"}, F),
     ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "e"}, T),
     ("q LIKE '%.%' OR q LIKE '%*%' OR q LIKE '%(%' OR q LIKE '%|%'", {"q": "a(b"}, T),
@@ -334,8 +334,8 @@ def test_in(text, props, expected):
     ("a BETWEEN 1 AND 3", {"a": 2.5}, T),
     ("a BETWEEN 1 AND 3", {"a": 0}, F),
     ("a BETWEEN 1 AND 3", {"a": 4}, F),
-    ("a BETWEEN 1 AND 3", {"a": "2"}, F),  # issue 10: unlike types compare FALSE (was U)
-    ("a BETWEEN 1 AND 3", {"a": True}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a BETWEEN 1 AND 3", {"a": "2"}, F),  # unlike types compare FALSE
+    ("a BETWEEN 1 AND 3", {"a": True}, F),  # unlike types compare FALSE
     ("a BETWEEN 1 AND 3", {}, U),
     ("a BETWEEN 1 AND 3", {"a": NAN}, F),
     ("a BETWEEN 3 AND 1", {"a": 2}, F),
@@ -347,7 +347,7 @@ def test_in(text, props, expected):
     ("a BETWEEN b AND 3", {"a": 2}, U),
     ("a BETWEEN b AND 3", {"a": 5}, F),
     ("a BETWEEN b AND c", {"a": 2, "b": 1, "c": 3}, T),
-    ("a BETWEEN b AND c", {"a": 2, "b": 1, "c": "3"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a BETWEEN b AND c", {"a": 2, "b": 1, "c": "3"}, F),  # unlike types compare FALSE
     ("a + 1 BETWEEN 2 AND 3", {"a": 1}, T),
     ("a BETWEEN 1 + 1 AND 2 * 2", {"a": 4}, T),
     ("2 BETWEEN 1 AND 3", {}, T),
@@ -386,12 +386,12 @@ def test_is_null(text, props, expected):
 @pytest.mark.parametrize("text,props,expected", table(
     ("a", {"a": True}, T),
     ("a", {"a": False}, F),
-    ("a", {"a": 1}, F),  # issue 10: a non-boolean property as a condition is FALSE (BooleanCastExpression) (was U)
-    ("a", {"a": "true"}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("a", {"a": 1}, F),  # a non-boolean property as a condition is FALSE (BooleanCastExpression) (was U)
+    ("a", {"a": "true"}, F),  # unlike types compare FALSE
     ("a", {}, U),
     ("NOT a", {"a": True}, F),
     ("NOT a", {"a": False}, T),
-    ("NOT a", {"a": 0}, T),  # issue 10: unlike types compare FALSE (was U)
+    ("NOT a", {"a": 0}, T),  # unlike types compare FALSE
     ("NOT a", {}, U),
     ("TRUE", {}, T),
     ("FALSE", {}, F),
@@ -486,15 +486,15 @@ def test_proton_types_are_numbers_and_strings():
     check("s = 'DENM' AND s LIKE 'DE%' AND s IN ('DENM')", props, T)
     check("c = 'x' AND c LIKE '_'", props, T)
     check("t / 10 = 100", props, T)
-    check("s > t", props, F)  # issue 10: a string ordered with a timestamp is FALSE (s > 'A' is now refused)
+    check("s > t", props, F)  # a string ordered with a timestamp is FALSE (s > 'A' is now refused)
 
 
 @pytest.mark.parametrize("value", [True, False])
 def test_booleans_are_not_numbers(value):
     props = {"a": value}
     for text in ("a = 1", "a = 0", "a > 0", "a < 2", "a BETWEEN 0 AND 1", "a NOT BETWEEN 0 AND 1"):
-        check(text, props, F)  # issue 10: unlike types compare FALSE (was U)
-    check("a <> 1", props, T)  # issue 10: NOT (a = 1) (was U)
+        check(text, props, F)  # unlike types compare FALSE
+    check("a <> 1", props, T)  # NOT (a = 1) (was U)
     for text in ("a + 1 = 2", "-a = -1", "a IN ('0', '1')"):
         check(text, props, U)  # arithmetic on a boolean is null; IN on a non-string is unknown
     check("a * 1 IS NULL", props, T)
@@ -523,7 +523,7 @@ def test_int_and_float_subclasses_are_numbers():
 
 @pytest.mark.parametrize("value", [b"x", bytearray(b"x"), uuid.UUID(int=1), [1], {"x": 1}, (1,), object(), 1j])
 def test_other_types_compare_false(value):
-    """Issue 10: values of types selectors do not know are unlike every literal: FALSE (were U)."""
+    """Values of types selectors do not know are unlike every literal: FALSE (were U)."""
     props = {"a": value}
     for text in ("a = 'x'", "a = 1", "a < 1", "a LIKE '%'", "a BETWEEN 0 AND 2", "a NOT BETWEEN 0 AND 2", "a"):
         check(text, props, F)
@@ -586,7 +586,7 @@ IP_066_COUNTRY = "messageType = 'DENM' AND originatingCountry = 'FR'"
     ("NOT (quadTree LIKE '%,3%' OR quadTree LIKE '%,0%')", APPENDIX_F, T),
     ("quadTree LIKE '%.%'", {"quadTree": "a" * 300 + ".b"}, T),
     ("quadTree LIKE '%.%'", {"quadTree": "a" * 300}, F),
-    ("quadTree LIKE '%,1202021%'", {"quadTree": 5}, F),  # issue 10: unlike types compare FALSE (was U)
+    ("quadTree LIKE '%,1202021%'", {"quadTree": 5}, F),  # unlike types compare FALSE
     ("messageType = 'DENM' AND NOT (causeCode = -1)", APPENDIX_F, T),
 ))
 def test_c_roads_examples(text, props, expected):

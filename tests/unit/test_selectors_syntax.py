@@ -62,7 +62,7 @@ def test_boolean_literals(text, value):
 
 
 @pytest.mark.parametrize("text", ["NULL", "null", "NuLl"])
-def test_null_literal(text):  # '= NULL' is refused (issue 10), so read it where NULL may stand
+def test_null_literal(text):  # '= NULL' is refused, so read it where NULL may stand
     assert parse(f"{text} IS NULL") == IsNull(Literal(None))
 
 

@@ -1,4 +1,4 @@
-"""The federation soak's bookkeeping (issue 11): lost within TTL, expired, duplicates, unexpected, latency."""
+"""The federation soak's bookkeeping: lost within TTL, expired, duplicates, unexpected, latency."""
 from __future__ import annotations
 
 from interop_kit.soak_ledger import Ledger, SubscriptionSpec, percentile
