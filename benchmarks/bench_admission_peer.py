@@ -28,11 +28,11 @@ MEASURES = ("validate, valid DENM", "admission, C, distinct", "admission, C, rep
 def measure() -> list[float]:
     """The figures of :data:`MEASURES` (µs per message) for the tree this process imports from (see
     :func:`child`)."""
-    import bench_scan  # noqa: PLC0415 - from the tree measured
-    from interchange.broker.admission import Admission  # noqa: PLC0415
-    from interchange.broker.amqp_scan import scan_message  # noqa: PLC0415
-    from interchange.broker.ttl_policy import TtlPolicy  # noqa: PLC0415
-    from interchange.broker.validation import validate_application_properties as validate  # noqa: PLC0415
+    import bench_scan
+    from interchange.broker.admission import Admission
+    from interchange.broker.amqp_scan import scan_message
+    from interchange.broker.ttl_policy import TtlPolicy
+    from interchange.broker.validation import validate_application_properties as validate
 
     def best(function, number: int) -> float:
         return min(timeit.repeat(function, number=number, repeat=7)) / number * 1e6

@@ -294,9 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     base = {r.phase: r for r in results if r.scenario == "rabbitmq"}
     for r in results:
         if r.scenario != "rabbitmq" and r.phase == "latency":
+            rate = next(x.rate for x in results if x.scenario == r.scenario and x.phase == "throughput")
             print(f"# {r.scenario}: added latency p50 {r.p50_ms - base['latency'].p50_ms:+.2f} ms, "
                   f"p99 {r.p99_ms - base['latency'].p99_ms:+.2f} ms over RabbitMQ alone; throughput "
-                  f"{next(x.rate for x in results if x.scenario == r.scenario and x.phase == 'throughput') / base['throughput'].rate:.2f}x")
+                  f"{rate / base['throughput'].rate:.2f}x")
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
     return 0

@@ -42,7 +42,8 @@ SELECTORS = {
     "IP_066 type+country": "messageType = 'DENM' AND originatingCountry = 'FR'",
     "20-tile area": " OR ".join(f"quadTree LIKE '%,{tile}%'" for tile in AREA),
     "richer subscription": (
-        "messageType = 'DENM' AND originatingCountry IN ('CZ', 'SK', 'AT') AND (causeCode = 1 OR causeCode = 2 OR causeCode = 99) "
+        "messageType = 'DENM' AND originatingCountry IN ('CZ', 'SK', 'AT') "
+        "AND (causeCode = 1 OR causeCode = 2 OR causeCode = 99) "
         "AND NOT subCauseCode = 0 AND quadTree LIKE '%,1202123020%' AND \"custom-nw-foo\" IS NULL"
     ),
 }

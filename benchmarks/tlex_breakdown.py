@@ -82,7 +82,7 @@ class Probes:
         async def started(config: Any, *args: Any) -> Any:
             node = await start_node(config, *args)
             supervisor, bridge = node.tlex.supervisor, node.tlex
-            on_payload, drain = supervisor._on_payload, bridge._drain  # noqa: SLF001
+            on_payload, drain = supervisor._on_payload, bridge._drain
 
             def arriving(payload: Any) -> None:
                 now = time.time_ns()
@@ -91,11 +91,11 @@ class Probes:
                 on_payload(payload)
 
             def draining() -> None:
-                queued = len(bridge._queue)  # noqa: SLF001
+                queued = len(bridge._queue)
                 drain()
-                probes.drains.append(queued - len(bridge._queue))  # noqa: SLF001
+                probes.drains.append(queued - len(bridge._queue))
 
-            supervisor._on_payload, bridge._drain = arriving, draining  # noqa: SLF001
+            supervisor._on_payload, bridge._drain = arriving, draining
             return node
 
         node_module.start_node = started  # bench_tlex imports it from the module at call time

@@ -85,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     cmd = sub.add_parser("demo", help="create (or refresh) a complete test PKI for the quick-start demo")
     _add_dir(cmd, DEMO_DIR)
-    cmd.add_argument("--interchange", action="append", metavar="FQDN", help=f"interchange names (default: {', '.join(DEMO_INTERCHANGES)})")
+    cmd.add_argument("--interchange", action="append", metavar="FQDN",
+                     help=f"interchange names (default: {', '.join(DEMO_INTERCHANGES)})")
     cmd.add_argument("--actor", action="append", metavar="CN", help=f"actor names (default: {', '.join(DEMO_ACTORS)})")
 
 

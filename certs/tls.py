@@ -227,8 +227,9 @@ def proton_ssl_domain(files: TlsFiles, mode: int) -> proton.SSLDomain:
     Proton's domain cannot check CRLs: ``files.crls`` is ignored here. Revocation is enforced by
     the node's own ``ssl`` listeners (server_context), which see every actor and interchange.
     """
-    import cproton  # here, not at the top: the II, Spark and the PKI tools use this module without proton
-    from proton import SSLDomain, SSLException
+    # here, not at the top: the II, Spark and the PKI tools use this module without proton
+    import cproton  # noqa: PLC0415
+    from proton import SSLDomain, SSLException  # noqa: PLC0415
 
     files.check()
     domain = SSLDomain(mode)

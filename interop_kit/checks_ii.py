@@ -192,7 +192,8 @@ async def refuse_non_srv_target(target: Target, findings: Findings) -> str:
 
 def ii_checks() -> list[Check]:
     return [
-        Check("ii.capabilities", "IP_094", "capability exchange answered with version 2.0 and name = CN", capability_exchange, "ii"),
+        Check("ii.capabilities", "IP_094", "capability exchange answered with version 2.0 and name = CN",
+              capability_exchange, "ii"),
         Check("ii.subscription.not-valid", "IP_097", "an invalid selector settles at NOT_VALID", subscription_not_valid, "ii"),
         Check("ii.subscription.no-overlap", "IP_082", "a selector matching no capability settles at NO_OVERLAP",
               subscription_no_overlap, "ii"),

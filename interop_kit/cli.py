@@ -89,7 +89,7 @@ class _AnyWord(dict[str, argparse.ArgumentParser]):
         return isinstance(key, str)
 
 
-class _OptionalAction(argparse._SubParsersAction):
+class _OptionalAction(argparse._SubParsersAction):  # noqa: SLF001 (argparse has no public subparsers action)
     """``interop``'s optional action: a word that names none (``interop --target x``) is reported
     with the other unrecognized arguments, as before ``prepare`` existed, not as a wrong action."""
 
@@ -100,7 +100,7 @@ class _OptionalAction(argparse._SubParsersAction):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         if values[0] not in self._name_parser_map:
-            vars(namespace).setdefault(argparse._UNRECOGNIZED_ARGS_ATTR, []).extend(values)
+            vars(namespace).setdefault(argparse._UNRECOGNIZED_ARGS_ATTR, []).extend(values)  # noqa: SLF001
             return
         super().__call__(parser, namespace, values, option_string)
 
@@ -132,9 +132,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], st
     target.add_argument("--delivery-key", type=Path)
     target.add_argument("--traffic", type=Path, help='JSON {"selector", "matching": {props}, "mismatching": {props}}')
     run = parser.add_argument_group("run")
-    run.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these checks (names or patterns, repeatable, comma-separated)")
+    run.add_argument("--only", action="append", default=[], metavar="NAME",
+                     help="run only these checks (names or patterns, repeatable, comma-separated)")
     run.add_argument("--skip", action="append", default=[], metavar="NAME", help="leave these checks out (likewise)")
-    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds per check (default {DEFAULT_TIMEOUT_S:g})")
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                     help=f"seconds per check (default {DEFAULT_TIMEOUT_S:g})")
     run.add_argument("--junit", type=Path, help="write a JUnit XML report here")
     run.add_argument("--json", type=Path, help="write a JSON report here")
     run.add_argument("--list", action="store_true", help="list the checks and exit")

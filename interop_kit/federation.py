@@ -5,7 +5,8 @@ with its own address and the same ports on every address, as on real hosts: in i
 namespace (``ip netns`` + veth on a bridge, :mod:`interop_kit.netns`, address ``10.x.y.<k>``) where
 the machine allows it (root), else on its own loopback address (``<prefix>.<k>``, e.g. 127.0.10.1;
 Linux routes all of 127/8 to ``lo``), and the harness says which; a real DNS server (dnsmasq) on
-127.0.0.1 (and the bridge's address, for the namespaced nodes) serving their ``_ixc._tcp.<domain>`` SRV and A records (IP_085-087) plus one for the kit's own
+127.0.0.1 (and the bridge's address, for the namespaced nodes) serving their ``_ixc._tcp.<domain>``
+SRV and A records (IP_085-087) plus one for the kit's own
 identity ``kit.<domain>`` (nothing listens there: it lets the kit act as a neighbour, IP_126); a
 PKI with the root and two intermediates as in appendix E figure 14 (odd nodes from ``ca-1``, even
 nodes and the kit from ``ca-2``), every intermediate's CRL loaded by every node. ``actor-1``

@@ -86,7 +86,8 @@ Semantics (three-valued logic)
       by zero is unknown; approximate division follows IEEE 754. Nothing raises.
     * Where the Java brokers disagree with each other, the SQL-92 choice is kept: ``NOT``
       applies to the whole predicate that follows (``NOT a = 1`` is ``NOT (a = 1)``, as in
-      Broker-J's grammar; ActiveMQ's and Artemis' ``<NOT> unaryExpr()`` read ``(NOT a) = 1``); a comparison with a null operand is unknown (Broker-J's ``=``
+      Broker-J's grammar; ActiveMQ's and Artemis' ``<NOT> unaryExpr()`` read ``(NOT a) = 1``); a comparison
+      with a null operand is unknown (Broker-J's ``=``
       gives FALSE when one side is null, ActiveMQ/Artemis FALSE when only the right side is).
       NOT unknown is unknown; FALSE AND unknown is FALSE; TRUE OR unknown is TRUE. A message
       is delivered only when the selector is TRUE.

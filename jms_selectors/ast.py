@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from jms_selectors.lexer import RESERVED, is_identifier_part, is_identifier_start
-from jms_selectors.like import compile_like
+from jms_selectors.like import LikePattern, compile_like
 
 #: Python types a :class:`Literal` may hold: ``str``, ``int`` (exact numeric), ``float``
 #: (approximate numeric), ``bool`` (TRUE/FALSE) or ``None`` (NULL).
@@ -103,7 +103,7 @@ class Like:
     negated: bool = False
 
     @property
-    def matcher(self):
+    def matcher(self) -> LikePattern:
         """The compiled :class:`jms_selectors.like.LikePattern` (computed once per node)."""
         cached = self.__dict__.get("_matcher")
         if cached is None:
@@ -111,7 +111,7 @@ class Like:
             object.__setattr__(self, "_matcher", cached)
         return cached
 
-    def __reduce__(self):  # the cached matcher holds closures: pickle the fields only
+    def __reduce__(self) -> tuple[type[Like], tuple[object, ...]]:  # the cached matcher holds closures: pickle the fields only
         return (Like, (self.subject, self.pattern, self.escape, self.negated))
 
 

@@ -82,7 +82,7 @@ class Selector:
     def __hash__(self) -> int:
         return hash(self.ast)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Selector], tuple[object, ...]]:
         return (_restore, (self.text, self.ast))
 
 
@@ -251,7 +251,8 @@ _RUNTIME: dict[str, object] = {
     "_NT": frozenset({int, float}),
     "_NUMT": (int, float),
     "_add": _add, "_sub": _sub, "_mul": _mul, "_div": _div, "_neg": _neg, "_pos": _pos,
-    "_between": _between, "_not_between": _not_between, "_bool3": _bool3, "_not3": _not3, "_and3": _and3, "_or3": _or3, "_like3": _like3,
+    "_between": _between, "_not_between": _not_between, "_bool3": _bool3, "_not3": _not3, "_and3": _and3, "_or3": _or3,
+    "_like3": _like3,
     "_in3": _in3,
 }
 _ARITHMETIC = {"+": "_add", "-": "_sub", "*": "_mul", "/": "_div"}

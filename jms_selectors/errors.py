@@ -16,5 +16,5 @@ class SelectorError(ValueError):
         self.text = text
         super().__init__(f"invalid selector at position {position}: {reason}")
 
-    def __reduce__(self):  # keep pickling (e.g. across processes) working
+    def __reduce__(self) -> tuple[type[SelectorError], tuple[object, ...]]:  # keep pickling (e.g. across processes) working
         return (type(self), (self.position, self.reason, self.text))

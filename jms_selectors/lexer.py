@@ -8,7 +8,8 @@ all tokenize. Whitespace is space, tab, CR, LF and form feed; ``/* ... */`` is a
 is ``--`` up to and including the next line break. Their LINE_COMMENT token needs that line break,
 and JavaCC's longest match falls back to the one-character ``-`` token when it cannot complete: a
 ``--`` with no CR or LF anywhere after it is two minus signs (``--1.0 = 1.0`` is TRUE in ActiveMQ,
-Artemis and Broker-J; ``a = 1 -- x`` at the very end is ``a = 1 - (-x)``). Keywords are case-insensitive, identifiers case-sensitive; ``XPATH`` and
+Artemis and Broker-J; ``a = 1 -- x`` at the very end is ``a = 1 - (-x)``). Keywords are case-insensitive,
+identifiers case-sensitive; ``XPATH`` and
 ``XQUERY`` are reserved too (ActiveMQ, Artemis). Bare identifiers are ASCII
 (``[a-z_$][a-z0-9_$]*``, their ID token); ``"..."`` is a quoted identifier (Broker-J, Artemis),
 needed for C-Roads ``custom-<ns>-<name>`` properties (IP_131) and for any other name.
@@ -211,7 +212,8 @@ def _number(text: str, start: int) -> Token:
         raise SelectorError(start, f"invalid numeric literal {image!r}: no F/D suffixes (portable form: {portable})", text)
     if approximate:
         if suffix:
-            raise SelectorError(start, f"invalid numeric literal {image!r}: L suffix on an approximate number (portable form: {bare})", text)
+            raise SelectorError(start, f"invalid numeric literal {image!r}: L suffix on an approximate number "
+                                       f"(portable form: {bare})", text)
         return Token("FLOAT", float(mantissa + (exponent or "")), start, end)
     if mantissa[0] == "0":
         if any(d in "89" for d in mantissa):

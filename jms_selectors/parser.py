@@ -83,7 +83,8 @@ def parse(text: str) -> Expr:
     if token.kind != "EOF":
         if token.kind == ")":
             parser.fail(token, "unbalanced ')' without a matching '('")
-        parser.fail(token, f"unexpected {describe(text, token)} after a complete expression; expected AND, OR or the end of the selector")
+        parser.fail(token, f"unexpected {describe(text, token)} after a complete expression; "
+                           "expected AND, OR or the end of the selector")
     parser.require_condition(result, "the selector")
     return result.node
 
@@ -201,7 +202,8 @@ class _Parser:
                 left = self.nary(And, left, _AND)
             elif kind in _PREDICATE_START and min_bp <= _PRED:
                 if chained:
-                    self.fail(token, f"{describe(self.text, token)} cannot follow another comparison; use parentheses, e.g. (a = b) = TRUE")
+                    self.fail(token, f"{describe(self.text, token)} cannot follow another comparison; "
+                                     "use parentheses, e.g. (a = b) = TRUE")
                 left = self.predicate(left)
                 chained = True
             elif (kind == "+" or kind == "-") and min_bp <= _ADD or (kind == "*" or kind == "/") and min_bp <= _MUL:
@@ -252,7 +254,8 @@ class _Parser:
             self.fail(token, "unexpected end of input; expected an operand")
         if kind in ("AND", "OR", "BETWEEN", "LIKE", "ESCAPE", "IN", "IS"):
             word = self.text[token.pos : token.end]
-            self.fail(token, f"expected an operand, found the reserved word {word!r}; to name a property so, quote it: \"{word}\"")
+            self.fail(token, f"expected an operand, found the reserved word {word!r}; "
+                             f"to name a property so, quote it: \"{word}\"")
         self.fail(token, f"expected an operand, found {describe(self.text, token)}")
 
     def nary(self, cls: type[And] | type[Or], first: _Parsed, bp: int) -> _Parsed:

@@ -30,7 +30,7 @@ def evaluate(node: Expr, properties: Mapping[str, object]) -> bool | None:
     """
     try:
         return _truth(_value(node, properties))
-    except Exception:
+    except Exception:  # noqa: BLE001 (a property mapping's own failure makes the result unknown)
         return None
 
 

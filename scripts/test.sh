@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs everything (scripts/setup.sh), then runs the test suite in its two parts: the unit part
-# (tests/unit: no network socket, no process, no JVM; under a minute), then the integration part
-# (tests/integration: real sockets, node processes, dnsmasq, RabbitMQ, PySpark, Chromium, the
-# benchmarks at their smallest size). It stops at the first part that fails and says which.
+# Installs everything (scripts/setup.sh), runs the linters (scripts/lint.sh: ruff, mypy), then the
+# test suite in its two parts: the unit part (tests/unit: no network socket, no process, no JVM;
+# under a minute), then the integration part (tests/integration: real sockets, node processes,
+# dnsmasq, RabbitMQ, PySpark, Chromium, the benchmarks at their smallest size). It stops at the
+# first step that fails and says which.
 #
-#   scripts/test.sh                      set-up, the unit part, then the integration part
-#   scripts/test.sh unit                 set-up and the unit part only
+#   scripts/test.sh                      set-up, the linters, the unit part, then the integration part
+#   scripts/test.sh unit                 set-up, the linters and the unit part only
 #   scripts/test.sh integration          set-up and the integration part only
 #   scripts/test.sh [unit] -x -k tls     extra arguments go to pytest (in each part it runs)
 set -euo pipefail
@@ -17,6 +18,11 @@ case "${1:-}" in
 esac
 
 bash scripts/setup.sh
+echo "test.sh: the linters (scripts/lint.sh)"
+if ! bash scripts/lint.sh; then
+  echo "test.sh: the linters FAILED (scripts/lint.sh); the tests were not run" >&2
+  exit 1
+fi
 
 passed=0 failed=0 skipped=0 ran=0
 log=$(mktemp)

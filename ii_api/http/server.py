@@ -165,7 +165,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return _error(exc.status, exc.reason or "error", headers=headers)
-    except Exception:  # noqa: BLE001 - the client gets JSON, the log the traceback
+    except Exception:  # the client gets JSON, the log the traceback
         log.exception("ii: %s %s failed", request.method, request.path)
         return _error(500, "internal error")
 

@@ -17,6 +17,7 @@ import ipaddress
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import dns.asyncresolver
 import dns.exception
@@ -142,7 +143,20 @@ def srv_query_name(domain: str) -> str:
     return f"{IXC_SERVICE}.{normalise_name(domain)}."
 
 
-def parse_srv(records: Iterable[object]) -> list[SrvTarget]:
+class SrvRecord(Protocol):
+    """What :func:`parse_srv` reads of an SRV record (dnspython's ``SRV`` rdata has it)."""
+
+    @property
+    def target(self) -> str | dns.name.Name: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def weight(self) -> int: ...
+
+
+def parse_srv(records: Iterable[SrvRecord]) -> list[SrvTarget]:
     """SRV rdata (anything with ``target``, ``port``, ``priority``, ``weight``) to targets.
 
     A target of "." means the service is decidedly not offered (RFC 2782) and is
@@ -152,11 +166,10 @@ def parse_srv(records: Iterable[object]) -> list[SrvTarget]:
     """
     best: dict[str, SrvTarget] = {}
     for record in records:
-        name = normalise_name(getattr(record, "target"))
+        name = normalise_name(record.target)
         if not name:
             continue
-        target = SrvTarget(name, int(getattr(record, "port")), int(getattr(record, "priority")),
-                           int(getattr(record, "weight")))
+        target = SrvTarget(name, int(record.port), int(record.priority), int(record.weight))
         current = best.get(name)
         if current is None or (target.priority, -target.weight) < (current.priority, -current.weight):
             best[name] = target

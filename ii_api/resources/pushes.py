@@ -1,7 +1,8 @@
 """Capability pushes (IP_075/091): our capabilities POSTed to every neighbour.
 
 One :class:`Pusher` task per neighbour POSTs our capabilities message for it (``message(name)``) when woken
-(a local capability added or removed, the neighbour new or moved) and at least every ``capability_repost_s`` (<= 24 h, IP_091); failures
+(a local capability added or removed, the neighbour new or moved) and at least every
+``capability_repost_s`` (<= 24 h, IP_091); failures
 are retried with backoff. The neighbour's answer (its capabilities) goes to ``answered(name,
 message)``: the service records it as if the neighbour had POSTed it.
 """

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard, Union
 
@@ -257,7 +257,7 @@ def _or2(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else False
 
 
-def _combine(op, left: Truths, right: Truths) -> Truths:
+def _combine(op: Callable[[bool | None, bool | None], bool | None], left: Truths, right: Truths) -> Truths:
     return frozenset(op(a, b) for a in left for b in right)
 
 

@@ -42,7 +42,8 @@ from ii_api.peers.discovery import DiscoveryConfig
 from ii_api.selectors.policy import SubscriptionPolicy
 from interchange.broker.hop_trace import DEFAULT_HOP_LIMIT, MAX_HOP_LIMIT
 
-__all__ = ["IIConfig", "MultihopConfig", "RequestLimits", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S", "MAX_POLL_INTERVAL_S"]
+__all__ = ["IIConfig", "MultihopConfig", "RequestLimits", "MAX_CAPABILITY_REPOST_S", "MAX_NEIGHBOUR_GRACE_S",
+           "MAX_POLL_INTERVAL_S"]
 
 MAX_POLL_INTERVAL_S = 300.0  # IP_127
 MAX_CAPABILITY_REPOST_S = 24 * 3600.0  # IP_091

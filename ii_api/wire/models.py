@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Final, Literal, Union
@@ -569,7 +570,7 @@ class SubscriptionPollResponse(WireModel):
 
 
 # ---------------------------------------------------------------------------- local actor API
-def _bare_list_as(key: str):
+def _bare_list_as(key: str) -> Callable[[Any], Any]:
     def wrap(data: Any) -> Any:
         return {key: data} if isinstance(data, list) else data
 

@@ -182,7 +182,8 @@ class NodeConfig(BaseModel):
         if self.tls is not None:
             update["tls"] = self.tls.model_copy(update={
                 "cert_chain": fix(self.tls.cert_chain), "key": fix(self.tls.key),
-                "trust_bundle": fix(self.tls.trust_bundle), "crls": None if self.tls.crls is None else [fix(c) for c in self.tls.crls]})
+                "trust_bundle": fix(self.tls.trust_bundle),
+                "crls": None if self.tls.crls is None else [fix(c) for c in self.tls.crls]})
         if self.tlex is not None:
             update["tlex"] = self.tlex.resolve(base)
         if self.log.path is not None:

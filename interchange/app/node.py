@@ -26,7 +26,7 @@ import gc
 import signal
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -87,6 +87,10 @@ class RunningNode:
     metrics: CollectorRegistry | None = None  #: what the admin endpoint's /metrics shows
     #: how every started part stops, unwound in reverse order by close() (or by a failed start)
     _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+
+    def on_close(self, callback: Callable[[], Awaitable[object]]) -> None:
+        """Have ``close`` await ``callback`` (before what was registered earlier)."""
+        self._exit.push_async_callback(callback)
 
     async def close(self) -> None:
         await self._exit.aclose()
@@ -227,7 +231,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
         node.metrics, federation = node_registry(node, main)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
                                                     node.metrics, node.reload_tls, federation)
-        node._exit.push_async_callback(runner.cleanup)
+        node.on_close(runner.cleanup)
     await _start_processes(node, main)
     if config.ii is not None:
         await _start_ii(node)
@@ -282,7 +286,7 @@ async def _start_processes(node: RunningNode, main: bool) -> None:
         workers = await BrokerProcesses.start(node.config.model_dump(mode="json"), node.placement.processes,
                                               node.addresses, node.log)
         node.workers = workers
-        node._exit.push_async_callback(workers.close)
+        node.on_close(workers.close)
         if node.amqps_port is not None:
             node.amqps_ports = [node.amqps_port] + [r.amqps_port for r in workers.ready if r.amqps_port is not None]
         if node.amqp_port is not None:
@@ -302,7 +306,7 @@ async def _start_ii(node: RunningNode) -> None:
     running_ii = await start_ii(config.name, config.ii, config.data_dir, node.tls, node.addresses, node.core,
                                 node.amqps_ports, node.placement, node.log.event)
     node.ii, node.ii_port, node.ii_runtime = running_ii.service, running_ii.port, running_ii
-    node._exit.push_async_callback(running_ii.close)
+    node.on_close(running_ii.close)
 
 
 def node_registry(node: RunningNode, main: bool) -> tuple[CollectorRegistry, FederationCollector | None]:
@@ -383,7 +387,7 @@ async def _start_bridge(node: RunningNode, bridge: TlexBridge | Any) -> None:
     except BaseException:
         await bridge.close()
         raise
-    node._exit.push_async_callback(bridge.close)
+    node.on_close(bridge.close)
 
 
 async def _start_if2(node: RunningNode) -> None:
@@ -393,7 +397,7 @@ async def _start_if2(node: RunningNode) -> None:
     assert config.if2 is not None
     if config.ii is None or node.ii is None or node.ii_port is None or node.amqps_port is None:
         raise ValueError("[if2] needs [tls] and [ii]: the bridge is a local actor of the node")
-    from interchange.bridges.if2.bridge import If2Bridge, NodeView
+    from interchange.bridges.if2.bridge import If2Bridge, NodeView  # noqa: PLC0415 (aio-pika: the if2 extra only)
 
     def local(host: str) -> str:
         return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -437,7 +441,7 @@ async def run_forever(config: NodeConfig, ready: asyncio.Event | None = None,
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, handler)
     ports = ", ".join(map(str, node.amqps_ports)) if len(node.amqps_ports) > 1 else node.amqps_port
-    print(f"interchange {config.name}: AMQPS port {ports}, plain AMQP port {node.amqp_port}, "
+    print(f"interchange {config.name}: AMQPS port {ports}, plain AMQP port {node.amqp_port}, "  # noqa: T201 (the start line operators and tests read)
           f"admin port {node.admin_port}, II (HTTPS) port {node.ii_port}", flush=True)
     if ready is not None:
         ready.set()

@@ -20,7 +20,7 @@ from certs.errors import PkiError
 from ii_api.wire.models import LocalSubscription
 from interchange.actor import Actor
 from interchange.app.config import load_config
-from interchange.app.demo import _until as until  # noqa: PLC2701
+from interchange.app.demo import _until as until
 from interchange.app.demo import write_configs
 from interchange.app.demo_dns import DemoDns, SrvRecord
 from interchange.app.node import RunningNode, start_node

@@ -256,12 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     current = HEADER.read_text(encoding="utf-8") if HEADER.exists() else None
     if args.check:
         if current != text:
-            print(f"{HEADER} is out of date: run python -m interchange.broker.admit_header", file=sys.stderr)
+            print(f"{HEADER} is out of date: run python -m interchange.broker.admit_header", file=sys.stderr)  # noqa: T201
             return 1
         return 0
     if current != text:
         HEADER.write_text(text, encoding="utf-8")
-        print(f"wrote {HEADER}: rebuild the extension (bash scripts/setup.sh)")
+        print(f"wrote {HEADER}: rebuild the extension (bash scripts/setup.sh)")  # noqa: T201
     return 0
 
 

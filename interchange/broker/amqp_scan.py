@@ -29,6 +29,9 @@ from struct import error as _StructError
 from typing import NamedTuple, cast
 from uuid import UUID
 
+#: what the scanner reads: a frame's bytes, a copy or a view of them
+Buffer = bytes | bytearray | memoryview
+
 __all__ = [
     "FLOATING_TYPES",
     "INTEGER_TYPES",
@@ -207,7 +210,7 @@ _SKIP = _skip_table()
 _COMPOUND_NAMES = {0x45: "list", 0xC0: "list", 0xD0: "list", 0xC1: "map", 0xD1: "map", 0xE0: "array", 0xF0: "array"}
 
 
-def _skip_values(data, p: int, limit: int, count: int) -> int:
+def _skip_values(data: Buffer, p: int, limit: int, count: int) -> int:
     """Return the offset after ``count`` encoded values starting at ``p``, read by size only."""
     skip = _SKIP
     while count:
@@ -237,7 +240,7 @@ def _skip_values(data, p: int, limit: int, count: int) -> int:
     return p
 
 
-def _compound_bounds(data, p: int, end: int, what: str, small: int, large: int) -> tuple[int, int, int]:
+def _compound_bounds(data: Buffer, p: int, end: int, what: str, small: int, large: int) -> tuple[int, int, int]:
     """Read a list/map header at ``p``: (element count, first element offset, end offset)."""
     c = data[p]
     if c == small:
@@ -269,7 +272,7 @@ def _compound_bounds(data, p: int, end: int, what: str, small: int, large: int) 
     return count, first, stop
 
 
-def _field(data, p: int, limit: int, what: str, allowed: tuple[str, ...]) -> tuple[object, int]:
+def _field(data: Buffer, p: int, limit: int, what: str, allowed: tuple[str, ...]) -> tuple[object, int]:
     """Decode one fixed-width list field whose AMQP type must be one of ``allowed``."""
     if p >= limit:
         raise ScanError(f"{what} at offset {p} runs past the end of its list at {limit}")
@@ -362,7 +365,7 @@ def _converted(post: Callable[[object], object], value: object, key: str, offset
         raise ScanError(f"value of {key!r} at offset {offset}: {exc}") from None
 
 
-def _application_properties(data, pos: int, end: int) -> tuple[dict[str, object], dict[str, str], int]:
+def _application_properties(data: Buffer, pos: int, end: int) -> tuple[dict[str, object], dict[str, str], int]:
     """Decode the application-properties map at ``pos``: (values, AMQP type names, section end)."""
     if data[pos] == 0xD1 and pos + 9 <= end:  # map32, what proton and Qpid JMS write
         size, count = _U32_PAIR.unpack_from(data, pos + 1)
@@ -443,7 +446,7 @@ def _other_value(buf: bytes, p: int, limit: int, base: int, key: str) -> tuple[o
         raise ScanError(f"value of {key!r} at offset {p + base} is not valid {kind}") from None
 
 
-def _read_header(data, pos: int, end: int) -> tuple[bool, int, int | None, int]:
+def _read_header(data: Buffer, pos: int, end: int) -> tuple[bool, int, int | None, int]:
     """Decode the header fields durable, priority and ttl: (durable, priority, ttl, section end)."""
     c = data[pos]
     if c == 0x45:
@@ -490,7 +493,7 @@ def _read_header(data, pos: int, end: int) -> tuple[bool, int, int | None, int]:
     return durable, priority, ttl, stop
 
 
-def _descriptor(data, pos: int, end: int) -> tuple[int, int]:
+def _descriptor(data: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Read a section's descriptor at ``pos``: (section code, value offset)."""
     if data[pos] != 0x00:
         raise ScanError(f"expected a section (described type 0x00) at offset {pos}, found 0x{data[pos]:02x}")
@@ -519,7 +522,7 @@ def _descriptor(data, pos: int, end: int) -> tuple[int, int]:
     raise ScanError(f"section descriptor at offset {pos} has constructor 0x{c:02x}, expected ulong or symbol")
 
 
-def _check_first_body_section(data, code: int, p: int, end: int, start: int) -> None:
+def _check_first_body_section(data: Buffer, code: int, p: int, end: int, start: int) -> None:
     """Check that the first body section's value fits in the message, reading sizes only."""
     c = data[p]
     if code == _DATA:
@@ -538,7 +541,7 @@ def _as_bytes(data: bytearray | memoryview) -> memoryview:
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
-def scan_message(data: bytes | bytearray | memoryview, *, decode_properties: bool = True) -> ScannedMessage:
+def scan_message(data: Buffer, *, decode_properties: bool = True) -> ScannedMessage:
     """Scan one encoded AMQP 1.0 message; raise :class:`ScanError` if it is malformed.
 
     With ``decode_properties=False`` the application-properties section is only located
@@ -567,7 +570,7 @@ def scan_message(data: bytes | bytearray | memoryview, *, decode_properties: boo
 _new_scanned = tuple.__new__
 
 
-def _scan_sections(data, end: int, decode_properties: bool) -> ScannedMessage:
+def _scan_sections(data: Buffer, end: int, decode_properties: bool) -> ScannedMessage:
     """Walk the sections in order up to the body, each read by its reader. The sections are told
     apart by an ``if`` chain, the most frequent first: a table of readers writing the fields into a
     list cost 3-12 % of a scan (docs/performance.md)."""
@@ -612,7 +615,7 @@ def _scan_sections(data, end: int, decode_properties: bool) -> ScannedMessage:
                                          props_end, body))
 
 
-def _expiry_and_creation(data, p: int, stop: int, count: int) -> tuple[int | None, int | None]:
+def _expiry_and_creation(data: Buffer, p: int, stop: int, count: int) -> tuple[int | None, int | None]:
     """The properties list's absolute-expiry-time (field 8) and creation-time (field 9), from the
     list's first field at ``p`` (``count`` > 8 fields)."""
     p = _skip_values(data, p, stop, 8)
@@ -623,7 +626,7 @@ def _expiry_and_creation(data, p: int, stop: int, count: int) -> tuple[int | Non
     return cast("int | None", expiry), cast("int | None", created)
 
 
-def _end_of_bare_message(data, code: int, pos: int, end: int, start: int) -> int | None:
+def _end_of_bare_message(data: Buffer, code: int, pos: int, end: int, start: int) -> int | None:
     """A body section starts the body (its value must fit in the message): its offset. A footer
     must be the last section: None (a message without a body)."""
     if code != _FOOTER:

@@ -130,7 +130,7 @@ class CoverageMatcher:
     __slots__ = ("_by_publication", "_checks")
 
     def __init__(self, coverage: Coverage, previous: "CoverageMatcher | None" = None) -> None:
-        known = previous._checks if previous is not None else {}
+        known = previous._checks if previous is not None else {}  # noqa: SLF001
         #: by id(fit), the fit kept with its check: while a matcher holds its fits, no other object
         #: has their ids, so a fit found in ``known`` by id is that fit
         self._checks: dict[int, tuple[CapabilityFit, Check]] = {}

@@ -449,7 +449,7 @@ class ConnectionLinks:
             cproton.pn_condition_set_description(cond, description)
             lib.pn_link_close(link)
         engine = self._engine
-        engine._process()
+        engine._process()  # noqa: SLF001 (the engine owns these links)
         engine.on_output()
 
     def detach_all(self, condition: str, description: str) -> None:
@@ -678,12 +678,12 @@ _LINK_EVENTS: dict[int, Callable[[ConnectionLinks, Any], None]] = {
 }
 #: The proton events of the connection itself, its sessions and transport, and their handlers.
 _CONNECTION_EVENTS: dict[int, Callable[[ConnectionEngine, Any], None]] = {
-    _E_SESSION_REMOTE_OPEN: ConnectionEngine._on_session_remote_open,
-    _E_SESSION_REMOTE_CLOSE: ConnectionEngine._on_session_remote_close,
-    _E_CONN_REMOTE_OPEN: ConnectionEngine._on_connection_remote_open,
-    _E_CONN_REMOTE_CLOSE: ConnectionEngine._on_connection_remote_close,
-    _E_TRANSPORT_ERROR: ConnectionEngine._on_transport_error,
-    _E_TRANSPORT_CLOSED: ConnectionEngine._on_transport_closed,
+    _E_SESSION_REMOTE_OPEN: ConnectionEngine._on_session_remote_open,  # noqa: SLF001
+    _E_SESSION_REMOTE_CLOSE: ConnectionEngine._on_session_remote_close,  # noqa: SLF001
+    _E_CONN_REMOTE_OPEN: ConnectionEngine._on_connection_remote_open,  # noqa: SLF001
+    _E_CONN_REMOTE_CLOSE: ConnectionEngine._on_connection_remote_close,  # noqa: SLF001
+    _E_TRANSPORT_ERROR: ConnectionEngine._on_transport_error,  # noqa: SLF001
+    _E_TRANSPORT_CLOSED: ConnectionEngine._on_transport_closed,  # noqa: SLF001
 }
 
 

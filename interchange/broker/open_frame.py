@@ -66,7 +66,7 @@ def _max_frame_size(body: bytes) -> int | None:
         data.rewind()
         data.next()
         performative = data.get_object()
-    except Exception:  # undecodable: proton reports it
+    except Exception:  # noqa: BLE001 (undecodable, whatever proton raises: the engine reports it)
         return None
     if not isinstance(performative, Described) or performative.descriptor != _OPEN_CODE:
         return None

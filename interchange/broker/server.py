@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 from collections.abc import Callable
 
 from certs.errors import PeerIdentityError

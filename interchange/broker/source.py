@@ -255,8 +255,8 @@ class Source:
 
     def adopt(self, old: "Source") -> None:
         """Take over the buffer, links and counters of the source this one replaces."""
-        self._queue, self._bytes = old._queue, old._bytes
-        self.links, self._shard_owner = old.links, old._shard_owner
+        self._queue, self._bytes = old._queue, old._bytes  # noqa: SLF001
+        self.links, self._shard_owner = old.links, old._shard_owner  # noqa: SLF001
         self.dropped, self.expired = old.dropped, old.expired
         self.delivered, self.enqueued = old.delivered, old.enqueued
         self._clean = False

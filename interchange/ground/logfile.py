@@ -120,7 +120,7 @@ class LogWriter:
                     self._write(line)
                 self._rotate_if_due()
             except OSError as exc:  # disk full, directory gone: say so, keep serving (lines may be lost)
-                print(f"json log: {exc}", file=sys.stderr)
+                print(f"json log: {exc}", file=sys.stderr)  # noqa: T201 (the log itself cannot be written)
         if self._file is not None:
             if self.rotation.enabled and self._bytes:
                 self._rotate(reopen=False)

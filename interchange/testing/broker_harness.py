@@ -256,7 +256,7 @@ def complete_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line]
 
 
-def wait_for_records(broker: BrokerUnderTest, wanted, failure: str, timeout: float = 5.0) -> list[dict]:
+def wait_for_records(broker: BrokerUnderTest, wanted: Callable[[dict], bool], failure: str, timeout: float = 5.0) -> list[dict]:
     """The log records ``wanted`` selects, once there are any (the log is written by a thread)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -149,7 +149,7 @@ async def federate(pair: Pair, subscription_selector: str = SELECTOR) -> None:
     async def endpoints() -> list[dict[str, object]]:
         return (await at_b.get(path))[1]["endpoints"]
     source = str((await wait_for(endpoints, "the endpoints of B's actor's subscription"))[0]["source"])
-    await wait_for(lambda: any(o["status"] == "CREATED" and o["links"] and all(l["connected"] for l in o["links"])
+    await wait_for(lambda: any(o["status"] == "CREATED" and o["links"] and all(link["connected"] for link in o["links"])
                                for o in ii_b.status()["outgoing"]), "B's subscription at A with its link up")
     assert pair.b.amqps_port is not None
     consumer = await asyncio.to_thread(Consumer, pair.pki, pair.actor, pair.b.amqps_port, pair.b.config.name, source)

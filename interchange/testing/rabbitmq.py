@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from interchange.ground.ports import free_port
@@ -56,7 +57,7 @@ def _service_active() -> bool:
     return init.exists() and subprocess.run([str(init), "status"], capture_output=True, timeout=60).returncode == 0
 
 
-def ensure_installed(log=print) -> None:
+def ensure_installed(log: Callable[[str], object] = print) -> None:
     """apt-get install rabbitmq-server if missing; stop and disable the service it may have started."""
     if RABBITMQ_SERVER.exists():
         return
@@ -84,7 +85,7 @@ class RabbitMQ:
     """One private RabbitMQ node. ``url`` is ``amqps://127.0.0.1:PORT`` (TLS) or ``amqp://...``."""
 
     def __init__(self, workdir: Path | None = None, pki_files: dict[str, Path] | None = None,
-                 user: str = "guest", log=print, users: tuple[str, ...] = ()) -> None:
+                 user: str = "guest", log: Callable[[str], object] = print, users: tuple[str, ...] = ()) -> None:
         """pki_files: ``chain`` (server leaf + intermediates), ``key``, ``trust`` (CA bundle), or None
         for plain AMQP. ``user``: the client certificate's CN (SASL EXTERNAL) that must exist;
         ``users``: more of them."""
@@ -242,7 +243,7 @@ class RabbitMQ:
     def __enter__(self) -> "RabbitMQ":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -29,7 +29,6 @@ from interchange.actor import (
     check_properties,
     check_selector,
     message_properties,
-    overlap,
 )
 from interchange.app.cli import main
 from interchange.app.selfnode import KIT_NAME, SelfFederation

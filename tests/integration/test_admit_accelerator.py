@@ -315,7 +315,8 @@ BAIL = [
     pytest.param(section(APP_PROPS, DENM_MAP) + section(HEADER, b"\x45"), "rejected", id="out-of-order"),
     pytest.param(section(HEADER, list8(b"\x41", b"\x50\x01", b"\x71\x00\x00\x00\x01")) + section(APP_PROPS, DENM_MAP),
                  "rejected", id="int-ttl"),
-    pytest.param(section(PROPERTIES, list8(*[NULL] * 8, str8("x"))) + section(APP_PROPS, DENM_MAP), "rejected", id="string-expiry"),
+    pytest.param(section(PROPERTIES, list8(*[NULL] * 8, str8("x"))) + section(APP_PROPS, DENM_MAP), "rejected",
+                 id="string-expiry"),
     pytest.param(section(APP_PROPS, DENM_MAP) + section(FOOTER, map8()) + b"\x00", "rejected", id="footer-not-last"),
     pytest.param(section(APP_PROPS, DENM_MAP) + section(DATA, b"\xa0\x05ab"), "rejected", id="short-body"),
     pytest.param(section(APP_PROPS, DENM_MAP)[:-1], "rejected", id="truncated"),
@@ -395,7 +396,8 @@ def _from(alphabet: str, max_size: int = 12) -> st.SearchStrategy[str]:
 _quadtrees = st.one_of(
     st.lists(st.text(alphabet="0123", min_size=1, max_size=22), min_size=1, max_size=5).map(lambda t: "," + ",".join(t) + ","),
     st.lists(st.text(alphabet="0123", min_size=17, max_size=19), min_size=1, max_size=3).map(lambda t: "," + ",".join(t) + ","),
-    _from(",0123", 40), _from(",01234 é", 30), st.sampled_from([",", ",,", "", QT, QT[:-1], QT[1:], QT + ",", QT.replace("1", "4", 1)]),
+    _from(",0123", 40), _from(",01234 é", 30),
+    st.sampled_from([",", ",,", "", QT, QT[:-1], QT[1:], QT + ",", QT.replace("1", "4", 1)]),
 )
 _comma_lists = st.one_of(_from(",ab-1é", 10), st.sampled_from([",", ",,", ",a,", ",a,,b,", "a,", ",a", ",-1,", ""]))
 _integer_lists = st.one_of(_from(",-019a+ ", 12), st.sampled_from([",1,", ",-1,", ",--1,", ",1-,", ",1,,2,", ",٣,", ",,"]))

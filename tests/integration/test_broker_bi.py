@@ -12,6 +12,7 @@ from proton import (
     Delivery,
     Message,
     Terminus,
+    Timeout,
     byte,
     char,
     float32,
@@ -88,7 +89,7 @@ def test_filtered_denm_arrives_and_other_does_not(broker: BrokerUnderTest) -> No
     message = receiver.receive(timeout=5)
     receiver.accept()
     assert body(message) == b"wanted" and message.properties["messageType"] == "DENM"
-    with pytest.raises(Exception):
+    with pytest.raises(Timeout):
         receiver.receive(timeout=0.5)
     publisher.close()
     consumer.close()
@@ -500,7 +501,7 @@ def test_presettled_consumer_link_gets_settled_deliveries(broker: BrokerUnderTes
     for i in range(20):
         sender.send(denm(body=f"p{i}".encode()))
     assert [body(receiver.receive(timeout=5)) for _ in range(20)] == [f"p{i}".encode() for i in range(20)]
-    links = broker.call(lambda: [(l.presettled, len(l.unsettled)) for l in broker.node.core.sources["denm-only"].links])
+    links = broker.call(lambda: [(link.presettled, len(link.unsettled)) for link in broker.node.core.sources["denm-only"].links])
     assert links == [(True, 0)]
     publisher.close()
     consumer.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from proton import Delivery, Message
+from proton import ConnectionException, Delivery, Message
 from proton.utils import SendException
 
 from certs import TestPki
@@ -299,7 +299,7 @@ def test_sigterm_closes_links_with_a_condition_and_logs_what_stays_buffered(
         assert node.process.wait(timeout=WAIT_S) == 0 and time.monotonic() - started < 15
         with contextlib.suppress(Exception):
             consumer.close()
-        for log, process in ((tmp_path / "node.log", 0), (tmp_path / "node.p1.log", 1)):
+        for log, _process in ((tmp_path / "node.log", 0), (tmp_path / "node.p1.log", 1)):
             [record] = [r for r in complete_records(log) if r["event"] == "shutdown"]
             assert record["details"]["timed_out"] is False
             # the two unsettled ones went back to the buffer before it was counted
@@ -340,6 +340,6 @@ def test_a_stopping_broker_releases_new_messages_and_takes_no_connections(
         assert released.value.state == Delivery.RELEASED
     finally:
         connection.close()
-    with pytest.raises(Exception):  # refused: nothing listens any more
+    with pytest.raises(ConnectionException):  # refused: nothing listens any more
         client_connection(pki, PUBLISHER, broker.port).close()
     assert broker.call(lambda: broker.node.core.held()) == {"denm": {"durable": 1, "memory_only": 0}}

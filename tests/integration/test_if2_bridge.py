@@ -229,12 +229,13 @@ async def test_bi_connection_loss_loses_no_acknowledged_message(
         for i in range(count):
             await backoffice.publish("DENM", DENM_KEY, b"n%d" % i)
             if i in (50, 120):  # two separate losses: the second only once the first was reconnected
-                await wait_for(lambda: node.if2.bi.connects == 1 + (i == 120), "the BI link to be connected")
+                await wait_for(lambda: node.if2.bi.connects == 1 + (i == 120), "the BI link to be connected")  # noqa: B023 (called within this turn of the loop)
                 node.if2.bi._connection.abort()  # the TCP connection drops, no AMQP close
         seen: set[bytes] = set()
         while len(seen) < count:
             got = await asyncio.to_thread(consumer.receive, WAIT_S)
-            assert got is not None, f"{count - len(seen)} messages lost: {sorted(set(b'n%d' % i for i in range(count)) - seen)[:5]}"
+            assert got is not None, (f"{count - len(seen)} messages lost: "
+                                     f"{sorted({b'n%d' % i for i in range(count)} - seen)[:5]}")
             seen.add(bytes(got.body))
     finally:
         await asyncio.to_thread(consumer.close)

@@ -240,8 +240,8 @@ async def test_new_capability_resubscribe_delete_and_partial_failure(federation:
     path, source = body["subscriptions"][0]["path"], body["subscriptions"][0]["endpoints"][0]["source"]
     sub = await wait_for(lambda: _get_if(actor_c, path, "ERROR"), "ERROR at C")
     assert sub["errorMessage"].startswith(f"{B}: ILLEGAL") and sub["endpoints"][0]["source"] == source
-    await wait_for(lambda: any(l["connected"] for o in nodes[C].ii.status()["outgoing"] if o["neighbour"] == A
-                               for l in o["links"]), "data link to A")
+    await wait_for(lambda: any(link["connected"] for o in nodes[C].ii.status()["outgoing"] if o["neighbour"] == A
+                               for link in o["links"]), "data link to A")
     # a new capability at A reaches C (pushed), C polls at once, A says RESUBSCRIBE, C asks anew
     _, at_a = await federation.https(C, A).get(f"/{C}/subscriptions")
     first_id = at_a["subscriptions"][0]["id"]
@@ -259,8 +259,8 @@ async def test_new_capability_resubscribe_delete_and_partial_failure(federation:
         return [s["status"] for s in now["subscriptions"]] == ["CREATED"] and now["subscriptions"][0]["id"] != first_id
 
     await wait_for(resubscribed, "RESUBSCRIBE handled: the old subscription deleted, a new one CREATED")
-    await wait_for(lambda: any(l["connected"] for o in nodes[C].ii.status()["outgoing"] if o["neighbour"] == A
-                               for l in o["links"]), "data link to A again")
+    await wait_for(lambda: any(link["connected"] for o in nodes[C].ii.status()["outgoing"] if o["neighbour"] == A
+                               for link in o["links"]), "data link to A again")
     consumer = await asyncio.to_thread(Consumer, pki, "actor-c", nodes[C].amqps_port, C, source)
     try:
         await asyncio.to_thread(publish, pki, "actor-a", nodes[A].amqps_port, A, target_a2,
@@ -329,13 +329,13 @@ async def test_subscriber_restart_restores_subscriptions_and_links(federation: F
     await wait_for(lambda: nodes[C].ii.neighbour_capabilities(A), "capabilities at C")
     _, body = await actor_c.post("/actor-c/subscriptions", {"subscriptions": [{"selector": DENM_HERE}]})
     source = body["subscriptions"][0]["endpoints"][0]["source"]
-    await wait_for(lambda: any(l["connected"] for o in nodes[C].ii.status()["outgoing"] for l in o["links"]), "link")
+    await wait_for(lambda: any(link["connected"] for o in nodes[C].ii.status()["outgoing"] for link in o["links"]), "link")
     _, before = await federation.https(C, A).get(f"/{C}/subscriptions")
     federation.clients.remove(actor_c)
     await actor_c.close()
     await federation.stop(C)
     await federation.start(C)
-    await wait_for(lambda: any(l["connected"] for o in nodes[C].ii.status()["outgoing"] for l in o["links"]),
+    await wait_for(lambda: any(link["connected"] for o in nodes[C].ii.status()["outgoing"] for link in o["links"]),
                    "link after the restart")
     _, after = await federation.https(C, A).get(f"/{C}/subscriptions")
     assert after == before  # IP_106: the restored subscription is not requested again
@@ -348,7 +348,7 @@ async def test_subscriber_restart_restores_subscriptions_and_links(federation: F
         (row,) = store.outgoing.list(A)
         store.outgoing.update(row.id, status="NEW", remote_id=None, remote_path=None, endpoints=[])
     await federation.start(C)
-    await wait_for(lambda: any(l["connected"] for o in nodes[C].ii.status()["outgoing"] for l in o["links"]),
+    await wait_for(lambda: any(link["connected"] for o in nodes[C].ii.status()["outgoing"] for link in o["links"]),
                    "link after the second restart")
     _, adopted = await federation.https(C, A).get(f"/{C}/subscriptions")
     assert adopted == before

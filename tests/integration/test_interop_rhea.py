@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Delivery, Message, byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
+from proton import Delivery, Message, Timeout, byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
 from certs import TestPki
 from certs.tls import TlsFiles
@@ -319,7 +319,7 @@ def test_rhea_invalid_message_rejected_then_valid_accepted(node_binary: str, bro
     assert reason in rejected["error"]["description"]
     assert bytes(receiver.receive(timeout=5).body) == b"good"
     receiver.accept()
-    with pytest.raises(Exception):
+    with pytest.raises(Timeout):
         receiver.receive(timeout=0.3)
     consumer.close()
 

@@ -85,7 +85,7 @@ async def _exchange(f: MultihopFederation, sites: dict[str, Site], publishing: s
     received = await asyncio.gather(*(
         asyncio.to_thread(_receive_all, site.consumer, PER_PUBLISHER * sum(1 for p, s in paths if s == node))
         for node, site in sites.items()))
-    for (node, site), got in zip(sites.items(), received):
+    for (node, _site), got in zip(sites.items(), received):
         expected = sorted((bytes(m.body), paths[(p, node)]) for p, messages in sent.items() if (p, node) in paths
                           for m in messages)
         assert sorted((bytes(m.body), trace_of(m)) for m in got) == expected, f"at {node} ({tag})"

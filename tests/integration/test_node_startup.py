@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator

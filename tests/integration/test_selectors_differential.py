@@ -26,7 +26,8 @@ numeric_leaf = st.one_of(identifier, number.map(Literal), st.just(Literal(None))
 numeric = st.recursive(
     numeric_leaf,
     lambda inner: st.one_of(
-        st.builds(Unary, st.sampled_from(["-", "+"]), inner.filter(lambda n: not (isinstance(n, Literal) and n.value is not None))),
+        st.builds(Unary, st.sampled_from(["-", "+"]),
+                  inner.filter(lambda n: not (isinstance(n, Literal) and n.value is not None))),
         st.builds(Arithmetic, st.sampled_from(["+", "-", "*", "/"]), inner, inner),
     ),
     max_leaves=4,

@@ -121,11 +121,14 @@ def _faulty_log() -> list[dict[str, object]]:
     # IP_128: shard NL00001:9#1 delivered 2 before 1 on one link
     first = Message(NODE, 5, T0 + 400, properties("IVIM", local_id="9"), body=b"i1", shard_seq=1)
     second = Message(NODE, 6, T0 + 401, properties("IVIM", local_id="9"), body=b"i2", shard_seq=2)
-    add(received(first)); add(received(second))
-    add(sent(second, T0 + 405)); add(sent(first, T0 + 406))
+    add(received(first))
+    add(received(second))
+    add(sent(second, T0 + 405))
+    add(sent(first, T0 + 406))
     # IP_048: IVIM NL00001:9 again after 9 min + 1 ms; a duplicate of its first body
     again = Message(NODE, 7, T0 + 401 + 540_001, properties("IVIM", local_id="9"), body=b"i1", shard_seq=3)
-    add(received(again)); add(sent(again, again.arrival_ms + 3))
+    add(received(again))
+    add(sent(again, again.arrival_ms + 3))
     # IP_104: SPATEM of intersection 7 before its MAPEM; intersection 1 fine (MAPEM first)
     add(received(Message(NODE, 8, T0 + 500, properties("MAPEM", local_id="m1", id=",1,"), body=b"m1")))
     add(received(Message(NODE, 9, T0 + 510, properties("SPATEM", local_id="s1", id=",1,"), body=b"s1")))
@@ -140,9 +143,12 @@ def _faulty_log() -> list[dict[str, object]]:
     add(rejected(NODE, 18, T0 + 800, "quadTree: malformed (IP_037)"))
     add(rejected(NODE, 19, T0 + 801, "quadTree: malformed (IP_037)"))
     gone = Message(NODE, 20, T0 + 900, properties("DENM", local_id="20"), body=b"g")
-    add(received(gone)); add(lost("dropped_message", gone, T0 + 901)); add(lost("expired_message", gone, T0 + 60_900))
+    add(received(gone))
+    add(lost("dropped_message", gone, T0 + 901))
+    add(lost("expired_message", gone, T0 + 60_900))
     nobody = Message(NODE, 21, T0 + 950, properties("DENM", local_id="21"), body=b"n")
-    add(received(nobody)); add(lost("unroutable_message", nobody, T0 + 950))
+    add(received(nobody))
+    add(lost("unroutable_message", nobody, T0 + 950))
     return records
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from proton import Delivery, Message
+from proton import Delivery
 from proton.utils import BlockingConnection
 
 from certs import TestPki

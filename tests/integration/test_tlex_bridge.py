@@ -64,7 +64,7 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_pa
     bridge_https = Https(pki, BRIDGE, node)
     sent: dict[str, list[bytes]] = {}
 
-    def factory_for(tlc: str, station: int):  # noqa: ANN202
+    def factory_for(tlc: str, station: int):
         def make(kind: str, intersection: str, seq: int) -> bytes:
             data = stand_in(kind, station, intersection, seq)
             sent.setdefault(tlc, []).append(data)
@@ -383,7 +383,7 @@ async def test_mapems_stored_by_one_writer_latest_per_controller(sim: Sim, pki: 
     assert config.tlex is not None
     bridge = TlexBridge(config.tlex, node_name=NODE, ii_port=1, amqps_port=1, event=lambda *_: None,
                         state_dir=tmp_path / "tlex")
-    store = bridge._mapems  # noqa: SLF001
+    store = bridge._mapems
     assert store is not None
     batches: list[dict[str, tuple[int, bytes]]] = []
     save_all = store.save_all
@@ -394,8 +394,8 @@ async def test_mapems_stored_by_one_writer_latest_per_controller(sim: Sim, pki: 
 
     store.save_all = recording  # type: ignore[method-assign]
     for i in range(60):
-        bridge._enqueue(BiMessage({}, 1000, b"map-%d" % i, TLCS[i % 2], "MAPEM"))  # noqa: SLF001
-    await bridge._store_unsaved_mapems()  # noqa: SLF001
+        bridge._enqueue(BiMessage({}, 1000, b"map-%d" % i, TLCS[i % 2], "MAPEM"))
+    await bridge._store_unsaved_mapems()
     assert 2 <= len(batches) <= 3 and sum(len(batch) for batch in batches) <= 5  # not 60 writes
     assert batches[0] == {TLCS[0]: (batches[0][TLCS[0]][0], b"map-0")}
     stored = store.load([TLCS[0], TLCS[1]], batches[-1][TLCS[0]][0])

@@ -94,11 +94,11 @@ async def test_bad_authorization_and_bad_body(sim: Sim) -> None:
             await api.list_sessions()
         assert unauthorised.value.status == 401 and "X-Authorization" in unauthorised.value.body
     async with sim.api(sim.broker) as api:
-        assert api._http is not None  # noqa: SLF001 - a raw body the typed client cannot produce
-        async with api._http.post(api.base_url + "/sessions", data=b"{not json", ssl=api._ssl,  # noqa: SLF001
+        assert api._http is not None
+        async with api._http.post(api.base_url + "/sessions", data=b"{not json", ssl=api._ssl,
                                   server_hostname="tlex-sim.test") as response:
             assert response.status == 400 and (await response.json()) == {"error": "request body is not JSON"}
-        async with api._http.post(api.base_url + "/sessions", json={"domain": "test"}, ssl=api._ssl,  # noqa: SLF001
+        async with api._http.post(api.base_url + "/sessions", json={"domain": "test"}, ssl=api._ssl,
                                   server_hostname="tlex-sim.test") as response:
             assert response.status == 400 and "type: Field required" in (await response.json())["error"]
 

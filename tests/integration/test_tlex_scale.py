@@ -49,7 +49,7 @@ async def test_a_node_with_2000_traffic_lights_starts_and_bridges_the_last_one(
     try:
         started = time.monotonic()
         node = await asyncio.wait_for(start_node(config), START_S)
-        print(f"node with {COUNT} controllers started in {time.monotonic() - started:.1f} s")  # noqa: T201
+        print(f"node with {COUNT} controllers started in {time.monotonic() - started:.1f} s")
         https, bridge_https = Https(pki, ACTOR, node, timeout_s=60), Https(pki, BRIDGE, node, timeout_s=60)
         status, caps = await bridge_https.get(f"/{BRIDGE}/capabilities")
         assert status == 200 and len(caps["capabilities"]) == 3 * COUNT

@@ -82,7 +82,8 @@ def still_open(connection: BlockingConnection) -> str:
 
 def sasl_answered(port: int, pki: TestPki, cn: str) -> bool:
     """Whether a new TLS connection as ``cn`` gets as far as the broker's SASL header."""
-    data, _closed = tls_exchange(port, client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False), check_hostname=False),
+    data, _closed = tls_exchange(port, client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False),
+                                                      check_hostname=False),
                                  b"AMQP\x03\x01\x00\x00")
     return data.startswith(b"AMQP")
 

@@ -44,7 +44,7 @@ def test_accelerated_admission_of_repeated_properties_bypasses_the_cache() -> No
     first = admission.admit(encoded(b"one"), "a", False, None, 1_000)
     second = admission.admit(encoded(b"two"), "a", False, None, 2_000)
     assert (admission.cache_misses, admission.cache_hits) == (0, 0)
-    assert admission._cache == {}  # noqa: SLF001 - valid messages never reach the Python path
+    assert admission._cache == {}
     assert first.properties == second.properties == PROPS
     assert second.raw == encoded(b"two")
     assert second.expiry_ms == 2_000 + 648_000  # DENM default TTL (IP_033)
@@ -89,7 +89,7 @@ def test_cache_is_bounded() -> None:
     admission = Admission(TtlPolicy(), cache_size=3, accelerated=False)
     for i in range(10):
         admission.admit(encoded(causeCode=i), "a", False, None, 0)
-    assert len(admission._cache) == 3  # noqa: SLF001 - the bound is the point of the test
+    assert len(admission._cache) == 3
 
 
 def test_cache_is_bounded_for_rejections_on_the_accelerated_path() -> None:
@@ -97,7 +97,7 @@ def test_cache_is_bounded_for_rejections_on_the_accelerated_path() -> None:
     for i in range(10):
         with pytest.raises(Rejected):
             admission.admit(encoded(causeCode=300 + i), "a", False, None, 0)
-    assert len(admission._cache) == 3  # noqa: SLF001 - the bound is the point of the test
+    assert len(admission._cache) == 3
 
 
 def test_undecodable_message_rejected_with_decode_error(accelerated: bool) -> None:

@@ -35,7 +35,7 @@ def everything(directory: Path, active: Path) -> list[dict]:
     return seen
 
 
-def wait_until(predicate, timeout: float = 10.0) -> None:  # noqa: ANN001
+def wait_until(predicate, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not met in time"

@@ -197,7 +197,8 @@ def test_ec_p256_by_default(pki_main: TestPki) -> None:
     assert isinstance(public, ec.EllipticCurvePublicKey) and public.curve.name == "secp256r1"
 
 
-@pytest.mark.parametrize("name", ["localhost", "-bad.example", "a..b", "*.example.org", "ünï.example", "x" * 64 + ".org", "10.0.0.1"])
+@pytest.mark.parametrize("name", ["localhost", "-bad.example", "a..b", "*.example.org", "ünï.example", "x" * 64 + ".org",
+                                  "10.0.0.1"])
 def test_server_names_must_be_fqdns(pki_fresh: TestPki, name: str) -> None:
     with pytest.raises(PkiError, match="invalid interchange name"):
         pki_fresh.pki.issue_server(name)

@@ -290,8 +290,10 @@ MANY = "q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%'"
     ("NOT (q NOT LIKE '%a%' AND q NOT LIKE '%b%' AND q NOT LIKE '%c%')", {"q": "a"}, T),
     ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "xcx"}, T),
     ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "cx"}, T),
-    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, F),  # unlike types compare FALSE
-    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, F),  # unlike types compare FALSE
+    # unlike types compare FALSE
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": 2}, F),
+    # unlike types compare FALSE
+    ("q LIKE '%a%' OR r = 1 OR q LIKE '%b%' OR q LIKE 'c%' OR q LIKE '%c%' OR r LIKE '%a%'", {"q": "x", "r": "x"}, F),
     ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "d"}, F),
     ("q LIKE '%a%' OR q LIKE '%b%' OR q LIKE '%c%' OR q NOT LIKE '%d%'", {"q": "e"}, T),
     ("q LIKE '%.%' OR q LIKE '%*%' OR q LIKE '%(%' OR q LIKE '%|%'", {"q": "a(b"}, T),

@@ -113,7 +113,8 @@ def test_keywords_are_case_insensitive(text):
     ("not a", Not(a)), ("a or b", Or((a, b))), ("a like 'x'", Like(a, "x")),
     ("a like 'x!%' escape '!'", Like(a, "x!%", "!")), ("a not like 'x'", Like(a, "x", None, True)),
     ("a in ('x')", In(a, ("x",))), ("a not in ('x')", In(a, ("x",), True)),
-    ("a between 1 and 2", Between(a, Literal(1), Literal(2))), ("a not between 1 and 2", Between(a, Literal(1), Literal(2), True)),
+    ("a between 1 and 2", Between(a, Literal(1), Literal(2))),
+    ("a not between 1 and 2", Between(a, Literal(1), Literal(2), True)),
     ("a is null", IsNull(a)), ("a is not null", IsNull(a, True)), ("a Is NoT nUlL", IsNull(a, True)),
 ])
 def test_lowercase_keywords(text, expected):

@@ -63,7 +63,7 @@ def test_overflow_drops_oldest_by_count_and_bytes() -> None:
         source.offer(msg(str(i)), 0)
     assert source.depth == 200 and source.dropped == 50
     big = Source(SourceSpec(address="b", max_bytes=1024 * 1024), None)
-    for i in range(5):
+    for _ in range(5):
         big.offer(BrokerMessage(bytes(300_000), {}, None, False, "x", 0), 0)
     assert big.depth == 3 and big.dropped == 2 and big.depth_bytes == 900_000
 

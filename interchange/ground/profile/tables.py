@@ -123,7 +123,7 @@ class CustomNames:
     requirement: str = "IP_131"
 
 
-S, I, F = Kind.STRING, Kind.INTEGER, Kind.FLOATING
+S, I, F = Kind.STRING, Kind.INTEGER, Kind.FLOATING  # noqa: E741 (the tables' columns stay one letter wide)
 CANCELLATION = -1  #: Table 2: causeCode and subCauseCode of a cancellation DENM
 _CAUSE_CODE = Range(0, 255, also=CANCELLATION, also_meaning="a cancellation")  # ETSI TS 102 894-2
 _LIST = CommaList()
