@@ -1,30 +1,10 @@
 """The parsed form of a selector: small frozen dataclasses (IP_066/067 selector filters).
 
-The tree is meant to be analysed (capability overlap, routing indexes) as well as compiled, so
-its shape is kept simple and canonical:
-
-* Value expressions: :class:`Identifier`, :class:`Literal`, :class:`Unary` (sign),
-  :class:`Arithmetic` (``+ - * /``).
-* Predicates (always boolean-valued, three-valued logic): :class:`Comparison`, :class:`Like`,
-  :class:`In`, :class:`Between`, :class:`IsNull`.
-* Connectives: :class:`Not`, and the n-ary :class:`And` / :class:`Or`.
-
-Canonical forms produced by the parser:
-
-* ``And``/``Or`` have two or more operands and never directly contain an operand of their own
-  class (``a AND (b AND c)`` is ``And((a, b, c))``).
-* A sign applied to a numeric literal is folded into the literal: ``causeCode = -1`` is
-  ``Comparison('=', Identifier('causeCode'), Literal(-1))``.
-* ``a NOT LIKE p`` / ``NOT IN`` / ``NOT BETWEEN`` / ``IS NOT NULL`` set ``negated=True`` on the
-  predicate; a prefix ``NOT`` (``NOT a LIKE p``) is a :class:`Not` around the predicate. Both
-  mean the same, except for BETWEEN: ``x NOT BETWEEN a AND b`` is ``x < a OR x > b`` (the
-  Apache brokers' reading, FALSE for a string ``x``), ``NOT (x BETWEEN a AND b)`` its negation.
-* Operands stay in source order (``'DENM' = messageType`` keeps the literal on the left).
-* An empty selector is ``Literal(True)``.
-
-Any node whose value cannot be known for a message (missing property, wrong type) evaluates
-to *unknown*; see :mod:`jms_selectors` for the full semantics. :func:`unparse` turns a tree back
-into selector text that parses to an equal tree.
+Value expressions (:class:`Identifier`, :class:`Literal`, :class:`Unary`, :class:`Arithmetic`),
+predicates (:class:`Comparison`, :class:`Like`, :class:`In`, :class:`Between`, :class:`IsNull`)
+and connectives (:class:`Not`, n-ary :class:`And`/:class:`Or`), in a canonical form meant to be
+analysed (capability overlap, routing indexes) as well as compiled; :func:`unparse` gives text
+that parses to an equal tree. The canonical forms: docs/selectors.md ("The tree").
 """
 from __future__ import annotations
 

@@ -1,28 +1,11 @@
 """Compile a selector tree into Python functions (IP_066/067: filter every message, fast).
 
-For each condition the generator writes two Python boolean expressions, T ("is definitely
-TRUE") and F ("is definitely FALSE"), which encode three-valued logic without ever producing
-an "unknown" value at run time::
-
-    T(NOT x) = F(x)              F(NOT x) = T(x)
-    T(a AND b) = T(a) and T(b)   F(a AND b) = F(a) or F(b)
-    T(a OR b)  = T(a) or T(b)    F(a OR b)  = F(a) and F(b)
-
-``matches(p)`` returns T(root); ``evaluate(p)`` returns True if T, False if F, else None.
-Predicates comparing a property with a literal (the usual case) become inline type tests and
-comparisons; everything else (arithmetic, property-to-property comparisons) calls small
-helper functions. Sub-trees without identifiers are folded with the reference evaluator.
-LIKE becomes ``==``/``startswith``/``endswith``/``in`` where the pattern allows; several
-``x LIKE '%lit%'`` joined by OR on one property (quadTree tile lists) become one regex search.
-Measured figures: docs/performance.md.
-
-Safety: the generated source never contains selector text. Property names, literals, LIKE
-matchers and IN sets are placed in the function's globals under generated names (``_k0``,
-``_c1``, ...), so no selector can inject code. Each property is read once per function
-(``_v0 = p.get(_k0)`` up front, or a walrus at its only use). Nesting deeper than
-:data:`HOIST_DEPTH` is moved into separate generated functions, so Python's own parser and
-compiler limits are never reached. The whole body runs in ``try``/``except Exception`` (free in
-CPython 3.11 when nothing is raised): a mapping that misbehaves gives "no match", never an error.
+Each condition becomes two Python expressions, "definitely TRUE" and "definitely FALSE", so
+three-valued logic needs no "unknown" value at run time; common predicates are inlined, LIKE
+becomes ``==``/``startswith``/``endswith``/``in``. The generated source never contains selector
+text (values go in the globals under generated names), nesting deeper than :data:`HOIST_DEPTH`
+moves into separate functions, and a misbehaving mapping gives "no match", never an error.
+How and why: docs/selectors.md ("The compiler"); figures: docs/performance.md.
 """
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """Tokens of the JMS 2.0 §3.8.1 selector syntax as the Apache brokers accept it (IP_066).
 
-The token set is the intersection of the three JavaCC grammars federation partners run
-(checked: qpid-broker-j ``broker-core/src/main/grammar/SelectorParser.jj``, activemq
-``activemq-client/src/main/grammar/SelectorParser.jj``, activemq-artemis
-``artemis-selector/src/main/javacc/StrictParser.jj``): a selector this lexer accepts they
-all tokenize. Whitespace is space, tab, CR, LF and form feed; ``/* ... */`` is a comment, and so
-is ``--`` up to and including the next line break. Their LINE_COMMENT token needs that line break,
-and JavaCC's longest match falls back to the one-character ``-`` token when it cannot complete: a
-``--`` with no CR or LF anywhere after it is two minus signs (``--1.0 = 1.0`` is TRUE in ActiveMQ,
-Artemis and Broker-J; ``a = 1 -- x`` at the very end is ``a = 1 - (-x)``). Keywords are case-insensitive,
-identifiers case-sensitive; ``XPATH`` and
-``XQUERY`` are reserved too (ActiveMQ, Artemis). Bare identifiers are ASCII
-(``[a-z_$][a-z0-9_$]*``, their ID token); ``"..."`` is a quoted identifier (Broker-J, Artemis),
-needed for C-Roads ``custom-<ns>-<name>`` properties (IP_131) and for any other name.
-Numbers: decimal (``L`` suffix allowed), ``0x`` hex, ``0`` octal, and approximate numbers with
-``.`` or an exponent; no ``F``/``D`` suffixes and no ``L`` on hex, octal or approximate numbers.
+The token set is the intersection of the JavaCC grammars of Qpid Broker-J, ActiveMQ and Artemis:
+a selector this lexer accepts they all tokenize. Comments ``/* */`` and ``--`` up to the next
+line break (without one, ``--`` is two minus signs, as in the Java engines); keywords
+case-insensitive, bare identifiers ASCII, ``"..."`` quoted identifiers for C-Roads
+``custom-<ns>-<name>`` properties (IP_131). Tokens, literals and the grammars checked:
+docs/selectors.md ("Dialect", "Grammar").
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
 """LIKE pattern matching in linear-ish time (IP_066: ``quadTree LIKE '%,<tile>%'`` filters).
 
-``%`` matches any run of characters (possibly empty), ``_`` exactly one character (a Unicode
-code point), everything else itself, case-sensitively. With ``ESCAPE 'c'`` the pairs ``c%``,
-``c_`` and ``cc`` stand for a literal ``%``, ``_`` and ``c``; any other use of the escape
-character is an error (SQL-92 "invalid escape sequence").
-
-No backtracking regex is built for the whole pattern (``'%a%a%a...b'`` would take polynomial or
-exponential time in ``re``). The pattern is split at ``%`` into fixed-length segments; the
-first is matched at the start, the last at the end, and the ones in between at their leftmost
-occurrence, one after another. That greedy choice is always right because ``%`` can absorb
-anything and a fixed-length segment placed leftmost leaves the most room for the rest. A segment
-without ``_`` is found with ``str.find``; one with ``_`` with a small regex of single-character
-items (no quantifiers), so a match costs at most O(len(value) * len(pattern)).
-
-Common shapes get a fast :attr:`LikePattern.kind`: ``exact`` (no wildcard), ``prefix``
-(``abc%``), ``suffix`` (``%abc``), ``contains`` (``%abc%``), ``any`` (only ``%``), so the
-compiler can inline ``==``, ``startswith``, ``endswith`` or ``in``.
+``%`` any run, ``_`` one code point, case-sensitive; ``ESCAPE 'c'`` makes ``c%``, ``c_``, ``cc``
+literal and any other escape an error (SQL-92). No backtracking regex: the pattern is split at
+``%`` into fixed-length segments matched leftmost, so a match costs at most
+O(len(value) * len(pattern)); :attr:`LikePattern.kind` names the shapes the compiler inlines.
+Why the greedy choice is right: docs/selectors.md ("LIKE matching").
 """
 from __future__ import annotations
 

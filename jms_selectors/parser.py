@@ -1,35 +1,11 @@
 """Selector text to :mod:`jms_selectors.ast` (IP_066 selector filters, JMS 1.1 §3.8 grammar).
 
-Precedence climbing over the token list, SQL-92 style (as Qpid Broker-J now does), loosest
-first::
-
-    OR  <  AND  <  NOT (prefix, applies to the whole predicate that follows)
-        <  predicates  = <> < <= > >=  [NOT] LIKE  [NOT] IN  [NOT] BETWEEN  IS [NOT] NULL
-        <  + -  <  * /  <  unary + -
-
-Predicates do not chain (``a = b = c`` is an error; write ``(a = b) = c``). Binary operators
-loop instead of recursing, so long ``OR`` chains cost no stack; recursion happens only for
-parentheses, ``NOT`` and signs, and both that recursion and the height of the resulting tree
-are capped at :data:`MAX_DEPTH` (hostile input gets a SelectorError, never a RecursionError).
-Selectors are limited to :data:`MAX_LENGTH` bytes of UTF-8.
-
-Some type errors are found here, where only literals or the syntax decide them: the selector and
-the operands of AND/OR/NOT must be conditions (or identifiers, NULL); arithmetic operands must
-be numbers (or identifiers, NULL). Everything else is decided per message.
-
-Texts the Apache brokers refuse at parse time are refused here too, with a hint at the portable
-form (checked in qpid-broker-j ``ComparisonExpression.checkLessThanOperand`` /
-``checkEqualOperand`` / ``checkEqualOperandCompatability`` / ``createInFilter`` and the same
-methods of activemq ``org.apache.activemq.filter.ComparisonExpression`` and artemis
-``org.apache.activemq.artemis.selector.filter.ComparisonExpression``; their grammars' IN rule
-takes string literals only):
-
-* ``< <= > >=`` and ``BETWEEN`` with a string, boolean or NULL literal or a condition operand;
-* ``= NULL`` / ``<> NULL`` (write ``IS NULL`` / ``IS NOT NULL``);
-* a boolean literal compared with a string or numeric literal;
-* ``IN`` on anything but a property, and non-string literals in ``IN`` lists
-  (``causeCode IN (1, 2)``: write ``causeCode = 1 OR causeCode = 2``);
-* reserved words where an operand is expected (quote the name: ``"in"``).
+Precedence climbing, SQL-92 style (``NOT`` applies to the whole predicate that follows); binary
+operators loop, so long ``OR`` chains cost no stack. Recursion and tree height are capped at
+:data:`MAX_DEPTH`, text at :data:`MAX_LENGTH` bytes of UTF-8: hostile input gets a SelectorError,
+never a RecursionError. What the Apache brokers refuse at parse time (``< NULL``, ``= NULL``,
+``IN (1, 2)``, ...) is refused here with a hint at the portable form. Precedence table and the
+list of refusals: docs/selectors.md ("The parser", "Refused at parse time").
 """
 from __future__ import annotations
 
