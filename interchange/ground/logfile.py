@@ -1,17 +1,11 @@
 """The JSON-lines log's file: what is logged (:class:`LogSettings`), when the file rotates
 (:class:`Rotation`), and the thread that writes it (:class:`LogWriter`) (IP_009/010/119/120/138).
 
-Records are formatted elsewhere (:mod:`interchange.broker.message_log`, schema
-:mod:`interchange.ground.logformat`); :meth:`LogWriter.put` only queues a finished line, so the
-event loop never waits on disk I/O.
-
-Rotation (the ``[log]`` keys ``rotate_bytes`` / ``rotate_seconds``): the writer closes the active
-file when it reaches the size or the age limit, at a clean close, and at start when a previous run
-left it non-empty, and renames it to an immutable name in the same directory,
-``<stem>-<UTC %Y%m%dT%H%M%S%f>-<n>.jsonl`` (:func:`rotated_name`), never written to again. The
-active file keeps its configured name, which must not end in ``.jsonl``: a reader of
-``<dir>/*.jsonl`` (Spark's file stream only reads new files) then only sees complete files, and
-one of those plus the active file sees every record exactly once.
+:meth:`LogWriter.put` only queues a finished line (formatted by
+:mod:`interchange.broker.message_log`), so the event loop never waits on disk I/O. A rotated file
+gets an immutable ``<stem>-<UTC time>-<n>.jsonl`` name (:func:`rotated_name`) and is never written
+again; the active file's name must not end in ``.jsonl``, so a reader of ``<dir>/*.jsonl`` sees only
+complete files. When it rotates and why: docs/log-format.md ("The file and its rotation").
 """
 from __future__ import annotations
 

@@ -1,83 +1,13 @@
 """The node's JSON-lines log format: one shared, versioned schema (appendix F, IP_009/010/016/119/120/121/128).
 
-Writers (the broker, the II) and readers (the Spark audit pipeline) both use this module. Each
-line is one JSON object. Schema version 2 (this one) adds what an audit needs to account for every
-message; readers accept version 1 lines too (:func:`parse_line`; v1 lacks the v2 fields, which
-then read as null). Example (a received DENM, property logging on)::
-
-    {"schemaVersion": 2, "timestamp": "2021-07-15T12:30:23.317Z", "timestampMs": 1626352223317,
-     "level": "info", "event": "received_message", "node": "ixc-a", "process": 0,
-     "messageId": "ixc-a/0/1626350000000/17", "amqpMessageId": "m-42", "address": "denm-in",
-     "identity": "actor-1", "publisher": "actor-1", "messageType": "DENM",
-     "publicationId": "NL00001:1", "shardId": 1, "shardKey": "NL00001:1#1", "shardSeq": 5,
-     "arrivalTime": "2021-07-15T12:30:23.317Z", "arrivalMs": 1626352223317, "size": 204,
-     "bodySha256": "9f86...", "expiryMs": 1626352223917, "expirySource": "default",
-     "origin": "local", "neighbour": null, "applicationProperties": {...}}
-
-Fields of every record
-    ``schemaVersion`` (int): 2 (1 for old lines). ``timestamp`` (str): when the record was
-    written, ISO-8601 UTC with ms precision (IP_010). ``timestampMs`` (int): the same in ms since
-    the epoch. ``level`` (str): debug/info/warning/error (IP_138). ``event`` (str): the record
-    kind. ``node`` (str): the node's name. ``process`` (int): the broker process that wrote it
-    (0 = the node process, k = broker worker k; ``interchange.broker.processes``).
-    ``details`` (object): the fields of non-message events (connect, disconnect, link_attach,
-    link_detach, link_refused, sasl_failed, tls_refused, transport_error, the II's ii_* events,
-    ...), as in version 1; ``rejected_message`` keeps its v1 ``details.reason`` too.
-
-Fields of message records (events in :data:`MESSAGE_EVENTS`; null when not known)
-    ``messageId`` (str): node-unique id assigned at admission, ``<node>/<process>/<bootMs>/<seq>``
-    (:func:`message_id`): bootMs is the process's start in ms since the epoch (ids stay unique
-    across restarts), seq a per-process counter from 1; rejected messages take one from the same
-    counter. Every record about one message repeats its id.
-    ``amqpMessageId`` (str): the AMQP properties message-id as a string, when the publisher set it.
-    ``address`` (str): the target for received/rejected/unroutable (and expired-on-arrival)
-    records; the source for sent/dropped/expired records. ``identity`` (str): the CN of the
-    connection the record is about (the publisher, or the consumer of ``sent_message``).
-    ``publisher`` (str): the publisher's CN (the neighbour's for federated data).
-    ``messageType``, ``publicationId`` (str), ``shardId`` (int, 1 when absent: IP_128): from the
-    application properties, always present when known, even with property logging off.
-    ``shardKey`` (str): ``<publicationId>#<shardId>`` (:func:`shard_key`). ``shardSeq`` (int):
-    1, 2, 3, ... per shardKey in admission order within the process (IP_128-130 order audits);
-    assigned to messages that passed validation only.
-    ``arrivalTime`` (str, ISO ms) / ``arrivalMs`` (int): admission time (IP_010).
-    ``size`` (int): bytes of the encoded message. ``bodySha256`` (str): hex sha256 of the
-    application data (the body bytes as delivered; the whole message when it has no binary or
-    text body). ``expiryMs`` (int): when it expires (IP_033). ``expirySource`` (str): what set it,
-    one of :data:`EXPIRY_SOURCES` (header ttl, properties absolute-expiry-time, or the
-    messageType's default). ``origin`` (str): ``local`` or ``federated``; ``neighbour`` (str):
-    the CN of the neighbour interchange federated data came from, else null.
-    ``applicationProperties`` (object) and ``bodyContentHex`` (str): the two fields of appendix F,
-    present only while property (IP_119) / payload (IP_120) logging is on.
-    ``rawMessageHex`` (str): the whole encoded AMQP message (header, properties, application
-    properties, body, ...) as hex, present only while the ``raw`` log switch is on (byte-exact
-    replay).
-
-Per event
-    ``received_message`` (info): written while message logging is on (properties, payload or raw).
-    ``sent_message`` (info, while message logging is on): one per delivery attempt, written when
-    the delivery is settled: ``consumer`` (CN), ``source`` (address), ``attempt`` (1-based
-    delivery attempt of this message on this source), ``departureTime``/``departureMs`` (IP_010),
-    ``settledMs``, ``outcome`` (one of :data:`OUTCOMES`: the consumer's outcome; ``presettled``
-    for a pre-settled link; ``settled`` when the consumer settled without an outcome;
-    ``link_lost`` when the link or connection went away first, and the message went back to
-    its source).
-    ``rejected_message`` (warning, always; IP_016): ``reason`` (also in ``details.reason``).
-    ``dropped_message`` (warning, always): ``source``, ``reason`` (one of :data:`DROP_REASONS`:
-    ``buffer_full``, the source's bounded buffer evicted its oldest message, IP_032;
-    ``source_deleted``, the source was deleted, e.g. a subscription withdrawn, with it buffered;
-    ``loop`` and ``hop_limit``, an imported message whose hop trace names this interchange or
-    that went over its hop limit, :mod:`interchange.broker.hop_trace`: ``source`` is null and
-    ``trace`` lists the interchanges it passed; ``duplicate``, an imported message that source
-    got over another route lately, multi-hop route changes,
-    :mod:`interchange.broker.import_duplicates`).
-    ``expired_message`` (info, always): ``source`` (null when it had expired on arrival), the
-    message expired before it was delivered there (IP_033).
-    ``unroutable_message`` (info, always): no source took the message.
-    The always-on records carry the same identifying fields as ``received_message``, so an
-    audit can account for every message whatever the switches.
-
-:data:`FIELDS` lists every field with its Python type and nullability, in a fixed order, for
-readers that build an explicit schema (e.g. ``spark.tables``).
+Writers (the broker, the II) and readers (the Spark audit pipeline) both use this module; each line
+is one JSON object of schema version 2, and :func:`parse_line` reads version 1 lines too (the v2
+fields then read as null). Every message record carries a node-unique ``messageId``
+(:func:`message_id`), a ``shardKey`` (:func:`shard_key`) and, after validation, a per-shard
+``shardSeq`` (IP_128-130); the records in :data:`ALWAYS_LOGGED_EVENTS` are written whatever the
+logging switches, so an audit can account for every message. :data:`FIELDS` lists every field with
+its type and nullability for readers that build an explicit schema (e.g. ``spark.tables``).
+Every field and event, with an example: docs/log-format.md.
 """
 from __future__ import annotations
 
@@ -115,7 +45,7 @@ DROP_REASONS: tuple[str, ...] = typing.get_args(DropReason)
 
 class LogRecord(BaseModel):
     """One log line, as read back by consumers of the log (e.g. the Spark pipeline); fields as in
-    the module docstring, in the order of :data:`FIELDS`."""
+    docs/log-format.md, in the order of :data:`FIELDS`."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -1,19 +1,13 @@
 """The message types of Table 1 and how each is published: ETSI messageID, tables, repetition, zooms.
 
 - Table 1 / IP_022: messageType is one of DENM, IVIM, SPATEM, MAPEM, SREM, SSEM, CPM, POIM-PA, CAM
-  (:class:`MessageType`, in the table's order).
-- ETSI TS 102 894-2 (CDD V2.1.1, MessageId): denm 1, cam 2, spatem 4, mapem 5, ivim 6, srem 9,
-  ssem 10, cpm 14. POIM-PA has none here: the CDD's poi(3) is TS 101 556-1's point of interest
-  message and pam(21) is "reserved for Parking Availability Message"; neither is confirmed as the
-  ItsPduHeader messageId of a POIM (ETSI TS 103 916), so the profile does not guess.
+  (:class:`MessageType`, in the table's order); ETSI messageIDs from TS 102 894-2, none for POIM-PA.
 - IP_033: a message's TTL is its BI repetition interval x 1.2, at least 1 s (:data:`TTL`).
   IP_048: DENM, IVIM, MAPEM and POIM-PA are repeated at least every 9 min while valid; IP_124:
-  CAMs 1 s to 120 s apart; IP_136: CPMs should be 1 s apart. SPATEM, SREM and SSEM have no
-  interval in the profile: the node assumes 1 s (short-lived signal state and requests; a node
-  policy, IP_034), and 9 min for a missing or unknown messageType (:data:`FALLBACK_INTERVAL_MS`).
-- IP_038: every reference location as a tile of zoom 18 or deeper (:data:`REFERENCE_ZOOM`);
-  IP_112: the areas of IVIM, DENM and POIM-PA as tiles of zoom 13; IP_113: those of SPATEM,
-  MAPEM, SSEM and SREM as tiles of zoom 14 (:attr:`MessageTypeSpec.area_zoom`).
+  CAMs 1 s to 120 s apart; IP_136: CPMs should be 1 s apart; SPATEM, SREM, SSEM: 1 s (a node
+  policy, IP_034); 9 min for a missing or unknown messageType (:data:`FALLBACK_INTERVAL_MS`).
+- IP_038: reference locations as tiles of zoom 18 or deeper (:data:`REFERENCE_ZOOM`); IP_112:
+  IVIM, DENM and POIM-PA areas at zoom 13; IP_113: SPATEM, MAPEM, SSEM, SREM at zoom 14.
 """
 from __future__ import annotations
 
@@ -105,12 +99,18 @@ REFERENCE_ZOOM = 18
 FALLBACK_INTERVAL_MS = NINE_MINUTES_MS
 
 _WHILE_VALID = Repetition(NINE_MINUTES_MS, at_most_ms=NINE_MINUTES_MS, requirement="IP_048")
+# SPATEM, SREM and SSEM have no interval in the profile: the node assumes 1 s (short-lived signal
+# state and requests; a node policy, IP_034).
 _SHORT_LIVED = Repetition(1_000)
 #: IP_112: the tiles covering the areas of IVIM, DENM and POIM-PA.
 EVENT_AREA = AreaZoom(13, "IP_112")
 #: IP_113: the tiles covering the destination areas of SPATEM, MAPEM, SSEM and SREM.
 INTERSECTION_AREA = AreaZoom(14, "IP_113")
 
+# ETSI messageIDs: ETSI TS 102 894-2 (CDD V2.1.1, MessageId). POIM-PA has none here: the CDD's
+# poi(3) is TS 101 556-1's point of interest message and pam(21) is "reserved for Parking
+# Availability Message"; neither is confirmed as the ItsPduHeader messageId of a POIM
+# (ETSI TS 103 916), so the profile does not guess.
 _SPECS = (
     MessageTypeSpec(MessageType.DENM, 1, (1, 2), _WHILE_VALID, EVENT_AREA),
     MessageTypeSpec(MessageType.IVIM, 6, (1, 3), _WHILE_VALID, EVENT_AREA),

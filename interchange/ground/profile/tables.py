@@ -1,20 +1,16 @@
 """Tables 1-7 of the IP profile: every application property, its kind, value rule and when it is
 mandatory; the rules across properties; and IP_131's rule for every other name.
 
-- IP_022 (Table 1, every C-ITS message): publisherId, originatingCountry, protocolVersion,
-  messageType and quadTree are mandatory; the others are typed when present. publicationId is
-  ``<publisherId>:<id>`` of the message's own publisherId (:class:`PublicationIdRule`).
-- IP_026 (Table 2, DENM): causeCode and subCauseCode are mandatory integers 0-255, both -1 for a
-  cancellation (:class:`CancellationRule`).
-- IP_029 (Table 3, IVIM, and every list-valued string), IP_100/IP_103 (Tables 4 and 5),
-  IP_122/IP_123 (Table 6, CAM), IP_135 (Table 7, CPM).
-- IP_037/IP_038: quadTree; IP_128-130 and appendix G: shardId and shardCount (:class:`ShardRule`).
-- IP_131: any other name is ``custom-<namespace>-<name>`` (:data:`CUSTOM_NAMES`).
-
-Names of tables 1-7 are accepted on every message type (only the mandatory ones depend on the
-messageType) and checked the same way wherever they appear. Each property names the requirement
-of its table: a value of the wrong kind, or missing when mandatory, breaks that one; a value rule
-may name its own (the list form is IP_029's, the quadTree's IP_037/IP_038).
+- IP_022 (Table 1): publisherId, originatingCountry, protocolVersion, messageType and quadTree are
+  mandatory on every message; publicationId is ``<publisherId>:<id>`` (:class:`PublicationIdRule`).
+- IP_026 (Table 2, DENM): causeCode and subCauseCode mandatory integers 0-255, both -1 for a
+  cancellation (:class:`CancellationRule`). IP_029 (Table 3, IVIM, every list-valued string),
+  IP_100/IP_103 (Tables 4, 5), IP_122/IP_123 (Table 6, CAM), IP_135 (Table 7, CPM).
+- IP_037/IP_038: quadTree; IP_128-130, appendix G: shardId, shardCount (:class:`ShardRule`);
+  IP_131: any other name is ``custom-<namespace>-<name>`` (:data:`CUSTOM_NAMES`).
+- Names of tables 1-7 are accepted and checked alike on every message type (only the mandatory ones
+  depend on messageType); a wrong kind or a missing mandatory value breaks its table's requirement,
+  a value rule may name its own (the list form IP_029, the quadTree IP_037/IP_038).
 """
 from __future__ import annotations
 
