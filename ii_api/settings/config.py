@@ -1,37 +1,12 @@
 """Configuration of the Improved Interface service (the ``[ii]`` section of the node config).
 
-Example (TOML)::
-
-    [ii]
-    host = "0.0.0.0"
-    port = 8443                    # the HTTPS control channel; the SRV record's port (IP_090)
-    public_host = "ixc-a.example.eu"  # AMQPS host advertised in endpoints (default: the node name)
-    poll_interval_s = 300          # IP_127: at most 5 minutes
-    capability_repost_s = 86400    # IP_091: at most 24 hours
-    neighbour_grace_s = 3600       # a neighbour gone from DNS keeps its subscriptions here this long
-
-    [ii.discovery]                 # IP_073/089
-    dns_server = "192.0.2.53"
-    domains = ["c-its-interchange.eu", "interchanges.example.eu"]
-    interval_s = 3600              # at most 12 hours
-
-    [ii.limits]                    # bounds per request (413 beyond)
-    capabilities_per_request = 5000
-
-    [ii.actors]                    # local actors' agreements (IP_068), see ii_api/decisions/actor_policy.py
-    default = "deny"
-    [[ii.actors.rules]]
-    cn = "tlex-bridge.operator.no"
-    publish_message_types = ["SPATEM", "MAPEM"]
-    publisher_ids = ["NO00001"]
-    subscribe_message_types = ["SREM"]
-
-    [ii.policy]                    # ILLEGAL rules, see ii_api/selectors/policy.py
-    max_selector_length = 2000
-
-    [ii.multihop]                  # multi-hop federation, off by default; IP_109
-    enabled = false                # stamp imported messages with the hop trace; re-export when both sides agree
-    hop_limit = 4                  # most interchange-to-interchange hops a message may make
+The profile's bounds are enforced by the models: ``poll_interval_s`` at most 5 minutes (IP_127),
+``capability_repost_s`` at most 24 hours (IP_091), and in ``[ii.discovery]``
+(:class:`~ii_api.peers.discovery.DiscoveryConfig`) ``interval_s`` at most 12 hours (IP_073/089);
+``port`` is the HTTPS control channel, the SRV record's port (IP_090). Further sections:
+``[ii.limits]`` (bounds per request, 413 beyond), ``[ii.actors]`` (IP_068,
+:mod:`ii_api.decisions.actor_policy`), ``[ii.policy]`` (ILLEGAL, :mod:`ii_api.selectors.policy`),
+``[ii.multihop]`` (IP_109, off by default). An annotated example: docs/configuration.md.
 """
 from __future__ import annotations
 

@@ -1,56 +1,10 @@
 """Node configuration (pydantic), read from a TOML or JSON file.
 
-Example (TOML)::
-
-    name = "ixc-a.example.eu"
-    data_dir = "var/ixc-a"
-
-    [tls]
-    cert_chain = "pki/issued/ixc-a.example.eu/chain.pem"
-    key = "pki/issued/ixc-a.example.eu/key.pem"
-    trust_bundle = "pki/trust.pem"
-    crls = ["pki/ca/intermediate/crl.pem"]
-
-    [broker]
-    host = "127.0.0.1"
-    port = 5671
-    # plain_port = 5672          # plain AMQP, local development only
-    # plain_identity = "dev"     # identity given to plain connections
-
-    [[broker.targets]]
-    address = "denm-in"
-    publishers = ["actor-1"]
-
-    [[broker.sources]]
-    address = "actor-2-denm"
-    consumers = ["actor-2"]
-    selector = "messageType = 'DENM'"
-
-    [log]
-    path = "var/ixc-a/node.log"  # the active file; rotated files: node-<UTC time>-<n>.jsonl beside it
-    level = "info"
-    properties = true
-    payload = false
-    raw = false                  # whole encoded messages as hex (rawMessageHex), for byte-exact replay
-    rotate_bytes = 104857600     # rotate at 100 MB ...
-    rotate_seconds = 300         # ... or after 5 minutes, whichever comes first (and at a clean stop)
-
-    [admin]
-    port = 9090                  # Prometheus metrics and log switches, loopback only
-
-    [ii]                         # Improved Interface (HTTPS control plane); see ii_api/settings/config.py
-    port = 8443
-
-    [ii.discovery]
-    dns_server = "192.0.2.53"
-    domains = ["c-its-interchange.eu"]
-
-    [tlex]                       # traffic-light controllers via TLEX/UDAP; see interchange/bridges/tlex/config.py
-
-    [if2]                        # InterCor IF2 bridge; see interchange/bridges/if2/config.py
-    url = "amqps://if2.example.nl:5671/production"
-
-Relative paths are resolved against the config file's directory.
+:func:`load_config` turns the file into a :class:`NodeConfig` or a CliError naming the problem;
+relative paths are resolved against the config file's directory. The ``[ii]``, ``[tlex]`` and
+``[if2]`` sections are modelled beside their code (``ii_api/settings/config.py``,
+``interchange/bridges/tlex/config.py``, ``interchange/bridges/if2/config.py``).
+An annotated example of a whole node: docs/configuration.md.
 """
 from __future__ import annotations
 
