@@ -1,76 +1,13 @@
 """Pydantic v2 models of every JSON body of the Improved Interface (II) and the local actor API.
 
-Conventions (all bodies)
-    * Attribute names are the JSON property names (``messageType``, ``lastUpdatedTimestamp``);
-      serialise with :meth:`WireModel.to_json` (= ``model_dump(mode="json")``). Optional
-      properties whose value is ``None`` are omitted on output (DENM ``causeCode`` excepted:
-      Table 11 makes it mandatory with the default ``null``).
-    * IP_092 / IP_095: JSON properties this profile does not define are ignored on input.
-    * IP_132: capability objects (capabilities message, capability, application, metadata)
-      keep properties named ``custom-<namespace>-<name>`` and emit them again unchanged; any
-      other unknown property is dropped.
-    * Numbers are JSON integers only (``"6"``, ``6.0`` and ``true`` are refused); strings are
-      JSON strings only.
-
-Improved Interface (chapter 4, appendices C and D)
-    ``POST <base>/capabilities`` (IP_105, IP_093/094): request and response are
-    :class:`CapabilitiesMessage` ``{"version": "2.0", "name", "capabilities": [Capability]}``
-    (Table 9). :class:`Capability` is ``{"application", "metadata"}`` (Table 10; the profile
-    gives a capability no ``id``). ``application`` (Table 11) is a union discriminated by
-    ``messageType``: :class:`DenmApplication` (``causeCode``), :class:`IvimApplication`,
-    :class:`SpatemApplication`, :class:`MapemApplication`, :class:`SremApplication`,
-    :class:`SsemApplication`, :class:`CamApplication`, :class:`CpmApplication`,
-    :class:`PoimPaApplication`; any other message type (NordicWay's ``DATEX_2``) parses as
-    :class:`OtherApplication` so one foreign capability does not make a neighbour's whole
-    capability exchange fail (IP_092); the local actor API refuses it. ``metadata`` is
-    :class:`Metadata` (Table 12): ``infoURL`` (NordicWay's ``infoUrl`` accepted on input),
-    ``shardCount``, ``redirectPolicy`` (OPTIONAL / MANDATORY / NOT_AVAILABLE),
-    ``maxBandwidth``, ``maxMessageRate``, ``repetitionInterval``.
-
-    ``POST <base>/subscriptions`` (IP_106, IP_096/097): :class:`SubscriptionRequest`
-    ``{"version": "1.2", "name", "subscriptions": [{"selector", "consumerCommonName"?}]}``
-    (Table 13; NordicWay's version ``"2.0"`` is accepted and read as ``"1.2"``), answered with
-    :class:`SubscriptionResponse` (Table 14) ``{"version", "name", "subscriptions":
-    [Subscription]}``, each ``{"id", "selector", "consumerCommonName"?, "path", "status",
-    "errorMessage"?}`` plus, beyond Table 14, optional ``endpoints`` and
-    ``lastUpdatedTimestamp``. ``GET <base>/<name>/subscriptions`` (IP_107) answers the same
-    shape (:data:`SubscriptionListResponse`). ``GET <path>`` (IP_108/110) answers
-    :class:`SubscriptionPollResponse` (Table 15) with ``endpoints`` [:class:`Endpoint`
-    ``{"host", "port", "source", "maxBandwidth"?, "maxMessageRate"?}``; host, port and source
-    are required only when the status is CREATED] and ``lastUpdatedTimestamp`` (Unix time in
-    ms; mandatory in Table 15 but missing from the appendix D example, so optional on input).
-    :class:`SubscriptionStatus` has exactly the seven values of Table 14/15.
-
-Local actor API (IP_068 "selected parts of II ... based upon a bilateral agreement"; the shape
-of the NordicWay onboard API, everything under ``/{actorCommonName}/``, path name = client
-certificate CN)
-    ``POST capabilities``: :class:`LocalCapabilitiesRequest` ``{"name"?, "version"?,
-    "capabilities": [Capability]}`` (a bare JSON array of capabilities is accepted too);
-    answered, and listed by ``GET capabilities``, with :class:`LocalCapabilitiesResponse`
-    ``{"name", "version": "1.0", "capabilities": [{"id", "path", "definition": Capability}]}``;
-    ``GET capabilities/{id}`` answers one :class:`LocalCapability`.
-
-    ``POST deliveries``: :class:`DeliveriesRequest` ``{"name"?, "version"?, "deliveries":
-    [{"selector"}]}``; answered (and listed) with :class:`DeliveriesResponse`
-    ``{"name", "version", "deliveries": [Delivery]}``; :class:`Delivery` is ``{"id", "path",
-    "selector", "status", "endpoints": [{"host", "port", "target", "maxBandwidth"?,
-    "maxMessageRate"?}], "lastUpdatedTimestamp", "errorMessage"?}`` with a
-    :class:`DeliveryStatus` (REQUESTED, CREATED, ILLEGAL, NOT_VALID, NO_OVERLAP, ERROR).
-
-    ``POST subscriptions``: :class:`LocalSubscriptionsRequest` ``{"name"?, "version"?,
-    "subscriptions": [{"selector", "consumerCommonName"?}]}``; answered (and listed) with
-    :class:`LocalSubscriptionsResponse` ``{"name", "version", "subscriptions":
-    [LocalSubscription]}``; :class:`LocalSubscription` is ``{"id", "path", "selector",
-    "consumerCommonName"?, "status", "endpoints": [{"host", "port", "source",
-    "maxBandwidth"?, "maxMessageRate"?}], "lastUpdatedTimestamp", "errorMessage"?}`` with the
-    II's :class:`SubscriptionStatus` (NordicWay's ``lastUpdatedTimeStamp`` spelling is read too).
-
-    ``GET network/capabilities?selector=``: :class:`NetworkCapabilitiesResponse`
-    ``{"name", "selector", "version", "capabilities": [Capability]}``.
-
-    An invalid selector is not a validation error of the body: the server answers it with the
-    status NOT_VALID and an ``errorMessage``. Error bodies (HTTP 4xx) are
-    :class:`ii_api.wire.errors.ErrorBody` ``{"error", "field"?}``.
+Attribute names are the JSON property names; :meth:`WireModel.to_json` omits optional ``None``
+values (DENM ``causeCode`` excepted, Table 11). Unknown properties are ignored on input
+(IP_092/IP_095), except ``custom-<namespace>-<name>`` on capability objects, kept and emitted
+again (IP_132). Numbers are JSON integers only, strings JSON strings only. Capabilities
+(Tables 9-12, IP_105), subscriptions (Tables 13-15, IP_106-108/110) and the local actor API's
+capabilities, deliveries and subscriptions (IP_068); a foreign message type parses as
+:class:`OtherApplication` so one capability does not fail a neighbour's exchange (IP_092).
+Every body, field by field: docs/ii-wire-format.md.
 """
 from __future__ import annotations
 
