@@ -1,59 +1,13 @@
 """Selector/capability overlap and message/capability fit.
 
 :func:`selector_matches_capability` decides whether a subscription selector can match ANY
-message of a capability: the "matching capabilities" of IP_133/IP_134, NO_OVERLAP of
-Table 14. :func:`capability_matches_message` decides whether one message fits a capability
-(what a delivery target accepts).
-
-Capability -> message properties (Table 11 application, Table 12 metadata, Tables 1-7)
-    ================================  ======================================================
-    ``messageType``, ``publisherId``,  the message property has exactly that value
-    ``publicationId``,
-    ``originatingCountry``,
-    ``protocolVersion``
-    ``causeCode`` (DENM), ``stationType``  the (integer) property is one of the listed values
-    (``stationTypes``) (CAM)
-    ``quadTree`` (array of tiles)      an AREA: the message's ``quadTree`` property lists
-                                       tiles that each lie inside (or equal) a listed tile
-    ``iviType``, ``pictogramCategoryCode``  the comma-list property (",1,4,", IP_029) holds a
-    (IVIM), ``ids`` -> ``id``          non-empty subset of the listed values, no duplicates
-    (SPATEM/MAPEM/SREM/SSEM)
-    ``shardCount`` (metadata, or       ``shardCount`` is that number and ``shardId`` one of
-    application)                       1..shardCount (appendix G)
-    ================================  ======================================================
-
-    Any other property (``subCauseCode``, ``serviceType``, ``custom-*``, ...) is one the
-    capability does not describe: every predicate on it is UNKNOWN. So is a described
-    property given as ``null``, an empty array, or a malformed value: an empty ``causeCode``
-    or ``quadTree`` array means "no constraint" (Table 11: causeCode ``null`` "if unknown").
-
-Selector semantics
-    JMS three-valued logic (``jms_selectors.reference``), normal precedence (``NOT a AND b`` is
-    ``(NOT a) AND b``). A capability matches if the selector is TRUE or UNKNOWN for some message
-    it describes, i.e. only a selector that is FALSE for every such message rules it out.
-    Values of unlike types compare FALSE, as in the Apache brokers and :mod:`jms_selectors`:
-    ``causeCode = 'x'`` rules out a capability whose causeCodes are integers, and
-    ``NOT (causeCode = 'x')`` keeps it. UNKNOWN remains for null and for properties the
-    capability does not describe (any value, so kept).
-
-    ``quadTree LIKE '%,t%'`` against capability tile ``c``: TRUE for every message if ``c``
-    lies inside ``t`` (``c`` starts with ``t``); TRUE for some, FALSE for others if ``t`` lies
-    strictly inside ``c``; FALSE if they are disjoint. ``NOT LIKE`` is the negation: FALSE for
-    every message (ruling the capability out) only if all capability tiles lie inside ``t``.
-    ``LIKE '%,t,%'`` (exactly tile ``t``) is possible only if ``t`` lies inside a capability
-    tile. Other patterns and comparisons on ``quadTree`` and on comma-list properties are
-    UNKNOWN (conservative); ``IS [NOT] NULL`` on them is exact (they are present).
-
-Algorithm (no naive cartesian product)
-    Each *leaf* (a predicate, or any non-AND/OR/NOT condition) yields the SET of truth values
-    it can take over the capability's messages, {TRUE, FALSE, UNKNOWN}; NOT/AND/OR combine the
-    sets element-wise. This is exact when every property occurs in one leaf only. Scalar
-    properties that occur in several leaves (``causeCode > 3 AND causeCode < 5``) are
-    enumerated jointly (at most :data:`MAX_COMBINATIONS` assignments, smallest domains
-    first), which keeps the result exact for them; beyond the cap, and for the multi-valued
-    ``quadTree`` / comma-list properties (a message may hold several tiles or values at once),
-    the set evaluation is conservative: it may report a match that no single message
-    realises, never the reverse.
+message of a capability (the "matching capabilities" of IP_133/IP_134, NO_OVERLAP of Table 14):
+JMS three-valued logic, and only a selector FALSE for every message the capability describes
+rules it out; properties the capability does not describe are UNKNOWN, quadTree tiles are areas.
+Exact where each property occurs in one leaf or scalar properties fit in :data:`MAX_COMBINATIONS`
+joint assignments; otherwise conservative (a match no single message realises, never the reverse).
+:func:`capability_matches_message` decides whether one message fits a capability (what a delivery
+target accepts). The property table, semantics and algorithm: docs/selectors.md.
 """
 from __future__ import annotations
 
