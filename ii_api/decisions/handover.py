@@ -1,28 +1,14 @@
 """Make-before-break route changes for multi-hop federation, sans-I/O.
 
-With multi-hop federation a want (a local subscription, or a neighbour's subscription here that
-wants re-exported data) is served over the shortest route (:func:`ii_api.decisions.multihop.desired_routes`),
-so when routes change it moves from a subscription at one neighbour to a subscription at another.
-Withdrawing the old one when the new one is requested (break-before-make) loses what is published
-during the switch (on the ring: 2-21 of 157-231 per subscriber). :class:`RouteHandover` plans it the
-other way round: an old subscription whose wants moved stays, and keeps feeding the local sources
-it fed, until every new subscription those wants moved to is CREATED with its federation links
-connected (*ready*) and has been so for ``overlap_s`` (messages the new source buffered before its
-link came up arrive in that time); only then is it withdrawn. What the two routes both deliver in
-the overlap reaches a source twice and the broker drops the second copy by its bare message
-(:mod:`interchange.broker.import_duplicates`).
-
-An old subscription is withdrawn at once when its neighbour is no longer reachable (nothing would
-come over it), when none of its wants is wanted any more, and after ``timeout_s`` even if the new
-route never gets ready (a neighbour refusing the new request must not keep the old route forever).
-Readiness is that of the first hop: a new route through an intermediate is ready when our link to
-the intermediate is up; the intermediate makes its own subscription upstream when ours reaches it,
-and the overlap covers that too (it is one more request/answer there, milliseconds).
-
-:meth:`RouteHandover.plan` takes the wanted subscriptions, the active ones, which of those are ready
-and ``now``; it returns what to request, what to withdraw, what each subscription serves meanwhile,
-and when to plan again: at the end of an overlap or a timeout, or as soon as one of the new routes
-it waits for is ready (readiness of links is looked at by the caller, a cheap check, not announced).
+When routes change, a want (a local subscription, or a neighbour's subscription here that wants
+re-exported data) moves from a subscription at one neighbour to one at another
+(:func:`ii_api.decisions.multihop.desired_routes`). :class:`RouteHandover` keeps the old one, still
+feeding the sources it fed, until every new one is CREATED with its links connected (the first hop
+*ready*) and has been for ``overlap_s``; second copies in the overlap are dropped at import
+(:mod:`interchange.broker.import_duplicates`). It goes at once when its neighbour is unreachable or
+none of its wants is wanted, and after ``timeout_s`` whatever happens. Break-before-make lost 2-21
+of 157-231 messages per subscriber on the ring; the design and measurements:
+docs/improved-interface.md ("Multi-hop federation").
 """
 from __future__ import annotations
 
@@ -60,7 +46,8 @@ class RouteHandover:
              reachable: Collection[str]) -> RoutePlan:
         """``desired``: the subscriptions wanted now, with the wants each serves; ``active``: those
         that exist, with the wants each served so far; ``ready``: the active ones that are CREATED
-        with their links connected; ``reachable``: the neighbours discovered now."""
+        with their links connected; ``reachable``: the neighbours discovered now. Returns what to
+        request, what to withdraw, what each subscription serves meanwhile, and when to plan again."""
         self._note_ready(now, active, ready)
         wanted_ids = frozenset().union(*desired.values()) if desired else frozenset()
         kept: dict[OutgoingKey, frozenset[OutgoingKey]] = {}

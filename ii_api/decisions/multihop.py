@@ -1,47 +1,14 @@
 """Multi-hop federation in the capability exchange (IP_109, IP_132), sans-I/O.
 
-IP_109 lets an interchange re-distribute another interchange's messages only with loop
-prevention in place: the hop trace of :mod:`interchange.broker.hop_trace`. Whether a neighbour has
-it is announced in the capability exchange with an IP_132 extension property, which other
-implementations ignore (or keep and re-emit) as the profile requires:
-
-- the capabilities message (Table 9) carries :data:`ANNOUNCE_KEY`
-  ``{"version": 1, "hopLimit": n}`` when multi-hop federation is switched on;
-- a capability re-exported to such a neighbour carries :data:`ROUTE_KEY` ``{"via": [...]}``: the
-  interchanges its data passes before the announcing one, the originating interchange first. A
-  capability without it is the announcer's own (``via`` empty).
-
-What an interchange announces to neighbour ``to`` (:func:`reexported`) is, besides its own
-capabilities, those learnt from *other* neighbours that announced multi-hop, only if both sides
-have it switched on, never back to an interchange already in the route (split horizon) and never
-beyond the hop limit (as an RVI service announcement is not relayed beyond its max cost). The
-same capability (its publicationId) learnt over several routes is announced over the shortest.
-
-Choosing where to subscribe (:func:`desired_routes`, the multi-hop form of
-:func:`~ii_api.decisions.subscriptions.desired_outgoing`): each publicationId is taken from the one
-neighbour with the shortest route (ties: the smaller name), so a message reaches a subscriber
-over one path only. Where a neighbour offers matching capabilities that are better taken
-elsewhere, the selector requested there is restricted to the publicationIds it is best for
-(:func:`~ii_api.decisions.capability_selector.granted_selector`).
-
-Route changes follow the neighbours' capabilities and DNS: a link (or node) gone drops the routes
-through it and the subscriptions move to the next shortest route; a shorter route that appears
-takes over. Both are make-before-break (:mod:`ii_api.decisions.handover`): the subscription on the old route
-stays until the new one is CREATED with its links connected plus an overlap, and what reaches a
-local source over both routes meanwhile is dropped there by its bare message
-(:mod:`interchange.broker.import_duplicates`). On the ring of tests/integration/test_multihop_topologies.py,
-A and C publishing every ~5 ms while the link C-A came back: 0 lost and 0 duplicated at every
-subscriber (break-before-make lost 2-21 of 157-231 per subscriber in the same test).
-
-Each want (a local subscription, or a neighbour's subscription here that wants re-exported data)
-makes its own subscription at a neighbour, unless two wants need exactly the same from it: the
-selector asked there is put in one canonical form, the root selector (a neighbour's subscription
-here is its selector restricted to its grant, :func:`restricted` takes that restriction off again)
-restricted to the publicationIds taken from that neighbour, or the root alone when that is
-everything matching it there, and equal texts make one subscription serving both (the imports reach
-each local source through its own selector, so nothing reaches a source it would not have got, and
-none twice: both take exactly those publicationIds there). On a line of four each link then carries
-the data once.
+IP_109 allows re-distributing another interchange's messages only with loop prevention (the hop
+trace, :mod:`interchange.broker.hop_trace`); a neighbour announces it has it with the IP_132
+extension property :data:`ANNOUNCE_KEY`, and re-exported capabilities carry their route in
+:data:`ROUTE_KEY`. :func:`reexported`: what is announced to one neighbour (only when both sides
+have it on, split horizon, within the hop limit, each publicationId over its shortest route).
+:func:`desired_routes`: where to subscribe (each publicationId from the neighbour with the
+shortest route, ties: the smaller name; wants that need the same share one subscription).
+Route changes are make-before-break (:mod:`ii_api.decisions.handover`). The design, and the
+ring measured with no loss or duplicate: docs/improved-interface.md ("Multi-hop federation").
 """
 from __future__ import annotations
 

@@ -2,37 +2,15 @@
 IP_127, IP_133/134).
 
 Nothing here touches sockets, the disk or the clock: functions and state machines take values
-(selectors, capabilities, responses, ``now`` in seconds of a monotonic clock) and return
-decisions or *actions* that the objects of :mod:`ii_api.resources.incoming`, :mod:`ii_api.resources.outgoing` and
-:mod:`ii_api.resources.local_actors` carry out.
-
-Incoming side (a neighbour subscribes at this interchange)
-    :func:`decide_incoming` turns one requested subscription into its first status (Table 14):
-    NOT_VALID (the selector does not compile), ILLEGAL (:mod:`ii_api.selectors.policy`), NO_OVERLAP (no
-    capability of ours can match it, or none whose ``redirectPolicy`` allows the request,
-    IP_134), otherwise CREATED with the *grant*: the publicationIds of the matching capabilities
-    that comply with their redirect policy. The broker source serves exactly those
-    (:func:`ii_api.decisions.capability_selector.granted_selector`). :func:`recheck_incoming` moves a
-    CREATED or NO_OVERLAP subscription to RESUBSCRIBE when a matching, compliant capability
-    appears that is not in its grant. ERROR is set by the service when the broker source
-    cannot be made.
-
-Sending side (this interchange subscribes at neighbours on behalf of its actors, IP_079)
-    :func:`desired_outgoing` derives, from the local actors' subscriptions and the neighbours'
-    capabilities, which (neighbour, selector, consumerCommonName) subscriptions should exist:
-    one per neighbour whose capabilities overlap the selector and allow the redirect mode asked
-    for (IP_133). Local subscriptions with the same selector share one (IP_106: only new
-    subscriptions are requested). :class:`OutgoingSubscriptionMachine` runs one of them:
-
-        NEW --POST--> ACTIVE (polled: REQUESTED fast, others every poll interval, IP_127)
-        ACTIVE --RESUBSCRIBE--> DELETING --DELETE--> DONE (the service requests it anew)
-        ACTIVE --404 on poll--> DONE (the neighbour forgot it; requested anew)
-        any --withdraw (local subscription gone)--> DELETING --DELETE--> DONE
-        DELETING --neighbour gone from DNS--> DONE (it cannot be reached, IP_090)
-
-    While CREATED (or ERROR with endpoints) it asks for federation links to the endpoints
-    unless the subscription is a redirect (the actor connects itself).
-    :func:`local_subscription_state` aggregates a local subscription's status and endpoints.
+(selectors, capabilities, responses, ``now`` in seconds of a monotonic clock) and return decisions
+or *actions* that :mod:`ii_api.resources.incoming`, :mod:`ii_api.resources.outgoing` and
+:mod:`ii_api.resources.local_actors` carry out. Incoming: :func:`decide_incoming` gives a requested
+subscription its first status (Table 14: NOT_VALID, ILLEGAL, NO_OVERLAP, or CREATED with its
+*grant*, IP_134), :func:`recheck_incoming` turns it RESUBSCRIBE. Outgoing (IP_079):
+:func:`desired_outgoing` says which subscriptions to request from whom (IP_133, IP_106),
+:class:`OutgoingSubscriptionMachine` runs one (IP_127 polls), :func:`local_subscription_state`
+aggregates a local subscription's status. States and rules: docs/improved-interface.md
+("Subscriptions at this interchange", "Subscriptions at neighbours").
 """
 from __future__ import annotations
 

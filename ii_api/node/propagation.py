@@ -3,31 +3,9 @@
 Each object of :mod:`ii_api.resources` reports its changes through the event it was given at
 construction (the Protocols of :mod:`ii_api.resources.doors`, and discovery's
 :class:`~ii_api.peers.doors.DiscoveryListener`); in a node each of those is a method of
-:class:`Propagation`, which tells the objects concerned:
-
-==============================  ==============================================================
-event (door)                    what follows
-==============================  ==============================================================
-``CapabilitiesChanged``         the actor's deliveries covering them rebuilt; neighbours'
-                                subscriptions an added one could widen turn RESUBSCRIBE; every
-                                pusher woken (IP_075/091)
-``LocalSubscriptionsChanged``   the subscriptions at neighbours re-planned (IP_079/106)
-``IncomingChanged``             (multi-hop) what neighbours' subscriptions here want re-exported
-                                re-planned
-``ServedChanged``               the local subscriptions those at neighbours serve: status and
-                                endpoints recomputed
-``CapabilitiesAnswered``        recorded like a neighbour's POST (below), if it is still one
-a neighbour's capabilities      stored; subscriptions at neighbours re-planned and those at it
-(its POST, or its answer)       polled now (RESUBSCRIBE); (multi-hop) neighbours whose
-                                capabilities message from us changed are pushed it
-``DepartureExpired``            unless it is back, the neighbour's subscriptions here expire
-``DiscoveryListener``           the neighbour set follows DNS (IP_089/126): one gone is refused,
-                                forgotten, no longer pushed, our subscriptions at it withdrawn,
-                                its subscriptions here kept for the grace period
-==============================  ==============================================================
-
-The events come with the service's lock held (an object changing its state holds it), except
-``CapabilitiesAnswered`` and ``DiscoveryListener``, which take it.
+:class:`Propagation`, which tells the objects concerned. The events come with the service's lock
+held, except ``CapabilitiesAnswered`` and ``DiscoveryListener``, which take it. What follows each
+event: docs/improved-interface.md ("Propagation").
 """
 from __future__ import annotations
 

@@ -1,41 +1,15 @@
 """The Improved Interface control plane: its objects composed, run in the broker's event loop.
 
 :class:`IIService` composes one object per resource of :mod:`ii_api.resources`, each owning its
-state (memory, and its rows in :class:`~ii_api.storage.store.AsyncStore`, SQLite in the node's data
-directory) and the broker addresses it needs (through the
-:class:`~interchange.broker.addresses.AddressBook`); they talk to neighbours through
-:class:`~ii_api.peers.client.IIClient` and :class:`~ii_api.peers.federation.Federation`. The HTTPS
-surface (:mod:`ii_api.http.server`) calls one operation per request (:class:`ii_api.http.doors.IIOperations`);
-every operation answers only after its writes are committed (the store's transactions,
-``synchronous=FULL``).
-
-No object imports the service or another's owner: each is given, as the Protocols of
-:mod:`ii_api.resources.doors`, the views of others it reads (the objects themselves, or a method
-here that combines two) and the events by which it tells what changed; those are the methods of
-:class:`~ii_api.node.propagation.Propagation`, which carries each change to the objects it
-concerns at once, not by a periodic scan.
-
-==========================  ==============================================  =================================
-object                      owns                                            module
-==========================  ==============================================  =================================
-``neighbours_dir``          the neighbour set (IP_089/126)                  :mod:`ii_api.resources.neighbours`
-``neighbour_caps``          each neighbour's capabilities (IP_076)          :mod:`ii_api.resources.neighbours`
-``departures``              neighbours gone from DNS, their grace timers    :mod:`ii_api.resources.departures`
-``incoming``                neighbours' subscriptions here, their sources   :mod:`ii_api.resources.incoming`
-``outgoing``                our subscriptions at neighbours, their runners  :mod:`ii_api.resources.outgoing`
-``actor_capabilities``      actors' capabilities = ours (IP_077/109)        :mod:`ii_api.resources.local_actors`
-``deliveries``              actors' deliveries, their targets               :mod:`ii_api.resources.local_actors`
-``actor_subscriptions``     actors' subscriptions, their sources            :mod:`ii_api.resources.local_actors`
-``pushes``                  one capability pusher per neighbour (IP_075)    :mod:`ii_api.resources.pushes`
-``reexport``                what is re-exported to multi-hop neighbours     :mod:`ii_api.resources.reexport`
-==========================  ==============================================  =================================
-
-Timers only bound the delays: DNS every ``discovery.interval_s`` (<= 12 h, IP_089), capabilities
-re-POSTed every ``capability_repost_s`` (<= 24 h, IP_091), subscriptions polled every
-``poll_interval_s`` (<= 5 min, IP_127).
-
-One :class:`asyncio.Lock` (``service.lock``) serialises state changes; HTTP requests to neighbours
-are never made while holding it (an outgoing subscription's runner only takes it to record a result).
+memory state, its rows in :class:`~ii_api.storage.store.AsyncStore` and the broker addresses it
+needs; none imports the service or another's owner (they are given the Protocols of
+:mod:`ii_api.resources.doors`), and :class:`~ii_api.node.propagation.Propagation` carries each
+change to the objects it concerns at once, not by a periodic scan. The HTTPS surface calls one
+operation per request, answered only after its writes are committed (``synchronous=FULL``).
+Timers only bound the delays: DNS (<= 12 h, IP_089), capability re-POST (<= 24 h, IP_091), polls
+(<= 5 min, IP_127). One :class:`asyncio.Lock` serialises changes; no HTTP request to a neighbour
+is made while holding it (a runner takes it only to record a result). The table of objects:
+docs/architecture.md ("Control plane").
 """
 from __future__ import annotations
 

@@ -1,32 +1,13 @@
 """Data exchange between interchanges (chapter 4.2.8): receiver links to a neighbour's endpoints.
 
-When one of our subscriptions at a neighbour reaches CREATED, the II asks :class:`Federation` to
-pull from each endpoint ``{host, port, source}``: an AMQP connection over TLS 1.3 with our
-interchange certificate (SASL EXTERNAL), the neighbour's name checked against its server
-certificate (IP_125), and a receiver link on the source. Every message received is routed into
-the local broker as imported data (re-exported to a third interchange only with multi-hop
-federation and its loop prevention, :mod:`ii_api.resources.reexport`; IP_109). A dropped
-connection is re-established with exponential back-off until the subscription goes.
-
-Settle after store: a durable message is settled upstream (``accepted``) only once the
-local store has it, and released upstream if the store could not write it, so a node killed
-mid-transfer loses nothing its neighbour considers delivered; the neighbour sends again what was
-unsettled (at-least-once: those duplicates are counted by the broker, ``duplicate_imports``).
-
-No double-connect resolution is needed here (the RVI core protocol's "double connect",
-where two nodes dialling each other at once get two sessions for one purpose and drop the one
-opened by the higher address). A link belongs to exactly one subscription and is opened only by
-the interchange that made it, towards the source named in the answer to its own request
-(IP_096/110, chapter 4.2.8); the interchange serving a source never dials out for it. So when A
-and B subscribe at each other at the same moment they make two subscriptions, A's at B and B's at
-A, each with its own source and data going one way, each pulled over its owner's links: two
-links, nothing to converge. Within one subscription, :meth:`Federation.pull` stops the links it
-had before starting one per endpoint (several only for a sharded source), the II keeps one
-subscription per (neighbour, selector, consumerCommonName) and requests only new ones (IP_106),
-adopting after a crash the one it had requested instead of requesting it twice. With multi-hop
-federation, split horizon (:mod:`ii_api.decisions.multihop`) keeps a publicationId from being pulled both
-ways between two neighbours. tests/integration/test_multihop_double_connect.py checks this with two nodes
-started together that subscribe at each other in the same discovery round while both publish.
+:class:`Federation` pulls each endpoint of a CREATED subscription at a neighbour over AMQP, TLS 1.3
+with our interchange certificate (SASL EXTERNAL), the neighbour's name checked against its server
+certificate (IP_125); what arrives is routed into the local broker as imported data (IP_109), and a
+dropped connection is re-established with exponential back-off until the subscription goes.
+Settle after store: a durable message is accepted upstream only once the local store has it
+(released if it could not be written), so a killed node loses nothing its neighbour considers
+delivered (at-least-once). A link belongs to one subscription and only its owner dials it, so no
+double-connect resolution is needed. Why, in full: docs/improved-interface.md ("Data links").
 """
 from __future__ import annotations
 

@@ -1,41 +1,12 @@
 """The doors of the II's resources: what their objects are given (the door of :mod:`ii_api.resources`).
 
 One object owns each resource (its memory state and its rows in the store); none imports another's
-module or the service. What one object reads of another, what it reaches of the data plane, and
-whom it tells of a change are all given to it at construction, each as one of the Protocols
-below. Each names what satisfies it in a node, so the way through the objects can be followed
-from here: the reads to their owners in this package, the events to
-:class:`ii_api.node.propagation.Propagation`, which carries them to the objects they concern.
-
-The data plane (:mod:`interchange.broker`), which the II never reaches past:
-
-* :class:`AddressBookDoor`: the broker's :class:`~interchange.broker.addresses.AddressBook`,
-  where the sources (IP_109) and targets of subscriptions and deliveries go (through
-  :class:`~ii_api.resources.broker_addresses.BrokerAddresses`);
-* :class:`ImportSink`: where the messages pulled from neighbours enter
-  (:meth:`~interchange.broker.router.BrokerCore.publish_imported`).
-
-Views between the objects (reads):
-
-* :class:`NeighbourDirectory`: who the neighbours are (IP_089/125/126),
-  :class:`~ii_api.resources.neighbours.Neighbours`;
-* :class:`LocalCapabilityView`: our actors' capabilities (IP_077/109),
-  :class:`~ii_api.resources.local_actors.ActorCapabilities`;
-* :class:`NeighbourCapabilityView`: what the neighbours announced (IP_076),
-  :class:`~ii_api.resources.neighbours.NeighbourCapabilities`; :class:`PublicationIds` and
-  :class:`HopLimits` are two of its methods;
-* :class:`CapabilityList`, :class:`Offers`, :class:`WantedSubscriptions`, :class:`SourcesOf`,
-  :class:`CapabilitiesFor`: reads that combine two objects, answered by
-  :class:`~ii_api.node.service.IIService`.
-
-Events (an object tells of a change; the lock is held unless said):
-
-* :class:`CapabilitiesChanged`, :class:`LocalSubscriptionsChanged`, :class:`IncomingChanged`,
-  :class:`ServedChanged`, :class:`CapabilitiesAnswered`, :class:`DepartureExpired`.
-
-And what an object needs made: :class:`FederationFactory` (links to a neighbour),
-:class:`Planner` (a pure plan of :mod:`ii_api.decisions`), :class:`Spawn` (a background task),
-:data:`EventSink` (the node's JSON log).
+module or the service. What one object reads of another, what it reaches of the data plane
+(:class:`AddressBookDoor`, :class:`ImportSink`: the II never reaches past them), whom it tells of a
+change (the events, to :class:`ii_api.node.propagation.Propagation`, the lock held unless said) and
+what it needs made are all given to it at construction, each as one of the Protocols below; each
+names what satisfies it in a node. The table of objects and their doors: docs/architecture.md
+("Control plane").
 """
 from __future__ import annotations
 

@@ -1,28 +1,12 @@
 """The subscription policy: when a subscription request is ILLEGAL (Table 14 "request too large").
 
-Table 14 leaves "ILLEGAL" to the receiving interchange ("the request is rejected (eg. request
-too large)"). This node's policy, applied to every subscription it is asked for (by a neighbour
-interchange, IP_078, or by a local actor), is:
-
-1. **Too long**: a selector longer than ``max_selector_length`` characters (default 2,000).
-2. **Too broad**: a selector that does not narrow the data down by at least one of the
-   *constraining properties* (``messageType``, ``quadTree``, ``publisherId``, ``publicationId``,
-   ``originatingCountry``) in every alternative. Formally, a selector is constrained when:
-
-   * a predicate is constrained if it is positive (not ``NOT``/``<>``/``NOT LIKE``/``NOT IN``/
-     ``IS [NOT] NULL``), names a constraining property compared with a literal (``=``, ``IN``, or
-     a ``LIKE`` whose pattern is not just ``%``);
-   * ``a AND b ...`` is constrained if any operand is;
-   * ``a OR b ...`` is constrained if every operand is;
-   * ``NOT a`` is never constrained (it selects the complement).
-
-   So ``messageType = 'DENM'`` and ``quadTree LIKE '%,1202%' AND causeCode = 3`` are accepted;
-   ``''`` (empty: everything), ``causeCode = 3``, ``messageType <> 'CAM'`` and
-   ``messageType = 'DENM' OR 1 = 1`` are ILLEGAL.
-3. **Too many**: a requester (a neighbour's CN or an actor's CN) holding
-   ``max_subscriptions_per_owner`` subscriptions (default 1,000) gets ILLEGAL for more.
-
-The check is sans-I/O: :meth:`SubscriptionPolicy.check` returns the reason or None.
+Table 14 leaves ILLEGAL to the receiving interchange. This node's policy, for every subscription
+asked by a neighbour (IP_078) or a local actor: a selector longer than ``max_selector_length``
+(2,000); one that does not narrow every alternative by ``messageType``, ``quadTree``,
+``publisherId``, ``publicationId`` or ``originatingCountry`` (positive predicates only; AND needs
+one such operand, OR all, NOT never counts); more than ``max_subscriptions_per_owner`` (1,000) per
+requester. Sans-I/O: :meth:`SubscriptionPolicy.check` returns the reason or None. The formal
+rules with examples: docs/improved-interface.md ("Policy (ILLEGAL)").
 """
 from __future__ import annotations
 
