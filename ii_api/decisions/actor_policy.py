@@ -1,26 +1,13 @@
 """Authorization of local C-ITS actors (IP_068: the actor API rests on a bilateral agreement).
 
-Any certificate of the trust chain whose CN is not a neighbour reaches the local actor API; what
-it may do there is this node's agreement with that actor, written in the config::
-
-    [ii.actors]
-    default = "deny"                      # an actor no rule names is refused everything
-
-    [[ii.actors.rules]]
-    cn = "tlex-bridge.operator.no"        # a Common Name, or a pattern (* and ? as in file names)
-    publish_message_types = ["SPATEM", "MAPEM"]
-    publisher_ids = ["NO00001"]           # publisherIds its capabilities may carry
-    subscribe_message_types = ["SREM"]
-
-The first rule whose ``cn`` matches applies. ``"*"`` in a list allows every value. Publishing
-(capabilities, deliveries) is checked on each capability's ``messageType`` and ``publisherId``;
-subscribing on the selector: it must exclude every message type the actor may not receive
-(decided as :mod:`ii_api.selectors.matching` decides overlaps, so ``messageType = 'DENM' AND ...`` is
-fine for a DENM subscriber, ``quadTree LIKE '%,12%'`` alone is not). Without an ``[ii.actors]``
-section every actor may do everything (development; the node logs a warning at start-up).
-
-Sans-I/O: each check returns the refusal (reason and field) or None; the server answers 403 and
-logs it.
+What an actor may do is this node's agreement with it, the ``[ii.actors]`` rules of the config:
+the first rule whose ``cn`` (a CN or a ``*``/``?`` pattern) matches applies, ``"*"`` in a list
+allows every value. Publishing (capabilities, deliveries) is checked on each capability's
+``messageType`` and ``publisherId``; a subscription's selector must exclude every message type the
+actor may not receive (decided as :mod:`ii_api.selectors.matching` decides overlaps). Without the
+section every actor may do everything (the node logs a warning at start-up). Sans-I/O: each check
+returns the refusal (reason and field) or None; the server answers 403 and logs it. The rules
+explained: docs/improved-interface.md ("Local actors"); an example: docs/configuration.md.
 """
 from __future__ import annotations
 

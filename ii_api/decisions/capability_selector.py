@@ -2,19 +2,13 @@
 
 - :func:`capability_selector`: the *validating selector* of one capability (Table 11/12): a
   message fits it exactly when :func:`ii_api.selectors.matching.capability_matches_message` says so.
-- :class:`Covering` (:func:`capabilities_coverage` at once): the same terms for many
-  capabilities as data (:class:`~interchange.broker.coverage.Coverage`): an actor's delivery
-  target accepts only what fits the capabilities its delivery covers (IP_077), whatever their
-  number (no selector text that grows with them; see :mod:`interchange.broker.coverage`), kept
-  up to date capability by capability.
+- :class:`Covering` (:func:`capabilities_coverage` at once): the same terms for many capabilities
+  as data (:class:`~interchange.broker.coverage.Coverage`), kept up to date capability by
+  capability: a delivery target accepts only what fits the capabilities its delivery covers
+  (IP_077), whatever their number (no selector text that grows with them).
 - :func:`granted_selector`: a neighbour subscription's source selector restricted to the
   publicationIds granted to it (IP_134; a capability that appears later needs RESUBSCRIBE).
-
-Terms (each only when the capability gives the property): ``messageType``, ``publisherId``,
-``publicationId``, ``originatingCountry``, ``protocolVersion`` equal; ``quadTree``: one
-``quadTree LIKE '%,<tile>%'`` per capability tile, ORed (a message tile lies inside a capability
-tile exactly when the message's ``,t1,t2,`` list contains ``,<tile>`` at a tile start); DENM
-``causeCode``: one of the listed codes; ``metadata.shardCount`` n: ``shardId BETWEEN 1 AND n``.
+The terms: docs/improved-interface.md ("Deliveries").
 """
 from __future__ import annotations
 

@@ -4,13 +4,11 @@
     interchange discover --dns HOST[:PORT] --domain D [--domain D ...] [--name OWN] [--data-dir DIR]
     interchange subscriptions --config FILE [--json]
 
-``neighbours`` prints the neighbours persisted in the data directory; ``discover``
-runs one DNS SRV discovery round (IP_073/086/089), stores what it found and prints
-it. Problems with single domains are printed to stderr and give exit status 1.
-``subscriptions`` (registered by the shell's :mod:`interchange.app.node_cli`, it reads the node's
-config) prints the II's subscriptions (neighbours' here, IP_078; ours at neighbours, IP_079; local
-actors' subscriptions and deliveries) from the node's data directory, read-only, so also while the
-node runs.
+``neighbours`` prints the neighbours persisted in the data directory; ``discover`` runs one DNS SRV
+discovery round (IP_073/086/089), stores and prints what it found (a problem with one domain goes
+to stderr, exit status 1). ``subscriptions`` (registered by :mod:`interchange.app.node_cli`) prints
+the II's subscriptions (neighbours' here, IP_078; ours at neighbours, IP_079; local actors'
+subscriptions and deliveries) read-only from the node's data directory, so also while it runs.
 """
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
 """Neighbours that left DNS: their subscriptions here expire after a grace period (IP_074/089/126).
 
-The profile ties the II to DNS: only the target of a discovered SRV record may use it (IP_126), a
-control channel is kept to the *active* interchanges (IP_074) and discovery maintains "an updated
-list of addresses and ports of other available interchange entities" (IP_089). It says nothing
-about the subscriptions of an interchange that drops out of that list. This interchange:
-
-* refuses its II requests at once (IP_126), forgets its capabilities, stops pushing ours and
-  withdraws our subscriptions at it, which can no longer be reached (IP_090: the address comes
-  from discovery); see :meth:`Propagation.discovered <ii_api.node.propagation.Propagation.discovered>`;
-* keeps its subscriptions here, broker sources included, for ``ii.neighbour_grace_s`` (a DNS
-  change undone in time costs nothing), then deletes them and their sources: it can no longer
-  poll or delete them, and would otherwise be served on the Basic Interface for ever;
-* found again within the grace period, it keeps them; found later, its polls get 404 and it
-  subscribes anew, as for any subscription the other side forgot.
-
-The departure time is stored, so a restart neither restarts nor skips the grace period.
+The profile ties the II to DNS (IP_126, IP_074, IP_089) but says nothing of the subscriptions of an
+interchange that drops out. This interchange refuses it at once and withdraws ours at it
+(:meth:`Propagation.discovered <ii_api.node.propagation.Propagation.discovered>`), but keeps its
+subscriptions here, broker sources included, for ``ii.neighbour_grace_s``, then deletes them (it
+can no longer poll or delete them); found again in time, nothing is lost. The departure time is
+stored, so a restart neither restarts nor skips the grace period. Why and what else happens:
+docs/improved-interface.md ("Neighbours that leave DNS").
 """
 from __future__ import annotations
 

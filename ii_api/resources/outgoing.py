@@ -1,22 +1,14 @@
 """Subscriptions at neighbours (outgoing): requested for our local actors, polled, federated, withdrawn.
 
 :class:`OutgoingSubscriptions` keeps one :class:`OutgoingRunner` per wanted
-``(neighbour, selector, consumerCommonName)`` key (:func:`~ii_api.decisions.subscriptions.desired_outgoing`
-and :func:`~ii_api.decisions.subscriptions.plan_outgoing`: only new subscriptions are requested, IP_106).
-Each runner drives the sans-I/O :class:`~ii_api.decisions.subscriptions.OutgoingSubscriptionMachine`: it
-makes the HTTP requests to the neighbour (never holding the service's lock), pulls the answer's
-endpoints through a :class:`~ii_api.peers.federation.Federation` into the local sources that want them
-(:mod:`ii_api.resources.imports`), and records each result in the store. The machine's actions are
-dispatched by ``match``, one short method each.
-
-The local subscriptions a key serves come from ``wanted()`` (the actors' subscriptions); when
-the state of a key changes, ``served_changed(ids)`` tells the service which local subscriptions
-to recompute (their status and endpoints show the outgoing ones, :meth:`views`).
-
-With multi-hop federation, route changes are make-before-break: the sans-I/O
-:class:`~ii_api.decisions.handover.RouteHandover` keeps a subscription whose wants moved to another
-neighbour until the new one is CREATED with its links connected plus an overlap; this object only
-tells it which runners are ready and plans again at the time it asks for.
+``(neighbour, selector, consumerCommonName)`` key (only new subscriptions are requested, IP_106).
+Each runner drives the sans-I/O :class:`~ii_api.decisions.subscriptions.OutgoingSubscriptionMachine`
+(its actions dispatched by ``match``): the HTTP requests to the neighbour (never holding the
+service's lock), the answer's endpoints pulled through a :class:`~ii_api.peers.federation.Federation`
+into the local sources that want them (:mod:`ii_api.resources.imports`), each result recorded in the
+store. ``wanted()`` gives the local subscriptions a key serves; ``served_changed(ids)`` says which to
+recompute. With multi-hop, :class:`~ii_api.decisions.handover.RouteHandover` plans route changes;
+this object tells it which runners are ready. Design: docs/improved-interface.md.
 """
 from __future__ import annotations
 

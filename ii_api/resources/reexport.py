@@ -1,19 +1,13 @@
 """Re-export of imported data to multi-hop neighbours (IP_109 with loop prevention).
 
-Off unless ``[ii.multihop] enabled``; then, and only towards a neighbour that announced multi-hop
-too (:mod:`ii_api.decisions.multihop`), this interchange:
-
-- announces, besides its own capabilities, those it learnt from other multi-hop neighbours, with
-  their routes (:meth:`Reexport.capabilities_for`; the same list decides that neighbour's
-  subscriptions here, :meth:`Reexport.offered_to`);
-- gives a subscription of that neighbour whose grant includes re-exported publicationIds a source
-  that takes imported data (scope ``all``; :meth:`Reexport.scope`), and wants that part of it
-  from the other neighbours like a local subscription (:class:`~ii_api.decisions.multihop.ReexportWant`,
-  planned over the shortest routes, :func:`~ii_api.decisions.multihop.desired_routes`).
-
-What it imports carries the hop trace (:mod:`interchange.broker.hop_trace`), so a message that
-comes round again is dropped. A neighbour that does not announce multi-hop gets exactly what it
-got before: our own capabilities, sources of scope ``local`` (IP_109).
+Off unless ``[ii.multihop] enabled``; then, towards a neighbour that announced multi-hop too
+(:mod:`ii_api.decisions.multihop`), this interchange announces the capabilities learnt from other
+multi-hop neighbours with their routes (:meth:`Reexport.capabilities_for`, the same list deciding
+that neighbour's subscriptions here, :meth:`Reexport.offered_to`) and gives a subscription whose
+grant includes them a source of scope ``all`` (:meth:`Reexport.scope`), wanted from the other
+neighbours like a local subscription (:class:`~ii_api.decisions.multihop.ReexportWant`). Imports
+carry the hop trace, so a message that comes round again is dropped; a neighbour without multi-hop
+gets our own capabilities and sources of scope ``local``. More: docs/improved-interface.md.
 """
 from __future__ import annotations
 

@@ -1,25 +1,13 @@
 """SQLite persistence of the Improved Interface's state (embedded, one file in the data directory).
 
-Neighbours (IP_073/089) and their capabilities (IP_076), subscriptions to and from
-neighbours (IP_078/079), and local actors' capabilities (IP_077), deliveries and
-subscriptions. :class:`Store` is the synchronous API (tests, CLI, and the worker
-thread); :class:`AsyncStore` runs it in one dedicated thread so the event loop never
-waits on the disk.
-
-Durability: WAL journal with ``synchronous=FULL``, so a write that returned is on
-disk and a crash mid-write loses nothing acknowledged. Every write is one
-transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on error); several
-writes can share one with :meth:`Store.transaction`.
-
-Schema: numbered migrations, applied in order on open and recorded in
-``schema_version``; add a migration by appending to :data:`MIGRATIONS` (a database
-made by an older version is upgraded in place). Ids of subscriptions, deliveries and
-capabilities are never reused (AUTOINCREMENT), since they appear in paths that
-neighbours and actors poll.
-
-Read-only use (``read_only=True``, e.g. ``interchange subscriptions`` while the node
-runs): a ``mode=ro`` connection that never migrates; WAL lets it read while the node
-writes.
+Neighbours (IP_073/089) and their capabilities (IP_076), subscriptions to and from neighbours
+(IP_078/079), and local actors' capabilities (IP_077), deliveries and subscriptions.
+:class:`Store` is the synchronous API; :class:`AsyncStore` runs it in one dedicated thread so the
+event loop never waits on the disk. WAL with ``synchronous=FULL``: a write that returned is on disk.
+Every write is one transaction (:meth:`Store.transaction` groups several). Migrations
+(:data:`MIGRATIONS`) apply on open; ids are never reused (they appear in polled paths);
+``read_only=True`` never migrates and reads while the node writes. More: docs/improved-interface.md
+("State").
 """
 from __future__ import annotations
 
