@@ -1,23 +1,12 @@
 """Quadtree geographic index for the ``quadTree`` AMQP application property.
 
-Implements the location specification of the C-Roads IP Based Interface Profile
-(section 3.3.3) and its appendix A:
-
-* IP_037 - locations are quadtree tiles, one character per zoom level
-  (:func:`from_latlon`, the appendix A algorithm, and :func:`bounds`);
-* IP_038 - reference locations are published at zoom 18 (the default zoom);
-* IP_112 - destination / relevance areas of IVIM, DENM and POIM-PA as tiles at
-  zoom 13 (:func:`cover_circle`, :func:`cover_polygon`);
-* IP_113 - destination areas of SPATEM, MAPEM, SSEM and SREM at zoom 14;
-* IP_039 / IP_066 - filtering with ``quadTree LIKE '%,<tile>%'`` selectors
-  (:func:`selector_for_tiles`, :func:`merge_tiles`);
-* the property itself, ``",t1,t2,"`` (:func:`format_property`,
-  :func:`parse_property`).
-
-The IP_112 / IP_113 notes ("a 5 km radius needs at most 36 tiles at zoom 13",
-"1 km at most 9 tiles at zoom 14") hold only south of about 66.4 and 65.8
-degrees of latitude, because tiles shrink with cos(latitude); the counts are in
-:mod:`quadtree.cover`.
+The location specification of the C-Roads IP Based Interface Profile (section 3.3.3, appendix A):
+IP_037 tiles (:func:`from_latlon`, :func:`bounds`), IP_038 reference locations at zoom 18 (the
+default zoom), IP_112/IP_113 area covers at zooms 13/14 (:func:`cover_circle`,
+:func:`cover_polygon`), IP_039/IP_066 ``quadTree LIKE '%,<tile>%'`` selectors
+(:func:`selector_for_tiles`, :func:`merge_tiles`) and the ``",t1,t2,"`` property
+(:func:`format_property`, :func:`parse_property`). Which function meets which requirement, and
+where the IP_112/IP_113 tile-count notes stop holding: docs/quadtree.md.
 """
 from quadtree.cover import EARTH_RADIUS_M, MAX_TILES, cover_circle, cover_polygon
 from quadtree.property import format_property, parse_property

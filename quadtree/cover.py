@@ -1,32 +1,11 @@
 """Tile sets covering areas: destination / relevance areas (IP_112, IP_113).
 
-Both functions return every tile at the requested zoom whose closed rectangle
-intersects the area (touching counts) and no other tile, sorted.
-
-* :func:`cover_circle` works on a sphere of radius :data:`EARTH_RADIUS_M`
-  (6,371,008.8 m, the IUGG mean Earth radius).  The great-circle distance from
-  the centre to each tile's latitude/longitude rectangle is computed in closed
-  form, so the only error is floating point rounding (well under 1 mm).  The
-  sphere itself differs from WGS84 ellipsoid distances by up to 0.56 %; callers
-  who need a guaranteed cover on the ellipsoid can add 0.6 % to the radius.
-* :func:`cover_polygon` works in Web-Mercator tile space: polygon edges are
-  taken as straight lines in the Mercator plane (not great circles), and since
-  tile edges are straight there too, the intersection test is exact.
-
-Requests that would produce more than :data:`MAX_TILES` tiles raise ValueError
-instead of running for a long time.
-
-Tile counts of the IP_112 / IP_113 notes: tiles are ``cos(latitude)`` times
-narrower in metres than at the equator (2443.25 m wide at zoom 14, 4886.5 m at
-zoom 13), so the notes hold only up to a latitude.  Largest covers found with
-centres on a 25 x 25 grid across a tile:
-
-* IP_112, 5 km radius at zoom 13, "at most 36 tiles": 12 tiles at the equator,
-  14 at 40 N, 21 at 50 N, 24 at 60 N, 32 at 65 N, 34 at 66.3 N; from about
-  66.4 N 37 and more (41 at Kilpisjarvi, 69.1 N, a Table 16 example; 45 at 70 N).
-* IP_113, 1 km radius at zoom 14, "at most 9 tiles": 4 up to 35 N, 6 at 40-45 N,
-  7 at 50 N, 9 at 55-65 N.  North of acos(1000 / 2443.25) = 65.84 N the 2 km
-  diameter can span four columns and 12 tiles occur (13 at 70 N).
+Both functions return every tile at the requested zoom whose closed rectangle intersects the area
+(touching counts) and no other tile, sorted. :func:`cover_circle` is exact on a sphere of radius
+:data:`EARTH_RADIUS_M` (up to 0.56 % off WGS84 ellipsoid distances: add 0.6 % to the radius for a
+guaranteed cover); :func:`cover_polygon` is exact in Web-Mercator tile space (edges straight in the
+Mercator plane). More than :data:`MAX_TILES` tiles: ValueError. The IP_112/IP_113 tile-count notes
+hold only south of about 66.4 / 65.8 N. Details and counts by latitude: docs/quadtree.md.
 """
 from __future__ import annotations
 
