@@ -1,17 +1,11 @@
 """A node's TLS settings and their reload without a restart (chapter 5, IP_050/IP_051).
 
-Operators rotate the node's certificate and publish new CRLs while connections are open.
-:class:`NodeTls` owns the contexts every interface of one node process uses: the server side (BI
-listener, II HTTPS) and the client side (II requests to neighbours, federation links).
-:meth:`NodeTls.reload` builds both from the configured files *before* swapping either in, so a
-broken file (a key that does not match the certificate, a truncated CRL) leaves the process on
-its previous, complete settings and the operator gets the reason (:class:`TlsReloadError`).
-
-New connections use the new contexts; open ones are kept, except those whose peer certificate
-the new CRLs revoke: :attr:`NodeTls.revocations` is what the interfaces check their open
-connections against (``BrokerServer.close_revoked``, ``RunningII.close_revoked``).
-Between explicit reloads, a changed file is still picked up for new connections
-(:class:`~certs.tls.ReloadingTls`).
+:class:`NodeTls` owns the server and client contexts of one node process; :meth:`NodeTls.reload`
+builds both from the configured files *before* swapping either in, so a broken file leaves the
+process on its previous settings and the operator gets the reason (:class:`TlsReloadError`). New
+connections use the new contexts; open ones are kept unless the new CRLs revoke their peer
+(:attr:`NodeTls.revocations`, checked by ``BrokerServer.close_revoked`` and
+``RunningII.close_revoked``). More: docs/pki-and-tls.md.
 """
 from __future__ import annotations
 

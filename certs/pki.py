@@ -1,30 +1,11 @@
 """The session-level PKI directory (chapter 5, appendix E): root, intermediates, leaves, CRLs.
 
-Appendix E: a governing body runs the common TLS root; intermediate CAs issue the server
-certificates of interchanges and the client certificates of C-ITS actors (IP_117). This module
-keeps such a hierarchy in one directory, for tests, demos and small deployments.
-
-Directory layout (``PKI_DIR``, default ``./pki``)::
-
-    state.json              index of CAs, issued certificates and revocations (certs.models.PkiState)
-    .lock                   advisory lock held while the state changes
-    trust.pem               the root certificate only: every node's and actor's trust list (IP_115/116)
-    root/key.pem            root private key (mode 0600)
-    root/cert.pem           root certificate (self-signed, CA, pathLen 1)
-    root/crl.pem            the root's CRL (revoked intermediates)
-    ca/<name>/key.pem       intermediate private key (mode 0600)
-    ca/<name>/cert.pem      intermediate certificate (signed by the root, CA, pathLen 0; IP_117)
-    ca/<name>/chain.pem     intermediate + root
-    ca/<name>/crl.pem       the intermediate's current CRL (revoked leaves); written when the CA is
-                            created and on every revocation, so one exists for every issuing CA
-    issued/<cn>/key.pem     leaf private key (mode 0600)
-    issued/<cn>/cert.pem    leaf certificate (the newest one issued for <cn>)
-    issued/<cn>/chain.pem   leaf + intermediate: what the holder sends in the handshake (IP_057)
-    issued/<cn>/trust.pem   copy of trust.pem, so an identity directory is self-contained
-
-Issuing again for the same CN (renewal, IP_051) replaces the files in ``issued/<cn>/``; the older
-certificate stays in ``state.json`` so it can still be revoked. All writes are atomic
-(temporary file + ``os.replace``); private keys are created with mode 0600.
+A common root, intermediate CAs issuing interchanges' server and actors' client certificates
+(IP_117), kept in one directory (``PKI_DIR``, default ``./pki``) for tests, demos and small
+deployments: ``trust.pem`` (the root only, IP_115/116), ``root/``, ``ca/<name>/`` (each with a
+current ``crl.pem``) and ``issued/<cn>/`` (``chain.pem`` = leaf + intermediate, IP_057), indexed in
+``state.json``. Renewal (IP_051) replaces ``issued/<cn>/`` and keeps the older certificate
+revocable. All writes are atomic; private keys have mode 0600. The layout: docs/pki-and-tls.md.
 """
 from __future__ import annotations
 

@@ -1,27 +1,12 @@
 """The node's TLS settings, in one place (chapter 5): every TLS context is built here.
 
-The Basic Interface broker (asyncio + Python ``ssl``), the Improved Interface control plane
-(aiohttp) and proton-based clients all get their settings from the same :class:`TlsFiles`:
-
-- IP_050: mutual authentication with X.509 certificates: the peer's certificate is required in
-  both directions (``CERT_REQUIRED``), verified against the trust bundle, which holds the common
-  root only (IP_115/116); leaves chain to it through an intermediate CA (IP_117).
-- IP_053/IP_054/IP_055: TLS 1.3 only (minimum = maximum = TLS 1.3) with OpenSSL's TLS 1.3
-  cipher suites and extensions (RFC 8446).
-- IP_057: the whole chain is sent: ``cert_chain`` is leaf + intermediate (``chain.pem``).
-- Revocation: when CRLs are given they are loaded into the verification store and the peer's
-  certificate is checked against them (``VERIFY_CRL_CHECK_LEAF``). OpenSSL then *requires* a
-  current CRL for the CA that issued each peer certificate: a peer whose issuer has no CRL
-  loaded, or whose issuer's CRL is past its nextUpdate, is refused ("unable to get certificate
-  CRL" / "CRL has expired"). So give the CRL of *every* intermediate CA of the trust domain
-  (``Pki.crl_paths()`` / :meth:`TlsFiles.from_pki` do), or none to disable CRL checking.
-- Servers issue no session tickets, so every connection is verified against the current CRL
-  instead of resuming a session established before a revocation.
-- Strict X.509 checking (``VERIFY_X509_STRICT``) is on; the server's certificate name is checked
-  by clients (``check_hostname``): it is the interchange FQDN, the SRV target (IP_125).
-
-A new CRL takes effect for new connections through :class:`ReloadingTls` (a fresh context is
-built when a file changes; a listener's context swaps it in per connection).
+The BI broker, the II (aiohttp) and proton-based clients all get their settings from the same
+:class:`TlsFiles`: mutual X.509 authentication against a trust bundle holding the common root only
+(IP_050, IP_115-117); TLS 1.3 only (IP_053-055); the whole chain sent (IP_057); the server name
+checked by clients, the SRV target (IP_125); strict X.509 checks; no session tickets. When CRLs are
+given, OpenSSL requires a current one for the issuer of every peer certificate, so give the CRL of
+every intermediate CA (:meth:`TlsFiles.from_pki` does) or none. :class:`ReloadingTls` makes a new
+CRL take effect for new connections. Each setting and why: docs/pki-and-tls.md.
 """
 from __future__ import annotations
 
