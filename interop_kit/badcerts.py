@@ -1,29 +1,13 @@
 """Client certificates the target must refuse, prepared before the run (``interchange interop prepare``).
 
-IP_050/IP_117 (chapter 5, appendix E): a peer is accepted only with a certificate that chains to
-the common root through an intermediate CA, sent whole (IP_057), currently valid and not revoked,
-usable for TLS client authentication. For each way of breaking that the kit has one identity,
-issued from ``--pki DIR`` (a test PKI whose root the target trusts for client certificates):
-
-- ``valid``: the control; it must be *accepted*, or the refusals prove nothing;
-- ``foreign-root``: same kind of certificate from an unrelated root (a fresh PKI);
-- ``expired`` / ``not-yet-valid``: validity window in the past / starting after the control's ends;
-- ``revoked``: issued, then revoked in the PKI's CRL, which the operator installs on the target
-  *before* the run: the profile asks a target to check revocation, not to re-read a CRL at once;
-- ``wrong-eku``: extendedKeyUsage serverAuth only (a server certificate presented as a client);
-- ``missing-intermediate``: the valid certificate without its intermediate in the chain.
-
-:func:`prepare` writes them to ``DIR/interop-kit/`` with ``manifest.json`` (:class:`Prepared`), and
-copies what the target must load to ``DIR/interop-kit/install/``: ``root.pem`` (the PKI's root)
-and ``crl/<ca>.pem`` (every intermediate's CRL). The run finds them through the same ``--pki DIR``
-(:func:`identities_for`); every identity verifies the target's server certificate against
-``--trust``, never against the PKI's root, which need not be the one the target's certificate
-comes from. Preparing again keeps a set that is still valid (a target that loaded its CRL stays
-right); ``renew`` issues a new one, and the earlier revoked certificates are kept in the manifest so
-that the run can tell a target whose CRL is older than the newest revocation.
-
-Certificates are issued with :class:`certs.pki.Pki` (the PKI records them) except ``wrong-eku``,
-which the PKI's profiles cannot express: it is signed here with the intermediate's key.
+IP_050/IP_117/IP_057 (chapter 5, appendix E): a peer is accepted only with a certificate chaining
+to the common root through an intermediate, sent whole, currently valid, not revoked, usable for
+client authentication. One identity per way of breaking that (``foreign-root``, ``expired``,
+``not-yet-valid``, ``revoked``, ``wrong-eku``, ``missing-intermediate``) plus the ``valid`` control,
+issued from ``--pki DIR``; :func:`prepare` writes them and what the target must load (root, CRLs)
+under ``DIR/interop-kit/``, :func:`identities_for` finds them for the run. Every identity verifies
+the target against ``--trust``, never the PKI's root. The identities and the manifest:
+docs/interop-kit.md.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """``interchange federation up|down|status``: a test federation operators can start and point the kit at.
 
-N interchanges (default 3) ``ixc-<k>.<domain>``, each a separate ``interchange broker`` process
-with its own address and the same ports on every address, as on real hosts: in its own network
-namespace (``ip netns`` + veth on a bridge, :mod:`interop_kit.netns`, address ``10.x.y.<k>``) where
-the machine allows it (root), else on its own loopback address (``<prefix>.<k>``, e.g. 127.0.10.1;
-Linux routes all of 127/8 to ``lo``), and the harness says which; a real DNS server (dnsmasq) on
-127.0.0.1 (and the bridge's address, for the namespaced nodes) serving their ``_ixc._tcp.<domain>``
-SRV and A records (IP_085-087) plus one for the kit's own
-identity ``kit.<domain>`` (nothing listens there: it lets the kit act as a neighbour, IP_126); a
-PKI with the root and two intermediates as in appendix E figure 14 (odd nodes from ``ca-1``, even
-nodes and the kit from ``ca-2``), every intermediate's CRL loaded by every node. ``actor-1``
-registers the demo's datasets and a delivery at node 1, so the kit's command line printed by
-``up`` (:func:`kit_command`) runs every check, BI traffic included.
-
-State (pids, ports, paths, namespaces) is in ``<dir>/federation.json``; ``down`` stops only the
-processes it recorded, after checking each pid still runs the command it started, then removes the
-namespaces and the bridge.
+N interchanges (default 3) ``ixc-<k>.<domain>``, each an ``interchange broker`` process with its own
+address and the same ports (its own network namespace when root, :mod:`interop_kit.netns`, else
+its own loopback address), dnsmasq serving their SRV and A records (IP_085-087) and the kit's
+identity (IP_126), a PKI with two intermediates (appendix E figure 14), and the demo's datasets at
+node 1, so the command ``up`` prints (:func:`kit_command`) runs every check. State is in
+``<dir>/federation.json``; ``down`` stops only the processes it recorded (checking each pid still
+runs its command). The layout in full: docs/interop-kit.md.
 """
 from __future__ import annotations
 
