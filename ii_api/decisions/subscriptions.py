@@ -1,5 +1,4 @@
-"""Subscription logic of the Improved Interface, sans-I/O (IP_078-082, IP_095-097, IP_106-110,
-IP_127, IP_133/134).
+"""Subscription logic of the Improved Interface, sans-I/O (IP_078-082, IP_095-097, IP_106-110, IP_127, IP_133/134).
 
 Nothing here touches sockets, the disk or the clock: functions and state machines take values
 (selectors, capabilities, responses, ``now`` in seconds of a monotonic clock) and return decisions
@@ -7,10 +6,9 @@ or *actions* that :mod:`ii_api.resources.incoming`, :mod:`ii_api.resources.outgo
 :mod:`ii_api.resources.local_actors` carry out. Incoming: :func:`decide_incoming` gives a requested
 subscription its first status (Table 14: NOT_VALID, ILLEGAL, NO_OVERLAP, or CREATED with its
 *grant*, IP_134), :func:`recheck_incoming` turns it RESUBSCRIBE. Outgoing (IP_079):
-:func:`desired_outgoing` says which subscriptions to request from whom (IP_133, IP_106),
-:class:`OutgoingSubscriptionMachine` runs one (IP_127 polls), :func:`local_subscription_state`
-aggregates a local subscription's status. States and rules: docs/improved-interface.md
-("Subscriptions at this interchange", "Subscriptions at neighbours").
+:func:`desired_outgoing` says what to request from whom (IP_133, IP_106),
+:class:`OutgoingSubscriptionMachine` runs one, :func:`local_subscription_state` aggregates a local
+subscription's status. States and rules: docs/improved-interface.md ("Subscriptions at ...").
 """
 from __future__ import annotations
 

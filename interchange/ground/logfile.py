@@ -1,7 +1,7 @@
-"""The JSON-lines log's file: what is logged (:class:`LogSettings`), when the file rotates
-(:class:`Rotation`), and the thread that writes it (:class:`LogWriter`) (IP_009/010/119/120/138).
+"""The JSON-lines log's file: what is logged, when it rotates, the thread that writes it (IP_009/010/119/120/138).
 
-:meth:`LogWriter.put` only queues a finished line (formatted by
+:class:`LogSettings` says what is logged, :class:`Rotation` when the file rotates, and
+:class:`LogWriter` writes it: :meth:`LogWriter.put` only queues a finished line (formatted by
 :mod:`interchange.broker.message_log`), so the event loop never waits on disk I/O. A rotated file
 gets an immutable ``<stem>-<UTC time>-<n>.jsonl`` name (:func:`rotated_name`) and is never written
 again; the active file's name must not end in ``.jsonl``, so a reader of ``<dir>/*.jsonl`` sees only

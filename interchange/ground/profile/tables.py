@@ -1,5 +1,4 @@
-"""Tables 1-7 of the IP profile: every application property, its kind, value rule and when it is
-mandatory; the rules across properties; and IP_131's rule for every other name.
+"""Tables 1-7 of the IP profile: each property's kind, value rule and when it is mandatory; cross-property rules; IP_131.
 
 - IP_022 (Table 1): publisherId, originatingCountry, protocolVersion, messageType and quadTree are
   mandatory on every message; publicationId is ``<publisherId>:<id>`` (:class:`PublicationIdRule`).
@@ -8,9 +7,9 @@ mandatory; the rules across properties; and IP_131's rule for every other name.
   IP_100/IP_103 (Tables 4, 5), IP_122/IP_123 (Table 6, CAM), IP_135 (Table 7, CPM).
 - IP_037/IP_038: quadTree; IP_128-130, appendix G: shardId, shardCount (:class:`ShardRule`);
   IP_131: any other name is ``custom-<namespace>-<name>`` (:data:`CUSTOM_NAMES`).
-- Names of tables 1-7 are accepted and checked alike on every message type (only the mandatory ones
-  depend on messageType); a wrong kind or a missing mandatory value breaks its table's requirement,
-  a value rule may name its own (the list form IP_029, the quadTree IP_037/IP_038).
+- Names of tables 1-7 are checked alike on every message type (only the mandatory ones depend on
+  messageType); a wrong kind or missing mandatory value breaks its table's requirement, a value
+  rule may name its own (the list form IP_029, the quadTree IP_037/IP_038).
 """
 from __future__ import annotations
 
