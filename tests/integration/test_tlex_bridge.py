@@ -22,7 +22,7 @@ from interchange.app.node import RunningNode
 from interchange.bridges.tlex.config import DEFAULT_REPETITION_MS, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
 from interchange.bridges.tlex.limits import batches
-from interchange.bridges.tlex.payloads import stand_in
+from interchange.bridges.tlex.payloads import PayloadTypes, kind_of, stand_in
 from interchange.bridges.tlex.publication import BiMessage, tile
 from interchange.testing.broker_harness import complete_records
 from interchange.testing.ii_harness import Consumer, Https, node_config, publish, start, wait_for
@@ -401,3 +401,62 @@ async def test_mapems_stored_by_one_writer_latest_per_controller(sim: Sim, pki: 
     stored = store.load([TLCS[0], TLCS[1]], batches[-1][TLCS[0]][0])
     assert {tlc: payload for tlc, (_, payload) in stored.items()} == {TLCS[0]: b"map-58", TLCS[1]: b"map-59"}
     assert not list((tmp_path / "tlex").glob("*.tmp"))
+
+
+async def test_controllers_with_other_type_bytes(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """A service whose controllers send SPATEM as 0x01, MAPEM 0x02, SREM 0x03, SSEM 0x04 (the specs
+    leave type bytes to the application): the bridge publishes their payloads by their ITS PDU
+    headers without being told the bytes; an SREM goes out with the type byte of the controller's
+    mapping, so the controller configured with them answers it, the one left at the default (0x09)
+    does not take it for an SREM."""
+    other = PayloadTypes({"SPATEM": 1, "MAPEM": 2, "SREM": 3, "SSEM": 4})
+    told = [CONTROLLERS[0].model_copy(update={"payload_types": dict(other.by_kind)}), CONTROLLERS[1]]
+    node = await start_bridged_node(sim, pki, tmp_path, controllers=told)
+    https = Https(pki, ACTOR, node)
+    consumer = None
+    controllers: list[FakeController] = []
+    async with sim.api(sim.tlc_system) as tlc_api:
+        try:
+            source = await subscribe(https, "messageType IN ('SPATEM', 'MAPEM', 'SSEM')")
+            consumer = await asyncio.to_thread(Consumer, pki, ACTOR, node.amqps_port, NODE, source)
+            for i, ctl in enumerate(CONTROLLERS):
+                controllers.append(FakeController(
+                    ControllerSpec(ctl.tlc_id, ctl.intersections, 100 + i), tlc_api, domain=DOMAIN,
+                    stream_ssl=sim.stream_ssl(), spatem_hz=10, server_hostname=SIM_HOST, payload_types=other))
+                controllers[-1].start()
+            got: list[Message] = []
+            while {m.properties["publicationId"] for m in got} != {
+                    f"NL00001:{t}-{k}" for t in TLCS[:2] for k in ("SPATEM", "MAPEM")}:
+                message = await asyncio.to_thread(consumer.receive)
+                assert message is not None, f"only {len(got)} messages arrived"
+                got.append(message)
+            assert all(m.properties["messageType"] == kind_of(bytes(m.body)[1]) for m in got)  # named by the header
+            srem_caps = [{"application": {"messageType": "SREM", "publisherId": "NL00002",
+                                          "publicationId": "NL00002:srem", "originatingCountry": "NL",
+                                          "protocolVersion": "SREM:2.1.1", "quadTree": ["1"]}, "metadata": {}}]
+            assert (await https.post(f"/{ACTOR}/capabilities", {"capabilities": srem_caps}))[0] == 200
+            status, body = await https.post(f"/{ACTOR}/deliveries", {"deliveries": [{"selector": "messageType = 'SREM'"}]})
+            target = body["deliveries"][0]["endpoints"][0]["target"]
+            srem = Message(body=stand_in("SREM", 7, "5-57", 1), inferred=True, properties={
+                "messageType": "SREM", "publisherId": "NL00002", "publicationId": "NL00002:srem",
+                "originatingCountry": "NL", "protocolVersion": "SREM:2.1.1", "quadTree": f",{tile(CONTROLLERS[0])},",
+                "id": ",5-57,5-58,"})
+            assert await asyncio.to_thread(publish, pki, ACTOR, node.amqps_port, NODE, target, [srem]) == ["accepted"]
+            await wait_for(lambda: controllers[0].record.received and controllers[1].record.received, "the SREMs")
+            assert [p.payload_type for p in controllers[0].record.received] == [3]
+            assert [p.payload_type for p in controllers[1].record.received] == [9]
+            while True:  # the first controller's SSEM (sent as 0x04) comes back as an SSEM
+                message = await asyncio.to_thread(consumer.receive)
+                assert message is not None
+                if message.properties["messageType"] == "SSEM":
+                    assert message.properties["publicationId"] == f"NL00001:{TLCS[0]}-SSEM"
+                    break
+            assert controllers[1].record.sent.get("SSEM") is None  # 0x09 is not its SREM byte
+            assert node.tlex is not None and node.tlex.counters.dropped.get("unidentified") is None
+        finally:
+            for controller in controllers:
+                await controller.stop()
+            if consumer is not None:
+                await asyncio.to_thread(consumer.close)
+            await https.close()
+            await node.close()

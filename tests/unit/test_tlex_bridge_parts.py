@@ -11,7 +11,7 @@ from proton import Message
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.payloads import stand_in
-from interchange.bridges.tlex.publication import BiMessage, Dropped, Translator
+from interchange.bridges.tlex.publication import MAPEM_SUPPRESSED, WAITS_FOR_MAPEM, BiMessage, Dropped, Translator
 from interchange.testing.tlex_harness import TLCS
 
 HAZELDONK = (51.485992, 4.735311)
@@ -62,7 +62,7 @@ def test_mapem_repeated_while_spatems_flow() -> None:
     quiet = Translator(TlexBridgeConfig(**base, mapem_min_interval_ms=60_000))  # type: ignore[arg-type]
     assert [m.body for m in quiet.to_bi(Payload(5, 1, b"map-1", TLCS[1]), 0)] == [b"map-1"]  # type: ignore[union-attr]
     assert quiet.to_bi(Payload(5, 1, b"map-1", TLCS[1]), 1000) == Dropped(
-        "identical MAPEM within mapem_min_interval_ms (IP_049)", TLCS[1])
+        "identical MAPEM within mapem_min_interval_ms (IP_049)", TLCS[1], MAPEM_SUPPRESSED)
     assert [m.body for m in quiet.to_bi(Payload(5, 1, b"map-2", TLCS[1]), 2000)] == [b"map-2"]  # type: ignore[union-attr]  # changed
     assert [m.body for m in quiet.to_bi(Payload(5, 1, b"map-2", TLCS[1]), 62_000)] == [b"map-2"]  # type: ignore[union-attr]
     assert quiet.mapems.suppressed == 1
@@ -108,13 +108,14 @@ def test_translator_ip104_and_drops() -> None:
                               originating_country="NL", controllers=sharded, shard_count=2)
     translator = Translator(config)
     spat = Payload(4, 1, b"s", TLCS[0])
-    assert translator.to_bi(spat, 0) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[0])
+    assert translator.to_bi(spat, 0) == Dropped("SPATEM before the controller's first MAPEM (IP_104)", TLCS[0],
+                                                WAITS_FOR_MAPEM)
     assert [m.kind for m in translator.to_bi(Payload(5, 1, b"m", TLCS[0]), 0)] == ["MAPEM"]  # type: ignore[union-attr]
     published = translator.to_bi(spat, 1)
     assert isinstance(published, list) and [m.body for m in published] == [b"s"]
     assert published[0].properties["shardId"] == 1 and published[0].properties["shardCount"] == 2
     assert translator.to_bi(Payload(4, 1, b"s", TLCS[1]), 1) == Dropped(
-        "SPATEM before the controller's first MAPEM (IP_104)", TLCS[1])
+        "SPATEM before the controller's first MAPEM (IP_104)", TLCS[1], WAITS_FOR_MAPEM)
     assert isinstance(translator.to_bi(Payload(0x21, 1, b"?", TLCS[0]), 1), Dropped)
     assert isinstance(translator.to_bi(Payload(5, 1, b"m", "NLXX0000"), 1), Dropped)
     assert translator.to_controllers({"messageType": "SREM", "id": ",5-58,5-57,"}, b"r", 9) == [

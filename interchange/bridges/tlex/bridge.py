@@ -18,6 +18,14 @@ the AMQP connection is being re-established). The queue is drained once per even
 per payload: every payload of one TCPStreaming read goes to the broker in one write (one TLS
 record, one syscall) instead of one each. Metrics per session and per TLC are a
 prometheus-client collector (:class:`TlexCollector`); events go to the node's JSON log.
+
+A payload the bridge cannot publish is counted by cause, and the causes an operator must act on
+are logged at warning level, at most once a minute per controller and type byte
+(:class:`~interchange.ground.throttle.Throttle`), each record with the number it stands for:
+``tlex_payload_unidentified`` (neither its ITS PDU header nor its type byte names a message type;
+also counted per controller and type byte), ``tlex_payload_type_mismatch`` (the type byte's
+mapping says another message type than the payload's header: the header is believed) and
+``tlex_payload_dropped`` (a message type the bridge does not carry, an unknown controller).
 """
 from __future__ import annotations
 
@@ -40,14 +48,26 @@ from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits, batches
 from interchange.bridges.tlex.mapem_store import MapemStore
-from interchange.bridges.tlex.publication import SREM_SELECTOR_HEAD, BiMessage, Dropped, Translator
+from interchange.bridges.tlex.payloads import Identified
+from interchange.bridges.tlex.publication import (
+    MAPEM_SUPPRESSED,
+    NOT_BRIDGED,
+    SREM_SELECTOR_HEAD,
+    UNIDENTIFIED,
+    UNKNOWN_TLC,
+    BiMessage,
+    Dropped,
+    Translator,
+)
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 from interchange.broker.client import ClientConnection, SenderState
+from interchange.ground.throttle import Throttle
 
 EventSink = Callable[[str, str, dict], None]  #: (level, event, fields), JsonLog.event
 QUEUE_LIMIT = 50_000
 AMQP_RETRY_S = 1.0
+WARNING_INTERVAL_S = 60.0  #: a recurring warning, per controller and type byte, at most this often
 
 
 class BridgeSetupError(RuntimeError):
@@ -69,6 +89,8 @@ class TlcCounters:
 @dataclass
 class BridgeCounters:
     tlcs: dict[str, TlcCounters] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  #: payloads not published, by Dropped.cause
+    unidentified: dict[tuple[str, int], int] = field(default_factory=dict)  #: by (TLC, type byte)
     srem_dropped: int = 0
     queue_dropped: int = 0
     amqp_connects: int = 0
@@ -119,6 +141,7 @@ class TlexBridge:
         self._amqp: ClientConnection | None = None
         self._sender: SenderState | None = None
         self._drain_scheduled = False
+        self._warnings = Throttle(WARNING_INTERVAL_S)
         self._unsaved: dict[str, tuple[int, bytes]] = {}  #: MAPEMs for the store, the latest per TLC
         self._saving: asyncio.Future[None] | None = None  #: the store's one write in progress
         self._tasks: list[asyncio.Task] = []
@@ -283,16 +306,46 @@ class TlexBridge:
     def _from_controller(self, payload: Payload) -> None:
         counters = self.counters.tlc(payload.tlc)
         counters.payloads_in += 1
-        result = self.translator.to_bi(payload, read_now().utc_ms)
+        translator = self.translator
+        result = translator.to_bi(payload, read_now().utc_ms)
+        if translator.mismatch is not None:
+            self._mismatched(payload, *translator.mismatch)
+            translator.mismatch = None
         if isinstance(result, Dropped):
             counters.dropped += 1
-            self._event("debug", "tlex_payload_dropped", {"tlc": payload.tlc, "reason": result.reason})
+            self._dropped(payload, result)
             return
         for message in result:
             self._enqueue(message)
         if not self._drain_scheduled:  # once per loop turn, after everything this read delivered
             self._drain_scheduled = True
             asyncio.get_running_loop().call_soon(self._drain)
+
+    def _dropped(self, payload: Payload, dropped: Dropped) -> None:
+        """Count a payload not published by cause; say why (see the module docstring)."""
+        cause, tlc = dropped.cause, payload.tlc or "?"
+        self.counters.dropped[cause] = self.counters.dropped.get(cause, 0) + 1
+        fields = {"tlc": tlc, "payload_type": f"0x{payload.payload_type:02x}", "reason": dropped.reason}
+        if cause == UNIDENTIFIED:
+            key = (tlc, payload.payload_type)
+            self.counters.unidentified[key] = self.counters.unidentified.get(key, 0) + 1
+            self._warn("tlex_payload_unidentified", key, fields)
+        elif cause in (NOT_BRIDGED, UNKNOWN_TLC):
+            self._warn("tlex_payload_dropped", (tlc, payload.payload_type, cause), {**fields, "cause": cause})
+        elif cause == MAPEM_SUPPRESSED:
+            self._event("debug", "tlex_payload_dropped", {**fields, "cause": cause})
+
+    def _mismatched(self, payload: Payload, payload_type: int, found: Identified) -> None:
+        self._warn("tlex_payload_type_mismatch", (payload.tlc, payload_type), {
+            "tlc": payload.tlc, "payload_type": f"0x{payload_type:02x}", "mapped": found.mapped, "header": found.kind,
+            "reason": f"type byte 0x{payload_type:02x} is mapped to {found.mapped} but the payload's ITS PDU header "
+                      f"says {found.kind}: published as {found.kind}; check tlex.payload_types"})
+
+    def _warn(self, event: str, key: tuple, fields: dict[str, Any]) -> None:
+        """A warning at most once per WARNING_INTERVAL_S per key, with how many it stands for."""
+        count = self._warnings.hit((event, *key), read_now().mono)
+        if count is not None:
+            self._event("warning", event, {**fields, "count": count})
 
     def _enqueue(self, message: BiMessage) -> None:
         if len(self._queue) >= QUEUE_LIMIT:
@@ -465,6 +518,17 @@ class TlexCollector:
         yield GaugeMetricFamily("tlex_publish_queue", "BI messages waiting for broker credit", value=len(bridge._queue))  # noqa: SLF001
         yield CounterMetricFamily("tlex_srem_dropped", "SREMs from the broker not sent to a controller",
                                   value=bridge.counters.srem_dropped)
+        dropped = CounterMetricFamily("tlex_payloads_dropped", "Payloads from controllers not published, by cause "
+                                      "(unidentified, not_bridged, waits_for_mapem, ...)", labels=["cause"])
+        for cause, count in sorted(bridge.counters.dropped.items()):
+            dropped.add_metric([cause], count)
+        yield dropped
+        unidentified = CounterMetricFamily("tlex_payloads_unidentified", "Payloads whose ITS PDU header and type byte "
+                                           "name no message type, by controller and type byte",
+                                           labels=["tlc", "payload_type"])
+        for (tlc, payload_type), count in sorted(bridge.counters.unidentified.items()):
+            unidentified.add_metric([tlc, f"0x{payload_type:02x}"], count)
+        yield unidentified
         mapems = bridge.translator.mapems
         yield CounterMetricFamily("tlex_mapem_repeated", "MAPEMs published again while valid (IP_048)",
                                   value=mapems.repeated)

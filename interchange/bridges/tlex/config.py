@@ -15,6 +15,8 @@ Example (TOML)::
     publisher_id = "NL00001"
     originating_country = "NL"
     # shard_count = 4                  # with shard_id per controller (appendix G)
+    # identify = "header"              # payloads by their ITS PDU header, else by type byte; "type": by type byte only
+    # payload_types = { SPATEM = 1, MAPEM = 2, SREM = 3, SSEM = 4 }   # the service's type bytes (default 4, 5, 9, 10)
 
     [[tlex.controllers]]
     tlc_id = "NLZH0023"
@@ -22,8 +24,12 @@ Example (TOML)::
     latitude = 52.0116
     longitude = 4.3571
     # shard_id = 1
+    # payload_types = { SREM = 7 }     # this controller's own type bytes, over the service's
 
-Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
+Payload type bytes (TLEX 6.3.4.5 leaves them to the application) map to message types per service
+and per controller, both ways: payloads in are identified by their own ITS PDU header first
+(``identify = "header"``, :func:`~.payloads.identify`), so the mapping matters for the SREMs the
+bridge sends a controller, and for payloads without a readable header. Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
 SSEM default to 100 ms (the controllers' 10 Hz), MAPEM to the profile's 540 s (IP_048: the bridge
 repeats a controller's MAPEM at least that often while its SPATEMs flow); ``mapem_min_interval_ms``
 (default 0: every MAPEM is published) skips identical MAPEM copies closer than that (IP_049);
@@ -39,6 +45,13 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from interchange.bridges.tlex.codec import TLC_ID_SIZE
+from interchange.bridges.tlex.payloads import (
+    DEFAULT_ITS_PROTOCOL_VERSIONS,
+    MESSAGE_IDS,
+    Identification,
+    PayloadTypes,
+    mapping_problem,
+)
 from interchange.broker.validation import check_property_value
 from interchange.ground.profile import MESSAGE_TYPES, MessageType
 from quadtree.tiles import check_latitude, check_longitude
@@ -70,6 +83,8 @@ class ControllerConfig(BaseModel):
     longitude: float
     shard_id: int | None = Field(default=None, ge=1)
     names: list[str] = Field(default_factory=list, description="Table 4 name values, if any")
+    payload_types: dict[str, int] = Field(default_factory=dict, description=(
+        "this controller's type bytes by message type, over the service's (tlex.payload_types)"))
 
     @field_validator("tlc_id")
     @classmethod
@@ -112,6 +127,13 @@ class TlexBridgeConfig(BaseModel):
     mapem_min_interval_ms: int = Field(default=0, ge=0, description=(
         "identical MAPEMs from a controller closer than this are not published (IP_049); 0: all are"))
     protocol_versions: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_PROTOCOL_VERSIONS))
+    identify: Identification = Field(default="header", description=(
+        "header: a payload's message type from its ITS PDU header, else its type byte; type: its type byte only"))
+    payload_types: dict[str, int] = Field(default_factory=lambda: dict(MESSAGE_IDS), description=(
+        "the service's payload type bytes by message type (default: the ETSI messageIDs, SPATEM 4, MAPEM 5, "
+        "SREM 9, SSEM 10)"))
+    its_protocol_versions: list[int] = Field(default_factory=lambda: list(DEFAULT_ITS_PROTOCOL_VERSIONS), min_length=1,
+                                             description="protocolVersion values read as an ITS PDU header")
     backoff_initial: float = Field(default=0.5, gt=0)
     backoff_max: float = Field(default=30.0, gt=0)
     controllers: list[ControllerConfig] = Field(min_length=1)
@@ -133,7 +155,18 @@ class TlexBridgeConfig(BaseModel):
                 raise ValueError(f"controller {controller.tlc_id}: shard_id without tlex.shard_count")
         self.repetition_ms = {**DEFAULT_REPETITION_MS, **self.repetition_ms}
         self.protocol_versions = {**DEFAULT_PROTOCOL_VERSIONS, **self.protocol_versions}
+        self.payload_types = {**MESSAGE_IDS, **self.payload_types}
+        for where, mapping in [("tlex.payload_types", self.payload_types)] + [
+                (f"controller {c.tlc_id}: payload_types", {**self.payload_types, **c.payload_types})
+                for c in self.controllers if c.payload_types]:
+            problem = mapping_problem(mapping)
+            if problem is not None:
+                raise ValueError(f"{where}: {problem}")
         return self
+
+    def types_of(self, controller: ControllerConfig) -> PayloadTypes:
+        """The controller's type bytes both ways: its own over the service's."""
+        return PayloadTypes({**self.payload_types, **controller.payload_types})
 
     def resolve(self, base: Path) -> "TlexBridgeConfig":
         def fix(path: Path | None) -> Path | None:

@@ -9,6 +9,11 @@ cost the simulator little more than their payloads. IP_104 on the sending side: 
 sends the MAPEM of each of its intersections before its first SPATEM, and again every
 ``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes).
 
+Type bytes: the controllers send each message with the type byte of their ``payload_types``
+(default the ETSI messageIDs, :data:`~.payloads.MESSAGE_IDS`; ``tlex-sim --payload-types`` sets
+others, as a real service's controllers may use) and take a Broker payload for an SREM only when
+it comes with their SREM type byte; the payloads carry a real ITS PDU header either way.
+
 Phase: real controllers are independent machines. Each runs its own control cycle on its own clock
 (the specs only bound the clock difference to the service, ``clockDiffLimit``, in seconds, and call
 TCPStreaming "a continuous asynchronous bi-directional stream"), so nothing lines up their 100 ms
@@ -28,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from interchange.bridges.tlex.codec import Payload
-from interchange.bridges.tlex.payloads import MESSAGE_IDS, kind_of, stand_in
+from interchange.bridges.tlex.payloads import DEFAULT_TYPES, PayloadTypes, stand_in
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 
@@ -70,8 +75,9 @@ class FakeController:
                  stream_ssl: ssl.SSLContext | None, security: str = "TLSv1.2", spatem_hz: float = 10.0,
                  mapem_interval: float = 60.0, factory: PayloadFactory | None = None,
                  server_hostname: str | None = None, backoff: Backoff | None = None,
-                 phasing: str = "staggered") -> None:
+                 phasing: str = "staggered", payload_types: PayloadTypes = DEFAULT_TYPES) -> None:
         self.spec, self.spatem_hz, self.mapem_interval = spec, spatem_hz, mapem_interval
+        self.types = payload_types
         self.phase = controller_phase(spec.tlc_id, 1.0 / spatem_hz if spatem_hz > 0 else 1.0, phasing)
         self.record = ControllerRecord()
         self._factory = factory or (lambda kind, ix, seq: stand_in(kind, spec.station_id, ix, seq))
@@ -84,12 +90,12 @@ class FakeController:
     def _send(self, kind: str, intersection: str) -> None:
         self._sequence += 1
         data = self._factory(kind, intersection, self._sequence)
-        self.supervisor.send(Payload(MESSAGE_IDS[kind], read_now().utc_ms, data))
+        self.supervisor.send(Payload(self.types.by_kind[kind], read_now().utc_ms, data))
         self.record.sent[kind] = self.record.sent.get(kind, 0) + 1
 
     def _received(self, payload: Payload) -> None:
         self.record.received.append(payload)
-        if kind_of(payload.payload_type) == "SREM":
+        if self.types.by_byte.get(payload.payload_type) == "SREM":
             for intersection in self.spec.intersections:
                 self._send("SSEM", intersection)
 
@@ -135,8 +141,9 @@ class VirtualControllers:
 
     def __init__(self, specs: list[ControllerSpec], *, spatem_hz: float = 10.0, mapem_interval: float = 60.0,
                  factory: Callable[[ControllerSpec], PayloadFactory] | None = None,
-                 phasing: str = "staggered") -> None:
+                 phasing: str = "staggered", payload_types: PayloadTypes = DEFAULT_TYPES) -> None:
         self.specs = {spec.tlc_id: spec for spec in specs}
+        self.types = payload_types
         self.spatem_hz, self.mapem_interval = spatem_hz, mapem_interval
         period = 1.0 / spatem_hz if spatem_hz > 0 else 1.0
         self._order = sorted(((controller_phase(s.tlc_id, period, phasing), s) for s in specs), key=lambda p: p[0])
@@ -164,7 +171,7 @@ class VirtualControllers:
         if tlc is None or tlc not in self.specs:
             return
         self.from_broker.setdefault(tlc, []).append(payload)
-        if kind_of(payload.payload_type) == "SREM":
+        if self.types.by_byte.get(payload.payload_type) == "SREM":
             for intersection in self.specs[tlc].intersections:
                 self._emit(tlc, "SSEM", intersection)
 
@@ -172,7 +179,7 @@ class VirtualControllers:
         assert self._send is not None
         self._sequence[tlc] += 1
         data = self._factories[tlc](kind, intersection, self._sequence[tlc])
-        self._send(Payload(MESSAGE_IDS[kind], read_now().utc_ms, data, tlc))
+        self._send(Payload(self.types.by_kind[kind], read_now().utc_ms, data, tlc))
         self.sent[kind] = self.sent.get(kind, 0) + 1
 
     def _tick(self, spec: ControllerSpec, now: float, spatem: bool) -> None:

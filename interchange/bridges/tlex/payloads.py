@@ -1,31 +1,161 @@
-"""Payload kinds carried over TCPStreaming, and recognisable stand-in payloads for the simulator.
+"""What a TCPStreaming payload carries, and which C-Roads message type it is (sans-I/O).
 
-The specs leave the payload type byte to the application (6.3.4.5; 0xF0-0xFF are the protocol's).
-Our assumption, configurable in the bridge: the payload type byte is the ETSI ITS PDU header
-``messageID`` of the message carried (ETSI TS 102 894-2: spatem 4, mapem 5, srem 9, ssem 10, as the
-profile's message types hold them), and
-the payload is the UPER-encoded message, whose first two bytes are that header's protocolVersion
-and messageID (both byte-aligned in UPER). The bridge reads nothing else of the payload.
+The specs leave payload type bytes below 0xF0 to the application (TLEX 6.3.4.5, UDAP 3.3.4.5;
+0xF0-0xFF are the protocol's), so a streaming service's controllers may use any of them for a
+SPATEM. The payload itself says what it is: a UPER-encoded ETSI message (SPATEM, MAPEM, SREM,
+SSEM: ETSI TS 103 301) is ``SEQUENCE { header ItsPduHeader, ... }``, and ETSI TS 102 894-2's
+``ItsPduHeader ::= SEQUENCE { protocolVersion INTEGER (0..255), messageID INTEGER (0..255),
+stationID INTEGER (0..4294967295) }`` (CDD V2: ``protocolVersion OrdinalNumber1B, messageId
+MessageId, stationId StationId``, the same ranges) has no optional member and no extension
+marker, so UPER writes no preamble and the three constrained integers as 8 + 8 + 32 bits from
+bit 0: the first octet is the protocolVersion, the second the messageID, the next four the
+stationID (``tests/integration/test_tlex_its_header.py`` checks this with a third-party UPER encoder).
 
-:func:`stand_in` builds such a payload for tests and demos: a real ITS PDU header (protocol
-version 2, the messageID, the station id), then an ASCII marker naming kind, intersection and
-sequence number, padded to a typical size. It is not a decodable SPATEM: the bridge never decodes.
+:func:`identify` names a payload's message type:
+
+- ``header`` (the default of ``[tlex] identify``): from its ITS PDU header, the messageID read as
+  the profile's ETSI messageIDs (:data:`KINDS`; a protocolVersion outside
+  ``its_protocol_versions`` is no header), so a bridge works with a service whose type bytes it
+  was not told; a payload without such a header by the type byte's mapping (:class:`PayloadTypes`);
+- ``type``: by the type byte's mapping only (a service whose payloads are not bare UPER messages).
+
+A payload neither identifies is :class:`Unidentified`. :class:`PayloadTypes` is one controller's
+mapping both ways (type byte -> message type for payloads in, message type -> type byte for the
+SREMs the bridge sends it). The default mapping is the ETSI messageIDs as type bytes (SPATEM 4,
+MAPEM 5, SREM 9, SSEM 10).
+
+:func:`stand_in` builds a payload for tests and demos: a real ITS PDU header (protocol version
+2, the messageID, the station id), then an ASCII marker naming kind, intersection and sequence
+number, padded to a typical size. It is not a decodable SPATEM: the bridge never decodes more
+than the header.
 """
 from __future__ import annotations
 
 import struct
 import time
-from typing import Final
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
 
 from interchange.ground.profile import MESSAGE_TYPES, MessageType
 
-#: ETSI TS 102 894-2 ItsPduHeader messageID of the messages traffic-light controllers exchange (the profile's).
-MESSAGE_IDS: Final = {t.value: id_ for t in (MessageType.SPATEM, MessageType.MAPEM, MessageType.SREM, MessageType.SSEM)
-                      if (id_ := MESSAGE_TYPES[t].etsi_message_id) is not None}
-KINDS: Final = {value: kind for kind, value in MESSAGE_IDS.items()}
+#: The messages traffic-light controllers exchange through a streaming service.
+TRAFFIC_LIGHT_KINDS: Final = (MessageType.SPATEM.value, MessageType.MAPEM.value, MessageType.SREM.value,
+                              MessageType.SSEM.value)
+#: ETSI TS 102 894-2 ItsPduHeader messageID of every message type the profile gives one (SPATEM 4, ...).
+ETSI_IDS: Final[Mapping[str, int]] = MappingProxyType(
+    {t.value: spec.etsi_message_id for t, spec in MESSAGE_TYPES.items() if spec.etsi_message_id is not None})
+#: messageID -> message type, for reading a payload's own header (DENM 1, CAM 2, SPATEM 4, ...).
+KINDS: Final[Mapping[int, str]] = MappingProxyType({value: kind for kind, value in ETSI_IDS.items()})
+#: The traffic-light messages' messageIDs: also the default payload type bytes.
+MESSAGE_IDS: Final[Mapping[str, int]] = MappingProxyType({kind: ETSI_IDS[kind] for kind in TRAFFIC_LIGHT_KINDS})
+ITS_PDU_HEADER_SIZE: Final = 6  #: protocolVersion (1 octet), messageID (1), stationID (4)
+#: protocolVersion values read as an ITS PDU header (TS 103 301 V1: 1, V2: 2; one more to come).
+DEFAULT_ITS_PROTOCOL_VERSIONS: Final = (1, 2, 3)
 #: Typical UPER sizes (bytes) of one message: SPATEM of a 10-signal-group crossing, a MAPEM, an SREM/SSEM.
 TYPICAL_SIZE: Final = {"SPATEM": 180, "MAPEM": 1200, "SREM": 60, "SSEM": 70}
 ITS_PROTOCOL_VERSION: Final = 2
+FIRST_RESERVED_TYPE: Final = 0xF0  #: 0xF0-0xFF are the protocol's (6.3.4.5)
+Identification = Literal["header", "type"]
+
+
+@dataclass(frozen=True, slots=True)
+class ItsPduHeader:
+    protocol_version: int
+    message_id: int
+    station_id: int
+
+
+def its_header(payload: bytes) -> ItsPduHeader | None:
+    """The first six octets of a payload as an ITS PDU header (None when it is shorter)."""
+    if len(payload) < ITS_PDU_HEADER_SIZE:
+        return None
+    return ItsPduHeader(payload[0], payload[1], int.from_bytes(payload[2:6], "big"))
+
+
+class PayloadTypes:
+    """One controller's payload type bytes, both ways (message type <-> type byte)."""
+
+    __slots__ = ("by_byte", "by_kind")
+
+    def __init__(self, by_kind: Mapping[str, int]) -> None:
+        problem = mapping_problem(by_kind)
+        if problem is not None:
+            raise ValueError(problem)
+        self.by_kind: Mapping[str, int] = MappingProxyType(dict(by_kind))
+        self.by_byte: Mapping[int, str] = MappingProxyType({value: kind for kind, value in by_kind.items()})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PayloadTypes) and dict(self.by_kind) == dict(other.by_kind)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.by_kind.items())))
+
+    def __repr__(self) -> str:
+        return f"PayloadTypes({dict(self.by_kind)})"
+
+
+def mapping_problem(by_kind: Mapping[str, int]) -> str | None:
+    """Why ``by_kind`` cannot be a controller's type bytes (None: it can)."""
+    for kind, value in by_kind.items():
+        if kind not in TRAFFIC_LIGHT_KINDS:
+            return f"{kind!r} is not a traffic-light message type ({', '.join(TRAFFIC_LIGHT_KINDS)})"
+        if not 0 <= value < FIRST_RESERVED_TYPE:
+            return f"{kind} type byte {value}: 0x00-0xEF (0xF0-0xFF are reserved for the protocol, TLEX 6.3.4.5)"
+    seen: dict[int, str] = {}
+    for kind, value in by_kind.items():
+        if value in seen:
+            return f"type byte 0x{value:02x} is given to both {seen[value]} and {kind}"
+        seen[value] = kind
+    return None
+
+
+#: The default type bytes: the ETSI messageIDs.
+DEFAULT_TYPES: Final = PayloadTypes(MESSAGE_IDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Identified:
+    """A payload's message type; ``mapped`` is the type byte's other message type when the
+    payload's own header says otherwise (a wrong mapping, logged)."""
+
+    kind: str
+    by: Identification
+    mapped: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unidentified:
+    reason: str
+
+
+def identify(payload_type: int, payload: bytes, types: PayloadTypes, how: Identification = "header",
+             versions: frozenset[int] = frozenset(DEFAULT_ITS_PROTOCOL_VERSIONS)) -> Identified | Unidentified:
+    """The message type of a payload (see the module docstring)."""
+    mapped = types.by_byte.get(payload_type)
+    if how == "header" and len(payload) >= ITS_PDU_HEADER_SIZE and payload[0] in versions:
+        kind = KINDS.get(payload[1])
+        if kind is not None:
+            return Identified(kind, "header", mapped if mapped is not None and mapped != kind else None)
+    if mapped is not None:
+        return Identified(mapped, "type")
+    if how == "type":
+        return Unidentified(f"type byte 0x{payload_type:02x} is not in the mapping ({_listed(types)})")
+    return Unidentified(f"no ITS PDU header ({_header_problem(payload, versions)}) and type byte "
+                        f"0x{payload_type:02x} is not in the mapping ({_listed(types)})")
+
+
+def _header_problem(payload: bytes, versions: frozenset[int]) -> str:
+    if len(payload) < ITS_PDU_HEADER_SIZE:
+        return f"{len(payload)} bytes"
+    if payload[0] not in versions:
+        return f"protocolVersion {payload[0]}"
+    return f"messageID {payload[1]}"
+
+
+def _listed(types: PayloadTypes) -> str:
+    return ", ".join(f"0x{value:02x} {kind}" for value, kind in sorted(types.by_byte.items()))
 
 
 def stand_in(kind: str, station_id: int, intersection: str, sequence: int, size: int | None = None) -> bytes:
@@ -37,9 +167,10 @@ def stand_in(kind: str, station_id: int, intersection: str, sequence: int, size:
     return body + bytes((i * 37 + sequence) & 0xFF for i in range(max(0, wanted - len(body))))
 
 
-def kind_of(payload_type: int) -> str | None:
-    """The message kind of a payload type byte, None for kinds the bridge does not carry."""
-    return KINDS.get(payload_type)
+def kind_of(message_id: int) -> str | None:
+    """The traffic-light message type of an ETSI messageID (None for others)."""
+    kind = KINDS.get(message_id)
+    return kind if kind in MESSAGE_IDS else None
 
 
 _STAMP = struct.Struct(">QII")  # send time (ns, wall clock), station id, sequence number

@@ -2,7 +2,9 @@
 
 Controller -> C-Roads (one BI message per payload, body = the payload bytes unchanged):
 
-- Table 1: ``messageType`` from the payload type byte (:mod:`.payloads`), ``publisherId``,
+- Table 1: ``messageType`` of the payload (its ITS PDU header, else its type byte by the
+  controller's mapping: :func:`~.payloads.identify`; a payload neither names is dropped as
+  ``unidentified``), ``publisherId``,
   ``publicationId`` = ``<publisherId>:<TLC id>-<messageType>`` (one capability per controller and
   message type: a capability has one messageType), ``originatingCountry``, ``protocolVersion``,
   ``quadTree`` = the zoom-18 tile of the controller's configured position (IP_038; Table 8: the
@@ -23,8 +25,10 @@ Controller -> C-Roads (one BI message per payload, body = the payload bytes unch
   send MAPEM every second publish identical copies at most that often (IP_049: "within the 9 min
   interval, repeated messages can be ignored").
 
-C-Roads -> controller: an SREM's ``id`` list names intersections; it goes, as a payload datagram,
-to each controller that owns one of them.
+C-Roads -> controller: an SREM's ``id`` list names intersections; it goes, as a payload datagram
+with the SREM type byte of the controller's mapping, to each controller that owns one of them.
+
+A payload not published is :class:`Dropped` with a ``cause`` the bridge counts and logs by.
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import BRIDGED_KINDS, MAPEM, SPATEM, SREM, ControllerConfig, TlexBridgeConfig
-from interchange.bridges.tlex.payloads import MESSAGE_IDS, kind_of
+from interchange.bridges.tlex.payloads import Identified, PayloadTypes, identify
 from interchange.ground.profile import REFERENCE_ZOOM, TTL
 from quadtree.property import format_property, parse_property
 from quadtree.tiles import from_latlon
@@ -66,10 +70,16 @@ class BiMessage:
     kind: str
 
 
+#: Why a payload is not published: its ``Dropped.cause``.
+UNIDENTIFIED, NOT_BRIDGED, UNKNOWN_TLC, WAITS_FOR_MAPEM, MAPEM_SUPPRESSED = (
+    "unidentified", "not_bridged", "unknown_tlc", "waits_for_mapem", "mapem_suppressed")
+
+
 @dataclass(frozen=True, slots=True)
 class Dropped:
     reason: str
     tlc: str | None
+    cause: str = "other"
 
 
 @dataclass(slots=True)
@@ -119,6 +129,13 @@ class Translator:
         self._properties = {(c.tlc_id, kind): self._fixed_properties(c, kind)
                             for c in config.controllers for kind in BRIDGED_KINDS}
         self._ttl = {kind: ttl_ms(config.repetition_ms[kind]) for kind in BRIDGED_KINDS}
+        shared: dict[PayloadTypes, PayloadTypes] = {}  # one object per distinct mapping, not per controller
+        self.types = {c.tlc_id: shared.setdefault(types, types)
+                      for c in config.controllers for types in (config.types_of(c),)}
+        self._versions = frozenset(config.its_protocol_versions)
+        #: (type byte, identification) of a payload whose header and type byte disagreed; the bridge
+        #: reads and clears it after each payload (it logs the wrong mapping)
+        self.mismatch: tuple[int, Identified] | None = None
         self.mapems = MapemRepetition(config.repetition_ms[MAPEM], config.mapem_min_interval_ms)
         self.spatem_before_mapem = 0
 
@@ -148,20 +165,26 @@ class Translator:
     def to_bi(self, payload: Payload, now_ms: int) -> list[BiMessage] | Dropped:
         """The BI messages for a payload received from a controller at ``now_ms`` (the payload, after
         a MAPEM repetition that is due, IP_048), or why nothing is published."""
-        kind = kind_of(payload.payload_type)
-        if kind not in BRIDGED_KINDS:
-            return Dropped(f"payload type 0x{payload.payload_type:02x} is not SPATEM, MAPEM or SSEM", payload.tlc)
         tlc = payload.tlc
-        if tlc is None or tlc not in self.controllers:
-            return Dropped(f"TLC {tlc!r} is not configured", tlc)
+        types = self.types.get(tlc) if tlc is not None else None
+        if tlc is None or types is None:
+            return Dropped(f"TLC {tlc!r} is not configured", tlc, UNKNOWN_TLC)
+        found = identify(payload.payload_type, payload.payload, types, self.config.identify, self._versions)
+        if not isinstance(found, Identified):
+            return Dropped(found.reason, tlc, UNIDENTIFIED)
+        if found.mapped is not None:
+            self.mismatch = (payload.payload_type, found)
+        kind = found.kind
+        if kind not in BRIDGED_KINDS:
+            return Dropped(f"a {kind} (by its {found.by}) is not bridged: SPATEM, MAPEM and SSEM are", tlc, NOT_BRIDGED)
         message = BiMessage(self._properties[(tlc, kind)], self._ttl[kind], payload.payload, tlc, kind)
         if kind == MAPEM:
             if not self.mapems.offered(tlc, payload.payload, now_ms):
-                return Dropped("identical MAPEM within mapem_min_interval_ms (IP_049)", tlc)
+                return Dropped("identical MAPEM within mapem_min_interval_ms (IP_049)", tlc, MAPEM_SUPPRESSED)
         elif kind == SPATEM:
             if tlc not in self.mapems.last:
                 self.spatem_before_mapem += 1
-                return Dropped("SPATEM before the controller's first MAPEM (IP_104)", tlc)
+                return Dropped("SPATEM before the controller's first MAPEM (IP_104)", tlc, WAITS_FOR_MAPEM)
             repeat = self.mapems.due(tlc, now_ms)
             if repeat is not None:
                 return [self._mapem(tlc, repeat, self._ttl[MAPEM]), message]
@@ -178,7 +201,8 @@ class Translator:
         return self._mapem(tlc, payload, max(TTL.minimum_ms, self._ttl[MAPEM] - age_ms))
 
     def to_controllers(self, properties: dict, body: bytes, utc_ms: int) -> list[Payload] | Dropped:
-        """Payload datagrams for an SREM from the broker: one per controller owning a listed intersection."""
+        """Payload datagrams for an SREM from the broker: one per controller owning a listed
+        intersection, with that controller's SREM type byte."""
         if properties.get("messageType") != SREM:
             return Dropped(f"messageType {properties.get('messageType')!r} is not SREM", None)
         ids = properties.get("id")
@@ -191,7 +215,7 @@ class Translator:
         owners = list(dict.fromkeys(self._owner[i] for i in listed if i in self._owner))
         if not owners:
             return Dropped(f"SREM for intersections {ids} that no bridged controller owns", None)
-        return [Payload(MESSAGE_IDS[SREM], utc_ms, body, tlc) for tlc in owners]
+        return [Payload(self.types[tlc].by_kind[SREM], utc_ms, body, tlc) for tlc in owners]
 
     def capabilities(self) -> list[dict]:
         """The actor API body: one capability per controller and bridged message type (Tables 10-12)."""
@@ -236,5 +260,6 @@ def tile(controller: ControllerConfig) -> str:
     return from_latlon(controller.latitude, controller.longitude, ZOOM)
 
 
-__all__ = ["SREM_SELECTOR_HEAD", "BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id",
+__all__ = ["MAPEM_SUPPRESSED", "NOT_BRIDGED", "SREM_SELECTOR_HEAD", "UNIDENTIFIED", "UNKNOWN_TLC", "WAITS_FOR_MAPEM",
+           "BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id",
            "srem_selectors", "tile", "ttl_ms"]

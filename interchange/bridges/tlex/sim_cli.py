@@ -11,7 +11,9 @@ SPATEM at the given rate, each on its own phase of the period (``--phase aligned
 tick, one burst per period; see :mod:`.controllers`), and answer SREM with SSEM. With
 ``--virtual`` the service plays the controllers itself (:class:`~.controllers.VirtualControllers`:
 no TLC session, TLS connection or task each; what a Broker session receives is the same): for
-thousands of controllers. Runs until interrupted or ``--duration``.
+thousands of controllers. ``--payload-types SPATEM=1,MAPEM=2,SREM=3,SSEM=4`` makes the controllers
+use other type bytes than the ETSI messageIDs (the specs leave them to the application; their
+payloads keep a real ITS PDU header). Runs until interrupted or ``--duration``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from certs.errors import PkiError
 from certs.keys import KeySpec
 from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
 from interchange.bridges.tlex.controllers import PHASINGS, ControllerSpec, FakeController, PayloadFactory, VirtualControllers
-from interchange.bridges.tlex.payloads import stamped
+from interchange.bridges.tlex.payloads import DEFAULT_TYPES, MESSAGE_IDS, PayloadTypes, stamped
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Limits, ServiceRegistry
 from interchange.bridges.tlex.simulator import StreamingServiceSimulator
@@ -77,7 +79,8 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
                            mapem_interval: float = 60.0, domain: str = DEFAULT_DOMAIN, host: str = "127.0.0.1",
                            api_port: int = 0, tls_port: int = 0, plain_port: int = 0,
                            limits: Limits | None = None, stamp: bool = False,
-                           phasing: str = "staggered", virtual: bool = False) -> Simulation:
+                           phasing: str = "staggered", virtual: bool = False,
+                           payload_types: PayloadTypes = DEFAULT_TYPES) -> Simulation:
     """Start the service and ``controllers`` fake controllers (played by the service when
     ``virtual``); write ``directory/sim.json``."""
     pki = create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
@@ -96,12 +99,12 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
     await service.start(api_port, tls_port, plain_port)
     facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
              "domain": domain, "broker_authorization": broker.authorization,
-             "monitor_authorization": monitor.authorization,
+             "monitor_authorization": monitor.authorization, "payload_types": dict(payload_types.by_kind),
              "controllers": [{"tlc_id": s.tlc_id, "intersections": s.intersections} for s in specs]}
     (directory / "sim.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     if virtual:
         played = VirtualControllers(specs, spatem_hz=spatem_hz, mapem_interval=mapem_interval,
-                                    factory=_stamped if stamp else None, phasing=phasing)
+                                    factory=_stamped if stamp else None, phasing=phasing, payload_types=payload_types)
         played.start(service.play(played, domain, [spec.tlc_id for spec in specs]))
         return Simulation(service, [], facts, virtual=played)
     api = StreamingServiceClient(service.api_url, operator.authorization,
@@ -110,7 +113,8 @@ async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: 
     stream_ssl = streaming_client_context(pki.trust_bundle)
     fakes = [FakeController(spec, api, domain=domain, stream_ssl=stream_ssl, spatem_hz=spatem_hz,
                             mapem_interval=mapem_interval, server_hostname=SERVICE_NAME,
-                            factory=_stamped(spec) if stamp else None, phasing=phasing) for spec in specs]
+                            factory=_stamped(spec) if stamp else None, phasing=phasing,
+                            payload_types=payload_types) for spec in specs]
     for fake in fakes:
         fake.start()
     return Simulation(service, fakes, facts, [api])
@@ -140,9 +144,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--virtual", action="store_true",
                         help="the service plays the controllers itself (no TLC session, TLS connection or task "
                              "each): for thousands of controllers")
+    parser.add_argument("--payload-types", type=payload_types_arg, default=DEFAULT_TYPES, metavar="TYPE=BYTE,...",
+                        help="the controllers' payload type bytes, e.g. SPATEM=1,MAPEM=2,SREM=3,SSEM=4 (decimal or 0x..; "
+                             "default the ETSI messageIDs SPATEM=4,MAPEM=5,SREM=9,SSEM=10)")
     parser.add_argument("--stamp", action="store_true",
                         help="payloads carry send time, station and sequence (benchmarks: latency and loss)")
     parser.set_defaults(handler=run)
+
+
+def payload_types_arg(text: str) -> PayloadTypes:
+    """``SPATEM=1,MAPEM=0x02,...`` over the default type bytes (argparse turns ValueError into a usage error)."""
+    given: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, sep, value = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{item!r}: write TYPE=BYTE, e.g. SPATEM=1")
+        try:
+            given[kind.strip().upper()] = int(value.strip(), 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: the byte is a number (1 or 0x01)") from None
+    try:
+        return PayloadTypes({**MESSAGE_IDS, **given})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -162,7 +186,8 @@ async def _serve(args: argparse.Namespace) -> None:
     simulation = await start_simulation(args.dir, controllers=args.controllers, spatem_hz=args.spatem_hz,
                                         mapem_interval=args.mapem_interval, domain=args.domain, host=args.host,
                                         api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port,
-                                        stamp=args.stamp, phasing=args.phase, virtual=args.virtual)
+                                        stamp=args.stamp, phasing=args.phase, virtual=args.virtual,
+                                        payload_types=args.payload_types)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
