@@ -206,7 +206,7 @@ def hot_path_us(count: int = 20_000) -> float:
     encode the AMQP message (encode_message)."""
     from pathlib import Path as P
 
-    from interchange.bridges.tlex.bridge import MessageEncoder
+    from interchange.bridges.tlex.outbound import MessageEncoder
     from interchange.bridges.tlex.codec import Payload, StreamDecoder, encode
     from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
     from interchange.bridges.tlex.payloads import stand_in

@@ -91,9 +91,9 @@ class Probes:
                 on_payload(payload)
 
             def draining() -> None:
-                queued = len(bridge._queue)
+                queued = len(bridge.outbound.queue)
                 drain()
-                probes.drains.append(queued - len(bridge._queue))
+                probes.drains.append(queued - len(bridge.outbound.queue))
 
             supervisor._on_payload, bridge._drain = arriving, draining
             return node

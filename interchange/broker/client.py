@@ -78,6 +78,15 @@ class SenderState:
     def credit(self) -> int:
         return int(lib.pn_link_credit(self.link)) if self.link is not None and not self.closed else 0
 
+    @property
+    def max_message_size(self) -> int | None:
+        """The peer's max-message-size for this link (AMQP 1.0 2.7.3, from its attach); None while
+        unknown or when it sets none: a larger message would be refused with a detach."""
+        if self.link is None or not self.opened:
+            return None
+        size = int(lib.pn_link_remote_max_message_size(self.link))
+        return size or None
+
 
 class ClientEngine:
     """Sans-I/O AMQP 1.0 client connection with receiver links (proton engine, client mode)."""

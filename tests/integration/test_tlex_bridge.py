@@ -460,3 +460,46 @@ async def test_controllers_with_other_type_bytes(sim: Sim, pki: TestPki, tmp_pat
                 await asyncio.to_thread(consumer.close)
             await https.close()
             await node.close()
+
+
+async def test_a_payload_too_large_for_the_broker_is_refused_before_sending(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
+    """A node taking messages of at most 2,048 bytes (its max-message-size, on the attach): a
+    controller's 3,000-byte MAPEMs are refused by the bridge before sending, counted, logged with the
+    reason, and its SPATEMs wait (IP_104: no MAPEM was published); the link is never detached, so the
+    other controller's messages flow."""
+    config = bridged_config(sim, pki, tmp_path)
+    broker = config.broker.model_copy(update={"limits": config.broker.limits.model_copy(update={"max_message_size": 2048})})
+    config = config.model_copy(update={"broker": broker})
+    node = await start(config)
+    https = Https(pki, ACTOR, node)
+    controllers: list[FakeController] = []
+
+    def big_maps(kind: str, intersection: str, seq: int) -> bytes:
+        return stand_in(kind, 100, intersection, seq, 3000 if kind == "MAPEM" else None)
+
+    async with sim.api(sim.tlc_system) as tlc_api:
+        try:
+            assert node.tlex is not None
+            bridge, counters = node.tlex, node.tlex.counters
+            for i, ctl in enumerate(CONTROLLERS):
+                controllers.append(FakeController(
+                    ControllerSpec(ctl.tlc_id, ctl.intersections, 100 + i), tlc_api, domain=DOMAIN,
+                    stream_ssl=sim.stream_ssl(), spatem_hz=10, mapem_interval=0.5, server_hostname=SIM_HOST,
+                    factory=big_maps if i == 0 else None))
+                controllers[-1].start()
+            await wait_for(lambda: counters.tlc(TLCS[1]).published >= 10, "the second controller's messages")
+            await wait_for(lambda: counters.tlc(TLCS[0]).refused >= 2, "the first controller's MAPEMs refused")
+            assert counters.tlc(TLCS[0]).published == 0 and counters.dropped["waits_for_mapem"] > 0
+            assert counters.amqp_connects == 1 and bridge.outbound.max_message_size == 2048
+            await wait_for(lambda: '"tlex_message_refused"' in (tmp_path / "node" / "node.log").read_text(), "the log")
+            [record] = [r for r in complete_records(tmp_path / "node" / "node.log") if r["event"] == "tlex_message_refused"]
+            assert record["level"] == "warning" and record["details"]["tlc"] == TLCS[0]
+            assert record["details"]["reason"].endswith("the broker takes at most 2048 (its max-message-size)")
+            assert record["details"]["spatems_wait"] is True
+            assert node.metrics is not None
+            assert f'tlex_tlc_refused_total{{tlc="{TLCS[0]}"}}' in generate_latest(node.metrics).decode()
+        finally:
+            for controller in controllers:
+                await controller.stop()
+            await https.close()
+            await node.close()

@@ -87,7 +87,7 @@ def test_mapem_store_keeps_nine_minutes(tmp_path: Path) -> None:
 
 
 def test_message_encoder_matches_proton() -> None:
-    from interchange.bridges.tlex.bridge import MessageEncoder
+    from interchange.bridges.tlex.outbound import MessageEncoder
 
     translator = Translator(TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"),
                                              publisher_id="NL00001", originating_country="NL", controllers=CONTROLLERS))

@@ -14,9 +14,11 @@ the Basic Interface over AMQPS, as any actor would:
    broker become payload datagrams for the controllers owning their intersections.
 
 AMQP publishing follows the broker's credit; messages wait in a bounded queue meanwhile (and while
-the AMQP connection is being re-established). The queue is drained once per event-loop turn, not
+the AMQP connection is being re-established with back-off), drained once per event-loop turn, not
 per payload: every payload of one TCPStreaming read goes to the broker in one write (one TLS
-record, one syscall) instead of one each. Metrics per session and per TLC are a
+record, one syscall) instead of one each (:class:`~.outbound.Outbound`, which also refuses what the
+broker cannot take and sends again what a lost link left without an outcome). An SREM the bridge
+cannot pass to a controller is rejected at the broker (its source) with the reason. Metrics per session and per TLC are a
 prometheus-client collector (:class:`TlexCollector`); events go to the node's JSON log.
 
 A payload the bridge cannot publish is counted by cause, and the causes an operator must act on
@@ -32,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,13 +42,14 @@ from typing import Any
 import aiohttp
 from cryptography import x509
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from proton import Data, Described, Message, ulong
+from proton import Message
 
 from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits, batches
 from interchange.bridges.tlex.mapem_store import MapemStore
+from interchange.bridges.tlex.outbound import Outbound
 from interchange.bridges.tlex.payloads import Identified
 from interchange.bridges.tlex.publication import (
     MAPEM_SUPPRESSED,
@@ -61,12 +63,10 @@ from interchange.bridges.tlex.publication import (
 )
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
-from interchange.broker.client import ClientConnection, SenderState
+from interchange.broker.client import ClientConnection
 from interchange.ground.throttle import Throttle
 
 EventSink = Callable[[str, str, dict], None]  #: (level, event, fields), JsonLog.event
-QUEUE_LIMIT = 50_000
-AMQP_RETRY_S = 1.0
 WARNING_INTERVAL_S = 60.0  #: a recurring warning, per controller and type byte, at most this often
 
 
@@ -83,6 +83,7 @@ class TlcCounters:
     payloads_in: int = 0  #: received from the controller through the service
     published: int = 0  #: handed to the broker
     dropped: int = 0  #: not published (IP_104, unknown kind), or dropped from a full queue
+    refused: int = 0  #: refused by the broker for good (too large, rejected, not accepted after retries)
     srem_out: int = 0  #: SREMs sent to the controller
 
 
@@ -92,7 +93,7 @@ class BridgeCounters:
     dropped: dict[str, int] = field(default_factory=dict)  #: payloads not published, by Dropped.cause
     unidentified: dict[tuple[str, int], int] = field(default_factory=dict)  #: by (TLC, type byte)
     srem_dropped: int = 0
-    queue_dropped: int = 0
+    queue_dropped_total: int = 0
     amqp_connects: int = 0
 
     def tlc(self, tlc: str | None) -> TlcCounters:
@@ -101,6 +102,13 @@ class BridgeCounters:
         if counters is None:
             counters = self.tlcs[key] = TlcCounters()
         return counters
+
+    def published(self, tlc: str) -> None:
+        self.tlc(tlc).published += 1
+
+    def queue_dropped(self, tlc: str) -> None:
+        self.tlc(tlc).dropped += 1
+        self.queue_dropped_total += 1
 
 
 class ActorApi:
@@ -136,10 +144,8 @@ class TlexBridge:
         self.counters = BridgeCounters()
         self._files = TlsFiles.from_identity_dir(config.actor)
         self.actor_cn = peer_common_name(x509.load_pem_x509_certificate(self._files.cert_chain.read_bytes()))
-        self._queue: deque[BiMessage] = deque()
-        self._encoder = MessageEncoder()
+        self.outbound = Outbound(self.counters, self._refused, lambda: read_now().utc_ms)
         self._amqp: ClientConnection | None = None
-        self._sender: SenderState | None = None
         self._drain_scheduled = False
         self._warnings = Throttle(WARNING_INTERVAL_S)
         self._unsaved: dict[str, tuple[int, bytes]] = {}  #: MAPEMs for the store, the latest per TLC
@@ -182,7 +188,7 @@ class TlexBridge:
         now = read_now().utc_ms
         stored = await asyncio.to_thread(self._mapems.load, [c.tlc_id for c in self.config.controllers], now)
         for tlc, (received, payload) in sorted(stored.items()):
-            self._queue.append(self.translator.restored_mapem(tlc, payload, now - received, now))
+            self.outbound.offer(self.translator.restored_mapem(tlc, payload, now - received, now))
         if stored:
             self._event("info", "tlex_mapem_restored", {"tlcs": sorted(stored)})
 
@@ -321,6 +327,19 @@ class TlexBridge:
             self._drain_scheduled = True
             asyncio.get_running_loop().call_soon(self._drain)
 
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        self.outbound.drain()
+
+    def _refused(self, message: BiMessage, reason: str) -> None:
+        """The broker refused a message for good (:class:`~.outbound.Outbound`): counted, said, and a
+        refused MAPEM no longer lets its controller's SPATEMs through (IP_104)."""
+        self.counters.tlc(message.tlc).refused += 1
+        self.counters.dropped["refused"] = self.counters.dropped.get("refused", 0) + 1
+        waits = message.kind == MAPEM and self.translator.mapem_refused(message.tlc, message.body)
+        self._warn("tlex_message_refused", (message.tlc, message.kind, reason.split(":")[0]), {
+            "tlc": message.tlc, "message_type": message.kind, "reason": reason, "spatems_wait": waits})
+
     def _dropped(self, payload: Payload, dropped: Dropped) -> None:
         """Count a payload not published by cause; say why (see the module docstring)."""
         cause, tlc = dropped.cause, payload.tlc or "?"
@@ -348,11 +367,8 @@ class TlexBridge:
             self._event("warning", event, {**fields, "count": count})
 
     def _enqueue(self, message: BiMessage) -> None:
-        if len(self._queue) >= QUEUE_LIMIT:
-            dropped = self._queue.popleft()
-            self.counters.tlc(dropped.tlc).dropped += 1
-            self.counters.queue_dropped += 1
-        self._queue.append(message)
+        if not self.outbound.offer(message):
+            return
         if message.kind == MAPEM and self._mapems is not None:  # repeats too: kept 9 min from the last copy
             self._save_mapem(message)
 
@@ -392,35 +408,28 @@ class TlexBridge:
             except OSError as exc:
                 self._event("warning", "tlex_mapem_not_stored", {"error": str(exc)})
 
-    def _drain(self) -> None:
-        self._drain_scheduled = False
-        connection, sender = self._amqp, self._sender
-        if connection is None or sender is None or sender.closed:
-            return
-        while self._queue and sender.credit > 0:
-            message = self._queue.popleft()
-            connection.engine.send(sender, self._encoder.encode(message))
-            self.counters.tlc(message.tlc).published += 1
-        connection.flush()
-
     async def _amqp_loop(self) -> None:
-        """Keep the AMQP connection (publish target + SREM source) up."""
+        """Keep the AMQP connection (publish target + SREM source) up; again after a loss with
+        back-off (the messages in flight then are sent again: :class:`~.outbound.Outbound`)."""
+        backoff = Backoff(self.config.backoff_initial, self.config.backoff_max)
         while True:
             try:
-                await self._amqp_session()
+                await self._amqp_session(backoff)
             except (OSError, ssl.SSLError, ConnectionError, TimeoutError) as exc:
                 self._event("warning", "tlex_amqp_failed", {"error": str(exc) or type(exc).__name__})
-            self._amqp = self._sender = None
-            await asyncio.sleep(AMQP_RETRY_S)
+            self._amqp = None
+            self.outbound.detach()
+            await asyncio.sleep(backoff.next_delay())
 
-    async def _amqp_session(self) -> None:
+    async def _amqp_session(self, backoff: Backoff) -> None:
         assert self.target is not None
         connection = await ClientConnection.open(self.host, self._amqps_port, client_context(self._files),
                                                  self.node_name, f"tlex-bridge-{self.actor_cn}")
         self.counters.amqp_connects += 1
+        backoff.reset()
         self._amqp = connection
         connection.on_receive = self._drain
-        self._sender = connection.open_sender(self.target)
+        self.outbound.attach(connection, connection.engine, connection.open_sender(self.target))
         for source in self.srem_sources:
             connection.open_receiver(source, self._from_broker, credit=100)
         self._event("info", "tlex_amqp_connected", {"target": self.target, "sources": self.srem_sources})
@@ -447,12 +456,20 @@ class TlexBridge:
         result = self.translator.to_controllers(dict(message.properties or {}), data, read_now().utc_ms)
         if isinstance(result, Dropped):
             self.counters.srem_dropped += 1
-            self._event("info", "tlex_srem_dropped", {"reason": result.reason})
+            self._warn("tlex_srem_refused", (result.cause,), {"reason": result.reason, "cause": result.cause})
             return result.reason
         assert self.supervisor is not None
+        refusals = []
         for payload in result:
-            self.supervisor.send(payload)
-            self.counters.tlc(payload.tlc).srem_out += 1
+            refusal = self.supervisor.send(payload)
+            if refusal is None:
+                self.counters.tlc(payload.tlc).srem_out += 1
+            else:
+                refusals.append(f"{payload.tlc}: {refusal}")
+        if len(refusals) == len(result):  # nowhere to go: rejected at the broker, with why
+            self.counters.srem_dropped += 1
+            self._warn("tlex_srem_refused", ("stream",), {"reason": "; ".join(refusals), "cause": "stream"})
+            return "; ".join(refusals)
         return None
 
     def _stream_event(self, name: str, fields: dict) -> None:
@@ -468,34 +485,8 @@ class TlexBridge:
             counters = self.counters.tlc(controller.tlc_id)
             self._event("info", "tlex_tlc", {"tlc": controller.tlc_id, "stream_connected": connected,
                                              "payloads_in": counters.payloads_in, "published": counters.published,
-                                             "dropped": counters.dropped, "srem_out": counters.srem_out})
-
-
-class MessageEncoder:
-    """BI messages as AMQP 1.0 bytes: header (TTL in ms), application-properties, one data section
-    (the payload unchanged). A controller's properties are the same for every payload of a kind, so
-    their section is encoded once (proton's codec) and reused: ~2 us per message instead of ~55 us
-    for a full ``proton.Message.encode``; ``tests/unit/test_tlex_bridge_parts.py`` checks both give the same message."""
-
-    def __init__(self) -> None:
-        self._sections: dict[tuple[str, str], bytes] = {}
-
-    def encode(self, message: BiMessage) -> bytes:
-        key = (message.tlc, message.kind)
-        section = self._sections.get(key)
-        if section is None:
-            data = Data()
-            data.put_object(Described(ulong(_APPLICATION_PROPERTIES), dict(message.properties)))  # type: ignore[arg-type]
-            section = self._sections[key] = bytes(data.encode())
-        body = message.body
-        size = bytes([0xA0, len(body)]) if len(body) < 256 else b"\xb0" + len(body).to_bytes(4, "big")
-        return _HEADER_TTL + message.ttl_ms.to_bytes(4, "big") + section + _DATA + size + body
-
-
-#: header section: list8 of 3 fields, durable and priority null, ttl as uint (AMQP 1.0 3.2.1)
-_HEADER_TTL = bytes.fromhex("005370" "c00803" "4040" "70")
-_APPLICATION_PROPERTIES = 0x74
-_DATA = bytes.fromhex("005375")
+                                             "dropped": counters.dropped, "refused": counters.refused,
+                                             "srem_out": counters.srem_out})
 
 
 class TlexCollector:
@@ -515,7 +506,10 @@ class TlexCollector:
         for cause, count in sorted((stats.closes if stats else {}).items()):
             closes.add_metric([cause], count)
         yield closes
-        yield GaugeMetricFamily("tlex_publish_queue", "BI messages waiting for broker credit", value=len(bridge._queue))  # noqa: SLF001
+        yield GaugeMetricFamily("tlex_publish_queue", "BI messages waiting for broker credit",
+                                value=len(bridge.outbound.queue))
+        yield CounterMetricFamily("tlex_bi_resent", "BI messages sent again after their link or connection went",
+                                  value=bridge.outbound.retried)
         yield CounterMetricFamily("tlex_srem_dropped", "SREMs from the broker not sent to a controller",
                                   value=bridge.counters.srem_dropped)
         dropped = CounterMetricFamily("tlex_payloads_dropped", "Payloads from controllers not published, by cause "
@@ -537,6 +531,7 @@ class TlexCollector:
         per_tlc = {name: CounterMetricFamily(f"tlex_tlc_{name}", text, labels=["tlc"]) for name, text in (
             ("payloads_in", "Payloads received from a controller"), ("published", "BI messages published"),
             ("dropped", "Payloads not published (IP_104, unknown type, full queue, identical MAPEM)"),
+            ("refused", "BI messages the broker refused for good (too large, rejected, not accepted after retries)"),
             ("srem_out", "SREMs sent to a controller"))}
         for tlc, counters in sorted(bridge.counters.tlcs.items()):
             for name, family in per_tlc.items():

@@ -40,6 +40,8 @@ _TS_REQUEST = struct.Struct(">BQ")
 _TS_RESPONSE = struct.Struct(">BQQQ")
 _MONITOR_TAIL = struct.Struct(">QQB")  # publishing ts, sent ts, original payload type
 _U32 = struct.Struct(">I")
+#: The largest payload one frame carries in a 0x05 datagram (one with a TLC identifier): 65,517 bytes.
+MAX_TLC_PAYLOAD: Final = MAX_FRAME_DATA - _PAYLOAD_TLC_HEAD.size
 
 
 class StreamError(ValueError):

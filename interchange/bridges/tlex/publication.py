@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from interchange.bridges.tlex.codec import Payload
+from interchange.bridges.tlex.codec import MAX_TLC_PAYLOAD, Payload
 from interchange.bridges.tlex.config import BRIDGED_KINDS, MAPEM, SPATEM, SREM, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.payloads import Identified, PayloadTypes, identify
 from interchange.ground.profile import REFERENCE_ZOOM, TTL
@@ -68,11 +68,12 @@ class BiMessage:
     body: bytes
     tlc: str
     kind: str
+    made_ms: int = 0  #: when the payload came (UTC ms; 0: unknown), for its TTL while it waits
 
 
 #: Why a payload is not published: its ``Dropped.cause``.
-UNIDENTIFIED, NOT_BRIDGED, UNKNOWN_TLC, WAITS_FOR_MAPEM, MAPEM_SUPPRESSED = (
-    "unidentified", "not_bridged", "unknown_tlc", "waits_for_mapem", "mapem_suppressed")
+UNIDENTIFIED, NOT_BRIDGED, UNKNOWN_TLC, WAITS_FOR_MAPEM, MAPEM_SUPPRESSED, OVERSIZE = (
+    "unidentified", "not_bridged", "unknown_tlc", "waits_for_mapem", "mapem_suppressed", "oversize")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,7 @@ class Translator:
         kind = found.kind
         if kind not in BRIDGED_KINDS:
             return Dropped(f"a {kind} (by its {found.by}) is not bridged: SPATEM, MAPEM and SSEM are", tlc, NOT_BRIDGED)
-        message = BiMessage(self._properties[(tlc, kind)], self._ttl[kind], payload.payload, tlc, kind)
+        message = BiMessage(self._properties[(tlc, kind)], self._ttl[kind], payload.payload, tlc, kind, now_ms)
         if kind == MAPEM:
             if not self.mapems.offered(tlc, payload.payload, now_ms):
                 return Dropped("identical MAPEM within mapem_min_interval_ms (IP_049)", tlc, MAPEM_SUPPRESSED)
@@ -187,24 +188,36 @@ class Translator:
                 return Dropped("SPATEM before the controller's first MAPEM (IP_104)", tlc, WAITS_FOR_MAPEM)
             repeat = self.mapems.due(tlc, now_ms)
             if repeat is not None:
-                return [self._mapem(tlc, repeat, self._ttl[MAPEM]), message]
+                return [self._mapem(tlc, repeat, self._ttl[MAPEM], now_ms), message]
         return [message]
 
-    def _mapem(self, tlc: str, body: bytes, ttl: int) -> BiMessage:
-        return BiMessage(self._properties[(tlc, MAPEM)], ttl, body, tlc, MAPEM)
+    def _mapem(self, tlc: str, body: bytes, ttl: int, made_ms: int) -> BiMessage:
+        return BiMessage(self._properties[(tlc, MAPEM)], ttl, body, tlc, MAPEM, made_ms)
 
     def restored_mapem(self, tlc: str, payload: bytes, age_ms: int, now_ms: int) -> BiMessage:
         """A MAPEM stored before a restart (IP_049), published again: its TTL shortened by its age
         (at least 1 s), its repetition due when it would have been, and the controller's SPATEMs may
         follow (IP_104)."""
         self.mapems.last[tlc] = _PublishedMapem(payload, now_ms - age_ms)
-        return self._mapem(tlc, payload, max(TTL.minimum_ms, self._ttl[MAPEM] - age_ms))
+        return self._mapem(tlc, payload, max(TTL.minimum_ms, self._ttl[MAPEM] - age_ms), now_ms)
+
+    def mapem_refused(self, tlc: str, body: bytes) -> bool:
+        """The broker refused this MAPEM for good: unless a newer one went out since, the
+        controller's SPATEMs wait again for a MAPEM (IP_104). True if they do."""
+        last = self.mapems.last.get(tlc)
+        if last is None or last.body != body:
+            return False
+        del self.mapems.last[tlc]
+        return True
 
     def to_controllers(self, properties: dict, body: bytes, utc_ms: int) -> list[Payload] | Dropped:
         """Payload datagrams for an SREM from the broker: one per controller owning a listed
         intersection, with that controller's SREM type byte."""
         if properties.get("messageType") != SREM:
             return Dropped(f"messageType {properties.get('messageType')!r} is not SREM", None)
+        if len(body) > MAX_TLC_PAYLOAD:
+            return Dropped(f"an SREM of {len(body)} bytes does not fit a TCPStreaming frame (a payload of at most "
+                           f"{MAX_TLC_PAYLOAD} bytes, TLEX 6.3.2)", None, OVERSIZE)
         ids = properties.get("id")
         if not isinstance(ids, str):
             return Dropped("SREM without an id property (Table 5): no intersection to send it to", None)
@@ -260,6 +273,6 @@ def tile(controller: ControllerConfig) -> str:
     return from_latlon(controller.latitude, controller.longitude, ZOOM)
 
 
-__all__ = ["MAPEM_SUPPRESSED", "NOT_BRIDGED", "SREM_SELECTOR_HEAD", "UNIDENTIFIED", "UNKNOWN_TLC", "WAITS_FOR_MAPEM",
+__all__ = ["MAPEM_SUPPRESSED", "NOT_BRIDGED", "OVERSIZE", "SREM_SELECTOR_HEAD", "UNIDENTIFIED", "UNKNOWN_TLC", "WAITS_FOR_MAPEM",
            "BiMessage", "Dropped", "MapemRepetition", "Translator", "publication_id",
            "srem_selectors", "tile", "ttl_ms"]

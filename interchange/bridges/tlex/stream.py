@@ -164,18 +164,22 @@ class SessionSupervisor:
         self.stats = SupervisorStats()
         self.connected = asyncio.Event()
 
-    def send(self, payload: Payload) -> None:
-        """Accept a payload for the service: written now if a stream is up, else when one is."""
+    def send(self, payload: Payload) -> str | None:
+        """Accept a payload for the service: written now if a stream is up, else when one is. The
+        reason when it can never be sent (outside the session's identifiers, too large to frame)."""
         if self._stream is not None and self._pump is not None and self._pump.closed is None:
             try:
                 self._pump.execute(self._stream.send_payload(payload, read_now()))
-                return
+                return None
             except SessionClosed:
                 pass
+            except ValueError as exc:
+                return str(exc)
         if len(self._outbox) >= self._outbox_limit:
             self._outbox.popleft()
             self.stats.outbox_dropped += 1
         self._outbox.append(payload)
+        return None
 
     def _flush(self) -> None:
         assert self._stream is not None and self._pump is not None
