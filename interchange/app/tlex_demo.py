@@ -6,6 +6,8 @@ Hazeldonk) and the TLEX bridge configured in A's node config (``[tlex]``): the b
 controller's SPATEM/MAPEM/SSEM capabilities at A, ``actor-2`` subscribes at B to
 ``messageType = 'SPATEM'``, B subscribes at A, and the controller's SPATEMs, published by the bridge
 at A, arrive at ``actor-2`` at B with their C-Roads properties and the payload bytes unchanged.
+With ``--serve`` the nodes and the simulator keep running (Ctrl-C stops them) and their addresses
+are printed; without it, everything stops at the end and only the files left behind are named.
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("tlex-demo", help="demo: a simulated traffic light's SPATEM at a neighbour's actor",
                                    description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory (default demo-data)")
+    parser.add_argument("--serve", action="store_true",
+                        help="keep the nodes and the simulator running afterwards (Ctrl-C stops them)")
     parser.set_defaults(handler=run)
 
 
@@ -77,7 +81,7 @@ async def receive_spatem(consumer: Actor, subscription: LocalSubscription) -> li
             f"payload ({len(body)} bytes, unchanged): {body[:40]!r}..."]
 
 
-async def _demo(directory: Path) -> None:
+async def _demo(directory: Path, serve: bool = False) -> None:
     directory = directory.resolve()
     simulation = await start_simulation(directory / "tlex-sim", controllers=1, spatem_hz=2.0, mapem_interval=5.0)
     ii_ports = {name: free_port() for name in NODES}
@@ -109,8 +113,13 @@ async def _demo(directory: Path) -> None:
                     "B's subscription at A and its data link")
         for line in await receive_spatem(consumer, subscription):
             print("  " + line)
-        print(f"logs: {directory / INTERCHANGE / 'node.log'} (tlex_* events); metrics: "
-              f"http://127.0.0.1:{a.admin_port}/metrics (tlex_*)")
+        print(f"logs: {directory / INTERCHANGE / 'node.log'} (tlex_* events), {directory / SUBSCRIBER / 'node.log'}")
+        if serve:
+            print(f"metrics: http://127.0.0.1:{a.admin_port}/metrics (tlex_*); the bridge's view: "
+                  f"http://127.0.0.1:{a.admin_port}/federation; the simulator: {simulation.service.api_url} "
+                  f"(tokens in {directory / 'tlex-sim' / 'tokens.json'})")
+            print("serving; Ctrl-C to stop")
+            await asyncio.Event().wait()
     finally:
         if consumer is not None:
             await consumer.close()
@@ -122,7 +131,7 @@ async def _demo(directory: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        asyncio.run(_demo(args.dir))
+        asyncio.run(_demo(args.dir, args.serve))
     except PkiError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from interchange.bridges.tlex.payloads import PayloadTypes, kind_of, stand_in
 from interchange.bridges.tlex.publication import BiMessage, tile
 from interchange.testing.broker_harness import complete_records
 from interchange.testing.ii_harness import Consumer, Https, node_config, publish, start, wait_for
-from interchange.testing.tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, up
+from interchange.testing.tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, start_virtual_sim, up
 
 NODE = "a.interchange.test"
 BRIDGE, ACTOR = "tlex-bridge", "actor-a"
@@ -503,3 +504,68 @@ async def test_a_payload_too_large_for_the_broker_is_refused_before_sending(sim:
                 await controller.stop()
             await https.close()
             await node.close()
+
+
+async def test_a_node_pointed_at_a_running_simulator_publishes_at_once(pki: TestPki, tmp_path: Path) -> None:
+    """A new user's path: the simulator runs (its controllers' MAPEMs, an hour apart, already went
+    out to nobody), then a node starts with the [tlex] block --print-node-config gives: the
+    controllers send their MAPEM first to the new Broker session, so SPATEMs are published within
+    seconds, not after the next MAPEM (IP_104)."""
+    from interchange.bridges.tlex.sim_cli import start_simulation
+    from interchange.bridges.tlex.sim_facts import node_config as tlex_block
+
+    simulation = await start_simulation(tmp_path / "sim", controllers=2, spatem_hz=10, mapem_interval=3600)
+    node = None
+    try:
+        await asyncio.sleep(0.5)  # the controllers stream; no Broker session yet
+        assert simulation.sent().get("MAPEM") == 2
+        block = tomllib.loads(tlex_block(simulation.facts, actor=pki.identity(BRIDGE).directory))["tlex"]
+        config = node_config(pki, NODE, tmp_path / "node").model_copy(
+            update={"tlex": TlexBridgeConfig.model_validate(block)})
+        node = await start(config)
+        assert node.tlex is not None
+        counters = node.tlex.counters
+        await wait_for(lambda: all(counters.tlc(t).published >= 5 for t in ("NLSM0001", "NLSM0002")),
+                       "SPATEMs of both controllers within seconds", timeout=10)
+        assert simulation.sent()["MAPEM"] == 4 and counters.dropped.get("waits_for_mapem", 0) <= 2
+    finally:
+        if node is not None:
+            await node.close()
+        await simulation.close()
+
+
+async def test_spatems_waiting_for_a_mapem_are_said_once_per_controller(sim_pki: TestPki, pki: TestPki,
+                                                                       tmp_path: Path) -> None:
+    """IP_104 as an operator sees it: controllers whose MAPEM went out before the bridge was there
+    (the next one an hour away): the bridge logs at info, once per controller, that their SPATEMs
+    wait for a MAPEM, counts each, and says when they flow (with how many were held)."""
+    specs = [ControllerSpec(c.tlc_id, c.intersections, 10 + i) for i, c in enumerate(CONTROLLERS)]
+    service, played = await start_virtual_sim(sim_pki, specs, spatem_hz=10, mapem_interval=3600)
+    tlex = TlexBridgeConfig(api_url=service.service.api_url, authorization=service.broker.authorization,
+                            server_name=SIM_HOST, trust_bundle=service.pki.trust_bundle, domain=DOMAIN,
+                            actor=pki.identity(BRIDGE).directory, publisher_id="NL00001", originating_country="NL",
+                            controllers=CONTROLLERS, backoff_initial=0.05, backoff_max=0.5)
+    await asyncio.sleep(0.3)  # the MAPEMs go out to nobody
+    config = node_config(pki, NODE, tmp_path / "node")
+    node = await start(config.model_copy(update={"tlex": tlex, "admin": config.admin.model_copy(update={"port": 0})}))
+    log = tmp_path / "node" / "node.log"
+    try:
+        assert node.tlex is not None
+        counters = node.tlex.counters
+        await wait_for(lambda: all(counters.tlc(t).held_for_mapem >= 10 for t in TLCS[:2]), "SPATEMs held back")
+        assert counters.tlc(TLCS[0]).published == 0
+        await wait_for(lambda: log.read_text().count('"tlex_spatems_wait_for_mapem"') == 2, "one record each")
+        played.map_now(frozenset({TLCS[0]}))
+        await wait_for(lambda: counters.tlc(TLCS[0]).published >= 5, "the first controller's SPATEMs")
+        await wait_for(lambda: '"tlex_spatems_flow"' in log.read_text(), "tlex_spatems_flow")
+        records = complete_records(log)
+        waits = [r for r in records if r["event"] == "tlex_spatems_wait_for_mapem"]
+        assert sorted(r["details"]["tlc"] for r in waits) == sorted(TLCS[:2]) and {r["level"] for r in waits} == {"info"}
+        [flow] = [r for r in records if r["event"] == "tlex_spatems_flow"]
+        assert flow["details"]["tlc"] == TLCS[0] and flow["details"]["held"] >= 10
+        assert node.metrics is not None
+        assert f'tlex_tlc_held_for_mapem_total{{tlc="{TLCS[1]}"}}' in generate_latest(node.metrics).decode()
+    finally:
+        await node.close()
+        await played.stop()
+        await service.service.close()

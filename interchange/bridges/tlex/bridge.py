@@ -57,6 +57,7 @@ from interchange.bridges.tlex.publication import (
     SREM_SELECTOR_HEAD,
     UNIDENTIFIED,
     UNKNOWN_TLC,
+    WAITS_FOR_MAPEM,
     BiMessage,
     Dropped,
     Translator,
@@ -84,6 +85,7 @@ class TlcCounters:
     published: int = 0  #: handed to the broker
     dropped: int = 0  #: not published (IP_104, unknown kind), or dropped from a full queue
     refused: int = 0  #: refused by the broker for good (too large, rejected, not accepted after retries)
+    held_for_mapem: int = 0  #: SPATEMs not published: no MAPEM of the controller published yet (IP_104)
     srem_out: int = 0  #: SREMs sent to the controller
 
 
@@ -148,6 +150,7 @@ class TlexBridge:
         self._amqp: ClientConnection | None = None
         self._drain_scheduled = False
         self._warnings = Throttle(WARNING_INTERVAL_S)
+        self._waiting: dict[str, int] = {}  #: controllers whose SPATEMs wait for a MAPEM (said once): held since
         self._unsaved: dict[str, tuple[int, bytes]] = {}  #: MAPEMs for the store, the latest per TLC
         self._saving: asyncio.Future[None] | None = None  #: the store's one write in progress
         self._tasks: list[asyncio.Task] = []
@@ -351,8 +354,20 @@ class TlexBridge:
             self._warn("tlex_payload_unidentified", key, fields)
         elif cause in (NOT_BRIDGED, UNKNOWN_TLC):
             self._warn("tlex_payload_dropped", (tlc, payload.payload_type, cause), {**fields, "cause": cause})
+        elif cause == WAITS_FOR_MAPEM:
+            self._held_for_mapem(tlc)
         elif cause == MAPEM_SUPPRESSED:
             self._event("debug", "tlex_payload_dropped", {**fields, "cause": cause})
+
+    def _held_for_mapem(self, tlc: str) -> None:
+        """IP_104: said at info level once per controller while its SPATEMs wait, counted each."""
+        self.counters.tlc(tlc).held_for_mapem += 1
+        held = self._waiting.get(tlc)
+        if held is None:
+            self._event("info", "tlex_spatems_wait_for_mapem", {
+                "tlc": tlc, "reason": "IP_104: a SPATEM is published only after its controller's MAPEM; they are "
+                                      "held back until the controller sends one (its MAPEM interval)"})
+        self._waiting[tlc] = (held or 0) + 1
 
     def _mismatched(self, payload: Payload, payload_type: int, found: Identified) -> None:
         self._warn("tlex_payload_type_mismatch", (payload.tlc, payload_type), {
@@ -369,6 +384,8 @@ class TlexBridge:
     def _enqueue(self, message: BiMessage) -> None:
         if not self.outbound.offer(message):
             return
+        if self._waiting and message.kind == MAPEM and message.tlc in self._waiting:
+            self._event("info", "tlex_spatems_flow", {"tlc": message.tlc, "held": self._waiting.pop(message.tlc)})
         if message.kind == MAPEM and self._mapems is not None:  # repeats too: kept 9 min from the last copy
             self._save_mapem(message)
 
@@ -486,6 +503,7 @@ class TlexBridge:
             self._event("info", "tlex_tlc", {"tlc": controller.tlc_id, "stream_connected": connected,
                                              "payloads_in": counters.payloads_in, "published": counters.published,
                                              "dropped": counters.dropped, "refused": counters.refused,
+                                             "held_for_mapem": counters.held_for_mapem,
                                              "srem_out": counters.srem_out})
 
 
@@ -532,6 +550,7 @@ class TlexCollector:
             ("payloads_in", "Payloads received from a controller"), ("published", "BI messages published"),
             ("dropped", "Payloads not published (IP_104, unknown type, full queue, identical MAPEM)"),
             ("refused", "BI messages the broker refused for good (too large, rejected, not accepted after retries)"),
+            ("held_for_mapem", "SPATEMs not published before the controller's first MAPEM (IP_104)"),
             ("srem_out", "SREMs sent to a controller"))}
         for tlc, counters in sorted(bridge.counters.tlcs.items()):
             for name, family in per_tlc.items():

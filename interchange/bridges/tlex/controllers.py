@@ -7,7 +7,11 @@ UDAP 2.2.1.1) through the same :class:`~.stream.SessionSupervisor` the bridge us
 no task each): what a Broker session receives is the same datagrams, so thousands of controllers
 cost the simulator little more than their payloads. IP_104 on the sending side: a controller
 sends the MAPEM of each of its intersections before its first SPATEM, and again every
-``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes).
+``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes); and at once on every
+new session: its own (a reconnect), and, told by the simulator (:meth:`map_now`), a Broker
+session that takes its payloads from now on, so a bridge started after the simulator publishes
+its SPATEMs at once instead of after the next MAPEM (a real controller keeps its own schedule: the
+bridge then says that its SPATEMs wait for a MAPEM).
 
 Type bytes: the controllers send each message with the type byte of their ``payload_types``
 (default the ETSI messageIDs, :data:`~.payloads.MESSAGE_IDS`; ``tlex-sim --payload-types`` sets
@@ -85,6 +89,7 @@ class FakeController:
             api, session_request(domain, "singleplex", [spec.tlc_id], security), stream_ssl=stream_ssl,
             on_payload=self._received, server_hostname=server_hostname, backoff=backoff or Backoff(0.1, 2.0))
         self._sequence = 0
+        self._next_map = 0.0
         self._tasks: list[asyncio.Task] = []
 
     def _send(self, kind: str, intersection: str) -> None:
@@ -99,19 +104,24 @@ class FakeController:
             for intersection in self.spec.intersections:
                 self._send("SSEM", intersection)
 
+    def map_now(self) -> None:
+        """Send the MAPEMs now (a new session takes this controller's payloads), and the next
+        ones ``mapem_interval`` later."""
+        for intersection in self.spec.intersections:
+            self._send("MAPEM", intersection)
+        self._next_map = asyncio.get_running_loop().time() + self.mapem_interval
+
     async def _emit(self) -> None:
         await self.supervisor.connected.wait()
         period = 1.0 / self.spatem_hz if self.spatem_hz > 0 else None
-        next_map = 0.0
         loop = asyncio.get_running_loop()
         start = first_tick(loop.time(), period, self.phase) if period is not None else loop.time()
         await asyncio.sleep(start - loop.time())  # the loop's clock is the grid all controllers share
-        ticks = 0
+        ticks, sessions = 0, 0
         while True:
-            if loop.time() >= next_map:
-                for intersection in self.spec.intersections:
-                    self._send("MAPEM", intersection)
-                next_map = loop.time() + self.mapem_interval
+            if loop.time() >= self._next_map or self.supervisor.stats.sessions != sessions:
+                sessions = self.supervisor.stats.sessions  # a new session of its own: MAPEM first again
+                self.map_now()
             if period is None:
                 await asyncio.sleep(self.mapem_interval)
                 continue
@@ -165,6 +175,15 @@ class VirtualControllers:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    def map_now(self, tlcs: frozenset[str]) -> None:
+        """These controllers send their MAPEMs now (a new session takes their payloads), the next
+        ones ``mapem_interval`` later."""
+        now = asyncio.get_running_loop().time()
+        for tlc in sorted(tlcs & self.specs.keys()):
+            for intersection in self.specs[tlc].intersections:
+                self._emit(tlc, "MAPEM", intersection)
+            self._next_map[tlc] = now + self.mapem_interval
 
     def received(self, payload: Payload) -> None:
         tlc = payload.tlc

@@ -1,19 +1,23 @@
 """``interchange tlex-sim``: run a streaming-service simulator with fake traffic-light controllers.
 
     interchange tlex-sim --dir tlex-sim [--controllers 2] [--spatem-hz 10] [--phase staggered|aligned]
-                         [--virtual] ...
+                         [--virtual] [--payload-types SPATEM=1,...] [--token T] ...
+    interchange tlex-sim --dir tlex-sim --print-node-config [--actor DIR] [--publisher-id NL00001]
 
-The directory keeps an RSA test PKI (TLEX 6.1 wants ECDHE-RSA), and ``sim.json`` is rewritten at
-each start with what a bridge needs: the REST base URL, the service's certificate name and trust
-bundle, the Broker account's X-Authorization token, and each controller's TLC identifier and
-intersections. The controllers (one TLC system account, singleplex sessions) send MAPEM, then
-SPATEM at the given rate, each on its own phase of the period (``--phase aligned``: all at the same
-tick, one burst per period; see :mod:`.controllers`), and answer SREM with SSEM. With
-``--virtual`` the service plays the controllers itself (:class:`~.controllers.VirtualControllers`:
-no TLC session, TLS connection or task each; what a Broker session receives is the same): for
-thousands of controllers. ``--payload-types SPATEM=1,MAPEM=2,SREM=3,SSEM=4`` makes the controllers
-use other type bytes than the ETSI messageIDs (the specs leave them to the application; their
-payloads keep a real ITS PDU header). Runs until interrupted or ``--duration``.
+The directory keeps an RSA test PKI (TLEX 6.1 wants ECDHE-RSA) and the accounts' tokens
+(:mod:`.sim_facts`); the REST API and the TCPStreaming listeners have fixed default ports (8640,
+8641 TLS, 8642 plain). So what a node needs stays the same from one start to the next:
+``--print-node-config`` prints the ``[tlex]`` block (TOML) without starting anything, and
+``sim.json`` (absolute paths) is rewritten at each start. The controllers (one TLC system account,
+singleplex sessions) send MAPEM, then SPATEM at the given rate, each on its own phase of the
+period (``--phase aligned``: all at the same tick, one burst per period; see :mod:`.controllers`),
+their MAPEM again at once whenever a new session (theirs, or a Broker session that takes their
+payloads) starts, and answer SREM with SSEM. With ``--virtual`` the service plays the controllers
+itself (:class:`~.controllers.VirtualControllers`: no TLC session, TLS connection or task each; what
+a Broker session receives is the same): for thousands of controllers. ``--payload-types
+SPATEM=1,MAPEM=2,SREM=3,SSEM=4`` makes the controllers use other type bytes than the ETSI
+messageIDs (the specs leave them to the application; their payloads keep a real ITS PDU header).
+Runs until interrupted or ``--duration``.
 """
 from __future__ import annotations
 
@@ -21,8 +25,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import secrets
 import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,16 +39,13 @@ from interchange.bridges.tlex.controllers import PHASINGS, ControllerSpec, FakeC
 from interchange.bridges.tlex.payloads import DEFAULT_TYPES, MESSAGE_IDS, PayloadTypes, stamped
 from interchange.bridges.tlex.rest import StreamingServiceClient
 from interchange.bridges.tlex.service import Limits, ServiceRegistry
-from interchange.bridges.tlex.simulator import StreamingServiceSimulator
+from interchange.bridges.tlex.sim_facts import DEFAULT_DOMAIN, DEFAULT_PORTS, SERVICE_NAME, facts, node_config
+from interchange.bridges.tlex.sim_facts import specs as controller_specs
+from interchange.bridges.tlex.sim_facts import tlc_id, tokens
+from interchange.bridges.tlex.simulator import API_PREFIX, StreamingServiceSimulator
 from interchange.ground.errors import CliError
 
-SERVICE_NAME = "tlex-sim.test"
-DEFAULT_DOMAIN = "c-roads"
-
-
-def tlc_id(index: int) -> str:
-    """TLC identifiers of the simulation: 8 ASCII characters, NLSM0001, NLSM0002, ..."""
-    return f"NLSM{index + 1:04d}"
+__all__ = ["DEFAULT_DOMAIN", "SERVICE_NAME", "Simulation", "start_simulation", "tlc_id"]
 
 
 @dataclass
@@ -75,49 +76,60 @@ class Simulation:
         await self.service.close()
 
 
+def _pki(directory: Path) -> Any:
+    return create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
+
+
 async def start_simulation(directory: Path, *, controllers: int = 2, spatem_hz: float = 10.0,
                            mapem_interval: float = 60.0, domain: str = DEFAULT_DOMAIN, host: str = "127.0.0.1",
                            api_port: int = 0, tls_port: int = 0, plain_port: int = 0,
                            limits: Limits | None = None, stamp: bool = False,
                            phasing: str = "staggered", virtual: bool = False,
-                           payload_types: PayloadTypes = DEFAULT_TYPES) -> Simulation:
+                           payload_types: PayloadTypes = DEFAULT_TYPES, token: str | None = None) -> Simulation:
     """Start the service and ``controllers`` fake controllers (played by the service when
     ``virtual``); write ``directory/sim.json``."""
-    pki = create_test_pki(directory / "pki", [SERVICE_NAME], [], key_spec=KeySpec("rsa"), exist_ok=True)
+    directory = directory.resolve()
+    pki = _pki(directory)
     server = pki.servers[SERVICE_NAME]
+    kept = tokens(directory, token)
     registry = ServiceRegistry(limits or Limits(payload_rate=max(1200.0, controllers * spatem_hz * 2),
                                                 throughput_kb=max(120.0, controllers * spatem_hz * 0.5)), {})
-    broker = registry.add_account("broker", "BROKER_SYSTEM", secrets.token_urlsafe(24))
-    operator = registry.add_account("tlc-operator", "TLC_SYSTEM", secrets.token_urlsafe(24))
-    monitor = registry.add_account("monitor", "MONITOR", secrets.token_urlsafe(24))
-    specs = [ControllerSpec(tlc_id(i), [f"5-{100 + i}"], 1_000_000 + i) for i in range(controllers)]
+    registry.add_account("broker", "BROKER_SYSTEM", kept["broker"])
+    operator = registry.add_account("tlc-operator", "TLC_SYSTEM", kept["tlc-operator"])
+    registry.add_account("monitor", "MONITOR", kept["monitor"])
+    specs = controller_specs(controllers)
     for spec in specs:
         registry.register_tlc(operator, spec.tlc_id, domain)
     service = StreamingServiceSimulator(registry, host=host,
                                         stream_tls=streaming_server_context(server.chain, server.key),
                                         api_tls=web_server_context(server.chain, server.key))
     await service.start(api_port, tls_port, plain_port)
-    facts = {"api_url": service.api_url, "server_name": SERVICE_NAME, "trust_bundle": str(pki.trust_bundle),
-             "domain": domain, "broker_authorization": broker.authorization,
-             "monitor_authorization": monitor.authorization, "payload_types": dict(payload_types.by_kind),
-             "controllers": [{"tlc_id": s.tlc_id, "intersections": s.intersections} for s in specs]}
-    (directory / "sim.json").write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    found = facts(api_url=service.api_url, trust_bundle=pki.trust_bundle, domain=domain, tokens_=kept, specs_=specs,
+                  payload_types=payload_types, listeners={m: port for m, (_, port) in registry.listeners.items()})
+    (directory / "sim.json").write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
     if virtual:
         played = VirtualControllers(specs, spatem_hz=spatem_hz, mapem_interval=mapem_interval,
                                     factory=_stamped if stamp else None, phasing=phasing, payload_types=payload_types)
         played.start(service.play(played, domain, [spec.tlc_id for spec in specs]))
-        return Simulation(service, [], facts, virtual=played)
+        service.watch_brokers(played.map_now)
+        return Simulation(service, [], found, virtual=played)
     api = StreamingServiceClient(service.api_url, operator.authorization,
                                  ssl_context=web_client_context(pki.trust_bundle), server_hostname=SERVICE_NAME)
     await api.__aenter__()
     stream_ssl = streaming_client_context(pki.trust_bundle)
-    fakes = [FakeController(spec, api, domain=domain, stream_ssl=stream_ssl, spatem_hz=spatem_hz,
-                            mapem_interval=mapem_interval, server_hostname=SERVICE_NAME,
-                            factory=_stamped(spec) if stamp else None, phasing=phasing,
-                            payload_types=payload_types) for spec in specs]
-    for fake in fakes:
+    fakes = {spec.tlc_id: FakeController(spec, api, domain=domain, stream_ssl=stream_ssl, spatem_hz=spatem_hz,
+                                         mapem_interval=mapem_interval, server_hostname=SERVICE_NAME,
+                                         factory=_stamped(spec) if stamp else None, phasing=phasing,
+                                         payload_types=payload_types) for spec in specs}
+
+    def map_now(tlcs: frozenset[str]) -> None:
+        for tlc in sorted(tlcs & fakes.keys()):
+            if fakes[tlc].supervisor.stats.connected:
+                fakes[tlc].map_now()
+    service.watch_brokers(map_now)
+    for fake in fakes.values():
         fake.start()
-    return Simulation(service, fakes, facts, [api])
+    return Simulation(service, list(fakes.values()), found, [api])
 
 
 def _stamped(spec: ControllerSpec) -> PayloadFactory:
@@ -128,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "tlex-sim", help="run a TLEX/UDAP streaming-service simulator with fake traffic-light controllers",
         description="Streaming service (REST + TCPStreaming, TLS 1.2) and fake controllers emitting MAPEM/SPATEM.")
-    parser.add_argument("--dir", type=Path, default=Path("tlex-sim"), help="state directory (PKI, sim.json)")
+    parser.add_argument("--dir", type=Path, default=Path("tlex-sim"), help="state directory (PKI, tokens, sim.json)")
     parser.add_argument("--controllers", type=int, default=2, help="fake controllers (default 2)")
     parser.add_argument("--spatem-hz", type=float, default=10.0, help="SPATEM per second per controller")
     parser.add_argument("--mapem-interval", type=float, default=60.0, help="seconds between MAPEM repetitions")
@@ -137,9 +149,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "are), or all aligned (one burst of every controller per period)")
     parser.add_argument("--domain", default=DEFAULT_DOMAIN, help="session domain")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--api-port", type=int, default=0)
-    parser.add_argument("--tls-port", type=int, default=0)
-    parser.add_argument("--plain-port", type=int, default=0)
+    parser.add_argument("--api-port", type=int, default=DEFAULT_PORTS["api"], help="REST API port (0: any free one)")
+    parser.add_argument("--tls-port", type=int, default=DEFAULT_PORTS["tls"], help="TCPStreaming TLS 1.2 port")
+    parser.add_argument("--plain-port", type=int, default=DEFAULT_PORTS["plain"], help="TCPStreaming plain TCP port")
+    parser.add_argument("--token", help="the Broker account's X-Authorization token (default: made once, kept in "
+                                        "DIR/tokens.json)")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--virtual", action="store_true",
                         help="the service plays the controllers itself (no TLC session, TLS connection or task "
@@ -149,6 +163,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "default the ETSI messageIDs SPATEM=4,MAPEM=5,SREM=9,SSEM=10)")
     parser.add_argument("--stamp", action="store_true",
                         help="payloads carry send time, station and sequence (benchmarks: latency and loss)")
+    parser.add_argument("--print-node-config", action="store_true",
+                        help="print the [tlex] block (TOML) of a node pointed at this simulator, and exit")
+    parser.add_argument("--actor", type=Path, help="with --print-node-config: the bridge's identity directory at the node")
+    parser.add_argument("--publisher-id", default="NL00001", help="with --print-node-config: the bridge's publisherId")
     parser.set_defaults(handler=run)
 
 
@@ -175,19 +193,33 @@ def run(args: argparse.Namespace) -> int:
     if args.spatem_hz < 0:
         raise CliError("--spatem-hz must not be negative")
     try:
+        if args.print_node_config:
+            sys.stdout.write(_node_config(args))
+            return 0
         asyncio.run(_serve(args))
     except (OSError, PkiError) as exc:
         raise CliError(str(exc)) from None
     return 0
 
 
+def _node_config(args: argparse.Namespace) -> str:
+    """The [tlex] block for the simulator these arguments start (its ports must be fixed)."""
+    if args.api_port == 0:
+        raise CliError("--print-node-config needs a fixed --api-port (0 is any free port: a node could not find it)")
+    directory = args.dir.resolve()
+    kept = tokens(directory, args.token)
+    found = facts(api_url=f"https://{args.host}:{args.api_port}{API_PREFIX}", trust_bundle=_pki(directory).trust_bundle,
+                  domain=args.domain, tokens_=kept, specs_=controller_specs(args.controllers),
+                  payload_types=args.payload_types, listeners={"TLSv1.2": args.tls_port, "NONE": args.plain_port})
+    return node_config(found, actor=args.actor, publisher_id=args.publisher_id)
+
+
 async def _serve(args: argparse.Namespace) -> None:
-    args.dir.mkdir(parents=True, exist_ok=True)
     simulation = await start_simulation(args.dir, controllers=args.controllers, spatem_hz=args.spatem_hz,
                                         mapem_interval=args.mapem_interval, domain=args.domain, host=args.host,
                                         api_port=args.api_port, tls_port=args.tls_port, plain_port=args.plain_port,
                                         stamp=args.stamp, phasing=args.phase, virtual=args.virtual,
-                                        payload_types=args.payload_types)
+                                        payload_types=args.payload_types, token=args.token)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -197,7 +229,8 @@ async def _serve(args: argparse.Namespace) -> None:
     played = " (played by the service)" if args.virtual else ""
     print(f"tlex-sim: REST {simulation.service.api_url}, TCPStreaming TLS port {listeners['TLSv1.2'][1]}, "
           f"plain port {listeners['NONE'][1]}, {len(simulation.facts['controllers'])} controllers{played}; "
-          f"bridge facts in {args.dir / 'sim.json'}", flush=True)
+          f"bridge facts in {args.dir.resolve() / 'sim.json'}; a node's [tlex]: the same arguments with "
+          f"--print-node-config", flush=True)
     try:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(args.duration):

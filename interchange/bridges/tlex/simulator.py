@@ -13,6 +13,9 @@
   :meth:`StreamingServiceSimulator.say_bye`, :meth:`StreamingServiceSimulator.inject` (raw bytes,
   e.g. a broken frame), :meth:`StreamingServiceSimulator.mute` (a hung service), and
   :attr:`closes`, the record of how connections ended.
+- :meth:`StreamingServiceSimulator.watch_brokers`: told (on the next loop turn) which TLC
+  identifiers a Broker session takes from now on (connected, or widened by PUT), so the simulated
+  controllers can send their MAPEM first to it.
 - Controllers the service plays itself (:meth:`StreamingServiceSimulator.play`, ``tlex-sim
   --virtual``): their payloads are routed as a TLC session's would be, Broker payloads for them
   go to the player; routing looks only at the connected sessions holding the payload's identifier,
@@ -90,6 +93,7 @@ class StreamingServiceSimulator:
         self._tasks: set[asyncio.Task] = set()
         self.api_port = 0
         self.player: ControllerPlayer | None = None  #: the controllers the service plays itself, if any
+        self._broker_watchers: list[Callable[[frozenset[str]], None]] = []
 
     @property
     def api_url(self) -> str:
@@ -165,6 +169,8 @@ class StreamingServiceSimulator:
                     return connection.stream.refuse(refusal.message, now)
                 connection.token = token
                 self.connections[token] = connection
+                if record.mode == "broker":
+                    self._tell_watchers(record.scope)
                 return connection.stream.accept(record.session.grant(self.timestamps_interval), now)
             case Deliver(payload=payload) if connection.token is not None:
                 self.stats.received += 1
@@ -200,6 +206,17 @@ class StreamingServiceSimulator:
             self.stats.received += 1
             self._deliver(self.registry.route_from_controller(domain, payload.tlc, payload, payload.origin_ms))
         return send
+
+    def watch_brokers(self, watcher: Callable[[frozenset[str]], None]) -> None:
+        """Call ``watcher`` with the TLC identifiers a Broker session takes from now on."""
+        self._broker_watchers.append(watcher)
+
+    def _tell_watchers(self, tlcs: frozenset[str]) -> None:
+        """On the next loop turn: the session's preamble goes out first (accept's actions)."""
+        if tlcs and self._broker_watchers:
+            loop = asyncio.get_running_loop()
+            for watcher in self._broker_watchers:
+                loop.call_soon(watcher, tlcs)
 
     def reconnect(self, token: str | None = None) -> int:
         """Send Reconnect (6.3.4.4) on one connection (or all); returns how many got it."""
@@ -278,10 +295,13 @@ class StreamingServiceSimulator:
         account = self._account(request)
         details = RequestDetails.model_validate(await request.json())
         token = request.match_info["token"]
+        before = self.registry.session_of(account, token, read_now().mono).scope
         session = self.registry.update(account, token, details, read_now().mono)
         connection = self.connections.get(token)
         if connection is not None and connection.stream.grant is not None:
             connection.stream.grant = session.grant(self.timestamps_interval)
+            if connection.stream.grant.mode == "broker":
+                self._tell_watchers(frozenset(session.details.identifiers()) - before)
         return web.json_response(dump(session))
 
     async def _tlcs(self, request: web.Request) -> web.Response:
