@@ -100,7 +100,8 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_pa
                 spat = next(m for m in mine if m.properties["messageType"] == "SPATEM")
                 assert spat.properties == {
                     "messageType": "SPATEM", "publisherId": "NL00001", "publicationId": f"NL00001:{ctl.tlc_id}-SPATEM",
-                    "originatingCountry": "NL", "protocolVersion": "SPATEM:2.1.1", "quadTree": f",{tile(ctl)},",
+                    "originatingCountry": "NL", "protocolVersion": "SPATEM:2.1.1",
+                    "quadTree": f",{tile(ctl)},{','.join(node.tlex.translator.area(ctl, 'SPATEM'))},",
                     "id": "," + ",".join(ctl.intersections) + ",", "latitude": ctl.latitude, "longitude": ctl.longitude}
                 assert len(tile(ctl)) == 18
                 assert spat.ttl == 1.0 and mine[0].ttl == 648.0  # IP_033: 100 ms and 540 s x 1.2, at least 1 s

@@ -76,5 +76,5 @@ def test_tlex_demo_delivers_a_spatem_at_the_neighbour(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert "http://" not in out  # without --serve nothing is left running: no address to print
     line = next(line for line in out.splitlines() if "actor-2 received at b.interchange.test a SPATEM" in line)
-    assert "publicationId='NL00001:NLSM0001-SPATEM'" in line and "quadTree=',120202130121133020,'" in line
+    assert "publicationId='NL00001:NLSM0001-SPATEM'" in line and "quadTree=',120202130121133020,12020213012113,'" in line
     assert "id=',5-100,'" in line and "(ttl 1 s)" in line

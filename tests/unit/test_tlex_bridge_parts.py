@@ -1,6 +1,6 @@
 """The TLEX bridge's parts without sockets: its configuration's errors, the translator (IP_104 gate,
-drops, MAPEM repetition while SPATEMs flow: IP_048/049), the MAPEM store, and the message encoder
-against proton's."""
+drops, MAPEM repetition while SPATEMs flow: IP_048/049, the destination area's tiles: IP_113), the
+MAPEM store, and the message encoder against proton's."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 from proton import Message
 
+import jms_selectors
+from interchange.actor import check_properties
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.payloads import stand_in
-from interchange.bridges.tlex.publication import MAPEM_SUPPRESSED, WAITS_FOR_MAPEM, BiMessage, Dropped, Translator
+from interchange.bridges.tlex.publication import MAPEM_SUPPRESSED, WAITS_FOR_MAPEM, BiMessage, Dropped, Translator, tile
 from interchange.testing.tlex_harness import TLCS
+from quadtree import cover_circle
+from quadtree.property import parse_property
 
 HAZELDONK = (51.485992, 4.735311)
 
@@ -127,3 +131,36 @@ def test_translator_ip104_and_drops() -> None:
     split = translator.srem_selectors(max_length=70)
     assert split == ["messageType = 'SREM' AND (id LIKE '%,5-57,%' OR id LIKE '%,5-58,%')",
                      "messageType = 'SREM' AND (id LIKE '%,5-59,%')"]
+
+
+def test_messages_carry_their_destination_area_ip113() -> None:
+    """IP_113: besides the zoom-18 tile of the reference position (IP_038), zoom-14 tiles covering
+    the destination area (a circle of the configured radius, per message type or per controller), so
+    a consumer filtering on a neighbouring zoom-14 tile gets the message; at most 9 tiles for 1 km;
+    the capabilities cover the same area; the broker's rules accept the properties."""
+    corner = ControllerConfig(tlc_id=TLCS[0], intersections=["5-57"], latitude=51.4800, longitude=4.7460)
+    wide = ControllerConfig(tlc_id=TLCS[1], intersections=["5-58"], latitude=52.0116, longitude=4.3571,
+                            area_radius_m=1000)
+    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"), publisher_id="NL00001",
+                              originating_country="NL", controllers=[corner, wide], area_radius_m={"MAPEM": 0})
+    translator = Translator(config)
+    [map_message] = translator.to_bi(Payload(5, 1, stand_in("MAPEM", 1, "5-57", 1), TLCS[0]), 0)  # type: ignore[misc]
+    [spat] = translator.to_bi(Payload(4, 1, stand_in("SPATEM", 1, "5-57", 2), TLCS[0]), 1)  # type: ignore[misc]
+    reference, *area = parse_property(str(spat.properties["quadTree"]))
+    assert reference == tile(corner) and len(area) > 1 and {len(t) for t in area} == {14}
+    assert reference[:14] in area and set(area) == set(cover_circle(corner.latitude, corner.longitude, 300, 14))
+    neighbour = next(t for t in area if t != reference[:14])
+    assert jms_selectors.compile(f"quadTree LIKE '%,{neighbour}%'").matches(spat.properties)
+    assert not jms_selectors.compile(f"quadTree LIKE '%,{neighbour}%'").matches(
+        {"quadTree": f",{reference},"})  # what the zoom-18 tile alone gave: the consumer missed it
+    assert parse_property(str(map_message.properties["quadTree"])) == [reference, reference[:14]]  # MAPEM: radius 0
+    wide_tiles = translator.area(wide, "SPATEM")
+    assert 1 < len(wide_tiles) <= 9 and translator.area(wide, "MAPEM") == wide_tiles  # the controller's radius
+    assert check_properties(spat.properties) == []
+    caps = {c["application"]["publicationId"]: c["application"]["quadTree"] for c in translator.capabilities()}
+    assert caps[f"NL00001:{TLCS[0]}-SPATEM"] == area and caps[f"NL00001:{TLCS[1]}-SSEM"] == wide_tiles
+    with pytest.raises(ValueError, match="area_radius_m: SREM: the bridge publishes SPATEM, MAPEM, SSEM"):
+        TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"), publisher_id="NL00001",
+                         originating_country="NL", controllers=[corner], area_radius_m={"SREM": 10})
+    with pytest.raises(ValueError, match="less than or equal to 10000"):
+        ControllerConfig(tlc_id=TLCS[0], intersections=["5-57"], latitude=51.48, longitude=4.74, area_radius_m=20_000)

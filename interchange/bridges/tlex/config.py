@@ -25,11 +25,16 @@ Example (TOML)::
     longitude = 4.3571
     # shard_id = 1
     # payload_types = { SREM = 7 }     # this controller's own type bytes, over the service's
+    # area_radius_m = 500              # its messages' destination area (IP_113), over tlex.area_radius_m
 
 Payload type bytes (TLEX 6.3.4.5 leaves them to the application) map to message types per service
 and per controller, both ways: payloads in are identified by their own ITS PDU header first
 (``identify = "header"``, :func:`~.payloads.identify`), so the mapping matters for the SREMs the
-bridge sends a controller, and for payloads without a readable header. Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
+bridge sends a controller, and for payloads without a readable header. IP_113: a message's
+``quadTree`` holds the zoom-18 tile of the controller's position (IP_038: it stands for the MAPEM
+refPoint) and the zoom-14 tiles covering its destination area, a circle of ``area_radius_m`` around
+that position (per message type, default 300 m; a controller's own ``area_radius_m`` overrides it).
+Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
 SSEM default to 100 ms (the controllers' 10 Hz), MAPEM to the profile's 540 s (IP_048: the bridge
 repeats a controller's MAPEM at least that often while its SPATEMs flow); ``mapem_min_interval_ms``
 (default 0: every MAPEM is published) skips identical MAPEM copies closer than that (IP_049);
@@ -62,6 +67,10 @@ BRIDGED_KINDS = (SPATEM, MAPEM, SSEM)  #: published into C-Roads; SREM goes the 
 DEFAULT_REPETITION_MS = {SPATEM: 100, MAPEM: MESSAGE_TYPES[MessageType.MAPEM].repetition.interval_ms,
                          SSEM: 100, SREM: 100}
 DEFAULT_PROTOCOL_VERSIONS = {kind: f"{kind}:2.1.1" for kind in (SPATEM, MAPEM, SREM, SSEM)}
+#: IP_113: the destination area around a controller, by message type (a crossing and its approaches)
+DEFAULT_AREA_RADIUS_M = {SPATEM: 300.0, MAPEM: 300.0, SSEM: 300.0}
+MAX_AREA_RADIUS_M = 10_000.0  #: IP_113 speaks of up to 1 km (9 tiles of zoom 14); 10 km is ~100 tiles
+AreaRadius = Annotated[float, Field(ge=0, le=MAX_AREA_RADIUS_M)]
 
 
 def _profile_rule(name: str) -> Callable[[str], str]:
@@ -85,6 +94,8 @@ class ControllerConfig(BaseModel):
     names: list[str] = Field(default_factory=list, description="Table 4 name values, if any")
     payload_types: dict[str, int] = Field(default_factory=dict, description=(
         "this controller's type bytes by message type, over the service's (tlex.payload_types)"))
+    area_radius_m: AreaRadius | None = Field(default=None, description=(
+        "radius (m) of this controller's destination area for every message type (IP_113), over tlex.area_radius_m"))
 
     @field_validator("tlc_id")
     @classmethod
@@ -132,6 +143,8 @@ class TlexBridgeConfig(BaseModel):
     payload_types: dict[str, int] = Field(default_factory=lambda: dict(MESSAGE_IDS), description=(
         "the service's payload type bytes by message type (default: the ETSI messageIDs, SPATEM 4, MAPEM 5, "
         "SREM 9, SSEM 10)"))
+    area_radius_m: dict[str, AreaRadius] = Field(default_factory=lambda: dict(DEFAULT_AREA_RADIUS_M), description=(
+        "radius (m) of the destination area around a controller by message type (IP_113: zoom-14 tiles cover it)"))
     its_protocol_versions: list[int] = Field(default_factory=lambda: list(DEFAULT_ITS_PROTOCOL_VERSIONS), min_length=1,
                                              description="protocolVersion values read as an ITS PDU header")
     backoff_initial: float = Field(default=0.5, gt=0)
@@ -156,6 +169,10 @@ class TlexBridgeConfig(BaseModel):
         self.repetition_ms = {**DEFAULT_REPETITION_MS, **self.repetition_ms}
         self.protocol_versions = {**DEFAULT_PROTOCOL_VERSIONS, **self.protocol_versions}
         self.payload_types = {**MESSAGE_IDS, **self.payload_types}
+        unknown = sorted(set(self.area_radius_m) - set(BRIDGED_KINDS))
+        if unknown:
+            raise ValueError(f"tlex.area_radius_m: {', '.join(unknown)}: the bridge publishes {', '.join(BRIDGED_KINDS)}")
+        self.area_radius_m = {**DEFAULT_AREA_RADIUS_M, **self.area_radius_m}
         for where, mapping in [("tlex.payload_types", self.payload_types)] + [
                 (f"controller {c.tlc_id}: payload_types", {**self.payload_types, **c.payload_types})
                 for c in self.controllers if c.payload_types]:
@@ -163,6 +180,10 @@ class TlexBridgeConfig(BaseModel):
             if problem is not None:
                 raise ValueError(f"{where}: {problem}")
         return self
+
+    def radius_of(self, controller: ControllerConfig, kind: str) -> float:
+        """The radius (m) of the controller's destination area for ``kind`` (IP_113)."""
+        return controller.area_radius_m if controller.area_radius_m is not None else self.area_radius_m[kind]
 
     def types_of(self, controller: ControllerConfig) -> PayloadTypes:
         """The controller's type bytes both ways: its own over the service's."""

@@ -8,10 +8,15 @@ Controller -> C-Roads (one BI message per payload, body = the payload bytes unch
   ``publicationId`` = ``<publisherId>:<TLC id>-<messageType>`` (one capability per controller and
   message type: a capability has one messageType), ``originatingCountry``, ``protocolVersion``,
   ``quadTree`` = the zoom-18 tile of the controller's configured position (IP_038; Table 8: the
-  MAPEM refPoint, which the controller's position stands for), ``shardId`` when sharding is on
-  (appendix G, IP_130);
+  MAPEM refPoint, which the controller's position stands for) and the zoom-14 tiles covering its
+  destination area, a circle of the configured radius around it (IP_113), ``shardId`` when
+  sharding is on (appendix G, IP_130); built by the actors' toolkit
+  (:func:`interchange.actor.message_properties`) and checked once per controller and type with
+  the broker's own rules (:func:`interchange.actor.check_properties`): a config whose messages the
+  broker would refuse is refused when the bridge starts;
 - Tables 4/5: ``id`` = the controller's intersection ids ``,5-57,``; ``name`` when configured;
 - IP_033: TTL = the message type's repetition interval x 1.2, at least 1 s (the profile's ``TTL``);
+- capabilities: one per controller and type, its ``quadTree`` the area tiles (the dataset's area);
 - IP_104: a SPATEM is published only after the MAPEM of the same controller; earlier SPATEMs are
   dropped and counted (a SPATEM is stale 100 ms later; holding it would publish old signal state).
 - IP_048/049: the bridge is the C-ITS actor that publishes the controllers' already signed MAPEMs,
@@ -39,7 +44,8 @@ from interchange.bridges.tlex.codec import MAX_TLC_PAYLOAD, Payload
 from interchange.bridges.tlex.config import BRIDGED_KINDS, MAPEM, SPATEM, SREM, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.payloads import Identified, PayloadTypes, identify
 from interchange.ground.profile import REFERENCE_ZOOM, TTL
-from quadtree.property import format_property, parse_property
+from interchange.actor import Circle, area_tiles, area_zoom, check_properties, message_properties
+from quadtree.property import parse_property
 from quadtree.tiles import from_latlon
 
 PropertyValue = str | int | float
@@ -125,8 +131,7 @@ class Translator:
         self.config = config
         self.controllers = {c.tlc_id: c for c in config.controllers}
         self._owner = {i: c.tlc_id for c in config.controllers for i in c.intersections}
-        self._tiles = {c.tlc_id: tile(c) for c in config.controllers}  #: computed once: thousands of controllers
-        self._quad_trees = {tlc: format_property([zoomed]) for tlc, zoomed in self._tiles.items()}
+        self._areas: dict[tuple[float, float, float], list[str]] = {}  #: computed once: thousands of controllers
         self._properties = {(c.tlc_id, kind): self._fixed_properties(c, kind)
                             for c in config.controllers for kind in BRIDGED_KINDS}
         self._ttl = {kind: ttl_ms(config.repetition_ms[kind]) for kind in BRIDGED_KINDS}
@@ -148,19 +153,31 @@ class Translator:
         self.spatem_before_mapem = previous.spatem_before_mapem
         return self
 
+    def area(self, controller: ControllerConfig, kind: str) -> list[str]:
+        """IP_113: the zoom-14 tiles covering the controller's destination area for ``kind``."""
+        key = (controller.latitude, controller.longitude, self.config.radius_of(controller, kind))
+        tiles = self._areas.get(key)
+        if tiles is None:
+            tiles = self._areas[key] = area_tiles(Circle(*key), area_zoom(kind))
+        return tiles
+
     def _fixed_properties(self, controller: ControllerConfig, kind: str) -> dict[str, PropertyValue]:
         config = self.config
-        props: dict[str, PropertyValue] = {
-            "messageType": kind, "publisherId": config.publisher_id,
-            "publicationId": publication_id(config.publisher_id, controller.tlc_id, kind),
-            "originatingCountry": config.originating_country, "protocolVersion": config.protocol_versions[kind],
-            "quadTree": self._quad_trees[controller.tlc_id], "id": "," + ",".join(controller.intersections) + ",",
-            "latitude": controller.latitude, "longitude": controller.longitude}
+        extra: dict[str, PropertyValue] = {"id": "," + ",".join(controller.intersections) + ","}
         if controller.names:
-            props["name"] = "," + ",".join(controller.names) + ","
-        if config.shard_count is not None and controller.shard_id is not None:
-            props["shardId"] = controller.shard_id
-            props["shardCount"] = config.shard_count
+            extra["name"] = "," + ",".join(controller.names) + ","
+        sharded = config.shard_count is not None and controller.shard_id is not None
+        props = message_properties(
+            message_type=kind, publisher_id=config.publisher_id,
+            publication_id=publication_id(config.publisher_id, controller.tlc_id, kind),
+            protocol_version=config.protocol_versions[kind], originating_country=config.originating_country,
+            position=(controller.latitude, controller.longitude), quad_tree=self.area(controller, kind),
+            shard_id=controller.shard_id if sharded else None, shard_count=config.shard_count if sharded else None,
+            extra=extra)
+        problems = check_properties(props, capability_shard_count=config.shard_count)
+        if problems:
+            raise ValueError(f"controller {controller.tlc_id}: the broker would refuse its {kind}s: "
+                             + "; ".join(str(problem) for problem in problems))
         return props
 
     def to_bi(self, payload: Payload, now_ms: int) -> list[BiMessage] | Dropped:
@@ -242,7 +259,7 @@ class Translator:
                 caps.append({"application": {
                     "messageType": kind, "publisherId": props["publisherId"], "publicationId": props["publicationId"],
                     "originatingCountry": props["originatingCountry"], "protocolVersion": props["protocolVersion"],
-                    "quadTree": [self._tiles[controller.tlc_id]]}, "metadata": metadata})
+                    "quadTree": self.area(controller, kind)}, "metadata": metadata})
         return caps
 
     def srem_selectors(self, max_length: int = SELECTOR_BUDGET) -> list[str]:
