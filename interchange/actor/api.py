@@ -215,9 +215,15 @@ class ActorApi:
         return await self._get(self._mine("subscriptions", subscription_id), LocalSubscription)
 
     async def create_subscription(self, selector: str, *, redirect: bool = False) -> LocalSubscription:
-        item = SubscriptionRequestItem(selector=selector, consumerCommonName=self.cn if redirect else None)
-        body = LocalSubscriptionsRequest(name=self.cn, subscriptions=[item])
-        return (await self._post(self._mine("subscriptions"), LocalSubscriptionsResponse, body)).subscriptions[0]
+        return (await self.create_subscriptions([selector], redirect=redirect))[0]
+
+    async def create_subscriptions(self, selectors: list[str], *, redirect: bool = False) -> list[LocalSubscription]:
+        """Several subscriptions in one request (at most the node's ``subscriptions_per_request``:
+        413 beyond), in the order of ``selectors``."""
+        items = [SubscriptionRequestItem(selector=selector, consumerCommonName=self.cn if redirect else None)
+                 for selector in selectors]
+        body = LocalSubscriptionsRequest(name=self.cn, subscriptions=items)
+        return (await self._post(self._mine("subscriptions"), LocalSubscriptionsResponse, body)).subscriptions
 
     async def delete_subscription(self, subscription_id: str) -> None:
         await self._request("DELETE", self._mine("subscriptions", subscription_id), None)

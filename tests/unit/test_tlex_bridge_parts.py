@@ -157,7 +157,7 @@ def test_messages_carry_their_destination_area_ip113() -> None:
     wide_tiles = translator.area(wide, "SPATEM")
     assert 1 < len(wide_tiles) <= 9 and translator.area(wide, "MAPEM") == wide_tiles  # the controller's radius
     assert check_properties(spat.properties) == []
-    caps = {c["application"]["publicationId"]: c["application"]["quadTree"] for c in translator.capabilities()}
+    caps = {c.application.publicationId: c.application.quadTree for c in translator.capabilities()}
     assert caps[f"NL00001:{TLCS[0]}-SPATEM"] == area and caps[f"NL00001:{TLCS[1]}-SSEM"] == wide_tiles
     with pytest.raises(ValueError, match="area_radius_m: SREM: the bridge publishes SPATEM, MAPEM, SSEM"):
         TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=Path("a"), publisher_id="NL00001",

@@ -1,8 +1,8 @@
 """The TLEX/UDAP bridge: traffic-light controllers in and out of this interchange.
 
 The bridge is a local C-ITS actor of its node, with its own client certificate (IP_050): it
-uses the node's public doors only, the local actor API of the Improved Interface over HTTPS and
-the Basic Interface over AMQPS, as any actor would:
+uses the node's public doors only, the local actor API of the Improved Interface over HTTPS (the
+actors' toolkit, :mod:`.registration`) and the Basic Interface over AMQPS, as any actor would:
 
 1. registers one capability per controller and message type (SPATEM, MAPEM, SSEM; IP_077), so
    neighbours discover the controllers' datasets through the II (capabilities kept across restarts:
@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from cryptography import x509
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from proton import Message
@@ -47,14 +46,13 @@ from proton import Message
 from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
-from interchange.bridges.tlex.limits import ActorLimits, batches
+from interchange.bridges.tlex.limits import ActorLimits
 from interchange.bridges.tlex.mapem_store import MapemStore
 from interchange.bridges.tlex.outbound import Outbound
 from interchange.bridges.tlex.payloads import Identified
 from interchange.bridges.tlex.publication import (
     MAPEM_SUPPRESSED,
     NOT_BRIDGED,
-    SREM_SELECTOR_HEAD,
     UNIDENTIFIED,
     UNKNOWN_TLC,
     WAITS_FOR_MAPEM,
@@ -62,6 +60,7 @@ from interchange.bridges.tlex.publication import (
     Dropped,
     Translator,
 )
+from interchange.bridges.tlex.registration import BridgeSetupError, Registration
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 from interchange.broker.client import ClientConnection
@@ -69,10 +68,6 @@ from interchange.ground.throttle import Throttle
 
 EventSink = Callable[[str, str, dict], None]  #: (level, event, fields), JsonLog.event
 WARNING_INTERVAL_S = 60.0  #: a recurring warning, per controller and type byte, at most this often
-
-
-class BridgeSetupError(RuntimeError):
-    """The node refused something the bridge needs (capability, delivery, subscription)."""
 
 
 class BridgeReloadError(ValueError):
@@ -113,34 +108,15 @@ class BridgeCounters:
         self.queue_dropped_total += 1
 
 
-class ActorApi:
-    """The node's local actor API, as this bridge's certificate sees it (``/{cn}/...``)."""
-
-    def __init__(self, base_url: str, server_name: str, cn: str, context: ssl.SSLContext) -> None:
-        self._base = f"{base_url}/{cn}"
-        self._server_name, self._context = server_name, context
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
-        async with self._http.request(method, f"{self._base}/{path}", json=body, ssl=self._context,
-                                      server_hostname=self._server_name) as response:
-            data = await response.json(content_type=None)
-            if response.status >= 300:
-                raise BridgeSetupError(f"{method} /{path}: HTTP {response.status}: {data}")
-            return data
-
-    async def close(self) -> None:
-        await self._http.close()
-
-
 class TlexBridge:
     def __init__(self, config: TlexBridgeConfig, *, node_name: str, ii_port: int, amqps_port: int,
                  event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "",
                  state_dir: Path | None = None, limits: ActorLimits = ActorLimits()) -> None:
-        self._limits = limits
         self._mapems = MapemStore(state_dir) if state_dir is not None else None
         self.config, self.node_name, self.host = config, node_name, host
-        self._ii_url = f"https://{host}:{ii_port}{ii_base_path}"
+        self._registration = Registration(TlsFiles.from_identity_dir(config.actor), node_name=node_name,
+                                          ii_url=f"https://{host}:{ii_port}{ii_base_path}", limits=limits,
+                                          publisher_id=config.publisher_id)
         self._amqps_port, self._event = amqps_port, event
         self.translator = Translator(config)
         self.counters = BridgeCounters()
@@ -163,11 +139,7 @@ class TlexBridge:
 
     async def start(self) -> None:
         await self._restore_mapems()
-        actor = ActorApi(self._ii_url, self.node_name, self.actor_cn, client_context(self._files))
-        try:
-            await self._register(actor)
-        finally:
-            await actor.close()
+        self.target, self.srem_sources = await self._registration.register(self.translator)
         config = self.config
         self._api = StreamingServiceClient(config.api_url, config.token(), server_hostname=config.server_name,
                                            ssl_context=web_client_context(config.trust_bundle))
@@ -195,64 +167,6 @@ class TlexBridge:
         if stored:
             self._event("info", "tlex_mapem_restored", {"tlcs": sorted(stored)})
 
-    async def _register(self, actor: ActorApi) -> None:
-        await self._sync_capabilities(actor, self.translator)
-        selector = f"publisherId = '{self.config.publisher_id}'"
-        deliveries = (await actor.call("GET", "deliveries"))["deliveries"]
-        delivery = next((d for d in deliveries if d["selector"] == selector and d.get("endpoints")), None)
-        if delivery is None:
-            delivery = (await actor.call("POST", "deliveries", {"deliveries": [{"selector": selector}]}))["deliveries"][0]
-        if not delivery.get("endpoints"):
-            raise BridgeSetupError(f"delivery {delivery.get('id')} has no target: {delivery.get('status')} "
-                                   f"{delivery.get('errorMessage') or ''}".strip())
-        self.target = delivery["endpoints"][0]["target"]
-        self.srem_sources = await self._sync_srem_subscriptions(actor, self.translator)
-
-    async def _sync_capabilities(self, actor: ActorApi, translator: Translator) -> None:
-        """The node holds exactly ``translator``'s capabilities for this actor: missing ones posted,
-        ones of removed or moved controllers withdrawn (kept across restarts: nothing posted twice)."""
-        wanted = {c["application"]["publicationId"]: c for c in translator.capabilities()}
-        existing = (await actor.call("GET", "capabilities"))["capabilities"]
-        current, stale = set(), []
-        for capability in existing:
-            application = capability["definition"]["application"]
-            want = wanted.get(application.get("publicationId"))
-            if want is not None and all(application.get(k) == v for k, v in want["application"].items()):
-                current.add(application["publicationId"])
-            else:
-                stale.append(capability)
-        replaced = [c for c in stale if c["definition"]["application"].get("publicationId") in wanted]
-        for capability in replaced:  # a moved controller: same publicationId, new definition
-            await actor.call("DELETE", f"capabilities/{capability['id']}")
-        missing = [c for key, c in wanted.items() if key not in current]
-        limits = self._limits
-        for batch in batches(missing, "capabilities", limits.capabilities_per_request, limits.capabilities_body_bytes):
-            await actor.call("POST", "capabilities", {"capabilities": batch})
-        gone = {capability["id"] for capability in replaced}
-        for capability in stale:  # withdrawn after the new ones are in: the delivery keeps an overlap
-            if capability["id"] not in gone:
-                await actor.call("DELETE", f"capabilities/{capability['id']}")
-
-    async def _sync_srem_subscriptions(self, actor: ActorApi, translator: Translator) -> list[str]:
-        """Sources of subscriptions covering SREMs for ``translator``'s intersections (existing ones
-        kept, missing ones made, in as few requests as the node takes); the bridge's SREM
-        subscriptions no longer needed are terminated."""
-        subscriptions = (await actor.call("GET", "subscriptions"))["subscriptions"]
-        selectors = translator.srem_selectors(self._limits.srem_selector_length)
-        made = {s["selector"]: s for s in subscriptions if s.get("endpoints")}
-        missing = [{"selector": selector} for selector in selectors if selector not in made]
-        for batch in batches(missing, "subscriptions", self._limits.subscriptions_per_request):
-            for sub in (await actor.call("POST", "subscriptions", {"subscriptions": batch}))["subscriptions"]:
-                if not sub.get("endpoints"):
-                    raise BridgeSetupError(f"SREM subscription {sub.get('id')} has no source: {sub.get('status')} "
-                                           f"{sub.get('errorMessage', '')}".strip())
-                made[sub["selector"]] = sub
-        wanted = set(selectors)
-        for sub in subscriptions:
-            if sub["selector"].startswith(SREM_SELECTOR_HEAD) and sub["selector"] not in wanted:
-                await actor.call("DELETE", f"subscriptions/{sub['id']}")
-        return [str(made[selector]["endpoints"][0]["source"]) for selector in selectors]
-
     # --- controllers changed at run time ----------------------------------------------------
 
     async def update(self, config: TlexBridgeConfig) -> dict[str, Any]:
@@ -272,12 +186,7 @@ class TlexBridge:
         if not any(summary.values()):
             return {**summary, "session": "unchanged"}
         translator = Translator(config).carrying_over(self.translator)
-        actor = ActorApi(self._ii_url, self.node_name, self.actor_cn, client_context(self._files))
-        try:
-            await self._sync_capabilities(actor, translator)
-            sources = await self._sync_srem_subscriptions(actor, translator)
-        finally:
-            await actor.close()
+        sources = await self._registration.update(translator)
         self.config, self.translator = config, translator
         self._open_srem_receivers([source for source in sources if source not in self.srem_sources])
         self.srem_sources = sources

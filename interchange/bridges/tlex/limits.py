@@ -19,7 +19,7 @@ The bridge registers through the local actor API like any actor, so ``[ii.limits
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,15 +46,16 @@ class ActorLimits:
         return min(self.max_selector_length, SELECTOR_BUDGET)
 
 
-def batches(items: list[Any], field: str, most: int, body_bytes: int | None = None) -> Iterator[list[Any]]:
+def batches(items: list[Any], field: str, most: int, body_bytes: int | None = None,
+            as_json: Callable[[Any], Any] = lambda item: item) -> Iterator[list[Any]]:
     """``items`` in order, in lists of at most ``most`` whose JSON body (``{field: [...]}``, as aiohttp
-    encodes it) stays within ``body_bytes``; an item too big alone goes alone (the II answers 413
-    for it, with the reason)."""
+    encodes it; ``as_json`` gives an item's JSON value) stays within ``body_bytes``; an item too
+    big alone goes alone (the II answers 413 for it, with the reason)."""
     empty = len(json.dumps({field: []}))
     batch: list[Any] = []
     size = empty
     for item in items:
-        item_size = len(json.dumps(item)) + 2  # and ", "
+        item_size = len(json.dumps(as_json(item))) + 2  # and ", "
         if batch and (len(batch) >= most or (body_bytes is not None and size + item_size > body_bytes)):
             yield batch
             batch, size = [], empty

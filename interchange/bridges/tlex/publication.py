@@ -44,7 +44,8 @@ from interchange.bridges.tlex.codec import MAX_TLC_PAYLOAD, Payload
 from interchange.bridges.tlex.config import BRIDGED_KINDS, MAPEM, SPATEM, SREM, ControllerConfig, TlexBridgeConfig
 from interchange.bridges.tlex.payloads import Identified, PayloadTypes, identify
 from interchange.ground.profile import REFERENCE_ZOOM, TTL
-from interchange.actor import Circle, area_tiles, area_zoom, check_properties, message_properties
+from ii_api.wire.models import Capability
+from interchange.actor import Circle, Tiles, area_tiles, area_zoom, build_capability, check_properties, message_properties
 from quadtree.property import parse_property
 from quadtree.tiles import from_latlon
 
@@ -247,19 +248,18 @@ class Translator:
             return Dropped(f"SREM for intersections {ids} that no bridged controller owns", None)
         return [Payload(self.types[tlc].by_kind[SREM], utc_ms, body, tlc) for tlc in owners]
 
-    def capabilities(self) -> list[dict]:
-        """The actor API body: one capability per controller and bridged message type (Tables 10-12)."""
+    def capabilities(self) -> list[Capability]:
+        """One capability per controller and bridged message type (Tables 10-12), its quadTree the
+        destination area's tiles (IP_113), built and checked by the actors' toolkit."""
         caps = []
-        for controller in self.config.controllers:
+        config = self.config
+        for controller in config.controllers:
             for kind in BRIDGED_KINDS:
                 props = self._properties[(controller.tlc_id, kind)]
-                metadata: dict = {}
-                if self.config.shard_count is not None:
-                    metadata["shardCount"] = self.config.shard_count
-                caps.append({"application": {
-                    "messageType": kind, "publisherId": props["publisherId"], "publicationId": props["publicationId"],
-                    "originatingCountry": props["originatingCountry"], "protocolVersion": props["protocolVersion"],
-                    "quadTree": self.area(controller, kind)}, "metadata": metadata})
+                caps.append(build_capability(
+                    message_type=kind, publisher_id=config.publisher_id, publication_id=str(props["publicationId"]),
+                    protocol_version=config.protocol_versions[kind], originating_country=config.originating_country,
+                    area=Tiles(tuple(self.area(controller, kind))), shard_count=config.shard_count))
         return caps
 
     def srem_selectors(self, max_length: int = SELECTOR_BUDGET) -> list[str]:
