@@ -41,6 +41,10 @@ BRIDGE, CONSUMER = "tlex-bridge", "bench-consumer"
 SELECTOR = "messageType IN ('SPATEM', 'MAPEM')"
 
 
+#: the simulator on any free ports (its defaults are fixed, for a node's [tlex]; a benchmark may run beside one)
+ANY_PORTS = ("--api-port", "0", "--tls-port", "0", "--plain-port", "0")
+
+
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -232,7 +236,7 @@ def hot_path_us(count: int = 20_000) -> float:
 async def run(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-tlex-"))
     sim_dir = tmp / "sim"
-    sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(sim_dir), "--controllers",
+    sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(sim_dir), *ANY_PORTS, "--controllers",
                             str(args.controllers), "--spatem-hz", str(args.hz), "--stamp",
                             "--mapem-interval", str(args.mapem_interval), "--phase", args.phase], stdout=subprocess.PIPE,
                            text=True, cwd=ROOT)

@@ -35,6 +35,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: the simulator on any free ports (its defaults are fixed, for a node's [tlex]; a benchmark may run beside one)
+ANY_PORTS = ("--api-port", "0", "--tls-port", "0", "--plain-port", "0")
+
+
 def memory_kb() -> dict[str, int]:
     fields = {}
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -91,7 +95,7 @@ def main(args: argparse.Namespace) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-tlex-start-"))
     load = os.getloadavg()
-    sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(tmp / "sim"), "--virtual",
+    sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(tmp / "sim"), *ANY_PORTS, "--virtual",
                             "--controllers", str(args.controllers), "--spatem-hz", "0.2"],
                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:

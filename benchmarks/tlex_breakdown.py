@@ -103,6 +103,10 @@ class Probes:
             node_module.RunningNode.freeze_startup_heap = lambda self: None  # type: ignore[method-assign]
 
 
+#: the simulator on any free ports (its defaults are fixed, for a node's [tlex]; a benchmark may run beside one)
+ANY_PORTS = ("--api-port", "0", "--tls-port", "0", "--plain-port", "0")
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else float("nan")
@@ -117,7 +121,7 @@ async def run(args: argparse.Namespace) -> None:
     probes = Probes()
     probes.install(freeze=not args.no_freeze)
     tmp = Path(tempfile.mkdtemp(prefix="tlex-breakdown-"))
-    sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(tmp / "sim"),
+    sim = subprocess.Popen([sys.executable, "-m", "interchange", "tlex-sim", "--dir", str(tmp / "sim"), *ANY_PORTS,
                             "--controllers", str(args.controllers), "--spatem-hz", "10", "--stamp",
                             "--mapem-interval", "2", "--phase", args.phase], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:

@@ -49,6 +49,8 @@ __all__ = ["FINAL_STATUSES", "ActorApi", "own_common_name"]
 M = TypeVar("M", bound=WireModel)
 #: Statuses after which waiting ends: CREATED, or the node's refusal (with errorMessage).
 FINAL_STATUSES = frozenset({"CREATED", "NOT_VALID", "ILLEGAL", "NO_OVERLAP", "ERROR"})
+#: Answers larger than this are parsed in a thread (~0.5 s for 6,000 capabilities).
+_PARSE_OFF_LOOP_BYTES = 256 * 1024
 _HINTS = {
     400: "the node refused the request body: fix the field it names",
     403: "this certificate may not do that here: `interchange actor whoami` shows what the node lets it do; "
@@ -154,6 +156,8 @@ class ActorApi:
         if model is None:
             return None
         try:
+            if len(data) > _PARSE_OFF_LOOP_BYTES:  # thousands of capabilities: not on the event loop
+                return await asyncio.to_thread(model.model_validate_json, data)
             return model.model_validate_json(data)
         except ValidationError as exc:
             raise ActorError(f"{method} {path}: the node's answer is not what the local actor API says: "

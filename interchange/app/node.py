@@ -43,6 +43,7 @@ from interchange.app.node_metrics import FederationCollector, NodeCollector, Tls
 from interchange.app.processes import BrokerProcesses
 from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
+from interchange.bridges.tlex.publication import Translator
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
@@ -371,9 +372,10 @@ async def _start_tlex(node: RunningNode) -> None:
         raise ValueError("[tlex] needs [tls] and [ii]: the bridge registers its capabilities through the "
                          "local actor API and publishes over AMQPS")
     assert config.ii is not None
+    translator = await asyncio.to_thread(Translator, config.tlex)  # the controllers' properties: not on the loop
     bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
                         event=node.log.event, ii_base_path=config.ii.base_path, state_dir=config.data_dir / "tlex",
-                        limits=tlex_limits(config.ii))
+                        limits=tlex_limits(config.ii), translator=translator)
     await _start_bridge(node, bridge)
     node.tlex = bridge
     if node.metrics is not None:

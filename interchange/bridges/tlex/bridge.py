@@ -111,14 +111,16 @@ class BridgeCounters:
 class TlexBridge:
     def __init__(self, config: TlexBridgeConfig, *, node_name: str, ii_port: int, amqps_port: int,
                  event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "",
-                 state_dir: Path | None = None, limits: ActorLimits = ActorLimits()) -> None:
+                 state_dir: Path | None = None, limits: ActorLimits = ActorLimits(),
+                 translator: Translator | None = None) -> None:
         self._mapems = MapemStore(state_dir) if state_dir is not None else None
         self.config, self.node_name, self.host = config, node_name, host
         self._registration = Registration(TlsFiles.from_identity_dir(config.actor), node_name=node_name,
                                           ii_url=f"https://{host}:{ii_port}{ii_base_path}", limits=limits,
                                           publisher_id=config.publisher_id)
         self._amqps_port, self._event = amqps_port, event
-        self.translator = Translator(config)
+        #: the node builds it off the event loop (thousands of controllers take a second); else built here
+        self.translator = translator if translator is not None else Translator(config)
         self.counters = BridgeCounters()
         self._files = TlsFiles.from_identity_dir(config.actor)
         self.actor_cn = peer_common_name(x509.load_pem_x509_certificate(self._files.cert_chain.read_bytes()))
@@ -185,7 +187,7 @@ class TlexBridge:
                                    "moved": sorted(t for t in before.keys() & after.keys() if before[t] != after[t])}
         if not any(summary.values()):
             return {**summary, "session": "unchanged"}
-        translator = Translator(config).carrying_over(self.translator)
+        translator = (await asyncio.to_thread(Translator, config)).carrying_over(self.translator)
         sources = await self._registration.update(translator)
         self.config, self.translator = config, translator
         self._open_srem_receivers([source for source in sources if source not in self.srem_sources])

@@ -15,6 +15,7 @@ A refusal is a :class:`BridgeSetupError` with the node's reason.
 """
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from ii_api.wire.models import Capability, LocalCapability
@@ -60,15 +61,9 @@ class Registration:
                 raise BridgeSetupError(str(exc)) from None
 
     async def _sync_capabilities(self, api: ActorApi, translator: Translator) -> None:
-        wanted = {str(c.application.publicationId): c for c in translator.capabilities()}
-        current, stale = set(), []
-        for capability in await api.capabilities():
-            key = str(capability.definition.application.publicationId)
-            want = wanted.get(key)
-            if want is not None and _same(capability, want):
-                current.add(key)
-            else:
-                stale.append(capability)
+        existing = await api.capabilities()
+        # thousands of capabilities to build and compare: not on the event loop
+        wanted, current, stale = await asyncio.to_thread(_compare, translator, existing)
         replaced = [c for c in stale if str(c.definition.application.publicationId) in wanted]
         for capability in replaced:  # a moved controller: same publicationId, new definition
             await api.delete_capability(capability.id)
@@ -108,6 +103,21 @@ class Registration:
             if sub.selector.startswith(SREM_SELECTOR_HEAD) and sub.selector not in wanted:
                 await api.delete_subscription(sub.id)
         return [str(made[selector].endpoints[0].source) for selector in selectors]
+
+
+def _compare(translator: Translator, existing: list[LocalCapability]
+             ) -> tuple[dict[str, Capability], set[str], list[LocalCapability]]:
+    """The capabilities wanted (by publicationId), those the node holds already, and its others."""
+    wanted = {str(c.application.publicationId): c for c in translator.capabilities()}
+    current, stale = set(), []
+    for capability in existing:
+        key = str(capability.definition.application.publicationId)
+        want = wanted.get(key)
+        if want is not None and _same(capability, want):
+            current.add(key)
+        else:
+            stale.append(capability)
+    return wanted, current, stale
 
 
 def _same(stored: LocalCapability, wanted: Capability) -> bool:
