@@ -42,8 +42,9 @@ from interchange.app.federation_view import bridge_links, take_snapshot
 from interchange.app.node_metrics import FederationCollector, NodeCollector, TlsPaths
 from interchange.app.processes import BrokerProcesses
 from interchange.bridges.if2.metrics import If2Collector
-from interchange.bridges.tlex.bridge import BridgeReloadError, BridgeSetupError, TlexBridge, TlexCollector
+from interchange.bridges.tlex.bridge import BridgeReloadError, TlexBridge, TlexCollector
 from interchange.bridges.tlex.publication import Translator
+from interchange.bridges.tlex.registration import BridgeSetupError
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability

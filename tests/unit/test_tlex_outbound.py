@@ -172,8 +172,8 @@ def test_an_srem_too_large_for_a_frame_is_rejected_at_the_broker(pki: TestPki) -
     bridge = TlexBridge(config, node_name="a.interchange.test", ii_port=1, amqps_port=1, event=lambda *_: None)
     props = {"messageType": "SREM", "publisherId": "NL00002", "id": ",5-57,"}
     huge = Message(body=b"r" * 70_000, inferred=True, properties=props).encode()
-    assert bridge._from_broker(huge) == (  # noqa: SLF001
+    assert bridge._from_broker(huge) == (
         "an SREM of 70000 bytes does not fit a TCPStreaming frame (a payload of at most 65517 bytes, TLEX 6.3.2)")
     nowhere = Message(body=b"r", inferred=True, properties={**props, "id": ",9-9,"}).encode()
-    assert bridge._from_broker(nowhere) == "SREM for intersections ,9-9, that no bridged controller owns"  # noqa: SLF001
+    assert bridge._from_broker(nowhere) == "SREM for intersections ,9-9, that no bridged controller owns"
     assert bridge.counters.srem_dropped == 2

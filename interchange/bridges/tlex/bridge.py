@@ -60,7 +60,7 @@ from interchange.bridges.tlex.publication import (
     Dropped,
     Translator,
 )
-from interchange.bridges.tlex.registration import BridgeSetupError, Registration
+from interchange.bridges.tlex.registration import Registration
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 from interchange.broker.client import ClientConnection
