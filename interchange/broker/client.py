@@ -35,10 +35,15 @@ RELEASE = "released"
 
 @dataclass(frozen=True)
 class Outcome:
-    """The peer's answer to a sent message: accepted, or why not (a rejection, released, lost)."""
+    """The peer's answer to a sent message: accepted, or why not (a rejection, released, lost).
+
+    ``final``: the peer will never take this message, so sending it again is pointless: its
+    rejected outcome, or the message is over the link's max-message-size and was not sent.
+    Released, modified and unanswered messages (link or connection gone) are not final."""
 
     accepted: bool
     error: str | None = None
+    final: bool = False
 
 
 @dataclass
@@ -271,7 +276,7 @@ class ClientEngine:
         on_outcome = state.pending.pop(delivery, None)
         lib.pn_delivery_settle(delivery)
         if on_outcome is not None:
-            on_outcome(Outcome(error is None, error))
+            on_outcome(Outcome(error is None, error, final=outcome == lib.PN_REJECTED))
 
     def _on_delivery(self, delivery: Any) -> None:
         link = lib.pn_delivery_link(delivery)
@@ -411,7 +416,8 @@ class ClientConnection(asyncio.Protocol):
 
     async def publish(self, state: SenderState, raw: bytes) -> Outcome:
         """Send one encoded message when the link has credit; the peer's outcome (not accepted when the
-        link or connection went away before it answered)."""
+        link or connection went away before it answered). A message over the peer's max-message-size
+        is not sent: its outcome is final at once (sent, it would only make the peer detach the link)."""
         answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
         def answered(outcome: Outcome) -> None:
@@ -419,7 +425,13 @@ class ClientConnection(asyncio.Protocol):
                 answer.set_result(outcome)
 
         async with self._send_lock:  # FIFO: one task waits for credit, the others queue in order behind it
-            while not self.engine.send(state, raw, answered):
+            while True:
+                # with credit the peer's attach has come (it precedes its flow), so its limit is known
+                if state.credit > 0 and (limit := state.max_message_size) is not None and len(raw) > limit:
+                    return Outcome(False, f"not sent: amqp:link:message-size-exceeded: {len(raw)} bytes, over the "
+                                          f"peer's max-message-size of {limit}", final=True)
+                if self.engine.send(state, raw, answered):
+                    break
                 if state.closed or self.lost.done() or self.engine.closed:
                     return Outcome(False, f"not sent: {state.error or 'link or connection closed'}")
                 self._credit.clear()
