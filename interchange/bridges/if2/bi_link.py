@@ -4,8 +4,11 @@ TLS 1.3, SASL EXTERNAL with its certificate), kept up across connection losses.
 One connection carries a sender to the bridge's delivery target and a receiver on its subscription
 source whose messages stay unsettled until the bridge settles them (after RabbitMQ confirmed the
 publish): an unsettled message goes back to the source when the link drops, so nothing the bridge
-did not pass on is lost. :meth:`BiLink.send` repeats a message over reconnections until the BI
-accepts or rejects it.
+did not pass on is lost. :meth:`BiLink.send` is one attempt: it waits for the link, sends and
+returns the BI's outcome; the bridge decides what comes next (:mod:`.attempts`). A message over the
+BI's max-message-size is not sent (its outcome is final at once): the limit is the one the BI's
+attach names, or the one learned from a detach ``amqp:link:message-size-exceeded``
+(:class:`~.attempts.SizeLimit`), which costs one reconnection, not one per copy.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from interchange.bridges.if2.attempts import SIZE_EXCEEDED, SizeLimit
 from interchange.broker.client import ClientConnection, DeferredCallback, Outcome, ReceiverState, SenderState
 from interchange.ground.timing import backoff_s
 
@@ -42,6 +46,10 @@ class BiLink:
         self._up = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.connects = 0
+        self.size_limit = SizeLimit()
+        #: bytes of each message sent on the current sender and not answered (kept once unanswered: a
+        #: detach fails them all, and the largest of them is over the limit it names)
+        self._flight: dict[object, int] = {}
 
     @property
     def connected(self) -> bool:
@@ -64,40 +72,63 @@ class BiLink:
             return
         self.target = address
         if self._connection is not None and self._up.is_set():
-            self._sender = self._connection.open_sender(address)
+            self._open_sender(self._connection, address)
 
     def set_source(self, address: str, selector: str | None, on_message: DeferredCallback) -> None:
         self.source = (address, selector, on_message)
         if self._connection is not None and self._up.is_set():
             self._receiver = self._connection.open_deferred_receiver(address, on_message, selector, self._credit)
 
-    def settle(self, receiver: ReceiverState, delivery: Any, outcome: str | None) -> None:
-        """Settle a delivery of ``receiver`` (ignored if its connection is gone: the source kept it)."""
-        if self._connection is not None and receiver is self._receiver:
-            self._connection.settle(receiver, delivery, outcome)
+    def settle(self, receiver: ReceiverState, delivery: Any, outcome: str | None) -> bool:
+        """Settle a delivery of ``receiver``; False when its link or connection is gone (the source
+        kept the message and gives it out again)."""
+        connection = self._connection
+        if connection is None or receiver is not self._receiver or receiver.closed or connection.engine.closed:
+            return False
+        connection.settle(receiver, delivery, outcome)
+        return True
 
     @property
     def receiver(self) -> ReceiverState | None:
         return self._receiver
 
+    @property
+    def max_message_size(self) -> int | None:
+        """The largest message the BI takes, as far as the bridge knows (None: no limit known)."""
+        sender = self._sender
+        limits = [limit for limit in (sender.max_message_size if sender is not None else None,
+                                      self.size_limit.limit) if limit is not None]
+        return min(limits) if limits else None
+
     async def send(self, raw: bytes) -> Outcome:
-        """Send until the BI answers accepted or rejected (a lost connection means: send again)."""
+        """One attempt: wait until the link is up, send, and return the BI's outcome (not accepted
+        with ``final`` unset when the link or connection went first)."""
         while True:
             await self._up.wait()
             connection, sender = self._connection, self._sender
-            if connection is None or sender is None:
-                await asyncio.sleep(0.05)  # connected, target not known yet
-                continue
-            outcome = await connection.publish(sender, raw)
-            if outcome.accepted or (outcome.error or "").startswith("rejected"):
-                return outcome
-            await asyncio.sleep(0.05)  # lost or released: the run loop reconnects; try again
+            if connection is not None and sender is not None:
+                break
+            await asyncio.sleep(0.05)  # connected, target not known yet
+        if (too_big := self.size_limit.refuse(len(raw))) is not None:
+            return Outcome(False, too_big, final=True)
+        flight, token = self._flight, object()
+        flight[token] = len(raw)
+        outcome = await connection.publish(sender, raw)
+        if outcome.accepted or outcome.final or (outcome.error or "").startswith(("released", "modified")):
+            flight.pop(token, None)
+        elif SIZE_EXCEEDED in (outcome.error or "") and flight:
+            self.size_limit.learn(max(flight.values()))
+        return outcome
+
+    def _open_sender(self, connection: ClientConnection, address: str) -> None:
+        self._sender = connection.open_sender(address)
+        self._flight = {}
 
     async def _connect(self) -> ClientConnection:
         connection = await ClientConnection.open(self.host, self.port, self._context, self.server_name,
                                                  self._container_id)
         if self.target is not None:
-            self._sender = connection.open_sender(self.target)
+            self._open_sender(connection, self.target)
         if self.source is not None:
             address, selector, callback = self.source
             self._receiver = connection.open_deferred_receiver(address, callback, selector, self._credit)

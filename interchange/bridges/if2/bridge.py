@@ -5,7 +5,12 @@ exclusive, non-durable, auto-delete, with x-max-length and x-message-ttl, IF2 6.
 the configured binding keys; each message is mapped (:mod:`.keys`), its capability registered
 through the local actor API the first time its provider, type and version arrive (so neighbours
 discover it, IP_077/091), published to the bridge's delivery target at the BI, and acknowledged
-to RabbitMQ only once the BI accepted it (refused ones are rejected there, and logged). A
+to RabbitMQ only once the BI accepted it. One the BI refuses for good (rejected, or over its
+max-message-size: not even sent), or that cannot be mapped, is rejected at RabbitMQ without
+requeue (so a dead-letter exchange gets it), logged and counted; one whose attempt went
+unanswered (the BI connection or link lost) is sent again after a back-off, at most
+``bi_attempts`` times and while its ttl lasts (:mod:`.attempts`). A copy the BI took just before
+the connection went may so arrive twice (at least once); none is acknowledged before it is taken. A
 capability whose messages stop arriving for ``capability_idle_s`` is withdrawn (deleted at the
 node, so neighbours stop subscribing to it) and registered again with the next message.
 
@@ -13,7 +18,10 @@ C-Roads -> IF2: the bridge's local subscription carries the selector equivalent 
 binding keys (:mod:`.bindings`), minus what came from IF2 (no loops between IF2 brokers through
 interchanges, IP_109); each message is mapped, passed through the republishing rules
 (:mod:`.republish`) and published to its exchange (durable topic exchanges as IF2 Table 2 says)
-with publisher confirms; the BI delivery is settled only after RabbitMQ confirmed.
+with publisher confirms; the BI delivery is settled only after RabbitMQ confirmed. When the BI link
+goes between the confirm and the settlement, the source gives the message out again: the bridge
+remembers what IF2 already has (by publication, routing key and body digest, :mod:`.copies`) and
+settles that copy without publishing it twice.
 
 The client library is aio-pika (on aiormq and pamqp): asyncio-native, so the bridge runs in the
 node's one event loop without threads; it supports publisher confirms, consumer acks, QoS,
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -40,8 +49,10 @@ from proton import Message
 from certs.tls import TlsFiles, client_context
 from ii_api.wire.models import Capability
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
+from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config
+from interchange.bridges.if2.copies import IF2Copies
 from interchange.bridges.if2.keys import (
     If2Envelope,
     If2KeyError,
@@ -59,6 +70,10 @@ __all__ = ["If2Bridge", "NodeView"]
 EventSink = Callable[[str, str, dict[str, Any]], None]
 #: publicationIds of what came from IF2 (keys.publication_id), not sent back to IF2.
 NOT_FROM_IF2 = "(publicationId IS NULL OR publicationId NOT LIKE '%:if2-%')"
+#: An IF2 message not taken by the BI: the count and the log event, by its fate (:mod:`.attempts`).
+_REFUSAL_COUNTS = {Fate.REFUSE: "import_refused", Fate.EXPIRED: "import_expired", Fate.GIVE_UP: "import_gave_up"}
+_REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_expired",
+                   Fate.GIVE_UP: "if2_import_gave_up"}
 
 
 class NodeView:
@@ -94,9 +109,12 @@ class If2Bridge:
         #: at most `prefetch`)
         self._flows: set[asyncio.Task[None]] = set()
         self._connection: AbstractConnection | None = None
-        self.counts = {"imported": 0, "import_refused": 0, "exported": 0, "export_refused": 0, "republished": 0,
-                       "capabilities_withdrawn": 0}
+        self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
+        self.counts = {"imported": 0, "import_refused": 0, "import_expired": 0, "import_gave_up": 0, "exported": 0,
+                       "export_refused": 0, "republished": 0, "capabilities_withdrawn": 0, "bi_retried": 0,
+                       "bi_unanswered": 0, "export_unsettled": 0, "export_redelivered": 0}
         self._last_import: dict[str, float] = {}  #: publicationId -> when its last message came (monotonic)
+        self.copies = IF2Copies()  #: what IF2 has of C-Roads messages the BI may give out again
 
     # ------------------------------------------------------------------ what metrics read (If2View)
     @property
@@ -219,8 +237,12 @@ class If2Bridge:
             await closed
 
     async def _consume(self, channel: AbstractChannel, exchange: str, keys: list[str]) -> None:
-        queue = await channel.declare_queue("", exclusive=True, durable=False, auto_delete=True, arguments={
-            "x-max-length": self.config.queue_max_length, "x-message-ttl": self.config.queue_message_ttl_ms})
+        arguments: dict[str, Any] = {"x-max-length": self.config.queue_max_length,
+                                     "x-message-ttl": self.config.queue_message_ttl_ms}
+        if self.config.dead_letter_exchange is not None:
+            arguments["x-dead-letter-exchange"] = self.config.dead_letter_exchange
+        queue = await channel.declare_queue("", exclusive=True, durable=False, auto_delete=True,
+                                            arguments=arguments)
         for key in keys:
             await queue.bind(exchange, routing_key=key)
         await queue.consume(self._on_if2, no_ack=False)
@@ -234,9 +256,11 @@ class If2Bridge:
         task.add_done_callback(self._flows.discard)
 
     async def _import(self, message: AbstractIncomingMessage) -> None:
+        """Map, register, send to the BI (:meth:`_deliver`); ack once accepted, else reject without requeue."""
         if message.app_id == self.app_id:  # what we exported ourselves
             await message.ack()
             return
+        taken = time.monotonic()
         expiration = message.properties.expiration
         try:
             ttl = int(expiration) if expiration is not None else None
@@ -247,19 +271,37 @@ class If2Bridge:
             properties = croads_properties(envelope, self.providers)
             await self._register(envelope, properties)
         except (If2KeyError, ValueError, ActorApiError) as exc:
-            self.counts["import_refused"] += 1
-            self._event("warning", "if2_import_refused", {"routing_key": message.routing_key, "error": str(exc)})
-            await message.reject(requeue=False)
+            await self._refuse(message, Decision(Fate.REFUSE, str(exc)))
             return
-        raw = _encode(properties, message.body, envelope.ttl_ms)
-        outcome = await self.bi.send(raw)
-        if outcome.accepted:
+        decision = await self._deliver(properties, message.body, envelope.ttl_ms, taken)
+        if decision.fate is Fate.ACCEPTED:
             self.counts["imported"] += 1
             await message.ack()
         else:
-            self.counts["import_refused"] += 1
-            self._event("warning", "if2_import_refused", {"routing_key": message.routing_key, "error": outcome.error})
-            await message.reject(requeue=False)
+            await self._refuse(message, decision)
+
+    async def _deliver(self, properties: dict[str, Any], body: bytes, ttl_ms: int | None, taken: float) -> Decision:
+        """Send to the BI until it accepts, refuses for good, the attempts run out or the TTL does."""
+        attempts = Attempts(self.retry, taken, ttl_ms)
+        while True:
+            now = time.monotonic()
+            if (stop := attempts.before_send(now)) is not None:
+                return stop
+            outcome = await self.bi.send(_encode(properties, body, attempts.ttl_ms(now)))
+            decision = attempts.after(outcome, time.monotonic())
+            if decision.unanswered:
+                self.counts["bi_unanswered"] += 1
+            if decision.fate is not Fate.RETRY:
+                return decision
+            self.counts["bi_retried"] += 1
+            await asyncio.sleep(decision.delay_s)
+
+    async def _refuse(self, message: AbstractIncomingMessage, decision: Decision) -> None:
+        """Reject at RabbitMQ without requeue (a dead-letter exchange gets it), logged and counted."""
+        self.counts[_REFUSAL_COUNTS[decision.fate]] += 1
+        self._event("warning", _REFUSAL_EVENTS[decision.fate], {
+            "routing_key": message.routing_key, "bytes": len(message.body), "error": decision.reason})
+        await message.reject(requeue=False)
 
     async def _register(self, envelope: If2Envelope, properties: dict[str, Any]) -> None:
         """The capability of the message's provider, type and version, once (IP_077)."""
@@ -330,13 +372,24 @@ class If2Bridge:
         body = bytes(message.body)
         properties: dict[str, Any] = dict(message.properties or {})
         identity = (str(envelope.key), properties.get("publicationId"))
-        if self.policy.offer(identity, body, envelope, ttl_ms, time.monotonic()):
-            if not await self._publish(envelope, body):
-                self.policy.failed(identity)
-                self.bi.settle(receiver, delivery, RELEASE)  # back to the source: sent again later
-                return
+        copy = (identity, hashlib.blake2b(body, digest_size=16).digest())
+        if await self.copies.at_if2(copy) and not self.policy.holds(identity, body):
+            # given out again after a lost settlement, and newer content went out since: IF2 has it
+            self.counts["export_redelivered"] += 1
+            self.bi.settle(receiver, delivery, None)
+            return
+        if not self.policy.offer(identity, body, envelope, ttl_ms, time.monotonic()):
+            self.bi.settle(receiver, delivery, None)  # IF2 6.4 rule 1: nothing new for IF2
+            return
+        publishing = self.copies.publishing(copy)
+        confirmed = await self._publish(envelope, body)
+        if not confirmed:
+            self.policy.failed(identity)
+        settled = self.bi.settle(receiver, delivery, None if confirmed else RELEASE)  # released: sent again later
+        self.copies.published(copy, publishing, confirmed)
+        if confirmed:
             self.counts["exported"] += 1
-        self.bi.settle(receiver, delivery, None)
+            self.counts["export_unsettled"] += not settled
 
     async def _publish(self, envelope: If2Envelope, body: bytes) -> bool:
         """Publish to the envelope's exchange with a publisher confirm; False if it was not confirmed."""

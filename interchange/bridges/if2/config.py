@@ -27,6 +27,9 @@ Example (TOML)::
 
 Queues are declared as IF2 Table 3 says (server-named, exclusive, non-durable, auto-delete) with
 the maximum length it requires and a message TTL (``queue_max_length``, ``queue_message_ttl_ms``).
+A message the BI refuses for good (or that stays unanswered ``bi_attempts`` times, or outlives its
+ttl in the bridge) is rejected without requeue: RabbitMQ dead-letters it to the vhost policy's
+dead-letter exchange, or to ``dead_letter_exchange`` when it is set (the queue argument wins).
 """
 from __future__ import annotations
 
@@ -85,6 +88,11 @@ class If2Config(BaseModel):
     default_validity_s: float = Field(default=86400.0, gt=0)
     reconnect_min_s: float = Field(default=0.2, gt=0)
     reconnect_max_s: float = Field(default=10.0, gt=0)
+    bi_attempts: int = Field(default=10, ge=1, description="sends of one IF2 message to the BI that go unanswered "
+                             "(connection or link lost) or released before it is given up (rejected at RabbitMQ)")
+    dead_letter_exchange: str | None = Field(
+        default=None, min_length=1, description="x-dead-letter-exchange of the bridge's queues: where RabbitMQ puts "
+                                                "what the bridge rejects (else the vhost's policy, if any)")
     capability_idle_s: float | None = Field(
         default=86400.0, gt=0, description="withdraw the capability registered for IF2 data of a provider, type and "
                                            "version after this long without a message of it (null: never)")

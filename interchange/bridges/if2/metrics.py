@@ -1,5 +1,6 @@
 """Prometheus metrics of the IF2 bridge (on the node's admin endpoint, next to the broker's, IP_137):
-messages in each direction by outcome, republished copies (IF2 6.4), capabilities registered and
+messages in each direction by outcome (IF2 -> C-Roads: accepted, refused, expired, gave_up), sends
+to the BI made again and those left unanswered, republished copies (IF2 6.4), capabilities registered and
 withdrawn, the RabbitMQ and BI connections, messages in flight. Reads the bridge through
 :class:`If2View`, so this module needs no AMQP 0-9-1 client (aio-pika is the bridge's extra)."""
 from __future__ import annotations
@@ -13,6 +14,7 @@ __all__ = ["If2Collector", "If2View"]
 
 #: (counts key, direction, outcome) of the messages counter
 _MESSAGES = (("imported", "if2_to_croads", "accepted"), ("import_refused", "if2_to_croads", "refused"),
+             ("import_expired", "if2_to_croads", "expired"), ("import_gave_up", "if2_to_croads", "gave_up"),
              ("exported", "croads_to_if2", "published"), ("export_refused", "croads_to_if2", "refused"))
 
 
@@ -47,6 +49,15 @@ class If2Collector:
         for key, direction, outcome in _MESSAGES:
             messages.add_metric([direction, outcome], counts.get(key, 0))
         yield messages
+        yield CounterMetricFamily("if2_bi_retried", "IF2 messages sent to the BI again after an attempt went "
+                                  "unanswered or was released", value=counts.get("bi_retried", 0))
+        yield CounterMetricFamily("if2_bi_unanswered", "Attempts to the BI whose outcome never came (the connection "
+                                  "or link went first): each a possible duplicate", value=counts.get("bi_unanswered", 0))
+        yield CounterMetricFamily("if2_export_unsettled", "C-Roads messages published to IF2 whose BI settlement was "
+                                  "lost with the link (the source gives them out again: a possible duplicate at IF2)",
+                                  value=counts.get("export_unsettled", 0))
+        yield CounterMetricFamily("if2_export_redelivered", "Of those, copies the BI gave out again and the bridge "
+                                  "settled without publishing them twice", value=counts.get("export_redelivered", 0))
         yield CounterMetricFamily("if2_republished", "Copies published again to IF2 (6.4 rules 2 and 3)",
                                   value=counts.get("republished", 0))
         yield CounterMetricFamily("if2_republish_suppressed", "Bit-identical copies not published to IF2 (6.4 rule 1)",

@@ -83,6 +83,11 @@ class RepublishPolicy(Generic[P]):
         self._entries[key] = _Entry(body, payload, ttl_s, valid_until, now)
         return True
 
+    def holds(self, key: Hashable, body: bytes) -> bool:
+        """True when ``body`` is the content last published for ``key`` (a copy of it is not new)."""
+        entry = self._entries.get(key)
+        return entry is not None and entry.body == body
+
     def failed(self, key: Hashable) -> None:
         """Publishing it failed: forget it, so that its next copy is published."""
         self._entries.pop(key, None)

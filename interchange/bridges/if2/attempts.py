@@ -1,0 +1,116 @@
+"""What the bridge does with an IF2 message after each answer of the BI (sans-I/O; fed outcomes and time).
+
+A message taken from RabbitMQ is acknowledged there only once the BI accepted it. Otherwise:
+
+- **refused for good** (:attr:`Fate.REFUSE`): the BI's rejected outcome (it will never take the
+  message), or the message is over the BI's max-message-size (the link's attach says it, or the
+  link was detached with ``amqp:link:message-size-exceeded`` while it was the largest message in
+  flight: :class:`SizeLimit`), so it was not sent. Never sent again: rejected at RabbitMQ without
+  requeue (an operator's dead-letter exchange gets it), logged with the reason and counted.
+- **sent again** (:attr:`Fate.RETRY`) after a back-off when the answer did not come (the connection
+  or link went first: the BI may have taken it, so a copy may arrive twice, see :attr:`Decision.unanswered`)
+  or the BI released it (shutting down: it did not take it);
+- **given up** (:attr:`Fate.GIVE_UP`) after ``attempts`` such tries, or **expired**
+  (:attr:`Fate.EXPIRED`) once its TTL ran out while the bridge held it (IF2 6.4: the ttl keeps
+  messages that are no longer relevant from being forwarded): rejected at RabbitMQ like a refusal.
+
+The TTL a retried copy carries to the BI is what is left of the IF2 ``expiration`` after the time
+the bridge held the message (:meth:`Attempts.ttl_ms`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from interchange.broker.client import Outcome
+from interchange.ground.timing import backoff_s
+
+__all__ = ["Attempts", "Decision", "Fate", "RetryPolicy", "SizeLimit", "SIZE_EXCEEDED"]
+
+#: The AMQP 1.0 link error condition of a message over the receiver's max-message-size (2.8.15).
+SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+
+
+class Fate(StrEnum):
+    ACCEPTED = "accepted"
+    REFUSE = "refused"
+    RETRY = "retry"
+    GIVE_UP = "gave_up"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True)
+class Decision:
+    fate: Fate
+    reason: str | None = None
+    delay_s: float = 0.0  #: how long to wait before sending again (RETRY)
+    unanswered: bool = False  #: the attempt got no answer: the BI may have taken it (a possible duplicate)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """At most ``attempts`` sends of one message; back-off between them from ``min_s`` to ``max_s``."""
+
+    attempts: int = 10
+    min_s: float = 0.2
+    max_s: float = 10.0
+
+
+class Attempts:
+    """One message's sends to the BI, from the moment the bridge took it (``started``, monotonic s)."""
+
+    def __init__(self, policy: RetryPolicy, started: float, ttl_ms: int | None) -> None:
+        self.policy, self.started, self.ttl = policy, started, ttl_ms
+        self.made = 0
+        self.unanswered = 0  #: attempts whose outcome never came (each a possible copy at the BI)
+
+    def ttl_ms(self, now: float) -> int | None:
+        """The TTL left for a copy sent now (None: the message has none)."""
+        if self.ttl is None:
+            return None
+        return self.ttl - int((now - self.started) * 1000)
+
+    def before_send(self, now: float) -> Decision | None:
+        """EXPIRED when no TTL is left for another copy, else None (send it)."""
+        left = self.ttl_ms(now)
+        if left is not None and left <= 0 and self.made:
+            return Decision(Fate.EXPIRED, f"its ttl of {self.ttl} ms ran out after {self.made} attempts")
+        return None
+
+    def after(self, outcome: Outcome, now: float) -> Decision:
+        """What to do after the BI's answer to one attempt."""
+        self.made += 1
+        if outcome.accepted:
+            return Decision(Fate.ACCEPTED)
+        reason = outcome.error or "not accepted"
+        if outcome.final:
+            return Decision(Fate.REFUSE, reason)
+        unanswered = not reason.startswith(("released", "modified", "not sent"))
+        self.unanswered += unanswered
+        if self.made >= self.policy.attempts:
+            return Decision(Fate.GIVE_UP, f"not accepted after {self.made} attempts: {reason}", unanswered=unanswered)
+        if (expired := self.before_send(now)) is not None:
+            return Decision(expired.fate, f"{expired.reason}: {reason}", unanswered=unanswered)
+        delay = backoff_s(self.made, self.policy.min_s, self.policy.max_s)
+        return Decision(Fate.RETRY, reason, delay, unanswered)
+
+
+class SizeLimit:
+    """The largest message the BI takes, as far as the bridge knows: unknown at first; learned when
+    the BI detaches the sender with ``amqp:link:message-size-exceeded``, which names no message. The
+    message over the limit was in flight then, so the largest one in flight is over it too: every
+    message at least that large is refused from then on, and none the BI would take (they are all
+    smaller than the one it refused). Each such detach refuses at least one more message, so a
+    message over the limit costs at most one lost link, however often it comes back."""
+
+    def __init__(self) -> None:
+        self.limit: int | None = None
+
+    def learn(self, largest_in_flight: int) -> None:
+        self.limit = largest_in_flight - 1 if self.limit is None else min(self.limit, largest_in_flight - 1)
+
+    def refuse(self, size: int) -> str | None:
+        if self.limit is not None and size > self.limit:
+            return (f"not sent: {SIZE_EXCEEDED}: {size} bytes; the BI detached the link for a message of "
+                    f"{self.limit + 1} bytes or more")
+        return None

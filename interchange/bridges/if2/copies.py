@@ -1,0 +1,61 @@
+"""C-Roads -> IF2: what IF2 already has of a message the BI gives out again.
+
+The bridge settles a BI delivery only after RabbitMQ confirmed its IF2 copy. When the BI link goes
+between the two, or just after the settlement (its disposition frame still in the socket's buffer
+when the connection drops), the source keeps the message and gives it out again on the next link:
+without this record the bridge would publish it to IF2 a second time. :class:`IF2Copies` keeps,
+per copy (the message's publication and routing key, and its body's digest), whether it is being
+published (a future: confirmed or not) or is at IF2; a delivery asks :meth:`IF2Copies.at_if2`
+first, and one that IF2 has is settled without publishing. Every confirmed copy is remembered
+(whether its settlement got through cannot be known), each until it is asked for once, at most
+``limit`` of them (the oldest forgotten: a very late repeat is published again).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+
+__all__ = ["IF2Copies"]
+
+_AT_IF2 = "at IF2"
+
+
+class IF2Copies:
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._entries: dict[Hashable, asyncio.Future[bool] | str] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def at_if2(self, copy: Hashable) -> bool:
+        """True when IF2 has ``copy`` (from an earlier delivery of the same message): settle, don't publish.
+        A copy being published is waited for (its confirm or failure)."""
+        entry = self._entries.get(copy)
+        if entry is None:
+            return False
+        if isinstance(entry, asyncio.Future):
+            if not await asyncio.shield(entry):
+                return False  # that publish failed: this delivery publishes it
+        if self._entries.get(copy) == _AT_IF2:
+            del self._entries[copy]
+        return True
+
+    def publishing(self, copy: Hashable) -> asyncio.Future[bool]:
+        """``copy`` is being published now; resolve the future with :meth:`published`."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._entries[copy] = future
+        return future
+
+    def published(self, copy: Hashable, future: asyncio.Future[bool], confirmed: bool) -> None:
+        """Its publish ended, ``confirmed`` by RabbitMQ or not: a confirmed copy is remembered as at IF2."""
+        if not future.done():
+            future.set_result(confirmed)
+        if self._entries.get(copy) is not future:
+            return  # (a newer publish of the same copy took its place)
+        if confirmed:
+            self._entries[copy] = _AT_IF2
+            while len(self._entries) > self.limit:
+                del self._entries[next(iter(self._entries))]
+        else:
+            del self._entries[copy]
