@@ -45,6 +45,7 @@ from pathlib import Path
 from interchange.ground.ports import free_port
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the real script, not /usr/sbin's su wrapper
+RABBITMQCTL = RABBITMQ_SERVER.with_name("rabbitmqctl")
 EPMD = "epmd"
 PLUGINS = ("rabbitmq_amqp1_0", "rabbitmq_auth_mechanism_ssl")
 
@@ -234,6 +235,46 @@ class RabbitMQ:
                     self.epmd.kill()
                     self.epmd.wait(10)
             self.epmd = None
+
+    def ctl(self, *args: str, timeout: float = 60.0) -> str:
+        """``rabbitmqctl`` against this node (its node name, cookie and epmd port); its output, or
+        RuntimeError with its error output."""
+        assert self.proc is not None, "the node is not running"
+        result = subprocess.run([str(RABBITMQCTL), "-n", self.node, *args], env=self._env(self.dir / "rabbitmq.conf"),
+                                capture_output=True, text=True, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+        return result.stdout
+
+    def import_definitions(self, definitions: dict, timeout: float = 30.0) -> None:
+        """Load definitions as an operator would (vhosts, permissions, policies, exchanges, queues,
+        bindings) and wait until the policies and queues they name exist (the import is asynchronous)."""
+        path = self.dir / f"definitions-{secrets.token_hex(4)}.json"
+        path.write_text(json.dumps(definitions))
+        self.ctl("import_definitions", str(path))
+        wanted = [(p["vhost"], "list_policies", p["name"]) for p in definitions.get("policies", [])]
+        wanted += [(q["vhost"], "list_queues", q["name"]) for q in definitions.get("queues", [])]
+        deadline = time.monotonic() + timeout
+        for vhost, command, name in wanted:
+            while name not in {row.get("name") for row in self._json_rows(command, vhost)}:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not appear in {vhost} within {timeout:.0f} s")
+                time.sleep(0.2)
+
+    def _json_rows(self, command: str, vhost: str, *columns: str) -> list[dict]:
+        try:
+            return json.loads(self.ctl(command, "-p", vhost, *columns, "--formatter", "json") or "[]")
+        except RuntimeError:  # the vhost is not there yet
+            return []
+
+    def queues(self, vhost: str = "/") -> list[dict]:
+        """Each queue of ``vhost``: name, messages ready, unacknowledged, consumers, arguments, policy."""
+        rows = self._json_rows("list_queues", vhost, "name", "messages_ready", "messages_unacknowledged",
+                               "consumers", "arguments", "policy")
+        for row in rows:  # rabbitmqctl's json writes a table as a list of [name, type, value]
+            if isinstance(row.get("arguments"), list):
+                row["arguments"] = {entry[0]: entry[-1] for entry in row["arguments"]}
+        return rows
 
     def close(self) -> None:
         self.stop()
