@@ -1,24 +1,21 @@
 """Helpers for the IF2 bridge tests: names of the IF2 test PKI, a node running the bridge against the
-session's private RabbitMQ (interchange/testing/rabbitmq.py, TLS 1.3 + SASL EXTERNAL), and an IF2
-back-office client (aio-pika) that publishes and consumes as IF2 chapter 6 / 7 says."""
+session's private RabbitMQ (interchange/testing/rabbitmq.py, TLS 1.3 + SASL EXTERNAL). The IF2
+back-office and broker operator the tests talk to is the counterpart written from the IF2 spec,
+``tests/integration/if2_backoffice`` (the integration conftest's fixtures point it at the broker)."""
 from __future__ import annotations
 
 import asyncio
-import ssl
-from dataclasses import dataclass, field
-from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-import aio_pika
-from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
+from proton import Message
 
 from certs import TestPki
-from certs.tls import TlsFiles, client_context
 from interchange.app.config import NodeConfig
+from interchange.app.node import RunningNode
 from interchange.bridges.if2.config import If2Config, If2Provider, If2Tls
-from interchange.testing.ii_harness import node_config
+from interchange.testing.ii_harness import Consumer, Https, node_config
 from interchange.testing.rabbitmq import RabbitMQ
 
 IF2_NODE = "a.interchange.test"
@@ -33,18 +30,21 @@ PROVIDERS = [If2Provider(name="RWS", publisher_id="NL00001", coverage=["1202"]),
 HAZELDONK = "120202130121133020"
 HAZELDONK_POINT = (51.485992, 4.735311)
 WAIT_S = 20.0
+DENM_KEY = "DENM.1_2_1.RWS.5." + ".".join(HAZELDONK)  #: an IF2 routing key of RWS in HAZELDONK
 
 
 def dotted(tile: str) -> str:
     return ".".join(tile)
 
 
-def bridge_node_config(pki: TestPki, broker: RabbitMQ, workdir: Path, *, ii_port: int = 0, **if2: Any) -> NodeConfig:
+def bridge_node_config(pki: TestPki, broker: RabbitMQ, workdir: Path, *, ii_port: int = 0, vhost: str | None = None,
+                       **if2: Any) -> NodeConfig:
     """A node with the II and the IF2 bridge (imports DENM and IVI, exports SPAT and MAP by default)."""
     config = node_config(pki, IF2_NODE, workdir, ii_port=ii_port)
     identity = pki.identity(BRIDGE)
+    url = broker.url if vhost is None else f"{broker.url}/{quote(vhost, safe='')}"
     settings: dict[str, Any] = {
-        "url": broker.url, "server_name": RABBITMQ_CN, "actor": BRIDGE,
+        "url": url, "server_name": RABBITMQ_CN, "actor": BRIDGE,
         "tls": If2Tls(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle),
         "providers": PROVIDERS, "imports": {"DENM": ["#"], "IVI": ["#"]}, "exports": {"SPAT": ["#"], "MAP": ["#"]},
         "reconnect_min_s": 0.1, "reconnect_max_s": 1.0}
@@ -52,56 +52,42 @@ def bridge_node_config(pki: TestPki, broker: RabbitMQ, workdir: Path, *, ii_port
     return config.model_copy(update={"if2": If2Config(**settings)})
 
 
-def rabbitmq_context(pki: TestPki, cn: str) -> ssl.SSLContext:
-    return client_context(TlsFiles.from_pki(pki.directory, cn, with_crls=False), server_name=RABBITMQ_CN)
+async def croads_consumer(pki: TestPki, node: RunningNode, selector: str) -> Consumer:
+    """A C-ITS actor subscribed at the node with ``selector`` (its local source)."""
+    https = Https(pki, CROADS_ACTOR, node)
+    try:
+        status, answer = await https.post(f"/{CROADS_ACTOR}/subscriptions", {
+            "name": CROADS_ACTOR, "version": "1.0", "subscriptions": [{"selector": selector}]})
+    finally:
+        await https.close()
+    assert status == 200, answer
+    source = answer["subscriptions"][0]["endpoints"][0]["source"]
+    return await asyncio.to_thread(Consumer, pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, source)
 
 
-@dataclass
-class BackOffice:
-    """An IF2 back-office on the test RabbitMQ: publishes like chapter 7.3.2, consumes like 7.3.3."""
+async def croads_publisher(pki: TestPki, node: RunningNode, capability: dict[str, Any]) -> str:
+    """Register a capability and a delivery for the C-ITS actor; the delivery's target."""
+    https = Https(pki, CROADS_ACTOR, node)
+    try:
+        status, answer = await https.post(f"/{CROADS_ACTOR}/capabilities", {
+            "name": CROADS_ACTOR, "version": "1.0", "capabilities": [capability]})
+        assert status == 200, answer
+        status, answer = await https.post(f"/{CROADS_ACTOR}/deliveries", {
+            "name": CROADS_ACTOR, "version": "1.0", "deliveries": [{"selector": "TRUE"}]})
+        assert status == 200 and answer["deliveries"][0]["status"] == "CREATED", answer
+    finally:
+        await https.close()
+    return answer["deliveries"][0]["endpoints"][0]["target"]
 
-    connection: aio_pika.abc.AbstractConnection
-    channel: aio_pika.abc.AbstractChannel
-    received: asyncio.Queue[AbstractIncomingMessage] = field(default_factory=asyncio.Queue)
 
-    @classmethod
-    async def connect(cls, pki: TestPki, broker: RabbitMQ) -> "BackOffice":
-        connection = await aio_pika.connect(broker.url + "?auth=external", ssl_context=rabbitmq_context(pki, BACKOFFICE),
-                                            timeout=WAIT_S)
-        channel = await connection.channel(publisher_confirms=True)
-        return cls(connection, channel)
+def spatem(body: bytes, ttl_s: float = 30.0, publisher: str = "NL00001") -> Message:
+    message = Message(body=body, inferred=True, ttl=ttl_s, properties={
+        "messageType": "SPATEM", "protocolVersion": "SPATEM:2.1.1", "publisherId": publisher,
+        "publicationId": f"{publisher}:spat-7", "originatingCountry": publisher[:2],
+        "quadTree": f",{HAZELDONK},", "latitude": HAZELDONK_POINT[0], "longitude": HAZELDONK_POINT[1]})
+    return message
 
-    async def publish(self, exchange: str, key: str, body: bytes, *, lat: float | None = None,
-                      lon: float | None = None, ttl_ms: int | None = 10_000) -> None:
-        # decimals: aio-pika (pamqp) would send a float as a 32-bit float; a Java publisher sends doubles
-        headers: dict[str, Any] = {} if lat is None else {"lat": Decimal(str(lat)), "lon": Decimal(str(lon))}
-        target = await self.channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
-        message = aio_pika.Message(body, headers=headers,
-                                   expiration=None if ttl_ms is None else timedelta(milliseconds=ttl_ms))
-        await target.publish(message, routing_key=key)
 
-    async def bind(self, exchange: str, key: str = "#") -> AbstractQueue:
-        """A Table 3 queue (server-named, exclusive, auto-delete, max length, ttl) bound with ``key``."""
-        await self.channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
-        queue = await self.channel.declare_queue("", exclusive=True, durable=False, auto_delete=True,
-                                                 arguments={"x-max-length": 1000, "x-message-ttl": 600_000})
-        await queue.bind(exchange, routing_key=key)
-        await queue.consume(self._on_message)
-        return queue
-
-    async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        await message.ack()
-        await self.received.put(message)
-
-    async def next(self, timeout: float = WAIT_S) -> AbstractIncomingMessage:
-        return await asyncio.wait_for(self.received.get(), timeout)
-
-    async def quiet(self, seconds: float) -> AbstractIncomingMessage | None:
-        """The next message if one comes within ``seconds``, else None."""
-        try:
-            return await asyncio.wait_for(self.received.get(), seconds)
-        except asyncio.TimeoutError:
-            return None
-
-    async def close(self) -> None:
-        await self.connection.close()
+SPATEM_CAPABILITY = {"application": {"messageType": "SPATEM", "publisherId": "NL00001",
+                                     "publicationId": "NL00001:spat-7", "originatingCountry": "NL",
+                                     "protocolVersion": "SPATEM:2.1.1", "quadTree": ["1202"]}, "metadata": {}}

@@ -1,16 +1,19 @@
 """The integration part: tests over real sockets and real third-party programs (node processes,
 dnsmasq, RabbitMQ, PySpark on its JVM, Chromium, rhea on Node.js). Every test in this directory is
 marked ``integration``. Fixtures: the DNS server, the Spark session, the TLEX simulator, the IF2
-RabbitMQ, the interop kit's ``--self`` federation (the PKIs are in tests/conftest.py)."""
+RabbitMQ and the IF2 back-office (``if2_backoffice``, the counterpart written from the IF2 spec)
+pointed at it, the interop kit's ``--self`` federation (the PKIs are in tests/conftest.py)."""
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from certs import TestPki, create_test_pki
+from if2_backoffice import BackOffice, Broker, ConnectBackOffice, definitions
 from interchange.app.selfnode import SelfFederation, start_self
 from interchange.testing import rabbitmq
 from interchange.testing.dns_fixtures import DnsmasqServer, find_dnsmasq
@@ -99,6 +102,43 @@ def rabbitmq_if2(if2_pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> 
         yield broker
     finally:
         broker.close()
+
+
+@pytest.fixture
+async def connect_backoffice(if2_pki: TestPki, rabbitmq_if2: rabbitmq.RabbitMQ) -> AsyncIterator[ConnectBackOffice]:
+    """Connects IF2 back-offices (``if2_backoffice``) to a virtual host of ``rabbitmq_if2`` with the
+    back-office's certificate; each is closed after the test (if the test did not close it)."""
+    offices: list[BackOffice] = []
+    identity = if2_pki.identity(BACKOFFICE)
+
+    async def connect(vhost: str = "/") -> BackOffice:
+        office = await BackOffice.connect(Broker("127.0.0.1", rabbitmq_if2.port, vhost, RABBITMQ_CN, identity.chain,
+                                                 identity.key, if2_pki.trust_bundle))
+        offices.append(office)
+        return office
+
+    yield connect
+    for office in offices:
+        await office.close()
+
+
+@pytest.fixture
+async def backoffice(connect_backoffice: ConnectBackOffice) -> BackOffice:
+    """An IF2 back-office on the broker's default virtual host."""
+    return await connect_backoffice()
+
+
+@pytest.fixture
+def if2_vhost(rabbitmq_if2: rabbitmq.RabbitMQ) -> Callable[..., Awaitable[str]]:
+    """Sets up a virtual host as an IF2 operator would (``if2_backoffice.definitions``: Table 2's
+    exchanges, a queue policy, a dead-letter exchange unless ``dead_letters=False``) for the bridge
+    and the back-office; returns its name."""
+    async def make(name: str, *, dead_letters: bool = True) -> str:
+        await asyncio.to_thread(rabbitmq_if2.import_definitions,
+                                definitions(name, [BRIDGE, BACKOFFICE], dead_letters=dead_letters))
+        return name
+
+    return make
 
 
 # ------------------------------------------------------------------------------ interop kit

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -14,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
 
 from certs import TestPki
+from if2_backoffice import BackOffice, ConnectBackOffice
 from ii_api.peers.discovery import Neighbour
 from interchange.app.config import AdminConfig
 from interchange.app.node import RunningNode
@@ -22,28 +22,22 @@ from interchange.testing.if2_harness import (
     BACKOFFICE,
     BRIDGE,
     CROADS_ACTOR,
+    DENM_KEY,
     HAZELDONK,
     HAZELDONK_POINT,
     IF2_NEIGHBOUR,
     IF2_NODE,
+    SPATEM_CAPABILITY,
     WAIT_S,
-    BackOffice,
     bridge_node_config,
+    croads_consumer,
+    croads_publisher,
     dotted,
+    spatem,
 )
-from interchange.testing.ii_harness import (
-    DOMAIN,
-    Consumer,
-    Https,
-    node_config,
-    publish,
-    seed_neighbours,
-    start,
-    wait_for,
-)
+from interchange.testing.ii_harness import DOMAIN, Https, node_config, publish, seed_neighbours, start, wait_for
 from interchange.testing.rabbitmq import RabbitMQ
 
-DENM_KEY = f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}"
 
 
 @pytest.fixture
@@ -56,63 +50,13 @@ async def node(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> Asyn
         await running.close()
 
 
-@pytest.fixture
-async def backoffice(if2_pki: TestPki, rabbitmq_if2: RabbitMQ) -> AsyncIterator[BackOffice]:
-    client = await BackOffice.connect(if2_pki, rabbitmq_if2)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-async def croads_consumer(pki: TestPki, node: RunningNode, selector: str) -> Consumer:
-    """A C-ITS actor subscribed at the node with ``selector`` (its local source)."""
-    https = Https(pki, CROADS_ACTOR, node)
-    try:
-        status, answer = await https.post(f"/{CROADS_ACTOR}/subscriptions", {
-            "name": CROADS_ACTOR, "version": "1.0", "subscriptions": [{"selector": selector}]})
-    finally:
-        await https.close()
-    assert status == 200, answer
-    source = answer["subscriptions"][0]["endpoints"][0]["source"]
-    return await asyncio.to_thread(Consumer, pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, source)
-
-
-async def croads_publisher(pki: TestPki, node: RunningNode, capability: dict[str, Any]) -> str:
-    """Register a capability and a delivery for the C-ITS actor; the delivery's target."""
-    https = Https(pki, CROADS_ACTOR, node)
-    try:
-        status, answer = await https.post(f"/{CROADS_ACTOR}/capabilities", {
-            "name": CROADS_ACTOR, "version": "1.0", "capabilities": [capability]})
-        assert status == 200, answer
-        status, answer = await https.post(f"/{CROADS_ACTOR}/deliveries", {
-            "name": CROADS_ACTOR, "version": "1.0", "deliveries": [{"selector": "TRUE"}]})
-        assert status == 200 and answer["deliveries"][0]["status"] == "CREATED", answer
-    finally:
-        await https.close()
-    return answer["deliveries"][0]["endpoints"][0]["target"]
-
-
-def spatem(body: bytes, ttl_s: float = 30.0, publisher: str = "NL00001") -> Message:
-    message = Message(body=body, inferred=True, ttl=ttl_s, properties={
-        "messageType": "SPATEM", "protocolVersion": "SPATEM:2.1.1", "publisherId": publisher,
-        "publicationId": f"{publisher}:spat-7", "originatingCountry": publisher[:2],
-        "quadTree": f",{HAZELDONK},", "latitude": HAZELDONK_POINT[0], "longitude": HAZELDONK_POINT[1]})
-    return message
-
-
-SPATEM_CAPABILITY = {"application": {"messageType": "SPATEM", "publisherId": "NL00001",
-                                     "publicationId": "NL00001:spat-7", "originatingCountry": "NL",
-                                     "protocolVersion": "SPATEM:2.1.1", "quadTree": ["1202"]}, "metadata": {}}
-
-
 async def test_if2_publisher_to_croads_consumer(if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
     """An IF2 DENM appears at a C-Roads consumer with Table 1/2 properties and the body byte for byte;
     the bridge registered its capability (so neighbours discover it)."""
     consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
     try:
         body = bytes(range(256)) + b"\x00denm"
-        await backoffice.publish("DENM", DENM_KEY, body, lat=HAZELDONK_POINT[0], lon=HAZELDONK_POINT[1],
+        await backoffice.send("DENM", DENM_KEY, body, lat=HAZELDONK_POINT[0], lon=HAZELDONK_POINT[1],
                                  ttl_ms=20_000)
         got = await asyncio.to_thread(consumer.receive)
         assert got is not None, "nothing arrived from IF2"
@@ -147,8 +91,8 @@ async def test_if2_messages_that_cannot_be_mapped_are_refused_and_logged(
                ("IVI", f"DENM.1_2_1.RWS.5.{dotted(HAZELDONK)}", {}),  # a DENM key on the IVI exchange
                ("DENM", f"DENM.1_2_1.RWS.5.{dotted('031332213323322232')}", {})]  # outside RWS's coverage
         for exchange, key, position in bad:
-            await backoffice.publish(exchange, key, b"bad", **position)
-        await backoffice.publish("IVI", f"IVI.1_2_1.BASt.speed.{dotted(HAZELDONK)}", b"good")
+            await backoffice.send(exchange, key, b"bad", **position)
+        await backoffice.send("IVI", f"IVI.1_2_1.BASt.speed.{dotted(HAZELDONK)}", b"good")
         got = await asyncio.to_thread(consumer.receive)
         assert got is not None and bytes(got.body) == b"good"
         assert got.properties["custom-intercor-if2-subtype"] == "speed" and got.properties["messageType"] == "IVIM"
@@ -172,8 +116,8 @@ async def test_croads_publisher_to_if2_consumer_with_republishing(
     assert outcomes == ["accepted"]
     got = await backoffice.next()
     assert got.exchange == "SPAT" and got.routing_key == f"SPAT.2_1_1.RWS.0.{dotted(HAZELDONK)}"
-    assert got.body == b"\x01spat" and got.properties.expiration is not None
-    assert 29_000 <= int(got.properties.expiration) <= 30_000
+    assert got.body == b"\x01spat" and got.expiration is not None
+    assert 29_000 <= int(got.expiration) <= 30_000
     assert float(got.headers["lat"]) == HAZELDONK_POINT[0] and float(got.headers["lon"]) == HAZELDONK_POINT[1]
     assert got.app_id == f"{IF2_NODE}/if2"
     # the same bytes again: not republished at once; a changed body: at once
@@ -183,8 +127,8 @@ async def test_croads_publisher_to_if2_consumer_with_republishing(
     assert changed.body == b"\x02spat"
     assert node.if2.policy.suppressed == 1
     # rule 3 (interval 1 s in this test): published again without a new copy from C-Roads
-    again = await backoffice.next(timeout=5.0)
-    assert again.body == b"\x02spat" and int(again.properties.expiration) < 30_000
+    again = await backoffice.next(5.0)
+    assert again.body == b"\x02spat" and int(again.expiration) < 30_000
     assert node.if2.counts["republished"] >= 1
 
 
@@ -197,7 +141,7 @@ async def test_nothing_loops_between_if2_and_croads(if2_pki: TestPki, backoffice
     try:
         await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
         await backoffice.bind("DENM")
-        await backoffice.publish("DENM", DENM_KEY, b"from-if2")
+        await backoffice.send("DENM", DENM_KEY, b"from-if2")
         assert (await backoffice.next()).body == b"from-if2"  # the back-office's own copy
         await wait_for(lambda: node.if2.counts["imported"] == 1, "the DENM to be imported")
         capability = {"application": {"messageType": "DENM", "publisherId": "DE15608",
@@ -227,7 +171,7 @@ async def test_bi_connection_loss_loses_no_acknowledged_message(
     try:
         count = 200
         for i in range(count):
-            await backoffice.publish("DENM", DENM_KEY, b"n%d" % i)
+            await backoffice.send("DENM", DENM_KEY, b"n%d" % i)
             if i in (50, 120):  # two separate losses: the second only once the first was reconnected
                 await wait_for(lambda: node.if2.bi.connects == 1 + (i == 120), "the BI link to be connected")  # noqa: B023 (called within this turn of the loop)
                 node.if2.bi._connection.abort()  # the TCP connection drops, no AMQP close
@@ -242,18 +186,19 @@ async def test_bi_connection_loss_loses_no_acknowledged_message(
     assert node.if2.bi.connects >= 3
 
 
-async def test_rabbitmq_restart_is_recovered(if2_pki: TestPki, node: RunningNode, rabbitmq_if2: RabbitMQ) -> None:
+async def test_rabbitmq_restart_is_recovered(if2_pki: TestPki, node: RunningNode, rabbitmq_if2: RabbitMQ,
+                                             connect_backoffice: ConnectBackOffice) -> None:
     """RabbitMQ stops and starts again: the bridge reconnects, declares its queues again (Table 3) and both
     directions work; durable exchanges (Table 2) survived."""
     await asyncio.to_thread(rabbitmq_if2.stop)
     await wait_for(lambda: not node.if2._rabbit_up.is_set(), "the bridge to notice")
     await asyncio.to_thread(rabbitmq_if2.start)
     await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to reconnect", timeout=30.0)
-    backoffice = await BackOffice.connect(if2_pki, rabbitmq_if2)
+    backoffice = await connect_backoffice()
     consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
     try:
         await backoffice.bind("SPAT")
-        await backoffice.publish("DENM", DENM_KEY, b"after-restart")
+        await backoffice.send("DENM", DENM_KEY, b"after-restart")
         got = await asyncio.to_thread(consumer.receive)
         assert got is not None and bytes(got.body) == b"after-restart"
         target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
@@ -336,7 +281,7 @@ async def test_neighbours_discover_what_arrives_from_if2(if2_pki: TestPki, rabbi
     https = Https(if2_pki, CROADS_ACTOR, node_b)
     try:
         await wait_for(lambda: node_a.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
-        await backoffice.publish("DENM", DENM_KEY, b"seen-by-neighbours")
+        await backoffice.send("DENM", DENM_KEY, b"seen-by-neighbours")
 
         async def announced() -> bool:
             status, answer = await https.get(f"/{CROADS_ACTOR}/network/capabilities")
@@ -367,8 +312,8 @@ async def test_metrics_on_the_admin_endpoint(if2_pki: TestPki, rabbitmq_if2: Rab
     node = await start(config.model_copy(update={"admin": AdminConfig(host="127.0.0.1", port=0)}))
     try:
         await wait_for(lambda: node.if2.rabbitmq_connected and node.if2.bi_connected, "the bridge's connections")
-        await backoffice.publish("DENM", DENM_KEY, b"counted")
-        await backoffice.publish("DENM", "DENM.1_2_1.NOBODY.5.1.2", b"unknown provider")
+        await backoffice.send("DENM", DENM_KEY, b"counted")
+        await backoffice.send("DENM", "DENM.1_2_1.NOBODY.5.1.2", b"unknown provider")
         await wait_for(lambda: node.if2.counts["imported"] == 1 and node.if2.counts["import_refused"] == 1,
                        "one import and one refusal")
         async with aiohttp.ClientSession() as session:
@@ -393,14 +338,14 @@ async def test_idle_if2_capability_is_withdrawn_and_registered_again(
     pid = "NL00001:if2-DENM-1_2_1"
     try:
         await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
-        await backoffice.publish("DENM", DENM_KEY, b"first")
+        await backoffice.send("DENM", DENM_KEY, b"first")
         await wait_for(lambda: node.if2.counts["imported"] == 1, "the DENM to be imported")
         assert pid in await _bridge_capabilities(if2_pki, node)
         await wait_for(lambda: node.if2.counts["capabilities_withdrawn"] == 1, "the idle capability's withdrawal")
         assert pid not in await _bridge_capabilities(if2_pki, node)
         consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
         try:
-            await backoffice.publish("DENM", DENM_KEY, b"again")
+            await backoffice.send("DENM", DENM_KEY, b"again")
             got = await asyncio.to_thread(consumer.receive, WAIT_S)
             assert got is not None and bytes(got.body) == b"again"
         finally:
@@ -426,11 +371,11 @@ async def test_ttl_expired_while_valid_is_republished_end_to_end(
                                          target, [spatem(b"\x07spat", ttl_s=1.5)])
         assert await send() == ["accepted"]
         first = await backoffice.next()
-        assert first.body == b"\x07spat" and 1000 < int(first.properties.expiration) <= 1500
+        assert first.body == b"\x07spat" and 1000 < int(first.expiration) <= 1500
         await asyncio.sleep(1.0)
         assert await send() == ["accepted"]  # the same bytes: valid for longer, not published now
-        again = await backoffice.next(timeout=5.0)
-        assert again.body == b"\x07spat" and int(again.properties.expiration) < 1500
+        again = await backoffice.next(5.0)
+        assert again.body == b"\x07spat" and int(again.expiration) < 1500
         assert node.if2.policy.suppressed == 1 and node.if2.counts["republished"] == 1
         assert await backoffice.quiet(2.0) is None  # no longer valid: not published again
     finally:
