@@ -5,26 +5,35 @@ first) is sent again, and the BI may have taken the first copy, so a consumer ca
 the bridge counts those attempts (``bi_unanswered``) and the duplicates are at most that many.
 C-Roads -> IF2 is exactly once across a BI drop: a message RabbitMQ confirmed but whose BI
 settlement was lost comes again from the source and is settled without a second IF2 copy.
-The IF2 side is the counterpart of ``tests/if2_backoffice`` (pika, from the IF2 spec).
+The IF2 side is the counterpart of ``tests/integration/if2_backoffice`` (pika, from the IF2 spec).
 """
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from certs import TestPki
-from if2_backoffice import Publication, routing_key
-from if2_harness import CROADS_ACTOR, HAZELDONK_POINT, IF2_NODE, WAIT_S, bridge_node_config, connect_backoffice, \
-    if2_vhost
-from ii_harness import Consumer, publish, start, wait_for
+from if2_backoffice import ConnectBackOffice, Publication, routing_key
+from interchange.testing.if2_harness import (
+    CROADS_ACTOR,
+    HAZELDONK_POINT,
+    IF2_NODE,
+    SPATEM_CAPABILITY,
+    WAIT_S,
+    bridge_node_config,
+    croads_consumer,
+    croads_publisher,
+    spatem,
+)
 from interchange.app.node import RunningNode
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.broker.client import Outcome
+from interchange.testing.ii_harness import Consumer, publish, start, wait_for
 from interchange.testing.rabbitmq import RabbitMQ
-from test_if2_bridge import SPATEM_CAPABILITY, croads_consumer, croads_publisher, spatem
 
 LAT, LON = HAZELDONK_POINT
 KEY = routing_key("DENM", "1.2.1", "RWS", "5", LAT, LON)
@@ -53,15 +62,20 @@ def _bridge_queues(rabbitmq: RabbitMQ, vhost: str) -> list[dict]:
     return [q for q in rabbitmq.queues(vhost) if q["name"].startswith("amq.gen-")]
 
 
-async def _started(pki: TestPki, rabbitmq: RabbitMQ, workdir: Path, vhost: str, **if2: object) -> RunningNode:
-    await if2_vhost(rabbitmq, vhost)
+MakeVhost = Callable[..., Awaitable[str]]  #: the if2_vhost fixture
+
+
+async def _started(pki: TestPki, rabbitmq: RabbitMQ, workdir: Path, make_vhost: MakeVhost, vhost: str,
+                   **if2: object) -> RunningNode:
+    await make_vhost(vhost)
     node = await start(bridge_node_config(pki, rabbitmq, workdir, vhost=vhost, **if2))
     await wait_for(lambda: node.if2.rabbitmq_connected and node.if2.bi_connected, "the bridge's connections")
     return node
 
 
 async def test_nothing_is_acknowledged_at_rabbitmq_before_the_bi_accepted_it(
-        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        if2_vhost: MakeVhost, connect_backoffice: ConnectBackOffice) -> None:
     """The BI's answers are held back (fault injection): RabbitMQ shows every message the bridge took
     as unacknowledged; once the BI answers, all arrive and none is left unacknowledged. The queue is
     Table 3's, with the dead-letter exchange of the bridge's config."""
@@ -74,8 +88,8 @@ async def test_nothing_is_acknowledged_at_rabbitmq_before_the_bi_accepted_it(
 
     monkeypatch.setattr(BiLink, "send", held)
     vhost, count = "if2-acks", 40
-    node = await _started(if2_pki, rabbitmq_if2, tmp_path, vhost, dead_letter_exchange="if2.dead-letter")
-    office = await connect_backoffice(if2_pki, rabbitmq_if2, vhost)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost, dead_letter_exchange="if2.dead-letter")
+    office = await connect_backoffice(vhost)
     try:
         consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
         try:
@@ -102,12 +116,13 @@ async def test_nothing_is_acknowledged_at_rabbitmq_before_the_bi_accepted_it(
 
 
 async def test_bi_connection_drops_mid_stream_lose_no_if2_message(
-        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> None:
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
+        connect_backoffice: ConnectBackOffice) -> None:
     """IF2 -> C-Roads, 1,500 messages; the bridge's BI connection is cut (TCP abort, no AMQP close) three
     times while they flow: every message arrives, at most once more than the attempts left unanswered."""
     vhost, count = "if2-drops-in", 1_500
-    node = await _started(if2_pki, rabbitmq_if2, tmp_path, vhost)
-    office = await connect_backoffice(if2_pki, rabbitmq_if2, vhost)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    office = await connect_backoffice(vhost)
     try:
         consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
         try:
@@ -136,12 +151,13 @@ async def test_bi_connection_drops_mid_stream_lose_no_if2_message(
 
 
 async def test_bi_connection_drops_mid_stream_lose_and_duplicate_no_croads_message(
-        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> None:
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
+        connect_backoffice: ConnectBackOffice) -> None:
     """C-Roads -> IF2, 600 SPATEMs of one publication (each body new): the bridge's BI connection is cut
     twice while they flow; the IF2 back-office gets every one exactly once."""
     vhost, count = "if2-drops-out", 600
-    node = await _started(if2_pki, rabbitmq_if2, tmp_path, vhost)
-    office = await connect_backoffice(if2_pki, rabbitmq_if2, vhost)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    office = await connect_backoffice(vhost)
     try:
         await office.bind("SPAT", "#", max_length=10_000)
         target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)

@@ -1,6 +1,6 @@
 """IF2 -> C-Roads when the BI will not take a message, and across lost BI connections.
 
-The IF2 side is the counterpart of ``tests/if2_backoffice`` (pika, written from the IF2 spec): its
+The IF2 side is the counterpart of ``tests/integration/if2_backoffice`` (pika, written from the IF2 spec): its
 operator sets up a virtual host with a dead-letter exchange in the queue policy (IF2 7.2, as
 RabbitMQ definitions), its back-office publishes as 7.3.2 does. The node is real (BI over AMQPS,
 II over HTTPS), RabbitMQ is the session's private one.
@@ -15,21 +15,20 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from certs import TestPki
-from if2_backoffice import DEAD_LETTER_EXCHANGE, BackOffice, Publication, Received, routing_key
-from if2_harness import HAZELDONK_POINT, WAIT_S, bridge_node_config, connect_backoffice, if2_vhost
-from ii_harness import Consumer, start, wait_for
+from if2_backoffice import DEAD_LETTER_EXCHANGE, ConnectBackOffice, Publication, Received, routing_key
+from interchange.testing.if2_harness import HAZELDONK_POINT, WAIT_S, bridge_node_config, croads_consumer
 from interchange.app.node import RunningNode
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.broker.client import Outcome, SenderState
+from interchange.testing.ii_harness import Consumer, start, wait_for
 from interchange.testing.rabbitmq import RabbitMQ
-from test_if2_bridge import croads_consumer
 
 MiB = 1024 * 1024
 LAT, LON = HAZELDONK_POINT
@@ -86,10 +85,22 @@ def _events(node: RunningNode, name: str) -> list[dict[str, object]]:
     return [record["details"] for line in log.splitlines() if (record := json.loads(line))["event"] == name]
 
 
-async def run(scenario: Scenario, pki: TestPki, rabbitmq: RabbitMQ, workdir: Path, vhost: str) -> Observed:
-    await if2_vhost(rabbitmq, vhost, dead_letters=scenario.dead_letters)
-    node = await start(bridge_node_config(pki, rabbitmq, workdir, vhost=vhost))
-    office = await connect_backoffice(pki, rabbitmq, vhost)
+@dataclass(frozen=True)
+class Site:
+    """Where a scenario runs: the test PKI and RabbitMQ, a work directory, the conftest's IF2 fixtures."""
+
+    pki: TestPki
+    rabbitmq: RabbitMQ
+    workdir: Path
+    vhost: Callable[..., Awaitable[str]]  #: the if2_vhost fixture
+    connect: ConnectBackOffice  #: the connect_backoffice fixture
+
+
+async def run(scenario: Scenario, site: Site, vhost: str) -> Observed:
+    pki = site.pki
+    await site.vhost(vhost, dead_letters=scenario.dead_letters)
+    node = await start(bridge_node_config(pki, site.rabbitmq, site.workdir, vhost=vhost))
+    office = await site.connect(vhost)
     try:
         await wait_for(lambda: node.if2.rabbitmq_connected and node.if2.bi_connected, "the bridge's connections")
         consumer = await croads_consumer(pki, node, "messageType = 'DENM'")
@@ -175,12 +186,17 @@ MUTANTS: dict[str, tuple[Scenario, Callable[[pytest.MonkeyPatch], None] | None, 
 }
 
 
-async def test_one_oversize_message_among_5000_is_refused_and_dead_lettered(
-        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> None:
+@pytest.fixture
+def site(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: Callable[..., Awaitable[str]],
+         connect_backoffice: ConnectBackOffice) -> Site:
+    return Site(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, connect_backoffice)
+
+
+async def test_one_oversize_message_among_5000_is_refused_and_dead_lettered(site: Site) -> None:
     """IF2 -> C-Roads, 5,000 small messages and one of 2 MiB (the BI takes 1 MiB): every small one
     arrives once, the big one is refused before sending (counted, logged with the BI's limit) and
     dead-lettered by RabbitMQ (reason rejected), and the BI link stays up."""
-    seen = await run(Scenario(), if2_pki, rabbitmq_if2, tmp_path, "if2-poison")
+    seen = await run(Scenario(), site, "if2-poison")
     assert verdict(seen) == {}
     assert seen.counts["imported"] == 5_000 and seen.counts["bi_retried"] == 0
     assert "over the peer's max-message-size of 1048576" in str(seen.refusals[0]["error"])  # as its attach said
@@ -189,10 +205,9 @@ async def test_one_oversize_message_among_5000_is_refused_and_dead_lettered(
 
 
 @pytest.mark.parametrize("mutant", list(MUTANTS))
-async def test_each_broken_variant_fails_its_checks(mutant: str, if2_pki: TestPki, rabbitmq_if2: RabbitMQ,
-                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_each_broken_variant_fails_its_checks(mutant: str, site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     scenario, fault, failing = MUTANTS[mutant]
     if fault is not None:
         fault(monkeypatch)
-    seen = await run(scenario, if2_pki, rabbitmq_if2, tmp_path, f"if2-mutant-{list(MUTANTS).index(mutant)}")
+    seen = await run(scenario, site, f"if2-mutant-{list(MUTANTS).index(mutant)}")
     assert set(verdict(seen)) == failing, verdict(seen)
