@@ -61,6 +61,7 @@ async def croads_consumer(pki: TestPki, node: RunningNode, selector: str) -> Con
     finally:
         await https.close()
     assert status == 200, answer
+    assert node.amqps_port is not None, "the node runs no BI"
     source = answer["subscriptions"][0]["endpoints"][0]["source"]
     return await asyncio.to_thread(Consumer, pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, source)
 
