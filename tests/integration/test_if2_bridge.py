@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proton import Message
 
 from certs import TestPki
-from if2_backoffice import BackOffice, ConnectBackOffice
+from if2_backoffice import BackOffice, ConnectBackOffice, quadtree_path
 from ii_api.peers.discovery import Neighbour
 from interchange.app.config import AdminConfig
 from interchange.app.node import RunningNode
@@ -61,11 +61,13 @@ async def test_if2_publisher_to_croads_consumer(if2_pki: TestPki, node: RunningN
         got = await asyncio.to_thread(consumer.receive)
         assert got is not None, "nothing arrived from IF2"
         assert bytes(got.body) == body
-        assert got.properties == {
+        properties = dict(got.properties)
+        area = properties.pop("quadTree")
+        assert properties == {
             "messageType": "DENM", "protocolVersion": "DENM:1.2.1", "publisherId": "NL00001",
             "publicationId": "NL00001:if2-DENM-1_2_1", "originatingCountry": "NL",
-            "quadTree": f",{HAZELDONK},", "causeCode": 5, "subCauseCode": 0,
-            "latitude": HAZELDONK_POINT[0], "longitude": HAZELDONK_POINT[1]}
+            "causeCode": 5, "subCauseCode": 0, "latitude": HAZELDONK_POINT[0], "longitude": HAZELDONK_POINT[1]}
+        assert area.startswith(f",{HAZELDONK},")  # the reference tile, then the area's (IP_112, the next test)
         assert 0 < got.ttl <= 20.0
     finally:
         await asyncio.to_thread(consumer.close)
@@ -79,6 +81,30 @@ async def test_if2_publisher_to_croads_consumer(if2_pki: TestPki, node: RunningN
         "messageType": "DENM", "publisherId": "NL00001", "publicationId": "NL00001:if2-DENM-1_2_1",
         "originatingCountry": "NL", "protocolVersion": "DENM:1.2.1", "quadTree": ["1202"], "causeCode": None}]
     assert node.if2.counts["imported"] == 1
+
+
+async def test_consumers_of_the_area_around_an_if2_message_get_it(
+        if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
+    """IP_112: a DENM from IF2 carries tiles of zoom 13 covering the configured area (1 km by default)
+    around its lat/lon, so a consumer subscribed to a neighbouring zoom-13 tile gets it; one 5 km away
+    does not. The tiles are the back-office's (its own quadtree, from IF2 7.3.4), not the bridge's."""
+    lat, lon = HAZELDONK_POINT
+    own = quadtree_path(lat, lon, 13)
+    # 900 m north, east, south or west: the first that lies in another zoom-13 tile
+    near = next(tile for dlat, dlon in ((0.0081, 0.0), (0.0, 0.013), (-0.0081, 0.0), (0.0, -0.013))
+                if (tile := quadtree_path(lat + dlat, lon + dlon, 13)) != own)
+    far = quadtree_path(lat + 0.045, lon, 13)  # 5 km north
+    neighbour = await croads_consumer(if2_pki, node, f"messageType = 'DENM' AND quadTree LIKE '%,{near}%'")
+    distant = await croads_consumer(if2_pki, node, f"messageType = 'DENM' AND quadTree LIKE '%,{far}%'")
+    try:
+        await backoffice.send("DENM", DENM_KEY, b"area", lat=lat, lon=lon, ttl_ms=20_000)
+        got = await asyncio.to_thread(neighbour.receive)
+        assert got is not None and bytes(got.body) == b"area", f"nothing for the neighbouring tile {near}"
+        assert f",{near}," in got.properties["quadTree"]
+        assert await asyncio.to_thread(distant.receive, 2.0) is None
+    finally:
+        await asyncio.to_thread(neighbour.close)
+        await asyncio.to_thread(distant.close)
 
 
 async def test_if2_messages_that_cannot_be_mapped_are_refused_and_logged(

@@ -3,6 +3,7 @@
 (chapter 6.4 and the chapter 7 example code) and the IP profile's appendix A, plus round trips."""
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -11,6 +12,8 @@ from hypothesis import strategies as st
 
 import jms_selectors
 import quadtree
+from interchange.broker.validation import validate_application_properties
+from interchange.bridges.if2 import keys
 from interchange.bridges.if2.bindings import binding_selector, bindings_selector, selector_bindings
 from interchange.bridges.if2.keys import (
     SUBTYPE_PROPERTY,
@@ -313,3 +316,52 @@ def test_prefix_bindings_round_trip(exchange: str, digits: list[str], fix_provid
         words.pop()
     canonical = ".".join(words) + (".#" if len(words) < 22 else "")
     assert back == {exchange: ["#" if canonical == f"{exchange}.#" else canonical]}
+
+
+# ------------------------------------------------------------------ IP_112/113: the area's tiles
+def _offset(lat: float, lon: float, metres: float, bearing_deg: float) -> tuple[float, float]:
+    """The point ``metres`` from (lat, lon) along ``bearing_deg`` on a sphere of the WGS84 equator's radius."""
+    d, b = metres / 6378137.0, math.radians(bearing_deg)
+    p1, l1 = math.radians(lat), math.radians(lon)
+    p2 = math.asin(math.sin(p1) * math.cos(d) + math.cos(p1) * math.sin(d) * math.cos(b))
+    l2 = l1 + math.atan2(math.sin(b) * math.sin(d) * math.cos(p1), math.cos(d) - math.sin(p1) * math.sin(p2))
+    return math.degrees(p2), math.degrees(l2)
+
+
+@pytest.mark.parametrize(("if2_type", "zoom"), [("DENM", 13), ("IVI", 13), ("MAP", 14), ("SPAT", 14)])
+@pytest.mark.parametrize("radius_m", [0.0, 300.0, 1000.0, 5000.0])
+def test_the_area_around_lat_lon_is_covered_at_the_types_zoom(if2_type: str, zoom: int, radius_m: float) -> None:
+    """quadTree: the key's tile first (IP_038), then tiles of zoom 13 (IP_112) or 14 (IP_113) that hold
+    every point within the radius (sampled on circles); the broker's rules accept it."""
+    lat, lon = 51.485992, 4.735311
+    subtype = "3" if if2_type == "DENM" else "0"
+    envelope = If2Envelope(RoutingKey(if2_type, "1.2.1", "RWS", subtype, HAZELDONK), 10_000, lat, lon)
+    props = croads_properties(envelope, PROVIDERS, radius_m)
+    tiles = quadtree.parse_property(props["quadTree"])
+    assert tiles[0] == HAZELDONK and all(len(t) == zoom for t in tiles[1:]), tiles
+    for metres in (radius_m * k / 4 for k in range(5)):
+        for bearing in range(0, 360, 15):
+            point_tile = quadtree.from_latlon(*_offset(lat, lon, metres * 0.999, bearing), zoom)
+            assert any(point_tile.startswith(t) or t.startswith(point_tile) for t in tiles), (metres, bearing)
+    assert validate_application_properties(props) == []
+    if radius_m == 0.0:
+        assert tiles == [HAZELDONK]  # the point's own area tile holds the reference tile: nothing to add
+
+
+def test_without_lat_lon_the_area_is_around_the_tiles_centre() -> None:
+    props = croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "3", HAZELDONK)), PROVIDERS, 1000.0)
+    tiles = quadtree.parse_property(props["quadTree"])
+    assert tiles[0] == HAZELDONK and len(tiles) > 1 and "latitude" not in props
+
+
+def test_an_area_the_cover_refuses_is_a_clear_refusal() -> None:
+    with pytest.raises(If2KeyError, match="area"):
+        croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "3", HAZELDONK)), PROVIDERS, -1.0)
+
+
+def test_properties_the_broker_refuses_are_refused_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's own rules run on what the bridge builds: a quadTree without its zoom-18 reference
+    tile (a broken area_property, by fault injection) is refused, naming IP_038."""
+    monkeypatch.setattr(keys, "area_property", lambda *_: ",1202020,")
+    with pytest.raises(If2KeyError, match="the node would refuse it: .*quadTree.*IP_038"):
+        croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "3", HAZELDONK)), PROVIDERS)

@@ -48,6 +48,9 @@ from proton import Message
 
 from certs.tls import TlsFiles, client_context
 from ii_api.wire.models import Capability
+from interchange.actor.areas import Tiles
+from interchange.actor.capabilities import build_capability
+from interchange.actor.errors import ActorError
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
 from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
@@ -268,7 +271,8 @@ class If2Bridge:
             if envelope.key.message_type != message.exchange:
                 raise If2KeyError(f"a {envelope.key.message_type} key on exchange {message.exchange} (IF2 6.2: "
                                   "the exchange is named after the message type)")
-            properties = croads_properties(envelope, self.providers)
+            properties = croads_properties(envelope, self.providers,
+                                           self.config.area_radius_m.get(envelope.key.message_type, 0.0))
             await self._register(envelope, properties)
         except (If2KeyError, ValueError, ActorApiError) as exc:
             await self._refuse(message, Decision(Fate.REFUSE, str(exc)))
@@ -315,10 +319,7 @@ class If2Bridge:
                 if not any(envelope.key.tile.startswith(tile) for tile in coverage):
                     raise If2KeyError(f"tile {envelope.key.tile} is outside provider "
                                       f"{envelope.key.provider!r}'s coverage {coverage}")
-                application: dict[str, Any] = {k: properties[k] for k in (
-                    "messageType", "publisherId", "publicationId", "originatingCountry", "protocolVersion")}
-                application["quadTree"] = coverage
-                await self.api.add_capability(Capability.model_validate({"application": application, "metadata": {}}))
+                await self.api.add_capability(_capability(properties, coverage))
                 self._registered.add(pid)
                 self._event("info", "if2_capability_registered", {"publicationId": pid})
             if not self._delivery_known:
@@ -430,6 +431,18 @@ def _wire_headers(headers: dict[str, Any]) -> dict[str, Any]:
     """lat/lon as AMQP decimals with 7 places (1 cm): pamqp, aio-pika's codec, would write a Python
     float as a 32-bit float (0.4 m steps at 51 N, enough to move a point into the next zoom-18 tile)."""
     return {k: Decimal(f"{v:.7f}") if isinstance(v, float) else v for k, v in headers.items()}
+
+
+def _capability(properties: dict[str, Any], coverage: list[str]) -> Capability:
+    """The capability of an IF2 provider's messages of one type and version (the actors' toolkit's,
+    checked with the II's models), its quadTree the provider's coverage."""
+    try:
+        return build_capability(message_type=properties["messageType"], publisher_id=properties["publisherId"],
+                                publication_id=properties["publicationId"],
+                                protocol_version=properties["protocolVersion"],
+                                originating_country=properties["originatingCountry"], area=Tiles(tuple(coverage)))
+    except ActorError as exc:
+        raise If2KeyError(f"capability: {exc}") from None
 
 
 def _encode(properties: dict[str, Any], body: bytes, ttl_ms: int | None) -> bytes:

@@ -25,6 +25,9 @@ Example (TOML)::
     [if2.exports]                     # C-Roads -> IF2: binding keys per exchange, translated to a selector
     SPAT = ["#"]
 
+    [if2.area_radius_m]               # IF2 -> C-Roads: the area around lat/lon per exchange (IP_112/113)
+    DENM = 2000.0
+
 Queues are declared as IF2 Table 3 says (server-named, exclusive, non-durable, auto-delete) with
 the maximum length it requires and a message TTL (``queue_max_length``, ``queue_message_ttl_ms``).
 A message the BI refuses for good (or that stays unanswered ``bi_attempts`` times, or outlives its
@@ -40,6 +43,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from interchange.bridges.if2.bindings import bindings_selector
 from interchange.bridges.if2.keys import IF2_TO_CROADS, If2KeyError, ProviderTable
+
+#: IF2 -> C-Roads area radius by default: IP_113's example (1 km, at most 9 tiles of zoom 14).
+DEFAULT_AREA_RADIUS_M = 1000.0
+#: IP_112's example of the largest area (5 km, at most 36 tiles of zoom 13).
+MAX_AREA_RADIUS_M = 5000.0
 
 __all__ = ["If2Config", "If2Provider", "If2Tls"]
 
@@ -93,15 +101,23 @@ class If2Config(BaseModel):
     dead_letter_exchange: str | None = Field(
         default=None, min_length=1, description="x-dead-letter-exchange of the bridge's queues: where RabbitMQ puts "
                                                 "what the bridge rejects (else the vhost's policy, if any)")
+    area_radius_m: dict[str, float] = Field(
+        default_factory=lambda: dict.fromkeys(IF2_TO_CROADS, DEFAULT_AREA_RADIUS_M),
+        description="IF2 -> C-Roads, per exchange: the radius (m, 0-5000) around a message's lat/lon whose tiles of "
+                    "its type's area zoom join its quadTree (IP_112: zoom 13, IP_113: zoom 14); IF2 carries no area")
     capability_idle_s: float | None = Field(
         default=86400.0, gt=0, description="withdraw the capability registered for IF2 data of a provider, type and "
                                            "version after this long without a message of it (null: never)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "If2Config":
-        for exchange in (*self.imports, *self.exports):
+        for exchange in (*self.imports, *self.exports, *self.area_radius_m):
             if exchange not in IF2_TO_CROADS:
                 raise ValueError(f"exchange {exchange!r} is not an IF2 exchange ({', '.join(IF2_TO_CROADS)})")
+        for exchange, radius in self.area_radius_m.items():
+            if not 0.0 <= radius <= MAX_AREA_RADIUS_M:
+                raise ValueError(f"area_radius_m.{exchange} = {radius}: 0 to {MAX_AREA_RADIUS_M:g} m (IP_112's "
+                                 "largest area, 36 tiles of zoom 13)")
         if self.auth == "plain" and (self.username is None or self.password is None):
             raise ValueError("auth = 'plain' needs username and password")
         try:

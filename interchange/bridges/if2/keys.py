@@ -30,6 +30,13 @@ The C-Roads side is the IP profile's Table 1/2 (IP_022/026): ``messageType`` (IF
   "these should be consistent").
 - IF2 -> C-Roads, ``publicationId`` is ``<publisherId>:if2-<TYPE>-<version>``: one capability
   per provider, type and version (:func:`publication_id`).
+- IF2 -> C-Roads, ``quadTree`` is the key's zoom-18 tile (IP_038), then the tiles of the message
+  type's area zoom (IP_112: 13 for DENM and IVIM; IP_113: 14 for MAPEM and SPATEM) covering a
+  circle of ``area_radius_m`` around ``lat``/``lon`` (else the tile's centre): IF2 carries no
+  relevance or destination area, so its radius is configured per type. The tiles are the actors'
+  toolkit's (:mod:`interchange.actor.areas`, on :mod:`quadtree`'s cover) and the properties are
+  checked with the broker's own rules (:func:`interchange.actor.properties.check_properties`):
+  what it reports is refused here, as the node would refuse it.
 """
 from __future__ import annotations
 
@@ -41,6 +48,9 @@ from decimal import Decimal
 from typing import Any
 
 import quadtree
+from interchange.actor.areas import Circle, area_tiles, area_zoom
+from interchange.actor.errors import ActorError
+from interchange.actor.properties import check_properties
 from interchange.broker.validation import check_property_value
 from interchange.ground.profile import CANCELLATION, MessageType
 
@@ -220,8 +230,22 @@ def check_position(lat: object, lon: object, tile: str) -> tuple[float, float]:
     return latitude, longitude
 
 
-def croads_properties(envelope: If2Envelope, providers: ProviderTable) -> dict[str, Any]:
-    """The C-Roads application properties (IP Tables 1/2) of an IF2 message."""
+def area_property(tile: str, message_type: str, radius_m: float, position: tuple[float, float] | None) -> str:
+    """``quadTree``: the reference tile, then the area tiles (IP_112/113) of ``radius_m`` around ``position``
+    (the tile's centre when None); a tile the reference tile already lies in is left out (it adds nothing)."""
+    if position is None:
+        south, west, north, east = quadtree.bounds(tile)
+        position = (south + north) / 2, (west + east) / 2
+    try:
+        area = area_tiles(Circle(position[0], position[1], radius_m), area_zoom(message_type))
+    except ActorError as exc:
+        raise If2KeyError(str(exc)) from None
+    return quadtree.format_property([tile, *(t for t in area if not tile.startswith(t))])
+
+
+def croads_properties(envelope: If2Envelope, providers: ProviderTable, area_radius_m: float = 0.0) -> dict[str, Any]:
+    """The C-Roads application properties (IP Tables 1/2) of an IF2 message, its area a circle of
+    ``area_radius_m`` (IP_112/113), checked as the broker checks them (If2KeyError says what is wrong)."""
     key = envelope.key
     croads_type = IF2_TO_CROADS[key.message_type]
     publisher = providers.publisher_id(key.provider)
@@ -241,8 +265,12 @@ def croads_properties(envelope: If2Envelope, providers: ProviderTable) -> dict[s
         props[SUBTYPE_PROPERTY] = key.subtype
     if (envelope.lat is None) != (envelope.lon is None):
         raise If2KeyError("lat and lon come together (IF2 Table 4)")
+    position = None
     if envelope.lat is not None:
-        props["latitude"], props["longitude"] = check_position(envelope.lat, envelope.lon, key.tile)
+        position = props["latitude"], props["longitude"] = check_position(envelope.lat, envelope.lon, key.tile)
+    props["quadTree"] = area_property(key.tile, croads_type, area_radius_m, position)
+    if problems := check_properties(props):
+        raise If2KeyError("the node would refuse it: " + "; ".join(str(p) for p in problems))
     return props
 
 
