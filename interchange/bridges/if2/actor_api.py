@@ -1,114 +1,82 @@
 """The bridge as a client of the node's local actor API (IP_068/077/079), over HTTPS with its own
 client certificate: it registers capabilities for what arrives from IF2, asks where to publish
-(a delivery) and subscribes to what goes to IF2. Bodies are the II's pydantic models."""
+(a delivery) and subscribes to what goes to IF2.
+
+The requests are the actors' toolkit's (:class:`interchange.actor.api.ActorApi`: the II's pydantic
+models, mutual TLS 1.3 naming the node); this module adds what the bridge needs on top (one
+delivery for all its capabilities, reused after restarts; one subscription, its older ones
+deleted) and turns the toolkit's :class:`~interchange.actor.errors.ActorError` into
+:class:`ActorApiError`, which the bridge treats as "the node refused or could not be reached".
+"""
 from __future__ import annotations
 
-import asyncio
-import ssl
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TypeVar
 
-import aiohttp
-from pydantic import ValidationError
-
-from ii_api.wire.models import (
-    Capability,
-    DeliveriesRequest,
-    DeliveriesResponse,
-    Delivery,
-    DeliveryRequestItem,
-    LocalCapabilitiesRequest,
-    LocalCapabilitiesResponse,
-    LocalSubscription,
-    LocalSubscriptionsRequest,
-    LocalSubscriptionsResponse,
-    SubscriptionRequestItem,
-    WireModel,
-)
+from interchange.actor.api import ActorApi as ToolkitApi
+from interchange.actor.errors import ActorError
+from interchange.actor.settings import ActorSettings
+from ii_api.wire.models import Capability, Delivery, LocalSubscription
 
 __all__ = ["ActorApi", "ActorApiError", "DELIVERY_SELECTOR"]
 
 #: The bridge's one delivery covers all its capabilities.
 DELIVERY_SELECTOR = "TRUE"
-M = TypeVar("M", bound=WireModel)
+T = TypeVar("T")
 
 
 class ActorApiError(Exception):
     """The local actor API refused a request or could not be reached."""
 
 
+async def _call(request: Awaitable[T]) -> T:
+    try:
+        return await request
+    except ActorError as exc:
+        raise ActorApiError(str(exc)) from None
+
+
 class ActorApi:
-    def __init__(self, base_url: str, actor: str, context: ssl.SSLContext, server_name: str,
+    def __init__(self, base_url: str, node: str, cert_chain: Path, key: Path, trust_bundle: Path,
                  timeout_s: float = 10.0) -> None:
-        self.base = base_url.rstrip("/") + "/" + actor
-        self.actor = actor
-        self._ssl = context
-        self._server_name = server_name
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+        self._api = ToolkitApi(ActorSettings(node=node, ii_url=base_url, cert_chain=cert_chain, key=key,
+                                             trust_bundle=trust_bundle, timeout_s=timeout_s))
 
     async def close(self) -> None:
-        await self._session.close()
-
-    async def _call(self, method: str, path: str, model: type[M] | None, body: WireModel | None = None) -> M | None:
-        kwargs: dict[str, Any] = {"ssl": self._ssl, "server_hostname": self._server_name}
-        if body is not None:
-            kwargs["json"] = body.to_json()
-        try:
-            async with self._session.request(method, self.base + path, **kwargs) as response:
-                data = await response.read()
-                if response.status >= 300:
-                    raise ActorApiError(f"{method} {path}: HTTP {response.status} {data[:300]!r}")
-                return model.model_validate_json(data) if model is not None else None
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValidationError) as exc:
-            raise ActorApiError(f"{method} {path}: {exc}") from None
+        await self._api.close()
 
     async def publication_ids(self) -> set[str]:
         return set(await self.capability_ids())
 
     async def capability_ids(self) -> dict[str, str]:
         """publicationId -> the capability's id at the node, for every capability of the bridge."""
-        answer = await self._call("GET", "/capabilities", LocalCapabilitiesResponse)
-        assert answer is not None
-        return {str(c.definition.application.publicationId): c.id for c in answer.capabilities}
+        return {str(c.definition.application.publicationId): c.id for c in await _call(self._api.capabilities())}
 
     async def remove_capability(self, capability_id: str) -> None:
-        await self._call("DELETE", f"/capabilities/{capability_id}", None)
+        await _call(self._api.delete_capability(capability_id))
 
     async def add_capability(self, capability: Capability) -> None:
-        await self._call("POST", "/capabilities", LocalCapabilitiesResponse,
-                         LocalCapabilitiesRequest(name=self.actor, capabilities=[capability]))
+        await _call(self._api.add_capabilities([capability]))
 
     async def delivery(self) -> Delivery:
         """The bridge's delivery (made once, reused after restarts), as it is now."""
-        listed = await self._call("GET", "/deliveries", DeliveriesResponse)
-        assert listed is not None
-        for delivery in listed.deliveries:
+        for delivery in await _call(self._api.deliveries()):
             if delivery.selector == DELIVERY_SELECTOR:
                 return delivery
-        made = await self._call("POST", "/deliveries", DeliveriesResponse,
-                                DeliveriesRequest(name=self.actor,
-                                                  deliveries=[DeliveryRequestItem(selector=DELIVERY_SELECTOR)]))
-        assert made is not None
-        return made.deliveries[0]
+        return await _call(self._api.create_delivery(DELIVERY_SELECTOR))
 
     async def refresh_delivery(self, delivery: Delivery) -> Delivery:
-        answer = await self._call("GET", f"/deliveries/{delivery.id}", Delivery)
-        assert answer is not None
-        return answer
+        return await _call(self._api.delivery(delivery.id))
 
     async def subscription(self, selector: str) -> LocalSubscription:
         """The bridge's subscription with ``selector``; its others (an old export selector) are deleted."""
-        listed = await self._call("GET", "/subscriptions", LocalSubscriptionsResponse)
-        assert listed is not None
         found = None
-        for subscription in listed.subscriptions:
+        for subscription in await _call(self._api.subscriptions()):
             if subscription.selector == selector and found is None:
                 found = subscription
             else:
-                await self._call("DELETE", f"/subscriptions/{subscription.id}", None)
+                await _call(self._api.delete_subscription(subscription.id))
         if found is not None:
             return found
-        made = await self._call("POST", "/subscriptions", LocalSubscriptionsResponse,
-                                LocalSubscriptionsRequest(name=self.actor,
-                                                          subscriptions=[SubscriptionRequestItem(selector=selector)]))
-        assert made is not None
-        return made.subscriptions[0]
+        return await _call(self._api.create_subscription(selector))

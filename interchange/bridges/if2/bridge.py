@@ -96,7 +96,7 @@ class If2Bridge:
         self._node_context = client_context(files)
         self._rabbit_context = client_context(files, server_name=config.server_name) if config.server_name \
             else client_context(files)
-        self.api = ActorApi(node.ii_url, config.actor, self._node_context, node.name)
+        self.api = ActorApi(node.ii_url, node.name, config.tls.cert_chain, config.tls.key, config.tls.trust_bundle)
         self.bi = BiLink(node.bi_host, node.bi_port, node.name, self._node_context, f"if2-bridge-{config.actor}",
                          event, backoff=(config.reconnect_min_s, config.reconnect_max_s), credit=config.prefetch)
         self.app_id = f"{node.name}/if2"  # marks what we publish, so that our import queue skips it
