@@ -242,7 +242,10 @@ def test_config_errors_are_clear(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_p
     for change, why in [({"exports": {"CAM": ["#"]}}, "'CAM' is not an IF2 exchange"),
                         ({"exports": {"DENM": ["DENM.1.NOPE.#"]}}, "'NOPE' is not in the provider table"),
                         ({"auth": "plain"}, "needs username and password"),
-                        ({"url": "http://x"}, "should match pattern")]:
+                        ({"url": "http://x"}, "should match pattern"),
+                        ({"area_radius_m": {"DENM": 6000.0}}, r"area_radius_m.DENM = 6000.0: 0 to 5000 m"),
+                        ({"area_radius_m": {"CAM": 100.0}}, "'CAM' is not an IF2 exchange"),
+                        ({"bi_attempts": 0}, "greater than or equal to 1")]:
         with pytest.raises(ValidationError, match=why):
             bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, **change)
     assert BACKOFFICE != BRIDGE
