@@ -129,7 +129,7 @@ async def test_bi_connection_drops_mid_stream_lose_no_if2_message(
             draining = asyncio.ensure_future(asyncio.to_thread(_drain, consumer, {p.body for p in _denms(count)}))
             publishing = asyncio.ensure_future(office.publish_all(_denms(count)))
             for drop, at in enumerate((300, 700, 1_100), start=1):
-                await wait_for(lambda: node.if2.counts["imported"] >= at and node.if2.bi.connects == drop,
+                await wait_for(lambda at=at, drop=drop: node.if2.counts["imported"] >= at and node.if2.bi.connects == drop,
                                f"{at} messages imported over connection {drop}")
                 node.if2.bi._connection.abort()
             await publishing
