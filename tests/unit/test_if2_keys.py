@@ -355,8 +355,22 @@ def test_without_lat_lon_the_area_is_around_the_tiles_centre() -> None:
 
 
 def test_an_area_the_cover_refuses_is_a_clear_refusal() -> None:
-    with pytest.raises(If2KeyError, match="area"):
+    with pytest.raises(If2KeyError, match="area radius -1.0 m: must be 0 or more"):
         croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "3", HAZELDONK)), PROVIDERS, -1.0)
+    with pytest.raises(If2KeyError, match="area: .*radius"):  # the cover's own limit (the toolkit's error)
+        croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "3", HAZELDONK)), PROVIDERS, 1e9)
+
+
+def test_the_area_of_a_tile_is_remembered_and_the_same_for_each_point_in_it() -> None:
+    south, west, north, east = quadtree.bounds(HAZELDONK)
+    areas = keys.AreaCover(limit=2)
+    corners = [croads_properties(If2Envelope(RoutingKey("DENM", "1.2.1", "RWS", "3", HAZELDONK), None, lat, lon),
+                                 PROVIDERS, 1000.0, areas)["quadTree"]
+               for lat in (south + 1e-9, north - 1e-9) for lon in (west + 1e-9, east - 1e-9)]
+    assert len(set(corners)) == 1 and corners[0] == keys.area_property(HAZELDONK, "DENM", 1000.0)
+    areas.property(HAZELDONK, "IVIM", 1000.0)
+    areas.property(HAZELDONK, "SPATEM", 1000.0)
+    assert len(areas._known) == 2 and (HAZELDONK, "DENM", 1000.0) not in areas._known  # the oldest forgotten
 
 
 def test_properties_the_broker_refuses_are_refused_here(monkeypatch: pytest.MonkeyPatch) -> None:

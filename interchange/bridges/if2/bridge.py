@@ -57,6 +57,7 @@ from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config
 from interchange.bridges.if2.copies import IF2Copies
 from interchange.bridges.if2.keys import (
+    AreaCover,
     If2Envelope,
     If2KeyError,
     croads_properties,
@@ -117,6 +118,7 @@ class If2Bridge:
                        "export_refused": 0, "republished": 0, "capabilities_withdrawn": 0, "bi_retried": 0,
                        "bi_unanswered": 0, "export_unsettled": 0, "export_redelivered": 0}
         self._last_import: dict[str, float] = {}  #: publicationId -> when its last message came (monotonic)
+        self.areas = AreaCover()  #: the area tiles of IF2 messages by tile (IP_112/113)
         self.copies = IF2Copies()  #: what IF2 has of C-Roads messages the BI may give out again
 
     # ------------------------------------------------------------------ what metrics read (If2View)
@@ -272,7 +274,7 @@ class If2Bridge:
                 raise If2KeyError(f"a {envelope.key.message_type} key on exchange {message.exchange} (IF2 6.2: "
                                   "the exchange is named after the message type)")
             properties = croads_properties(envelope, self.providers,
-                                           self.config.area_radius_m.get(envelope.key.message_type, 0.0))
+                                           self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
             await self._register(envelope, properties)
         except (If2KeyError, ValueError, ActorApiError) as exc:
             await self._refuse(message, Decision(Fate.REFUSE, str(exc)))

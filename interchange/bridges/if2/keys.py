@@ -31,9 +31,9 @@ The C-Roads side is the IP profile's Table 1/2 (IP_022/026): ``messageType`` (IF
 - IF2 -> C-Roads, ``publicationId`` is ``<publisherId>:if2-<TYPE>-<version>``: one capability
   per provider, type and version (:func:`publication_id`).
 - IF2 -> C-Roads, ``quadTree`` is the key's zoom-18 tile (IP_038), then the tiles of the message
-  type's area zoom (IP_112: 13 for DENM and IVIM; IP_113: 14 for MAPEM and SPATEM) covering a
-  circle of ``area_radius_m`` around ``lat``/``lon`` (else the tile's centre): IF2 carries no
-  relevance or destination area, so its radius is configured per type. The tiles are the actors'
+  type's area zoom (IP_112: 13 for DENM and IVIM; IP_113: 14 for MAPEM and SPATEM) covering
+  ``area_radius_m`` around any point of that tile (so around ``lat``/``lon``, which lie in it): IF2
+  carries no relevance or destination area, so its radius is configured per type. The tiles are the actors'
   toolkit's (:mod:`interchange.actor.areas`, on :mod:`quadtree`'s cover) and the properties are
   checked with the broker's own rules (:func:`interchange.actor.properties.check_properties`):
   what it reports is refused here, as the node would refuse it.
@@ -48,13 +48,14 @@ from decimal import Decimal
 from typing import Any
 
 import quadtree
+from quadtree.cover import central_angle
 from interchange.actor.areas import Circle, area_tiles, area_zoom
 from interchange.actor.errors import ActorError
 from interchange.actor.properties import check_properties
 from interchange.broker.validation import check_property_value
 from interchange.ground.profile import CANCELLATION, MessageType
 
-__all__ = ["CROADS_TO_IF2", "IF2_TO_CROADS", "If2Envelope", "If2KeyError", "ProviderTable", "RoutingKey",
+__all__ = ["CROADS_TO_IF2", "AreaCover", "IF2_TO_CROADS", "If2Envelope", "If2KeyError", "ProviderTable", "RoutingKey",
            "ROUTING_ZOOM", "SUBTYPE_PROPERTY", "croads_properties", "if2_envelope", "publication_id",
            "envelope_of", "table4_headers", "version_word"]
 
@@ -230,22 +231,50 @@ def check_position(lat: object, lon: object, tile: str) -> tuple[float, float]:
     return latitude, longitude
 
 
-def area_property(tile: str, message_type: str, radius_m: float, position: tuple[float, float] | None) -> str:
-    """``quadTree``: the reference tile, then the area tiles (IP_112/113) of ``radius_m`` around ``position``
-    (the tile's centre when None); a tile the reference tile already lies in is left out (it adds nothing)."""
-    if position is None:
-        south, west, north, east = quadtree.bounds(tile)
-        position = (south + north) / 2, (west + east) / 2
+def area_property(tile: str, message_type: str, radius_m: float) -> str:
+    """``quadTree`` of a message in the zoom-18 ``tile``: the tile, then the area tiles (IP_112/113) holding
+    every point within ``radius_m`` of any point of the tile (a circle around its centre, wider by the
+    distance to its corners), so the same for every message of the tile wherever its lat/lon lie in it.
+    Radius 0 is the tile alone; an area tile the reference tile lies in is left out (it adds nothing)."""
+    if not radius_m >= 0.0:
+        raise If2KeyError(f"area radius {radius_m} m: must be 0 or more")
+    if radius_m == 0.0:
+        return quadtree.format_property([tile])
+    south, west, north, east = quadtree.bounds(tile)
+    lat, lon = (south + north) / 2, (west + east) / 2
+    corner_m = max(quadtree.EARTH_RADIUS_M * central_angle(*map(math.radians, (lat, lon, corner_lat, corner_lon)))
+                   for corner_lat in (south, north) for corner_lon in (west, east))
     try:
-        area = area_tiles(Circle(position[0], position[1], radius_m), area_zoom(message_type))
+        area = area_tiles(Circle(lat, lon, radius_m + corner_m), area_zoom(message_type))
     except ActorError as exc:
         raise If2KeyError(str(exc)) from None
     return quadtree.format_property([tile, *(t for t in area if not tile.startswith(t))])
 
 
-def croads_properties(envelope: If2Envelope, providers: ProviderTable, area_radius_m: float = 0.0) -> dict[str, Any]:
-    """The C-Roads application properties (IP Tables 1/2) of an IF2 message, its area a circle of
-    ``area_radius_m`` (IP_112/113), checked as the broker checks them (If2KeyError says what is wrong)."""
+class AreaCover:
+    """:func:`area_property` remembered by tile, message type and radius (at most ``limit``, the
+    oldest forgotten): a cover costs about half a millisecond, and an IF2 source repeats its tiles."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._known: dict[tuple[str, str, float], str] = {}
+
+    def property(self, tile: str, message_type: str, radius_m: float) -> str:
+        key = (tile, message_type, radius_m)
+        found = self._known.get(key)
+        if found is None:
+            found = area_property(tile, message_type, radius_m)
+            if len(self._known) >= self.limit:
+                del self._known[next(iter(self._known))]
+            self._known[key] = found
+        return found
+
+
+def croads_properties(envelope: If2Envelope, providers: ProviderTable, area_radius_m: float = 0.0,
+                      areas: AreaCover | None = None) -> dict[str, Any]:
+    """The C-Roads application properties (IP Tables 1/2) of an IF2 message, its area ``area_radius_m``
+    around it (IP_112/113, through ``areas`` when given), checked as the broker checks them (If2KeyError
+    says what is wrong)."""
     key = envelope.key
     croads_type = IF2_TO_CROADS[key.message_type]
     publisher = providers.publisher_id(key.provider)
@@ -265,10 +294,10 @@ def croads_properties(envelope: If2Envelope, providers: ProviderTable, area_radi
         props[SUBTYPE_PROPERTY] = key.subtype
     if (envelope.lat is None) != (envelope.lon is None):
         raise If2KeyError("lat and lon come together (IF2 Table 4)")
-    position = None
     if envelope.lat is not None:
-        position = props["latitude"], props["longitude"] = check_position(envelope.lat, envelope.lon, key.tile)
-    props["quadTree"] = area_property(key.tile, croads_type, area_radius_m, position)
+        props["latitude"], props["longitude"] = check_position(envelope.lat, envelope.lon, key.tile)
+    props["quadTree"] = (areas.property(key.tile, croads_type, area_radius_m) if areas is not None
+                         else area_property(key.tile, croads_type, area_radius_m))
     if problems := check_properties(props):
         raise If2KeyError("the node would refuse it: " + "; ".join(str(p) for p in problems))
     return props
