@@ -2,19 +2,11 @@
 service provider, a roadside unit) publishing and subscribing through an interchange.
 
 The library (asyncio) and the ``interchange actor ...`` command line over it (:mod:`.cli`):
-
-* settings (:mod:`.settings`): node name, II URL or DNS discovery, the actor's TLS files;
-* the local actor API (:mod:`.api`): whoami, capabilities, deliveries, subscriptions, waiting
-  for a final status, the federation's capabilities;
-* capabilities (:mod:`.capabilities`) and message properties (:mod:`.properties`) built from typed
-  arguments and areas (:mod:`.areas`: point + radius, polygon, tiles -> quadtree tiles), checked
-  with the node's own rules: the II's models and the broker's validation, both built from the
-  profile (:mod:`interchange.ground.profile`), TTL per IP_033;
-* selectors (:mod:`.selectors`): the broker's parser (NOT_VALID's words) and the II's matching
-  (NO_OVERLAP's decision, and why);
-* the Basic Interface (:mod:`.amqp`): publish with the broker's outcome, listen with explicit
-  settlement and flow control (mutual TLS, SASL EXTERNAL);
-* :class:`Actor` (:mod:`.client`) puts them together. docs/actors.md is the quick start.
+settings (:mod:`.settings`), the local actor API (:mod:`.api`), capabilities and message
+properties from typed arguments and areas (:mod:`.capabilities`, :mod:`.properties`,
+:mod:`.areas`), checked with the node's own rules (TTL per IP_033), selectors (:mod:`.selectors`),
+the Basic Interface (:mod:`.amqp`), and :class:`Actor` (:mod:`.client`) putting them together.
+docs/actors.md is the quick start and the table of the pieces.
 """
 from interchange.actor.amqp import BiConnection, Listener, PublishOutcome, Publisher, Received
 from interchange.actor.api import ActorApi, own_common_name

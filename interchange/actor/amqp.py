@@ -1,17 +1,11 @@
 """The Basic Interface as an actor sees it: publish to a delivery's target, listen to a source.
 
 One :class:`BiConnection` per endpoint (mutual TLS 1.3, SASL EXTERNAL: the actor's identity is its
-certificate, IP_050) on the node's own AMQP client (:mod:`interchange.broker.client`, proton's
-engine in client mode).
-
-* :class:`Publisher`: a sender link to a target; :meth:`Publisher.publish` waits for the
-  broker's outcome and returns it as a :class:`PublishOutcome` (accepted, or the rejection with
-  the broker's reason, e.g. ``amqp:invalid-field: messageType: ... (IP_022)``).
-* :class:`Listener`: an async iterator over a source's messages. Each :class:`Received` stays
-  unsettled until the actor settles it (``accept()``, ``release()`` back to the source,
-  ``reject(reason)``); at most ``credit`` messages are unsettled at a time, which is the flow
-  control (the broker sends no more until some are settled). A refused attach (an unknown source,
-  one the actor may not read) or a lost connection ends the iteration with an ActorError.
+certificate, IP_050) on the node's own AMQP client (:mod:`interchange.broker.client`).
+:meth:`Publisher.publish` returns the broker's outcome (:class:`PublishOutcome`). A
+:class:`Listener` iterates over a source's messages, each :class:`Received` unsettled until the
+actor settles it, at most ``credit`` at a time (the flow control); a refused attach or a lost
+connection ends the iteration with an ActorError. docs/actors.md ("The library").
 """
 from __future__ import annotations
 

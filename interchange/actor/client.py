@@ -1,20 +1,15 @@
 """One C-ITS actor at one interchange: the local actor API and the Basic Interface together.
 
     async with Actor(load_settings(Path("actor.toml"))) as actor:
-        await actor.api.add_capabilities([build_capability(...)])
         delivery = await actor.create_delivery("publisherId = 'NL00001'")
         outcome = await actor.publish(OutgoingMessage.build(message_properties(...), b"..."), delivery)
-        subscription = await actor.subscribe("messageType = 'DENM' AND quadTree LIKE '%,1202021%'")
-        async for message in await actor.listen(subscription):
-            ...
+        async for message in await actor.listen(await actor.subscribe("messageType = 'DENM'")):
             message.accept()
 
-A selector is checked with the broker's parser before it is sent (:mod:`interchange.actor.selectors`);
-creating a delivery or a subscription waits until its status is final and raises an ActorError
-with the node's reason unless it is CREATED. AMQPS connections (one per endpoint the node hands
-out) are opened when first needed and closed with the actor. :meth:`Actor.repeat` publishes the
-same message again every interval (IP_048: DENM, IVIM, MAPEM and POIM-PA at least every 9 min
-while valid; the message's TTL is the interval x 1.2, IP_033, when it was built with it).
+Selectors are checked with the broker's parser before they are sent; a delivery or subscription
+not CREATED raises an ActorError with the node's reason; AMQPS connections open when first needed.
+:meth:`Actor.repeat` publishes again every interval (IP_048; TTL = interval x 1.2, IP_033).
+docs/actors.md ("The library").
 """
 from __future__ import annotations
 

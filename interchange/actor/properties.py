@@ -1,16 +1,12 @@
 """A message to publish: application properties of tables 1-7 from typed arguments, checked with the
 node's own rules, its TTL (IP_033) and its AMQP encoding.
 
-:func:`message_properties` builds the properties (``quadTree`` from the position, IP_038, and the
-area, IP_112/113; ``originatingCountry`` from the publisherId's letters; a short publicationId
-prefixed with the publisherId, IP_022); :func:`check_properties` runs the broker's own validation
-(:func:`interchange.broker.validation.validate_application_properties`, built from the profile
-in :mod:`interchange.ground.profile`): what it reports is exactly what the node would refuse the
-message for. :func:`message_ttl_ms` is the broker's default TTL for the message type (IP_033: repetition
-interval x 1.2, at least 1 s) or, when the actor repeats the message, that interval x 1.2;
-:func:`check_repetition` holds a repetition interval to the profile's bounds (IP_048: at least
-every 9 min for DENM, IVIM, MAPEM and POIM-PA; IP_124: CAM 1-120 s). Messages are durable by
-default (the broker stores them until their consumers settled them).
+:func:`message_properties` (``quadTree`` IP_038/112/113, publicationId IP_022);
+:func:`check_properties`: the broker's own validation, so what it reports is what the node would
+refuse; :func:`message_ttl_ms` (IP_033: repetition interval x 1.2, at least 1 s, or the actor's
+repetition interval x 1.2); :func:`check_repetition` (IP_048: at least every 9 min for DENM, IVIM,
+MAPEM and POIM-PA; IP_124: CAM 1-120 s). Messages are durable by default. docs/actors.md ("The
+library").
 """
 from __future__ import annotations
 

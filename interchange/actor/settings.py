@@ -1,22 +1,11 @@
 """Connection settings of a C-ITS actor: which interchange, where its II is, and the actor's TLS files.
 
-One small file (TOML or JSON, relative paths read from the file's folder) or arguments::
-
-    node = "b.interchange.test"             # the interchange's name = its certificate's CN (IP_125)
-    ii_url = "https://127.0.0.1:8443"       # its II (the local actor API), base path included
-    # or, instead of ii_url, DNS discovery (IP_086: the SRV record of the node in _ixc._tcp.<domain>):
-    # [discovery]
-    # domain = "interchange.test"
-    # dns_server = "127.0.0.1"
-    # dns_port = 5353
-    cert_chain = "pki/issued/actor-2/chain.pem"   # own certificate + intermediate (IP_057)
-    key = "pki/issued/actor-2/key.pem"
-    trust_bundle = "pki/trust.pem"                # the common root (IP_115/116)
-    crls = []                                     # CRLs the client checks the node's certificate against
-
-The Basic Interface endpoint is not configured: the node hands it out with each delivery and
-subscription (host, port, target or source). Mutual TLS 1.3 with the node's TLS settings
-(:func:`certs.tls.client_context`); the node's certificate must name ``node``.
+One small file (TOML or JSON, relative paths read from the file's folder) or arguments: ``node``
+(its certificate's CN, IP_125), ``ii_url`` or ``[discovery]`` (IP_086 SRV records), ``cert_chain``
+(IP_057), ``key``, ``trust_bundle`` (IP_115/116), ``crls``. The Basic Interface endpoint is not
+configured: the node hands it out. Mutual TLS 1.3 with the node's TLS settings
+(:func:`certs.tls.client_context`); the node's certificate must name ``node``. The file:
+docs/actors.md.
 """
 from __future__ import annotations
 

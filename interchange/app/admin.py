@@ -1,17 +1,13 @@
 """Admin HTTP endpoint for operators (loopback by default).
 
-- ``GET /metrics``: Prometheus metrics (IP_137).
-- ``GET /log`` and ``PUT /log``: read or switch logging at run time (IP_009/010/119/120/138),
-  body ``{"level": "debug|info|warning|error", "properties": bool, "payload": bool, "raw": bool}``
-  (any subset; ``raw`` logs whole encoded messages as hex, for byte-exact replay).
-- ``GET /sources``: sources with their depth, consumers and drop counters.
-- ``GET /federation`` (the node process): the federation view, one read-only HTML page of the II's
-  neighbours, subscriptions both ways, actors' deliveries and the bridges' links
-  (:mod:`interchange.app.federation_view`); 404 on the other broker processes.
-- ``POST /tls/reload``: re-read certificate, key, trust bundle and CRLs (as SIGHUP does):
-  200 with what is now in use and how many connections the new CRLs closed; 422 with the reason
-  if a file is unusable (the previous settings stay in use).
-Errors are JSON: ``{"error": "..."}`` with a 4xx status.
+- ``GET /metrics``: Prometheus metrics (IP_137);
+- ``GET /log``, ``PUT /log``: read or switch logging at run time (IP_009/010/119/120/138);
+- ``GET /sources``: sources with their depth, consumers and drop counters;
+- ``GET /federation`` (the node process, 404 elsewhere): :mod:`interchange.app.federation_view`;
+- ``POST /tls/reload``: re-read the TLS files as SIGHUP does (200, or 422 with the reason).
+
+Errors are JSON: ``{"error": "..."}`` with a 4xx status. Bodies and answers: docs/monitoring.md
+("The admin endpoint").
 """
 from __future__ import annotations
 

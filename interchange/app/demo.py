@@ -1,18 +1,12 @@
 """`interchange demo`: the quick-start main job, a small federation on loopback.
 
-Two interchanges, ``a.interchange.test`` and ``b.interchange.test``, each a complete node (Basic
-Interface broker + Improved Interface), find each other through DNS SRV records served by a
-demo DNS server on a loopback port, exchange capabilities and subscriptions over HTTPS (mutual
-TLS 1.3) and federate data over AMQPS. ``actor-1`` at A registers its capabilities (a DENM and an
-IVIM dataset) and a delivery through A's local actor API; ``actor-2`` at B subscribes to DENMs
-around Hazeldonk through B's. B asks A for them, polls the subscription to CREATED and pulls A's
-source into its broker; of an IVIM, a DENM in Spain and a DENM at Hazeldonk published at A,
-only the last arrives at actor-2. With ``--serve`` everything keeps running afterwards.
-
-The PKI under ``--dir`` is kept across runs; each run starts the nodes from an empty state
-(``<dir>/<interchange>/var`` and the logs are cleared). The federation's names, actor-1's
-datasets are :mod:`interop_kit.demo_data` (the kit's harnesses use them too); the actors are clients of
-:mod:`interchange.actor`, and their settings are written to ``<dir>/actors/<actor>.toml`` for
+Two interchanges, ``a.interchange.test`` and ``b.interchange.test``, find each other through DNS
+SRV, exchange capabilities and subscriptions over HTTPS and federate data over AMQPS; of three
+messages published at A, only the DENM at Hazeldonk reaches ``actor-2`` at B (README, "What the
+demo does"). ``--serve`` keeps everything running. The PKI under ``--dir`` is kept across runs;
+each run starts the nodes from an empty state (``<dir>/<interchange>/var`` and the logs cleared).
+Names and datasets are :mod:`interop_kit.demo_data`; the actors are clients of
+:mod:`interchange.actor`, their settings written to ``<dir>/actors/<actor>.toml`` for
 ``interchange actor`` (docs/actors.md).
 """
 from __future__ import annotations

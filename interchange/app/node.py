@@ -1,22 +1,15 @@
 """The node runtime: builds the broker and, when configured, the Improved Interface from a
 :class:`NodeConfig` and runs them in one asyncio event loop.
 
-TLS settings are reloaded without a restart: SIGHUP, or ``POST /tls/reload`` on the
-admin endpoint, re-reads certificate, key, trust bundle and CRLs in every broker process, for new
-connections on BI and II; open connections stay, except those the new CRLs revoke (closed, logged).
-
-SIGHUP also applies a re-read config file's ``[tlex]`` controllers to the running traffic-light
-bridge (a traffic light added or removed without a restart); other changed settings are
-refused (logged ``tlex_reload_failed``) and need a restart.
-
-Start-up and shutdown go through one exit stack: every part that starts registers
-how it stops, so a start that fails half way (the admin port taken, a bridge that cannot
-connect) stops what had started, in reverse order, before the error reaches the caller; nothing
-keeps serving. :meth:`RunningNode.close` unwinds the same stack.
-
-Once started, a node process freezes its start-up heap (:meth:`RunningNode.freeze_startup_heap`):
-the garbage collector's full collections then walk only what the node made since, instead of
-stalling the event loop for tens of milliseconds every few seconds of traffic.
+- SIGHUP or the admin ``POST /tls/reload`` re-reads certificate, key, trust bundle and CRLs in
+  every broker process for new connections on BI and II; open ones stay unless the new CRLs
+  revoke them (closed, logged). SIGHUP also applies a re-read ``[tlex]`` controllers list to the
+  running bridge; other changed settings are refused (``tlex_reload_failed``).
+- Start-up and shutdown go through one exit stack: a start that fails half way stops what had
+  started, in reverse order, before the error reaches the caller; :meth:`RunningNode.close`
+  unwinds the same stack.
+- :meth:`RunningNode.freeze_startup_heap`: full GC collections then walk only what the node made
+  since start, instead of stalling the event loop for tens of milliseconds.
 """
 from __future__ import annotations
 

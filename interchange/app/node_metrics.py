@@ -1,19 +1,12 @@
 """Node-level Prometheus metrics beside each broker process's own (IP_137: application vitals, and
-what the alert rules in ``deploy/monitoring/`` need):
+what the alert rules in ``deploy/monitoring/`` need).
 
-- ``interchange_process_info{interchange, broker_process, processes}``: which node and broker process a target is;
-- the data directory's free and total bytes (disk space, IP_137; the durable store and the II's
-  database live there);
-- the expiry of the node's own certificate chain, of the certificate of every peer connected to
-  this process's BI, and (node process) of every neighbour behind a federation link; the CRLs'
-  lastUpdate and nextUpdate (a CRL past its nextUpdate is stale: IP_051's revocation checks then
-  rely on old news);
-- in the node process, the II's federation state from a :class:`~interchange.app.federation_view.
-  FederationSnapshot` (the one the federation page renders): neighbours and whether they answer,
-  subscriptions both ways by status, federation links, actors' deliveries and subscriptions.
-
-Certificate and CRL files are parsed again only when their size or mtime changes; peer
-certificates are parsed once per distinct certificate.
+``interchange_process_info``; the data directory's free and total bytes; the expiry of the node's
+certificate chain, of every peer on this process's BI and (node process) of every neighbour
+behind a federation link; the CRLs' lastUpdate and nextUpdate (IP_051); in the node process, the
+II's federation state from a :class:`~interchange.app.federation_view.FederationSnapshot`. Files
+are parsed again only when their size or mtime changes. The metrics and their labels:
+docs/monitoring.md ("What is scraped").
 """
 from __future__ import annotations
 

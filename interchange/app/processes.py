@@ -1,20 +1,11 @@
 """The node's extra broker processes (1..N-1 of ``broker.processes``), run from the node process.
 
 Each is ``python -m interchange.app.worker``, fed over its stdin (:mod:`interchange.broker.control`)
-with the node config, then a snapshot of the node's :class:`AddressBook` and every later change
-(from config or the II), and the log settings when an operator switches them. The node process
-stays the one place addresses are decided; the workers only mirror them.
-
-A worker that exits while the node runs is restarted (after 0.5 s, doubling up to 30 s while it
-keeps failing) on the ports it had, with the current addresses, so the endpoints the II handed
-out stay valid; the durable messages its sources held come back from its own store
-(``<data_dir>/store/p<k>``), memory-only ones are lost as in any broker restart.
-
-Changes go to a worker as fast as it reads them, the latest per address: while one is being
-written, later changes of an address replace its waiting one (a delivery target of thousands of
-capabilities is a megabyte of JSON, and an actor replacing its capabilities one by one changes
-it thousands of times: every version written in full would take gigabytes of pipe buffer and
-minutes of the worker's time).
+the node config, a snapshot of the node's :class:`AddressBook`, every later change and the log
+settings; the node process stays the one place addresses are decided. A worker that exits is
+restarted (0.5 s back-off doubling up to 30 s) on the ports it had, its durable messages back from
+``<data_dir>/store/p<k>``. Changes are written as fast as the worker reads them, the latest per
+address replacing a waiting one. Why: docs/broker.md ("Several broker processes").
 """
 from __future__ import annotations
 

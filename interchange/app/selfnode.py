@@ -1,17 +1,10 @@
 """``interchange interop --self``: the demo's two-node federation on loopback, and the kit's target on it.
 
-The demo's pieces (:mod:`interchange.app.demo`, :mod:`interchange.app.demo_dns`,
-:mod:`interop_kit.demo_data`): its test PKI, node configs, DNS server and actor-1's datasets.
-Added for the kit: the refusal certificates and their CRL (``interchange interop prepare``, before
-the nodes start, as an operator prepares a target), the identity ``kit.interchange.test`` (an interchange certificate with an SRV
-record of its own, so A treats the kit as a neighbour, IP_126; nothing listens at its port),
-actor-1's delivery, which the BI checks publish to, and the demo's selector and messages as the BI
-traffic (a DENM at Hazeldonk matches, one at Valenca does not).
-
-``tweak`` lets a caller change the node configs between writing and starting them (the tests
-use it to misconfigure node A); :class:`SelfFederation` owns the nodes and the DNS server. It
-assembles nodes in this process, so it lives in the shell; the kit's ``--self`` gets
-:func:`start_self` from :mod:`interchange.app.cli` (:data:`interop_kit.cli.StartSelf`).
+The demo's pieces plus what the kit needs: the refusal certificates and their CRL, the identity
+``kit.interchange.test`` (a neighbour of A, IP_126), actor-1's delivery and the demo's BI traffic.
+``tweak`` lets a caller change the node configs before they start; :class:`SelfFederation` owns
+the nodes and the DNS server; the kit's ``--self`` gets :func:`start_self` from
+:mod:`interchange.app.cli`. Details: docs/interop-kit.md ("The kit's own target").
 """
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """The broker's address model: targets (where publishers send) and sources (where consumers read).
 
-This is the small, explicit interface between the data plane (broker) and the control plane
-(Improved Interface): the II creates and deletes targets and sources at run time through
-:class:`AddressBook`; until the II runs, they come from the broker's config file.
-
-- A **target** is an address publishers attach sender links to. It names the Common Names
-  allowed to publish on it and, optionally, a *selector* and a *coverage*: only messages that
-  match both are accepted (an actor's delivery endpoint: its delivery's selector, and the
-  actor's capabilities it covers, :mod:`interchange.broker.coverage`).
-  Its ``origin`` says whether what arrives there was produced locally or imported from another
-  interchange (IP_109: imported data is never served to a third interchange).
-- A **source** is an address consumers attach receiver links to: a bounded buffer (IP_032) fed by
-  every message that passes its *node selector* (set by the node, e.g. from an II subscription)
-  and its scope (``local`` sources, served to other interchanges, only take locally produced
-  data). Consumers may add their own selector on the link; a message must pass both. Several
-  links on one source share its buffer (queue semantics).
+The interface between the data plane and the control plane: the II creates and deletes targets
+and sources at run time through :class:`AddressBook` (before it runs, the config file does).
+A **target** names who may publish, optionally a selector and a coverage
+(:mod:`interchange.broker.coverage`), and its ``origin`` (IP_109: imported data is never served to
+a third interchange). A **source** is a bounded buffer (IP_032) fed by its node selector and scope;
+links may add their own selector and share the buffer. Details: docs/broker.md ("Addresses").
 """
 from __future__ import annotations
 

@@ -5,28 +5,10 @@ IP_016: a malformed message is rejected (the broker drops and logs it);
 IP_022/026/029/100/103/122/123/131/135: the application properties of tables 1-7;
 IP_033/034: TTL from the header or absolute-expiry-time, else the per-messageType default.
 
-Two paths give the same results:
-
-- the C accelerator ``interchange.broker._admit`` (built by ``setup.py`` when a compiler is
-  available) scans, decodes and validates in one pass (under 1 µs for a 12-property DENM). It
-  handles the common case only: for a message it finds invalid, or one it does not handle
-  (malformed bytes, unusual encodings or types), it answers "invalid" or "not mine" and the
-  Python path below decides, so every rejection text comes from the Python code. Set
-  ``INTERCHANGE_PURE_PYTHON=1`` (or pass ``accelerated=False``) to use the Python path alone.
-- the Python path (``amqp_scan`` + ``validation``, the reference). C-ITS publishers repeat
-  messages with the same application properties (DENM/IVIM repetitions, SPATEM/CAM of one
-  station), so there the decoded and validated properties are kept in a bounded cache keyed by
-  the exact bytes of the application-properties section: a repeated section costs one hash
-  instead of a decode and a validation. The C path needs no such cache (a Python cache hit
-  costs about twice the C path's whole admission); ``cache_hits``/``cache_misses`` count the
-  Python path's lookups only, which with the accelerator are the messages it left to Python.
-
-For the audit log (:mod:`interchange.ground.logformat`) admission also numbers messages: every
-admitted message gets the next per-process ``seq`` (a rejected one takes one with
-:meth:`Admission.number_rejected`), and the next number of its (publicationId, shardId) shard
-(IP_128-130: the order audits compare delivery order with it); ``expiry_source`` says whether the
-header ttl, the absolute-expiry-time or the messageType's default set the expiry (IP_033). Both
-paths number the same way, after the C or Python path has admitted the message.
+Two paths give the same results: the C accelerator ``_admit`` (``INTERCHANGE_PURE_PYTHON=1`` or
+``accelerated=False`` turns it off) and the Python path (the reference, with a cache keyed by the
+application-properties bytes). Both number messages for the audit log (``seq``, per-shard number,
+IP_128-130; ``expiry_source``). How and why: docs/broker.md ("Admission").
 """
 from __future__ import annotations
 

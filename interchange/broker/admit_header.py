@@ -1,19 +1,13 @@
 """Write ``_admit_profile.h``, the message profile as the C accelerator reads it, from the profile.
 
-The C accelerator (``_admit.c``) checks tables 1-7 with the data of this header: the property
-names, kinds and value rules, the message types, the mandatory properties, the rules across
-properties and IP_131's custom names, all generated from :mod:`interchange.ground.profile`. The C
-code knows each *kind* of rule; a rule it has no code for is written as ``C_UNHANDLED`` (a message
-carrying that property goes to the Python path, which decides), and a rule across properties or a
-custom-name rule it cannot follow makes ``ADMIT_PROFILE_HANDLED`` 0 (every message goes to the
-Python path). So a profile change never makes the accelerator disagree with the Python path; at
-worst it makes it slower until ``_admit.c`` learns the new kind.
+A rule ``_admit.c`` has no code for is written ``C_UNHANDLED`` (that property goes to the Python
+path), one across properties it cannot follow makes ``ADMIT_PROFILE_HANDLED`` 0, so a profile
+change never makes the accelerator disagree with the Python path.
 
-    .venv/bin/python -m interchange.broker.admit_header      # rewrite the header
-    .venv/bin/python -m interchange.broker.admit_header --check   # exit 1 when it is out of date
+    .venv/bin/python -m interchange.broker.admit_header [--check]
 
-then rebuild the extension (``bash scripts/setup.sh`` or ``pip install -e .``).
-``tests/unit/test_admit_profile.py`` fails when the header is not what the profile generates.
+then rebuild the extension; ``tests/unit/test_admit_profile.py`` fails when the header is out of
+date. Details: docs/broker.md ("Admission").
 """
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
 """Scan an encoded AMQP 1.0 message for routing without decoding its body (IP_008, IP_014/015).
 
-The broker receives each message as the concatenated encoded sections of AMQP 1.0 part 3.2
-(header, delivery-annotations, message-annotations, properties, application-properties, body
-sections, footer) and forwards those bytes unchanged. Routing needs only the application
-properties (IP_008, IP_066/067) and the expiry (IP_033), so :func:`scan_message` walks the
-sections by their encoded sizes, decodes the few header and properties fields it needs and the
-application-properties map, and stops where the body starts. A message that is not well formed
-as far as the scan reads raises :class:`ScanError` (IP_016: the broker drops and logs it).
-
-Value convention: application property values are plain Python values, convenient for selector
-evaluation, and ``application_property_types`` names the AMQP type of each one, so validation can
-tell an ``int`` from a ``long`` or a ``string`` from a ``symbol``:
-
-- null -> ``None``; boolean -> ``bool`` (never an int);
-- ubyte, ushort, uint, ulong, byte, short, int, long -> ``int``;
-- float, double -> ``float`` (a float keeps its exact float32 value);
-- decimal32, decimal64, decimal128 -> :class:`AmqpDecimal` (type name and raw big-endian bytes);
-- char -> ``str`` of one code point; timestamp -> ``int`` (ms since the Unix epoch);
-- uuid -> ``uuid.UUID``; binary -> ``bytes``; string, symbol -> ``str``.
+:func:`scan_message` walks the sections by their encoded sizes, decodes the few header and
+properties fields it needs (expiry, IP_033) and the application-properties map (IP_066/067), and
+stops where the body starts; the bytes are forwarded unchanged. A message not well formed as far
+as the scan reads raises :class:`ScanError` (IP_016). Values are plain Python values and
+``application_property_types`` names each one's AMQP type; the mapping: docs/broker.md
+("Admission").
 """
 from __future__ import annotations
 

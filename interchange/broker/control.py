@@ -1,17 +1,12 @@
 """The control channel between the node process and its extra broker processes (sans-I/O).
 
-The node process owns the :class:`~interchange.broker.addresses.AddressBook` (config and II
-change it); every broker process keeps a mirror of it, fed by this channel: one JSON object per
-line over the worker's stdin, answers over its stdout. :class:`ControlCodec` turns bytes into
-messages and messages into bytes; the asyncio code in :mod:`interchange.app.processes` and
-:mod:`interchange.app.worker` (next to the node runtime) only moves them.
-
-Parent -> worker: ``start`` (the node config, the worker's index and, for a restart, the ports
-it had), ``put_target``,
-``put_source``, ``remove``, ``log`` (new log settings, IP_138 switched at run time),
-``reload_tls`` (re-read certificate, key, trust bundle and CRLs; close connections the new CRLs
-revoke).
-Worker -> parent: ``ready`` (the ports it listens on) or ``failed`` (why it could not start).
+The node process owns the :class:`~interchange.broker.addresses.AddressBook`; every broker process
+mirrors it through this channel: one JSON object per line over the worker's stdin, answers over
+its stdout. :class:`ControlCodec` turns bytes into messages and back; the asyncio code in
+:mod:`interchange.app.processes` and :mod:`interchange.app.worker` only moves them. Parent ->
+worker: ``start``, ``put_target``, ``put_source``, ``remove``, ``log`` (IP_138), ``reload_tls``;
+worker -> parent: ``ready`` or ``failed``. Each message's content: docs/broker.md ("Several
+broker processes").
 """
 from __future__ import annotations
 

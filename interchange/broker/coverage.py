@@ -1,28 +1,12 @@
 """What a delivery target accepts: messages that fit one of its actor's capabilities (IP_077), as
 data the broker matches directly, not as selector text.
 
-A capability's *fit* (Tables 11/12), each term only when the capability gives it:
-
-* ``messageType``, ``publisherId``, ``publicationId``, ``originatingCountry``, ``protocolVersion``:
-  the message property is a string equal to it;
-* ``quadTree`` tiles: the message's ``quadTree`` property is a string containing ``,<tile>`` for
-  one of the tiles (one of its tiles lies inside, or equals, a capability tile);
-* DENM ``causeCode`` list: the message's ``causeCode`` is a number equal to one of the codes;
-* metadata ``shardCount`` n: ``shardId`` is a number in 1..n (appendix G).
-
-These are the terms of :func:`ii_api.decisions.capability_selector.capability_selector`, with
-the JMS semantics :mod:`jms_selectors` gives them (numbers are int or float, never bool; strings
-include subclasses such as proton's ``symbol``); ``tests/integration/test_coverage.py`` checks that both agree
-on generated capabilities and messages. A message fits a :class:`Coverage` when it fits one of its
-capabilities.
-
-Why data and not one OR of the capabilities' selectors: that text grows with every capability
-(about 200 characters each when their tiles differ), passes the selector parser's 64 KiB bound
-at ~330 capabilities (a TLEX bridge of 110 traffic lights), and compiling it costs time on the
-broker's loop. Here every capability has its ``publicationId`` (the II requires it, IP_022), so
-the message's ``publicationId`` picks the few fits to check: a dictionary look-up, whatever the
-number of capabilities. Capabilities alike but for their publicationIds share one
-:class:`CapabilityFit`, which keeps the spec small where actors have few shapes.
+A capability's fit (Tables 11/12): equal strings for ``messageType``, ``publisherId``,
+``publicationId``, ``originatingCountry``, ``protocolVersion``; ``quadTree`` containing ``,<tile>``;
+``causeCode`` among the codes; ``shardId`` in 1..``shardCount`` (appendix G). The same terms as
+:func:`ii_api.decisions.capability_selector.capability_selector` with :mod:`jms_selectors`'
+semantics (``tests/integration/test_coverage.py``). The message's ``publicationId`` (IP_022) picks
+the fits to check. Why data and not selector text: docs/broker.md ("Routing").
 """
 from __future__ import annotations
 

@@ -1,34 +1,12 @@
 """Durable messages in the broker core: what is stored, when it is released, what comes back.
 
-A message whose AMQP header says ``durable`` is stored (:class:`~interchange.broker.store.MessageStore`)
-with the source addresses it was routed to, and the publisher's ``accepted`` waits for the
-store's fsync; memory-only (non-durable) messages are untouched. Every source keeps holding its
-copy in memory as before (IP_032 limits apply to both kinds alike); the store mirrors which
-sources still hold a durable message, so that after a restart of the node or of one broker
-process each source gets back, in their original order (IP_128: per-shard order), the durable
-messages it held that are still within their TTL (IP_033).
-
-A source is done with a message (``release``) when a consumer settles it (or takes it on a
-pre-settled link), when it is evicted from a full buffer (IP_032), expires (IP_033), or the
-source is deleted; a message a consumer releases, or that was sent on a link that went away
-unsettled, stays held and comes back. A durable message that no source holds once routed (it
-matched nothing, or went straight out pre-settled) is not stored at all.
-
-Imported durable messages are settled upstream only once stored (:mod:`ii_api.peers.federation`), so
-after a crash the neighbour sends again what it had not seen settled: an imported message whose
-bytes equal one recovered from the store is counted as a duplicate (``duplicate_imports``; it is
-still delivered: at-least-once, and the count says how often that happened).
-
-While the store cannot write (a full or failing disk: its ``fault``), durable messages are
-refused before they are routed (``amqp:resource-limit-exceeded`` when the disk is full,
-``amqp:internal-error`` otherwise, the reason in the description) and memory-only ones flow as
-before; the store finds out by itself when it can write again. A durable message whose write
-fails after it was routed is rejected to its publisher and stays with its sources as a
-memory-only one (it is not in the store).
-
-Stored messages are recovered before the process listens; a source that does not exist yet
-(those of the II come with its subscriptions, a worker's over its control channel) gets its
-messages when it is created.
+A ``durable`` message is stored with the sources it was routed to; the publisher's ``accepted``
+waits for the fsync. A source releases it when a consumer settles it or it is evicted (IP_032),
+expires (IP_033) or its source is deleted; after a restart each source gets back, in order
+(IP_128), the durable messages it still held within their TTL. Imported durable messages equal to
+recovered ones are counted as ``duplicate_imports`` (at-least-once). While the store cannot
+write, durable messages are refused before routing (``amqp:resource-limit-exceeded`` /
+``amqp:internal-error``). The rules in full: docs/broker.md ("Durable messages").
 """
 from __future__ import annotations
 

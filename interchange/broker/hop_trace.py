@@ -1,26 +1,11 @@
 """Loop prevention for multi-hop federation (IP_109), sans-I/O: a hop trace in message annotations.
 
-IP_109 forbids re-distributing another interchange's messages to a third one "unless mechanisms
-are in place to prevent looping". This is that mechanism (after the service
-announcement cost limit of the RVI core protocol): every interchange that imports a message
-records itself in a *trace* of the interchanges the message passed, and a *hop limit* bounds how
-far it may travel.
-
-Both travel in the message-annotations section (AMQP 1.0 part 3.2.3), never in the application
-properties or the body: the bare message stays byte for byte what the publisher sent (IP_014/015);
-only the annotations section before it is added or rewritten. Annotations of other
-implementations are kept as they were encoded. Keys start with ``x-opt-``, which AMQP says a
-receiver that does not know them may ignore:
-
-- :data:`TRACE_KEY` (list of strings): the interchanges the message passed, the originating one
-  first, the one that last imported it last;
-- :data:`LIMIT_KEY` (uint): the most interchange-to-interchange hops the message may make; each
-  importer keeps the smaller of what it carries and its own configured limit.
-
-:class:`HopGuard` decides for one imported message (:meth:`HopGuard.inspect`): :class:`Drop` it
-(the trace names this interchange: a ``loop``; or the hops exceed the limit: ``hop_limit``) or
-:class:`Forward` it (with the trace extended by this interchange when stamping is on). A node
-with multi-hop federation off still drops loops and over-limit messages but adds nothing.
+Each importing interchange appends itself to :data:`TRACE_KEY` and keeps the smaller hop limit in
+:data:`LIMIT_KEY`, both in the message-annotations section (``x-opt-`` keys), so the bare message
+stays byte for byte what the publisher sent (IP_014/015). :meth:`HopGuard.inspect` decides:
+:class:`Drop` (``loop``, ``hop_limit``) or :class:`Forward`. A node with multi-hop federation off
+still drops loops and over-limit messages but adds nothing. Details: docs/broker.md ("Multi-hop
+federation").
 """
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """Duplicate suppression at import for multi-hop route changes, sans-I/O.
 
-When a subscription at neighbours moves to a shorter (or the only remaining) route, the II makes
-the new subscription before it withdraws the old one (make-before-break, :mod:`ii_api.decisions.handover`),
-so no message published during the switch is lost. During the overlap a message reaches a local
-source over both routes. The two copies differ only in their message annotations (the hop trace,
-:mod:`interchange.broker.hop_trace`); the bare message after them (properties, application
-properties, body, and a footer if any) is byte for byte what the publisher sent on every path
-(IP_014/015). So an imported message whose bare message a source already got within a bounded
-window is a second copy: it is not offered to that source again (the router counts and logs it,
-``dropped_message`` with reason ``duplicate``); a source that has not had it still gets it.
-
-Only with ``[ii.multihop] enabled``: plain federation has one path per message and keeps every
-message. The price: a publisher that sends the very same bare message twice within the window
-(no message-id, creation time or body difference) has the second one kept from the imported
-sources of the other interchanges; locally published messages are never checked.
-
-The window is bounded twice: by time (``window_ms``; what is older is forgotten) and by count
-(``max_entries``; the oldest is forgotten first), so memory stays bounded whatever the rate.
+During a make-before-break route change (:mod:`ii_api.decisions.handover`) a message reaches a
+local source over two routes; the copies differ only in their annotations, the bare message is the
+same (IP_014/015). An imported message whose bare message a source already got within the window
+is not offered to it again (``dropped_message``, reason ``duplicate``). Only with ``[ii.multihop]
+enabled``; locally published messages are never checked. The window is bounded by time
+(``window_ms``) and count (``max_entries``). The price and the reasoning: docs/broker.md
+("Multi-hop federation").
 """
 from __future__ import annotations
 

@@ -1,29 +1,12 @@
 """The durable message journal's records, replay and bookkeeping (sans-I/O).
 
-Durable messages (AMQP header ``durable`` = true) are kept in an append-only journal of
-segment files (``00000001.seg``, ...) in the broker process's store directory. This module
-only turns records into bytes and bytes back into records, and keeps the books: which
-message ids are live, which segment each lives in, which segments can go. The files, the
-writer thread and the group commit are :mod:`interchange.broker.store`'s.
-
-Records: ``<u32 length><u32 crc32><u8 kind><payload>`` (``length`` counts kind and payload,
-the CRC covers them). ``PUT`` stores one message with the source addresses that still hold
-it (IP_032 buffers); ``DEL`` lists (message, source) pairs whose source is done with the message
-(delivered and settled, evicted, expired, or its source deleted): one record per group commit.
-A message is live while some address holds it and its TTL has not run out (IP_033). Replay
-applies the records in order; a record that is cut short or whose CRC does not match ends its
-segment there (a crash while writing: everything before it is intact, every record after it was
-never acknowledged), and that is reported, never refused. Segment files are extended with zeros
-ahead of the records (:mod:`interchange.broker.store`): zeros where the next record would start
-are the segment's clean end.
-
-A write that does not reach the disk is undone in the books too (``failed``: its messages were
-never stored, its releases go into the next DEL again); a segment the writer gave up after a
-failure (``abandon``) is never appended to again.
-
-Segments are deleted oldest first, once every message PUT in them is dead or expired: a DEL
-only ever refers to a message in its own or an older segment, so deleting in that order
-never brings a settled message back.
+Records ``<u32 length><u32 crc32><u8 kind><payload>``: ``PUT`` (a message and the sources holding
+it, IP_032), ``DEL`` (message, source) pairs done with, one per group commit. A message is live
+while some address holds it and its TTL has not run out (IP_033). Replay stops a segment at a cut
+or CRC-damaged record (reported, never refused); zeros mark a segment's clean end. A failed write
+is undone in the books (``failed``), an abandoned segment never appended to; segments go oldest
+first once all their messages are dead. The files, the writer thread and the group commit are
+:mod:`interchange.broker.store`'s. Details: docs/broker.md ("Durable messages").
 """
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """Selectors consumers give on link attach, bounded and compiled once (IP_066/067).
 
-A consumer may attach with an ``apache.org:selector-filter:string`` filter. Compiling a selector
-runs on the node's shared event loop, so its cost is bounded before any work is done:
-
-* at most :data:`MAX_LENGTH` characters of text (4x the II's default ``max_selector_length``);
-* at most :data:`MAX_NODES` nodes in the parsed expression (a predicate such as
-  ``causeCode = 3`` is three: comparison, property, literal).
-
-Beyond either the attach is refused with ``amqp:invalid-field`` (by the router) and nothing is
-compiled. A 60 kB selector used to cost 1.4-2 s of CPU per attach and memory that was not given
-back; figures before and after: docs/performance.md. Compiled selectors are kept in a small LRU
-cache keyed by text, so consumers that re-attach with the same selector (reconnects, several
-links) compile it once; the cache is bounded, so memory is too.
+An ``apache.org:selector-filter:string`` filter is compiled on the node's shared event loop, so it
+is bounded first: at most :data:`MAX_LENGTH` characters (4x the II's default
+``max_selector_length``) and :data:`MAX_NODES` parsed nodes (``causeCode = 3`` is three); beyond
+either the router refuses the attach with ``amqp:invalid-field`` and nothing is compiled. Compiled
+selectors are kept in a small bounded LRU cache keyed by text. docs/broker.md ("Routing").
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Which broker process serves which address, when a node runs several (one per core).
 
-Appendix G and the endpoint lists of tables 13-15 exist so that an interchange can scale a
-capability's data over several broker nodes. Here a node runs ``processes`` broker processes on
-consecutive ports (``port``, ``port + 1``, ...); process 0 is the node process itself, which also
-hosts the Improved Interface and the federation links.
-
-- A **target** lives in exactly one process (``TargetSpec.process``, or a stable hash of its
-  address): everything one publisher sends on it is admitted by one process, so the order of a
-  publication's shards is kept (IP_128-130) without any cross-process hand-off.
-- A **source** exists in every process: each process routes the messages published on its own
-  targets to its copy of the source, so a consumer reads one endpoint per process (the II hands
-  them all out, as the spec's endpoint list allows). Imported (federated) data enters process 0.
+A node runs ``processes`` broker processes on consecutive ports; process 0 is the node process
+(the II and the federation links, imported data enters there). A **target** lives in exactly one
+process (``TargetSpec.process``, or a stable hash of its address), so a publication's shard order
+is kept (IP_128-130); a **source** exists in every process and a consumer reads one endpoint per
+process (appendix G, tables 13-15). docs/broker.md ("Several broker processes").
 """
 from __future__ import annotations
 

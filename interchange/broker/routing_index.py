@@ -2,19 +2,10 @@
 selector for every message: cost per message grows with the sources a message can reach, not
 with the number of sources.
 
-From each selector's top-level conjuncts (``A AND B AND ...``) the index takes one key:
-
-- a quadTree area: a conjunct ``quadTree LIKE '%,<t1>%' OR quadTree LIKE '%,<t2>%' ...``
-  (IP_066's form, written by :func:`quadtree.selector_for_tiles`) files the source under the
-  tiles t1, t2, ...; a message reaches it only if one of its quadTree tiles starts with one of
-  them (that is exactly when ``',<t>'`` occurs in a well-formed quadTree property);
-- else a message type: a conjunct ``messageType = 'X'`` files it under X;
-- else the source is a candidate for every message.
-
-A candidate reached through its key is known to satisfy that conjunct, so the router evaluates
-only the *residual* selector (the other conjuncts; none at all for a pure area or type
-subscription), which :meth:`RoutingIndex.add` compiles and stores on the source. The index never
-rules in a source whose selector is false: candidates + residual == the full selector.
+One key per selector from its top-level conjuncts: a quadTree area (IP_066's ``LIKE`` form), else
+a ``messageType = 'X'``, else every message. :meth:`RoutingIndex.add` compiles the *residual*
+selector (the other conjuncts); candidates + residual == the full selector. Details: docs/broker.md
+("Routing").
 """
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
 """The durable journal's segment files: the writer thread's appends and start-up recovery.
 
-Contract (a full or failing disk: ENOSPC, EDQUOT, EIO at any call):
-
-- :meth:`SegmentWriter.commit` appends one group commit's records to a segment and returns once
-  they are ``fdatasync``'d, or raises ``OSError`` having put the segment back as it was before
-  (cut back to its last synced end with ``ftruncate``, which needs no free space, and synced).
-  When even that fails, the segment is given up (never written again: later records go to a
-  newer one) and the failed records' messages are listed in a DEL that is written, in front of
-  the next commit, before anything else is acknowledged, so a refused message never comes back.
-- A segment is created whole or not at all: header written to ``<name>.tmp``, fsync'd, renamed,
-  directory fsync'd. Replay therefore never meets a segment without its header that later
-  records went to (a leftover ``.tmp`` is deleted at start).
-- Segments are extended with zeros ahead of the records (most ``fdatasync`` calls then have no
-  file size to update); when the disk cannot give that much, records extend the file themselves.
-- :func:`recover` never needs free space: a damaged tail is cut off (``ftruncate``), a file with
-  no intact header is deleted; if even that fails the file is left as it is (replay reads it the
-  same way) and the failure reported. A store that cannot be read (EIO on listing or reading)
-  is reported unreadable and nothing in it is touched.
-
-Every file operation goes through :class:`FileOps` (:class:`OsFileOps` in production), so tests
-can fail any single call.
+Contract on a full or failing disk (ENOSPC, EDQUOT, EIO at any call): :meth:`SegmentWriter.commit`
+returns once the records are ``fdatasync``'d or raises ``OSError`` with the segment put back as it
+was (else the segment is given up and a DEL of the failed messages goes first); a segment is
+created whole or not at all; :func:`recover` never needs free space, and an unreadable store is
+reported and left untouched. Every file operation goes through :class:`FileOps`
+(:class:`OsFileOps` in production), so tests can fail any single call. Details: docs/broker.md
+("Durable messages").
 """
 from __future__ import annotations
 

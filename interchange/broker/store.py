@@ -1,34 +1,13 @@
 """The durable message store of one broker process: files, writer thread, group commit.
 
-:class:`MessageStore` is the door the broker core sees (it does not know which store is behind
-it); :class:`JournalStore` is the one this node ships: the append-only segment journal of
-:mod:`interchange.broker.journal` in ``<data_dir>/store/p<k>`` (one per broker process, so a
-worker that is killed and restarted recovers its own). Chosen by measurement over SQLite in WAL
-mode (``benchmarks/bench_store.py``, figures in docs/performance.md): with the same group commit
-(100 messages per fsync) both are fsync-bound in wall time, and the journal costs less CPU per
-put + delete (5.3 vs 6.4 µs at 200 B, 10.6 vs 25.1 µs at 5 KB), which the broker's event loop
-pays for; and a journal damaged by a crash is replayed up to its last intact record (CRC per
-record), where a damaged SQLite file can only be refused or thrown away.
-
-Group commit: records are encoded on the event loop (cheap) and collected per loop turn; a
-writer thread appends whatever has queued up, calls ``fdatasync`` once, and reports the batch
-back to the loop, where each message's :class:`Commit` waiters run (the publisher's
-``accepted`` disposition). While the thread waits for the disk, the next batch fills up, so the
-number of fsyncs adapts to the load and nothing that touches the disk runs on the loop.
-Purging (deleting segment files whose messages are all settled or expired) is queued to the
-same thread. One loop turn's records go to one segment (a turn that crosses into the next
-segment is sent as two writes), so a write succeeds or fails as a whole.
-
-A full or failing disk (:mod:`interchange.broker.segment_files` says what the files go through):
-a message is accepted only once its record is synced; a write that fails leaves the journal as
-it was (its commits report the failure, the books forget its messages and note its releases
-again; when even the undo fails, a DEL for its messages is written before anything else is
-acknowledged), and the store reports a :class:`StoreFault` (``fault``) that the broker turns into
-a refusal of durable messages before they are routed. While it lasts, the writer probes the disk
-every ``probe_s`` (room ahead of the records, synced); the first write or probe that succeeds
-ends it. Opening needs no free space (and ends with a first probe, so the node knows before it
-listens); a store that cannot be read refuses durable messages until the node is restarted with a
-readable one (nothing in it is touched).
+:class:`MessageStore` is the door the broker core sees; :class:`JournalStore` the one the node
+ships: the segment journal of :mod:`interchange.broker.journal` in ``<data_dir>/store/p<k>``.
+Group commit: records are encoded on the loop per turn, a writer thread appends them and calls
+``fdatasync`` once per batch, then each :class:`Commit`'s waiters run (the publisher's
+``accepted``); a message is accepted only once its record is synced. A failed write leaves the
+journal as it was; a full or failing disk is a :class:`StoreFault` (``fault``), probed every
+``probe_s`` until a write succeeds. Why a journal and not SQLite, and the failure cases in full:
+docs/broker.md ("Durable messages").
 """
 from __future__ import annotations
 

@@ -1,25 +1,10 @@
 """Message lifetime: default TTL per messageType and a message's effective expiry (IP_033, IP_034).
 
-IP_033: a message's TTL is its BI repetition interval x 1.2, at least 1 s, and a broker may
-enforce TTL policies when the producer set none or per message type. IP_034: such policies are
-the broker's to choose and to document. The defaults, all configurable through :class:`TtlPolicy`:
-
-=================================  ===================  ==============================================
-messageType                        repetition interval  default TTL
-=================================  ===================  ==============================================
-DENM, IVIM, MAPEM, POIM-PA         540 s                648 s  (repeated at least every 9 min, IP_048)
-CAM                                120 s                144 s  (1 to 120 s, IP_124; the longest, so a
-                                                               CAM never expires before its successor)
-CPM                                1 s                  1.2 s  (IP_136)
-SPATEM, SREM, SSEM                 1 s                  1.2 s  (current signal state and priority
-                                                               requests: short-lived)
-missing or other messageType       540 s                648 s
-=================================  ===================  ==============================================
-
-The intervals, the factor and the minimum are the profile's (:mod:`interchange.ground.profile`:
-``MESSAGE_TYPES[...].repetition.interval_ms``, ``FALLBACK_INTERVAL_MS``, ``TTL``). A producer's
-own expiry (header ttl, properties absolute-expiry-time) always wins over the default; the
-policy's optional ``maximum_ttl_ms`` caps every expiry (a destination policy, IP_034).
+IP_033: TTL = repetition interval x 1.2, at least 1 s; IP_034: the broker's policies, configurable
+through :class:`TtlPolicy`. The intervals, the factor and the minimum are the profile's
+(:mod:`interchange.ground.profile`). A producer's own expiry (header ttl, absolute-expiry-time)
+always wins over the default; ``maximum_ttl_ms`` caps every expiry (IP_034). The defaults per
+messageType: docs/broker.md ("Message lifetime").
 """
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """Check a message's application properties against tables 1-7 of the IP profile (IP_016, IP_022).
 
 :func:`validate_application_properties` returns every problem found (an empty list means valid);
-the broker drops and logs a message with problems (IP_016). The tables, value rules, mandatory
-properties, rules across properties and IP_131's custom names are the data of
-:mod:`interchange.ground.profile`; :func:`build_validator` turns each into a Python check once
-(at import for the profile's own) and names in each problem the requirement the profile gives it
-(IP_022, IP_026, IP_029, IP_037, IP_038, IP_100, IP_122, IP_123, IP_128, IP_130, IP_131, IP_135).
-
-Conventions: names defined in any of tables 1-7 are accepted on every message type (only the
-mandatory ones depend on messageType) and are checked the same way wherever they appear.
-Integers may be any AMQP integer type (byte ... ulong). Strings must be AMQP strings: a symbol
-is refused, because the tables say string and JMS consumers (e.g. Qpid JMS getStringProperty)
-cannot read a symbol property as text. Types come from the scanner's
-``application_property_types``; without them they are inferred from plain Python values.
+the broker drops and logs a message with problems (IP_016). The rules are the data of
+:mod:`interchange.ground.profile`; :func:`build_validator` turns each into a Python check once and
+names in each problem the requirement the profile gives it. Integers may be any AMQP integer type;
+strings must be AMQP strings (a symbol is refused). The conventions and why: docs/broker.md
+("Admission").
 """
 from __future__ import annotations
 

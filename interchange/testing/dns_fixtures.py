@@ -1,16 +1,11 @@
 """A real DNS server for the discovery tests: dnsmasq on 127.0.0.1 at a free port.
 
-Records are described in Python (:class:`DnsRecords`) and written to a generated
-dnsmasq configuration: ``srv-host=`` lines for SRV records, ``host-record=`` lines
-for addresses, and ``local=/<domain>/`` for every zone the server answers alone
-(names it does not know there are NXDOMAIN; names outside every zone are REFUSED,
-since no upstream server is configured). :meth:`DnsmasqServer.reconfigure` restarts
-the server on the same port with new records.
-
-Needs the dnsmasq binary (Debian package dnsmasq-base, installed by scripts/setup.sh);
-without it the tests fail with a message saying so, they are never skipped.
-
-The ``dnsmasq`` fixture (``conftest.py``) gives a test a stopped server.
+Records are described in Python (:class:`DnsRecords`) and written to a generated dnsmasq
+configuration (SRV, addresses, and ``local=`` zones: unknown names there are NXDOMAIN, names
+outside every zone REFUSED). :meth:`DnsmasqServer.reconfigure` restarts it on the same port with
+new records. Needs the dnsmasq binary (installed by scripts/setup.sh); without it the tests fail
+saying so, never skipped. The ``dnsmasq`` fixture (``conftest.py``) gives a test a stopped server.
+Details: docs/testing.md ("A real DNS server").
 """
 from __future__ import annotations
 

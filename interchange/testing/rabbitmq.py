@@ -1,28 +1,15 @@
 """A private RabbitMQ instance for the tests and the benchmarks (not part of a node): the benchmarks'
 AMQP 1.0 peer, and the IF2 broker of the IF2 bridge's tests and benchmark.
 
-RabbitMQ speaks AMQP 0-9-1 natively (IF2) and AMQP 1.0 through its ``rabbitmq_amqp1_0`` plugin
-(Debian 12: rabbitmq-server 3.10.8, Erlang/OTP 25). This module
-
-- installs ``rabbitmq-server`` with apt-get if it is missing, and if the package's own service was
-  started by the installation, stops and disables it (the system instance is never used);
-- starts a private node as a child process: node name, data, logs, config, enabled plugins,
-  ``HOME`` (the Erlang cookie) and a private ``epmd`` all in one temp dir; every listener on
-  127.0.0.1 (AMQP/TLS, the Erlang distribution port and epmd, each on a free port);
-- enables ``rabbitmq_amqp1_0`` and ``rabbitmq_auth_mechanism_ssl``, and with a PKI configures TLS 1.3
-  only (``verify_peer``, ``fail_if_no_peer_cert``) and SASL EXTERNAL with the user taken from the
-  client certificate's CN (that user is created as the default user; ``users`` adds more, each
-  allowed everything on the default virtual host, through a definitions file); without one: plain
-  AMQP on loopback, SASL ANONYMOUS (mapped to the default user ``guest``);
-- waits (bounded) until the node reports startup complete and the port accepts connections;
-- stops it with SIGTERM (RabbitMQ shuts down cleanly), SIGKILL after a bounded wait, then its epmd,
-  so no process is left behind.
-
-The broker's CPU time is that of the ``beam.smp`` process (all its threads): ``RabbitMQ.beam_pid``.
-
-By hand (prints the URL and waits until Ctrl-C):
+Installs ``rabbitmq-server`` if missing (the system instance is never used), starts a private node
+as a child process with everything in one temp dir and every listener on loopback, with a PKI TLS
+1.3 and SASL EXTERNAL (user = the client certificate's CN), without one plain AMQP and SASL
+ANONYMOUS; waits (bounded) until it is up; stops it (SIGTERM, then SIGKILL, then its epmd) so no
+process is left behind. CPU: ``RabbitMQ.beam_pid``. By hand:
 
     .venv/bin/python -m interchange.testing.rabbitmq [--pki DIR --cn broker.interchange.test --user actor-2]
+
+Details: docs/testing.md ("A private RabbitMQ").
 """
 from __future__ import annotations
 

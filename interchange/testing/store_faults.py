@@ -1,24 +1,12 @@
 """Fault injection for the durable store: :class:`FaultyOps`, the store's file operations with
 failures where a plan says, and a model of what a power cut would keep.
 
-A planned failure acts as the kernel's would at its worst: a failing ``pwrite`` first writes half of
-its bytes (a short write, then the error), a failing ``close`` still releases the descriptor, a
-failing ``rename`` with EIO has taken effect (the caller cannot know); every other failing call
-does nothing. Two views of the files after a crash:
-
-- kill -9: the files as they are (the page cache survives the process);
-- power cut (:meth:`FaultyOps.power_cut_image`): each file as of its last successful
-  ``fsync``/``fdatasync`` and each directory's entries as of its last successful ``fsync`` (nothing
-  unsynced survives). The real sync calls are made only with ``sync`` (durability is modelled,
-  which keeps the tests fast on any disk).
-
-The scripted workload (:func:`workload`, :func:`run_with`) drives a store through puts, releases
-and purges under a plan and checks what recovery brings back, as a kill -9 and as a power cut would
-leave the files (:class:`Outcome`): the unit tests run it with one failure at every call, the
-integration tests with runs of failures from every call on.
-
-Run as a module (``python -m interchange.testing.store_faults <directory> <seed>``) it is the child
-of the real-process test: a store with a random disk-full window that prints each message's outcome.
+Failures act as the kernel's would at their worst (a short ``pwrite``, a ``rename`` that took
+effect); after a crash the files are seen as kill -9 leaves them or as a power cut would
+(:meth:`FaultyOps.power_cut_image`: only what was synced). :func:`workload` and :func:`run_with`
+drive a store under a plan and check what recovery brings back (:class:`Outcome`). As a module
+(``python -m interchange.testing.store_faults <directory> <seed>``) it is the child of the
+real-process test. The failure model in full: docs/testing.md ("Fault injection").
 """
 from __future__ import annotations
 

@@ -1,33 +1,13 @@
 """The TLEX/UDAP bridge: traffic-light controllers in and out of this interchange.
 
-The bridge is a local C-ITS actor of its node, with its own client certificate (IP_050): it
-uses the node's public doors only, the local actor API of the Improved Interface over HTTPS (the
-actors' toolkit, :mod:`.registration`) and the Basic Interface over AMQPS, as any actor would:
-
-1. registers one capability per controller and message type (SPATEM, MAPEM, SSEM; IP_077), so
-   neighbours discover the controllers' datasets through the II (capabilities kept across restarts:
-   only missing ones are posted);
-2. asks for a delivery (its publish target) and subscribes to SREMs for the bridged intersections
-   (:meth:`~.publication.Translator.srem_selectors`);
-3. keeps a Broker session at the streaming service up (:class:`~.stream.SessionSupervisor`):
-   payloads from controllers become BI messages (:class:`~.publication.Translator`), SREMs from the
-   broker become payload datagrams for the controllers owning their intersections.
-
-AMQP publishing follows the broker's credit; messages wait in a bounded queue meanwhile (and while
-the AMQP connection is being re-established with back-off), drained once per event-loop turn, not
-per payload: every payload of one TCPStreaming read goes to the broker in one write (one TLS
-record, one syscall) instead of one each (:class:`~.outbound.Outbound`, which also refuses what the
-broker cannot take and sends again what a lost link left without an outcome). An SREM the bridge
-cannot pass to a controller is rejected at the broker (its source) with the reason. Metrics per session and per TLC are a
-prometheus-client collector (:class:`TlexCollector`); events go to the node's JSON log.
-
-A payload the bridge cannot publish is counted by cause, and the causes an operator must act on
-are logged at warning level, at most once a minute per controller and type byte
-(:class:`~interchange.ground.throttle.Throttle`), each record with the number it stands for:
-``tlex_payload_unidentified`` (neither its ITS PDU header nor its type byte names a message type;
-also counted per controller and type byte), ``tlex_payload_type_mismatch`` (the type byte's
-mapping says another message type than the payload's header: the header is believed) and
-``tlex_payload_dropped`` (a message type the bridge does not carry, an unknown controller).
+A local C-ITS actor of its node with its own certificate (IP_050), through the node's public
+doors only: registers one capability per controller and message type (IP_077), a delivery and
+SREM subscriptions (:mod:`.registration`), keeps a Broker session at the streaming service up
+(:class:`~.stream.SessionSupervisor`) and moves payloads <-> BI messages
+(:class:`~.publication.Translator`, :class:`~.outbound.Outbound`). AMQP reconnects with back-off;
+an SREM it cannot pass on is rejected at the broker with the reason. Metrics:
+:class:`TlexCollector`; dropped payloads are counted by cause and warned at most once a minute per
+controller and type byte. Details: docs/tlex-bridge.md.
 """
 from __future__ import annotations
 

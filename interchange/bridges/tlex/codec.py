@@ -1,17 +1,10 @@
 """TCPStreaming protocol version 0x01 (TLEX-BROKER-SYSTEM 6.2-6.3, UDAP TLC 3.2-3.3), sans-I/O.
 
-- 6.2: each side starts its stream with the one-byte protocol version 0x01; a peer that does not
-  support the version closes the connection.
-- 6.3.1/6.3.2: frames are ``0xAA 0xBB`` + big-endian 2-byte data size + data; the size is > 0
-  (empty frames are not supported) and at most 0xFFFF. The prefix is asserted on every frame: a
-  mismatch is a framing error and the connection is dropped at once (:class:`FramingError`).
-- 6.3.4: the datagram is identified by its first byte: KeepAlive 0x00, Token 0x01, Bye 0x02,
-  Reconnect 0x03, Payload without TLC identifier 0x04, Payload with TLC identifier 0x05 (8-byte
-  ASCII identifier), Timestamps request 0x06, Timestamps response 0x07. Timestamps are UTC
-  milliseconds, unsigned 8 bytes. Payload type 0xF0 is the Monitor Payload (6.3.4.5.4).
-
-:class:`StreamDecoder` is fed received bytes and returns the datagrams they complete;
-:func:`encode` turns a datagram into one frame. Nothing here reads a clock or a socket.
+Version preamble 0x01 (6.2); frames ``0xAA 0xBB`` + big-endian 2-byte size (1..0xFFFF) + data, the
+prefix checked on every frame (:class:`FramingError`, 6.3.1/6.3.2); datagrams by their first byte
+(6.3.4: 0x00-0x07, Monitor Payload 0xF0). :class:`StreamDecoder` is fed received bytes and
+returns the datagrams they complete; :func:`encode` turns a datagram into one frame. Nothing here
+reads a clock or a socket. The byte values: docs/tlex-bridge.md ("TCPStreaming").
 """
 from __future__ import annotations
 

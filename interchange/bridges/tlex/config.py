@@ -1,45 +1,15 @@
 """The ``[tlex]`` section of the node config: one streaming service, the Broker account, and the
 controllers bridged into C-Roads.
 
-Example (TOML)::
+- payload type bytes (TLEX 6.3.4.5) <-> message types, per service and per controller;
+  ``identify`` = ``header`` (ITS PDU header first) or ``type``;
+- IP_113: ``quadTree`` = the zoom-18 tile of the controller's position (IP_038) and the zoom-14
+  tiles of a circle of ``area_radius_m`` around it (default 300 m, per type or per controller);
+- IP_033: TTL = repetition interval x 1.2, at least 1 s (SPATEM/SSEM 100 ms, MAPEM 540 s,
+  IP_048); ``mapem_min_interval_ms`` skips identical MAPEM copies (IP_049);
+- protocol versions default to "<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1).
 
-    [tlex]
-    api_url = "https://api.tlex.example/api/v1"
-    authorization = "..."              # the Broker system's X-Authorization token (TLEX 5.1)
-    # authorization_file = "tlex.token"  # or read it from a file
-    server_name = "api.tlex.example"   # certificate name, when api_url / the listener is an address
-    trust_bundle = "tlex-ca.pem"       # CAs of the service's certificates (system CAs when absent)
-    domain = "c-roads"
-    security_mode = "TLSv1.2"          # or "NONE" (plain TCP, development only)
-    actor = "pki/issued/tlex-bridge"   # the bridge's client identity at this node (chain.pem, key.pem, trust.pem)
-    publisher_id = "NL00001"
-    originating_country = "NL"
-    # shard_count = 4                  # with shard_id per controller (appendix G)
-    # identify = "header"              # payloads by their ITS PDU header, else by type byte; "type": by type byte only
-    # payload_types = { SPATEM = 1, MAPEM = 2, SREM = 3, SSEM = 4 }   # the service's type bytes (default 4, 5, 9, 10)
-
-    [[tlex.controllers]]
-    tlc_id = "NLZH0023"
-    intersections = ["5-57"]           # IntersectionReferenceID region-id (Table 4 ``id``)
-    latitude = 52.0116
-    longitude = 4.3571
-    # shard_id = 1
-    # payload_types = { SREM = 7 }     # this controller's own type bytes, over the service's
-    # area_radius_m = 500              # its messages' destination area (IP_113), over tlex.area_radius_m
-
-Payload type bytes (TLEX 6.3.4.5 leaves them to the application) map to message types per service
-and per controller, both ways: payloads in are identified by their own ITS PDU header first
-(``identify = "header"``, :func:`~.payloads.identify`), so the mapping matters for the SREMs the
-bridge sends a controller, and for payloads without a readable header. IP_113: a message's
-``quadTree`` holds the zoom-18 tile of the controller's position (IP_038: it stands for the MAPEM
-refPoint) and the zoom-14 tiles covering its destination area, a circle of ``area_radius_m`` around
-that position (per message type, default 300 m; a controller's own ``area_radius_m`` overrides it).
-Repetition intervals (ms) per message type give the TTL (IP_033: x 1.2, at least 1 s); SPATEM and
-SSEM default to 100 ms (the controllers' 10 Hz), MAPEM to the profile's 540 s (IP_048: the bridge
-repeats a controller's MAPEM at least that often while its SPATEMs flow); ``mapem_min_interval_ms``
-(default 0: every MAPEM is published) skips identical MAPEM copies closer than that (IP_049);
-protocol versions default to "<TYPE>:2.1.1" (ETSI TS 103 301 V2.1.1). ``publisher_id`` and
-``originating_country`` follow the profile's rules for publisherId and originatingCountry.
+The example block and every key: docs/tlex-bridge.md ("The ``[tlex]`` section").
 """
 from __future__ import annotations
 

@@ -1,29 +1,12 @@
 """Fake traffic-light controllers (TLC systems, UDAP): they stream MAPEM and SPATEM into a streaming
 service and record what they receive, answering each SREM with an SSEM.
 
-A :class:`FakeController` opens its own TLC session (singleplex: one identifier, datagram 0x04;
-UDAP 2.2.1.1) through the same :class:`~.stream.SessionSupervisor` the bridge uses.
-:class:`VirtualControllers` are played by the service itself (no session, no TLS connection and
-no task each): what a Broker session receives is the same datagrams, so thousands of controllers
-cost the simulator little more than their payloads. IP_104 on the sending side: a controller
-sends the MAPEM of each of its intersections before its first SPATEM, and again every
-``mapem_interval`` seconds (IP_048 asks for a repetition within 9 minutes); and at once on every
-new session: its own (a reconnect), and, told by the simulator (:meth:`map_now`), a Broker
-session that takes its payloads from now on, so a bridge started after the simulator publishes
-its SPATEMs at once instead of after the next MAPEM (a real controller keeps its own schedule: the
-bridge then says that its SPATEMs wait for a MAPEM).
-
-Type bytes: the controllers send each message with the type byte of their ``payload_types``
-(default the ETSI messageIDs, :data:`~.payloads.MESSAGE_IDS`; ``tlex-sim --payload-types`` sets
-others, as a real service's controllers may use) and take a Broker payload for an SREM only when
-it comes with their SREM type byte; the payloads carry a real ITS PDU header either way.
-
-Phase: real controllers are independent machines. Each runs its own control cycle on its own clock
-(the specs only bound the clock difference to the service, ``clockDiffLimit``, in seconds, and call
-TCPStreaming "a continuous asynchronous bi-directional stream"), so nothing lines up their 100 ms
-SPATEM ticks. The default, ``staggered``, gives each controller its own phase in the SPATEM period
-(uniform, reproducible from its TLC identifier: :func:`controller_phase`); ``aligned`` makes every
-controller fire at the same tick, a worst case of one burst of all controllers per period.
+:class:`FakeController` has its own TLC session (singleplex, datagram 0x04);
+:class:`VirtualControllers` are played by the service itself (thousands, no session each).
+IP_104: MAPEM before the first SPATEM, again every ``mapem_interval`` (IP_048) and at once on every
+new session (:meth:`map_now`). Type bytes from ``payload_types`` (default the ETSI messageIDs).
+Phase ``staggered`` (default, :func:`controller_phase`) or ``aligned`` (one burst per period).
+Why: docs/tlex-bridge.md ("Fake controllers").
 """
 from __future__ import annotations
 

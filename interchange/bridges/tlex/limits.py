@@ -1,20 +1,10 @@
 """What the node's Improved Interface takes from the bridge's actor, and whether a ``[tlex]``
 config fits it (sans-I/O; checked when the node config is read, before anything starts).
 
-The bridge registers through the local actor API like any actor, so ``[ii.limits]`` and
-``[ii.policy]`` apply to it:
-
-* capabilities (three per controller): no bound; posted in batches within
-  ``capabilities_per_request`` and ``capabilities_body_bytes`` (:func:`batches`);
-* its delivery: one, whatever the number of capabilities (the target matches them as data,
-  :mod:`interchange.broker.coverage`);
-* SREM subscriptions (:meth:`~.publication.Translator.srem_selectors`): selectors of at most
-  1,900 characters (less if ``max_selector_length`` is; the node asks its neighbours for them
-  too), 23 per intersection ("id LIKE '%,5-123,%' OR "), so about 80 intersections each,
-  posted ``subscriptions_per_request`` at a time; at most ``max_subscriptions_per_owner``
-  (default 1,000) of them: about 80,000 intersections. That bound is real (Table 14 ILLEGAL):
-  :func:`refusal` names it, and the node refuses such a config when it reads it instead of
-  failing half-way through the start.
+``[ii.limits]`` and ``[ii.policy]`` apply to the bridge as to any actor: capabilities in batches
+(:func:`batches`), one delivery, SREM subscriptions of at most 1,900-character selectors (about 80
+intersections each) and at most ``max_subscriptions_per_owner`` of them (Table 14 ILLEGAL:
+:func:`refusal` names it). The arithmetic: docs/tlex-bridge.md ("What the node's II takes").
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """JSON bodies of the TLEX/UDAP REST APIs (TLEX 5.2, UDAP 2.2), validated with pydantic at the boundary.
 
-Session kinds (type, protocol) and the communication mode each gives (TLEX 6.3.3, UDAP 3.3.3):
-
-- ("Broker", "TCPStreaming_Multiplex") -> broker mode (the Broker system, TLEX 5.2.1.1.3);
-- ("TLC", "TCPStreaming_Singleplex") -> TLC singleplex (one ``tlcIdentifier``, datagram 0x04);
-- ("TLC", "TCPStreaming_Multiplex") -> TLC multiplex (UDAP 2.2.1.1);
-- ("Monitor", "TCPStreaming_Multiplex") -> monitor mode. The specs describe the mode (6.3.3.4) but
-  name its session type only in the TLEX-BROKER-ADMIN document, which we do not have: "Monitor"
-  is our assumption.
-
-Durations are ISO 8601 (``PT5S``) and the listener expiration an ISO 8601 date-time; pydantic
-parses and writes both.
+Session kinds (type, protocol) give the communication modes of TLEX 6.3.3 / UDAP 3.3.3: Broker,
+TLC singleplex and multiplex, Monitor (the "Monitor" session type is our assumption: the specs
+name it only in the TLEX-BROKER-ADMIN document, which we do not have). Durations are ISO 8601
+(``PT5S``), the listener expiration an ISO 8601 date-time. The table: docs/tlex-bridge.md
+("REST bodies").
 """
 from __future__ import annotations
 

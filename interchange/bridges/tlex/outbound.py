@@ -2,17 +2,12 @@
 as the broker's credit allows, once per event-loop turn (every payload of one TCPStreaming read goes
 out in one write), and what becomes of each message.
 
-- Refused for good, counted and reported (``on_refused``), never sent again: a message larger than
-  the broker's max-message-size (read from its attach, AMQP 1.0 2.7.3; checked before sending, so
-  the link is not detached over it and the messages in flight with it are not lost), a
-  ``rejected`` outcome (e.g. properties the broker's validation refuses).
-- Retried: a message in flight when the link or connection went (no outcome), or ``released`` or
-  ``modified``: back at the head of the queue, in order, for the next link (the AMQP connection
-  is re-established with back-off by the bridge); at most :data:`MAX_ATTEMPTS` sends in all and not
-  after its TTL (a SPATEM of a second ago is worth nothing), then refused with the last reason.
+- refused for good, counted and reported (``on_refused``): larger than the broker's
+  max-message-size (AMQP 1.0 2.7.3, checked before sending) or ``rejected``;
+- retried in order on the next link: no outcome, ``released`` or ``modified``; at most
+  :data:`MAX_ATTEMPTS` sends and not after its TTL.
 
-The streaming service gets no acknowledgement (TCPStreaming has none): a payload refused here is
-counted per controller and logged by the bridge. :class:`MessageEncoder` makes the AMQP bytes.
+:class:`MessageEncoder` makes the AMQP bytes. Why: docs/tlex-bridge.md ("The publish path").
 """
 from __future__ import annotations
 

@@ -1,33 +1,11 @@
 """What a TCPStreaming payload carries, and which C-Roads message type it is (sans-I/O).
 
-The specs leave payload type bytes below 0xF0 to the application (TLEX 6.3.4.5, UDAP 3.3.4.5;
-0xF0-0xFF are the protocol's), so a streaming service's controllers may use any of them for a
-SPATEM. The payload itself says what it is: a UPER-encoded ETSI message (SPATEM, MAPEM, SREM,
-SSEM: ETSI TS 103 301) is ``SEQUENCE { header ItsPduHeader, ... }``, and ETSI TS 102 894-2's
-``ItsPduHeader ::= SEQUENCE { protocolVersion INTEGER (0..255), messageID INTEGER (0..255),
-stationID INTEGER (0..4294967295) }`` (CDD V2: ``protocolVersion OrdinalNumber1B, messageId
-MessageId, stationId StationId``, the same ranges) has no optional member and no extension
-marker, so UPER writes no preamble and the three constrained integers as 8 + 8 + 32 bits from
-bit 0: the first octet is the protocolVersion, the second the messageID, the next four the
-stationID (``tests/integration/test_tlex_its_header.py`` checks this with a third-party UPER encoder).
-
-:func:`identify` names a payload's message type:
-
-- ``header`` (the default of ``[tlex] identify``): from its ITS PDU header, the messageID read as
-  the profile's ETSI messageIDs (:data:`KINDS`; a protocolVersion outside
-  ``its_protocol_versions`` is no header), so a bridge works with a service whose type bytes it
-  was not told; a payload without such a header by the type byte's mapping (:class:`PayloadTypes`);
-- ``type``: by the type byte's mapping only (a service whose payloads are not bare UPER messages).
-
-A payload neither identifies is :class:`Unidentified`. :class:`PayloadTypes` is one controller's
-mapping both ways (type byte -> message type for payloads in, message type -> type byte for the
-SREMs the bridge sends it). The default mapping is the ETSI messageIDs as type bytes (SPATEM 4,
-MAPEM 5, SREM 9, SSEM 10).
-
-:func:`stand_in` builds a payload for tests and demos: a real ITS PDU header (protocol version
-2, the messageID, the station id), then an ASCII marker naming kind, intersection and sequence
-number, padded to a typical size. It is not a decodable SPATEM: the bridge never decodes more
-than the header.
+:func:`identify`: by the payload's ITS PDU header (first octet protocolVersion, second messageID,
+UPER; ``identify = "header"``), else, or with ``"type"`` only, by the type byte's mapping
+(:class:`PayloadTypes`, both ways; default the ETSI messageIDs: SPATEM 4, MAPEM 5, SREM 9,
+SSEM 10). A payload neither identifies is :class:`Unidentified`. :func:`stand_in` builds a test
+payload with a real ITS PDU header (not a decodable SPATEM). Why the header can be read this way
+(TLEX 6.3.4.5, ETSI TS 102 894-2): docs/tlex-bridge.md ("Which message a payload is").
 """
 from __future__ import annotations
 

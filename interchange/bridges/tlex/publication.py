@@ -1,39 +1,14 @@
 """Traffic-light payloads <-> Basic Interface messages (sans-I/O): the bridge's C-Roads side.
 
-Controller -> C-Roads (one BI message per payload, body = the payload bytes unchanged):
+- Table 1/4/5 properties per payload (body unchanged), built and checked with the actors' toolkit
+  at start; ``publicationId`` = ``<publisherId>:<TLC id>-<messageType>``; IP_113 ``quadTree``;
+- IP_033: TTL = the message type's repetition interval x 1.2, at least 1 s;
+- IP_104: a SPATEM is published only after its controller's MAPEM (earlier ones dropped, counted);
+- IP_048/049: the stored MAPEM is published again before a SPATEM once the last one is 9 min old;
+- capabilities: one per controller and type; SREMs go to the controllers owning their ``id``.
 
-- Table 1: ``messageType`` of the payload (its ITS PDU header, else its type byte by the
-  controller's mapping: :func:`~.payloads.identify`; a payload neither names is dropped as
-  ``unidentified``), ``publisherId``,
-  ``publicationId`` = ``<publisherId>:<TLC id>-<messageType>`` (one capability per controller and
-  message type: a capability has one messageType), ``originatingCountry``, ``protocolVersion``,
-  ``quadTree`` = the zoom-18 tile of the controller's configured position (IP_038; Table 8: the
-  MAPEM refPoint, which the controller's position stands for) and the zoom-14 tiles covering its
-  destination area, a circle of the configured radius around it (IP_113), ``shardId`` when
-  sharding is on (appendix G, IP_130); built by the actors' toolkit
-  (:func:`interchange.actor.message_properties`) and checked once per controller and type with
-  the broker's own rules (:func:`interchange.actor.check_properties`): a config whose messages the
-  broker would refuse is refused when the bridge starts;
-- Tables 4/5: ``id`` = the controller's intersection ids ``,5-57,``; ``name`` when configured;
-- IP_033: TTL = the message type's repetition interval x 1.2, at least 1 s (the profile's ``TTL``);
-- capabilities: one per controller and type, its ``quadTree`` the area tiles (the dataset's area);
-- IP_104: a SPATEM is published only after the MAPEM of the same controller; earlier SPATEMs are
-  dropped and counted (a SPATEM is stale 100 ms later; holding it would publish old signal state).
-- IP_048/049: the bridge is the C-ITS actor that publishes the controllers' already signed MAPEMs,
-  so it repeats each at least every ``repetition_ms["MAPEM"]`` (9 min) while it is valid. Valid
-  means here: its controller is still sending SPATEMs for it. So a SPATEM arriving when the last
-  MAPEM publication of its controller is that old is preceded by the stored MAPEM again (with 10 Hz
-  SPATEMs the repeat is at most 100 ms late, and no timer is needed); a controller that stopped
-  sending has nothing repeated. Every MAPEM a controller sends is published by default, so a
-  consumer that subscribes later waits no longer than the controller's own MAPEM interval for the
-  map that makes SPATEMs usable; ``mapem_min_interval_ms`` > 0 lets an operator whose controllers
-  send MAPEM every second publish identical copies at most that often (IP_049: "within the 9 min
-  interval, repeated messages can be ignored").
-
-C-Roads -> controller: an SREM's ``id`` list names intersections; it goes, as a payload datagram
-with the SREM type byte of the controller's mapping, to each controller that owns one of them.
-
-A payload not published is :class:`Dropped` with a ``cause`` the bridge counts and logs by.
+A payload not published is :class:`Dropped` with a ``cause``. The mapping and the reasons:
+docs/tlex-bridge.md ("Payloads -> Basic Interface messages").
 """
 from __future__ import annotations
 

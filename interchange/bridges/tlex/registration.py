@@ -1,17 +1,13 @@
 """The bridge as a C-ITS actor of its node: what it registers through the local actor API, with the
-actors' toolkit (:class:`interchange.actor.ActorApi`: the II's own models, mutual TLS, errors that
-say what the node refused).
+actors' toolkit (:class:`interchange.actor.ActorApi`).
 
-- capabilities: one per controller and message type (:meth:`~.publication.Translator.capabilities`,
-  built with :func:`interchange.actor.build_capability`); the node keeps exactly those of this
-  bridge: missing ones posted in batches within ``[ii.limits]`` (:func:`~.limits.batches`), those
-  of moved controllers (same publicationId, another definition) replaced, those of removed ones
-  withdrawn after the new ones are in (kept across restarts: nothing is posted twice);
-- its delivery: one, ``publisherId = '<publisherId>'`` (the target matches its capabilities as data);
-- SREM subscriptions covering the bridged intersections (existing ones kept, missing ones made
-  ``subscriptions_per_request`` at a time, the bridge's own no longer needed terminated).
+- capabilities: one per controller and message type, kept in sync (missing posted in batches
+  within ``[ii.limits]``, moved replaced, removed withdrawn after the new ones are in);
+- its delivery: one, ``publisherId = '<publisherId>'``;
+- SREM subscriptions covering the bridged intersections (missing made, unneeded terminated).
 
-A refusal is a :class:`BridgeSetupError` with the node's reason.
+A refusal is a :class:`BridgeSetupError` with the node's reason. docs/tlex-bridge.md ("The bridge
+as a C-ITS actor").
 """
 from __future__ import annotations
 

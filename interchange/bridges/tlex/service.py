@@ -1,21 +1,11 @@
 """The streaming service's bookkeeping (simulator): accounts, TLC registrations, sessions and routing.
 
-No I/O and no clock reading: every call gets ``now``. The rules, from TLEX 5 / 6.3.3 and UDAP 2 / 3.3.3:
-
-- authentication by ``X-Authorization`` token; the account's role decides which session type it may
-  create: BROKER_SYSTEM -> "Broker", TLC_SYSTEM -> "TLC", MONITOR -> "Monitor" (403 otherwise);
-- a TLC system may only stream its own registered identifiers, a Broker or Monitor account any
-  identifier registered in the session's domain (400 for unknown identifiers);
-- refusals (409): a TLC identifier in another active TLC session (singleplex and multiplex), in
-  another active session of the same Broker account, in another active session of the same
-  Monitor account;
-- tokens are single use: a second connection with a token is refused, and a session whose
-  listener expired before its connection is gone (``expire``);
-- routing within a domain: TLC payloads go to Broker and Monitor sessions whose scope holds the
-  identifier, Broker payloads to TLC and Monitor sessions likewise; monitors get the Monitor
-  Payload wrapping (0xF0) with the publisher's token and timestamps.
-
-Errors are :class:`Refusal` with the HTTP status and message the REST layer answers with.
+No I/O and no clock reading: every call gets ``now``. It applies TLEX 5 / 6.3.3 and UDAP 2 / 3.3.3:
+authentication and session type by the account's role, the identifiers each account may stream,
+409 refusals of identifiers in use, single-use tokens (``expire``), routing by identifier within a
+domain (monitors get the 0xF0 wrapping). Errors are :class:`Refusal` with the HTTP status and
+message the REST layer answers with. The rules in full: docs/tlex-bridge.md ("The
+streaming-service simulator").
 """
 from __future__ import annotations
 

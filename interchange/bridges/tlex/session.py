@@ -1,23 +1,12 @@
 """One TCPStreaming connection as a state machine (sans-I/O): fed bytes and time, returns actions.
 
-Client side (:class:`ClientStream`, the Broker system or a TLC system, TLEX 6.3 / UDAP 3.3):
-
-- opens with the version preamble and the Token datagram (6.2, 6.3.4.2; the token is single use);
-- answers a Timestamps request *before* anything else received with it (6.3.4.6.2): the
-  :class:`AnswerTimestamps` action comes first, carries t0 and t1 (the reception time) and the
-  I/O layer stamps t2 when it writes the frame; the observed clock difference t1 - t0 is kept;
-- sends a KeepAlive when it has sent nothing for a third of the keep-alive timeout and closes the
-  connection when it has received nothing for the whole timeout (5.2.1.1.3.2 keepAliveTimeout);
-- closes on Bye, on Reconnect (after its own Bye) and at once, without a Bye, on a framing error.
-
-Service side (:class:`ServiceStream`, for the simulator): waits for the Token (the I/O layer
-authenticates it and calls :meth:`ServiceStream.accept` or :meth:`ServiceStream.refuse`), then
-enforces the session's rules: 0x04 only on singleplex sessions, 0x05 only on multiplex/broker ones,
-monitor sessions only receive, payloads for identifiers outside the session are dropped, the
-keep-alive timeout, the payload rate, throughput and clock-difference limits averaged over their
-durations; it sends a Timestamps request every ``timestamps_interval`` seconds.
-
-Time is given as :class:`Now`: a monotonic clock for timers and UTC milliseconds for timestamps.
+:class:`ClientStream` (Broker or TLC system, TLEX 6.3 / UDAP 3.3): preamble and Token, Timestamps
+answered before anything else (6.3.4.6.2), keep-alive (5.2.1.1.3.2), closes on Bye, Reconnect or a
+framing error. :class:`ServiceStream` (the simulator): waits for the Token (the I/O layer calls
+:meth:`ServiceStream.accept` or :meth:`ServiceStream.refuse`), then enforces the session's rules
+and limits and requests Timestamps every ``timestamps_interval`` s. Time is given as :class:`Now`:
+a monotonic clock for timers and UTC milliseconds for timestamps. The rules in full:
+docs/tlex-bridge.md ("TCPStreaming").
 """
 from __future__ import annotations
 

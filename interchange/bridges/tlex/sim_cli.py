@@ -4,20 +4,9 @@
                          [--virtual] [--payload-types SPATEM=1,...] [--token T] ...
     interchange tlex-sim --dir tlex-sim --print-node-config [--actor DIR] [--publisher-id NL00001]
 
-The directory keeps an RSA test PKI (TLEX 6.1 wants ECDHE-RSA) and the accounts' tokens
-(:mod:`.sim_facts`); the REST API and the TCPStreaming listeners have fixed default ports (8640,
-8641 TLS, 8642 plain). So what a node needs stays the same from one start to the next:
-``--print-node-config`` prints the ``[tlex]`` block (TOML) without starting anything, and
-``sim.json`` (absolute paths) is rewritten at each start. The controllers (one TLC system account,
-singleplex sessions) send MAPEM, then SPATEM at the given rate, each on its own phase of the
-period (``--phase aligned``: all at the same tick, one burst per period; see :mod:`.controllers`),
-their MAPEM again at once whenever a new session (theirs, or a Broker session that takes their
-payloads) starts, and answer SREM with SSEM. With ``--virtual`` the service plays the controllers
-itself (:class:`~.controllers.VirtualControllers`: no TLC session, TLS connection or task each; what
-a Broker session receives is the same): for thousands of controllers. ``--payload-types
-SPATEM=1,MAPEM=2,SREM=3,SSEM=4`` makes the controllers use other type bytes than the ETSI
-messageIDs (the specs leave them to the application; their payloads keep a real ITS PDU header).
-Runs until interrupted or ``--duration``.
+``--dir`` keeps the RSA test PKI and the tokens (:mod:`.sim_facts`); fixed default ports (8640,
+8641 TLS, 8642 plain); ``sim.json`` is rewritten at each start; runs until interrupted or
+``--duration``. What each option does: docs/tlex-bridge.md ("``interchange tlex-sim``").
 """
 from __future__ import annotations
 

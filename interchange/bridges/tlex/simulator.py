@@ -1,25 +1,13 @@
 """A streaming-service simulator (TLEX / UDAP side): REST API + TCPStreaming listeners on loopback.
 
-- REST (aiohttp, HTTPS with server authentication) under ``/api/v1``: POST/GET /sessions,
-  GET/PUT /sessions/<token>, GET /tlcs, GET /tlcs/<uuid> (TLEX 5.2, UDAP 2.2). Errors are JSON
-  ``{"error": ...}`` with 400 (bad body), 401 (no/unknown X-Authorization), 403 (role or
-  identifiers not the account's), 404 (no such session/TLC), 409 (identifier already in use).
-- TCPStreaming (TLEX 6): one listener per security mode: TLS 1.2 with
-  TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (``TLSv1.2``) and plain TCP (``NONE``); every
-  connection is a :class:`~.session.ServiceStream`; tokens are checked by the
-  :class:`~.service.ServiceRegistry` (single use, listener expiry, security mode) and accepted
-  payloads routed by it.
-- Operator hooks for tests and demos: :meth:`StreamingServiceSimulator.reconnect` (send Reconnect),
-  :meth:`StreamingServiceSimulator.say_bye`, :meth:`StreamingServiceSimulator.inject` (raw bytes,
-  e.g. a broken frame), :meth:`StreamingServiceSimulator.mute` (a hung service), and
-  :attr:`closes`, the record of how connections ended.
-- :meth:`StreamingServiceSimulator.watch_brokers`: told (on the next loop turn) which TLC
-  identifiers a Broker session takes from now on (connected, or widened by PUT), so the simulated
-  controllers can send their MAPEM first to it.
-- Controllers the service plays itself (:meth:`StreamingServiceSimulator.play`, ``tlex-sim
-  --virtual``): their payloads are routed as a TLC session's would be, Broker payloads for them
-  go to the player; routing looks only at the connected sessions holding the payload's identifier,
-  so thousands of controllers cost no scan of every session per payload.
+- REST (aiohttp, HTTPS) under ``/api/v1`` (TLEX 5.2, UDAP 2.2), errors JSON ``{"error": ...}``;
+- TCPStreaming (TLEX 6): a listener per security mode (``TLSv1.2``, ``NONE``), each connection a
+  :class:`~.session.ServiceStream`, tokens checked and payloads routed by
+  :class:`~.service.ServiceRegistry`;
+- operator hooks for tests and demos (reconnect, say_bye, inject, mute, closes), watch_brokers,
+  and controllers the service plays itself (:meth:`StreamingServiceSimulator.play`).
+
+Endpoints, status codes and hooks: docs/tlex-bridge.md ("The streaming-service simulator").
 """
 from __future__ import annotations
 
