@@ -1,12 +1,10 @@
-"""The bridge as a client of the node's local actor API (IP_068/077/079), over HTTPS with its own
-client certificate: it registers capabilities for what arrives from IF2, asks where to publish
-(a delivery) and subscribes to what goes to IF2.
+"""The bridge as a client of the node's local actor API (IP_068/077/079), over HTTPS with its own certificate.
 
-The requests are the actors' toolkit's (:class:`interchange.actor.api.ActorApi`: the II's pydantic
-models, mutual TLS 1.3 naming the node); this module adds what the bridge needs on top (one
-delivery for all its capabilities, reused after restarts; one subscription, its older ones
-deleted) and turns the toolkit's :class:`~interchange.actor.errors.ActorError` into
-:class:`ActorApiError`, which the bridge treats as "the node refused or could not be reached".
+It registers capabilities for what arrives from IF2, keeps one delivery for all of them (reused
+after restarts) and one subscription for what goes to IF2 (its older ones deleted), through the
+actors' toolkit (:class:`interchange.actor.api.ActorApi`). The toolkit's
+:class:`~interchange.actor.errors.ActorError` becomes :class:`ActorApiError`, which the bridge
+treats as "the node refused or could not be reached". Details: docs/if2-bridge.md.
 """
 from __future__ import annotations
 

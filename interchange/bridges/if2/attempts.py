@@ -1,21 +1,12 @@
 """What the bridge does with an IF2 message after each answer of the BI (sans-I/O; fed outcomes and time).
 
-A message taken from RabbitMQ is acknowledged there only once the BI accepted it. Otherwise:
-
-- **refused for good** (:attr:`Fate.REFUSE`): the BI's rejected outcome (it will never take the
-  message), or the message is over the BI's max-message-size (the link's attach says it, or the
-  link was detached with ``amqp:link:message-size-exceeded`` while it was the largest message in
-  flight: :class:`SizeLimit`), so it was not sent. Never sent again: rejected at RabbitMQ without
-  requeue (an operator's dead-letter exchange gets it), logged with the reason and counted.
-- **sent again** (:attr:`Fate.RETRY`) after a back-off when the answer did not come (the connection
-  or link went first: the BI may have taken it, so a copy may arrive twice, see :attr:`Decision.unanswered`)
-  or the BI released it (shutting down: it did not take it);
-- **given up** (:attr:`Fate.GIVE_UP`) after ``attempts`` such tries, or **expired**
-  (:attr:`Fate.EXPIRED`) once its TTL ran out while the bridge held it (IF2 6.4: the ttl keeps
-  messages that are no longer relevant from being forwarded): rejected at RabbitMQ like a refusal.
-
-The TTL a retried copy carries to the BI is what is left of the IF2 ``expiration`` after the time
-the bridge held the message (:meth:`Attempts.ttl_ms`).
+A message is acknowledged at RabbitMQ only once the BI accepted it. Otherwise its :class:`Fate`:
+REFUSE (the BI rejected it, or it is over the BI's max-message-size, :class:`SizeLimit`: never
+sent again); RETRY after a back-off (no answer came, so a copy may arrive twice,
+:attr:`Decision.unanswered`; or the BI released it); GIVE_UP after ``attempts`` tries; EXPIRED
+once its TTL ran out while the bridge held it (IF2 6.4). All but RETRY are rejected at RabbitMQ
+without requeue. A retried copy's TTL is what is left of the IF2 ``expiration``
+(:meth:`Attempts.ttl_ms`). Details: docs/if2-bridge.md ("After each answer of the BI").
 """
 from __future__ import annotations
 

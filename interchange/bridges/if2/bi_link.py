@@ -1,14 +1,12 @@
-"""The bridge's AMQP 1.0 link to the node's Basic Interface, as a local C-ITS actor (IP_050: mutual
-TLS 1.3, SASL EXTERNAL with its certificate), kept up across connection losses.
+"""The bridge's AMQP 1.0 link to its node's Basic Interface, kept up across connection losses.
 
-One connection carries a sender to the bridge's delivery target and a receiver on its subscription
-source whose messages stay unsettled until the bridge settles them (after RabbitMQ confirmed the
-publish): an unsettled message goes back to the source when the link drops, so nothing the bridge
-did not pass on is lost. :meth:`BiLink.send` is one attempt: it waits for the link, sends and
-returns the BI's outcome; the bridge decides what comes next (:mod:`.attempts`). A message over the
-BI's max-message-size is not sent (its outcome is final at once): the limit is the one the BI's
-attach names, or the one learned from a detach ``amqp:link:message-size-exceeded``
-(:class:`~.attempts.SizeLimit`), which costs one reconnection, not one per copy.
+IP_050: a local C-ITS actor (mutual TLS 1.3, SASL EXTERNAL with its certificate). One connection
+carries a sender to the delivery target and a receiver on the subscription source whose messages
+stay unsettled until the bridge settles them, so nothing it did not pass on is lost.
+:meth:`BiLink.send` is one attempt returning the BI's outcome (:mod:`.attempts` decides what
+next); a message over the BI's max-message-size (its attach's, or learned from a detach
+``amqp:link:message-size-exceeded``: :class:`~.attempts.SizeLimit`) is not sent.
+Details: docs/if2-bridge.md ("After each answer of the BI").
 """
 from __future__ import annotations
 

@@ -1,32 +1,13 @@
 """IF2 binding keys <-> equivalent JMS selectors on C-Roads properties (sans-I/O).
 
-An IF2 consumer binds its queue to an exchange with a topic pattern (IF2 6.4): words of the
-routing key, ``*`` for exactly one word, ``#`` for zero or more. A C-Roads consumer filters with
-a JMS selector on application properties (IP_066/067). Both directions here are exact for
-messages with one location (every IF2 message; a C-Roads message that lists several quadTree
-tiles is routed to IF2 on one of them, see :mod:`.keys`, while a selector's ``quadTree LIKE``
-matches any of them).
-
-Binding key -> selector (:func:`binding_selector`), always possible: every IF2 routing key has
-exactly 22 words, so a pattern is the union of the positional patterns its ``#`` expand to;
-each position maps to one property (type -> ``messageType``, version -> ``protocolVersion``,
-provider -> ``publisherId`` via the provider table, subtype -> DENM ``causeCode`` or
-``custom-intercor-if2-subtype``, quadtree digits -> one ``quadTree LIKE '%,12_0%'`` with ``_``
-for a ``*``; trailing ``_`` are dropped because tiles are at least 18 digits long, IP_038).
-A word that no IF2 key the bridge carries can have (a non-digit where a quadtree digit goes, a
-provider not in the provider table) makes that expansion match nothing; a binding key that
-matches nothing because of an unknown provider is an error (most likely a typo).
-
-Selector -> binding keys (:func:`selector_bindings`) exists only for selectors built from what
-a routing key carries, because topic matching is word equality and nothing else:
-OR / AND / ``IN`` of ``=`` on ``messageType``, ``protocolVersion``, ``publisherId``, DENM
-``causeCode`` and ``custom-intercor-if2-subtype``, and ``quadTree LIKE '%,<digits and _>%'``
-(at most 18 characters; the ``%,`` start anchors it at a tile start). No binding key is
-equivalent to a selector that uses any other property (``originatingCountry``, ``iviType``,
-``latitude`` ...: not in the key), ``NOT``, ``<>``, ``<``, ``BETWEEN``, ``IS NULL`` (a topic
-pattern cannot exclude or compare), another ``LIKE`` shape (``'%12%'`` matches inside a tile;
-the key anchors digits to positions), or a tile deeper than zoom 18 (keys stop at 18):
-:class:`~.keys.If2KeyError` says which part.
+IF2 6.4 topic patterns (``*`` one word, ``#`` zero or more) and IP_066/067 selectors; both
+directions are exact for messages with one location. :func:`binding_selector` always exists (a
+binding key that matches nothing because of an unknown provider is an error);
+:func:`selector_bindings` only for selectors built from what a routing key carries (OR / AND /
+``IN`` of ``=`` on ``messageType``, ``protocolVersion``, ``publisherId``, DENM ``causeCode``,
+``custom-intercor-if2-subtype``, and ``quadTree LIKE '%,<digits and _>%'`` to zoom 18), else
+:class:`~.keys.If2KeyError` says which part. The position -> property table and why other
+selectors have no binding key: docs/if2-bridge.md ("Binding keys <-> selectors").
 """
 from __future__ import annotations
 

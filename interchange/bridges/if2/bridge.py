@@ -1,35 +1,14 @@
 """The IF2 bridge: InterCor IF2 back-offices (AMQP 0-9-1 on RabbitMQ) in and out of this interchange.
 
-IF2 -> C-Roads: a queue per import exchange, declared as IF2 Table 3 says (server-named,
-exclusive, non-durable, auto-delete, with x-max-length and x-message-ttl, IF2 6.3), bound with
-the configured binding keys; each message is mapped (:mod:`.keys`), its capability registered
-through the local actor API the first time its provider, type and version arrive (so neighbours
-discover it, IP_077/091), published to the bridge's delivery target at the BI, and acknowledged
-to RabbitMQ only once the BI accepted it. One the BI refuses for good (rejected, or over its
-max-message-size: not even sent), or that cannot be mapped, is rejected at RabbitMQ without
-requeue (so a dead-letter exchange gets it), logged and counted; one whose attempt went
-unanswered (the BI connection or link lost) is sent again after a back-off, at most
-``bi_attempts`` times and while its ttl lasts (:mod:`.attempts`). A copy the BI took just before
-the connection went may so arrive twice (at least once); none is acknowledged before it is taken. A
-capability whose messages stop arriving for ``capability_idle_s`` is withdrawn (deleted at the
-node, so neighbours stop subscribing to it) and registered again with the next message.
-
-C-Roads -> IF2: the bridge's local subscription carries the selector equivalent to the export
-binding keys (:mod:`.bindings`), minus what came from IF2 (no loops between IF2 brokers through
-interchanges, IP_109); each message is mapped, passed through the republishing rules
-(:mod:`.republish`) and published to its exchange (durable topic exchanges as IF2 Table 2 says)
-with publisher confirms; the BI delivery is settled only after RabbitMQ confirmed. When the BI link
-goes between the confirm and the settlement, the source gives the message out again: the bridge
-remembers what IF2 already has (by publication, routing key and body digest, :mod:`.copies`) and
-settles that copy without publishing it twice.
-
-The client library is aio-pika (on aiormq and pamqp): asyncio-native, so the bridge runs in the
-node's one event loop without threads; it supports publisher confirms, consumer acks, QoS,
-TLS with a client certificate and SASL EXTERNAL. pika's asyncio adapter is callback-based and
-its blocking adapter would block the loop. Reconnection is the bridge's own loop (not
-aio-pika's RobustConnection), because Table 3's queues are server-named and exclusive: after a
-loss a new queue is declared and bound, which is what the spec means by "queues will be
-recreated every time a client connects".
+IF2 -> C-Roads: a queue per import exchange (IF2 Table 3, 6.3); each message mapped (:mod:`.keys`),
+its capability registered on first arrival (IP_077/091), sent to the BI and acknowledged at
+RabbitMQ only once the BI accepted it (at least once; refusals, retries, ttl: :mod:`.attempts`); a
+capability idle for ``capability_idle_s`` is withdrawn. C-Roads -> IF2: a subscription with the
+export keys' selector (:mod:`.bindings`) minus what came from IF2 (IP_109), the republishing
+rules (:mod:`.republish`), durable topic exchanges (IF2 Table 2) with publisher confirms, the BI
+settled after the confirm, a copy IF2 has not published twice (:mod:`.copies`). aio-pika in the
+node's event loop; reconnection is the bridge's own loop (Table 3's server-named, exclusive
+queues are declared again). Details and the choice of client: docs/if2-bridge.md.
 """
 from __future__ import annotations
 

@@ -1,38 +1,11 @@
 """Configuration of the IF2 bridge (the ``[if2]`` section of the node config).
 
-Example (TOML)::
-
-    [if2]
-    url = "amqps://if2.example.nl:5671/production"   # the IF2 RabbitMQ and its virtual host (IF2 6.1)
-    server_name = "if2.example.nl"    # the name its certificate must carry (default: the URL host)
-    auth = "external"                 # SASL EXTERNAL with tls.cert_chain, or "plain" with user/password
-    actor = "if2-bridge"              # the bridge's C-ITS actor identity at this node (its certificate's CN)
-
-    [if2.tls]                         # the bridge's client certificate: at RabbitMQ and at this node
-    cert_chain = "pki/issued/if2-bridge/chain.pem"
-    key = "pki/issued/if2-bridge/key.pem"
-    trust_bundle = "pki/trust.pem"    # trusted for RabbitMQ's certificate (and the node's)
-
-    [[if2.providers]]                 # IF2 provider <-> publisherId; coverage = its capabilities' quadTree
-    name = "RWS"
-    publisher_id = "NL00001"
-    coverage = ["1202", "1203"]
-
-    [if2.imports]                     # IF2 -> C-Roads: binding keys per exchange (IF2 6.4)
-    DENM = ["#"]
-    IVI = ["#"]
-
-    [if2.exports]                     # C-Roads -> IF2: binding keys per exchange, translated to a selector
-    SPAT = ["#"]
-
-    [if2.area_radius_m]               # IF2 -> C-Roads: the area around lat/lon per exchange (IP_112/113)
-    DENM = 2000.0
-
-Queues are declared as IF2 Table 3 says (server-named, exclusive, non-durable, auto-delete) with
-the maximum length it requires and a message TTL (``queue_max_length``, ``queue_message_ttl_ms``).
-A message the BI refuses for good (or that stays unanswered ``bi_attempts`` times, or outlives its
-ttl in the bridge) is rejected without requeue: RabbitMQ dead-letters it to the vhost policy's
-dead-letter exchange, or to ``dead_letter_exchange`` when it is set (the queue argument wins).
+The IF2 RabbitMQ and its virtual host (IF2 6.1) and the bridge's client certificate, the provider
+table (name <-> publisherId, coverage), binding keys per exchange for imports and exports (IF2
+6.4), the area radius per exchange (IP_112/113), Table 3's queue limits (IF2 6.3:
+``queue_max_length``, ``queue_message_ttl_ms``) and where rejected messages go
+(``dead_letter_exchange``, else the vhost's policy). The example block and the keys:
+docs/if2-bridge.md ("The ``[if2]`` section").
 """
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """C-Roads -> IF2: what IF2 already has of a message the BI gives out again.
 
-The bridge settles a BI delivery only after RabbitMQ confirmed its IF2 copy. When the BI link goes
-between the two, or just after the settlement (its disposition frame still in the socket's buffer
-when the connection drops), the source keeps the message and gives it out again on the next link:
-without this record the bridge would publish it to IF2 a second time. :class:`IF2Copies` keeps,
-per copy (the message's publication and routing key, and its body's digest), whether it is being
-published (a future: confirmed or not) or is at IF2; a delivery asks :meth:`IF2Copies.at_if2`
-first, and one that IF2 has is settled without publishing. Every confirmed copy is remembered
-(whether its settlement got through cannot be known), each until it is asked for once, at most
-``limit`` of them (the oldest forgotten: a very late repeat is published again).
+A BI delivery is settled only after RabbitMQ confirmed its IF2 copy; when the BI link goes before
+the settlement got through, the source gives the message out again. :class:`IF2Copies` keeps, per
+copy (publication, routing key, body digest), whether it is being published or is at IF2; a
+delivery asks :meth:`IF2Copies.at_if2` first, and one IF2 has is settled without publishing. At
+most ``limit`` copies are remembered (the oldest forgotten). Details: docs/if2-bridge.md.
 """
 from __future__ import annotations
 

@@ -1,42 +1,14 @@
 """IF2 routing keys and message properties <-> C-Roads application properties (sans-I/O).
 
-InterCor IF2 (hybrid specification v1.0, chapter 6.4) routes every message on a topic exchange
-named after its type with the routing key
-
-    <message type>.<message version>.<provider>.<subtype id>.<quadtree path>
-
-e.g. ``DENM.1_2_1.RWS.3.1.2.0.2.0.2.1.3.0.1.2.1.1.3.3.0.2.0``: the version's periods written as
-``_``, the provider a short operator name, the subtype the DENM cause code (the spec's Java
-example), the quadtree path the 18 digits of the zoom-18 tile holding the relevance point, one
-word each. Table 4 adds ``ttl`` (ms; sent as the AMQP 0-9-1 ``expiration`` property, as the
-spec's example does) and the ``lat``/``lon`` headers.
-
-The C-Roads side is the IP profile's Table 1/2 (IP_022/026): ``messageType`` (IF2 ``IVI``,
-``MAP``, ``SPAT`` are ``IVIM``, ``MAPEM``, ``SPATEM``), ``protocolVersion``
-(``"<messageType>:<version>"``), ``publisherId`` (from a configured provider table),
-``originatingCountry`` (the publisherId's country letters), ``publicationId``, ``quadTree``
-(``",<tile>,"``, IP_037/038), ``latitude``/``longitude``, and for DENM ``causeCode`` /
-``subCauseCode``. Choices where IF2 is silent, stated once here:
-
-- IF2 has no sub-cause code: a DENM from IF2 gets ``subCauseCode`` 0 ("unavailable" in ETSI
-  TS 102 894-2), -1 for a cancellation (causeCode -1), as Table 2 says. causeCode values and
-  publisherIds follow the profile's rules (:mod:`interchange.ground.profile`).
-- A non-DENM subtype has no C-Roads property: it travels in ``custom-intercor-if2-subtype``
-  (IP_131 naming); a C-Roads message without it is published with subtype ``0``.
-- C-Roads -> IF2, the routing tile is the zoom-18 tile of ``latitude``/``longitude`` when the
-  message has them (IF2: "the mini-map at zoom level 18 that contains this point"), else the
-  first ``quadTree`` tile cut to zoom 18; ``lat``/``lon`` are the message's, else that tile's
-  centre. An IF2 message whose ``lat``/``lon`` lie outside its key's tile is refused (IF2:
-  "these should be consistent").
-- IF2 -> C-Roads, ``publicationId`` is ``<publisherId>:if2-<TYPE>-<version>``: one capability
-  per provider, type and version (:func:`publication_id`).
-- IF2 -> C-Roads, ``quadTree`` is the key's zoom-18 tile (IP_038), then the tiles of the message
-  type's area zoom (IP_112: 13 for DENM and IVIM; IP_113: 14 for MAPEM and SPATEM) covering
-  ``area_radius_m`` around any point of that tile (so around ``lat``/``lon``, which lie in it): IF2
-  carries no relevance or destination area, so its radius is configured per type. The tiles are the actors'
-  toolkit's (:mod:`interchange.actor.areas`, on :mod:`quadtree`'s cover) and the properties are
-  checked with the broker's own rules (:func:`interchange.actor.properties.check_properties`):
-  what it reports is refused here, as the node would refuse it.
+IF2 (hybrid specification v1.0, 6.4): ``<type>.<version>.<provider>.<subtype>.<18 quadtree
+digits>``, Table 4's ``ttl`` (AMQP ``expiration``) and ``lat``/``lon``; C-Roads: the profile's
+Table 1/2 (IP_022/026; ``quadTree`` IP_037/038). Where IF2 is silent: DENM ``subCauseCode`` 0
+(-1 for a cancellation); a non-DENM subtype in ``custom-intercor-if2-subtype`` (IP_131);
+``publicationId`` ``<publisherId>:if2-<TYPE>-<version>`` (:func:`publication_id`); ``quadTree`` =
+the key's zoom-18 tile and the tiles of the type's area zoom (IP_112: 13, IP_113: 14) within
+``area_radius_m``; ``lat``/``lon`` outside the key's tile are refused. Properties are checked with
+the broker's rules (:func:`interchange.actor.properties.check_properties`). The key layout, the
+property table and each choice: docs/if2-bridge.md ("Routing keys <-> C-Roads properties").
 """
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """IF2 republishing rules for the C-Roads -> IF2 direction (sans-I/O; fed messages and time).
 
-IF2 6.4: "Messages should only be published again: 1. if their content has changed, on bit-level;
-2. if their ttl has expired, but they are still valid; 3. at least once per hour." C-Roads
-publishers repeat a message while it is valid (IP_033: TTL = repetition interval x 1.2), so here
-a message *is valid* until its last copy from C-Roads expires (``last seen + ttl``; without a
-ttl, ``default_validity_s``). A message is identified by its IF2 routing key and publicationId
-(one location, cause and provider of one publication); its content is its body.
-
-:meth:`RepublishPolicy.offer` says whether a copy arriving from C-Roads goes out now: a new
-message or a changed body at once; the same body only when the copy published last has
-expired on IF2 or is an hour old (rules 2, 3). :meth:`RepublishPolicy.due` gives, at a time,
-the valid messages whose IF2 copy expired or is an hour old although no copy came from C-Roads
-(rules 2, 3 between copies), with the validity left as their ttl; expired messages are
-forgotten. :meth:`RepublishPolicy.failed` forgets a message whose publishing failed, so its next
-copy goes out.
+IF2 6.4: publish again only 1. if the content changed on bit-level, 2. if the ttl expired but the
+message is still valid, 3. at least once per hour. A message (its IF2 routing key and
+publicationId; content: its body) is valid until its last C-Roads copy expires (IP_033;
+``last seen + ttl``, without a ttl ``default_validity_s``). :meth:`RepublishPolicy.offer`: a new
+message or a changed body at once, the same body only when its IF2 copy expired or is an hour old;
+:meth:`RepublishPolicy.due`: valid messages to publish again between copies, with the validity
+left as ttl; :meth:`RepublishPolicy.failed` forgets a message whose publishing failed.
+Details: docs/if2-bridge.md ("Republishing").
 """
 from __future__ import annotations
 
