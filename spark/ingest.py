@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -62,8 +62,19 @@ def resolve_inputs(inputs: Sequence[str]) -> list[str]:
 
 def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     """One row per non-blank line: ``value`` and the ``file`` it came from."""
-    lines = spark.read.text(list(files)).select(F.col("value"), F.col("_metadata.file_path").alias("file"))
-    return lines.where(F.trim(F.col("value")) != "")
+    lines = (spark.read.option("lineSep", LINE_SEPARATOR).text(list(files))
+             .select(F.col("value"), F.col("_metadata.file_path").alias("file")))
+    return lines.where(not_blank(F.col("value")))
+
+
+#: Lines end at a line feed only (the node writes "\n"): a carriage return inside a line is part of
+#: it (JSON whitespace), not a line break of its own.
+LINE_SEPARATOR = "\n"
+
+
+def not_blank(value: Column) -> Column:
+    """A line with something but spaces, tabs and carriage returns on it."""
+    return F.btrim(value, F.lit(" \t\r")) != ""
 
 
 def read_records(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from interchange.ground import logformat
 from spark import tables
@@ -61,18 +61,113 @@ def _typed(record: Column, name: str) -> Column:
     return record[name].try_cast(kind)
 
 
+#: A line longer than this (in bytes) is kept aside as corrupt, with its first :data:`KEPT_BYTES`:
+#: the longest record the node writes carries a message under 500 KB (IP_012) twice as hex
+#: (``bodyContentHex``, ``rawMessageHex``), ~2 MB; parsing a line of tens of MB would hold several
+#: copies of it in the JVM at once.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+KEPT_BYTES = 1024
+#: Options of the one JSON parse of a line: JSON as RFC 8259 has it (no NaN/Infinity, no single quotes).
+STRICT_JSON = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN, "allowNonNumericNumbers": "false",
+               "allowSingleQuotes": "false"}
+#: The versions of the log schema this reader knows (:data:`interchange.ground.logformat.READABLE_VERSIONS`).
+READABLE_VERSIONS = tuple(sorted(logformat.READABLE_VERSIONS))
+LEVELS = tuple(logformat.LEVELS)
+
+#: Why a line is not a record (``corrupt.reason`` starts with one of these).
+TOO_LONG = f"line longer than {MAX_LINE_BYTES} bytes (its first {KEPT_BYTES} kept)"
+NOT_UTF8 = "not valid UTF-8"
+SURROGATE = "a lone UTF-16 surrogate escape (not a Unicode character)"
+NON_NUMBER = "NaN or Infinity (not JSON numbers)"
+TRAILING = "more than one JSON value on the line"
+NOT_OBJECT = "not a JSON object"
+MALFORMED = "not JSON (malformed or truncated)"
+DUPLICATE_KEY = "a key given twice"
+OUT_OF_RANGE = "a number out of range of a double"
+VERSION_MISSING = "schemaVersion missing or invalid"
+VERSION_UNKNOWN = "schemaVersion not readable here"
+#: Every reason, in the order they are tested.
+REASONS = (TOO_LONG, NOT_UTF8, SURROGATE, NON_NUMBER, TRAILING, NOT_OBJECT, MALFORMED, DUPLICATE_KEY,
+           OUT_OF_RANGE, VERSION_MISSING, VERSION_UNKNOWN, "timestamp missing or invalid", "event missing",
+           "level missing or unknown")
+
+# An escape of a UTF-16 surrogate (\uD800-\uDFFF) not preceded by an escaped backslash: a high one not
+# followed by a low one, or a low one not after a high one.
+_ESCAPE = r"(?<!\\)(?:\\\\)*\\u"
+_LONE_SURROGATE = (rf"(?i){_ESCAPE}d[89ab][0-9a-f]{{2}}(?!\\ud[c-f][0-9a-f]{{2}})"
+                   rf"|(?i)(?<!\\ud[89ab][0-9a-f]{{2}}){_ESCAPE}d[c-f][0-9a-f]{{2}}")
+_NON_NUMBER = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
+_BIG_EXPONENT = r"[0-9][eE]\+?0*[0-9]{3}"
+_NUMBER_TOKEN = r"[:\[,]\s*(-?[0-9][0-9.]*[eE][+-]?[0-9]+)"
+
+
+def _line(value: Column) -> Column:
+    """The text parsed: without a UTF-8 byte order mark, cut to :data:`KEPT_BYTES` when too long."""
+    text = F.when(F.startswith(value, F.lit("\ufeff")), F.substring(value, 2, 2**31 - 1)).otherwise(value)
+    return F.when(F.octet_length(value) > MAX_LINE_BYTES, F.substring(value, 1, KEPT_BYTES)).otherwise(text)
+
+
+def _sql_text(text: str) -> str:
+    """A Spark SQL string literal of ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+#: Every key of the line and of its two nested objects (``applicationProperties.<k>``, ``details.<k>``).
+_KEYS_SQL = ("concat(coalesce(json_object_keys(_line), array()), "
+             "coalesce(transform(json_object_keys(r.applicationProperties), k -> concat('applicationProperties.', k)), array()), "
+             "coalesce(transform(json_object_keys(r.details), k -> concat('details.', k)), array()))")
+#: The keys of ``_keys`` listed more than once (SQL lambdas: see spark.rules' docstring).
+_REPEATED_SQL = "array_distinct(filter(_keys, (k, i) -> array_position(_keys, k) != i + 1))"
+#: Numbers of the line too large for a double (1e400: JSON's grammar has it, no reader can hold it).
+_HUGE_SQL = (f"filter(regexp_extract_all(_line, {_sql_text(_NUMBER_TOKEN)}, 1), "
+             "n -> abs(try_cast(n AS DOUBLE)) = double('infinity'))")
+
+
+def _json_reason(line: Column) -> Column:
+    """Why the strict parse of ``line`` failed: the first applicable reason."""
+    first = F.from_json(line, line_schema(), STRICT_JSON)
+    return (F.when(line.rlike(_NON_NUMBER), NON_NUMBER)
+            .when(~F.ltrim(line).startswith("{"), NOT_OBJECT)
+            .when(first.isNotNull() & first[CORRUPT_COLUMN].isNull(), TRAILING)
+            .otherwise(MALFORMED))
+
+
 def parse(lines: DataFrame) -> DataFrame:
-    """``value`` (a line) and ``file`` -> those columns plus ``r`` (the parsed line) and ``corruptReason``."""
-    parsed = lines.withColumn("r", F.from_json("value", line_schema(),
-                                                {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}))
-    r = F.col("r")
+    """``value`` (a line) and ``file`` -> those columns plus ``r`` (the parsed line) and ``corruptReason``.
+
+    One strict JSON parse of ``[<line>]`` reads the line and tells a line of several values apart;
+    the reasons of a corrupt line are tested in the order of :data:`REASONS`, each only on the lines
+    no earlier one explains. A line over :data:`MAX_LINE_BYTES` keeps only its first bytes.
+    """
+    value = F.col("value")
+    too_long = F.octet_length(value) > MAX_LINE_BYTES
+    parsed = (lines.withColumn("_line", _line(value))
+              .withColumn("_values", F.from_json(F.concat(F.lit("["), F.col("_line"), F.lit("]")),
+                                                 ArrayType(line_schema()), STRICT_JSON))
+              .withColumn("r", F.when(F.size("_values") == 1, F.col("_values")[0]))
+              .withColumn("_keys", F.expr(_KEYS_SQL)))
+    line, r = F.col("_line"), F.col("r")
     timestamp_ms = F.coalesce(r.timestampMs.try_cast("long"), _iso_ms(r.timestamp))
-    reason = (F.when(r.isNull() | r[CORRUPT_COLUMN].isNotNull(), "not a JSON object (malformed or truncated)")
-              .when(F.coalesce(r.schemaVersion.try_cast("int"), F.lit(0)) < 1, "schemaVersion missing or invalid")
+    version = r.schemaVersion.try_cast("int")
+    readable = ", ".join(map(str, READABLE_VERSIONS))
+    reason = (F.when(too_long, TOO_LONG)
+              .when(~F.is_valid_utf8(value), NOT_UTF8)
+              .when(line.contains("\\u") & line.rlike(_LONE_SURROGATE), SURROGATE)
+              .when(F.col("_values").isNull(), _json_reason(line))
+              .when(F.size("_values") != 1, TRAILING)
+              .when(r.isNull() | r[CORRUPT_COLUMN].isNotNull(), NOT_OBJECT)
+              .when(F.size("_keys") != F.size(F.array_distinct("_keys")),
+                    F.concat(F.lit(DUPLICATE_KEY + ": "), F.array_join(F.expr(_REPEATED_SQL), ", ")))
+              .when(line.rlike(_BIG_EXPONENT) & (F.size(F.expr(_HUGE_SQL)) > 0),
+                    F.concat(F.lit(OUT_OF_RANGE + ": "), F.expr(_HUGE_SQL)[0]))
+              .when(F.coalesce(version, F.lit(0)) < 1, VERSION_MISSING)
+              .when(~version.isin(*READABLE_VERSIONS),
+                    F.concat(F.lit(f"{VERSION_UNKNOWN} (versions {readable}): "), version.cast("string")))
               .when(timestamp_ms.isNull(), "timestamp missing or invalid")
               .when(r.event.isNull() | (r.event == ""), "event missing")
-              .when(r.level.isNull(), "level missing"))
-    return parsed.withColumn("timestampMs", timestamp_ms).withColumn("corruptReason", reason)
+              .when(r.level.isNull() | ~r.level.isin(*LEVELS), "level missing or unknown"))
+    return (parsed.withColumn("timestampMs", timestamp_ms).withColumn("corruptReason", reason)
+            .withColumn("value", F.when(too_long, line).otherwise(value)).drop("_values", "_keys", "_line"))
 
 
 def _properties(raw: Column) -> tuple[Column, Column]:

@@ -1,6 +1,6 @@
 """Tables 1-7 of the IP profile as Spark SQL expressions, built from :mod:`interchange.ground.profile`.
 
-IP_022 (Table 1), IP_026 (DENM), IP_029 (IVIM, lists), IP_100/103 (SPATEM/MAPEM, SREM/SSEM lists),
+IP_022 (Table 1), IP_026 (DENM), IP_029 (IVIM), IP_100/103 (SPATEM/MAPEM, SREM/SSEM: ``id`` names the table of the message's type),
 IP_122/123 (CAM), IP_135 (CPM), IP_037/038 (quadTree), IP_128/130 (shardId, shardCount), IP_131
 (custom names). Every property, value rule, mandatory property and rule across properties of the
 profile becomes an expression here, in the profile's order and with the requirement the profile
@@ -112,11 +112,11 @@ def _pattern(regex: str, requirement: str, expected: str) -> ValueCheck:
     return lambda value: [(_not(_matches(value, regex)), requirement, expected)]
 
 
-def _comma_list(rule: CommaList) -> ValueCheck:
+def _comma_list(rule: CommaList, requirement: str) -> ValueCheck:
     # an item regex matches no ',' (the profile's lists split at every comma), so one pattern
     # checks the form and every item
     item = "[^,]+" if rule.item_regex is None else f"(?:{rule.item_regex})"
-    return _pattern(_whole(f",(?:{item},)+"), rule.requirement, rule.expected)
+    return _pattern(_whole(f",(?:{item},)+"), rule.requirement or requirement, rule.expected)
 
 
 def _publisher_id(rule: PublisherId, requirement: str) -> ValueCheck:
@@ -149,7 +149,7 @@ def _value_check(prop: Property) -> ValueCheck | None:
         case Pattern(regex=regex):
             return _pattern(_whole(regex), requirement, rule.expected)
         case CommaList():
-            return _comma_list(rule)
+            return _comma_list(rule, requirement)
         case PublisherId():
             return _publisher_id(rule, requirement)
         case QuadTreeTiles():
@@ -168,9 +168,18 @@ def _rule_requirements(rule: CrossRule) -> tuple[str, ...]:
             assert_never(rule)
 
 
-def _finding(name: str, requirement: str, observed: Sql, expected: str) -> Sql:
-    return (f"named_struct('property', {_lit(name)}, 'rule', {_lit(requirement)}, 'observed', {observed}, "
+def _finding(name: str, requirement: str, observed: Sql, expected: str, rule_sql: Sql | None = None) -> Sql:
+    """A finding; ``rule_sql``: the requirement as an expression (one that depends on the messageType)."""
+    return (f"named_struct('property', {_lit(name)}, 'rule', {rule_sql or _lit(requirement)}, 'observed', {observed}, "
             f"'expected', {_lit(expected)})")
+
+
+def _requirement_by_type(prop: Property, message_type: Sql) -> Sql | None:
+    """The requirement of ``prop``'s problems as SQL when it depends on the messageType (None: it does not)."""
+    if not prop.by_type:
+        return None
+    return "CASE " + " ".join(f"WHEN {message_type} IN ({', '.join(_lit(t.value) for t in types)}) THEN {_lit(r)}"
+                              for types, r in prop.by_type) + f" ELSE {_lit(prop.requirement)} END"
 
 
 class TableRules:
@@ -191,17 +200,18 @@ class TableRules:
         self.custom_name = _whole(tables.custom_names.regex)
         #: Every requirement a finding can name (sorted).
         self.requirements: tuple[str, ...] = tuple(sorted(
-            {p.requirement for p in tables.properties}
+            {p.requirement for p in tables.properties} | {r for p in tables.properties for _, r in p.by_type}
             | {requirement for _, _, check in self.spec.values() if check is not None for _, requirement, _ in check("v")}
             | {r for rule in tables.cross_rules for r in _rule_requirements(rule)} | {tables.custom_names.requirement}))
 
     def findings_sql(self) -> Sql:
         """array<struct<property, rule, observed, expected>>: every problem of one message's properties."""
         m = _Message(self.spec)
-        items = [m.property_finding(name, self.expected_kind[name]) for name in self.spec]
+        message_type = _case((m.valid("messageType"), m.value("messageType")))
+        items = [m.property_finding(p.name, self.expected_kind[p.name], _requirement_by_type(p, message_type))
+                 for p in self.tables.properties]
         items += [_case((_not(m.present(name)), _finding(name, requirement, "'absent'", "present (every C-ITS message)")))
                   for name, requirement in self.mandatory_all]
-        message_type = _case((m.valid("messageType"), m.value("messageType")))
         for type_name, names in self.mandatory_by_type.items():
             items += [_case((_all(f"({message_type} = {_lit(type_name)})", _not(m.present(name))),
                              _finding(name, requirement, "'absent'", f"present (mandatory for {type_name})")))
@@ -265,13 +275,16 @@ class _Message:
         return _all(self.present(name), self.kind_ok(name),
                     *[_not(f"coalesce({bad}, false)") for bad, _, _ in self.value_bad(name)])
 
-    def property_finding(self, name: str, expected_kind: str) -> Sql:
-        """The first problem of one standard property (type, then value), as a finding or null."""
+    def property_finding(self, name: str, expected_kind: str, by_type: Sql | None = None) -> Sql:
+        """The first problem of one standard property (type, then value), as a finding or null;
+        ``by_type``: its requirement as SQL where that depends on the messageType."""
         _, requirement, _ = self.spec[name]
         kind_text = f"coalesce({self.kind(name)}, '?')"
         branches = [(_all(self.present(name), _not(self.kind_ok(name))),
-                     _finding(name, requirement, f"concat({_lit(name + ' is JSON ')}, {kind_text})", expected_kind))]
-        branches += [(_all(self.present(name), f"coalesce({bad}, false)"), _finding(name, rule, self.observed(name), expected))
+                     _finding(name, requirement, f"concat({_lit(name + ' is JSON ')}, {kind_text})", expected_kind,
+                              by_type))]
+        branches += [(_all(self.present(name), f"coalesce({bad}, false)"),
+                      _finding(name, rule, self.observed(name), expected, by_type if rule == requirement else None))
                      for bad, rule, expected in self.value_bad(name)]
         return _case(*branches)
 

@@ -11,24 +11,31 @@ frame in one pass: it counts the checked rows while they stream by (an observati
 the failing rows (a cheap boolean test first: most records are valid) and builds findings on those
 alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) share its sort.
 
-- tables 1-7 (IP_022/026/029/037/038/100/122/123/128/130/131/135): :mod:`spark.property_rules`
-- IP_012: departure - arrival of a first delivery is at most 30 ms (a redelivery's time includes the
-  earlier consumer's hold, so only attempt 1 counts; IP_012 is per message, measured per delivery)
-- IP_013: in every second (per node) in which 5000 or more messages arrived, all of them were
-  available (first delivery) within 1000 ms of the first arrival
-  (times are whole milliseconds: a measured 30 ms / 1000 ms is accepted, one more is not)
-- IP_033: no delivery after the message's expiry; expiries of undelivered messages accounted (info)
-- IP_032: messages dropped because a source's buffer was full (warning: the message was lost)
+- tables 1-7 (IP_022/026/029/037/038/100/103/122/123/128/130/131/135): :mod:`spark.property_rules`
+- IP_012: departure - arrival of a first delivery of a message under 500 KB is under 30 ms ("in
+  <30ms": 30 ms is a finding; a redelivery's time includes the earlier consumer's hold, so only
+  attempt 1 counts; IP_012 is per message, measured per delivery)
+- IP_013: in every second (per node) in which 5000 or more messages under 500 KB arrived, all of
+  them were available (first delivery) less than 1000 ms after the first arrival
+- IP_033: no delivery after the message's expiry (its TTL); expiries of undelivered messages accounted (info)
+- IP_032: messages dropped because a source's buffer was full (warning: the message was lost); a
+  drop for another reason (loop, hop limit, duplicate import, source deleted) is accounting
 - IP_016: rejected (malformed) messages, with their reason (counts by reason: group by ``observed``)
-- IP_128: per shard (shardKey = publicationId#shardId) and consumer link, deliveries leave in the
-  admission order (shardSeq); only strictly earlier departures are compared
+- IP_128: per shard and consumer link, deliveries leave in the admission order (shardSeq) of one
+  admission sequence (node, process, boot: the messageId's prefix; the broker numbers from 1 at
+  every start); only strictly earlier departures are compared
 - IP_048: DENM/IVIM/MAPEM/POIM-PA re-published at least every 9 min while valid: a publication seen
   again after more than 540 s was missing in between (the log cannot see validity otherwise)
-- IP_104: a SPATEM only after a MAPEM of the same publisher for the same intersection (``id``)
+- IP_104: a SPATEM only after a MAPEM (any publisher) of the same intersection (``id``) at the node
 - IP_124: consecutive CAMs of a publication 1 s to 120 s apart; IP_136: CPMs 1 s apart (+-10 %)
   (the types and bounds of these three are the profile's repetitions, :data:`GAPS`)
-- AUDIT (facts, not requirements): redeliveries (attempt > 1 on a source), deliveries not accepted,
-  duplicates (the same body re-published under the same publicationId), unroutable messages.
+- AUDIT (facts, not requirements): redeliveries, deliveries not accepted, re-published copies (the
+  same body under the same publicationId with another messageId), records logged twice (the same
+  record, twice in the log), gaps in a shard's admission sequence (admitted messages missing from
+  the log, with the missing range), unroutable messages, other drops.
+
+A record logged twice is checked once: the findings of one record are kept once (from the first
+file), and the checks comparing records skip a copy of the same message.
 
 Lambdas are SQL text with fixed names (``F.expr("filter(xs, i -> ...)")``), never Python lambdas: a
 Python lambda gets a fresh name each time the rules are built (``x_8``, then ``x_12``), the name is
@@ -47,32 +54,31 @@ from pyspark.sql import functions as F
 from interchange.ground import profile
 from spark import property_rules
 
-#: Requirement -> what it asks: the profile's (tables 1-7, TTL, repetition) and the broker's and auditor's own.
-REQUIREMENTS: dict[str, str] = {
-    "IP_012": "A broker shall be able to route a single message with a payload size <500KB in <30ms, "
-              "from message arrival (on broker target) to message availability (on broker source).",
-    "IP_013": "A broker shall be able to route 5000 messages with a payload size <500KB in <1000ms.",
-    "IP_016": "A broker should drop malformed AMQP messages that do not adhere to this specification "
-              "and shall log the event.",
-    "IP_032": "A broker shall provide a buffer with a size of minimum 200 messages (a full buffer drops messages).",
-    "IP_104": "C-ITS actors shall publish SPATEM only after the corresponding MAPEM has been published.",
-    **profile.REQUIREMENTS,
-    "AUDIT": "Accounting, not a requirement: what happened to messages (redeliveries, outcomes, "
-             "duplicates, unroutable messages).",
-}
+#: The accounting checks' "requirement": what they account for (no requirement of the profile).
+AUDIT_TEXT = ("Accounting, not a requirement: what happened to messages and to their records (redeliveries, "
+              "delivery outcomes, copies re-published with the same body, records logged twice, admitted messages "
+              "missing from the log (gaps in a shard's admission sequence), unroutable messages, drops other than "
+              "a full buffer).")
+#: Requirement -> its sentence (the profile's), and AUDIT's.
+REQUIREMENTS: dict[str, str] = {**profile.REQUIREMENTS, "AUDIT": AUDIT_TEXT}
 
 #: Columns identifying the record a finding is about (from the messages table).
 IDENTITY = ("node", "process", "event", "timestampMs", "messageId", "publicationId", "messageType",
             "publisher", "consumer", "file")
 #: Columns of the messages table the rules read (the payload columns are never needed).
-INPUT_COLUMNS = (*IDENTITY, "source", "publisherId", "shardKey", "shardSeq", "arrivalMs", "departureMs",
-                 "settledMs", "attempt", "outcome", "bodySha256", "expiryMs", "reason",
+INPUT_COLUMNS = (*IDENTITY, "source", "address", "publisherId", "shardKey", "shardSeq", "arrivalMs", "departureMs",
+                 "settledMs", "attempt", "outcome", "size", "bodySha256", "expiryMs", "reason",
                  *property_rules.COLUMNS)
+#: The columns that make one record (a record logged twice has the same values in all of them).
+RECORD_KEY = ("node", "messageId", "event", "source", "consumer", "attempt", "timestampMs")
 
-#: The types whose publications repeat a message while it is valid (IP_048): their duplicates are expected.
+#: The types whose publications repeat a message while it is valid (IP_048): their re-published copies are expected.
 REPEATED_TYPES: tuple[str, ...] = tuple(t.value for t in profile.REPEATED_WHILE_VALID)
-
-
+#: IP_012/IP_013: "a payload size <500KB". The log has the encoded message's size, which is larger:
+#: a message under this size has a payload under it (a larger one is not checked).
+PAYLOAD_LIMIT = 500_000
+#: IP_012: "in <30ms"; IP_013: "in <1000ms" (times are whole ms: 30 ms and 1000 ms are findings).
+LATENCY_LIMIT_MS, BURST_LIMIT_MS, BURST_MESSAGES = 30, 1000, 5000
 
 
 #: One finding of a failing row (the :data:`spark.tables.VIOLATIONS` fields a check decides).
@@ -92,6 +98,8 @@ class Check:
     #: the rows it checks as a predicate over the message records, when its frame keeps them as they
     #: are: the pass over all records then counts them (see :func:`counts`)
     records_scope: Column | None = None
+    #: the words of its requirement's sentence it tests (a test holds each check against them)
+    quote: str = ""
 
 
 def finding(rule: str, check: str, severity: str | Column, observed: Column, expected: str | Column,
@@ -106,10 +114,10 @@ def finding(rule: str, check: str, severity: str | Column, observed: Column, exp
 
 
 def simple(rule: str, check: str, severity: str | Column, *, scope: Column, violated: Column, observed: Column,
-           expected: str | Column, records_scope: Column | None = None) -> Check:
+           expected: str | Column, records_scope: Column | None = None, quote: str = "") -> Check:
     """A check with one finding per row of ``scope`` that is ``violated``."""
     return Check(check, (rule,), scope, scope & violated, finding(rule, check, severity, observed, expected),
-                 records_scope)
+                 records_scope, quote)
 
 
 #: A frame: the message records -> the rows a rule checks.
@@ -151,6 +159,16 @@ def _event(name: str) -> Column:
 
 def _first_delivery() -> Column:
     return _event("sent_message") & (F.coalesce(F.col("attempt"), F.lit(1)) == 1)
+
+
+def _small() -> Column:
+    """A message under IP_012/IP_013's payload size (a record without its size counts as one)."""
+    return F.coalesce(F.col("size") < PAYLOAD_LIMIT, F.lit(True))
+
+
+def admission() -> Column:
+    """The admission sequence of a message: ``<node>/<process>/<bootMs>`` of its messageId (null without one)."""
+    return F.nullif(F.regexp_extract(F.col("messageId"), r"^(.+)/[0-9]+$", 1), F.lit(""))
 
 
 # --- per-record rules: the frame is the message records ---------------------------------------------
@@ -195,8 +213,10 @@ def interpreted(sql: str) -> str:
 def _latency() -> list[Check]:
     took = F.col("departureMs") - F.col("arrivalMs")
     return [simple("IP_012", "latency", "error",
-                   scope=_first_delivery() & F.col("arrivalMs").isNotNull() & F.col("departureMs").isNotNull(),
-                   violated=took > 30, observed=F.concat(took.cast("string"), F.lit(" ms")), expected="<= 30 ms")]
+                   scope=_first_delivery() & F.col("arrivalMs").isNotNull() & F.col("departureMs").isNotNull()
+                   & _small(),
+                   violated=took >= LATENCY_LIMIT_MS, observed=F.concat(took.cast("string"), F.lit(" ms")),
+                   expected=f"< {LATENCY_LIMIT_MS} ms", quote="in <30ms")]
 
 
 def _delivered_after_expiry() -> list[Check]:
@@ -204,14 +224,15 @@ def _delivered_after_expiry() -> list[Check]:
     return [simple("IP_033", "delivered_after_expiry", "error",
                    scope=_event("sent_message") & F.col("expiryMs").isNotNull() & F.col("departureMs").isNotNull(),
                    violated=late > 0, expected="delivery before expiryMs",
-                   observed=F.concat(F.lit("delivered "), late.cast("string"), F.lit(" ms after expiry")))]
+                   observed=F.concat(F.lit("delivered "), late.cast("string"), F.lit(" ms after expiry")),
+                   quote="TTL")]
 
 
-def _accounted(rule: str, check: str, severity: str, event: str, expected: str, observed: Column,
-               counted: Column | None = None) -> list[Check]:
-    """Records of ``event`` (violations) accounted among the received messages (``counted``: checked)."""
+def _accounted(rule: str, check: str, severity: str, violated: Column, expected: str, observed: Column,
+               quote: str, counted: Column | None = None) -> list[Check]:
+    """Records of an event (``violated``) accounted among the received messages (``counted``: checked)."""
     scope = _event("received_message") if counted is None else counted
-    return [Check(check, (rule,), scope, _event(event), finding(rule, check, severity, observed, expected))]
+    return [Check(check, (rule,), scope, violated, finding(rule, check, severity, observed, expected), quote=quote)]
 
 
 def _source() -> Column:
@@ -219,49 +240,78 @@ def _source() -> Column:
 
 
 def _expired() -> list[Check]:
-    return _accounted("IP_033", "expired_undelivered", "info", "expired_message", "delivered before expiry",
-                      F.concat(F.lit("expired undelivered in "), _source()))
+    return _accounted("IP_033", "expired_undelivered", "info", _event("expired_message"), "delivered before expiry",
+                      F.concat(F.lit("expired undelivered in "), _source()), "TTL")
+
+
+#: The drop reason IP_032 is about (spark never reads the broker's code: the log contract's name).
+BUFFER_FULL = "buffer_full"
 
 
 def _dropped() -> list[Check]:
-    return _accounted("IP_032", "dropped", "warning", "dropped_message", "kept until delivered or expired",
-                      F.concat(F.lit("dropped from "), _source(), F.lit(": "), F.coalesce(F.col("reason"), F.lit("?"))))
+    full = _event("dropped_message") & (F.coalesce(F.col("reason"), F.lit("?")) == BUFFER_FULL)
+    other = _event("dropped_message") & ~full
+    observed = F.concat(F.lit("dropped from "), _source(), F.lit(": "), F.coalesce(F.col("reason"), F.lit("?")))
+    return (_accounted("IP_032", "dropped", "warning", full, "kept until delivered or expired", observed, "buffer")
+            + _accounted("AUDIT", "discarded", "info", other, "delivered or expired", observed, "drops other than"))
 
 
 def _unroutable() -> list[Check]:
-    return _accounted("AUDIT", "unroutable", "info", "unroutable_message", "taken by a source", F.lit("no source took it"))
+    return _accounted("AUDIT", "unroutable", "info", _event("unroutable_message"), "taken by a source",
+                      F.lit("no source took it"), "unroutable messages")
 
 
 def _rejected() -> list[Check]:
     # checked: the received and the rejected messages (every message that reached the node)
-    return _accounted("IP_016", "rejected", "warning", "rejected_message", "a message that adheres to the profile",
-                      F.coalesce(F.col("reason"), F.lit("no reason logged")),
-                      counted=_event("received_message") | _event("rejected_message"))
+    return _accounted("IP_016", "rejected", "warning", _event("rejected_message"),
+                      "a message that adheres to the profile", F.coalesce(F.col("reason"), F.lit("no reason logged")),
+                      "drop malformed AMQP messages", counted=_event("received_message") | _event("rejected_message"))
 
 
 def _redelivery() -> list[Check]:
     attempt = F.coalesce(F.col("attempt"), F.lit(1))
     return [simple("AUDIT", "redelivery", "info", scope=_event("sent_message"), violated=attempt > 1,
                    observed=F.concat(F.lit("attempt "), attempt.cast("string"), F.lit(" on "), _source()),
-                   expected="attempt 1")]
+                   expected="attempt 1", quote="redeliveries")]
 
 
 def _outcome() -> list[Check]:
     return [simple("AUDIT", "delivery_outcome", "info", scope=_event("sent_message") & F.col("outcome").isNotNull(),
                    violated=~F.col("outcome").isin("accepted", "presettled"), observed=F.col("outcome"),
-                   expected="accepted")]
+                   expected="accepted", quote="delivery outcomes")]
 
 
 # --- rules over several records: each frame derives the rows to check ---------------------------------
+
+def _keyed() -> Column:
+    return F.col("messageId").isNotNull()
+
+
+def logged_twice(m: DataFrame) -> DataFrame:
+    """Records that are in the log more than once (the same :data:`RECORD_KEY`): one row per record,
+    with ``copies`` and the first file it is in. A v1 record (no messageId) is not compared."""
+    others = [c for c in IDENTITY if c not in RECORD_KEY and c != "file"]
+    return (m.where(_keyed()).groupBy(*RECORD_KEY)
+            .agg(F.count(F.lit(1)).alias("copies"), F.min("file").alias("file"),
+                 F.count_distinct("file").alias("files"), *[F.first(c).alias(c) for c in others]))
+
+
+def _logged_twice() -> list[Check]:
+    return [simple("AUDIT", "record_logged_twice", "warning", scope=F.lit(True), violated=F.col("copies") > 1,
+                   observed=F.concat(F.lit("logged "), F.col("copies").cast("string"), F.lit(" times in "),
+                                     F.col("files").cast("string"), F.lit(" file(s)")),
+                   expected="each record once", records_scope=_keyed(), quote="records logged twice")]
+
 
 def _sequenced_delivery() -> Column:
     return _first_delivery() & F.col("shardSeq").isNotNull() & F.col("departureMs").isNotNull()
 
 
 def shard_links(m: DataFrame) -> DataFrame:
-    """First deliveries with the highest shardSeq delivered strictly earlier on the same link and shard."""
-    rows = m.where(_sequenced_delivery())
-    link = Window.partitionBy("node", "process", "source", "consumer", "shardKey").orderBy("departureMs")
+    """First deliveries with the highest shardSeq delivered strictly earlier on the same link and shard
+    of the same admission sequence."""
+    rows = m.where(_sequenced_delivery()).withColumn("admission", admission())
+    link = Window.partitionBy("node", "admission", "source", "consumer", "shardKey").orderBy("departureMs")
     return rows.withColumn("earlier", F.max("shardSeq").over(link.rangeBetween(Window.unboundedPreceding, -1)))
 
 
@@ -269,11 +319,42 @@ def _shard_order() -> list[Check]:
     return [simple("IP_128", "shard_order", "error", scope=F.lit(True), violated=F.col("shardSeq") < F.col("earlier"),
                    observed=F.concat(F.lit("shardSeq "), F.col("shardSeq").cast("string"), F.lit(" after "),
                                      F.col("earlier").cast("string"), F.lit(" on "), F.col("shardKey")),
-                   expected="increasing shardSeq per shard and consumer", records_scope=_sequenced_delivery())]
+                   expected="increasing shardSeq per shard and consumer", records_scope=_sequenced_delivery(),
+                   quote="out-of-order")]
+
+
+def _sequenced_arrival() -> Column:
+    return _event("received_message") & F.col("shardSeq").isNotNull() & _keyed() & F.col("shardKey").isNotNull()
+
+
+def shard_sequences(m: DataFrame) -> DataFrame:
+    """Received messages with ``before``: the highest shardSeq logged below theirs in the same shard
+    and admission sequence (a copy of the same record has the same number: it is not a step)."""
+    rows = m.where(_sequenced_arrival()).withColumn("admission", admission())
+    shard = Window.partitionBy("node", "admission", "shardKey").orderBy("shardSeq")
+    return rows.withColumn("before", F.max("shardSeq").over(shard.rangeBetween(Window.unboundedPreceding, -1)))
+
+
+def _missing_range() -> Column:
+    low, high = F.col("before") + 1, F.col("shardSeq") - 1
+    return F.when(low == high, low.cast("string")).otherwise(F.concat(low.cast("string"), F.lit("-"), high.cast("string")))
+
+
+def _shard_gap() -> list[Check]:
+    missing = F.col("shardSeq") - F.col("before") - 1
+    return [simple("AUDIT", "shard_gap", "warning", scope=F.lit(True), violated=missing > 0,
+                   observed=F.concat(F.lit("shardSeq "), _missing_range(), F.lit(" of "), F.col("shardKey"),
+                                     F.lit(" missing ("), missing.cast("string"), F.lit(" admitted, not logged; in "),
+                                     F.col("admission"), F.lit(")")),
+                   expected=F.concat(F.lit("shardSeq "), (F.col("before") + 1).cast("string"), F.lit(" next")),
+                   records_scope=_sequenced_arrival(), quote="gaps in a shard's admission sequence")]
 
 
 #: The gap checks' names (the ``check`` of the output tables) by the requirement bounding the gap.
 _GAP_NAMES = {"IP_048": "repetition", "IP_124": "cam_rate", "IP_136": "cpm_rate"}
+#: The words of each gap requirement's sentence its check tests.
+_GAP_QUOTES = {"IP_048": "repeated at least every 9 min", "IP_124": "between 1 per second and 1 per 120 seconds",
+               "IP_136": "1 per second"}
 #: A gap of a single nominal interval (IP_136's "1 per second") passes within this share of it.
 NOMINAL_TOLERANCE = 0.1
 _UNBOUNDED_MS = 2**62  #: the highest gap where the profile gives none
@@ -314,10 +395,14 @@ def _received_publication() -> Column:
 
 
 def publications(m: DataFrame) -> DataFrame:
-    """Received messages of a publication in arrival order: the previous arrival of each gap check's types
-    (``previous_<check>``) and the copy number and first arrival of the same body (one shuffle by
-    (node, publicationId) for the four rules; each rule sequenced only its own types before)."""
-    rows = m.where(_received_publication())
+    """Received messages of a publication in arrival order, each message once (a record logged twice
+    is kept once): the previous arrival of each gap check's types (``previous_<check>``) and the copy
+    number (``copy``, by messageId) and first arrival of the same body. One shuffle by (node,
+    publicationId) for the four rules."""
+    rows = m.where(_received_publication()).repartition("node", "publicationId")
+    once = Window.partitionBy("node", "publicationId", "messageId").orderBy("file", "timestampMs")
+    rows = rows.withColumn("_n", F.row_number().over(once)).where(
+        (F.col("_n") == 1) | F.col("messageId").isNull()).drop("_n")
     before = Window.partitionBy("node", "publicationId").orderBy("arrivalMs", "messageId").rowsBetween(
         Window.unboundedPreceding, -1)
     rows = rows.select("*", *[  # in one select: one window operator (one after the other, Spark ran three)
@@ -333,15 +418,17 @@ def _gap(check: str) -> list[Check]:
     gap = F.col("arrivalMs") - F.col(f"previous_{check}")
     scope = F.col("messageType").isin(*types) & F.col("arrivalMs").isNotNull() & F.col(f"previous_{check}").isNotNull()
     return [simple(rule, check, severity, scope=scope, violated=(gap < low_ms) | (gap > high_ms),
-                   observed=F.concat(gap.cast("string"), F.lit(" ms since the previous one")), expected=expected)]
+                   observed=F.concat(gap.cast("string"), F.lit(" ms since the previous one")), expected=expected,
+                   quote=_GAP_QUOTES.get(rule, ""))]
 
 
 def _duplicates() -> list[Check]:
     severity = F.when(F.col("messageType").isin(*REPEATED_TYPES), "info").otherwise("warning")
     return [simple("AUDIT", "duplicate", severity, scope=F.col("bodySha256").isNotNull(), violated=F.col("copy") > 1,
-                   observed=F.concat(F.lit("copy "), F.col("copy").cast("string"), F.lit(", first arrived at "),
-                                     F.col("firstMs").cast("string")), expected="one copy per body",
-                   records_scope=_received_publication() & F.col("bodySha256").isNotNull())]
+                   observed=F.concat(F.lit("copy "), F.col("copy").cast("string"), F.lit(" (another messageId), "
+                                     "first arrived at "), F.col("firstMs").cast("string")), expected="one copy per body",
+                   records_scope=_received_publication() & F.col("bodySha256").isNotNull(),
+                   quote="copies re-published with the same body")]
 
 
 def _intersections() -> Column:
@@ -353,19 +440,21 @@ def _received_arrival() -> Column:
 
 
 def spatems(m: DataFrame) -> DataFrame:
-    """Each SPATEM with ``early``: its first intersection no MAPEM of its publisher had arrived for before it.
+    """Each SPATEM with ``early``: its first intersection no MAPEM had arrived for before it at the node.
 
-    The first MAPEM arrival per (node, publisher, intersection) is small (one entry per
-    intersection), so it is broadcast as one map per (node, publisher) to the SPATEMs: no shuffle of
-    the SPATEMs, no explode and regroup of them.
+    The first MAPEM arrival per (node, intersection) is small (one entry per intersection), so it is
+    broadcast as one map per node to the SPATEMs: no shuffle of the SPATEMs, no explode and regroup
+    of them. "Corresponding MAPEM" (IP_104) is the MAPEM of the intersection, whoever published it.
     """
     received = m.where(_received_arrival())
-    keys = ["node", "publisherId"]
+    keys = ["node"]
     first_mapem = (received.where(F.col("messageType") == "MAPEM")
                    .select(*keys, F.explode(_intersections()).alias("intersection"), "arrivalMs")
+                   .where(F.col("intersection") != "")
                    .groupBy(*keys, "intersection").agg(F.min("arrivalMs").alias("mapemMs"))
                    .groupBy(*keys).agg(F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems")))
-    spatem = received.where(F.col("messageType") == "SPATEM").withColumn("intersections", _intersections())
+    spatem = received.where(F.col("messageType") == "SPATEM").withColumn(
+        "intersections", F.array_remove(_intersections(), ""))
     joined = spatem.join(F.broadcast(first_mapem), keys, "left")
     early = F.expr("filter(intersections, i -> coalesce(mapems[i] > arrivalMs, true))")  # SQL lambda: see the module docstring
     return joined.withColumn("early", F.array_min(early))
@@ -374,17 +463,25 @@ def spatems(m: DataFrame) -> DataFrame:
 def _spatem_after_mapem() -> list[Check]:
     return [simple("IP_104", "spatem_after_mapem", "error", scope=F.lit(True), violated=F.col("early").isNotNull(),
                    observed=F.concat(F.lit("SPATEM before any MAPEM of intersection '"), F.col("early"), F.lit("'")),
-                   expected="a MAPEM of the same publisher and intersection earlier",
-                   records_scope=_received_arrival() & (F.col("messageType") == "SPATEM"))]
+                   expected="a MAPEM of the same intersection earlier",
+                   records_scope=_received_arrival() & (F.col("messageType") == "SPATEM"),
+                   quote="SPATEM only after corresponding MAPEM")]
+
+
+def _message_key() -> Column:
+    """What tells two messages apart (a v1 record without messageId: its file and time)."""
+    return F.coalesce(F.col("messageId"), F.concat_ws("|", F.col("file"), F.col("timestampMs").cast("string")))
 
 
 def seconds(m: DataFrame) -> DataFrame:
-    """Per node and second of arrival: messages arrived, the first arrival, the last first delivery's departure."""
+    """Per node and second of arrival: messages under 500 KB arrived (each once), the first arrival, the
+    last departure of a first delivery of them."""
     second = (F.col("arrivalMs") / 1000).cast("long")
-    received = _event("received_message")
-    rows = (m.where((received | _first_delivery()) & F.col("arrivalMs").isNotNull())
+    received = _event("received_message") & _small()
+    rows = (m.where((received | (_first_delivery() & _small())) & F.col("arrivalMs").isNotNull())
             .groupBy("node", second.alias("s"))
-            .agg(F.count_if(received).alias("arrived"), F.min(F.when(received, F.col("arrivalMs"))).alias("firstMs"),
+            .agg(F.count_distinct(F.when(received, _message_key())).alias("arrived"),
+                 F.min(F.when(received, F.col("arrivalMs"))).alias("firstMs"),
                  F.max(F.when(_first_delivery(), F.col("departureMs"))).alias("lastMs")))
     return rows.select("node", *[F.lit(None).cast(t).alias(c) for c, t in (
         ("process", "int"), ("event", "string"), ("messageId", "string"), ("publicationId", "string"),
@@ -394,10 +491,10 @@ def seconds(m: DataFrame) -> DataFrame:
 
 def _bursts() -> list[Check]:
     took = F.col("lastMs") - F.col("firstMs")
-    return [simple("IP_013", "burst", "error", scope=F.col("arrived") >= 5000, violated=took > 1000,
+    return [simple("IP_013", "burst", "error", scope=F.col("arrived") >= BURST_MESSAGES, violated=took >= BURST_LIMIT_MS,
                    observed=F.concat(F.col("arrived").cast("string"), F.lit(" messages arrived in this second, "
                                      "the last available "), took.cast("string"), F.lit(" ms after the first")),
-                   expected="<= 1000 ms for 5000 messages")]
+                   expected=f"< {BURST_LIMIT_MS} ms for {BURST_MESSAGES} messages", quote="5000 messages")]
 
 
 properties = Rule("properties", received_properties, _properties)
@@ -409,7 +506,9 @@ unroutable = Rule("unroutable", records, _unroutable)
 rejected = Rule("rejected", records, _rejected)
 redelivery = Rule("redelivery", records, _redelivery)
 outcome = Rule("outcome", records, _outcome)
+record_logged_twice = Rule("record_logged_twice", logged_twice, _logged_twice)
 shard_order = Rule("shard_order", shard_links, _shard_order)
+shard_gap = Rule("shard_gap", shard_sequences, _shard_gap)
 #: One rule per gap check (IP_048 repetition, IP_124 CAM rate, IP_136 CPM rate).
 GAP_RULES: tuple[Rule, ...] = tuple(Rule(check, publications, partial(_gap, check)) for check in GAPS)
 duplicates = Rule("duplicates", publications, _duplicates)
@@ -419,17 +518,20 @@ bursts = Rule("bursts", seconds, _bursts)
 #: check -> (rule, severity) of every check but the table checks: metrics list them all, found or not.
 CHECKS: dict[str, tuple[str, str]] = {
     "latency": ("IP_012", "error"), "delivered_after_expiry": ("IP_033", "error"),
-    "expired_undelivered": ("IP_033", "info"), "dropped": ("IP_032", "warning"), "unroutable": ("AUDIT", "info"),
-    "rejected": ("IP_016", "warning"), "redelivery": ("AUDIT", "info"), "delivery_outcome": ("AUDIT", "info"),
-    "shard_order": ("IP_128", "error"), "duplicate": ("AUDIT", "info"), "spatem_after_mapem": ("IP_104", "error"),
-    "burst": ("IP_013", "error"), **{check: (rule, severity) for check, (rule, severity, *_) in GAPS.items()},
+    "expired_undelivered": ("IP_033", "info"), "dropped": ("IP_032", "warning"), "discarded": ("AUDIT", "info"),
+    "unroutable": ("AUDIT", "info"), "rejected": ("IP_016", "warning"), "redelivery": ("AUDIT", "info"),
+    "delivery_outcome": ("AUDIT", "info"), "record_logged_twice": ("AUDIT", "warning"),
+    "shard_order": ("IP_128", "error"), "shard_gap": ("AUDIT", "warning"), "duplicate": ("AUDIT", "info"),
+    "spatem_after_mapem": ("IP_104", "error"), "burst": ("IP_013", "error"),
+    **{check: (rule, severity) for check, (rule, severity, *_) in GAPS.items()},
 }
 
-#: Rules over single records (also run by the stream job).
+#: Rules over single records.
 RECORD_RULES: tuple[Rule, ...] = (properties, latency, delivered_after_expiry, expired, dropped, unroutable,
                                   rejected, redelivery, outcome)
-#: Rules comparing records (batch only).
-ACROSS_RULES: tuple[Rule, ...] = (shard_order, *GAP_RULES, duplicates, spatem_after_mapem, bursts)
+#: Rules comparing records.
+ACROSS_RULES: tuple[Rule, ...] = (record_logged_twice, shard_order, shard_gap, *GAP_RULES, duplicates,
+                                  spatem_after_mapem, bursts)
 ALL_RULES = RECORD_RULES + ACROSS_RULES
 
 
@@ -447,7 +549,8 @@ def counts(grouped: dict[Frame, list[Check]]) -> dict[Frame, list[tuple[str, Col
     A check with a ``records_scope`` is counted by the pass over every record when that pass runs,
     so its own frame needs no observation of its rows (each observed frame hands every row to the
     observation: at 2M lines ~1 s per frame, ~2 s for the table checks' wide rows); the others
-    (gaps between arrivals, busy seconds) are counted on their frame.
+    (gaps between arrivals, busy seconds) are counted on their frame. Records are counted as
+    logged: a record logged twice is counted twice (and found once).
     """
     by_records = records in grouped
     counted: dict[Frame, list[tuple[str, Column]]] = {frame: [] for frame in grouped}
@@ -458,6 +561,15 @@ def counts(grouped: dict[Frame, list[Check]]) -> dict[Frame, list[tuple[str, Col
             else:
                 counted[frame].append((c.check, c.scope))
     return counted
+
+
+#: The columns of a finding but its file: findings equal in these are one (a record logged twice).
+FINDING_COLUMNS = (*[c for c in IDENTITY if c != "file"], "rule", "check", "severity", "property", "observed", "expected")
+
+
+def once(found: DataFrame) -> DataFrame:
+    """Each finding once: those of a record logged twice (the same but for the file) are one, from the first file."""
+    return found.groupBy(*FINDING_COLUMNS).agg(F.min("file").alias("file")).select(*IDENTITY, *FINDING_COLUMNS[9:])
 
 
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
@@ -475,5 +587,5 @@ def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
     counted = counts(grouped)
     found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame])
              for frame, checks in grouped.items()]
-    every = reduce(DataFrame.unionByName, found)
+    every = once(reduce(DataFrame.unionByName, found))
     return every.withColumn("requirement", _requirement_of(F.col("rule")))  # once, not once per frame

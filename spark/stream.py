@@ -27,6 +27,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from interchange.ground.errors import CliError
 from spark import parse, rules, tables
+from spark.ingest import LINE_SEPARATOR, not_blank
 from spark.tables import Layout
 
 WINDOW = "1 minute"
@@ -36,12 +37,12 @@ STREAM_GLOB = "*.jsonl"
 
 def read_stream(spark: SparkSession, log_dir: str, max_files_per_trigger: int | None = None) -> DataFrame:
     """Message records of every new ``*.jsonl`` file in ``log_dir``."""
-    reader = spark.readStream.format("text")
+    reader = spark.readStream.format("text").option("lineSep", LINE_SEPARATOR)
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
     lines = (reader.load(os.path.join(log_dir, STREAM_GLOB))
              .select(F.col("value"), F.col("_metadata.file_path").alias("file"))
-             .where(F.trim(F.col("value")) != ""))
+             .where(not_blank(F.col("value"))))
     return parse.messages(parse.parse(lines))
 
 

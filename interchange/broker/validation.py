@@ -76,9 +76,9 @@ def _comma_list(value: str) -> list[str] | None:
     return None if "" in items else items
 
 
-def _list_check(rule: CommaList) -> Check:
+def _list_check(rule: CommaList, property_requirement: str) -> Check:
     form = f"must be a comma separated list like {rule.short_example!r}, got "
-    requirement = rule.requirement
+    requirement = rule.requirement or property_requirement
     if rule.item_regex is None:
         def check(value: str) -> Finding:
             return (form + repr(value), requirement) if _comma_list(value) is None else None
@@ -159,7 +159,7 @@ def _value_check(prop: Property) -> Check | None:
             expected = f"must be {rule.expected}, got "
             return lambda value: None if matches(value) is not None else (expected + repr(value), requirement)
         case CommaList():
-            return _list_check(rule)
+            return _list_check(rule, requirement)
         case PublisherId():
             return _publisher_id_check(rule, requirement)
         case QuadTreeTiles():
@@ -220,6 +220,8 @@ def build_validator(tables: Tables) -> Validate:
     not_custom = f"not defined in tables 1-7 and not named {tables.custom_names.form}"
     custom_requirement = tables.custom_names.requirement
     mandatory_all, mandatory_by_type, requirement_of = _mandatory(tables)
+    # (name, its default requirement) -> the property, for those whose requirement depends on the messageType
+    by_type = {(p.name, p.requirement): p for p in tables.properties if p.by_type}
     cross_checks = tuple(_cross_check(rule) for rule in tables.cross_rules)
 
     def validate(props: Mapping[str, object], types: Mapping[str, str] | None = None, *,
@@ -265,6 +267,9 @@ def build_validator(tables: Tables) -> Validate:
                 add(Problem(name, f"missing, mandatory for {message_type}", requirement_of[name]))
         for cross_check in cross_checks:
             cross_check(props, valid, message_type, capability_shard_count, add)
+        if by_type and problems:  # the table of the message's type (Table 5's id in an SREM: IP_103)
+            problems = [Problem(p.property, p.message, prop.requirement_for(message_type))
+                        if (prop := by_type.get((p.property, p.requirement))) is not None else p for p in problems]
         return problems
 
     return validate

@@ -94,10 +94,10 @@ def bad_values(prop: Property) -> list[tuple[str, object, str]]:
             misses = [m for m in PATTERN_MISSES if not re.fullmatch(regex, m, re.DOTALL)]
             return [("no match", misses[0], requirement)]
         case CommaList(item_regex=item):
-            cases: list[tuple[str, object, str]] = [("no list", "a,b", rule.requirement),
-                                                    ("empty item", ",a,,b,", rule.requirement)]
+            listed = rule.requirement or requirement
+            cases: list[tuple[str, object, str]] = [("no list", "a,b", listed), ("empty item", ",a,,b,", listed)]
             if item is not None:
-                cases.append(("bad item", ",1, ,", rule.requirement))
+                cases.append(("bad item", ",1, ,", listed))
             return cases
         case PublisherId(letters=letters, max_number=highest):
             return [("lower case", "d" * letters + "1", requirement),
@@ -152,6 +152,14 @@ def cases(tables: Tables) -> list[Case]:
         if prop.mandatory.every_message or prop.mandatory.message_types:
             missing = {k: v for k, v in base(tables, kind_of).items() if k != prop.name}
             found.append(Case(f"{prop.name}: missing", missing, (prop.name, prop.requirement)))
+        for types, requirement in prop.by_type:  # in a message of another of its tables: that table's requirement
+            for message_type in types:
+                props = base(tables, message_type.value)
+                found.append(Case(f"{prop.name} in {message_type.value}: wrong kind",
+                                  {**props, prop.name: wrong_kind(prop.kind)}, (prop.name, requirement)))
+                found += [Case(f"{prop.name} in {message_type.value}: {what}", {**props, prop.name: value},
+                               (prop.name, requirement if listed == prop.requirement else listed))
+                          for what, value, listed in bad_values(prop)]
     by_name = {p.name: p for p in tables.properties}
     for rule in tables.cross_rules:
         match rule:

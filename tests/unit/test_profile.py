@@ -47,7 +47,8 @@ def found(validate, props: dict[str, object]) -> list[tuple[str, str]]:
 
 def _requirements_named() -> set[str]:
     named = {p.requirement for p in profile.PROPERTIES} | {profile.CUSTOM_NAMES.requirement, profile.TTL.requirement}
-    named |= {p.rule.requirement for p in profile.PROPERTIES if isinstance(p.rule, CommaList)}
+    named |= {p.rule.requirement for p in profile.PROPERTIES if isinstance(p.rule, CommaList) and p.rule.requirement}
+    named |= {requirement for p in profile.PROPERTIES for _, requirement in p.by_type}
     named |= {r for p in profile.PROPERTIES if isinstance(p.rule, QuadTreeTiles)
               for r in (p.rule.form_requirement, p.rule.zoom_requirement)}
     for rule in profile.CROSS_RULES:
@@ -60,7 +61,7 @@ def _requirements_named() -> set[str]:
 def test_every_requirement_the_profile_names_has_a_text() -> None:
     named = _requirements_named()
     assert named <= set(profile.REQUIREMENTS), sorted(named - set(profile.REQUIREMENTS))
-    assert {"IP_022", "IP_026", "IP_029", "IP_033", "IP_037", "IP_038", "IP_048", "IP_100", "IP_112", "IP_113",
+    assert {"IP_022", "IP_026", "IP_029", "IP_033", "IP_037", "IP_038", "IP_048", "IP_100", "IP_103", "IP_112", "IP_113",
             "IP_122", "IP_123", "IP_124", "IP_128", "IP_130", "IP_131", "IP_135", "IP_136"} <= named
 
 
@@ -108,7 +109,7 @@ def test_the_cases_cover_every_entry() -> None:
     broken = {case.expected[0] for case in PROFILE_CASES}
     assert set(profile.PROPERTY_NAMES) <= broken
     requirements = {case.expected[1] for case in PROFILE_CASES}
-    assert requirements == {"IP_022", "IP_026", "IP_029", "IP_037", "IP_038", "IP_100", "IP_122", "IP_123",
+    assert requirements == {"IP_022", "IP_026", "IP_029", "IP_037", "IP_038", "IP_100", "IP_103", "IP_122", "IP_123",
                             "IP_128", "IP_130", "IP_131", "IP_135"}
     assert len(PROFILE_CASES) > 60
 

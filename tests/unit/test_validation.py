@@ -155,10 +155,10 @@ def test_appendix_f_logged_denm_is_valid() -> None:
             "publicationId: must start with the publisherId 'DE15608', got 'NO73944:679ABX92' (IP_022)"
         ]),
         ("DENM", {"serviceType": "HLN-TJA"}, [
-            "serviceType: must be a comma separated list like ',a,b,', got 'HLN-TJA' (IP_029)"
+            "serviceType: must be a comma separated list like ',a,b,', got 'HLN-TJA' (IP_022)"
         ]),
         ("DENM", {"serviceType": ",HLN-TJA,,SI-GLOSA,"}, [
-            "serviceType: must be a comma separated list like ',a,b,', got ',HLN-TJA,,SI-GLOSA,' (IP_029)"
+            "serviceType: must be a comma separated list like ',a,b,', got ',HLN-TJA,,SI-GLOSA,' (IP_022)"
         ]),
         ("DENM", {"latitude": 90.5}, ["latitude: must be -90.0 to 90.0, got 90.5 (IP_022)"]),
         ("DENM", {"longitude": -180.25}, ["longitude: must be -180.0 to 180.0, got -180.25 (IP_022)"]),
@@ -205,9 +205,10 @@ def test_appendix_f_logged_denm_is_valid() -> None:
         ]),
         ("IVIM", {"iviContainer": ","}, ["iviContainer: must be a comma separated list like ',a,b,', got ',' (IP_029)"]),
         # Tables 4 and 5, IP_100/IP_103
-        ("SPATEM", {"id": "5-57"}, ["id: must be a comma separated list like ',a,b,', got '5-57' (IP_029)"]),
-        ("MAPEM", {"name": "name1,"}, ["name: must be a comma separated list like ',a,b,', got 'name1,' (IP_029)"]),
-        ("SREM", {"id": int32(5)}, ["id: must be a string, got AMQP int (IP_100)"]),
+        ("SPATEM", {"id": "5-57"}, ["id: must be a comma separated list like ',a,b,', got '5-57' (IP_100)"]),
+        ("MAPEM", {"name": "name1,"}, ["name: must be a comma separated list like ',a,b,', got 'name1,' (IP_100)"]),
+        ("SREM", {"id": int32(5)}, ["id: must be a string, got AMQP int (IP_103)"]),
+        ("SSEM", {"id": "5-57"}, ["id: must be a comma separated list like ',a,b,', got '5-57' (IP_103)"]),
         # Table 6, IP_122/IP_123: CAM
         ("CAM", {"stationType": DELETE}, ["stationType: missing, mandatory for CAM (IP_122)"]),
         ("CAM", {"stationType": 5.0}, ["stationType: must be an integer, got AMQP double (IP_122)"]),

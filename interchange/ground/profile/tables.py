@@ -3,13 +3,14 @@
 - IP_022 (Table 1): publisherId, originatingCountry, protocolVersion, messageType and quadTree are
   mandatory on every message; publicationId is ``<publisherId>:<id>`` (:class:`PublicationIdRule`).
 - IP_026 (Table 2, DENM): causeCode and subCauseCode mandatory integers 0-255, both -1 for a
-  cancellation (:class:`CancellationRule`). IP_029 (Table 3, IVIM, every list-valued string),
-  IP_100/IP_103 (Tables 4, 5), IP_122/IP_123 (Table 6, CAM), IP_135 (Table 7, CPM).
+  cancellation (:class:`CancellationRule`). IP_029 (Table 3, IVIM), IP_100/IP_103 (Tables 4, 5:
+  ``id`` is IP_103's in SREM and SSEM), IP_122/IP_123 (Table 6, CAM), IP_135 (Table 7, CPM).
 - IP_037/IP_038: quadTree; IP_128-130, appendix G: shardId, shardCount (:class:`ShardRule`);
   IP_131: any other name is ``custom-<namespace>-<name>`` (:data:`CUSTOM_NAMES`).
 - Names of tables 1-7 are checked alike on every message type (only the mandatory ones depend on
-  messageType); a wrong kind or missing mandatory value breaks its table's requirement, a value
-  rule may name its own (the list form IP_029, the quadTree IP_037/IP_038).
+  messageType); a wrong kind or form, or a missing mandatory value, breaks its table's requirement
+  (a property of two tables: the table of the message's type, :meth:`Property.requirement_for`);
+  the quadTree's value rule names its own (IP_037/IP_038).
 """
 from __future__ import annotations
 
@@ -61,6 +62,17 @@ class Property:
     requirement: str  #: of its table: broken by a value of another kind, or by its absence when mandatory
     rule: ValueRule | None = None  #: None: any value of its kind (a rule across properties may apply)
     mandatory: Mandatory = OPTIONAL
+    #: (message types, requirement): the requirement of another of its tables for messages of those
+    #: types (Table 5's ``id`` is IP_103's in SREM and SSEM, Table 4's IP_100 elsewhere)
+    by_type: tuple[tuple[tuple[MessageType, ...], str], ...] = ()
+
+    def requirement_for(self, message_type: str | None) -> str:
+        """The requirement a problem of this property breaks in a message of ``message_type`` (its
+        valid messageType, None when it has none)."""
+        for types, requirement in self.by_type:
+            if message_type in types:
+                return requirement
+        return self.requirement
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +162,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("pictogramCategoryCode", (3,), S, "IP_029", _INTEGER_LIST),
     Property("iviContainer", (3,), S, "IP_029", _LIST),
     # Tables 4 and 5: SPATEM, MAPEM (IP_100), SREM, SSEM (IP_103)
-    Property("id", (4, 5), S, "IP_100", _LIST),
+    Property("id", (4, 5), S, "IP_100", _LIST, by_type=(((MessageType.SREM, MessageType.SSEM), "IP_103"),)),
     Property("name", (4,), S, "IP_100", _LIST),
     # Table 6: CAM (IP_122, IP_123), ETSI TS 102 894-2 StationType and VehicleRole
     Property("stationType", (6,), I, "IP_122", Range(0, 255), _CAM),

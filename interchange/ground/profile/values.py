@@ -77,14 +77,17 @@ class Pattern:
 
 @dataclass(frozen=True, slots=True)
 class CommaList:
-    """IP_029: a comma separated list starting and ending with a comma, ``",a,b,"``, no empty item
-    (``",-1,"`` stands for "not present"); with ``item_regex``, each item matches it."""
+    """A comma separated list starting and ending with a comma, ``",a,b,"``, no empty item
+    (``",-1,"`` stands for "not present"); with ``item_regex``, each item matches it. The tables
+    give this form to serviceType (Table 1), the IVIM fields (Table 3, IP_029) and id/name (Tables
+    4 and 5): a value not of it breaks the requirement of the property's table (``requirement``
+    None), or ``requirement`` when given."""
 
     item_regex: str | None = None
     items: str = ""  #: what the items are, in words ("integers")
     example: str = ",a,b,"  #: a list of such items
     short_example: str = ",a,b,"  #: the shape alone, for a value that is no list at all
-    requirement: str = "IP_029"  #: the list form is IP_029's, whichever table the property is in
+    requirement: str | None = None  #: None: the requirement of the property's table
 
     @property
     def expected(self) -> str:
