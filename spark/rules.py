@@ -574,18 +574,20 @@ def once(found: DataFrame) -> DataFrame:
 
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
                    observe: Callable[[str], Observation | None] = lambda _: None,
-                   checks_by_frame: dict[Frame, list[Check]] | None = None) -> DataFrame:
+                   checks_by_frame: dict[Frame, list[Check]] | None = None, each_once: bool = True) -> DataFrame:
     """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
 
     ``observe(frame name)`` gives the observation that counts the checked rows :func:`counts`
     places on that frame (or None); it is asked only for frames that count some.
     ``checks_by_frame``: :func:`frames` of ``rule_set`` when the caller has built them already
     (building the table checks' expressions takes ~65,000 calls into the JVM, ~2 s).
+    ``each_once``: the findings of a record logged twice kept once (:func:`once`).
     """
     m = messages.select(*INPUT_COLUMNS)
     grouped = frames(rule_set) if checks_by_frame is None else checks_by_frame
     counted = counts(grouped)
     found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame])
              for frame, checks in grouped.items()]
-    every = once(reduce(DataFrame.unionByName, found))
+    every = reduce(DataFrame.unionByName, found)
+    every = once(every) if each_once else every
     return every.withColumn("requirement", _requirement_of(F.col("rule")))  # once, not once per frame

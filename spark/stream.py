@@ -47,7 +47,7 @@ def read_stream(spark: SparkSession, log_dir: str, max_files_per_trigger: int | 
 
 
 def violations(messages: DataFrame) -> DataFrame:
-    found = rules.all_violations(messages, rules.RECORD_RULES)
+    found = rules.all_violations(messages, rules.RECORD_RULES, each_once=False)
     return found.select(F.lit("stream").alias("runId"), F.unix_millis(F.current_timestamp()).alias("runMs"),
                         *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]])
 
