@@ -33,6 +33,8 @@ class Job:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     output_help: str = "output root of the pipeline's tables"
     output_required: bool = True
+    #: checks of the arguments alone, run before Spark starts (a refusal costs no session)
+    check: Callable[[argparse.Namespace], None] | None = None
 
 
 def _ingest_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +72,7 @@ JOBS: dict[str, Job] = {
                   _report_arguments, output_help="the report's HTML file"),
     "replay": Job("spark.replay", "publish a slice of the log again through a node's BI, as a C-ITS actor",
                   replay_args.add_arguments, output_help="also write the summary (JSON) to this file",
-                  output_required=False),
+                  output_required=False, check=replay_args.check_range),
 }
 
 
@@ -111,6 +113,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``args.job`` in a SparkSession (stopped afterwards if this call started it)."""
+    check = JOBS[args.job].check
+    if check is not None:
+        check(args)
     try:
         job = importlib.import_module(JOBS[args.job].module)
         session_module = importlib.import_module("spark.session")

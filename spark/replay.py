@@ -12,7 +12,10 @@ slice goes to the driver, which publishes it as a C-ITS actor (:mod:`spark.repla
 mutual TLS 1.3, SASL EXTERNAL) in the order and timing of :mod:`spark.replay_plan`, byte-exact
 from ``rawMessageHex`` when logged. The summary (sent / accepted / rejected, with the broker's
 reasons) is printed as text or JSON. Exit status: 0 when every planned message was accepted (or
-listed, with ``--dry-run``) and none skipped, 1 otherwise, 2 when the replay could not run.
+listed, with ``--dry-run``) and none skipped, 1 otherwise, 2 when the replay could not run: a
+``--from`` not before ``--until`` is refused before anything is read, and a slice that selects
+nothing says what was searched and what the log holds (nodes, publishers, time span) without
+connecting.
 """
 from __future__ import annotations
 
@@ -28,8 +31,9 @@ from pyspark.sql import functions as F
 
 from certs.tls import TlsFiles, client_context
 from interchange.ground.errors import CliError
+from interchange.ground.logformat import iso_ms
 from spark import ingest, parse, tables
-from spark.replay_args import FILTERS
+from spark.replay_args import FILTERS, check_range
 from spark.replay_plan import LoggedMessage, build_plan, describe
 from spark.replay_publish import Endpoint, ReplayError, ReplaySummary, publish, summary_of
 from spark.tables import Layout
@@ -124,9 +128,30 @@ def endpoint(args: argparse.Namespace) -> Endpoint:
     return Endpoint(host.strip("[]"), int(port), context, args.server_name or host, timeout=args.timeout)
 
 
+def searched(spark: SparkSession, args: argparse.Namespace) -> str:
+    """What the log holds and what was asked for, for an empty selection's message."""
+    received = received_messages(spark, args.input)
+    row = received.agg(F.min("arrivalMs").alias("first"), F.max("arrivalMs").alias("last"),
+                       F.count(F.lit(1)).alias("n"), F.array_sort(F.collect_set("node")).alias("nodes"),
+                       F.array_sort(F.collect_set("publisher")).alias("publishers")).collect()[0]
+    asked = [f"--from {iso_ms(args.start)}" if args.start is not None else "",
+             f"--until {iso_ms(args.until)}" if args.until is not None else ""]
+    asked += [f"--{option.replace('_', '-')} {','.join(getattr(args, option))}" for option in FILTERS
+              if getattr(args, option)]
+    if not row["n"]:
+        held = "the log has no received_message records (message logging was off?)"
+    else:
+        held = (f"the log has {row['n']} received messages from {iso_ms(row['first'])} to {iso_ms(row['last'])}, "
+                f"nodes {', '.join(row['nodes'])}, publishers {', '.join(row['publishers'][:20])}"
+                + (" ..." if len(row["publishers"]) > 20 else ""))
+    return f"no message selected by {' '.join(a for a in asked if a) or 'the slice'}: {held}"
+
+
 def replay(spark: SparkSession, args: argparse.Namespace) -> ReplaySummary:
     speed = None if args.fast else args.speed
     chosen, context = select(spark, args)
+    if not chosen:  # before connecting: an empty slice is a question answered wrongly, not a replay
+        raise CliError(searched(spark, args))
     plan = build_plan(chosen, speed, args.target, context)
     summary = summary_of(plan, len(chosen), speed, args.dry_run)
     if args.dry_run:
@@ -149,6 +174,7 @@ def exit_status(summary: ReplaySummary) -> int:
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
+    check_range(args)  # the command line did already; a caller of run() too
     if not args.dry_run and not args.broker:
         raise CliError("replay: give --broker HOST:PORT (and the actor's certificate), or --dry-run")
     summary = replay(spark, args)

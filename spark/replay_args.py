@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
+from interchange.ground.errors import CliError
+from interchange.ground.logformat import iso_ms
+
 #: Filters on the slice: argument name -> column of spark.tables.MESSAGES.
 FILTERS = {"node": "node", "publisher": "publisher", "publisher_id": "publisherId",
            "message_type": "messageType", "publication_id": "publicationId"}
@@ -55,3 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="seconds to wait for the connection, an attach, credit, the last outcomes (default 10)")
     parser.add_argument("--dry-run", action="store_true", help="list the plan, publish nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def check_range(args: argparse.Namespace) -> None:
+    """Refuse a contradictory slice before any work: ``--from`` at or after ``--until`` selects nothing."""
+    if args.start is not None and args.until is not None and args.start >= args.until:
+        raise CliError(f"--from {iso_ms(args.start)} is not before --until {iso_ms(args.until)}: "
+                       "the slice is empty (arrivals at or after --from and before --until)")

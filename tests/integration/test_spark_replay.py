@@ -297,3 +297,20 @@ def test_replay_into_a_node_of_two_broker_processes_keeps_each_shards_order(
         node.stop()
 
 
+
+
+def test_an_empty_or_contradictory_slice_is_refused(spark: SparkSession, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """--from after --until is refused before Spark reads anything; a slice that selects nothing exits 2
+    and says what was searched and what the log holds, without connecting (the broker is unreachable)."""
+    log, _ = _scenario_log(tmp_path)
+    nowhere = ["--broker", "127.0.0.1:1", "--pki", str(tmp_path), "--cn", "actor-1"]
+    assert main(["replay", "--input", str(tmp_path / "no-such-log"), "--from", "2026-11-23T10:05:00Z",
+                 "--until", "2026-11-23T10:00:00Z", "--dry-run"]) == 2  # refused before the input is looked at
+    assert "--from 2026-11-23T10:05:00.000Z is not before --until 2026-11-23T10:00:00.000Z" in capsys.readouterr().err
+    assert main(["replay", "--input", str(log), "--node", "ixc-nowhere", *nowhere]) == 2
+    err = capsys.readouterr().err
+    assert "no message selected by --node ixc-nowhere" in err and f"nodes {NODE}" in err
+    assert "cannot connect" not in err and "received messages from 2026-11-18T" in err
+    assert main(["replay", "--input", str(log), "--publisher", "actor-nobody", "--dry-run"]) == 2
+    assert "no message selected by --publisher actor-nobody" in capsys.readouterr().err
