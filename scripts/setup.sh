@@ -46,7 +46,7 @@ stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark,if2]' 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c 'import proton, cproton, pyspark, jinja2, matplotlib, aiohttp, dns, cryptography, pydantic, aio_pika' \
+  .venv/bin/python -c 'import proton, cproton, pyspark, jinja2, matplotlib, pandas, pyarrow, aiohttp, dns, cryptography, pydantic, aio_pika' \
     || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$stamp"

@@ -134,7 +134,7 @@ class Rule:
 
 
 def violations(rows: DataFrame, checks: Sequence[Check], observation: Observation | None = None,
-               counted: Sequence[tuple[str, Column]] = ()) -> DataFrame:
+               counted: Sequence[tuple[str, Column]] = (), carry: Sequence[str] = ()) -> DataFrame:
     """One row per finding of ``checks`` over ``rows``; ``observation`` counts the ``counted`` (check, scope).
 
     Columns: the :data:`IDENTITY` columns, then ``rule, check, severity, property, observed,
@@ -146,7 +146,7 @@ def violations(rows: DataFrame, checks: Sequence[Check], observation: Observatio
     failing = [F.coalesce(c.violated, F.lit(False)) for c in checks]
     none = F.array().cast(f"array<{FINDING}>")
     found = F.concat(*[F.when(fails, c.findings).otherwise(none) for fails, c in zip(failing, checks)])
-    return rows.where(reduce(Column.__or__, failing)).select(*IDENTITY, F.inline(found))
+    return rows.where(reduce(Column.__or__, failing)).select(*IDENTITY, *carry, F.inline(found))
 
 
 def _requirement_of(rule: Column) -> Column:
@@ -287,13 +287,14 @@ def _keyed() -> Column:
     return F.col("messageId").isNotNull()
 
 
-def logged_twice(m: DataFrame) -> DataFrame:
+def logged_twice(m: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
     """Records that are in the log more than once (the same :data:`RECORD_KEY`): one row per record,
-    with ``copies`` and the first file it is in. A v1 record (no messageId) is not compared."""
+    with ``copies`` and the first file it is in. A v1 record (no messageId) is not compared.
+    ``keys``: more grouping columns, functions of the record key (the stream's event time)."""
     others = [c for c in IDENTITY if c not in RECORD_KEY and c != "file"]
-    return (m.where(_keyed()).groupBy(*RECORD_KEY)
+    return (m.where(_keyed()).groupBy(*RECORD_KEY, *keys)
             .agg(F.count(F.lit(1)).alias("copies"), F.min("file").alias("file"),
-                 F.count_distinct("file").alias("files"), *[F.first(c).alias(c) for c in others]))
+                 F.size(F.collect_set("file")).alias("files"), *[F.first(c).alias(c) for c in others]))
 
 
 def _logged_twice() -> list[Check]:
@@ -574,19 +575,21 @@ def once(found: DataFrame) -> DataFrame:
 
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
                    observe: Callable[[str], Observation | None] = lambda _: None,
-                   checks_by_frame: dict[Frame, list[Check]] | None = None, each_once: bool = True) -> DataFrame:
+                   checks_by_frame: dict[Frame, list[Check]] | None = None, each_once: bool = True,
+                   carry: Sequence[str] = ()) -> DataFrame:
     """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
 
     ``observe(frame name)`` gives the observation that counts the checked rows :func:`counts`
     places on that frame (or None); it is asked only for frames that count some.
     ``checks_by_frame``: :func:`frames` of ``rule_set`` when the caller has built them already
     (building the table checks' expressions takes ~65,000 calls into the JVM, ~2 s).
-    ``each_once``: the findings of a record logged twice kept once (:func:`once`).
+    ``each_once``: the findings of a record logged twice kept once (:func:`once`); ``carry``: more
+    columns of ``messages`` kept in each finding (the per-record frames only: the stream's event time).
     """
-    m = messages.select(*INPUT_COLUMNS)
+    m = messages.select(*INPUT_COLUMNS, *carry)
     grouped = frames(rule_set) if checks_by_frame is None else checks_by_frame
     counted = counts(grouped)
-    found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame])
+    found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame], carry)
              for frame, checks in grouped.items()]
     every = reduce(DataFrame.unionByName, found)
     every = once(every) if each_once else every

@@ -10,6 +10,7 @@ for every date, Parquet with zstd, no web UI unless asked for, and HotSpot optio
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -69,6 +70,9 @@ def build_session(master: str | None = None, app_name: str = "interchange-audit"
         settings = {**LOCAL_CONF, **settings}
     for key, value in settings.items():
         builder = builder.config(key, value)
+    # Python workers (the stream's stateful rules) run this interpreter, which has the spark extra
+    # (pandas, pyarrow); PySpark reads the variable when the context starts, a caller's value wins.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

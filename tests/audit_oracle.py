@@ -16,9 +16,9 @@ each must get.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from interchange.ground import logformat
 
@@ -179,6 +179,8 @@ def build(burst: bool = True) -> OracleLog:
     _copies(log, T0 + 2_100_000)
     if burst:
         _bursts(log, T0 + 3_000_000)
+    # the newest record, much later: a stream's watermark passes every record above (no finding)
+    log.admit(properties("DENM", "last"), T0 + 36_000_000)
     return log
 
 
@@ -374,5 +376,7 @@ def hostile_file() -> bytes:
     return b"".join(h.line + b"\n" for h in HOSTILE_LINES)
 
 
-def as_json(finding: Finding) -> str:
-    return json.dumps(finding)
+def finding_keys(rows: Iterable[Any]) -> set[Finding]:
+    """The oracle's key of each finding row of the audit's violations (a burst has no message: its second)."""
+    return {(r.rule, r.check, r.messageId if r.messageId is not None else f"second:{r.timestampMs}",
+             r.property if r.check == "properties" else None) for r in rows}

@@ -18,10 +18,7 @@ from spark.ingest import ingest, read_messages, read_table
 from spark.validate import validate
 
 
-def keys(rows: Iterable[object]) -> set[Finding]:
-    """The oracle's key of each finding row (a burst has no message: its second)."""
-    return {(r.rule, r.check, r.messageId if r.messageId is not None else f"second:{r.timestampMs}",  # type: ignore[attr-defined]
-             r.property if r.check == "properties" else None) for r in rows}  # type: ignore[attr-defined]
+keys = audit_oracle.finding_keys
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """`audit stream`: the rotated log directory streamed with a checkpoint; stopped mid-stream and restarted, it
-writes exactly the violations of the batch rules (nothing lost, nothing twice) and the windowed metrics."""
+writes exactly the findings of validate's rules over the same files (nothing lost, nothing twice, every
+rule, the ones comparing records with their state in the checkpoint), and the windowed metrics."""
 from __future__ import annotations
 
 import time
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+import audit_oracle
 from spark import loggen, rules, stream, tables
 from spark.ingest import read_table
 from spark.loggen import Message, lost, properties, received, rejected, sent
@@ -41,35 +43,62 @@ def _write(log_dir: Path, index: int) -> None:
     partial.rename(log_dir / f"node-2026111800{index:02d}00000000-{index:04d}.jsonl")
 
 
-def _key(row: object) -> tuple[object, ...]:
-    return tuple(getattr(row, name) for name in ("rule", "check", "messageId", "event", "observed", "file"))
+def _write_text(log_dir: Path, index: int, text: str) -> None:
+    """As the node's writer: the file appears complete, under its rotated name (atomic rename)."""
+    partial = log_dir / f"node.log.part{index}"
+    partial.write_text(text)
+    partial.rename(log_dir / f"node-2026113000{index:02d}00000000-{index:04d}.jsonl")
 
 
-def test_stream_restart_resumes_without_loss_or_double_counting(spark: SparkSession, tmp_path: Path) -> None:
+def _row(row: object) -> tuple[object, ...]:
+    """A finding but for the run's id and time."""
+    return tuple(getattr(row, f.name) for f in tables.VIOLATIONS.fields[2:])
+
+
+def test_stream_equals_the_batch_across_a_restart(spark: SparkSession, tmp_path: Path) -> None:
+    """The oracle's log (a violation of every rule, tests/audit_oracle.py) in four rotated files: the
+    stream is stopped after its first file and started again when the rest are there; it ends with
+    exactly the batch's findings, row for row. A file of older records copied in afterwards is later
+    than the watermark: left out and counted, nothing else changes."""
     log_dir, out = tmp_path / "logs", str(tmp_path / "out")
     log_dir.mkdir()
-    (log_dir / "node.log").write_text(loggen.lines(_rotated_file(9)))  # the active file: never streamed
-    for index in range(3):
-        _write(log_dir, index)
+    oracle = audit_oracle.build()
+    contents = list(oracle.files(4))
+    (log_dir / "node.log").write_text(contents[0])  # the active file: never streamed
+    for index in range(2):
+        _write_text(log_dir, index, contents[index])
     queries = stream.start(spark, str(log_dir), out, trigger_seconds=0.2, max_files_per_trigger=1)
     deadline = time.monotonic() + 240
     while not all(q.lastProgress and q.lastProgress["numInputRows"] for q in queries):  # one file each, at least
         assert time.monotonic() < deadline, "the stream processed nothing"
         time.sleep(0.2)
     stream.stop(queries)  # mid-stream: some files are not read yet
-    seen_first = read_table(spark, tables.Layout(out).stream_violations, tables.VIOLATIONS).count()
-    _write(log_dir, 3)
+    for index in range(2, 4):
+        _write_text(log_dir, index, contents[index])
     (log_dir / "late.jsonl.tmp").write_text("not yet complete")  # not *.jsonl: ignored
-    for query in stream.start(spark, str(log_dir), out, available_now=True, max_files_per_trigger=2):
-        query.awaitTermination(240)
+    queries = stream.start(spark, str(log_dir), out, available_now=True, max_files_per_trigger=2)
+    for query in queries:
+        query.awaitTermination(600)
+    assert stream.dropped_late(queries) == 0
 
     streamed = read_table(spark, tables.Layout(out).stream_violations, tables.VIOLATIONS).collect()
     files = sorted(str(p) for p in log_dir.glob("*.jsonl"))
-    batch = rules.all_violations(messages(parse(read_lines(spark, files))), rules.RECORD_RULES).collect()
-    assert 0 < seen_first < len(batch)
-    assert Counter(map(_key, streamed)) == Counter(map(_key, batch))
-    assert len(batch) == 4 * 4  # per file: IP_022, IP_012, IP_016, IP_032
+    batch = rules.all_violations(messages(parse(read_lines(spark, files)))).collect()
+    assert Counter(map(_row, streamed)) == Counter(map(_row, batch))
+    assert audit_oracle.finding_keys(streamed) == oracle.expected
     assert {r.runId for r in streamed} == {"stream"}
+
+    # older records after the watermark passed them: left out of the stream (validate checks them)
+    late = audit_oracle.OracleLog()
+    message = late.admit(audit_oracle.properties("DENM", "late"), audit_oracle.T0 + 5)
+    late.sent(message, audit_oracle.T0 + 95)  # IP_012, were it in time
+    _write_text(log_dir, 9, next(late.files(1)))
+    queries = stream.start(spark, str(log_dir), out, available_now=True)
+    for query in queries:
+        query.awaitTermination(600)
+    assert stream.dropped_late(queries) >= 2
+    assert Counter(map(_row, read_table(spark, tables.Layout(out).stream_violations, tables.VIOLATIONS).collect())) \
+        == Counter(map(_row, batch))
 
 
 def test_stream_windowed_metrics(spark: SparkSession, tmp_path: Path) -> None:
