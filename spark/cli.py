@@ -59,6 +59,9 @@ def _stream_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=10, help="rows of the ranked tables (default 10)")
+    parser.add_argument("--from", dest="start", type=replay_args.epoch_ms, metavar="TIME",
+                        help="records and findings at or after TIME (ISO-8601, UTC by default, or epoch ms)")
+    parser.add_argument("--until", type=replay_args.epoch_ms, metavar="TIME", help="records and findings before TIME")
     parser.add_argument("--title", default="C-Roads interchange audit report", help="the page's title")
 
 
@@ -68,8 +71,9 @@ JOBS: dict[str, Job] = {
                     _validate_arguments),
     "stream": Job("spark.stream", "validate the rotated log directory continuously (Structured Streaming)",
                   _stream_arguments),
-    "report": Job("spark.report", "one self-contained HTML report for governance readers (charts inline)",
-                  _report_arguments, output_help="the report's HTML file"),
+    "report": Job("spark.report", "one self-contained HTML report for governance readers (charts inline; "
+                  "every finding in a CSV beside it)", _report_arguments, output_help="the report's HTML file",
+                  check=replay_args.check_range),
     "replay": Job("spark.replay", "publish a slice of the log again through a node's BI, as a C-ITS actor",
                   replay_args.add_arguments, output_help="also write the summary (JSON) to this file",
                   output_required=False, check=replay_args.check_range),

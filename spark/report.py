@@ -14,24 +14,31 @@ driver, where :mod:`spark.report_render` draws the page (jinja2 + matplotlib, in
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
 from interchange.ground.errors import CliError
 from spark import ingest, parse, tables
 from spark.report_model import (
+    FINDINGS_INLINE,
     HISTORY_RUNS,
     LATENCY_LIMIT_MS,
+    SEVERITY_RANK,
+    Change,
     Count,
+    FindingRow,
     Latency,
     Offender,
+    Party,
     ReportData,
     RuleCount,
     RunMetrics,
@@ -39,7 +46,9 @@ from spark.report_model import (
     StatusChange,
     Subscription,
     bucket_for,
+    severity_rank,
 )
+from spark.replay_args import check_range
 from spark.report_render import render
 from spark.tables import Layout
 
@@ -149,7 +158,7 @@ def latency(messages: DataFrame, data: ReportData, bucket_ms: int) -> None:
     measures = [F.count(F.lit(1)).alias("deliveries"),
                 F.percentile_approx("latencyMs", [0.5, 0.9, 0.99], 10_000).alias("percentiles"),
                 F.max("latencyMs").alias("max"),
-                F.sum(F.when(F.col("latencyMs") > LATENCY_LIMIT_MS, 1).otherwise(0)).alias("over"),
+                F.sum(F.when(F.col("latencyMs") >= LATENCY_LIMIT_MS, 1).otherwise(0)).alias("over"),
                 F.grouping_id().alias("gid")]
     sets = {"type": ("type",), "all": (), "bucket": ("bucket",)}
     names = _grouping_ids(sets, ["bucket", "type"])
@@ -163,8 +172,28 @@ def latency(messages: DataFrame, data: ReportData, bucket_ms: int) -> None:
         "p99": {int(row["bucket"]): float(row["percentiles"][2]) for row in per["bucket"]}})
 
 
-def violations(spark: SparkSession, layout: Layout, data: ReportData, top: int) -> None:
-    """The latest validate run's findings (``violations`` table), when the input has one."""
+def in_period(frame: DataFrame, period: tuple[int | None, int | None], column: str = "timestampMs") -> DataFrame:
+    """The rows of ``frame`` whose ``column`` is at or after --from and before --until."""
+    start, until = period
+    if start is not None:
+        frame = frame.where(F.col(column) >= start)
+    if until is not None:
+        frame = frame.where(F.col(column) < until)
+    return frame
+
+
+def _severity_order() -> Column:
+    return F.create_map(*[F.lit(x) for pair in SEVERITY_RANK.items() for x in pair])[F.col("severity")]
+
+
+#: The CSV's columns: a finding as a governance reader traces it to its messages.
+CSV_COLUMNS = ("severity", "rule", "check", "requirement", "node", "messageId", "publicationId", "messageType",
+               "publisher", "consumer", "timestampMs", "property", "observed", "expected", "file")
+
+
+def violations(spark: SparkSession, layout: Layout, data: ReportData, top: int, csv_path: Path | None = None) -> None:
+    """The latest validate run's findings (``violations`` table), when the input has one: per rule
+    (by severity, then count), the first of each rule, all of them in ``csv_path``, top offenders."""
     if not Path(layout.violations).is_dir():
         return
     found = ingest.read_table(spark, layout.violations, tables.VIOLATIONS)
@@ -173,15 +202,72 @@ def violations(spark: SparkSession, layout: Layout, data: ReportData, top: int) 
         return
     run_id, run_ms = latest[0]["runId"], latest[0]["runMs"]
     data.violations_run = f"{run_id} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime((run_ms or 0) / 1000))})"
-    run = found.where(F.col("runMs") == run_ms)
-    data.violations = [RuleCount(row["rule"], row["check"] or "", row["severity"] or "", row["requirement"] or "",
-                                 int(row["count"]))
-                       for row in run.groupBy("rule", "check", "severity", "requirement").count()
-                       .orderBy(F.col("count").desc(), "rule", "check").collect()]
-    offenders = (run.where(F.col("publisher").isNotNull()).groupBy("publisher")
-                 .agg(F.count(F.lit(1)).alias("n"), F.array_sort(F.collect_set("rule")).alias("rules"))
-                 .orderBy(F.col("n").desc(), "publisher").limit(top).collect())
-    data.offenders = [Offender(row["publisher"], int(row["n"]), tuple(row["rules"])) for row in offenders]
+    run = in_period(found.where(F.col("runMs") == run_ms), data.period).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counted = run.groupBy("rule", "check", "severity", "requirement").count().collect()
+        data.violations = sorted((RuleCount(row["rule"], row["check"] or "", row["severity"] or "",
+                                            row["requirement"] or "", int(row["count"])) for row in counted),
+                                 key=lambda r: (severity_rank(r.severity), -r.count, r.rule, r.check))
+        data.findings_total = sum(r.count for r in data.violations)
+        first = Window.partitionBy("rule", "check").orderBy("timestampMs", "messageId")
+        rows = (run.withColumn("_n", F.row_number().over(first)).where(F.col("_n") <= FINDINGS_INLINE)
+                .orderBy("rule", "check", "_n").collect())
+        for row in rows:
+            data.findings.setdefault((row["rule"], row["check"] or ""), []).append(FindingRow(
+                row["rule"], row["check"] or "", row["severity"] or "", row["messageId"], row["node"],
+                row["publisher"], row["timestampMs"], row["observed"], row["expected"]))
+        offenders = (run.where(F.col("publisher").isNotNull()).groupBy("publisher")
+                     .agg(F.count(F.lit(1)).alias("n"), F.array_sort(F.collect_set("rule")).alias("rules"))
+                     .orderBy(F.col("n").desc(), "publisher").limit(top).collect())
+        data.offenders = [Offender(row["publisher"], int(row["n"]), tuple(row["rules"])) for row in offenders]
+        data.party_findings = {(kind, row[kind]): int(row["count"]) for kind in ("publisher", "consumer")
+                               for row in run.where(F.col(kind).isNotNull()).groupBy(kind).count().collect()}
+        if csv_path is not None:
+            write_csv(run.orderBy(_severity_order(), "rule", "check", "timestampMs", "messageId")
+                      .select(*CSV_COLUMNS), csv_path)
+            data.findings_csv = csv_path.name
+    finally:
+        run.unpersist()
+
+
+def write_csv(frame: DataFrame, path: Path) -> None:
+    """``frame`` as one CSV file with a header at ``path`` (written by Spark, in order, then moved there)."""
+    with tempfile.TemporaryDirectory(prefix=".findings-", dir=path.parent) as work:
+        frame.coalesce(1).write.mode("overwrite").option("header", True).option("escape", '"').csv(work + "/csv")
+        (part,) = Path(work, "csv").glob("part-*.csv")
+        shutil.move(str(part), path)
+
+
+def parties(messages: DataFrame, data: ReportData) -> None:
+    """Per neighbour (federated messages received from it and their deliveries) and per consumer
+    (deliveries to it): counts, latency percentiles, deliveries of 30 ms or more, findings."""
+    delivered = (F.col("event") == "sent_message") & F.col("departureMs").isNotNull() & F.col("arrivalMs").isNotNull()
+    took = (F.col("departureMs") - F.col("arrivalMs")).cast("double")
+    measures = [F.count_if(F.col("event") == "received_message").alias("received"),
+                F.count_if(delivered).alias("delivered"),
+                F.percentile_approx(F.when(delivered, took), [0.5, 0.99], 10_000).alias("pct"),
+                F.count_if(delivered & (took >= LATENCY_LIMIT_MS)).alias("over")]
+    found = data.party_findings
+    for kind, column, rows in (
+            ("neighbour", "neighbour", messages.where((F.col("origin") == "federated") & F.col("neighbour").isNotNull())),
+            ("consumer", "consumer", messages.where((F.col("event") == "sent_message") & F.col("consumer").isNotNull()))):
+        for row in rows.groupBy(column).agg(*measures).orderBy(column).collect():
+            pct = row["pct"] or [None, None]
+            data.parties.append(Party(kind, row[column], int(row["received"]), int(row["delivered"]),
+                                      pct[0], pct[1], int(row["over"]),
+                                      found.get(("publisher" if kind == "neighbour" else "consumer", row[column]), 0)))
+
+
+def changes(data: ReportData) -> None:
+    """What changed between the previous validate run and the latest (the history's last two)."""
+    if len(data.history) < 2:
+        return
+    before, after = data.history[-2], data.history[-1]
+    data.previous_run = f"{before.run_id} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(before.run_ms / 1000))})"
+    keys = sorted(set(before.violations) | set(after.violations))
+    data.changes = [Change(rule, check, before.violations.get((rule, check), 0), after.violations.get((rule, check), 0))
+                    for rule, check in keys
+                    if before.violations.get((rule, check), 0) != after.violations.get((rule, check), 0)]
 
 
 def history(spark: SparkSession, layout: Layout, data: ReportData) -> None:
@@ -273,31 +359,36 @@ class Input:
             self.parsed.unpersist()
 
 
-def open_input(spark: SparkSession, inputs: Sequence[str]) -> Input:
+def open_input(spark: SparkSession, inputs: Sequence[str], period: tuple[int | None, int | None] = (None, None)) -> Input:
     if len(inputs) == 1 and Layout(inputs[0]).is_ingested():
         layout = Layout(inputs[0])
         corrupt = ingest.read_table(spark, layout.corrupt, tables.CORRUPT).count() \
             if Path(layout.corrupt).is_dir() else None
-        messages = ingest.read_table(spark, layout.messages, tables.MESSAGES).drop(*tables.PROPERTY_COLUMNS).persist(
-            StorageLevel.MEMORY_AND_DISK)  # those are validate's
-        return Input(messages, ingest.read_table(spark, layout.events, tables.EVENTS), corrupt, layout)
+        messages = in_period(ingest.read_table(spark, layout.messages, tables.MESSAGES), period).drop(
+            *tables.PROPERTY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)  # those are validate's
+        return Input(messages, in_period(ingest.read_table(spark, layout.events, tables.EVENTS), period), corrupt, layout)
     parsed = ingest.read_records(spark, inputs).persist(StorageLevel.MEMORY_AND_DISK)  # every line parsed once
     corrupt = parsed.where(F.col("corruptReason").isNotNull()).count()
-    return Input(parse.messages(parsed), parse.events(parsed), corrupt, parsed=parsed)
+    return Input(in_period(parse.messages(parsed), period).persist(StorageLevel.MEMORY_AND_DISK),
+                 in_period(parse.events(parsed), period), corrupt, parsed=parsed)
 
 
-def build(spark: SparkSession, inputs: Sequence[str], top: int = 10) -> ReportData:
-    """Every aggregation of the report over ``inputs``."""
-    source = open_input(spark, inputs)
+def build(spark: SparkSession, inputs: Sequence[str], top: int = 10, period: tuple[int | None, int | None] = (None, None),
+          csv_path: Path | None = None) -> ReportData:
+    """Every aggregation of the report over ``inputs`` (records and findings of ``period`` only);
+    ``csv_path``: where every finding of the latest validate run goes (a CSV beside the page)."""
+    source = open_input(spark, inputs, period)
     try:
         data = ReportData(inputs=list(inputs), generated_ms=time.time_ns() // 1_000_000,
-                          corrupt_lines=source.corrupt_lines)
+                          corrupt_lines=source.corrupt_lines, period=period)
         bucket_ms = overview(source.messages, source.events, data)
         counts(message_groups(source.messages, bucket_ms), data, bucket_ms, top)
         latency(source.messages, data, bucket_ms)
         if source.layout is not None:
-            violations(spark, source.layout, data, top)
+            violations(spark, source.layout, data, top, csv_path)
             history(spark, source.layout, data)
+            changes(data)
+        parties(source.messages, data)
         federation(source.events, data)
     finally:
         source.close()
@@ -305,13 +396,16 @@ def build(spark: SparkSession, inputs: Sequence[str], top: int = 10) -> ReportDa
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
+    check_range(args)
     output = Path(args.output)
     if output.is_dir():
         raise CliError(f"--output must be the report's file name (e.g. report.html), {output} is a directory")
-    data = build(spark, args.input, args.top)
     output.parent.mkdir(parents=True, exist_ok=True)
+    data = build(spark, args.input, args.top, (args.start, args.until), output.with_suffix(".findings.csv"))
     output.write_text(render(data, args.title), encoding="utf-8")
     received = data.records.get("received_message", 0)
-    print(f"report: {received} messages received, {len(data.violations)} rules with violations, "
-          f"{len(data.subscriptions)} subscriptions -> {output}")
+    by_severity = {severity: sum(r.count for r in data.violations if r.severity == severity) for severity in SEVERITY_RANK}
+    print(f"report: {received} messages received, {len(data.violations)} rules with violations "
+          f"({', '.join(f'{n} {s}' for s, n in by_severity.items())}), {len(data.subscriptions)} subscriptions -> {output}"
+          + (f" (findings: {output.with_suffix('.findings.csv')})" if data.findings_csv else ""))
     return 0

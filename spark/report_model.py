@@ -12,6 +12,14 @@ LATENCY_LIMIT_MS = 30
 
 #: How many of the latest validate runs the history shows.
 HISTORY_RUNS = 20
+#: How many findings of each rule the page lists (all of them are in the CSV beside it).
+FINDINGS_INLINE = 20
+#: The order findings are shown in: what breaks a "shall" first.
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+def severity_rank(severity: str) -> int:
+    return SEVERITY_RANK.get(severity, len(SEVERITY_RANK))
 
 #: Time buckets the charts may use, smallest first; the report picks the first giving <= 60 buckets.
 BUCKETS_MS = (1_000, 10_000, 60_000, 300_000, 900_000, 3_600_000, 21_600_000, 86_400_000)
@@ -55,7 +63,7 @@ class Latency:
     p90: float
     p99: float
     max: float
-    over_limit: int  #: deliveries slower than LATENCY_LIMIT_MS
+    over_limit: int  #: deliveries of LATENCY_LIMIT_MS or more (IP_012: "in <30ms")
 
     @property
     def over_share(self) -> float:
@@ -69,6 +77,49 @@ class RuleCount:
     severity: str
     requirement: str
     count: int
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """One finding as the drill-down lists it."""
+
+    rule: str
+    check: str
+    severity: str
+    message_id: str | None
+    node: str | None
+    publisher: str | None
+    at_ms: int | None
+    observed: str | None
+    expected: str | None
+
+
+@dataclass(frozen=True)
+class Party:
+    """A neighbour (what it sent us) or a consumer (what we delivered to it)."""
+
+    kind: str  #: "neighbour" or "consumer"
+    name: str
+    received: int  #: messages received from the neighbour (0 for a consumer)
+    delivered: int  #: deliveries of those messages (to anyone) / to the consumer
+    p50: float | None
+    p99: float | None
+    over_limit: int  #: deliveries of LATENCY_LIMIT_MS or more
+    findings: int  #: findings of the latest run naming it (publisher / consumer)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A (rule, check) whose findings differ between the previous validate run and the latest."""
+
+    rule: str
+    check: str
+    before: int
+    after: int
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
 
 
 @dataclass(frozen=True)
@@ -145,3 +196,11 @@ class ReportData:
     status_changes: list[StatusChange] = field(default_factory=list)
     subscriptions: list[Subscription] = field(default_factory=list)
     federation_events: list[Count] = field(default_factory=list)  #: (event, level)
+    period: tuple[int | None, int | None] = (None, None)  #: --from / --until (epoch ms), None: open
+    findings: dict[tuple[str, str], list[FindingRow]] = field(default_factory=dict)  #: the first of each (rule, check)
+    findings_csv: str | None = None  #: the CSV of every finding of the run, beside the page (its name)
+    findings_total: int = 0
+    parties: list[Party] = field(default_factory=list)
+    party_findings: dict[tuple[str, str], int] = field(default_factory=dict)  #: ("publisher"|"consumer", CN) -> findings
+    previous_run: str | None = None  #: the validate run the changes are against
+    changes: list[Change] = field(default_factory=list)

@@ -55,32 +55,55 @@ def _svg(draw: Callable[[Figure], None], height: float = 2.8) -> str:
     return text[text.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
 
 
-def _time_axis(ax: Axes) -> None:
+def _time_axis(ax: Axes, first_ms: int | None = None, end_ms: int | None = None) -> None:
+    """A UTC time axis; with ``first_ms``/``end_ms`` it spans exactly them (matplotlib's own limits
+    of a short log, one bucket or one point, spread over years)."""
     ax.xaxis_date(tz=dt.timezone.utc)  # x values are date numbers (see _time)
     locator = mdates.AutoDateLocator(tz=dt.timezone.utc)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=dt.timezone.utc))
+    if first_ms is not None and end_ms is not None:
+        ax.set_xlim(_time(first_ms), _time(max(end_ms, first_ms + 1000)))
     ax.set_xlabel("time (UTC)")
 
 
-def series_chart(series: Series, ylabel: str, stacked: bool = True, limit: float | None = None) -> str | None:
+#: Element ids of the drawn bars: ``<gid>-<bucket start>-<key>`` (a test measures them in the browser).
+BAR_GID = "bar"
+
+
+def series_chart(series: Series, ylabel: str, stacked: bool = True, limit: float | None = None,
+                 gid: str = BAR_GID) -> str | None:
+    """Counts per bucket as stacked bars, each a whole bucket wide (the last bucket too), or values per
+    bucket as lines (``stacked`` False; with ``limit``, on a symmetric log axis that keeps the limit
+    readable whatever an outlier's size)."""
     if series.empty:
         return None
     starts = sorted({start for points in series.points.values() for start in points})
 
     def draw(figure: Figure) -> None:
         ax = figure.add_subplot()
-        times = [_time(start) for start in starts]
         keys = sorted(series.points)
-        rows = [[series.points[key].get(start, 0.0) for start in starts] for key in keys]
+        width = _time(starts[0] + series.bucket_ms) - _time(starts[0])
         if stacked:
-            ax.stackplot(times, rows, labels=keys, step="post", alpha=0.85)
+            bottoms = dict.fromkeys(starts, 0.0)
+            for key in keys:
+                heights = [series.points[key].get(start, 0.0) for start in starts]
+                bars = ax.bar([_time(start) for start in starts], heights, width=width, align="edge",
+                              bottom=[bottoms[start] for start in starts], label=key, linewidth=0)
+                for bar, start in zip(bars, starts):
+                    bar.set_gid(f"{gid}-{start}-{key}")
+                for start, height in zip(starts, heights):
+                    bottoms[start] += height
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         else:
-            for key, row in zip(keys, rows):
-                ax.plot(times, row, label=key, marker="o", markersize=3)
+            centres = [_time(start) + width / 2 for start in starts]
+            for key in keys:
+                ax.plot(centres, [series.points[key].get(start, float("nan")) for start in starts], label=key,
+                        marker="o", markersize=3)
         if limit is not None:
+            ax.set_yscale("symlog", linthresh=max(1.0, limit / 10))
             ax.axhline(limit, color="#c62828", linestyle="--", linewidth=1, label=f"IP_012 limit ({limit:g} ms)")
-        _time_axis(ax)
+        _time_axis(ax, starts[0], starts[-1] + series.bucket_ms)
         ax.set_ylabel(ylabel)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
@@ -120,9 +143,11 @@ def latency_chart(data: ReportData) -> str | None:
         ax.barh([p + 0.2 for p in positions], [r.p99 for r in rows], height=0.4, label="p99", color="#1565c0")
         ax.set_yticks(positions, [r.message_type for r in rows])
         ax.invert_yaxis()
+        # a symmetric log axis: one slow message type does not squash the others and the limit
+        ax.set_xscale("symlog", linthresh=LATENCY_LIMIT_MS / 10)
         ax.axvline(LATENCY_LIMIT_MS, color="#c62828", linestyle="--", linewidth=1,
                    label=f"IP_012: {LATENCY_LIMIT_MS} ms")
-        ax.set_xlabel("arrival to departure (ms)")
+        ax.set_xlabel("arrival to departure (ms, logarithmic above 3 ms)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
     return _svg(draw, height=max(1.8, 0.45 * len(rows) + 1.0))
@@ -143,7 +168,7 @@ def neighbours_chart(points: Sequence[tuple[int, int]], last_ms: int | None) -> 
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("neighbours known")
-        _time_axis(ax)
+        _time_axis(ax, points[0][0], max(points[-1][0], last_ms or 0))
 
     return _svg(draw, height=2.2)
 
@@ -170,7 +195,7 @@ def status_chart(changes: Sequence[StatusChange], last_ms: int | None) -> str | 
                                label=label)
         ax.set_yticks(list(range(len(keys))), [f"{n}: {s[:40]}" for n, s in keys])
         ax.invert_yaxis()
-        _time_axis(ax)
+        _time_axis(ax, min(c.at_ms for c in changes), end)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="status")
 
     return _svg(draw, height=max(1.8, 0.5 * len(keys) + 1.2))
@@ -212,13 +237,13 @@ def charts(data: ReportData) -> dict[str, str | None]:
     rules = data.violations[:15]
     severity = {"error": "#c62828", "warning": "#f9a825", "info": "#90a4ae"}
     return {
-        "volumes": series_chart(data.volumes, "messages received per bucket"),
+        "volumes": series_chart(data.volumes, "messages received per bucket", gid="volume"),
         "latency": latency_chart(data),
-        "latency_series": series_chart(data.latency_series, "ms", stacked=False, limit=LATENCY_LIMIT_MS),
+        "latency_series": series_chart(data.latency_series, "ms (logarithmic)", stacked=False, limit=LATENCY_LIMIT_MS),
         "violations": bar_chart([f"{r.rule} {r.check}" for r in rules], [r.count for r in rules], "violations",
                                 colours=[severity.get(r.severity, "#607d8b") for r in rules]),
         "history": history_chart(data.history),
-        "losses": series_chart(data.loss_series, "messages per bucket"),
+        "losses": series_chart(data.loss_series, "messages per bucket", gid="loss"),
         "neighbours": neighbours_chart(data.neighbour_counts, data.last_ms),
         "subscriptions": status_chart(data.status_changes, data.last_ms),
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import re
 from pathlib import Path
 
@@ -57,9 +58,11 @@ def _records() -> list[dict[str, object]]:
     return records
 
 
-def _violation(run: str, run_ms: int, rule: str, check: str, publisher: str) -> tuple[object, ...]:
+def _violation(run: str, run_ms: int, rule: str, check: str, publisher: str | None, severity: str = "error",
+               at: int = T0 + 1000, message: str | None = None) -> tuple[object, ...]:
     values = {"runId": run, "runMs": run_ms, "rule": rule, "check": check, "requirement": RUN_REQUIREMENT,
-              "severity": "error", "node": "ixc-a", "publisher": publisher}
+              "severity": severity, "node": "ixc-a", "publisher": publisher, "timestampMs": at, "messageId": message,
+              "observed": f"observed {message}", "expected": "expected"}
     return tuple(values.get(f.name) for f in tables.VIOLATIONS.fields)
 
 
@@ -72,9 +75,11 @@ def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tu
     out = root / "tables"
     ingest(spark, [str(log)], str(out))
     rows = [_violation("old", 1, "IP_022", "originatingCountry", "actor-2")] * 5 + [
-        _violation("new", 2, "IP_012", "latency", "actor-0"), _violation("new", 2, "IP_012", "latency", "actor-0"),
-        _violation("new", 2, "IP_012", "latency", "actor-1"), _violation("new", 2, "IP_022", "originatingCountry",
-                                                                          "actor-0")]
+        _violation("new", 2, "IP_012", "latency", "actor-0", message="m1"),
+        _violation("new", 2, "IP_012", "latency", "actor-0", message="m2", at=T0 + 500_000),
+        _violation("new", 2, "IP_012", "latency", "actor-1", message="m3"),
+        _violation("new", 2, "IP_022", "originatingCountry", "actor-0", message="m4")] + [
+        _violation("new", 2, "AUDIT", "redelivery", None, "info", message=f"r{i}") for i in range(5)]
     spark.createDataFrame(rows, tables.VIOLATIONS).write.parquet(tables.Layout(str(out)).violations)
     history = [(run, run_ms, "logs", rule, check, RUN_REQUIREMENT, "error", checked, found)
                for run, run_ms, rule, check, checked, found in HISTORY]
@@ -118,8 +123,20 @@ def test_report_aggregates_are_exact(report_data: ReportData) -> None:
     assert {key: sum(p.values()) for key, p in data.loss_series.points.items()} == {"dropped": 20, "expired": 20}
     assert data.rejections == [Count(("quadTree: malformed (IP_037)",), 8)]
     assert data.violations_run is not None and data.violations_run.startswith("new ")
+    # by severity first: the info rows (more of them) after the errors
     assert data.violations == [RuleCount("IP_012", "latency", "error", RUN_REQUIREMENT, 3),
-                               RuleCount("IP_022", "originatingCountry", "error", RUN_REQUIREMENT, 1)]
+                               RuleCount("IP_022", "originatingCountry", "error", RUN_REQUIREMENT, 1),
+                               RuleCount("AUDIT", "redelivery", "info", RUN_REQUIREMENT, 5)]
+    assert [f.message_id for f in data.findings[("IP_012", "latency")]] == ["m1", "m3", "m2"]  # by time
+    assert data.findings_total == 9
+    assert data.previous_run is not None and data.previous_run.startswith("old ")
+    assert [(c.rule, c.check, c.before, c.after) for c in data.changes] == [
+        ("IP_012", "latency", 9, 3), ("IP_022", "properties", 5, 1)]
+    neighbour = next(p for p in data.parties if p.kind == "neighbour")
+    consumer = next(p for p in data.parties if p.kind == "consumer")
+    assert (neighbour.name, neighbour.received, neighbour.findings) == ("ixc-b", 29, 0)
+    assert neighbour.delivered == sum(1 for i in range(200) if i % 7 == 0 and i % 10 not in (3, 5))
+    assert (consumer.name, consumer.delivered, consumer.over_limit, consumer.findings) == ("actor-2", 160, 19, 0)
     assert data.offenders == [Offender("actor-0", 3, ("IP_012", "IP_022")), Offender("actor-1", 1, ("IP_012",))]
     assert [(run.run_id, run.run_ms, run.total) for run in data.history] == [("mid", 1, 4), ("old", 1, 14), ("new", 2, 4)]
     assert data.history[-1].violations == {("IP_012", "latency"): 3, ("IP_022", "properties"): 1,
@@ -183,3 +200,79 @@ def test_an_empty_report_says_so() -> None:
                  "nothing dropped, expired or unroutable", "No neighbour discovery events", "No rule metrics found"):
         assert text in html
     assert Latency("x", 0, 0, 0, 0, 0, 0).over_share == 0.0
+
+
+#: Per bar chart (by its bars' id prefix): the bars' drawn heights added up, in the units of the y axis
+#: (read off two of its tick marks and their labels), as the browser lays them out.
+BAR_TOTALS = """
+(() => {
+  const totals = {};
+  for (const prefix of ["volume", "loss"]) {
+    const bars = [...document.querySelectorAll(`g[id^="${prefix}-"]`)];
+    if (!bars.length) continue;
+    const svg = bars[0].closest("svg");
+    const ticks = [...svg.querySelectorAll('g[id^="ytick_"]')].map(t => {
+      const box = t.querySelector("use").getBoundingClientRect();
+      return {y: box.top + box.height / 2, v: parseFloat(t.querySelector("text").textContent.replace("\u2212", "-"))};
+    }).filter(t => !isNaN(t.v));
+    const [a, b] = [ticks[0], ticks[ticks.length - 1]];
+    const perUnit = (a.y - b.y) / (b.v - a.v);
+    totals[prefix] = {bars: bars.length,
+                      total: bars.reduce((sum, bar) => sum + bar.getBoundingClientRect().height, 0) / perUnit};
+  }
+  return totals;
+})()
+"""
+
+
+def test_the_drawn_bars_add_up_to_the_headline(report_data: ReportData, tmp_path: Path) -> None:
+    """In headless chromium, the volume chart's bars (every bucket, the last one too) add up to the
+    messages received the page's first card says, and the loss chart's to the drops and expiries."""
+    page = tmp_path / "report.html"
+    page.write_text(render(report_data), encoding="utf-8")
+    loaded = asyncio.run(browser_harness.load(page, probe=BAR_TOTALS))
+    (tmp_path / "report.png").write_bytes(loaded.screenshot)
+    totals = loaded.probed
+    received = report_data.records["received_message"]
+    assert abs(totals["volume"]["total"] - received) < received * 0.005, totals
+    assert totals["volume"]["bars"] == sum(len(points) for points in report_data.volumes.points.values())
+    lost = sum(sum(points.values()) for points in report_data.loss_series.points.values())
+    assert abs(totals["loss"]["total"] - lost) < lost * 0.005, totals
+    last_bucket = max(start for points in report_data.volumes.points.values() for start in points)
+    assert last_bucket >= T0 + 199 * 3000 - report_data.volumes.bucket_ms  # the last arrival's bucket is drawn
+
+
+def test_a_short_log_keeps_its_time_axis_and_an_outlier_keeps_the_limit_readable() -> None:
+    """One bucket of data spans that bucket (ticks of seconds, one date: not years); a 5 s outlier
+    leaves the 30 ms line on a logarithmic axis (tick labels as powers of ten) instead of at its foot."""
+    from spark.report_model import Series
+    from spark.report_render import series_chart
+    svg = series_chart(Series(1000, {"DENM": {T0: 3.0}}), "messages") or ""
+    labels = set(re.findall(r">([^<>]{1,40})</text>", svg))
+    assert {label[:4] for label in labels if re.match(r"(19|20)\d\d", label)} == {"2026"}
+    assert {"40.0", "41.0"} <= labels  # seconds of the one bucket
+    latency = series_chart(Series(1000, {"p50": {T0: 5.0, T0 + 1000: 6.0}, "p99": {T0: 5000.0, T0 + 1000: 9.0}}),
+                           "ms", stacked=False, limit=30) or ""
+    assert "IP_012 limit (30 ms)" in latency
+    assert len(re.findall(r'<g id="ytick_\d+">.*?<tspan', latency, re.DOTALL)) >= 3  # 10^1, 10^2, 10^3 ...
+
+
+def test_report_period_and_findings_csv(spark: SparkSession, audited: tuple[Path, Path], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """--from/--until select records and findings; every finding of the run is in the CSV linked from the page."""
+    output = tmp_path / "report.html"
+    assert main(["report", "--input", str(audited[1]), "--output", str(output), "--from", str(T0),
+                 "--until", str(T0 + 300_000)]) == 0
+    printed = capsys.readouterr().out
+    assert "report: 100 messages received" in printed and "(3 error, 0 warning, 5 info)" in printed  # m2 is later
+    csv_file = tmp_path / "report.findings.csv"
+    rows = list(csv.DictReader(csv_file.open(encoding="utf-8")))
+    assert [(r["severity"], r["rule"], r["messageId"]) for r in rows] == [
+        ("error", "IP_012", "m1"), ("error", "IP_012", "m3"), ("error", "IP_022", "m4"),
+        *[("info", "AUDIT", f"r{i}") for i in range(5)]]
+    assert rows[0]["observed"] == "observed m1" and rows[0]["timestampMs"] == str(T0 + 1000)
+    html = output.read_text()
+    assert 'href="report.findings.csv"' in html and "Selected: records and findings" in html
+    assert main(["report", "--input", str(audited[1]), "--output", str(output), "--from", str(T0 + 1),
+                 "--until", str(T0)]) == 2
+    assert "is not before --until" in capsys.readouterr().err
