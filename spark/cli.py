@@ -5,6 +5,7 @@
     interchange audit stream   --input LOGDIR --output DIR [--available-now] [--master URL]
     interchange audit report   --input DIR|LOGS... --output REPORT.html
     interchange audit replay   --input LOGS...|DIR [slice] (--broker HOST:PORT --pki DIR --cn CN | --dry-run)
+    interchange audit match    --input DIR|LOGS... --selector "JMS selector" [--from T] [--until T]
 
 This module does not import pyspark: the node's command line loads it without the ``[spark]``
 extra, and a job is imported (:func:`importlib.import_module`) only when it runs. Each job module
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interchange.ground.errors import CliError
-from spark import replay_args
+from spark import match_args, replay_args
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ JOBS: dict[str, Job] = {
     "report": Job("spark.report", "one self-contained HTML report for governance readers (charts inline; "
                   "every finding in a CSV beside it)", _report_arguments, output_help="the report's HTML file",
                   check=replay_args.check_range),
+    "match": Job("spark.match", "what a subscription with a JMS selector would have received in a period (what-if)",
+                 match_args.add_arguments,
+                 output_help="also write the summary (JSON) to this file", output_required=False,
+                 check=replay_args.check_range),
     "replay": Job("spark.replay", "publish a slice of the log again through a node's BI, as a C-ITS actor",
                   replay_args.add_arguments, output_help="also write the summary (JSON) to this file",
                   output_required=False, check=replay_args.check_range),
