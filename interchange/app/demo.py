@@ -3,9 +3,11 @@
 Two interchanges, ``a.interchange.test`` and ``b.interchange.test``, find each other through DNS
 SRV, exchange capabilities and subscriptions over HTTPS and federate data over AMQPS; of three
 messages published at A, only the DENM at Hazeldonk reaches ``actor-2`` at B (README, "What the
-demo does"). ``--serve`` keeps everything running. The PKI under ``--dir`` is kept across runs;
-each run starts the nodes from an empty state (``<dir>/<interchange>/var`` and the logs cleared).
-Names and datasets are :mod:`interop_kit.demo_data`; the actors are clients of
+demo does"). At the end the federation's own logs are audited with Spark (ingest, validate,
+report: the governance user's part; ``--no-audit`` skips it, and so does a node without the
+``[spark]`` extra, saying so). ``--serve`` keeps everything running. The PKI under ``--dir`` is
+kept across runs; each run starts the nodes from an empty state (``<dir>/<interchange>/var`` and
+the logs cleared). Names and datasets are :mod:`interop_kit.demo_data`; the actors are clients of
 :mod:`interchange.actor`, their settings written to ``<dir>/actors/<actor>.toml`` for
 ``interchange actor`` (docs/actors.md).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import shutil
 import time
@@ -52,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory (default demo-data)")
     parser.add_argument("--port", type=int, default=0, help="AMQPS port of interchange A (default: any free port)")
     parser.add_argument("--serve", action="store_true", help="keep the federation running after the demo")
+    parser.add_argument("--no-audit", dest="audit", action="store_false",
+                        help="skip the audit of the federation's own logs at the end (Spark: ingest, validate, report)")
     parser.set_defaults(handler=run)
 
 
@@ -218,6 +223,24 @@ def _print_where_to_look(directory: Path, nodes: dict[str, Any], settings: dict[
           f"{settings[CONSUMER]}, e.g. interchange actor whoami --config {settings[CONSUMER]}")
 
 
+def audit_logs(directory: Path) -> None:
+    """The governance user's part: the federation's own logs audited with Spark (ingest, validate,
+    report), the report's path and the findings per severity printed. Skipped, with the reason,
+    when the node runs without the ``[spark]`` extra."""
+    try:
+        pipeline = importlib.import_module("spark.pipeline")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("pyspark", "py4j", "pandas", "pyarrow", "jinja2", "matplotlib"):
+            raise
+        print(f"audit skipped: the [spark] extra is not installed ({exc.name} missing)")
+        return
+    logs = [str(directory / name / "node.log") for name in NODES if (directory / name / "node.log").is_file()]
+    print(f"auditing the federation's own logs with Spark ({', '.join(logs)}) ...", flush=True)
+    result = pipeline.audit(logs, directory / "audit", title="C-Roads interchange demo: audit of its own logs")
+    for line in result.lines():
+        print(line)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(_demo(args.dir, args.port, args.serve))
@@ -225,4 +248,6 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot start the demo: {exc}") from None
+    if getattr(args, "audit", True):
+        audit_logs(args.dir.resolve())
     return 0
