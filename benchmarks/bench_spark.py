@@ -8,7 +8,12 @@ On one generated log (spark/loggen.py: ~1 % of each fault) of --lines lines (def
 4. streaming latency: a rotated file with one late delivery written into a running stream's
    directory until its violation is committed (the file sink's batch log), median of --probes;
 5. driver memory: the peak resident size of the driver JVM (local mode runs the tasks there too)
-   and of the Python driver.
+   and of the Python driver;
+6. the single-machine reference a data engineer would reach for: DuckDB reading the same JSON lines
+   into Parquet (``read_json_auto`` -> ``COPY ... (FORMAT parquet)``), in the same run, as the peer of
+   Spark's ingest (a benchmark-only dependency: ``pip install duckdb``).
+Goals (same run): Spark ingest within 3x of DuckDB's time; a first validate over Parquet at least 5x
+the plain Python pass.
 The rule metrics of Spark and plain Python are compared first (same checked/violation counts).
 The plain Python pass runs twice, before Spark and after its validates: on a shared host the speed
 moves during a run, and the two bracket it. Each ratio is against their mean, and against each one.
@@ -57,6 +62,21 @@ def generate(path: Path, lines: int) -> int:
             out.write(line + "\n")
             written += 1
     return written
+
+
+def duckdb_pass(log: Path, out: Path) -> int:
+    """DuckDB reads the JSON lines into one Parquet file (its defaults: every core, schema inferred);
+    returns the rows written."""
+    import duckdb  # benchmark-only
+
+    connection = duckdb.connect()
+    try:
+        connection.execute(f"COPY (SELECT * FROM read_json_auto('{log}', format='newline_delimited')) "
+                           f"TO '{out}' (FORMAT parquet)")
+        row = connection.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()
+        return int(row[0]) if row else 0
+    finally:
+        connection.close()
 
 
 def plain_pass(log: Path) -> tuple[plain_audit.Metrics, int]:
@@ -129,6 +149,7 @@ def main() -> int:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--work", default=None, help="working directory (default: a temporary one, removed)")
     parser.add_argument("--probes", type=int, default=5)
+    parser.add_argument("--skip-stream", action="store_true", help="skip the streaming latency probes")
     parser.add_argument("--skip-json", action="store_true",
                         help="skip Spark validate over the JSON lines (rule metrics compared on the Parquet run)")
     args = parser.parse_args()
@@ -147,7 +168,9 @@ def main() -> int:
     if not args.skip_json:
         json_run, json_s = timed("Spark validate over JSON", lambda: validate(
             spark, load_messages(spark, [str(log)]), str(work / "out-json"), "bench", "json", cache_input=True))
+    duck_rows, duck_before_s = timed("DuckDB JSON -> Parquet", lambda: duckdb_pass(log, work / "duck.parquet"))
     summary, ingest_s = timed("Spark ingest JSON -> Parquet", lambda: ingest(spark, [str(log)], str(work / "tables")))
+    _, duck_after_s = timed("DuckDB JSON -> Parquet, again", lambda: duckdb_pass(log, work / "duck.parquet"))
     parquet_run, parquet_s = timed("Spark validate over Parquet", lambda: validate(
         spark, load_messages(spark, [str(work / "tables")]), str(work / "tables"), "bench", "parquet"))
     # the same again in the same JVM: the steady state, without the first run's JIT warm-up
@@ -161,7 +184,7 @@ def main() -> int:
     if json_run is not None:
         differences += compare(dict(plain), json_run)
     print("  rule metrics: " + ("plain Python and Spark agree" if not differences else "DIFFER: " + "; ".join(differences)))
-    latencies = stream_latency(spark, work, args.probes)
+    latencies = [] if args.skip_stream else stream_latency(spark, work, args.probes)
     jvm_mb = jvm_peak_mb(spark)
     python_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     spark.stop()
@@ -175,9 +198,14 @@ def main() -> int:
             continue
         print(f"{label:20} {read / seconds:12,.0f} lines/s  ({seconds:.1f} s, {plain_s / seconds:.2f}x plain Python; "
               f"{plain_before_s / seconds:.2f}x before, {plain_after_s / seconds:.2f}x after)")
-    print(f"{'Spark ingest':20} {read / ingest_s:12,.0f} lines/s  ({ingest_s:.1f} s)")
-    print(f"stream latency line -> violation row: median {statistics.median(latencies):.2f} s, "
-          f"max {max(latencies):.2f} s ({len(latencies)} probes)")
+    duck_s = statistics.mean((duck_before_s, duck_after_s))
+    print(f"{'DuckDB JSON->Parquet':20} {read / duck_s:12,.0f} lines/s  ({duck_s:.1f} s: {duck_before_s:.1f} s before "
+          f"Spark's ingest, {duck_after_s:.1f} s after; {duck_rows} rows)")
+    print(f"{'Spark ingest':20} {read / ingest_s:12,.0f} lines/s  ({ingest_s:.1f} s, {ingest_s / duck_s:.2f}x DuckDB's "
+          f"time; goal: within 3x)")
+    if latencies:
+        print(f"stream latency line -> violation row: median {statistics.median(latencies):.2f} s, "
+              f"max {max(latencies):.2f} s ({len(latencies)} probes)")
     print(f"driver memory: JVM peak RSS {jvm_mb:.0f} MB, Python driver peak RSS {python_mb:.0f} MB "
           f"(plain Python audit included)")
     if not args.work:

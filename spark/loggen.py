@@ -152,12 +152,16 @@ def traffic(lines_wanted: int, seed: int = 8, node: str = "ixc-a", start_ms: int
     rng = random.Random(seed)  # noqa: S311 (a synthetic log, not a secret)
     streams = [(_STREAMS[i % len(_STREAMS)], _publisher(i), str(i)) for i in range(publications)]
     seq, written, round_start = 0, 0, start_ms
+    admitted = [0] * len(streams)  # per publication (one shard each): its shardSeq, as the broker numbers it
     while written < lines_wanted:
         now = round_start
-        for (message_type, interval), publisher_id, local_id in streams:
+        for index, ((message_type, interval), publisher_id, local_id) in enumerate(streams):
             seq += 1
             now += 1 + rng.randrange(3)
-            yield from _one_message(rng, node, seq, now, message_type, publisher_id, local_id, interval)
+            fault = rng.randrange(100)
+            if fault != REJECTED:  # a rejected message gets no shardSeq
+                admitted[index] += 1
+            yield from _one_message(rng, node, seq, now, message_type, publisher_id, local_id, fault, admitted[index])
             written += 2
         round_start = max(round_start + ROUND_MS, now + 1)
 
@@ -169,18 +173,21 @@ def _publisher(stream: int) -> str:
     return f"NL{stream % 16000:05d}"
 
 
+#: The fault number of a rejected message (IP_016).
+REJECTED = 1
+
+
 def _one_message(rng: random.Random, node: str, seq: int, at_ms: int, message_type: str,
-                 publisher_id: str, local_id: str, interval: int) -> Iterator[str]:
-    fault = rng.randrange(100)
+                 publisher_id: str, local_id: str, fault: int, shard_seq: int) -> Iterator[str]:
     props = properties(message_type, publisher_id, local_id)
     if fault == 0:
         props["originatingCountry"] = "nl"  # IP_022
     if fault == 5 and message_type == "SPATEM":
         props["id"] = ",2,"  # IP_104: an intersection no MAPEM describes (theirs is ",1,")
-    if fault == 1:
+    if fault == REJECTED:
         yield logformat.dumps(rejected(node, seq, at_ms, "quadTree: malformed (IP_037)"))
         return
-    message = Message(node, seq, at_ms, props, body=f"{message_type}-{seq}".encode(), shard_seq=seq)
+    message = Message(node, seq, at_ms, props, body=f"{message_type}-{seq}".encode(), shard_seq=shard_seq)
     yield logformat.dumps(received(message))
     match fault:
         case 2:
@@ -188,6 +195,6 @@ def _one_message(rng: random.Random, node: str, seq: int, at_ms: int, message_ty
         case 3:
             yield logformat.dumps(lost("expired_message", message, at_ms + 60_001))
         case 4:
-            yield logformat.dumps(sent(message, at_ms + 31 + rng.randrange(100)))  # IP_012
+            yield logformat.dumps(sent(message, at_ms + 30 + rng.randrange(100)))  # IP_012: 30 ms or more
         case _:
-            yield logformat.dumps(sent(message, at_ms + rng.randrange(20)))
+            yield logformat.dumps(sent(message, at_ms + rng.randrange(20)))  # under 30 ms
