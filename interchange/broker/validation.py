@@ -211,6 +211,15 @@ def _mandatory(tables: Tables) -> tuple[tuple[str, ...], dict[str | None, tuple[
     return mandatory_all, mandatory_by_type, {p.name: p.requirement for p in tables.properties}
 
 
+def _of_the_type(problems: list[Problem], by_type: Mapping[tuple[str, str], Property],
+                 message_type: str | None) -> list[Problem]:
+    """``problems`` citing the table of the message's type where a property is in two tables (Table
+    5's id in an SREM breaks IP_103, Table 4's IP_100 elsewhere); ``by_type``: (name, its default
+    requirement) -> the property."""
+    return [Problem(p.property, p.message, prop.requirement_for(message_type))
+            if (prop := by_type.get((p.property, p.requirement))) is not None else p for p in problems]
+
+
 def build_validator(tables: Tables) -> Validate:
     """The validator of ``tables`` (the module's is the profile's, :data:`validate_application_properties`):
     every check built once, here, and read by the returned function from its closure."""
@@ -267,10 +276,7 @@ def build_validator(tables: Tables) -> Validate:
                 add(Problem(name, f"missing, mandatory for {message_type}", requirement_of[name]))
         for cross_check in cross_checks:
             cross_check(props, valid, message_type, capability_shard_count, add)
-        if by_type and problems:  # the table of the message's type (Table 5's id in an SREM: IP_103)
-            problems = [Problem(p.property, p.message, prop.requirement_for(message_type))
-                        if (prop := by_type.get((p.property, p.requirement))) is not None else p for p in problems]
-        return problems
+        return _of_the_type(problems, by_type, message_type) if by_type and problems else problems
 
     return validate
 

@@ -15,7 +15,7 @@ from proton import Delivery, Message
 from pyspark.sql import SparkSession
 
 import jms_selectors
-from broker_harness import BrokerUnderTest, running_broker, selector_option, wait_for_records
+from interchange.testing.broker_harness import BrokerUnderTest, running_broker, selector_option, wait_for_records
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.ground import logformat

@@ -27,7 +27,7 @@ from interchange.ground.profile import (
 )
 from spark import property_rules, rules
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_check_cites_the_requirement_that_words_it(spark: SparkSession) -> None:

@@ -1,4 +1,4 @@
-"""The audit against an independent oracle (tests/audit_oracle.py: a log written from the log schema
+"""The audit against an independent oracle (tests/integration/audit_oracle: a log written from the log schema
 and the profile's text, with planted violations whose exact set is known): validate finds exactly
 them, hostile lines are corrupt with the reason of their kind, and mutants of the pipeline (a rule
 off, a bound moved, the admission sequence forgotten) and of the oracle make the comparison fail."""
