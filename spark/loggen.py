@@ -155,7 +155,7 @@ def traffic(lines_wanted: int, seed: int = 8, node: str = "ixc-a", start_ms: int
     admitted = [0] * len(streams)  # per publication (one shard each): its shardSeq, as the broker numbers it
     while written < lines_wanted:
         now = round_start
-        for index, ((message_type, interval), publisher_id, local_id) in enumerate(streams):
+        for index, ((message_type, _interval), publisher_id, local_id) in enumerate(streams):
             seq += 1
             now += 1 + rng.randrange(3)
             fault = rng.randrange(100)

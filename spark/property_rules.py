@@ -1,7 +1,7 @@
 """Tables 1-7 of the IP profile as Spark SQL expressions, built from :mod:`interchange.ground.profile`.
 
-IP_022 (Table 1), IP_026 (DENM), IP_029 (IVIM), IP_100/103 (SPATEM/MAPEM, SREM/SSEM: ``id`` names the table of the message's type),
-IP_122/123 (CAM), IP_135 (CPM), IP_037/038 (quadTree), IP_128/130 (shardId, shardCount), IP_131
+IP_022 (Table 1), IP_026 (DENM), IP_029 (IVIM), IP_100/103 (SPATEM/MAPEM, SREM/SSEM: ``id`` names
+the table of the message's type), IP_122/123 (CAM), IP_135 (CPM), IP_037/038 (quadTree), IP_128/130 (shardId, shardCount), IP_131
 (custom names). Every property, value rule, mandatory property and rule across properties of the
 profile becomes an expression here, in the profile's order and with the requirement the profile
 gives it: the findings are those of

@@ -149,7 +149,7 @@ def violations(rows: DataFrame, checks: Sequence[Check], observation: Observatio
     return rows.where(reduce(Column.__or__, failing)).select(*IDENTITY, *carry, F.inline(found))
 
 
-def _requirement_of(rule: Column) -> Column:
+def requirement_of(rule: Column) -> Column:
     return F.create_map(*[F.lit(x) for pair in REQUIREMENTS.items() for x in pair])[rule]
 
 
@@ -157,11 +157,11 @@ def _event(name: str) -> Column:
     return F.col("event") == name
 
 
-def _first_delivery() -> Column:
+def first_delivery() -> Column:
     return _event("sent_message") & (F.coalesce(F.col("attempt"), F.lit(1)) == 1)
 
 
-def _small() -> Column:
+def small_payload() -> Column:
     """A message under IP_012/IP_013's payload size (a record without its size counts as one)."""
     return F.coalesce(F.col("size") < PAYLOAD_LIMIT, F.lit(True))
 
@@ -213,8 +213,8 @@ def interpreted(sql: str) -> str:
 def _latency() -> list[Check]:
     took = F.col("departureMs") - F.col("arrivalMs")
     return [simple("IP_012", "latency", "error",
-                   scope=_first_delivery() & F.col("arrivalMs").isNotNull() & F.col("departureMs").isNotNull()
-                   & _small(),
+                   scope=first_delivery() & F.col("arrivalMs").isNotNull() & F.col("departureMs").isNotNull()
+                   & small_payload(),
                    violated=took >= LATENCY_LIMIT_MS, observed=F.concat(took.cast("string"), F.lit(" ms")),
                    expected=f"< {LATENCY_LIMIT_MS} ms", quote="in <30ms")]
 
@@ -297,21 +297,21 @@ def logged_twice(m: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
                  F.size(F.collect_set("file")).alias("files"), *[F.first(c).alias(c) for c in others]))
 
 
-def _logged_twice() -> list[Check]:
+def logged_twice_checks() -> list[Check]:
     return [simple("AUDIT", "record_logged_twice", "warning", scope=F.lit(True), violated=F.col("copies") > 1,
                    observed=F.concat(F.lit("logged "), F.col("copies").cast("string"), F.lit(" times in "),
                                      F.col("files").cast("string"), F.lit(" file(s)")),
                    expected="each record once", records_scope=_keyed(), quote="records logged twice")]
 
 
-def _sequenced_delivery() -> Column:
-    return _first_delivery() & F.col("shardSeq").isNotNull() & F.col("departureMs").isNotNull()
+def sequenced_delivery() -> Column:
+    return first_delivery() & F.col("shardSeq").isNotNull() & F.col("departureMs").isNotNull()
 
 
 def shard_links(m: DataFrame) -> DataFrame:
     """First deliveries with the highest shardSeq delivered strictly earlier on the same link and shard
     of the same admission sequence."""
-    rows = m.where(_sequenced_delivery()).withColumn("admission", admission())
+    rows = m.where(sequenced_delivery()).withColumn("admission", admission())
     link = Window.partitionBy("node", "admission", "source", "consumer", "shardKey").orderBy("departureMs")
     return rows.withColumn("earlier", F.max("shardSeq").over(link.rangeBetween(Window.unboundedPreceding, -1)))
 
@@ -320,18 +320,18 @@ def _shard_order() -> list[Check]:
     return [simple("IP_128", "shard_order", "error", scope=F.lit(True), violated=F.col("shardSeq") < F.col("earlier"),
                    observed=F.concat(F.lit("shardSeq "), F.col("shardSeq").cast("string"), F.lit(" after "),
                                      F.col("earlier").cast("string"), F.lit(" on "), F.col("shardKey")),
-                   expected="increasing shardSeq per shard and consumer", records_scope=_sequenced_delivery(),
+                   expected="increasing shardSeq per shard and consumer", records_scope=sequenced_delivery(),
                    quote="out-of-order")]
 
 
-def _sequenced_arrival() -> Column:
+def sequenced_arrival() -> Column:
     return _event("received_message") & F.col("shardSeq").isNotNull() & _keyed() & F.col("shardKey").isNotNull()
 
 
 def shard_sequences(m: DataFrame) -> DataFrame:
     """Received messages with ``before``: the highest shardSeq logged below theirs in the same shard
     and admission sequence (a copy of the same record has the same number: it is not a step)."""
-    rows = m.where(_sequenced_arrival()).withColumn("admission", admission())
+    rows = m.where(sequenced_arrival()).withColumn("admission", admission())
     shard = Window.partitionBy("node", "admission", "shardKey").orderBy("shardSeq")
     return rows.withColumn("before", F.max("shardSeq").over(shard.rangeBetween(Window.unboundedPreceding, -1)))
 
@@ -348,7 +348,7 @@ def _shard_gap() -> list[Check]:
                                      F.lit(" missing ("), missing.cast("string"), F.lit(" admitted, not logged; in "),
                                      F.col("admission"), F.lit(")")),
                    expected=F.concat(F.lit("shardSeq "), (F.col("before") + 1).cast("string"), F.lit(" next")),
-                   records_scope=_sequenced_arrival(), quote="gaps in a shard's admission sequence")]
+                   records_scope=sequenced_arrival(), quote="gaps in a shard's admission sequence")]
 
 
 #: The gap checks' names (the ``check`` of the output tables) by the requirement bounding the gap.
@@ -391,7 +391,7 @@ def _gap_checks() -> dict[str, tuple[str, str, tuple[str, ...], int, int, str]]:
 GAPS = _gap_checks()
 
 
-def _received_publication() -> Column:
+def received_publication() -> Column:
     return _event("received_message") & F.col("publicationId").isNotNull()
 
 
@@ -400,7 +400,7 @@ def publications(m: DataFrame) -> DataFrame:
     is kept once): the previous arrival of each gap check's types (``previous_<check>``) and the copy
     number (``copy``, by messageId) and first arrival of the same body. One shuffle by (node,
     publicationId) for the four rules."""
-    rows = m.where(_received_publication()).repartition("node", "publicationId")
+    rows = m.where(received_publication()).repartition("node", "publicationId")
     once = Window.partitionBy("node", "publicationId", "messageId").orderBy("file", "timestampMs")
     rows = rows.withColumn("_n", F.row_number().over(once)).where(
         (F.col("_n") == 1) | F.col("messageId").isNull()).drop("_n")
@@ -428,7 +428,7 @@ def _duplicates() -> list[Check]:
     return [simple("AUDIT", "duplicate", severity, scope=F.col("bodySha256").isNotNull(), violated=F.col("copy") > 1,
                    observed=F.concat(F.lit("copy "), F.col("copy").cast("string"), F.lit(" (another messageId), "
                                      "first arrived at "), F.col("firstMs").cast("string")), expected="one copy per body",
-                   records_scope=_received_publication() & F.col("bodySha256").isNotNull(),
+                   records_scope=received_publication() & F.col("bodySha256").isNotNull(),
                    quote="copies re-published with the same body")]
 
 
@@ -436,7 +436,7 @@ def _intersections() -> Column:
     return F.split(F.regexp_replace(F.coalesce(F.col(property_rules.VALUES)["id"], F.lit("")), "^,|,$", ""), ",")
 
 
-def _received_arrival() -> Column:
+def received_arrival() -> Column:
     return _event("received_message") & F.col("arrivalMs").isNotNull()
 
 
@@ -447,7 +447,7 @@ def spatems(m: DataFrame) -> DataFrame:
     broadcast as one map per node to the SPATEMs: no shuffle of the SPATEMs, no explode and regroup
     of them. "Corresponding MAPEM" (IP_104) is the MAPEM of the intersection, whoever published it.
     """
-    received = m.where(_received_arrival())
+    received = m.where(received_arrival())
     keys = ["node"]
     first_mapem = (received.where(F.col("messageType") == "MAPEM")
                    .select(*keys, F.explode(_intersections()).alias("intersection"), "arrivalMs")
@@ -465,11 +465,11 @@ def _spatem_after_mapem() -> list[Check]:
     return [simple("IP_104", "spatem_after_mapem", "error", scope=F.lit(True), violated=F.col("early").isNotNull(),
                    observed=F.concat(F.lit("SPATEM before any MAPEM of intersection '"), F.col("early"), F.lit("'")),
                    expected="a MAPEM of the same intersection earlier",
-                   records_scope=_received_arrival() & (F.col("messageType") == "SPATEM"),
+                   records_scope=received_arrival() & (F.col("messageType") == "SPATEM"),
                    quote="SPATEM only after corresponding MAPEM")]
 
 
-def _message_key() -> Column:
+def message_key() -> Column:
     """What tells two messages apart (a v1 record without messageId: its file and time)."""
     return F.coalesce(F.col("messageId"), F.concat_ws("|", F.col("file"), F.col("timestampMs").cast("string")))
 
@@ -478,12 +478,12 @@ def seconds(m: DataFrame) -> DataFrame:
     """Per node and second of arrival: messages under 500 KB arrived (each once), the first arrival, the
     last departure of a first delivery of them."""
     second = (F.col("arrivalMs") / 1000).cast("long")
-    received = _event("received_message") & _small()
-    rows = (m.where((received | (_first_delivery() & _small())) & F.col("arrivalMs").isNotNull())
+    received = _event("received_message") & small_payload()
+    rows = (m.where((received | (first_delivery() & small_payload())) & F.col("arrivalMs").isNotNull())
             .groupBy("node", second.alias("s"))
-            .agg(F.count_distinct(F.when(received, _message_key())).alias("arrived"),
+            .agg(F.count_distinct(F.when(received, message_key())).alias("arrived"),
                  F.min(F.when(received, F.col("arrivalMs"))).alias("firstMs"),
-                 F.max(F.when(_first_delivery(), F.col("departureMs"))).alias("lastMs")))
+                 F.max(F.when(first_delivery(), F.col("departureMs"))).alias("lastMs")))
     return rows.select("node", *[F.lit(None).cast(t).alias(c) for c, t in (
         ("process", "int"), ("event", "string"), ("messageId", "string"), ("publicationId", "string"),
         ("messageType", "string"), ("publisher", "string"), ("consumer", "string"), ("file", "string"))],
@@ -507,7 +507,7 @@ unroutable = Rule("unroutable", records, _unroutable)
 rejected = Rule("rejected", records, _rejected)
 redelivery = Rule("redelivery", records, _redelivery)
 outcome = Rule("outcome", records, _outcome)
-record_logged_twice = Rule("record_logged_twice", logged_twice, _logged_twice)
+record_logged_twice = Rule("record_logged_twice", logged_twice, logged_twice_checks)
 shard_order = Rule("shard_order", shard_links, _shard_order)
 shard_gap = Rule("shard_gap", shard_sequences, _shard_gap)
 #: One rule per gap check (IP_048 repetition, IP_124 CAM rate, IP_136 CPM rate).
@@ -593,4 +593,4 @@ def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
              for frame, checks in grouped.items()]
     every = reduce(DataFrame.unionByName, found)
     every = once(every) if each_once else every
-    return every.withColumn("requirement", _requirement_of(F.col("rule")))  # once, not once per frame
+    return every.withColumn("requirement", requirement_of(F.col("rule")))  # once, not once per frame

@@ -106,7 +106,7 @@ def _keyed(m: DataFrame, kind: str, condition: Column, key: list[Column], event_
         event_ms.alias("eventMs"), *_ROW_COLUMNS, rules.admission().alias("admission"),
         F.array_remove(F.split(F.regexp_replace(F.coalesce(F.col(property_rules.VALUES)["id"], F.lit("")), "^,|,$", ""),
                                ","), "").alias("intersections"),
-        rules._message_key().alias("messageKey"), F.col(EVENT_TIME))
+        rules.message_key().alias("messageKey"), F.col(EVENT_TIME))
 
 
 def compared_rows(m: DataFrame) -> DataFrame:
@@ -114,13 +114,13 @@ def compared_rows(m: DataFrame) -> DataFrame:
     c = F.col
     received = c("event") == "received_message"
     frames = [
-        _keyed(m, "order", rules._sequenced_delivery(), [c("node"), rules.admission(), c("source"), c("consumer"),
+        _keyed(m, "order", rules.sequenced_delivery(), [c("node"), rules.admission(), c("source"), c("consumer"),
                                                          c("shardKey")], c("departureMs")),
-        _keyed(m, "gap", rules._sequenced_arrival(), [c("node"), rules.admission(), c("shardKey")], c("timestampMs")),
-        _keyed(m, "pub", rules._received_publication(), [c("node"), c("publicationId")],
+        _keyed(m, "gap", rules.sequenced_arrival(), [c("node"), rules.admission(), c("shardKey")], c("timestampMs")),
+        _keyed(m, "pub", rules.received_publication(), [c("node"), c("publicationId")],
                F.coalesce(c("arrivalMs"), c("timestampMs"))),
-        _keyed(m, "ix", rules._received_arrival() & c("messageType").isin("MAPEM", "SPATEM"), [c("node")], c("arrivalMs")),
-        _keyed(m, "sec", ((received & rules._small()) | (rules._first_delivery() & rules._small()))
+        _keyed(m, "ix", rules.received_arrival() & c("messageType").isin("MAPEM", "SPATEM"), [c("node")], c("arrivalMs")),
+        _keyed(m, "sec", ((received & rules.small_payload()) | (rules.first_delivery() & rules.small_payload()))
                & c("arrivalMs").isNotNull(), [c("node"), (c("arrivalMs") / 1000).cast("long")], c("timestampMs"),
                bucketed=False),
     ]
@@ -129,7 +129,7 @@ def compared_rows(m: DataFrame) -> DataFrame:
 
 def _compare(key: tuple[Any, ...], frames: Iterator[Any], state: GroupState) -> Iterator[Any]:
     """applyInPandasWithState's function: one call of :func:`spark.stream_rules.advance`."""
-    import pandas as pd  # type: ignore[import-untyped]  # only in the Python worker (the spark extra)
+    import pandas as pd  # type: ignore[import-untyped]  # noqa: PLC0415 - only in the Python worker (the spark extra)
 
     kind, name = key
     rows: list[dict[str, Any]] = []
@@ -159,10 +159,10 @@ def violations(messages: DataFrame) -> DataFrame:
     per_record = rules.all_violations(messages, rules.RECORD_RULES, each_once=False, carry=(EVENT_TIME,))
     per_record = per_record.dropDuplicatesWithinWatermark([*rules.FINDING_COLUMNS]).drop(EVENT_TIME, "requirement")
     m = messages.select(*rules.INPUT_COLUMNS, EVENT_TIME)
-    twice = rules.violations(rules.logged_twice(m, keys=(EVENT_TIME,)), rules._logged_twice())
+    twice = rules.violations(rules.logged_twice(m, keys=(EVENT_TIME,)), rules.logged_twice_checks())
     found = reduce(DataFrame.unionByName, [per_record, twice, compared_findings(m)])
     return found.select(F.lit("stream").alias("runId"), F.unix_millis(F.current_timestamp()).alias("runMs"),
-                        *[(rules._requirement_of(F.col("rule")) if f.name == "requirement" else F.col(f.name))
+                        *[(rules.requirement_of(F.col("rule")) if f.name == "requirement" else F.col(f.name))
                           .cast(f.dataType).alias(f.name) for f in tables.VIOLATIONS.fields[2:]])
 
 

@@ -88,7 +88,7 @@ def clean_rows(rows: Iterable[Row]) -> list[dict[str, Any]]:
 def _order(state: dict[str, Any], rows: list[Row], settings: Settings) -> Iterator[Finding]:
     """IP_128: a first delivery with a lower shardSeq than one delivered strictly earlier on its link."""
     highest = state.get("max")
-    for departure, group in _groups(rows, "departureMs"):
+    for _departure, group in _groups(rows, "departureMs"):
         for row in group:
             if highest is not None and row["shardSeq"] < highest:
                 yield _finding(row, "IP_128", "shard_order", "error",

@@ -15,7 +15,7 @@ from proton import Delivery, Message
 from pyspark.sql import SparkSession
 
 import jms_selectors
-from interchange.testing.broker_harness import BrokerUnderTest, running_broker, selector_option, wait_for_records
+from interchange.testing.broker_harness import BrokerUnderTest, running_broker, selector_option
 from certs import TestPki
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.ground import logformat
@@ -98,7 +98,7 @@ def test_the_what_if_equals_what_a_consumer_with_the_selector_received(
     while True:
         try:
             receiver.receive(timeout=1.0)
-        except Exception:  # noqa: BLE001 - proton's Timeout: nothing more for this selector
+        except Exception:  # proton's Timeout: nothing more for this selector
             break
         receiver.accept()
         received += 1

@@ -4,7 +4,7 @@ them, hostile lines are corrupt with the reason of their kind, and mutants of th
 off, a bound moved, the admission sequence forgotten) and of the oracle make the comparison fail."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
