@@ -52,8 +52,9 @@ SMOKE: dict[str, Smoke] = {
     "soak_federation.py": Smoke(("--minutes", "0.2", "--rate", "20", "--drain", "10"),
                                 ("kill -9", "restarted", "latency_p99_ms", "lost within TTL:")),
 }
-#: bench_spark.py leaves the Parquet tables bench_spark_profile.py reads: they run as a pair.
-SPARK_PAIR = ("bench_spark.py", "bench_spark_profile.py")
+#: bench_spark.py leaves the log bench_ingest_profile.py reads and the Parquet tables bench_spark_profile.py
+#: reads: they run together.
+SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_spark_profile.py")
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
 HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py")
 
@@ -74,7 +75,7 @@ def assert_prints(script: str, output: str, figures: tuple[str, ...]) -> None:
 
 def test_every_benchmark_is_run() -> None:
     scripts = {path.name for path in BENCHMARKS.glob("*.py")}
-    assert scripts == set(SMOKE) | set(SPARK_PAIR) | set(HELPERS)
+    assert scripts == set(SMOKE) | set(SPARK_SCRIPTS) | set(HELPERS)
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE))
@@ -87,6 +88,11 @@ def test_spark_benchmarks_run_at_their_smallest_size(tmp_path: Path) -> None:
     output = run("bench_spark.py", "--lines", "2000", "--probes", "1", "--master", "local[2]", "--skip-json",
                  "--work", str(tmp_path))
     assert_prints("bench_spark.py", output, ("plain Python audit", "Spark validate over Parquet", "lines/s",
+                                             "DuckDB JSON->Parquet", "Spark ingest",
                                              "stream latency line -> violation row", "driver memory"))
+    (log,) = (tmp_path / "logs").glob("*.jsonl")
+    output = run("bench_ingest_profile.py", str(log), "--master", "local[2]")
+    assert_prints("bench_ingest_profile.py", output, ("the strict JSON parse", "ingest (three tables written)",
+                                                      "load average"))
     output = run("bench_spark_profile.py", str(tmp_path / "tables"), "--master", "local[2]")
     assert_prints("bench_spark_profile.py", output, ("load average",))

@@ -1,0 +1,67 @@
+"""Where ingest's time goes: each step of :func:`spark.ingest.ingest` alone over a JSON-lines log.
+
+Each step is timed with Spark's ``noop`` sink (every column computed, nothing written), each one a
+longer prefix of ingest's plan: the lines read; the one strict JSON parse; the keys read for the
+duplicate-key check; the whole parse with a reason per corrupt line; the message rows with the
+columns of tables 1-7; then ingest itself (three tables written). Run on a log bench_spark.py left
+with ``--work`` (or any), after one warm-up pass, same JVM:
+
+    .venv/bin/python benchmarks/bench_ingest_profile.py WORK/logs/node-...jsonl [--master local[*]]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType
+
+from spark import parse
+from spark.ingest import ingest, read_lines
+from spark.session import build_session
+
+
+def timed(label: str, action) -> float:
+    start = time.perf_counter()
+    action()
+    seconds = time.perf_counter() - start
+    print(f"{label:44} {seconds:8.1f} s  (load average {os.getloadavg()[0]:.1f})", flush=True)
+    return seconds
+
+
+def noop(frame: DataFrame) -> None:
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log")
+    parser.add_argument("--master", default="local[*]")
+    args = parser.parse_args()
+    spark = build_session(args.master, "bench-ingest-profile")
+    lines = read_lines(spark, [args.log])
+    line = parse._line(F.col("value"))
+    strict = lines.select(F.from_json(F.concat(F.lit("["), line, F.lit("]")), ArrayType(parse.line_schema()),
+                                      parse.STRICT_JSON).alias("v"))
+    keyed = lines.select(F.from_json(F.concat(F.lit("["), line, F.lit("]")), ArrayType(parse.line_schema()),
+                                     parse.STRICT_JSON).alias("v"), F.json_object_keys(line).alias("k"))
+    steps = [("lines read (spark.read.text)", lambda: noop(lines)),
+             ("+ the strict JSON parse", lambda: noop(strict)),
+             ("+ the line's keys (duplicate-key check)", lambda: noop(keyed)),
+             ("parse: every column and the reason", lambda: noop(parse.parse(lines))),
+             ("message rows (tables 1-7 columns)", lambda: noop(parse.messages(parse.parse(lines))))]
+    timed("warm-up: parse", lambda: noop(parse.parse(lines)))
+    for label, action in steps:
+        timed(label, action)
+    with tempfile.TemporaryDirectory(prefix="ingest-profile-") as out:
+        timed("ingest (three tables written)", lambda: ingest(spark, [args.log], out))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
