@@ -22,6 +22,7 @@ from proton import Data, Described, symbol
 from interchange.broker.engine import SELECTOR_DESCRIPTOR_SYMBOL
 from interchange.broker.proton_io import ProtonConnection
 from interchange.broker.sasl import SaslClient
+from interchange.broker.wire_text import condition_line
 
 log = logging.getLogger(__name__)
 
@@ -243,16 +244,14 @@ class ClientEngine:
                     state.closed = True
                     cond = lib.pn_link_remote_condition(link)
                     if lib.pn_condition_is_set(cond):
-                        state.error = (f"{cproton.pn_condition_get_name(cond)}: "
-                                       f"{cproton.pn_condition_get_description(cond)}")
+                        state.error = condition_line(cond)
                     lib.pn_link_close(link)
                     if isinstance(state, SenderState):
                         self._fail_pending(state, state.error or "link detached")
             elif etype == lib.PN_CONNECTION_REMOTE_CLOSE:
                 cond = lib.pn_connection_remote_condition(self._connection)
                 if lib.pn_condition_is_set(cond):
-                    self.remote_error = (f"{cproton.pn_condition_get_name(cond)}: "
-                                         f"{cproton.pn_condition_get_description(cond)}")
+                    self.remote_error = condition_line(cond)
                 lib.pn_connection_close(self._connection)
             elif etype == lib.PN_TRANSPORT_CLOSED:
                 self.lost("connection closed")
@@ -268,8 +267,7 @@ class ClientEngine:
             cond = lib.pn_disposition_condition(lib.pn_delivery_remote(delivery))
             error = {lib.PN_RELEASED: "released", lib.PN_MODIFIED: "modified"}.get(outcome, "rejected")
             if lib.pn_condition_is_set(cond):
-                state.last_rejection = (f"{cproton.pn_condition_get_name(cond)}: "
-                                        f"{cproton.pn_condition_get_description(cond)}")
+                state.last_rejection = condition_line(cond)
                 error = f"{error}: {state.last_rejection}"
         else:
             return

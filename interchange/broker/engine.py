@@ -22,6 +22,7 @@ from proton import Data, Described, symbol, ulong
 from interchange.broker.message import BrokerMessage
 from interchange.broker.open_frame import MIN_MAX_FRAME_SIZE, OpenFrameCheck
 from interchange.broker.proton_io import ProtonConnection
+from interchange.broker.wire_text import UndecodableField, condition_text, peer_text
 
 if TYPE_CHECKING:
     from interchange.broker.source import Source
@@ -265,6 +266,8 @@ class ConnectionEngine:
         lib.pn_transport_set_idle_timeout(self._transport, limits.idle_timeout_ms)
         self._open_check: OpenFrameCheck | None = OpenFrameCheck()
         self._small_frames: int | None = None  #: a max-frame-size below 512 in the peer's open
+        #: set once we closed the connection for the peer's fault: the socket goes once the close is out
+        self._hang_up = False
         self.links = ConnectionLinks(self, self._events)
         #: proton event type -> its handler, bound to the part it concerns (one lookup per event)
         self._handlers: dict[int, Callable[[Any], None]] = {
@@ -274,6 +277,8 @@ class ConnectionEngine:
     # ----------------------------------------------------------------- bytes in/out
     def receive(self, data: bytes) -> None:
         """Feed bytes received from the peer (after TLS and SASL)."""
+        if self._hang_up:
+            return  # closed for the peer's fault: nothing more is read
         if self._open_check is not None:  # proton would raise a too small max-frame-size silently
             self._small_frames = self._open_check.feed(data)
             if self._open_check.done:
@@ -292,7 +297,7 @@ class ConnectionEngine:
         """
         if lib.pn_connection_state(self._connection) & (lib.PN_LOCAL_CLOSED | lib.PN_REMOTE_CLOSED):
             return  # an ordinary close in progress
-        if cproton.pn_condition_get_name(lib.pn_transport_condition(self._transport)) is not None:
+        if lib.pn_condition_is_set(lib.pn_transport_condition(self._transport)):
             return  # proton found the error itself and answers it
         description = "frame not understood: unknown performative or a descriptor that is not a ulong"
         self._events("transport_error", {"condition": "amqp:connection:framing-error", "description": description})
@@ -317,8 +322,9 @@ class ConnectionEngine:
 
     @property
     def finished(self) -> bool:
-        """True when the transport is closed both ways: the socket can be closed."""
-        return self._proton.closed
+        """True when the transport is closed both ways, or we closed the connection for the peer's fault
+        and the close frame is out (no wait for the peer's close): the socket can be closed."""
+        return self._proton.closed or (self._hang_up and not self._proton.has_output)
 
     def tick(self, now_ms: int) -> int:
         """Drive idle-timeout keep-alives; returns the next deadline in ms (0 = none)."""
@@ -381,34 +387,37 @@ class ConnectionEngine:
         lib.pn_session_close(lib.pn_event_session(event))
 
     def _on_connection_remote_open(self, event: Any) -> None:
-        self.container_id = cproton.pn_connection_remote_container(self._connection)
         cproton.pn_connection_set_container(self._connection, "croads-interchange")
         lib.pn_connection_open(self._connection)
+        try:
+            self.container_id = peer_text(lib.pn_connection_remote_container(self._connection), "open: container-id")
+        except UndecodableField as exc:  # answered with our open, then the close (AMQP 1.0 2.4.2)
+            self._refuse_open_with(exc.condition, exc.description)
+            return
         self._events("connection_open", {"container": self.container_id})
         if self._small_frames is not None:
-            self._refuse_open(self._small_frames)
+            self._refuse_open_with("amqp:invalid-field", f"max-frame-size {self._small_frames} is below the AMQP "
+                                   f"minimum of {MIN_MAX_FRAME_SIZE}")
 
     def _on_connection_remote_close(self, event: Any) -> None:
         lib.pn_connection_close(self._connection)
 
     def _on_transport_error(self, event: Any) -> None:
-        cond = lib.pn_transport_condition(self._transport)
-        self._events("transport_error", {
-            "condition": cproton.pn_condition_get_name(cond),
-            "description": cproton.pn_condition_get_description(cond),
-        })
+        name, description = condition_text(lib.pn_transport_condition(self._transport))
+        self._events("transport_error", {"condition": name, "description": description})
 
     def _on_transport_closed(self, event: Any) -> None:
         self._on_closed()
 
-    def _refuse_open(self, max_frame_size: int) -> None:
-        """AMQP 1.0 2.7.1: max-frame-size is at least 512; close (proton would raise it silently)."""
-        description = f"max-frame-size {max_frame_size} is below the AMQP minimum of {MIN_MAX_FRAME_SIZE}"
+    def _refuse_open_with(self, condition: str, description: str) -> None:
+        """Close a connection whose open cannot be taken (AMQP 1.0 2.7.1: a max-frame-size below 512,
+        which proton would raise silently; a container-id that is not UTF-8), and log why."""
         cond = lib.pn_connection_condition(self._connection)
-        cproton.pn_condition_set_name(cond, "amqp:invalid-field")
+        cproton.pn_condition_set_name(cond, condition)
         cproton.pn_condition_set_description(cond, description)
         lib.pn_connection_close(self._connection)  # inside _process: its loop sends the close
-        self._events("transport_error", {"condition": "amqp:invalid-field", "description": description})
+        self._hang_up = True
+        self._events("transport_error", {"condition": condition, "description": description})
 
     def _on_closed(self) -> None:
         if self.closed:
@@ -526,10 +535,10 @@ class ConnectionLinks:
 
     def _attach_publisher(self, link: Any) -> None:
         remote_target = lib.pn_link_remote_target(link)
-        address = cproton.pn_terminus_get_address(remote_target)
         try:
+            address = peer_text(lib.pn_terminus_get_address(remote_target), "attach: target address")
             publisher = self._router.attach_publisher(self._engine.identity, address)
-        except AttachRefused as exc:
+        except (AttachRefused, UndecodableField) as exc:
             self._refuse(link, exc.condition, exc.description)
             return
         lib.pn_terminus_copy(lib.pn_link_target(link), remote_target)
@@ -543,9 +552,12 @@ class ConnectionLinks:
 
     def _attach_consumer(self, link: Any) -> None:
         remote_source = lib.pn_link_remote_source(link)
-        address = cproton.pn_terminus_get_address(remote_source)
         try:
+            address = peer_text(lib.pn_terminus_get_address(remote_source), "attach: source address")
             selector = selector_from_filter(Data(lib.pn_terminus_filter(remote_source)))
+        except UndecodableField as exc:
+            self._refuse(link, exc.condition, exc.description)
+            return
         except ValueError as exc:
             self._refuse(link, "amqp:invalid-field", str(exc))
             return
@@ -692,13 +704,15 @@ def selector_from_filter(data: Data) -> str | None:
 
     The filter is found by its descriptor (symbol ``apache.org:selector-filter:string`` or code
     0x0000468C00000004) under any key. Other filters are ignored. A selector filter whose value
-    is not a string raises ValueError.
+    is not a string raises ValueError; a string in the map that is not UTF-8, :class:`UndecodableField`.
     """
     data.rewind()
     if not data.next():
         return None
     try:
         filters = data.get_object()
+    except UnicodeDecodeError as exc:  # a string or symbol of the map that is not UTF-8 / ASCII
+        raise UndecodableField("attach: source filter", bytes(exc.object), exc) from None
     except Exception as exc:  # malformed filter map from the peer
         raise ValueError(f"unreadable source filter: {exc}") from exc
     if not isinstance(filters, dict):

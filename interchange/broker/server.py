@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import traceback
 from collections.abc import Callable
 
 from certs.errors import PeerIdentityError
@@ -155,8 +156,24 @@ class AmqpConnection(asyncio.Protocol):
             data = step.amqp_bytes
             if not data:
                 return
-        self.engine.receive(data)
+        try:
+            self.engine.receive(data)
+        except Exception as exc:  # noqa: BLE001 - a fault the peer's bytes reached: closed, logged, never raised
+            self._engine_failed(exc)
         self._mark_dirty()
+
+    def _engine_failed(self, exc: Exception) -> None:
+        """The engine raised on the peer's bytes (a defect: every field is checked): the connection is
+        closed with ``amqp:internal-error`` and the fault logged as an error record, not a traceback."""
+        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ is not None else None
+        self._server.event("error", "engine_error", {
+            "peer": self.peer, "identity": self.identity, "error": f"{type(exc).__name__}: {exc}",
+            "where": f"{where.filename}:{where.lineno} {where.name}" if where is not None else None})
+        assert self.engine is not None
+        try:
+            self.engine.close("amqp:internal-error", "the broker could not process the connection's input")
+        except Exception:  # noqa: BLE001 - proton's state is unknown: drop the socket
+            self.abort()
 
     def eof_received(self) -> bool | None:
         self._peer_closed()

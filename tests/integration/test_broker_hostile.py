@@ -192,3 +192,23 @@ def test_open_frame_check_fed_byte_by_byte() -> None:
     assert check.feed(data) is None  # decided once
     plain = OpenFrameCheck()
     assert plain.feed(AMQP_HEADER + OPEN) is None and plain.done  # no max-frame-size: proton's default
+
+
+# ------------------------------------------------------------------ text that is not UTF-8
+def test_container_id_not_utf8_closed_with_decode_error(broker: BrokerUnderTest, pki: TestPki) -> None:
+    """Over TLS: the open is answered, then closed with ``amqp:decode-error`` naming the field, and logged
+    (the engine's other text fields: tests/test_engine_text.py)."""
+    context = client_context(TlsFiles.from_pki(pki.directory, "actor-2"))
+    data, closed = tls_exchange(broker.port, context, AMQP_HEADER + frame(b"\x00\x53\x10" + list8(str8(b"c\xff"))))
+    assert closed, "the connection was not closed"
+    assert b"amqp:decode-error" in data and b"open: container-id is not valid UTF-8" in data
+    wait_for_records(broker, lambda r: r.get("event") == "transport_error"
+                     and r["details"].get("condition") == "amqp:decode-error", "decode error not logged")
+
+
+def test_target_address_not_utf8_refuses_the_link(broker: BrokerUnderTest, pki: TestPki) -> None:
+    context = client_context(TlsFiles.from_pki(pki.directory, "actor-1"))
+    target = b"\x00\x53\x29" + list8(str8(b"in\xff"))
+    attach = frame(b"\x00\x53\x12" + list8(str8(b"l"), b"\x52\x00", b"\x42", b"\x40", b"\x40", b"\x40", target))
+    data, _ = tls_exchange(broker.port, context, AMQP_HEADER + OPEN + BEGIN + attach, timeout=2.0)
+    assert b"amqp:decode-error" in data and b"attach: target address is not valid UTF-8" in data
