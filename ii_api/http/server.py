@@ -40,6 +40,7 @@ from certs.tls import peer_common_name
 from ii_api.decisions.actor_policy import ActorPolicy, ActorRule, Refusal
 from ii_api.http.doors import IIOperations
 from ii_api.http.openapi import Operation, openapi_document
+from ii_api.http.request_clock import RequestClock
 from ii_api.http.tls_site import TlsSite
 from ii_api.settings.config import RequestLimits
 from ii_api.wire.errors import Forbidden, IIError, NotFound, TooLarge, validation_error_body
@@ -124,6 +125,9 @@ OPERATIONS: tuple[Operation, ...] = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SERVER_KEY: web.AppKey["IIServer"] = web.AppKey("ii_server")
 SHUTDOWN_GRACE_S = 1.0  #: how long a stopping node lets running requests finish
+#: An idle keep-alive connection is closed after this (aiohttp's default is an hour; clients such as
+#: aiohttp's give theirs up after 15 s, so they never reuse one the server is closing)
+KEEPALIVE_S = 75.0
 
 
 def _encode(model: WireModel) -> bytes:
@@ -151,6 +155,28 @@ class _BadBody(Exception):
         self.body = body
 
 
+def _clock(request: web.Request) -> RequestClock | None:
+    """The connection's request clock (:mod:`ii_api.http.request_clock`), when it has one (over TlsSite)."""
+    transport = request.transport
+    clock = transport.get_extra_info("request_clock") if transport is not None else None
+    return clock if isinstance(clock, RequestClock) else None
+
+
+@web.middleware
+async def _request_clock(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Tell the connection's clock the request's progress: its headers are in (the body's deadline
+    starts when it has one), and when it is answered (the next request's headers may start)."""
+    clock = _clock(request)
+    if clock is None:
+        return await handler(request)
+    loop = asyncio.get_running_loop()
+    clock.head_complete(loop.time(), request.body_exists)
+    try:
+        return await handler(request)
+    finally:
+        clock.response_done(loop.time())
+
+
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error answer is a JSON body."""
@@ -165,6 +191,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return _error(exc.status, exc.reason or "error", headers=headers)
+    except ConnectionResetError:  # the client is gone (it hung up, or its request timed out): nobody to answer
+        return _error(400, "connection lost")
     except Exception:  # the client gets JSON, the log the traceback
         log.exception("ii: %s %s failed", request.method, request.path)
         return _error(500, "internal error")
@@ -236,6 +264,9 @@ class IIServer:
         if request.content_length is not None and request.content_length > limit:
             raise TooLarge(f"request body of {request.content_length} bytes: this operation accepts at most {limit}")
         data = await request.read()
+        clock = _clock(request)
+        if clock is not None:
+            clock.body_complete(asyncio.get_running_loop().time())
         if len(data) > limit:
             raise TooLarge(f"request body of {len(data)} bytes: this operation accepts at most {limit}")
         try:
@@ -381,7 +412,7 @@ class IIServer:
 def build_app(service: IIOperations, *, limits: RequestLimits = RequestLimits()) -> web.Application:
     """The aiohttp application: every route of :data:`OPERATIONS` under the service's base path."""
     server = IIServer(service, limits=limits)
-    app = web.Application(middlewares=[_errors],
+    app = web.Application(middlewares=[_request_clock, _errors],
                           client_max_size=max(limits.capabilities_body_bytes, limits.body_bytes))
     for operation in OPERATIONS:
         app.router.add_route(operation.method, f"{service.base}{operation.path}", getattr(server, operation.handler))
@@ -398,9 +429,12 @@ async def start_server(service: IIOperations, host: str, port: int, context: ssl
 
     Requests still running when the node stops are cancelled after ``SHUTDOWN_GRACE_S`` (aiohttp
     waits 60 s by default, which kept SIGTERM from stopping the node)."""
-    runner = web.AppRunner(build_app(service, limits=limits), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
+    runner = web.AppRunner(build_app(service, limits=limits), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S,
+                           keepalive_timeout=KEEPALIVE_S)
     await runner.setup()
-    site = TlsSite(runner, host, port, context, event=service.event, max_certificate_days=max_certificate_days)
+    site = TlsSite(runner, host, port, context, event=service.event, max_certificate_days=max_certificate_days,
+                   handshake_timeout_s=limits.handshake_timeout_s, header_timeout_s=limits.header_timeout_s,
+                   body_timeout_s=limits.body_timeout_s)
     await site.start()
     bound = runner.addresses[0][1]  # (host, port, ...) of the socket the site listens on
     return runner, int(bound)

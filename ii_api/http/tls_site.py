@@ -9,6 +9,11 @@ interfaces behave alike: a refused handshake gets its alert and a ``tls_refused`
 and, with ``tls.max_certificate_days``, a client certificate valid for longer is refused (IP_051).
 The listener context is the node's (``ReloadingTls.listener_context``): each handshake switches to
 the context current at that moment, so a TLS reload applies to new connections.
+Once the handshake is done, a :class:`~ii_api.http.request_clock.RequestClock` times each request's
+headers and body (the request handlers tell it their progress through ``get_extra_info("request_clock")``);
+a request that does not arrive in time is answered 408 with a JSON body and closed, and logged as
+``request_timeout``. One timer per connection follows the current deadline (the handshake's, then
+the request clock's).
 
 :class:`TlsServerProtocol` owns the socket: ciphertext in and out. Once the handshake completes it
 starts aiohttp's request handler on a :class:`TlsTransport`, which looks to aiohttp like asyncio's
@@ -25,18 +30,21 @@ from typing import Any
 from aiohttp import web
 
 from certs.tls import certificate_lifetime_problem
-from interchange.broker.tls_stream import TlsSession
+from ii_api.http.request_clock import RequestClock, timeout_response
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
 
 EventSink = Callable[[str, str, dict], None]  #: (level, event, fields)
 HANDSHAKE_TIMEOUT_S = 10.0
+HEADER_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 10.0
 
 
 class TlsTransport(asyncio.Transport):
     """Plaintext side of one TLS connection, as the inner protocol (aiohttp) sees it."""
 
-    def __init__(self, raw: asyncio.Transport, session: TlsSession) -> None:
+    def __init__(self, raw: asyncio.Transport, session: TlsSession, clock: RequestClock | None = None) -> None:
         super().__init__()
-        self._raw, self._session = raw, session
+        self._raw, self._session, self._clock = raw, session, clock
         self._protocol: asyncio.BaseProtocol | None = None
         self._closing = False
 
@@ -50,6 +58,8 @@ class TlsTransport(asyncio.Transport):
                 return self._session.ssl_object.context
             case "cipher":
                 return self._session.ssl_object.cipher()
+            case "request_clock":
+                return self._clock
             case _:
                 return self._raw.get_extra_info(name, default)
 
@@ -115,13 +125,16 @@ class TlsServerProtocol(asyncio.Protocol):
     """One accepted socket: the TLS session, then the inner (HTTP) protocol over plaintext."""
 
     def __init__(self, inner: Callable[[], asyncio.Protocol], context: ssl.SSLContext,
-                 event: EventSink, max_certificate_days: int | None, handshake_timeout_s: float) -> None:
+                 event: EventSink, max_certificate_days: int | None, timeouts: tuple[float, float, float]) -> None:
         self._inner_factory, self._event = inner, event
-        self._session = TlsSession(context)
-        self._max_days, self._handshake_timeout_s = max_certificate_days, handshake_timeout_s
+        self._context, self._max_days, self._timeouts = context, max_certificate_days, timeouts
+        self._session: TlsSession | None = None
+        self._clock: RequestClock | None = None
         self._raw: asyncio.Transport | None = None
         self._inner: asyncio.Protocol | None = None
+        self._tls_transport: TlsTransport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
         self._peer = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -129,7 +142,8 @@ class TlsServerProtocol(asyncio.Protocol):
         self._raw = transport
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self._timer = asyncio.get_running_loop().call_later(self._handshake_timeout_s, self._timed_out)
+        self._session = TlsSession(self._context, _now(), self._timeouts[0])
+        self._arm()
 
     def _refuse(self, reason: str, **fields: Any) -> None:
         self._cancel_timer()
@@ -137,19 +151,47 @@ class TlsServerProtocol(asyncio.Protocol):
         if self._raw is not None:
             self._raw.close()  # after the alert already written: close, not abort
 
-    def _timed_out(self) -> None:
-        self._timer = None
-        self._refuse("handshake timeout")
+    # deadlines: the handshake's, then the request clock's ------------------------------
+    def _arm(self) -> None:
+        deadline = self._clock.deadline if self._clock is not None else (
+            self._session.deadline if self._session is not None else None)
+        at = deadline.at if deadline is not None else None
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = asyncio.get_running_loop().call_at(at, self._deadline_passed) if at is not None else None
+
+    def _deadline_passed(self) -> None:
+        self._timer, self._timer_at = None, None
+        now = _now()
+        if self._clock is None:
+            if self._session is not None and self._session.on_timer(now) is not None:
+                self._refuse(HANDSHAKE_TIMEOUT)
+                return
+        else:
+            timeout = self._clock.on_timer(now)
+            if timeout is not None:
+                self._event("warning", "request_timeout", {"interface": "ii", "peer": self._peer,
+                                                           "stage": timeout.stage, "timeout_s": timeout.timeout_s,
+                                                           "reason": timeout.reason})
+                if timeout.respond and self._tls_transport is not None:
+                    self._tls_transport.write(timeout_response(timeout))
+                if self._tls_transport is not None:
+                    self._tls_transport.close()
+                return
+        self._arm()
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
+        self._timer, self._timer_at = None, None
 
     def data_received(self, data: bytes) -> None:
-        raw = self._raw
-        assert raw is not None
-        step = self._session.receive(data)
+        raw, session = self._raw, self._session
+        assert raw is not None and session is not None
+        step = session.receive(data)
         if step.send:
             raw.write(step.send)
         if step.error is not None:
@@ -162,24 +204,30 @@ class TlsServerProtocol(asyncio.Protocol):
         if step.established and not self._established():
             return
         if step.data and self._inner is not None:
+            if self._clock is not None:
+                self._clock.received(_now())
             self._inner.data_received(step.data)
+            self._arm()
         if step.closed and self._inner is not None and not self._inner.eof_received():
             raw.close()
 
     def _established(self) -> bool:
         """Start the inner protocol, unless the client certificate is refused (IP_051)."""
+        assert self._raw is not None and self._session is not None
         self._cancel_timer()
         problem = (certificate_lifetime_problem(self._session.ssl_object, self._max_days)
                    if self._max_days is not None else None)
         if problem is not None:
             self._refuse(problem)
             return False
-        assert self._raw is not None
         inner = self._inner_factory()
-        transport = TlsTransport(self._raw, self._session)
+        self._clock = RequestClock(_now(), self._timeouts[1], self._timeouts[2])
+        self._clock.on_change = self._arm
+        transport = TlsTransport(self._raw, self._session, self._clock)
         transport.set_protocol(inner)
-        self._inner = inner
+        self._inner, self._tls_transport = inner, transport
         inner.connection_made(transport)
+        self._arm()
         return True
 
     def eof_received(self) -> bool | None:
@@ -206,10 +254,12 @@ class TlsSite(web.BaseSite):
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, context: ssl.SSLContext, *,
                  event: EventSink, max_certificate_days: int | None = None,
-                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S, header_timeout_s: float = HEADER_TIMEOUT_S,
+                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         super().__init__(runner)
         self._host, self._port, self._context = host, port, context
-        self._event, self._max_days, self._timeout_s = event, max_certificate_days, handshake_timeout_s
+        self._event, self._max_days = event, max_certificate_days
+        self._timeouts = (handshake_timeout_s, header_timeout_s, body_timeout_s)
 
     @property
     def name(self) -> str:
@@ -221,10 +271,16 @@ class TlsSite(web.BaseSite):
         assert server is not None
 
         def protocol() -> TlsServerProtocol:
-            return TlsServerProtocol(server, self._context, self._event, self._max_days, self._timeout_s)
+            return TlsServerProtocol(server, self._context, self._event, self._max_days, self._timeouts)
 
         self._server = await asyncio.get_running_loop().create_server(protocol, self._host, self._port,
                                                                        reuse_address=True)
 
 
-__all__ = ["HANDSHAKE_TIMEOUT_S", "TlsServerProtocol", "TlsSite", "TlsTransport"]
+def _now() -> float:
+    """The clock of the deadlines: the event loop's (monotonic)."""
+    return asyncio.get_running_loop().time()
+
+
+__all__ = ["BODY_TIMEOUT_S", "HANDSHAKE_TIMEOUT_S", "HEADER_TIMEOUT_S", "TlsServerProtocol", "TlsSite",
+           "TlsTransport"]

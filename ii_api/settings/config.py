@@ -63,7 +63,9 @@ class MultihopConfig(BaseModel):
 class RequestLimits(BaseModel):
     """Bounds per operation: a request beyond them is answered 413 with a JSON reason
     before it costs the node anything more. Capability documents are the big ones (an actor or a
-    neighbour may have thousands); subscriptions and deliveries come a few at a time."""
+    neighbour may have thousands); subscriptions and deliveries come a few at a time. Time bounds:
+    a handshake, a request's headers or its body that does not arrive in time closes the
+    connection (a request begun is answered 408; :mod:`ii_api.http.request_clock`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -73,6 +75,11 @@ class RequestLimits(BaseModel):
                             description="every other request body")
     capabilities_per_request: int = Field(default=5000, ge=1)
     subscriptions_per_request: int = Field(default=500, ge=1, description="also deliveries per request")
+    handshake_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the TLS handshake, from the "
+                                       "accepted socket")
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300, description="a request's headers, from the "
+                                    "handshake (the first request) or from its first byte (the next ones)")
+    body_timeout_s: float = Field(default=10.0, gt=0, le=300, description="a request's body, from its headers")
 
 
 class IIConfig(BaseModel):

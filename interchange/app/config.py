@@ -46,10 +46,18 @@ class LimitsConfig(BaseModel):
     max_message_size: int = Field(default=1024 * 1024, ge=1024)
     max_frame_size: int = Field(default=64 * 1024, ge=512)
     idle_timeout_ms: int = Field(default=60_000, ge=0)
+    #: each stage of a connection's preamble, from its start (interchange.broker.deadlines)
+    handshake_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the TLS handshake")
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the AMQP/SASL protocol header, "
+                                    "from the handshake")
+    sasl_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the SASL exchange, from the header")
+    open_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the peer's open frame, from SASL")
 
     def engine_limits(self) -> EngineLimits:
         return EngineLimits(publisher_credit=self.publisher_credit, max_message_size=self.max_message_size,
-                            max_frame_size=self.max_frame_size, idle_timeout_ms=self.idle_timeout_ms)
+                            max_frame_size=self.max_frame_size, idle_timeout_ms=self.idle_timeout_ms,
+                            handshake_timeout_s=self.handshake_timeout_s, header_timeout_s=self.header_timeout_s,
+                            sasl_timeout_s=self.sasl_timeout_s, open_timeout_s=self.open_timeout_s)
 
 
 class StoreConfig(BaseModel):

@@ -19,8 +19,9 @@ import cproton
 from cproton_ffi import ffi, lib
 from proton import Data, Described, symbol, ulong
 
+from interchange.broker.deadlines import Deadline, StageTimeouts, stage_deadline
 from interchange.broker.message import BrokerMessage
-from interchange.broker.open_frame import MIN_MAX_FRAME_SIZE, OpenFrameCheck
+from interchange.broker.open_frame import MIN_MAX_FRAME_SIZE, OpenFrameCheck, open_and_close
 from interchange.broker.proton_io import ProtonConnection
 from interchange.broker.wire_text import UndecodableField, condition_text, peer_text
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Our container-id, in our open frame.
+_CONTAINER = "croads-interchange"
 #: Apache selector filter (IP_066): descriptor symbol and code.
 SELECTOR_DESCRIPTOR_SYMBOL = "apache.org:selector-filter:string"
 SELECTOR_DESCRIPTOR_CODE = 0x0000468C00000004
@@ -166,6 +169,16 @@ class EngineLimits:
     max_frame_size: int = 64 * 1024
     session_incoming_capacity: int = 8 * 1024 * 1024
     idle_timeout_ms: int = 60_000
+    #: seconds each stage of the preamble may take (:mod:`interchange.broker.deadlines`)
+    handshake_timeout_s: float = 10.0
+    header_timeout_s: float = 10.0
+    sasl_timeout_s: float = 10.0
+    open_timeout_s: float = 10.0
+
+    @property
+    def stage_timeouts(self) -> StageTimeouts:
+        return StageTimeouts(self.handshake_timeout_s, self.header_timeout_s, self.sasl_timeout_s,
+                             self.open_timeout_s)
 
 
 class ConsumerLinkState:
@@ -245,7 +258,7 @@ class ConnectionEngine:
     and out, the connection and its sessions; its links are :attr:`links` (:class:`ConnectionLinks`)."""
 
     def __init__(self, router: Router, identity: str, limits: EngineLimits, on_output: Callable[[], None],
-                 events: Callable[[str, dict], None] | None = None) -> None:
+                 events: Callable[[str, dict], None] | None = None, now: float = 0.0) -> None:
         self.router = router
         self.identity = identity
         self.limits = limits
@@ -262,12 +275,18 @@ class ConnectionEngine:
         self._transport = self._proton.transport
         self._connection = self._proton.connection
         self._collector = self._proton.collector
+        cproton.pn_connection_set_container(self._connection, _CONTAINER)
+        self._failed = False  #: closed for the peer's fault (:meth:`fail`), logged once
+        self._output_started = False  #: proton wrote something (its protocol header first)
+        #: closed before the peer's open: the last bytes to send, in place of proton's output
+        self._final: bytes | None = None
         lib.pn_transport_set_max_frame(self._transport, limits.max_frame_size)
         lib.pn_transport_set_idle_timeout(self._transport, limits.idle_timeout_ms)
         self._open_check: OpenFrameCheck | None = OpenFrameCheck()
         self._small_frames: int | None = None  #: a max-frame-size below 512 in the peer's open
-        #: set once we closed the connection for the peer's fault: the socket goes once the close is out
-        self._hang_up = False
+        #: the peer's open must arrive by then (``now``: when SASL ended); None once it did
+        self._open_deadline: Deadline | None = stage_deadline(now, limits.open_timeout_s, "open")
+        self._processing = False  #: inside :meth:`_process` (a nested call returns: the outer loop goes on)
         self.links = ConnectionLinks(self, self._events)
         #: proton event type -> its handler, bound to the part it concerns (one lookup per event)
         self._handlers: dict[int, Callable[[Any], None]] = {
@@ -277,7 +296,7 @@ class ConnectionEngine:
     # ----------------------------------------------------------------- bytes in/out
     def receive(self, data: bytes) -> None:
         """Feed bytes received from the peer (after TLS and SASL)."""
-        if self._hang_up:
+        if self._failed:
             return  # closed for the peer's fault: nothing more is read
         if self._open_check is not None:  # proton would raise a too small max-frame-size silently
             self._small_frames = self._open_check.feed(data)
@@ -288,20 +307,19 @@ class ConnectionEngine:
             self._on_input_stopped()
 
     def _on_input_stopped(self) -> None:
-        """Proton stopped reading without closing: a frame it could not dispatch.
+        """Proton stopped reading without closing: a frame it could not decode or dispatch.
 
-        A frame after the open with an unknown performative code or a descriptor that is not a
-        ulong makes proton close its input silently: no close frame, no condition, and the
-        connection would hang with every later frame (a valid attach) unanswered. Close it with
-        ``amqp:connection:framing-error`` instead (AMQP 1.0 2.8.15).
+        A frame whose body does not decode (the open's too), or with an unknown performative code
+        or a descriptor that is not a ulong, makes proton close its input silently: no close frame,
+        no condition, and the connection would hang until the idle time-out with every later frame
+        unanswered. Close it at once with ``amqp:connection:framing-error`` instead (AMQP 1.0 2.8.15).
         """
         if lib.pn_connection_state(self._connection) & (lib.PN_LOCAL_CLOSED | lib.PN_REMOTE_CLOSED):
             return  # an ordinary close in progress
         if lib.pn_condition_is_set(lib.pn_transport_condition(self._transport)):
             return  # proton found the error itself and answers it
-        description = "frame not understood: unknown performative or a descriptor that is not a ulong"
-        self._events("transport_error", {"condition": "amqp:connection:framing-error", "description": description})
-        self.close("amqp:connection:framing-error", description)
+        self.fail("amqp:connection:framing-error", "frame not understood: a body that does not decode, an unknown "
+                  "performative or a descriptor that is not a ulong")
 
     def receive_eof(self) -> None:
         """The peer closed its side."""
@@ -310,7 +328,12 @@ class ConnectionEngine:
 
     def take_output(self, limit: int = 4 * 1024 * 1024) -> bytearray:
         """Return (and consume) up to ``limit`` bytes proton wants to send (see :attr:`has_output`)."""
+        if self._final is not None:  # closed before the peer's open (fail): the last bytes, once
+            out, self._final = bytearray(self._final), b""
+            return out
         out = self._proton.take_output(limit)
+        if out:
+            self._output_started = True
         if self._proton.closed:
             self._on_closed()
         return out
@@ -318,13 +341,15 @@ class ConnectionEngine:
     @property
     def has_output(self) -> bool:
         """True when proton still holds bytes to send."""
+        if self._final is not None:
+            return bool(self._final)
         return self._proton.has_output
 
     @property
     def finished(self) -> bool:
-        """True when the transport is closed both ways, or we closed the connection for the peer's fault
-        and the close frame is out (no wait for the peer's close): the socket can be closed."""
-        return self._proton.closed or (self._hang_up and not self._proton.has_output)
+        """True when the transport is closed both ways, or closed for the peer's fault (:meth:`fail`) with
+        everything written (proton writes nothing before the peer's protocol header): the socket can go."""
+        return self._proton.closed or (self._failed and not self.has_output)
 
     def tick(self, now_ms: int) -> int:
         """Drive idle-timeout keep-alives; returns the next deadline in ms (0 = none)."""
@@ -347,6 +372,47 @@ class ConnectionEngine:
         lib.pn_connection_close(self._connection)
         self._process()
 
+    def fail(self, condition: str, description: str, event: str | None = "transport_error", **fields: object) -> None:
+        """Close at once for the peer's fault (AMQP 1.0 2.4.3 lets a peer that sent an error stop
+        waiting): our open if it is not out yet, a close with ``condition``, then the transport closes
+        without waiting for the peer's close (:attr:`finished` once the output is taken). Logged as
+        ``event`` (``transport_error`` unless said otherwise; None: logged by the caller); nothing more is read."""
+        if self._failed:
+            return
+        self._failed = True
+        if event is not None:
+            self._events(event, {"condition": condition, "description": description, **fields})
+        if lib.pn_connection_state(self._connection) & (lib.PN_REMOTE_ACTIVE | lib.PN_REMOTE_CLOSED):
+            # After the peer's open, our close carries the condition; it is written out before the
+            # input closes, or proton would replace it with "connection aborted".
+            cond = lib.pn_connection_condition(self._connection)
+            cproton.pn_condition_set_name(cond, condition)
+            cproton.pn_condition_set_description(cond, description)
+            lib.pn_connection_open(self._connection)
+            lib.pn_connection_close(self._connection)
+            lib.pn_transport_pending(self._transport)  # the close frame into the output buffer
+            lib.pn_transport_close_tail(self._transport)
+            self._process()
+            return
+        # Before it proton writes no close (and with part of a frame buffered, nothing at all): what
+        # it has (its protocol header, once the peer's came) then our open and close.
+        head = self._proton.take_output(1 << 20)
+        header_out = self._output_started or bool(head)
+        self._final = bytes(head) + (open_and_close(_CONTAINER, condition, description) if header_out else b"")
+
+    @property
+    def deadline(self) -> Deadline | None:
+        """When the peer's open must have arrived (:mod:`interchange.broker.deadlines`); None once it
+        did (AMQP's idle time-out then bounds a silent peer, :meth:`tick`)."""
+        return None if self._failed or self.closed else self._open_deadline
+
+    def on_timer(self, now: float) -> None:
+        """The open's deadline passed: close with ``amqp:resource-limit-exceeded`` (logged as ``preamble_timeout``)."""
+        deadline = self.deadline
+        if deadline is not None and deadline.passed(now):
+            self.fail("amqp:resource-limit-exceeded", deadline.reason, "preamble_timeout", stage=deadline.stage,
+                      timeout_s=deadline.timeout_s)
+
     def detach_all(self, condition: str, description: str) -> None:
         """Detach every link with an error condition (the node shuts down): consumers' unsettled
         messages go back to their sources first."""
@@ -362,21 +428,29 @@ class ConnectionEngine:
         """Handle proton's pending events: one short method each, the links' (``_LINK_EVENTS``) on
         :attr:`links`, the connection's (``_CONNECTION_EVENTS``) here; a delivery, the hot path, is
         tested first, without a table lookup."""
+        if self._processing:
+            return  # called from a handler: the loop below goes on with what it added
+        self._processing = True
         collector = self._collector
         on_delivery = self.links.on_delivery
         handlers = self._handlers
-        while True:
-            event = _pn_collector_peek(collector)
-            if event == _NULL:
-                return
-            etype = _pn_event_type(event)
-            if etype == _E_DELIVERY:
-                on_delivery(_pn_event_delivery(event))
-            else:
-                handler = handlers.get(etype)
-                if handler is not None:
-                    handler(event)
-            _pn_collector_pop(collector)
+        try:
+            while True:
+                event = _pn_collector_peek(collector)
+                if event == _NULL:
+                    return
+                try:
+                    etype = _pn_event_type(event)
+                    if etype == _E_DELIVERY:
+                        on_delivery(_pn_event_delivery(event))
+                    else:
+                        handler = handlers.get(etype)
+                        if handler is not None:
+                            handler(event)
+                finally:  # also when a handler raised: the event is never handled twice
+                    _pn_collector_pop(collector)
+        finally:
+            self._processing = False
 
     def _on_session_remote_open(self, event: Any) -> None:
         session = lib.pn_event_session(event)
@@ -387,37 +461,29 @@ class ConnectionEngine:
         lib.pn_session_close(lib.pn_event_session(event))
 
     def _on_connection_remote_open(self, event: Any) -> None:
-        cproton.pn_connection_set_container(self._connection, "croads-interchange")
+        self._open_deadline = None
         lib.pn_connection_open(self._connection)
         try:
             self.container_id = peer_text(lib.pn_connection_remote_container(self._connection), "open: container-id")
         except UndecodableField as exc:  # answered with our open, then the close (AMQP 1.0 2.4.2)
-            self._refuse_open_with(exc.condition, exc.description)
+            self.fail(exc.condition, exc.description)
             return
         self._events("connection_open", {"container": self.container_id})
-        if self._small_frames is not None:
-            self._refuse_open_with("amqp:invalid-field", f"max-frame-size {self._small_frames} is below the AMQP "
-                                   f"minimum of {MIN_MAX_FRAME_SIZE}")
+        if self._small_frames is not None:  # AMQP 1.0 2.7.1 (proton would raise it to 512 silently)
+            self.fail("amqp:invalid-field", f"max-frame-size {self._small_frames} is below the AMQP "
+                      f"minimum of {MIN_MAX_FRAME_SIZE}")
 
     def _on_connection_remote_close(self, event: Any) -> None:
         lib.pn_connection_close(self._connection)
 
     def _on_transport_error(self, event: Any) -> None:
+        if self._failed:
+            return  # our own close for the peer's fault, logged by fail()
         name, description = condition_text(lib.pn_transport_condition(self._transport))
         self._events("transport_error", {"condition": name, "description": description})
 
     def _on_transport_closed(self, event: Any) -> None:
         self._on_closed()
-
-    def _refuse_open_with(self, condition: str, description: str) -> None:
-        """Close a connection whose open cannot be taken (AMQP 1.0 2.7.1: a max-frame-size below 512,
-        which proton would raise silently; a container-id that is not UTF-8), and log why."""
-        cond = lib.pn_connection_condition(self._connection)
-        cproton.pn_condition_set_name(cond, condition)
-        cproton.pn_condition_set_description(cond, description)
-        lib.pn_connection_close(self._connection)  # inside _process: its loop sends the close
-        self._hang_up = True
-        self._events("transport_error", {"condition": condition, "description": description})
 
     def _on_closed(self) -> None:
         if self.closed:

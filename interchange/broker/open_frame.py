@@ -6,18 +6,25 @@ is fed the bytes the connection engine receives (after TLS and SASL), finds the 
 after the AMQP protocol header and reports such a value, so the engine can refuse the
 connection with ``amqp:invalid-field`` and log why. Only the first :data:`SCAN_LIMIT` bytes are
 looked at; anything it cannot read is left to proton.
+
+:func:`open_and_close` encodes the two frames that refuse a connection whose peer never completed
+its open (a deadline passed, a frame proton could not decode): proton writes no close of its own
+before the peer's open.
 """
 from __future__ import annotations
 
 import struct
 
-from proton import Data, Described
+from proton import Data, Described, symbol, ulong
 
 #: AMQP 1.0 2.7.1: the smallest max-frame-size a peer may announce.
 MIN_MAX_FRAME_SIZE = 512
 #: Bytes of the connection start examined at most (an open frame with large properties is skipped).
 SCAN_LIMIT = 16 * 1024
 _OPEN_CODE = 0x10
+_CLOSE_CODE = 0x18
+_ERROR_CODE = 0x1D
+_FRAME_HEADER = struct.Struct(">IBBH")
 _HEADER = b"AMQP"
 
 
@@ -74,3 +81,16 @@ def _max_frame_size(body: bytes) -> int | None:
     if not isinstance(fields, list) or len(fields) < 3 or not isinstance(fields[2], int):
         return None
     return int(fields[2])
+
+
+def open_and_close(container: str, condition: str, description: str) -> bytes:
+    """An open frame (``container``) then a close frame with the error ``condition`` (AMQP 1.0 2.4.2/2.7.9)."""
+    performatives = (Described(ulong(_OPEN_CODE), [container]),
+                     Described(ulong(_CLOSE_CODE), [Described(ulong(_ERROR_CODE), [symbol(condition), description])]))
+    frames = []
+    for performative in performatives:
+        data = Data()
+        data.put_object(performative)
+        body = data.encode()
+        frames.append(_FRAME_HEADER.pack(8 + len(body), 2, 0, 0) + body)
+    return b"".join(frames)

@@ -10,11 +10,16 @@ accepted as well when ``allow_no_sasl`` is set: its identity is the certificate.
 Usage: feed received bytes to :meth:`SaslServer.receive`; it returns a
 :class:`SaslStep` with the bytes to send, and once finished the leftover bytes
 that belong to the AMQP layer (``amqp_bytes``) or a failure reason.
+:attr:`SaslServer.deadline` is when the current stage must end (the protocol header from
+the server's start, the sasl-init from the header: :mod:`interchange.broker.deadlines`);
+:meth:`SaslServer.on_timer` fails the exchange once it has passed.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from interchange.broker.deadlines import Deadline, StageTimeouts, stage_deadline
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -130,18 +135,35 @@ class SaslServer:
         self,
         mechanisms: tuple[str, ...] = ("EXTERNAL", "ANONYMOUS"),
         allow_no_sasl: bool = True,
+        now: float = 0.0,
+        timeouts: StageTimeouts = StageTimeouts(),
     ) -> None:
         self._mechanisms = mechanisms
         self._allow_no_sasl = allow_no_sasl
         self._buffer = bytearray()
         self._state = "header"
+        self._timeouts = timeouts
+        self._deadline = stage_deadline(now, timeouts.header_s, "protocol header")
 
     @property
     def finished(self) -> bool:
         return self._state in ("done", "failed")
 
-    def receive(self, data: bytes) -> SaslStep:
-        """Consume received bytes; return what to send and whether SASL is over."""
+    @property
+    def deadline(self) -> Deadline | None:
+        """When the current stage (protocol header, then SASL exchange) must end; None once finished."""
+        return None if self.finished else self._deadline
+
+    def on_timer(self, now: float) -> SaslStep | None:
+        """The stage's deadline passed: the exchange fails with the reason (close the connection)."""
+        deadline = self.deadline
+        if deadline is None or not deadline.passed(now):
+            return None
+        return self._fail(b"", deadline.reason)
+
+    def receive(self, data: bytes, now: float | None = None) -> SaslStep:
+        """Consume received bytes (at ``now``, which starts the SASL exchange's deadline once the
+        header is complete); return what to send and whether SASL is over."""
         if self.finished:
             raise RuntimeError("SASL exchange already finished")
         self._buffer += data
@@ -162,6 +184,8 @@ class SaslServer:
             del self._buffer[:8]
             out += SASL_HEADER + mechanisms_frame(self._mechanisms)
             self._state = "init"
+            started = self._deadline.at - self._deadline.timeout_s if now is None else now
+            self._deadline = stage_deadline(started, self._timeouts.sasl_s, "SASL exchange (sasl-init)")
         if self._state == "init":
             if len(self._buffer) < 8:
                 return SaslStep(send=bytes(out))

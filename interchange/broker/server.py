@@ -22,13 +22,16 @@ from certs.tls import certificate_lifetime_problem, peer_common_name
 from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimits
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
-from interchange.broker.tls_stream import TlsSession
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
 from interchange.ground.timing import now_ms
 
 log = logging.getLogger(__name__)
 
-#: Seconds a client has to complete the TLS handshake.
-HANDSHAKE_TIMEOUT = 10.0
+
+
+def _now() -> float:
+    """The clock of the stage deadlines: the event loop's (monotonic)."""
+    return asyncio.get_running_loop().time()
 
 
 class AmqpConnection(asyncio.Protocol):
@@ -40,9 +43,12 @@ class AmqpConnection(asyncio.Protocol):
         self._plain_identity = plain_identity
         self._context = context
         self._tls: TlsSession | None = None
-        self._handshake_timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
-        self._sasl = SaslServer()
+        self._sasl: SaslServer | None = None  #: from the end of the TLS handshake
+        #: the timer of the current preamble stage's deadline, and when it fires (None: no deadline left)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._preamble = True  #: until the peer's open: a stage deadline may be pending
         self.engine: ConnectionEngine | None = None
         self.identity = ""
         self.peer = ""
@@ -55,9 +61,8 @@ class AmqpConnection(asyncio.Protocol):
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         if self._context is not None:
             # A listener context from ReloadingTls switches to the current one (CRL) per handshake.
-            self._tls = TlsSession(self._context)
-            self._handshake_timer = asyncio.get_running_loop().call_later(
-                HANDSHAKE_TIMEOUT, self._handshake_timed_out)
+            self._tls = TlsSession(self._context, _now(), self._server.limits.handshake_timeout_s)
+            self._arm()
             return
         self.identity = self._plain_identity or ""
         self._opened()
@@ -67,12 +72,54 @@ class AmqpConnection(asyncio.Protocol):
             self._server.event("warning", "connection_refused", {"peer": self.peer, "reason": "no identity"})
             self._close()
             return
+        self._sasl = SaslServer(now=_now(), timeouts=self._server.limits.stage_timeouts)
         self._server.connection_opened(self)
+        self._arm()
 
-    def _handshake_timed_out(self) -> None:
-        self._handshake_timer = None
-        self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": "handshake timeout"})
-        self.abort()
+    # stage deadlines --------------------------------------------------------------
+    def _arm(self) -> None:
+        """Arm the one timer at the current stage's deadline (TLS, then SASL, then the engine's open)."""
+        if not self._preamble:
+            return
+        layer = self._layer()
+        deadline = layer.deadline if layer is not None else None
+        at = deadline.at if deadline is not None else None
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = None, at
+        if at is None:
+            self._preamble = self.engine is None  # the engine's open came: no stage is left
+            return
+        self._timer = asyncio.get_running_loop().call_at(at, self._deadline_passed)
+
+    def _layer(self) -> TlsSession | SaslServer | ConnectionEngine | None:
+        if self._tls is not None and not self._tls.established:
+            return self._tls
+        return self.engine if self.engine is not None else self._sasl
+
+    def _deadline_passed(self) -> None:
+        self._timer, self._timer_at = None, None
+        now, layer = _now(), self._layer()
+        if isinstance(layer, TlsSession):
+            if layer.on_timer(now) is not None:
+                self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
+                self.abort()
+                return
+        elif isinstance(layer, SaslServer):
+            deadline = layer.deadline
+            step = layer.on_timer(now)
+            if step is not None and deadline is not None:
+                self._server.event("warning", "preamble_timeout", {
+                    "peer": self.peer, "identity": self.identity, "stage": deadline.stage,
+                    "timeout_s": deadline.timeout_s, "reason": step.error})
+                self._close()
+                return
+        elif layer is not None:
+            layer.on_timer(now)
+            self._mark_dirty()
+        self._arm()
 
     def data_received(self, data: bytes) -> None:
         tls = self._tls
@@ -84,9 +131,7 @@ class AmqpConnection(asyncio.Protocol):
         if step.send and transport is not None:
             transport.write(step.send)
         if step.error is not None:
-            if self._handshake_timer is not None:
-                self._handshake_timer.cancel()
-                self._handshake_timer = None
+            self._cancel_timer()
             if tls.established:
                 self._server.event("warning", "tls_error", {"peer": self.peer, "identity": self.identity,
                                                              "reason": step.error})
@@ -96,9 +141,6 @@ class AmqpConnection(asyncio.Protocol):
                 transport.close()
             return
         if step.established:
-            if self._handshake_timer is not None:
-                self._handshake_timer.cancel()
-                self._handshake_timer = None
             try:
                 self.identity = peer_common_name(tls.ssl_object)
             except PeerIdentityError:
@@ -139,7 +181,9 @@ class AmqpConnection(asyncio.Protocol):
 
     def _plain_received(self, data: bytes) -> None:
         if self.engine is None:
-            step = self._sasl.receive(data)
+            if self._sasl is None or self._sasl.finished:
+                return  # refused or failed: the socket is closing
+            step = self._sasl.receive(data, _now())
             if step.send:
                 self._write(step.send)
             if step.error is not None:
@@ -148,19 +192,23 @@ class AmqpConnection(asyncio.Protocol):
                 self._close()
                 return
             if not step.done:
+                self._arm()
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
-                                           self._mark_dirty, self._engine_event)
+                                           self._mark_dirty, self._engine_event, now=_now())
             self.engine.links.accepting = self._server.accepting
             self.engine.delivery_log = self._server.delivery_log  # IP_010 departure times, while logged
             data = step.amqp_bytes
             if not data:
+                self._arm()
                 return
         try:
             self.engine.receive(data)
         except Exception as exc:  # noqa: BLE001 - a fault the peer's bytes reached: closed, logged, never raised
             self._engine_failed(exc)
         self._mark_dirty()
+        if self._preamble:
+            self._arm()
 
     def _engine_failed(self, exc: Exception) -> None:
         """The engine raised on the peer's bytes (a defect: every field is checked): the connection is
@@ -171,7 +219,7 @@ class AmqpConnection(asyncio.Protocol):
             "where": f"{where.filename}:{where.lineno} {where.name}" if where is not None else None})
         assert self.engine is not None
         try:
-            self.engine.close("amqp:internal-error", "the broker could not process the connection's input")
+            self.engine.fail("amqp:internal-error", "the broker could not process the connection's input", None)
         except Exception:  # noqa: BLE001 - proton's state is unknown: drop the socket
             self.abort()
 
@@ -184,10 +232,13 @@ class AmqpConnection(asyncio.Protocol):
             self.engine.receive_eof()
             self._mark_dirty()
 
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at, self._preamble = None, None, False
+
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
+        self._cancel_timer()
         if self.engine is not None:
             self.engine.release()
         self._server.connection_closed(self, exc)
@@ -206,7 +257,7 @@ class AmqpConnection(asyncio.Protocol):
         self._server.mark_dirty(self)
 
     def _engine_event(self, kind: str, fields: dict) -> None:
-        level = "warning" if kind in ("transport_error", "link_refused") else "info"
+        level = "warning" if kind in ("transport_error", "link_refused", "preamble_timeout") else "info"
         self._server.event(level, kind, {"peer": self.peer, "identity": self.identity, **fields})
 
     def flush(self) -> None:

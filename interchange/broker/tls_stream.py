@@ -7,12 +7,19 @@ is written before the close and the reason is logged (IP_009). The caller moves 
 - :meth:`TlsSession.receive` takes what came from the socket and returns a :class:`TlsStep`:
   the plaintext received, the bytes to write back (handshake flights, alerts), whether the
   handshake just completed, whether the peer closed (close_notify), or why it failed;
-- :meth:`TlsSession.send` encrypts plaintext; :meth:`TlsSession.close` gives close_notify.
+- :meth:`TlsSession.send` encrypts plaintext; :meth:`TlsSession.close` gives close_notify;
+- :attr:`TlsSession.deadline` is when the handshake must be complete (from the session's start,
+  :mod:`interchange.broker.deadlines`); :meth:`TlsSession.on_timer` fails it once that has passed.
 """
 from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+
+from interchange.broker.deadlines import Deadline, stage_deadline
+
+#: The reason logged when a handshake is not complete in time.
+HANDSHAKE_TIMEOUT = "handshake timeout"
 
 #: Plaintext bytes asked for per ``SSLObject.read``; OpenSSL returns at most one record
 #: (16 KiB) per call, so larger buffers only cost allocation.
@@ -63,12 +70,26 @@ class TlsStep:
 class TlsSession:
     """One server-side TLS connection over memory BIOs."""
 
-    def __init__(self, context: ssl.SSLContext) -> None:
+    def __init__(self, context: ssl.SSLContext, now: float = 0.0, handshake_timeout_s: float = 10.0) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.established = False
         self.failed = False
+        self._deadline = stage_deadline(now, handshake_timeout_s, "TLS handshake")
+
+    @property
+    def deadline(self) -> Deadline | None:
+        """When the handshake must be complete; None once it is (or failed)."""
+        return None if self.established or self.failed else self._deadline
+
+    def on_timer(self, now: float) -> TlsStep | None:
+        """The handshake's deadline passed: the session fails (close the socket, log the reason)."""
+        deadline = self.deadline
+        if deadline is None or not deadline.passed(now):
+            return None
+        self.failed = True
+        return TlsStep(error=HANDSHAKE_TIMEOUT)
 
     def receive(self, data: bytes) -> TlsStep:
         """Feed bytes from the peer; returns the decrypted data and what to send back."""

@@ -212,3 +212,24 @@ def test_target_address_not_utf8_refuses_the_link(broker: BrokerUnderTest, pki: 
     attach = frame(b"\x00\x53\x12" + list8(str8(b"l"), b"\x52\x00", b"\x42", b"\x40", b"\x40", b"\x40", target))
     data, _ = tls_exchange(broker.port, context, AMQP_HEADER + OPEN + BEGIN + attach, timeout=2.0)
     assert b"amqp:decode-error" in data and b"attach: target address is not valid UTF-8" in data
+
+
+def test_engine_fault_closes_with_internal_error_not_a_traceback(broker: BrokerUnderTest, pki: TestPki,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection: a defect the peer's bytes reach (the router raises) closes that connection with
+    ``amqp:internal-error`` and an ``engine_error`` record naming where, and the broker goes on."""
+    def broken(identity: str, address: str | None) -> None:
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(broker.node.core, "attach_publisher", broken)
+    context = client_context(TlsFiles.from_pki(pki.directory, "actor-1"))
+    target = b"\x00\x53\x29" + list8(str8(b"in"))
+    attach = frame(b"\x00\x53\x12" + list8(str8(b"l"), b"\x52\x00", b"\x42", b"\x40", b"\x40", b"\x40", target))
+    data, closed = tls_exchange(broker.port, context, AMQP_HEADER + OPEN + BEGIN + attach)
+    assert closed and b"amqp:internal-error" in data
+    (record,) = wait_for_records(broker, lambda r: r.get("event") == "engine_error", "engine fault not logged")
+    assert record["level"] == "error" and record["details"]["error"] == "RuntimeError: injected fault"
+    monkeypatch.undo()
+    consumer = broker.connect("actor-2")  # others are served as before
+    consumer.create_receiver("all", credit=1)
+    consumer.close()

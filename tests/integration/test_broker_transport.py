@@ -2,6 +2,7 @@
 trust bundle and the CRL, SASL EXTERNAL/ANONYMOUS, plain AMQP only when enabled (IP_019/050/053/054/057)."""
 from __future__ import annotations
 
+import dataclasses
 import socket
 import ssl
 import time
@@ -13,7 +14,6 @@ from proton.utils import BlockingConnection
 
 from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, client_context
-from interchange.broker import server as broker_server
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER
 from interchange.testing.broker_harness import (
@@ -148,7 +148,8 @@ def test_bad_client_certificates_get_an_alert_and_are_logged(broker: BrokerUnder
 
 
 def test_handshake_timeout_is_logged(broker: BrokerUnderTest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(broker_server, "HANDSHAKE_TIMEOUT", 0.2)
+    server = broker.node.server
+    monkeypatch.setattr(server, "limits", dataclasses.replace(server.limits, handshake_timeout_s=0.2))
     with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as raw:
         host, local_port = raw.getsockname()[:2]
         try:

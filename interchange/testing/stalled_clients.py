@@ -1,0 +1,208 @@
+"""Clients that never finish their preamble, for the tests and the soak (no node imports this).
+
+Each connection stops at one stage, idle or trickling a byte (a header line) every ``trickle_s``, and
+reports when it reached that stage (``stalled``, loop seconds) and when the server closed it
+(``closed``). Basic Interface stalls (:data:`BI_STALLS`): a TCP connection without TLS, TLS then
+nothing, the protocol header trickled, the SASL header alone, part of a sasl-init, SASL done and the
+AMQP header without an open, and an open trickled. Improved Interface stalls (:data:`II_STALLS`): TCP
+alone, TLS then nothing, request headers trickled, a body trickled after complete headers.
+
+Command line (one JSON object per line on stdout: ``{"ready": n}`` once every connection stalled,
+then one result per connection as it closes, then ``{"done": n}``)::
+
+    python -m interchange.testing.stalled_clients --bi 127.0.0.1:5671 --ii 127.0.0.1:8443 \\
+        --count 500 --cert pki/issued/actor-1 --trust pki/trust.pem --server-name ixc-a ...
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import ssl
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from certs.tls import TlsFiles, client_context
+from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER, init_frame
+
+BI_STALLS = ("tcp", "tls-idle", "header-trickle", "sasl-header", "sasl-init-part", "open-missing", "open-trickle")
+II_STALLS = ("tcp", "tls-idle", "header-trickle", "body-trickle")
+#: An open frame (container-id "stalled-client"), trickled a byte at a time.
+_OPEN = bytes.fromhex("0000002202000000005310c01501a1127374616c6c65642d636c69656e742d303030")
+#: How many connections are being set up at once (the II's listen backlog is asyncio's default, 100).
+_CONNECTING = 50
+
+
+@dataclass
+class Stalled:
+    """One stalled connection's report (times in the client loop's seconds)."""
+
+    interface: str
+    mode: str
+    stalled: float | None = None
+    closed: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int
+    context: ssl.SSLContext
+    server_name: str
+    trickle_s: float
+    path: str = "/"  #: II: the path of the body-trickle POST (one whose handler reads its body)
+
+
+async def _wait_closed(reader: asyncio.StreamReader) -> None:
+    """Until the server closes (EOF or reset); what it sends meanwhile is read and dropped."""
+    with contextlib.suppress(OSError, ssl.SSLError, asyncio.IncompleteReadError):
+        while await reader.read(65536):
+            pass
+
+
+async def _trickle(writer: asyncio.StreamWriter, pieces: list[bytes], every_s: float) -> None:
+    with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+        for piece in pieces:
+            await asyncio.sleep(every_s)
+            if writer.is_closing():
+                return
+            writer.write(piece)
+
+
+async def _sasl_done(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Run SASL EXTERNAL to its outcome (the server's header, mechanisms, outcome: read until it came)."""
+    writer.write(SASL_HEADER + init_frame("EXTERNAL"))
+    seen = b""
+    while b"\x00\x53\x44" not in seen:  # the sasl-outcome performative
+        chunk = await reader.read(4096)
+        if not chunk:
+            raise ConnectionError("closed during SASL")
+        seen += chunk
+
+
+async def _bi_stage(mode: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    target: Target) -> list[bytes]:
+    """Bring a TLS connection to the BI to its stall; the bytes to trickle from there."""
+    match mode:
+        case "header-trickle":
+            return [SASL_HEADER[i:i + 1] for i in range(7)]
+        case "sasl-header":
+            writer.write(SASL_HEADER)
+        case "sasl-init-part":
+            writer.write(SASL_HEADER + init_frame("EXTERNAL")[:6])
+        case "open-missing" | "open-trickle":
+            await _sasl_done(reader, writer)
+            writer.write(AMQP_HEADER)
+            if mode == "open-trickle":
+                return [_OPEN[i:i + 1] for i in range(len(_OPEN) - 1)]
+    return []
+
+
+async def _ii_stage(mode: str, writer: asyncio.StreamWriter, target: Target) -> list[bytes]:
+    host = f"Host: {target.server_name}\r\n".encode()
+    match mode:
+        case "header-trickle":
+            writer.write(b"GET / HTTP/1.1\r\n" + host)
+            return [b"X-Slow-%d: 1\r\n" % i for i in range(1000)]
+        case "body-trickle":
+            writer.write(f"POST {target.path} HTTP/1.1\r\n".encode() + host
+                         + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+            return [b" "] * 998
+    return []
+
+
+async def stall(interface: str, mode: str, target: Target, limit: asyncio.Semaphore,
+                reached: Callable[[], None] = lambda: None) -> Stalled:
+    """One connection to ``interface`` ("bi" or "ii") stalled at ``mode``, until the server closes it;
+    ``reached()`` is called once it stalled (or failed before)."""
+    result = Stalled(interface, mode)
+    loop = asyncio.get_running_loop()
+    writer: asyncio.StreamWriter | None = None
+    trickler: asyncio.Task[None] | None = None
+    try:
+        async with limit:
+            context = None if mode == "tcp" else target.context
+            reader, writer = await asyncio.open_connection(target.host, target.port, ssl=context,
+                                                           server_hostname=target.server_name if context else None)
+            stage: Callable[[], Awaitable[list[bytes]]] = (
+                (lambda: _bi_stage(mode, reader, writer, target)) if interface == "bi"
+                else (lambda: _ii_stage(mode, writer, target)))
+            pieces = await stage()
+            await writer.drain()
+            result.stalled = loop.time()
+        reached()
+        if pieces:
+            trickler = loop.create_task(_trickle(writer, pieces, target.trickle_s))
+        await _wait_closed(reader)
+        result.closed = loop.time()
+    except (OSError, ssl.SSLError, ConnectionError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.closed = loop.time()
+        if result.stalled is None:
+            reached()
+    finally:
+        if trickler is not None:
+            trickler.cancel()
+        if writer is not None:
+            writer.close()
+    return result
+
+
+async def run(targets: dict[str, Target], count: int, out: Callable[[dict], None]) -> list[Stalled]:
+    """``count`` connections to each target interface, spread over its stalls; ``out`` gets the
+    ready line, each result as it comes, then the done line."""
+    limit = asyncio.Semaphore(_CONNECTING)
+    total = count * len(targets)
+    waiting = [total]
+
+    def reached() -> None:
+        waiting[0] -= 1
+        if not waiting[0]:
+            out({"ready": total, "at": asyncio.get_running_loop().time()})
+
+    async def reported(interface: str, mode: str, target: Target) -> Stalled:
+        result = await stall(interface, mode, target, limit, reached)
+        out(asdict(result))
+        return result
+
+    tasks = []
+    for interface, target in targets.items():
+        modes = BI_STALLS if interface == "bi" else II_STALLS
+        tasks += [reported(interface, modes[i % len(modes)], target) for i in range(count)]
+    results = list(await asyncio.gather(*tasks))
+    out({"done": len(results)})
+    return results
+
+
+def _target(spec: str, context: ssl.SSLContext, args: argparse.Namespace) -> Target:
+    host, _, port = spec.rpartition(":")
+    return Target(host, int(port), context, args.server_name, args.trickle_s, args.path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m interchange.testing.stalled_clients", description=__doc__)
+    parser.add_argument("--bi", help="host:port of the BI (AMQPS)")
+    parser.add_argument("--ii", help="host:port of the II (HTTPS)")
+    parser.add_argument("--count", type=int, default=500, help="connections per interface")
+    parser.add_argument("--pki", type=Path, required=True, help="the test PKI's directory")
+    parser.add_argument("--cn", default="actor-1", help="the client certificate's CN in the PKI")
+    parser.add_argument("--server-name", required=True)
+    parser.add_argument("--trickle-s", type=float, default=1.0)
+    parser.add_argument("--path", default="/", help="II: the path of the body-trickle POST")
+    args = parser.parse_args(argv)
+    context = client_context(TlsFiles.from_pki(args.pki, args.cn, with_crls=False))
+    targets = {name: _target(spec, context, args) for name, spec in (("bi", args.bi), ("ii", args.ii)) if spec}
+
+    def out(record: dict) -> None:
+        print(json.dumps(record), flush=True)
+
+    asyncio.run(run(targets, args.count, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Connections that never finish their preamble are closed by its stage deadlines, on both interfaces
+of a real node process, while a steady BI client is served as fast as before.
+
+500 connections per interface (:mod:`interchange.testing.stalled_clients`, its own process) stall at
+every stage: BI TCP without TLS, TLS then nothing, the protocol header trickled, the SASL header
+alone, part of a sasl-init, no open after SASL, an open trickled; II TCP alone, TLS then nothing,
+headers trickled a line at a time, a body trickled. Each must be closed within its stage's deadline
++ 2 s of reaching that stage (and not long before it: the deadline closed it), and the steady
+client's round-trip p99 meanwhile must stay within twice its p99 measured just before.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proton import Message
+
+from broker_harness import BROKER_CN, client_connection, complete_records, denm, start_node_process, terminate
+from certs import TestPki
+from ii_api.settings.config import IIConfig, RequestLimits
+from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.broker.addresses import SourceSpec, TargetSpec
+
+COUNT = 500  #: stalled connections per interface
+#: Deadlines of the stages (distinct, so that a close by the wrong one shows).
+BI = LimitsConfig(handshake_timeout_s=3.0, header_timeout_s=4.0, sasl_timeout_s=3.5, open_timeout_s=4.5)
+II = RequestLimits(handshake_timeout_s=3.0, header_timeout_s=4.0, body_timeout_s=3.5)
+#: The deadline each stalled connection runs into.
+DEADLINE_S = {
+    ("bi", "tcp"): BI.handshake_timeout_s, ("bi", "tls-idle"): BI.header_timeout_s,
+    ("bi", "header-trickle"): BI.header_timeout_s, ("bi", "sasl-header"): BI.sasl_timeout_s,
+    ("bi", "sasl-init-part"): BI.sasl_timeout_s, ("bi", "open-missing"): BI.open_timeout_s,
+    ("bi", "open-trickle"): BI.open_timeout_s,
+    ("ii", "tcp"): II.handshake_timeout_s, ("ii", "tls-idle"): II.header_timeout_s,
+    ("ii", "header-trickle"): II.header_timeout_s, ("ii", "body-trickle"): II.body_timeout_s,
+}
+SLACK_S = 2.0
+WAIT_S = 60.0
+
+
+class Node:
+    """A node process (BI and II) with a target and a source for the steady client."""
+
+    def __init__(self, pki: TestPki, directory: Path) -> None:
+        identity = pki.identity(BROKER_CN)
+        config = NodeConfig(
+            name=BROKER_CN, data_dir=directory,
+            tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle,
+                          crls=list(pki.crls)),
+            broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
+                                targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
+                                sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
+            log=LogConfig(path=directory / "node.log", level="info"),
+            ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
+        path = directory / "node.json"
+        path.write_text(config.model_dump_json())
+        self.log = directory / "node.log"
+        self.process, line = start_node_process(path)
+        words = line.replace(",", "").split()
+        self.bi_port = int(words[words.index("AMQPS") + 2])
+        self.ii_port = int(words[words.index("(HTTPS)") + 2])
+        self.stderr: list[str] = []  #: read as it comes (a full pipe would stop the node)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+
+
+@pytest.fixture(scope="module")
+def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    running = Node(pki, tmp_path_factory.mktemp("deadlines"))
+    try:
+        yield running
+    finally:
+        terminate(running.process)
+
+
+class Steady:
+    """A publisher and a consumer; round trips one message at a time (sent, accepted, received)."""
+
+    def __init__(self, pki: TestPki, port: int) -> None:
+        self.publisher = client_connection(pki, "actor-1", port)
+        self.consumer = client_connection(pki, "actor-2", port)
+        self.sender = self.publisher.create_sender("in")
+        self.receiver = self.consumer.create_receiver("all", credit=10)
+
+    def round_trip(self) -> float:
+        started = time.perf_counter()
+        self.sender.send(denm())
+        message: Message = self.receiver.receive(timeout=10)
+        self.receiver.accept()
+        assert message.properties["messageType"] == "DENM"
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.publisher.close()
+        self.consumer.close()
+
+
+def p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _reader(process: subprocess.Popen[str], lines: queue.Queue[dict]) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.put(json.loads(line))
+
+
+def test_stalled_connections_closed_by_their_deadlines(node: Node, pki: TestPki) -> None:
+    steady = Steady(pki, node.bi_port)
+    try:
+        for _ in range(50):
+            steady.round_trip()  # warm up (first deliveries, caches)
+        quiet = [steady.round_trip() for _ in range(400)]
+        started = time.monotonic()
+        stalled = subprocess.Popen(
+            [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{node.bi_port}",
+             "--ii", f"127.0.0.1:{node.ii_port}", "--count", str(COUNT), "--pki", str(pki.directory),
+             "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"],
+            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+        lines: queue.Queue[dict] = queue.Queue()
+        threading.Thread(target=_reader, args=(stalled, lines), daemon=True).start()
+        results, loaded, ready = [], [], False
+        while True:
+            assert time.monotonic() - started < WAIT_S, f"not all closed in {WAIT_S} s: {len(results)} reported"
+            try:
+                record = lines.get(timeout=0.01 if ready else 1.0)
+            except queue.Empty:
+                record = None
+            if record is not None and "done" in record:
+                break
+            if record is not None and "ready" in record:
+                ready = True
+            elif record is not None:
+                results.append(record)
+            if ready:
+                loaded.append(steady.round_trip())
+        stalled.wait(WAIT_S)
+    finally:
+        steady.close()
+    assert len(results) == 2 * COUNT
+    late = []
+    for result in results:
+        deadline = DEADLINE_S[(result["interface"], result["mode"])]
+        assert result["stalled"] is not None, result  # every connection reached its stage ...
+        held = result["closed"] - result["stalled"]
+        if not deadline - 1.0 <= held <= deadline + SLACK_S:  # ... and was closed by its deadline
+            late.append((result["interface"], result["mode"], round(held, 2), result["error"]))
+    assert not late, f"{len(late)} not closed by their deadline (+{SLACK_S} s): {late[:10]}"
+    assert len(loaded) >= 100, f"only {len(loaded)} round trips while the stalled connections were held"
+    print(f"\nsteady p99 quiet {p99(quiet) * 1000:.2f} ms, with {2 * COUNT} stalled connections "
+          f"{p99(loaded) * 1000:.2f} ms ({len(loaded)} round trips)")
+    assert p99(loaded) <= 2 * p99(quiet), (p99(quiet), p99(loaded))
+    assert not [line for line in node.stderr if "Traceback" in line], "".join(node.stderr)[-3000:]
+    records = complete_records(node.log)
+    timeouts = [r for r in records if r["event"] in ("preamble_timeout", "request_timeout", "tls_refused")]
+    stages = {(r["event"], r["details"].get("stage") or r["details"].get("reason")) for r in timeouts}
+    assert {("tls_refused", "handshake timeout"), ("preamble_timeout", "protocol header"),
+            ("preamble_timeout", "SASL exchange (sasl-init)"), ("preamble_timeout", "open"),
+            ("request_timeout", "request headers"), ("request_timeout", "request body")} <= stages
