@@ -20,6 +20,7 @@ from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits, refusal
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
+from interchange.broker.memory import MIB, BufferLimits
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.errors import CliError
 from interchange.ground.logfile import LogSettings, Rotation
@@ -70,6 +71,15 @@ class StoreConfig(BaseModel):
     fsync: bool = Field(default=True, description="fdatasync every group commit (off only for tests of other parts)")
 
 
+class MemoryConfig(BaseModel):
+    """``[broker.memory]``: the buffers' byte limits (interchange.broker.memory)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_max_bytes: int = Field(default=256 * MIB, ge=MIB, description="the byte limit of a source without "
+                                  "its own (the II's): at least 200 messages of limits.max_message_size (IP_032)")
+
+
 class BrokerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -84,8 +94,21 @@ class BrokerConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     ttl: TtlPolicy = Field(default_factory=TtlPolicy)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     shutdown_timeout_s: float = Field(default=5.0, ge=0, le=300, description="SIGTERM: how long to finish store "
                                       "writes and close connections before stopping anyway")
+
+    def buffer_limits(self) -> BufferLimits:
+        return BufferLimits(max_message_size=self.limits.max_message_size,
+                            source_max_bytes=self.memory.source_max_bytes)
+
+    @model_validator(mode="after")
+    def _floors(self) -> "BrokerConfig":
+        """IP_032: no buffer limit may hold fewer than 200 messages of the largest accepted size."""
+        problems = self.buffer_limits().problems(self.sources)
+        if problems:
+            raise ValueError("; ".join(problems) + ": raise the limit or lower broker.limits.max_message_size")
+        return self
 
     @model_validator(mode="after")
     def _targets_in_range(self) -> "BrokerConfig":

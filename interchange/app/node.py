@@ -255,7 +255,7 @@ async def _broker_core(config: NodeConfig, placement: Placement, log: JsonLog,
     duplicates = (ImportDuplicates(round(multihop.duplicate_window_s * 1000), multihop.duplicate_window_entries)
                   if multihop.enabled else None)  # one path per message without multi-hop: nothing to drop
     core = BrokerCore(addresses, admission, BrokerObserver(log), placement=placement, hops=hops, durability=durability,
-                      duplicates=duplicates)
+                      duplicates=duplicates, buffers=config.broker.buffer_limits())
     return addresses, core
 
 

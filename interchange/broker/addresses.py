@@ -58,7 +58,9 @@ class SourceSpec(BaseModel):
     selector: str | None = Field(default=None, description="node-set selector; every message must match it")
     scope: Scope = Scope.ALL
     max_messages: int = Field(default=10_000, ge=200, description="IP_032: at least 200 messages")
-    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    max_bytes: int | None = Field(default=None, ge=1024 * 1024, description="None: the node's default "
+                                  "([broker.memory] source_max_bytes); never below 200 messages of the largest "
+                                  "accepted size (interchange.broker.memory)")
 
 
 class AddressError(ValueError):

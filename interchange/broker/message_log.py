@@ -89,11 +89,12 @@ class JsonLog:
 
     def message(self, event: str, message: BrokerMessage, address: str | None, **fields: object) -> None:
         """A message record (IP_010/119/120 and the audit fields of version 2); ``fields`` are the
-        event's own. Records of :data:`logformat.ALWAYS_LOGGED_EVENTS` are written whatever the
-        switches; the others only while message logging is on."""
+        event's own. Records of :data:`logformat.ALWAYS_LOGGED_EVENTS` (the audit trail: rejections,
+        drops, expiries, unroutable messages) are written whatever the switches and the level
+        (IP_016, IP_138); the others only while message logging is on and their level is."""
         level = _LEVELS.get(event, "info")
         self._count(level, event)
-        if not self._enabled(level) or not (self.messages_on or event in logformat.ALWAYS_LOGGED_EVENTS):
+        if event not in logformat.ALWAYS_LOGGED_EVENTS and not (self.messages_on and self._enabled(level)):
             return
         record = self._base(level, event)
         record["address"] = address
@@ -144,10 +145,8 @@ class JsonLog:
 
     def rejected(self, identity: str, address: str, raw: bytes | bytearray, reason: str, seq: int,
                  federated: bool = False, message: BrokerMessage | None = None) -> None:
-        """IP_016: a dropped malformed message is always logged (as a warning)."""
+        """IP_016: a dropped malformed message is always logged (as a warning), whatever the level."""
         self._count("warning", "rejected_message")
-        if not self._enabled("warning"):
-            return
         record = self._base("warning", "rejected_message")
         record["address"] = address
         record["identity"] = identity

@@ -83,7 +83,7 @@ class BrokerCollector:
             (family(GaugeMetricFamily, "interchange_source_max_messages", "A source's buffer limit in messages "
                     "(IP_032: the oldest is dropped beyond it)"), lambda s: s.spec.max_messages),
             (family(GaugeMetricFamily, "interchange_source_max_bytes", "A source's buffer limit in bytes"),
-             lambda s: s.spec.max_bytes),
+             lambda s: s.max_bytes),
             (family(GaugeMetricFamily, "interchange_source_consumers", "Consumer links on a source"),
              lambda s: len(s.links)),
             (family(CounterMetricFamily, "interchange_source_dropped", "Messages dropped because a source was full"),

@@ -22,6 +22,7 @@ from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
 from interchange.broker.hop_trace import Drop, HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
+from interchange.broker.memory import BufferLimits
 from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
@@ -90,8 +91,10 @@ class BrokerCore:
         hops: HopGuard | None = None,
         durability: Durability | None = None,
         duplicates: ImportDuplicates | None = None,
+        buffers: BufferLimits = BufferLimits(),
     ) -> None:
         self.addresses = addresses
+        self.buffers = buffers  #: the sources' byte limits (IP_032's floor checked at start)
         #: second copies of imported messages kept from sources (multi-hop route changes)
         self.duplicates = duplicates
         self.durability = durability  #: durable messages stored and recovered; None: memory only
@@ -128,7 +131,7 @@ class BrokerCore:
                 return
             assert isinstance(spec, SourceSpec)
             node_selector = jms_selectors.compile(spec.selector) if spec.selector else None
-            source = Source(spec, node_selector.matches if node_selector else None, self._losses)
+            source = Source(spec, node_selector.matches if node_selector else None, self._losses, self.buffers)
             if old is not None:
                 self._index.remove(old)
                 source.adopt(old)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from interchange.broker.addresses import SourceSpec
+from interchange.broker.memory import BufferLimits
 from interchange.broker.message import BrokerMessage
 
 Matcher = Callable[[dict], bool]
@@ -70,10 +71,12 @@ class Source:
     """
 
     __slots__ = ("spec", "node_selector", "residual", "_queue", "_bytes", "links", "_next_link", "_shard_owner",
-                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued", "observer")
+                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued", "observer", "max_bytes")
 
-    def __init__(self, spec: SourceSpec, node_selector: Matcher | None, observer: LossObserver | None = None) -> None:
+    def __init__(self, spec: SourceSpec, node_selector: Matcher | None, observer: LossObserver | None = None,
+                 limits: BufferLimits = BufferLimits()) -> None:
         self.spec = spec
+        self.max_bytes = limits.source_bytes(spec)  #: its own limit, else the node's default
         self.observer = observer
         self.node_selector = node_selector
         #: what is left of the node selector once the routing index has matched (set by the index)
@@ -146,7 +149,7 @@ class Source:
 
     def _evict(self) -> None:
         spec = self.spec
-        while self._queue and (len(self._queue) > spec.max_messages or self._bytes > spec.max_bytes):
+        while self._queue and (len(self._queue) > spec.max_messages or self._bytes > self.max_bytes):
             old = self._queue.popleft()
             self._bytes -= old.size
             self.dropped += 1

@@ -31,7 +31,8 @@ LEVELS: dict[str, int] = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 MESSAGE_EVENTS = frozenset({"received_message", "sent_message", "rejected_message", "dropped_message",
                             "expired_message", "unroutable_message"})
-#: Message records written whatever the property/payload/raw switches (an audit accounts for every message).
+#: Message records written whatever the property/payload/raw switches and the level (an audit accounts
+#: for every message; IP_016 and IP_138: a level chooses what else is stored, never the audit trail).
 ALWAYS_LOGGED_EVENTS = frozenset({"rejected_message", "dropped_message", "expired_message", "unroutable_message"})
 
 Outcome = Literal["accepted", "released", "modified", "rejected", "presettled", "settled", "link_lost"]

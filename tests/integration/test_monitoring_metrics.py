@@ -75,7 +75,7 @@ def test_a_live_node_exports_what_the_rules_read(pki: TestPki, tmp_path: Path) -
     assert value(found, "interchange_source_max_messages", source="small") == 200
     assert value(found, "interchange_source_depth", source="small") == 200
     assert value(found, "interchange_source_dropped_total", source="small") == 30
-    assert value(found, "interchange_source_max_bytes", source="all") == 64 * 1024 * 1024
+    assert value(found, "interchange_source_max_bytes", source="all") == 256 * 1024 * 1024  # [broker.memory]
     assert value(found, "interchange_source_expired_total", source="all") == 0
     assert value(found, "interchange_durable_store_writable") == 1
     assert value(found, "interchange_log_records_total", level="warning", event="tls_refused") == 1
