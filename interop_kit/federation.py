@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -158,7 +158,7 @@ def _dnsmasq(directory: Path, domain: str, nodes: list[NodeState], kit: str,
     return port, process.pid
 
 
-def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns: tuple[str, int]) -> dict[str, object]:
+def _node_config(node: NodeState, home: Path, pki: Pki, domain: str, dns: tuple[str, int]) -> dict[str, Any]:
     identity = pki.identity(node.name)
     return {
         "name": node.name, "data_dir": str(home / "var"),
@@ -220,8 +220,10 @@ def _nodes(directory: Path, names: list[str], network: Network | None, prefix: s
 
 
 def up(directory: Path, count: int = 3, *, domain: str = "federation.test", prefix: str = "127.0.10",
-       ii_port: int = 8443, amqps_port: int = 5671, isolation: Isolation = "auto") -> FederationState:
-    """Start the federation in ``directory`` (PKI kept across runs, node state fresh)."""
+       ii_port: int = 8443, amqps_port: int = 5671, isolation: Isolation = "auto",
+       settings: dict[str, Any] | None = None) -> FederationState:
+    """Start the federation in ``directory`` (PKI kept across runs, node state fresh); ``settings``
+    are merged into every node's config (e.g. ``{"ii": {"federation_idle_timeout_s": 5}}``)."""
     directory = directory.resolve()
     if (directory / STATE_FILE).exists():
         old = load_state(directory)
@@ -246,19 +248,29 @@ def up(directory: Path, count: int = 3, *, domain: str = "federation.test", pref
                 raise FederationError(f"network namespaces could not be set up: {exc}") from None
         state.dns_port, state.dns_pid = _dnsmasq(directory, domain, nodes, kit, network)
         save_state(state)
-        _start_nodes(state, pki)
+        _start_nodes(state, pki, settings or {})
     except BaseException:
         down(directory)
         raise
     return state
 
 
-def _start_nodes(state: FederationState, pki: Pki) -> None:
+def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra``'s keys, tables merged key by key."""
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = _merged(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) \
+            else value
+    return merged
+
+
+def _start_nodes(state: FederationState, pki: Pki, settings: dict[str, Any]) -> None:
     """Write each node's config, start it, wait until all listen, register actor-1's demo datasets."""
     directory = Path(state.directory)
     dns_host = state.network.gateway if state.network is not None else "127.0.0.1"
     for node in state.nodes:
-        config = _node_config(node, Path(node.config).parent, pki, state.domain, (dns_host, state.dns_port))
+        config = _merged(_node_config(node, Path(node.config).parent, pki, state.domain, (dns_host, state.dns_port)),
+                         settings)
         Path(node.config).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         node.pid = spawn_node(node)
         save_state(state)

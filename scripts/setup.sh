@@ -20,6 +20,7 @@ command -v pkg-config >/dev/null || need pkg-config
 command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local mode) runs on the JVM
 command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need iproute2   # ip netns: one network namespace per node in the federation harness
+command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need nftables   # firewall rules in a node's namespace (a neighbour silenced)
 command -v node >/dev/null || need nodejs                     # rhea, the third-party AMQP client of the interop tests
 command -v npm >/dev/null || need npm
 command -v chromium >/dev/null || need chromium                # the audit report's test loads it in a real headless browser

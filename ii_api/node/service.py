@@ -24,7 +24,7 @@ from ii_api.decisions.subscriptions import LocalSubscriptionView, Timing, compil
 from ii_api.node.propagation import Propagation
 from ii_api.peers.client import IIClient
 from ii_api.peers.discovery import Discovery, Neighbour, normalise_name
-from ii_api.peers.doors import ClientContext, MessageSink
+from ii_api.peers.doors import ClientContext, LinkDown, MessageSink
 from ii_api.peers.federation import Federation
 from ii_api.resources.broker_addresses import BrokerAddresses
 from ii_api.resources.departures import NeighbourDepartures
@@ -145,10 +145,12 @@ class IIService:
         if self._event is not None:
             self._event(level, kind, fields)
 
-    def federation(self, sink: MessageSink) -> Federation:
-        """Links to a neighbour whose messages go to ``sink`` (a :class:`~ii_api.resources.doors.FederationFactory`)."""
+    def federation(self, sink: MessageSink, on_down: LinkDown) -> Federation:
+        """Links to a neighbour whose messages go to ``sink``, telling ``on_down`` when one is refused or
+        lost (a :class:`~ii_api.resources.doors.FederationFactory`); their state changes go to the log."""
         return Federation(sink, self._client_context, self.name, min_backoff=self.config.federation_backoff_s,
-                          max_certificate_days=self._max_certificate_days)
+                          max_certificate_days=self._max_certificate_days,
+                          idle_timeout_s=self.config.federation_idle_timeout_s, events=self.event, on_down=on_down)
 
     # ------------------------------------------------------------------ identities (IP_125/126)
     def neighbour(self, name: str) -> Neighbour | None:

@@ -9,7 +9,11 @@
   :meth:`ii_api.node.propagation.Propagation.discovered`;
 * :class:`ClientContext`: the current TLS client context (the node's interchange certificate,
   reloaded with it), for the HTTPS client and the federation links; in a node
-  :attr:`certs.node_tls.NodeTls.client` ``.current``.
+  :attr:`certs.node_tls.NodeTls.client` ``.current``;
+* :class:`EventSink`: the node's JSON log (``federation_link_up``/``_down``); in a node
+  :meth:`ii_api.node.service.IIService.event`;
+* :class:`LinkDown`: told when a federation link is refused or lost; in a node the subscription's
+  runner (:class:`ii_api.resources.outgoing.OutgoingRunner`), which polls the subscription at once.
 """
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ from interchange.broker.engine import StoreReceipt
 
 if TYPE_CHECKING:
     from ii_api.peers.discovery import DiscoveryResult
+    from ii_api.peers.federation import RemoteEndpoint
 
-__all__ = ["ClientContext", "DiscoveryListener", "MessageSink"]
+__all__ = ["ClientContext", "DiscoveryListener", "EventSink", "LinkDown", "MessageSink"]
 
 
 class MessageSink(Protocol):
@@ -42,3 +47,15 @@ class ClientContext(Protocol):
     """The TLS client context to use for the next connection (it changes when the files are reloaded)."""
 
     def __call__(self) -> ssl.SSLContext: ...
+
+
+class EventSink(Protocol):
+    """A record for the node's JSON log: ``(level, event, fields)``."""
+
+    def __call__(self, level: str, kind: str, fields: dict, /) -> None: ...
+
+
+class LinkDown(Protocol):
+    """Told that the federation link to ``endpoint`` was refused or lost, and why."""
+
+    def __call__(self, endpoint: RemoteEndpoint, reason: str, /) -> None: ...

@@ -7,7 +7,10 @@ dropped connection is re-established with exponential back-off until the subscri
 Settle after store: a durable message is accepted upstream only once the local store has it
 (released if it could not be written), so a killed node loses nothing its neighbour considers
 delivered (at-least-once). A link belongs to one subscription and only its owner dials it, so no
-double-connect resolution is needed. Why, in full: docs/improved-interface.md ("Data links").
+double-connect resolution is needed. Every link state change is a ``federation_link_up`` /
+``federation_link_down`` record (reason, retry delay); a link refused or lost tells its owner
+(``on_down``: poll the subscription now), and AMQP's idle time-out (``idle_timeout_s``) drops a
+silent neighbour within twice it. Why, in full: docs/improved-interface.md ("Data links").
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import Any
 
 from certs.revocation import Revocations
 from certs.tls import certificate_lifetime_problem
-from ii_api.peers.doors import ClientContext, MessageSink
+from ii_api.peers.doors import ClientContext, EventSink, LinkDown, MessageSink
 from interchange.broker.client import RELEASE, ClientConnection, ReceiverState
 from interchange.broker.engine import Rejected
 from interchange.ground.timing import backoff_s
@@ -53,8 +56,13 @@ class Federation:
     """Supervises the node's receiver links to other interchanges."""
 
     def __init__(self, core: MessageSink, client_context: ClientContext, own_name: str,
-                 min_backoff: float = 0.5, max_backoff: float = 60.0, max_certificate_days: int | None = None) -> None:
+                 min_backoff: float = 0.5, max_backoff: float = 60.0, max_certificate_days: int | None = None,
+                 *, idle_timeout_s: float = 30.0, events: EventSink | None = None,
+                 on_down: LinkDown | None = None) -> None:
         self._core = core
+        self._idle_timeout_s = idle_timeout_s
+        self._events = events
+        self._on_down = on_down
         self._max_days = max_certificate_days  #: IP_051: neighbours' certificates valid longer are refused
         self._context = client_context
         self._own_name = own_name
@@ -150,40 +158,73 @@ class Federation:
             receipt.add(_settle_stored, (connection, receiver, delivery))
 
     async def _supervise(self, status: LinkStatus) -> None:
-        endpoint = status.endpoint
         failures = 0  # since the link was last up
         while True:
-            connection: ClientConnection | None = None
-            try:
-                connection = await ClientConnection.open(endpoint.host, endpoint.port, self._context(),
-                                                         endpoint.neighbour, self._own_name)
-                self._check_lifetime(connection)
-                status.connects += 1
-                self._open[id(status)] = (status, connection)
-                receiver = self._open_receiver(status, connection)
-                status.connected = True
-                failures = 0
-                closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
-                try:
-                    await asyncio.wait([connection.lost, closed], return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    closed.cancel()
-                status.last_error = receiver.error or connection.engine.remote_error or "connection closed"
-                await connection.close()
-            except asyncio.CancelledError:
-                if connection is not None:
-                    connection.abort()  # stopping: no graceful close that could hold shutdown up
-                raise
-            except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
-                status.last_error = f"{type(exc).__name__}: {exc}"
-            finally:
-                status.connected = False
-                self._open.pop(id(status), None)
-            failures += 1
+            was_up = await self._pull_once(status)
+            failures = 1 if was_up else failures + 1
             delay = backoff_s(failures, self._min_backoff, self._max_backoff)
-            log.warning("federation link to %s:%s/%s down (%s); retrying in %.1f s",
-                        endpoint.host, endpoint.port, endpoint.source, status.last_error, delay)
+            self._went_down(status, delay)
             await asyncio.sleep(delay)
+
+    async def _pull_once(self, status: LinkStatus) -> bool:
+        """One connection: the receiver attached, messages pulled until the link or the connection
+        goes; whether the neighbour attached it (``status.last_error`` says why it ended)."""
+        endpoint = status.endpoint
+        connection: ClientConnection | None = None
+        attached = False
+        try:
+            connection = await ClientConnection.open(endpoint.host, endpoint.port, self._context(), endpoint.neighbour,
+                                                     self._own_name, idle_timeout_s=self._idle_timeout_s)
+            self._check_lifetime(connection)
+            status.connects += 1
+            self._open[id(status)] = (status, connection)
+            receiver = self._open_receiver(status, connection)
+            attached = await self._until(connection, connection.link_opened) and receiver.opened and not receiver.closed
+            if attached:
+                status.connected = True
+                self._event("info", "federation_link_up", status, connects=status.connects)
+                await self._until(connection, None)
+            status.last_error = (receiver.error or connection.engine.remote_error or connection.engine.transport_error
+                                 or "connection closed")
+            await connection.close()
+        except asyncio.CancelledError:
+            if connection is not None:
+                connection.abort()  # stopping: no graceful close that could hold shutdown up
+            raise
+        except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
+            status.last_error = f"{type(exc).__name__}: {exc}"
+        finally:
+            status.connected = False
+            self._open.pop(id(status), None)
+        return attached
+
+    @staticmethod
+    async def _until(connection: ClientConnection, event: asyncio.Event | None) -> bool:
+        """Wait until ``event`` is set (True), or one of our links is detached or the connection lost (False)."""
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(connection.link_closed.wait())]
+        if event is not None:
+            waits.append(asyncio.ensure_future(event.wait()))
+        try:
+            await asyncio.wait([connection.lost, *waits], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return event is not None and event.is_set() and not connection.lost.done()
+
+    def _went_down(self, status: LinkStatus, retry_in_s: float) -> None:
+        """A link refused, lost or never connected: logged, and its owner told (it polls the subscription)."""
+        reason = status.last_error or "connection closed"
+        self._event("warning", "federation_link_down", status, reason=reason, retry_in_s=round(retry_in_s, 3))
+        log.debug("federation link to %s:%s/%s down (%s); retrying in %.1f s", status.endpoint.host,
+                  status.endpoint.port, status.endpoint.source, reason, retry_in_s)
+        if self._on_down is not None:
+            self._on_down(status.endpoint, reason)
+
+    def _event(self, level: str, kind: str, status: LinkStatus, **fields: object) -> None:
+        if self._events is not None:
+            endpoint = status.endpoint
+            self._events(level, kind, {"neighbour": endpoint.neighbour, "host": endpoint.host, "port": endpoint.port,
+                                       "source": endpoint.source, **fields})
 
 
 def _settle_stored(arg: tuple[ClientConnection, ReceiverState, Any], ok: bool) -> None:

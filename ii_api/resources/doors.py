@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ii_api.decisions.subscriptions import LocalSubscriptionView, OutgoingKey
 from ii_api.peers.discovery import Neighbour
-from ii_api.peers.doors import MessageSink
+from ii_api.peers.doors import LinkDown, MessageSink
 from ii_api.peers.federation import Federation
 from ii_api.wire.models import CapabilitiesMessage, Capability
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -182,9 +182,10 @@ class DepartureExpired(Protocol):
 # ---------------------------------------------------------------------------------- what is made
 class FederationFactory(Protocol):
     """A new :class:`~ii_api.peers.federation.Federation` whose links hand their messages to
-    ``sink``: :meth:`IIService.federation <ii_api.node.service.IIService.federation>`."""
+    ``sink`` and tell ``on_down`` when one is refused or lost:
+    :meth:`IIService.federation <ii_api.node.service.IIService.federation>`."""
 
-    def __call__(self, sink: MessageSink, /) -> Federation: ...
+    def __call__(self, sink: MessageSink, on_down: LinkDown, /) -> Federation: ...
 
 
 class Planner(Protocol):

@@ -227,11 +227,17 @@ class OutgoingRunner:
         """Pull from the endpoints (chapter 4.2.8) into the local sources the subscription serves."""
         owner, key = self.subscriptions, self.machine.key
         if self.federation is None:
-            self.federation = owner.federation(owner.import_sink(key))
+            self.federation = owner.federation(owner.import_sink(key), self._link_down)
         self.federation.pull("subscription", [self._remote(e) for e in endpoints])
         owner.event("info", "ii_federation_started", {"neighbour": key.neighbour, "selector": key.selector,
                                                       "endpoints": [e.to_json() for e in endpoints]})
         return []
+
+    def _link_down(self, endpoint: RemoteEndpoint, reason: str) -> None:
+        """A data link was refused or lost: poll the subscription now (a neighbour that restarted without
+        its state answers 404, and the subscription is requested anew), not at the next poll."""
+        if not self.finished:
+            self.send(self.machine.nudge)
 
     def _remote(self, endpoint: Endpoint) -> RemoteEndpoint:
         """A complete endpoint (the machine federates only those) as a link's address."""

@@ -110,6 +110,9 @@ class IIConfig(BaseModel):
     retry_min_s: float = Field(default=0.5, gt=0, le=60, description="first retry after a failed request")
     retry_max_s: float = Field(default=60.0, gt=0, le=3600)
     federation_backoff_s: float = Field(default=0.5, gt=0, le=60, description="first reconnect of a data link")
+    federation_idle_timeout_s: float = Field(default=30.0, ge=2, le=600, description="AMQP idle time-out of the "
+                                             "data links: a neighbour silent for this long is dropped and the "
+                                             "link built again")
     limits: RequestLimits = Field(default_factory=RequestLimits)
     policy: SubscriptionPolicy = Field(default_factory=SubscriptionPolicy)
     actors: ActorPolicy | None = Field(default=None, description="what each local actor may publish and subscribe "

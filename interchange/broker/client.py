@@ -97,8 +97,10 @@ class SenderState:
 class ClientEngine:
     """Sans-I/O AMQP 1.0 client connection with receiver links (proton engine, client mode)."""
 
-    def __init__(self, container_id: str, hostname: str | None = None) -> None:
+    def __init__(self, container_id: str, hostname: str | None = None, idle_timeout_ms: int = 0) -> None:
         self._proton = ProtonConnection(server=False)
+        if idle_timeout_ms:  # AMQP idle time-out: empty frames both ways, a silent peer is dropped
+            lib.pn_transport_set_idle_timeout(self._proton.transport, idle_timeout_ms)
         self._connection = self._proton.connection
         self._collector = self._proton.collector
         cproton.pn_connection_set_container(self._connection, container_id)
@@ -111,11 +113,16 @@ class ClientEngine:
         self._senders: dict[Any, SenderState] = {}
         self.flowed = False  #: a link got credit since the flag was cleared
         self.remote_error: str | None = None
+        self.transport_error: str | None = None  #: why proton closed the transport (e.g. the idle time-out)
         self.closed = False
         self._names = 0
 
     def any_link_closed(self) -> bool:
         return any(state.closed for state in self._links())
+
+    def any_link_opened(self) -> bool:
+        """A link the peer attached (its terminus given, not refused)."""
+        return any(state.opened for state in self._links())
 
     def open_receiver(self, state: ReceiverState) -> ReceiverState:
         self._names += 1
@@ -219,6 +226,12 @@ class ClientEngine:
         lib.pn_connection_close(self._connection)
         self._process()
 
+    def tick(self, now_ms: int) -> int:
+        """Drive the idle time-out (empty frames out, a silent peer detected); the next deadline in ms (0: none)."""
+        deadline = lib.pn_transport_tick(self._proton.transport, now_ms)
+        self._process()
+        return int(deadline)
+
     def release(self) -> None:
         self._proton.release()
 
@@ -234,8 +247,11 @@ class ClientEngine:
             elif etype == lib.PN_LINK_FLOW:
                 self.flowed = True
             elif etype == lib.PN_LINK_REMOTE_OPEN:
-                state = self._receivers.get(lib.pn_event_link(event)) or self._senders.get(lib.pn_event_link(event))
-                if state is not None:
+                link = lib.pn_event_link(event)
+                state = self._receivers.get(link) or self._senders.get(link)
+                # AMQP 1.0 2.6.3: a refused attach is answered with a null terminus, then the detach
+                terminus = lib.pn_link_remote_source(link) if link in self._receivers else lib.pn_link_remote_target(link)
+                if state is not None and lib.pn_terminus_get_type(terminus) != lib.PN_UNSPECIFIED:
                     state.opened = True
             elif etype in (lib.PN_LINK_REMOTE_CLOSE, lib.PN_LINK_REMOTE_DETACH):
                 link = lib.pn_event_link(event)
@@ -253,8 +269,10 @@ class ClientEngine:
                 if lib.pn_condition_is_set(cond):
                     self.remote_error = condition_line(cond)
                 lib.pn_connection_close(self._connection)
+            elif etype == lib.PN_TRANSPORT_ERROR:
+                self.transport_error = condition_line(lib.pn_transport_condition(self._proton.transport))
             elif etype == lib.PN_TRANSPORT_CLOSED:
-                self.lost("connection closed")
+                self.lost(self.transport_error or "connection closed")
             lib.pn_collector_pop(collector)
 
     def _on_outcome(self, state: SenderState, delivery: Any) -> None:
@@ -318,15 +336,19 @@ class ClientConnection(asyncio.Protocol):
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.link_closed = asyncio.Event()  #: set when the peer detaches one of our links
+        self.link_opened = asyncio.Event()  #: set when the peer answers one of our attaches with its terminus
+        self._tick: asyncio.TimerHandle | None = None  #: the idle time-out's next deadline
         self._credit = asyncio.Event()  #: set when a link got credit
         self._send_lock = asyncio.Lock()  #: :meth:`publish` callers waiting for credit, in order
         self.on_receive: Callable[[], None] | None = None  #: called after received bytes were processed (new credit)
 
     @classmethod
     async def open(cls, host: str, port: int, context: ssl.SSLContext, server_hostname: str,
-                   container_id: str, timeout: float = 10.0) -> "ClientConnection":
+                   container_id: str, timeout: float = 10.0, idle_timeout_s: float = 0.0) -> "ClientConnection":
+        """Connect, run SASL; with ``idle_timeout_s``, AMQP's idle time-out: a peer silent for that
+        long (a half-open connection, a partition) is dropped (AMQP 1.0 2.4.5)."""
         loop = asyncio.get_running_loop()
-        engine = ClientEngine(container_id, server_hostname)
+        engine = ClientEngine(container_id, server_hostname, round(idle_timeout_s * 1000))
         # asyncio.timeout, not wait_for: the connect runs in this task, so cancelling it (stopping a
         # federation link) reaches the pending connect at once; Python 3.11's wait_for could leave
         # the outer task waiting on an inner connect task that never saw the cancellation.
@@ -368,17 +390,34 @@ class ClientConnection(asyncio.Protocol):
                 return
             if not self.ready.done():
                 self.ready.set_result(None)
+            self._ticked()
             data = step.amqp_bytes
         if data:
             self.engine.receive(data)
         if not self.link_closed.is_set() and self.engine.any_link_closed():
             self.link_closed.set()
+        if not self.link_opened.is_set() and self.engine.any_link_opened():
+            self.link_opened.set()
         if self.engine.flowed:
             self.engine.flowed = False
             self._credit.set()
         if self.on_receive is not None:
             self.on_receive()
         self.flush()
+        if self._tick is None and self._sasl.finished:
+            self._ticked()  # no deadline yet (the peer's open just came with its idle time-out)
+
+    def _ticked(self) -> None:
+        """Drive the engine's idle time-out and arm the timer at its next deadline (none without one)."""
+        self._tick = None
+        if self.lost.done():
+            return
+        self.flush()  # proton times nothing before its open is out
+        now_ms = int(asyncio.get_running_loop().time() * 1000)
+        deadline = self.engine.tick(now_ms)
+        self.flush()
+        if deadline:
+            self._tick = asyncio.get_running_loop().call_later(max(0, deadline - now_ms) / 1000, self._ticked)
 
     def flush(self) -> None:
         if self._transport is None or self._transport.is_closing() or not self._sasl.finished:
@@ -387,7 +426,10 @@ class ClientConnection(asyncio.Protocol):
         if out:
             self._transport.write(out)
         if self.engine.finished:
-            self._transport.close()
+            if self.engine.transport_error is not None:
+                self._transport.abort()  # e.g. a silent peer: what is unsent would never drain
+            else:
+                self._transport.close()
 
     def open_receiver(self, address: str, on_message: MessageCallback, selector: str | None = None,
                       credit: int = 500) -> ReceiverState:
@@ -446,6 +488,9 @@ class ClientConnection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
         if not self.ready.done():
             self.ready.set_exception(ConnectionError(str(exc) if exc else "connection closed during SASL"))
         self.engine.lost(str(exc) if exc else "connection closed")

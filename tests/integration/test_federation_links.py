@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -102,4 +103,87 @@ def test_close_cancelled_as_the_connection_drops_still_ends_cancelled(pki: TestP
     try:
         assert asyncio.run(close_cancelled_as_lost())
     finally:
+        remote.stop()
+
+
+class Relay:
+    """A TCP relay in its own thread between a link and the neighbour's port that can go silent:
+    ``freeze()`` stops forwarding both ways and leaves the sockets open (a half-open connection, a
+    partition), ``thaw()`` forwards again (new connections only: the frozen ones stay silent)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.frozen = False
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.port = 0
+        threading.Thread(target=self._main, daemon=True).start()
+        self._ready.wait(10)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._connection, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self.loop.run_forever()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.frozen:
+            return  # accepted and left silent
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            if not self.frozen:
+                writer.write(data)
+        writer.close()
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self.frozen = False
+
+
+IDLE_S = 2.0  #: the links' idle time-out (the neighbour's broker sends its empty frames from a 1-s tick)
+
+
+def test_silent_neighbour_detected_by_the_idle_timeout_and_logged(pki: TestPki, tmp_path: Path) -> None:
+    """AMQP's idle time-out on the link: a neighbour that goes silent without closing is dropped within
+    twice the time-out, ``federation_link_down`` says why, and the link is built again once it
+    answers (``federation_link_up``); a refused link is logged and told to the link's owner."""
+    remote = start_broker(pki, tmp_path / "remote", [TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
+                          [SourceSpec(address="sub-1", consumers=frozenset({LOCAL}), scope=Scope.LOCAL)])
+    local = start_broker(pki, tmp_path / "local", [], [SourceSpec(address="all", consumers=frozenset({"actor-2"}))])
+    relay = Relay(remote.port)
+    files = TlsFiles.from_pki(pki.directory, LOCAL)
+    events: list[tuple[float, str, dict]] = []
+    downs: list[tuple[str, str]] = []
+    federation = local.call(lambda: Federation(
+        local.node.core, lambda: client_context(files), LOCAL, min_backoff=0.05, max_backoff=0.2, idle_timeout_s=IDLE_S,
+        events=lambda level, kind, fields: events.append((time.monotonic(), kind, fields)),
+        on_down=lambda endpoint, reason: downs.append((endpoint.source, reason))))
+    try:
+        local.call(lambda: federation.pull("s", [RemoteEndpoint(BROKER_CN, "127.0.0.1", relay.port, "sub-1")]))
+        _wait(lambda: [kind for _, kind, _ in events] == ["federation_link_up"])
+        time.sleep(2 * IDLE_S)  # quiet, but alive: empty frames keep the link up past the time-out
+        assert [kind for _, kind, _ in events] == ["federation_link_up"]
+        silenced = time.monotonic()
+        relay.freeze()
+        _wait(lambda: any(kind == "federation_link_down" for _, kind, _ in events), timeout=3 * IDLE_S)
+        at, _, down = next(e for e in events if e[1] == "federation_link_down")
+        assert at - silenced <= 2 * IDLE_S, at - silenced  # within twice the time-out
+        assert "idle-timeout" in down["reason"] and down["source"] == "sub-1" and down["neighbour"] == BROKER_CN
+        assert downs and downs[0][0] == "sub-1"
+        relay.thaw()
+        _wait(lambda: sum(kind == "federation_link_up" for _, kind, _ in events) == 2, timeout=5)
+        local.call(lambda: federation.pull("s", [RemoteEndpoint(BROKER_CN, "127.0.0.1", remote.port, "other")]))
+        _wait(lambda: any("no source 'other'" in reason for _, reason in downs))
+        refused = [f for _, kind, f in events if kind == "federation_link_down" and f["source"] == "other"]
+        assert refused and refused[0]["reason"] == "amqp:not-found: no source 'other'"
+    finally:
+        local.run(federation.close())
+        relay.loop.call_soon_threadsafe(relay.loop.stop)
+        local.stop()
         remote.stop()
