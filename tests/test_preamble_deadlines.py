@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from broker_harness import BROKER_CN, client_connection, complete_records, denm, start_node_process, terminate
+from broker_harness import BROKER_CN, NodeProcess, client_connection, complete_records, denm
 from certs import TestPki
 from ii_api.settings.config import IIConfig, RequestLimits
 from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
@@ -45,43 +45,26 @@ SLACK_S = 2.0
 WAIT_S = 60.0
 
 
-class Node:
-    """A node process (BI and II) with a target and a source for the steady client."""
-
-    def __init__(self, pki: TestPki, directory: Path) -> None:
-        identity = pki.identity(BROKER_CN)
-        config = NodeConfig(
-            name=BROKER_CN, data_dir=directory,
-            tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle,
-                          crls=list(pki.crls)),
-            broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
-                                targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
-                                sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
-            log=LogConfig(path=directory / "node.log", level="info"),
-            ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
-        path = directory / "node.json"
-        path.write_text(config.model_dump_json())
-        self.log = directory / "node.log"
-        self.process, line = start_node_process(path)
-        words = line.replace(",", "").split()
-        self.bi_port = int(words[words.index("AMQPS") + 2])
-        self.ii_port = int(words[words.index("(HTTPS)") + 2])
-        self.stderr: list[str] = []  #: read as it comes (a full pipe would stop the node)
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr.append(line)
+def node_config(pki: TestPki, directory: Path) -> NodeConfig:
+    """BI and II with the test's deadlines, a target and a source for the steady client."""
+    identity = pki.identity(BROKER_CN)
+    return NodeConfig(
+        name=BROKER_CN, data_dir=directory,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
+                            targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
+                            sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
+        log=LogConfig(path=directory / "node.log", level="info"),
+        ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
 
 
 @pytest.fixture(scope="module")
-def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    running = Node(pki, tmp_path_factory.mktemp("deadlines"))
+def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    running = NodeProcess(node_config(pki, tmp_path_factory.mktemp("deadlines")))
     try:
         yield running
     finally:
-        terminate(running.process)
+        running.stop()
 
 
 class Steady:
@@ -117,7 +100,7 @@ def _reader(process: subprocess.Popen[str], lines: queue.Queue[dict]) -> None:
         lines.put(json.loads(line))
 
 
-def test_stalled_connections_closed_by_their_deadlines(node: Node, pki: TestPki) -> None:
+def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: TestPki) -> None:
     steady = Steady(pki, node.bi_port)
     try:
         for _ in range(50):
@@ -163,6 +146,7 @@ def test_stalled_connections_closed_by_their_deadlines(node: Node, pki: TestPki)
           f"{p99(loaded) * 1000:.2f} ms ({len(loaded)} round trips)")
     assert p99(loaded) <= 2 * p99(quiet), (p99(quiet), p99(loaded))
     assert not [line for line in node.stderr if "Traceback" in line], "".join(node.stderr)[-3000:]
+    assert node.log is not None
     records = complete_records(node.log)
     timeouts = [r for r in records if r["event"] in ("preamble_timeout", "request_timeout", "tls_refused")]
     stages = {(r["event"], r["details"].get("stage") or r["details"].get("reason")) for r in timeouts}

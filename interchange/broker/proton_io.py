@@ -69,10 +69,14 @@ class ProtonConnection:
         lib.pn_transport_close_tail(self.transport)
 
     def release(self) -> None:
-        """Free proton's objects (once)."""
+        """Free proton's objects (once). ``pn_connection_release`` frees the sessions and links but
+        leaves the connection object itself to its reference count (proton's Python binding drops
+        that reference when its wrapper goes): without the ``pn_decref`` every connection left about
+        1.5 KB behind (the node's RSS grew with the connections it had served)."""
         if not self._released:
             self._released = True
             lib.pn_transport_unbind(self.transport)
             lib.pn_decref(self.transport)
             lib.pn_connection_release(self.connection)
+            lib.pn_decref(self.connection)
             lib.pn_collector_free(self.collector)

@@ -241,6 +241,38 @@ def start_node_process(config_path: Path) -> tuple[subprocess.Popen, str]:
     return process, line
 
 
+class NodeProcess:
+    """A node run as operators run it, from ``config`` (written to ``<data_dir>/node.json``): its BI
+    and II ports, its stderr read as it comes (a full pipe would stop it), its resident memory."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        path = config.data_dir / "node.json"
+        path.write_text(config.model_dump_json())
+        self.log = config.log.path
+        self.process, line = start_node_process(path)
+        words = line.replace(",", "").split()
+        self.bi_port = int(words[words.index("AMQPS") + 2])
+        ii = words[words.index("(HTTPS)") + 2]
+        self.ii_port = int(ii) if ii.isdigit() else None
+        self.stderr: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+
+    def rss_mb(self) -> float:
+        """The node process's resident memory (VmRSS) in MB."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS")
+
+    def stop(self) -> None:
+        terminate(self.process)
+
+
 def terminate(process: subprocess.Popen, timeout: float = 30.0) -> None:
     """Stop a node process as an operator does (SIGTERM: graceful), killing it if it does not stop in time."""
     process.send_signal(signal.SIGTERM)
