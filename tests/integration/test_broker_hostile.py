@@ -197,7 +197,7 @@ def test_open_frame_check_fed_byte_by_byte() -> None:
 # ------------------------------------------------------------------ text that is not UTF-8
 def test_container_id_not_utf8_closed_with_decode_error(broker: BrokerUnderTest, pki: TestPki) -> None:
     """Over TLS: the open is answered, then closed with ``amqp:decode-error`` naming the field, and logged
-    (the engine's other text fields: tests/test_engine_text.py)."""
+    (the engine's other text fields: tests/unit/test_engine_text.py)."""
     context = client_context(TlsFiles.from_pki(pki.directory, "actor-2"))
     data, closed = tls_exchange(broker.port, context, AMQP_HEADER + frame(b"\x00\x53\x10" + list8(str8(b"c\xff"))))
     assert closed, "the connection was not closed"

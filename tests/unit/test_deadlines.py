@@ -2,7 +2,7 @@
 the protocol header, the SASL exchange and the peer's open on the BI, a request's headers and body
 on the II, each measured from the stage's start (a trickling peer is no better than a silent one);
 once past, ``on_timer`` fails the stage with the reason, and an undecodable open closes the
-connection at once with a close frame. The same against a real node: tests/test_preamble_deadlines.py."""
+connection at once with a close frame. The same against a real node: tests/integration/test_preamble_deadlines.py."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +14,7 @@ from interchange.broker.deadlines import StageTimeouts
 from interchange.broker.engine import EngineLimits
 from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER, SaslServer
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
-from pki_fixtures import ACTOR, SERVER, files_for
+from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
 from test_engine_text import Engine, frame, frames, open_frame
 from test_tls_stream import Client, handshake
 

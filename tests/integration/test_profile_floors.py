@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_harness import BrokerUnderTest, complete_records, denm, running_broker
+from interchange.testing.broker_harness import BrokerUnderTest, complete_records, denm, running_broker
 from certs import TestPki
 from interchange.app.config import BrokerConfig, LimitsConfig, MemoryConfig, load_config
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec

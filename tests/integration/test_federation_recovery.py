@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker_harness import complete_records
+from interchange.testing.broker_harness import complete_records
 from certs import TestPki
-from dns_fixtures import DnsmasqServer
+from interchange.testing.dns_fixtures import DnsmasqServer
 from ii_api.storage.store import Store
-from ii_harness import A, C, Consumer, denm_capability, denm_message, publish, wait_for
+from interchange.testing.ii_harness import A, C, Consumer, denm_capability, denm_message, publish, wait_for
 from interchange.ground.ports import free_port
 from test_ii_federation_e2e import DENM_HERE, Federation, make_federation, register_publisher
 

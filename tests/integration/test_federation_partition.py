@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from broker_harness import complete_records
+from interchange.testing.broker_harness import complete_records
 from certs.pki import Pki
 from interchange.actor import Actor
 from interop_kit import federation

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_harness import BROKER_CN, NodeProcess, complete_records, denm
+from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records, denm
 from certs import TestPki
 from certs.tls import TlsFiles, client_context
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from broker_harness import BROKER_CN, NodeProcess, client_connection, complete_records, denm
+from interchange.testing.broker_harness import BROKER_CN, NodeProcess, client_connection, complete_records, denm
 from certs import TestPki
 from ii_api.settings.config import IIConfig, RequestLimits
 from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
@@ -111,7 +111,7 @@ def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: T
             [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{node.bi_port}",
              "--ii", f"127.0.0.1:{node.ii_port}", "--count", str(COUNT), "--pki", str(pki.directory),
              "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"],
-            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
         lines: queue.Queue[dict] = queue.Queue()
         threading.Thread(target=_reader, args=(stalled, lines), daemon=True).start()
         results, loaded, ready = [], [], False
