@@ -20,7 +20,7 @@ from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits, refusal
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
-from interchange.broker.memory import MIB, BufferLimits
+from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.errors import CliError
 from interchange.ground.logfile import LogSettings, Rotation
@@ -78,6 +78,11 @@ class MemoryConfig(BaseModel):
 
     source_max_bytes: int = Field(default=256 * MIB, ge=MIB, description="the byte limit of a source without "
                                   "its own (the II's): at least 200 messages of limits.max_message_size (IP_032)")
+    node_max_bytes: int | None = Field(default=None, ge=MIB, description="the budget of all sources together, "
+                                       "shared equally by the broker processes (None: 512 MiB for each, or 200 "
+                                       "messages of limits.max_message_size if more); past it "
+                                       "the source holding the most evicts its oldest messages (dropped_message, "
+                                       "reason node_memory)")
 
 
 class BrokerConfig(BaseModel):
@@ -99,8 +104,11 @@ class BrokerConfig(BaseModel):
                                       "writes and close connections before stopping anyway")
 
     def buffer_limits(self) -> BufferLimits:
-        return BufferLimits(max_message_size=self.limits.max_message_size,
-                            source_max_bytes=self.memory.source_max_bytes)
+        size = self.limits.max_message_size
+        budget = self.memory.node_max_bytes
+        return BufferLimits(max_message_size=size, source_max_bytes=self.memory.source_max_bytes,
+                            node_max_bytes=(max(DEFAULT_PROCESS_BUDGET, IP_032_FLOOR * message_cost(size))
+                                            if budget is None else budget // self.processes))
 
     @model_validator(mode="after")
     def _floors(self) -> "BrokerConfig":

@@ -63,7 +63,8 @@ class Admission:
         self.accelerated = accelerated
         self._accelerator = _c_admit if accelerated else None
         self.last_seq = 0  #: the last message number given (admitted or rejected)
-        self._shard_seqs: dict[tuple, int] = {}  # one entry per shard seen since the process started
+        #: per shard seen since the process started: its key object and its last number
+        self._shard_seqs: dict[tuple, list] = {}
 
     def admit(self, raw: bytes | bytearray, publisher: str, federated: bool, shard_count: int | None,
               now_ms: int) -> BrokerMessage:
@@ -79,11 +80,7 @@ class Admission:
                     else:  # the common case: the messageType's default (IP_033)
                         message.expiry_ms = now_ms + self._default_ttl.get(properties.get("messageType"),
                                                                            self._fallback_ttl)
-                    # _number, inlined: this is the hot path
-                    self.last_seq = message.seq = self.last_seq + 1
-                    shard_seqs = self._shard_seqs
-                    key = message.shard_key
-                    message.shard_seq = shard_seqs[key] = shard_seqs.get(key, 0) + 1
+                    self._number(message)
                     return message
             # invalid, or not handled by C: the Python path decides and words the rejection
         message = self._admit_python(raw, publisher, federated, shard_count, now_ms)
@@ -91,11 +88,14 @@ class Admission:
         return message
 
     def _number(self, message: BrokerMessage) -> None:
-        """Give an admitted message its process-wide and its per-shard number."""
+        """Give an admitted message its process-wide and its per-shard number, and its shard's key
+        object (one per shard, not one per message: a buffered message stays small)."""
         self.last_seq = message.seq = self.last_seq + 1
-        shard_seqs = self._shard_seqs
-        key = message.shard_key
-        message.shard_seq = shard_seqs[key] = shard_seqs.get(key, 0) + 1
+        shard = self._shard_seqs.get(message.shard_key)
+        if shard is None:
+            shard = self._shard_seqs[message.shard_key] = [message.shard_key, 0]
+        shard[1] += 1
+        message.shard_key, message.shard_seq = shard
 
     def number_rejected(self) -> int:
         """A message number for a rejected message (from the same counter)."""

@@ -1,5 +1,40 @@
-"""The broker's in-memory form of a routed message."""
+"""The broker's in-memory form of a routed message, and what a buffered one costs.
+
+A buffered message is kept as the exact bytes received (IP_014/015) and a little bookkeeping; its
+decoded application properties (a dict several times the size of the bytes they came from) are
+dropped while it waits in a buffer (:meth:`BrokerMessage.shed`) and decoded again from those bytes
+when a selector or the log reads them: memory follows the encoded size, which the limits count
+(:func:`interchange.broker.memory.message_cost`).
+"""
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from interchange.broker.amqp_scan import decode_application_properties, scan_message
+
+#: interchange.broker._admit.admit, or None when the module is not built (see admission.py)
+_c_admit: Callable[[bytes | bytearray, int | None], tuple[dict[str, object], bool, int | None, int | None] | None] | None
+try:
+    from interchange.broker._admit import admit as _c_admit
+except ImportError:
+    _c_admit = None
+if os.environ.get("INTERCHANGE_PURE_PYTHON") == "1":
+    _c_admit = None
+
+
+def decode_properties(raw: bytes | bytearray) -> dict[str, object]:
+    """The application properties of an admitted message's bytes (the C accelerator's decoder when
+    built: about a microsecond for a DENM; the Python scanner otherwise; both give the same dict)."""
+    if _c_admit is not None:
+        result = _c_admit(raw, None)
+        if result is not None:
+            return result[0]
+    scanned = scan_message(raw, decode_properties=False)
+    start, end = scanned.application_properties_offset, scanned.application_properties_end
+    if start is None or end is None:
+        return {}
+    return decode_application_properties(raw, start, end)[0]
 
 
 class BrokerMessage:
@@ -7,9 +42,11 @@ class BrokerMessage:
 
     ``raw`` is ``bytes``, or for a large message the ``bytearray`` proton filled (no copy).
 
-    ``properties`` are the decoded application properties (read for routing only, IP_008);
+    ``properties`` are the decoded application properties (read for routing only, IP_008), decoded
+    again from ``raw`` after :meth:`shed` dropped them (a buffered message);
     ``expiry_ms`` is the absolute expiry in ms since the epoch (IP_033) or None;
-    ``shard_key`` orders delivery per (publicationId, shardId) (IP_128, no shardId = shard 1).
+    ``shard_key`` orders delivery per (publicationId, shardId) (IP_128, no shardId = shard 1); the
+    admission gives the messages of one shard the same key object.
 
     Set by :class:`~interchange.broker.admission.Admission` for the log's audit trail
     (:mod:`interchange.ground.logformat`): ``seq``, the process's message number (0 until admitted);
@@ -22,9 +59,8 @@ class BrokerMessage:
     the process's store (0 until stored); both are None/0 for a memory-only message.
     """
 
-    __slots__ = ("raw", "properties", "expiry_ms", "federated", "publisher", "shard_key", "arrival_ms", "size",
-                 "seq", "shard_seq", "expiry_source", "redeliveries",
-                 "holders", "store_id")
+    __slots__ = ("raw", "_properties", "expiry_ms", "federated", "publisher", "shard_key", "arrival_ms",
+                 "seq", "shard_seq", "expiry_source", "redeliveries", "holders", "store_id")
 
     def __init__(
         self,
@@ -36,12 +72,11 @@ class BrokerMessage:
         arrival_ms: int,
     ) -> None:
         self.raw = raw
-        self.properties = properties
+        self._properties: dict | None = properties
         self.expiry_ms = expiry_ms
         self.federated = federated
         self.publisher = publisher
         self.arrival_ms = arrival_ms
-        self.size = len(raw)
         shard = properties.get("shardId")
         self.shard_key = (properties.get("publicationId"), shard if isinstance(shard, int) else 1)
         self.seq = 0
@@ -50,3 +85,22 @@ class BrokerMessage:
         self.redeliveries: dict[str, int] | None = None
         self.holders: set[str] | None = None
         self.store_id = 0
+
+    @property
+    def size(self) -> int:
+        """The encoded size in bytes."""
+        return len(self.raw)
+
+    @property
+    def properties(self) -> dict:
+        """The application properties (decoded from ``raw`` again if :meth:`shed` dropped them; not
+        kept: the message stays as small as it was)."""
+        properties = self._properties
+        return properties if properties is not None else decode_properties(self.raw)
+
+    def shed(self) -> None:
+        """Drop the decoded properties while the message waits in a buffer. Only an admitted
+        message (``seq`` given) is known to decode again from ``raw`` to the same properties; one
+        built by hand keeps its own."""
+        if self.seq:
+            self._properties = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any, Protocol
 
+from interchange.broker.memory import MemoryBudget
 from interchange.broker.message import BrokerMessage
 from interchange.ground.timing import now_ms
 
@@ -146,10 +147,20 @@ class BrokerObserver:
 
     def dropped(self, message: BrokerMessage, source: str, reason: str) -> None:
         """``message`` was lost undelivered from ``source``: a full buffer evicted it (its oldest,
-        IP_032: ``buffer_full``), or the source was deleted with it buffered (``source_deleted``)."""
+        IP_032: ``buffer_full``), the node's memory budget evicted it (``node_memory``), or the source
+        was deleted with it buffered (``source_deleted``)."""
         self.dropped_count += 1
         if self.log is not None:
             self.log.message("dropped_message", message, source, source=source, reason=reason)
+
+    def budget_enforced(self, evicted: int, before: int, budget: MemoryBudget) -> None:
+        """The node's memory budget evicted ``evicted`` messages (each already logged as dropped,
+        ``node_memory``): one ``memory_budget`` record per episode, so operators see the node is full."""
+        if self.log is not None:
+            self.log.event("warning", "memory_budget", {"evicted": evicted, "before_bytes": before,
+                                                        "after_bytes": budget.used, "limit_bytes": budget.limit,
+                                                        "evicted_total": budget.evicted,
+                                                        "episodes": budget.episodes})
 
     def hop_dropped(self, message: BrokerMessage, address: str, reason: str, trace: tuple[str, ...]) -> None:
         """An imported message was dropped by loop prevention (IP_109): its trace names this

@@ -22,7 +22,7 @@ from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected
 from interchange.broker.hop_trace import Drop, HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
-from interchange.broker.memory import BufferLimits
+from interchange.broker.memory import BufferLimits, MemoryBudget
 from interchange.broker.message import BrokerMessage
 from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
 from interchange.broker.placement import Placement
@@ -95,6 +95,8 @@ class BrokerCore:
     ) -> None:
         self.addresses = addresses
         self.buffers = buffers  #: the sources' byte limits (IP_032's floor checked at start)
+        #: the node's budget across the sources (this process's share; interchange.broker.memory)
+        self.budget = MemoryBudget(buffers.node_max_bytes)
         #: second copies of imported messages kept from sources (multi-hop route changes)
         self.duplicates = duplicates
         self.durability = durability  #: durable messages stored and recovered; None: memory only
@@ -131,7 +133,8 @@ class BrokerCore:
                 return
             assert isinstance(spec, SourceSpec)
             node_selector = jms_selectors.compile(spec.selector) if spec.selector else None
-            source = Source(spec, node_selector.matches if node_selector else None, self._losses, self.buffers)
+            source = Source(spec, node_selector.matches if node_selector else None, self._losses, self.buffers,
+                            self.budget)
             if old is not None:
                 self._index.remove(old)
                 source.adopt(old)
@@ -343,6 +346,8 @@ class BrokerCore:
                 source.offer(message, now)
                 routed += 1
         self.observer.routed(routed, message, address)
+        if self.budget.used > self.budget.limit:
+            self._enforce_budget()
 
     def _first_copy(self, message: BrokerMessage, target: str, digest: bytes, now: int) -> bool:
         """Whether source ``target`` gets its first copy of the imported ``message`` (a second one,
@@ -368,6 +373,16 @@ class BrokerCore:
                 source.offer(message, now)
                 routed += 1
         self.observer.routed(routed, message, address)
+        if self.budget.used > self.budget.limit:
+            self._enforce_budget()
+
+    def _enforce_budget(self) -> None:
+        """The sources hold more than the node's budget: the fullest give up their oldest messages
+        (each logged as dropped, ``node_memory``), and one ``memory_budget`` record says how many."""
+        budget = self.budget
+        before = budget.used
+        evicted = budget.enforce(self.sources.values())
+        self.observer.budget_enforced(evicted, before, budget)
 
     # ------------------------------------------------------------ housekeeping
     def held(self) -> dict[str, dict[str, int]]:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from interchange.broker.addresses import SourceSpec
-from interchange.broker.memory import BufferLimits
+from interchange.broker.memory import MESSAGE_OVERHEAD, BufferLimits, MemoryBudget
 from interchange.broker.message import BrokerMessage
 
 Matcher = Callable[[dict], bool]
@@ -71,11 +71,13 @@ class Source:
     """
 
     __slots__ = ("spec", "node_selector", "residual", "_queue", "_bytes", "links", "_next_link", "_shard_owner",
-                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued", "observer", "max_bytes")
+                 "_blocked", "_clean", "dropped", "expired", "delivered", "enqueued", "observer", "max_bytes", "budget")
 
     def __init__(self, spec: SourceSpec, node_selector: Matcher | None, observer: LossObserver | None = None,
-                 limits: BufferLimits = BufferLimits()) -> None:
+                 limits: BufferLimits = BufferLimits(), budget: MemoryBudget | None = None) -> None:
         self.spec = spec
+        #: the node's budget this source's buffer counts against (None: only its own limits)
+        self.budget = budget
         self.max_bytes = limits.source_bytes(spec)  #: its own limit, else the node's default
         self.observer = observer
         self.node_selector = node_selector
@@ -99,7 +101,14 @@ class Source:
 
     @property
     def depth_bytes(self) -> int:
+        """What the buffer is counted for: each message's :func:`~interchange.broker.memory.message_cost`."""
         return self._bytes
+
+    def _count(self, delta: int) -> None:
+        self._bytes += delta
+        budget = self.budget
+        if budget is not None:
+            budget.used += delta
 
     def held(self) -> tuple[int, int]:
         """(durable, memory-only) messages buffered: what a restart keeps and what it loses."""
@@ -133,14 +142,16 @@ class Source:
             if was_empty:
                 self._blocked.clear()
                 self._clean = True
+            message.shed()
             self._queue.append(message)
-            self._bytes += message.size
+            self._count(len(message.raw) + MESSAGE_OVERHEAD)
             if outcome == _BLOCKED:
                 self._blocked.add(message.shard_key)
             self._evict()
             return
+        message.shed()
         self._queue.append(message)
-        self._bytes += message.size
+        self._count(len(message.raw) + MESSAGE_OVERHEAD)
         self._evict()
         if not self._clean:
             self.pump(now_ms)
@@ -150,11 +161,20 @@ class Source:
     def _evict(self) -> None:
         spec = self.spec
         while self._queue and (len(self._queue) > spec.max_messages or self._bytes > self.max_bytes):
-            old = self._queue.popleft()
-            self._bytes -= old.size
-            self.dropped += 1
-            if self.observer is not None:
-                self.observer.dropped(old, spec.address, "buffer_full")
+            self.evict_oldest("buffer_full")
+
+    def evict_oldest(self, reason: str) -> int:
+        """Drop the oldest buffered message, reported lost for ``reason`` (``buffer_full``: this
+        source's limits, IP_032; ``node_memory``: the node's budget); return its cost (0: empty)."""
+        if not self._queue:
+            return 0
+        old = self._queue.popleft()
+        cost = len(old.raw) + MESSAGE_OVERHEAD
+        self._count(-cost)
+        self.dropped += 1
+        if self.observer is not None:
+            self.observer.dropped(old, self.spec.address, reason)
+        return cost
 
     def _try_send(self, message: BrokerMessage) -> int:
         links = self.links
@@ -216,7 +236,7 @@ class Source:
             key = message.shard_key
             outcome = _BLOCKED if key in blocked else self._try_send(message)
             if outcome == _SENT:
-                self._bytes -= message.size
+                self._count(-len(message.raw) - MESSAGE_OVERHEAD)
                 continue
             skipped.append(message)
             if outcome == _BLOCKED:
@@ -237,7 +257,7 @@ class Source:
 
     def _lose_expired(self, message: BrokerMessage) -> None:
         """Account for a message taken off the buffer because it expired (IP_033)."""
-        self._bytes -= message.size
+        self._count(-len(message.raw) - MESSAGE_OVERHEAD)
         self.expired += 1
         if self.observer is not None:
             self.observer.expired_in(message, self.spec.address)
@@ -258,6 +278,7 @@ class Source:
 
     def adopt(self, old: "Source") -> None:
         """Take over the buffer, links and counters of the source this one replaces."""
+        # the old source's bytes are in the budget already
         self._queue, self._bytes = old._queue, old._bytes  # noqa: SLF001
         self.links, self._shard_owner = old.links, old._shard_owner  # noqa: SLF001
         self.dropped, self.expired = old.dropped, old.expired
@@ -276,8 +297,9 @@ class Source:
                 counts = message.redeliveries = {}
             counts[address] = counts.get(address, 0) + 1
         for message in reversed(messages):
+            message.shed()
             self._queue.appendleft(message)
-            self._bytes += message.size
+            self._count(len(message.raw) + MESSAGE_OVERHEAD)
         self._clean = False
         self._evict()
 
@@ -288,4 +310,4 @@ class Source:
                 self.observer.dropped(message, self.spec.address, reason)
         self.dropped += len(self._queue)
         self._queue.clear()
-        self._bytes = 0
+        self._count(-self._bytes)

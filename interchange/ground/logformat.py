@@ -40,7 +40,7 @@ OUTCOMES: tuple[str, ...] = typing.get_args(Outcome)
 ExpirySource = Literal["ttl", "absolute-expiry-time", "default"]
 EXPIRY_SOURCES: tuple[str, ...] = typing.get_args(ExpirySource)
 Origin = Literal["local", "federated"]
-DropReason = Literal["buffer_full", "source_deleted", "loop", "hop_limit", "duplicate"]
+DropReason = Literal["buffer_full", "node_memory", "source_deleted", "loop", "hop_limit", "duplicate"]
 DROP_REASONS: tuple[str, ...] = typing.get_args(DropReason)
 
 

@@ -34,6 +34,8 @@ SMOKE: dict[str, Smoke] = {
     "bench_selectors.py": Smoke(("--seconds", "0.01"), ("compiled/s", "reference/s")),
     "bench_link_selectors.py": Smoke((), ("unbounded (before)", "bounded, at the limits")),
     "bench_observer.py": Smoke(("--number", "1000"), ("current", "without the per-type counter", "load average")),
+    "bench_memory.py": Smoke(("--sources", "10", "--total", "2000", "--cap", "300", "--peer", str(ROOT)),  # itself
+                             ("2,000 in all", "at cap (300 each)", "B/held", "load after")),
     "bench_store.py": Smoke(("--messages", "200"), ("journal     200 B", "sqlite      200 B", "µs CPU/msg")),
     "bench_admission_peer.py": Smoke(("--peer", str(ROOT), "--alternations", "1"),  # this tree against itself
                                      ("best of 1 alternations", "admission, C, distinct", "ratio")),

@@ -46,7 +46,11 @@ def test_default_limits_hold_200_messages_of_the_largest_size() -> None:
      "of max_message_size 4194304 bytes need"),
     ({"memory": {"source_max_bytes": 100 * MIB}},
      "the default max_bytes of sources ([broker.memory] source_max_bytes) 104857600 is too small"),
-], ids=["source-max-bytes", "max-message-size", "default-source-bytes"])
+    ({"memory": {"node_max_bytes": 150 * MIB}},
+     "the node's budget ([broker.memory] node_max_bytes, per broker process) 157286400 is too small"),
+    ({"processes": 4, "memory": {"node_max_bytes": 512 * MIB}},
+     "the node's budget ([broker.memory] node_max_bytes, per broker process) 134217728 is too small"),
+], ids=["source-max-bytes", "max-message-size", "default-source-bytes", "node-budget", "node-budget-shared"])
 def test_limits_below_the_floor_refused_at_start(tmp_path: Path, broker: dict, reason: str) -> None:
     path = tmp_path / "node.json"
     path.write_text(json.dumps({"name": "n", "broker": broker}))
