@@ -48,12 +48,12 @@ def tile(k: int) -> str:
 
 def measure(sources: int, cap: int, offered: int, ceiling_mb: float) -> dict[str, float]:
     """Fill a broker core of the tree this process imports from (see :func:`child`)."""
-    import quadtree  # noqa: PLC0415 - from the tree measured
-    from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec  # noqa: PLC0415
-    from interchange.broker.admission import Admission  # noqa: PLC0415
-    from interchange.broker.router import BrokerCore  # noqa: PLC0415
-    from interchange.broker.ttl_policy import TtlPolicy  # noqa: PLC0415
-    from interchange.testing.harness import denm  # noqa: PLC0415
+    import quadtree
+    from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
+    from interchange.broker.admission import Admission
+    from interchange.broker.router import BrokerCore
+    from interchange.broker.ttl_policy import TtlPolicy
+    from interchange.testing.harness import denm
 
     specs = [SourceSpec(address=f"s{k}", consumers=frozenset({"c"}), max_messages=cap, max_bytes=256 * MIB,
                         selector=quadtree.selector_for_tiles([tile(k)])) for k in range(sources)]
@@ -94,7 +94,7 @@ class Link:
     identity = "c"
 
     def __init__(self) -> None:
-        import jms_selectors  # noqa: PLC0415 - from the tree measured
+        import jms_selectors
         self.selector = jms_selectors.compile("messageType = 'DENM' AND causeCode = 1").matches
         self.source = None
         self.sent = 0
@@ -109,7 +109,7 @@ class Link:
         self.sent += 1
 
 
-def drain(source) -> float:  # noqa: ANN001 - either tree's Source
+def drain(source) -> float:
     """CPU µs per message for a consumer with a selector to take a source's whole backlog (the
     selector reads each message's properties: decoded again where the buffer does not keep them)."""
     link = Link()

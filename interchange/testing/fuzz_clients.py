@@ -1,8 +1,9 @@
 """Connections that speak a little AMQP, some of it broken, then vanish: for the tests and the soak
 (no node imports this).
 
-Each connection (:func:`churn_one`) runs TLS, SASL EXTERNAL, the AMQP header and an open, begins sessions, attaches links (a publisher on
-``target``, a consumer on ``source``, one on an address that does not exist), sends transfers (a
+Each connection (:func:`churn_one`) runs TLS, SASL EXTERNAL, the AMQP header and an open, begins
+sessions, attaches links (a publisher on ``target``, a consumer on ``source``, one on an address
+that does not exist), sends transfers (a
 valid message, copies with a few bytes changed, sometimes a frame of random bytes), reads what comes
 back for a moment and aborts the socket (RST): the broker must free everything each one held.
 """

@@ -38,7 +38,7 @@ def _nft() -> str:
     if os.geteuid() != 0 or not Path(path).exists() or (why := available()) is not None:
         pytest.fail("the partition test needs root, network namespaces and nft (Debian nftables, scripts/setup.sh): "
                     f"uid {os.geteuid()}, nft {'found' if Path(path).exists() else 'missing'}, namespaces: "
-                    f"{available() or 'available'}")
+                    f"{why or 'available'}")
     return path
 
 

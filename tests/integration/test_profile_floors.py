@@ -17,6 +17,7 @@ from certs import TestPki
 from interchange.app.config import BrokerConfig, LimitsConfig, MemoryConfig, load_config
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
+from interchange.broker.engine import Rejected
 from interchange.broker.message_log import JsonLog
 from interchange.broker.memory import IP_032_FLOOR, message_cost
 from interchange.broker.observer import BrokerObserver
@@ -94,7 +95,7 @@ def test_source_at_the_floor_keeps_200_messages_of_the_largest_size(floor_broker
         delivery = sender.link.delivery(f"m{i}")
         sender.link.send(largest(i))
         sender.link.advance()
-        publisher.wait(lambda: bool(delivery.remote_state), timeout=10, msg="no disposition")
+        publisher.wait(lambda delivery=delivery: bool(delivery.remote_state), timeout=10, msg="no disposition")
         assert delivery.remote_state == delivery.ACCEPTED
     publisher.close()
     consumer = floor_broker.connect("actor-2")
@@ -128,7 +129,7 @@ def test_audit_records_at_every_level(tmp_path: Path, level: str, messages_on: b
     core = BrokerCore(addresses, Admission(TtlPolicy(), accelerated=False), BrokerObserver(log),
                       clock_ms=lambda: now[0])
     publisher = core.attach_publisher("a", "in")
-    with pytest.raises(Exception):
+    with pytest.raises(Rejected):
         core.publish(publisher, bytes(denm(causeCode="not a number").encode()))  # rejected (IP_016)
     for i in range(IP_032_FLOOR + 1):
         core.publish(publisher, bytes(denm(body=b"%d" % i).encode()))  # the first is dropped (IP_032)

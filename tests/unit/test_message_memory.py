@@ -105,7 +105,7 @@ def test_buffered_properties_decode_again_for_selectors(monkeypatch: pytest.Monk
     sent = [denm(body=b"%d" % i, causeCode=5 if i % 2 else 1, publicationId=f"NO00001:p{i}") for i in range(10)]
     for message in sent:
         source.offer(admission.admit(bytes(message.encode()), "actor-1", False, None, NOW), NOW)
-    assert source.depth == 10 and all(m._properties is None for m in source._queue)  # noqa: SLF001 shed
+    assert source.depth == 10 and all(m._properties is None for m in source._queue)
     link.credit = 10
     source.credit_changed(NOW)
     assert [m.properties["publicationId"] for m in link.got] == [f"NO00001:p{i}" for i in range(1, 10, 2)]
