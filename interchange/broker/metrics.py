@@ -59,6 +59,13 @@ class BrokerCollector:
                                   "kept from a source (multi-hop route changes)", value=obs.duplicate_dropped_count)
         yield CounterMetricFamily("interchange_messages_delivered", "Messages handed to consumers",
                                   value=sum(s.delivered for s in core.sources.values()))
+        budget = core.budget
+        yield GaugeMetricFamily("interchange_memory_budget_used_bytes", "What all sources' buffers are counted "
+                                "for (their messages' bytes and bookkeeping)", value=budget.used)
+        yield GaugeMetricFamily("interchange_memory_budget_bytes", "The node's budget across sources (this "
+                                "process's share)", value=budget.limit)
+        yield CounterMetricFamily("interchange_memory_budget_evicted", "Messages the fullest sources evicted "
+                                  "because all together held more than the budget", value=budget.evicted)
         yield from self._durable()
         cumulative, buckets = 0, []
         for bound, count in zip(LATENCY_BUCKETS, obs.latency_counts):

@@ -18,8 +18,10 @@ from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
 from interchange.broker.memory import IP_032_FLOOR, BufferLimits, message_cost
 from interchange.broker.message import BrokerMessage
+from interchange.broker.metrics import broker_registry
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.router import BrokerCore
+from interchange.broker.server import BrokerServer
 from interchange.broker.source import Source
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.testing.harness import denm
@@ -153,6 +155,10 @@ def test_the_node_budget_evicts_the_fullest_source_and_says_so() -> None:
                                                            if event == "memory_budget")
     assert sum(f["evicted"] for f in episodes) == len(drops)
     assert all(f["after_bytes"] <= budget.low_water < f["before_bytes"] for f in episodes)
+    registry = broker_registry(core, BrokerServer(core))  # a server object, never started: for its metrics
+    assert registry.get_sample_value("interchange_memory_budget_evicted_total") == len(drops)
+    assert registry.get_sample_value("interchange_memory_budget_used_bytes") == budget.used
+    assert registry.get_sample_value("interchange_memory_budget_bytes") == budget.limit
 
 
 def test_a_budget_below_the_floor_is_refused() -> None:
