@@ -236,7 +236,8 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
         await _start_if2(node)
     log.event("info", "node_started", {"amqps_port": node.amqps_port, "amqp_port": node.amqp_port,
                                        "admin_port": node.admin_port, "ii_port": node.ii_port,
-                                       "process": placement.index, "amqps_ports": node.amqps_ports})
+                                       "process": placement.index, "amqps_ports": node.amqps_ports,
+                                       "memory_budget_bytes": core.budget.limit})
     return node
 
 

@@ -70,3 +70,6 @@ def test_rss_back_after_5000_fuzzed_connections(node: NodeProcess, pki: TestPki)
           f"({time.monotonic() - started:.1f} s)")
     assert end - start <= GROWTH_MB, f"RSS grew {end - start:.1f} MB over {COUNT} connections"
     assert not [line for line in node.stderr if "Traceback" in line], "".join(node.stderr)[-3000:]
+    # the node says which memory budget bounds its buffers (the default: 512 MiB for its one broker process)
+    started = [r for r in complete_records(node.log) if r["event"] == "node_started"]
+    assert [r["details"]["memory_budget_bytes"] for r in started] == [512 * 1024 * 1024]
