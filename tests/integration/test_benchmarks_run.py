@@ -51,7 +51,7 @@ SMOKE: dict[str, Smoke] = {
     "bench_tlex_start.py": Smoke(("--controllers", "20"),
                                  ("phase | capabilities | start s", "peer (no [tlex])", "replace (new SPATEM version)")),
     "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
-    "soak_faults.py": Smoke(("--minutes", "0.3", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "2",
+    "soak_faults.py": Smoke(("--minutes", "0.2", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "2",
                              "--drain", "20"), ("disk full", "kill -9", "restarted", "accepted durable messages lost:",
                                                 "node RSS MB")),
     "soak_federation.py": Smoke(("--minutes", "0.2", "--rate", "20", "--drain", "10"),
