@@ -22,7 +22,7 @@ from pyspark.sql.types import ArrayType
 
 from spark import parse
 from spark.ingest import ingest, read_lines
-from spark.session import build_session
+from spark.session import open_session
 
 
 def timed(label: str, action) -> float:
@@ -37,12 +37,13 @@ def noop(frame: DataFrame) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log")
     parser.add_argument("--master", default="local[*]")
-    args = parser.parse_args()
-    spark = build_session(args.master, "bench-ingest-profile")
+    args = parser.parse_args(argv)
+    # the session running already, if any (the test suite's): then it is left running
+    spark, created = open_session(args.master, "bench-ingest-profile")
     lines = read_lines(spark, [args.log])
     line = parse._line(F.col("value"))
     strict = lines.select(F.from_json(F.concat(F.lit("["), line, F.lit("]")), ArrayType(parse.line_schema()),
@@ -59,7 +60,8 @@ def main() -> int:
         timed(label, action)
     with tempfile.TemporaryDirectory(prefix="ingest-profile-") as out:
         timed("ingest (three tables written)", lambda: ingest(spark, [args.log], out))
-    spark.stop()
+    if created:
+        spark.stop()
     return 0
 
 

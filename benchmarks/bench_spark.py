@@ -41,7 +41,7 @@ from pyspark.sql import SparkSession
 from spark import loggen, stream
 from spark.ingest import ingest
 from spark.loggen import Message, properties, received, sent
-from spark.session import build_session
+from spark.session import open_session
 from spark.validate import ValidationRun, load_messages, validate
 
 T = TypeVar("T")
@@ -143,7 +143,7 @@ def stream_latency(spark: SparkSession, work: Path, probes: int) -> list[float]:
         stream.stop(queries)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--master", default="local[*]")
@@ -152,7 +152,7 @@ def main() -> int:
     parser.add_argument("--skip-stream", action="store_true", help="skip the streaming latency probes")
     parser.add_argument("--skip-json", action="store_true",
                         help="skip Spark validate over the JSON lines (rule metrics compared on the Parquet run)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-spark-"))
     work.mkdir(parents=True, exist_ok=True)
     log = work / "logs" / "node-20261118T000000000000-0001.jsonl"
@@ -163,7 +163,8 @@ def main() -> int:
     print(f"  log size: {log.stat().st_size / 1e6:.0f} MB")
 
     (plain, read), plain_before_s = timed("plain Python audit", lambda: plain_pass(log))
-    spark = build_session(args.master, "bench-spark")
+    # the session running already, if any (the test suite's): then it is left running
+    spark, created = open_session(args.master, "bench-spark")
     json_run, json_s = None, float("nan")
     if not args.skip_json:
         json_run, json_s = timed("Spark validate over JSON", lambda: validate(
@@ -187,7 +188,8 @@ def main() -> int:
     latencies = [] if args.skip_stream else stream_latency(spark, work, args.probes)
     jvm_mb = jvm_peak_mb(spark)
     python_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    spark.stop()
+    if created:
+        spark.stop()
 
     plain_s = statistics.mean((plain_before_s, plain_after_s))
     print(f"\nlines: {read} ({summary})")

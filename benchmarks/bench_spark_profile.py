@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark import rules
 from spark.ingest import read_messages
-from spark.session import build_session
+from spark.session import open_session
 from spark.tables import Layout
 from spark.validate import validate
 
@@ -45,12 +45,13 @@ def jvm_seconds(spark: SparkSession) -> tuple[float, float]:
     return cpu, jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime() / 1000
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tables", help="an ingest output directory")
     parser.add_argument("--master", default="local[*]")
-    args = parser.parse_args()
-    spark = build_session(args.master, "bench-spark-profile")
+    args = parser.parse_args(argv)
+    # the session running already, if any (the test suite's): then it is left running
+    spark, created = open_session(args.master, "bench-spark-profile")
     messages = read_messages(spark, Layout(args.tables).messages).select(*rules.INPUT_COLUMNS)
     print(f"rows: {messages.count()}")
     timed_noop("scan of the rule columns", messages)
@@ -63,7 +64,8 @@ def main() -> int:
         seconds, (cpu_after, jit_after) = time.perf_counter() - start, jvm_seconds(spark)
         print(f"{'validate (all rules, writes)':34} {seconds:8.1f} s  ({run.violations} findings, JVM CPU "
               f"{cpu_after - cpu:.1f} s, JIT compiling {jit_after - jit:.1f} s, load average {os.getloadavg()[0]:.1f})")
-    spark.stop()
+    if created:
+        spark.stop()
     return 0
 
 

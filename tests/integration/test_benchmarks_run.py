@@ -2,20 +2,27 @@
 
 Benchmarks are not tests (their figures go to docs/performance.md and are never asserted), but a
 benchmark that no longer starts, or whose options or imports broke, fails here instead of going
-unnoticed. Each script runs as a user runs it (``python benchmarks/NAME.py ...``, its own process);
-what is checked is the exit status and the headings or labels of the figures it prints. The modules
+unnoticed. Each script runs as a user runs it (``python benchmarks/NAME.py ...``, its own process),
+except the Spark ones: their ``main(argv)`` runs in this process on the suite's one Spark session
+(a JVM each would cost start-up and memory). What is checked is the exit status and the headings
+or labels of the figures it prints. The modules
 the scripts import (``node_process.py``, ``plain_audit.py``) and the peer broker ``bench_broker.py``
 starts (``baseline_broker.py``) run through them. A new script without an entry here fails
 ``test_every_benchmark_is_run``.
 """
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -89,15 +96,30 @@ def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
     assert_prints(script, run(script, *smoke.args), smoke.figures)
 
 
-def test_spark_benchmarks_run_at_their_smallest_size(tmp_path: Path) -> None:
-    output = run("bench_spark.py", "--lines", "2000", "--probes", "1", "--master", "local[2]", "--skip-json",
-                 "--work", str(tmp_path))
+def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """A Spark script's output once its ``main(args)`` returned 0, run in this process (its session
+    is the suite's, which it leaves running)."""
+    module = importlib.import_module(script.removesuffix(".py"))
+    capsys.readouterr()
+    status = module.main(list(args))
+    output = capsys.readouterr().out
+    assert status == 0, f"{script} {' '.join(args)} returned {status}\n{output[-3000:]}"
+    return output
+
+
+def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/NAME.py` has it: plain_audit
+    output = run_in_session("bench_spark.py", capsys, "--lines", "2000", "--probes", "1", "--skip-json",
+                            "--work", str(tmp_path))
     assert_prints("bench_spark.py", output, ("plain Python audit", "Spark validate over Parquet", "lines/s",
                                              "DuckDB JSON->Parquet", "Spark ingest",
                                              "stream latency line -> violation row", "driver memory"))
     (log,) = (tmp_path / "logs").glob("*.jsonl")
-    output = run("bench_ingest_profile.py", str(log), "--master", "local[2]")
+    output = run_in_session("bench_ingest_profile.py", capsys, str(log))
     assert_prints("bench_ingest_profile.py", output, ("the strict JSON parse", "ingest (three tables written)",
                                                       "load average"))
-    output = run("bench_spark_profile.py", str(tmp_path / "tables"), "--master", "local[2]")
+    output = run_in_session("bench_spark_profile.py", capsys, str(tmp_path / "tables"))
     assert_prints("bench_spark_profile.py", output, ("load average",))
+    assert not spark.sparkContext._jsc.sc().isStopped()  # the suite's session is still there
