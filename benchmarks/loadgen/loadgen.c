@@ -34,6 +34,13 @@
  * With --sync the generator writes "READY" to stderr once every link is attached and waits for a
  * line on stdin before publishing, and writes "DONE" when the measurement is over and waits for
  * another line before closing: the caller samples the broker's CPU time at these two points.
+ *
+ * A consumer only (--producers 0, --duration S): deliveries are counted for S seconds from the
+ * start (after --sync's line). With --tlex-stamps FILE the latency of each comes from a TLEX stamp
+ * (benchmarks/bench_tlex.py, interchange.bridges.tlex.payloads.stamped: big-endian send time in ns,
+ * station id and sequence number at bytes 6..21 of the data section) and every sample (latency ns
+ * int64, station uint32, sequence uint32, native byte order) is written to FILE for the caller to
+ * find losses per station; "cpu_s" is this process's CPU time over the counted window.
  */
 #define _GNU_SOURCE
 #include <proton/connection.h>
@@ -76,7 +83,8 @@ static const char *opt_target = "bench-in", *opt_consumer_file;
 static long opt_messages = 1000, opt_size = 200, opt_producers = 1, opt_window = 1000;
 static long opt_consumer_connections = 1, opt_consumer_credit = 200, opt_cells = 16;
 static long opt_expect = 0, opt_idle_ms = 2000, opt_connections = 1000, opt_deadline_ms = 10000;
-static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0;
+static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0, opt_duration = 0.0;
+static const char *opt_tlex_stamps; /* consumer: TLEX stamps in, samples out to this file */
 static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false, opt_distinct = false;
 static bool opt_subject = false, opt_durable = false;
 
@@ -135,6 +143,17 @@ static long total_deliveries;
 static int64_t t_start, t_sent_done, t_last_delivery, t_first_delivery, t_done, t_setup_start;
 static bool started, sending_done, finished, timed_out, aborted;
 static unsigned char head[HEAD_KEEP], scratch[HEAD_KEEP];
+typedef struct { int64_t latency_ns; uint32_t station, seq; } stamp_sample_t;
+static stamp_sample_t *stamp_samples;
+static long n_stamps, cap_stamps;
+static double cpu_at_start, cpu_at_finish;
+
+static double cpu_now(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
+         (double)u.ru_stime.tv_usec / 1e6;
+}
 static char errors[MAX_ERRORS][256];
 static int n_errors;
 static bool bytes_blocked, closing;
@@ -358,6 +377,15 @@ static size_t amqp_value_size(const unsigned char *p, size_t avail) {
   }
 }
 
+static uint64_t be_bytes(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v = v << 8 | p[i];
+  return v;
+}
+
+/* The first data section's bytes (and their length), or NULL. */
+static const unsigned char *data_section(const unsigned char *p, size_t len, size_t *size);
+
 /* The send timestamp in the first data section, or -1. */
 static int64_t find_timestamp(const unsigned char *p, size_t len) {
   size_t off = 0;
@@ -380,6 +408,28 @@ static int64_t find_timestamp(const unsigned char *p, size_t len) {
     off += s;
   }
   return -1;
+}
+
+static const unsigned char *data_section(const unsigned char *p, size_t len, size_t *size) {
+  size_t off = 0;
+  while (off + 3 < len) {
+    if (p[off] != 0x00) return NULL;
+    if (p[off + 1] == 0x53 && p[off + 2] == 0x75) {
+      const unsigned char *v = p + off + 3;
+      size_t rest = len - off - 3;
+      if (rest >= 2 && v[0] == 0xa0) { *size = v[1] <= rest - 2 ? v[1] : rest - 2; return v + 2; }
+      if (rest >= 5 && v[0] == 0xb0) {
+        size_t n = (size_t)be_bytes(v + 1, 4);
+        *size = n <= rest - 5 ? n : rest - 5;
+        return v + 5;
+      }
+      return NULL;
+    }
+    size_t s = amqp_value_size(p + off, len - off);
+    if (!s) return NULL;
+    off += s;
+  }
+  return NULL;
 }
 
 /* ------------------------------------------------------------------ connections */
@@ -534,6 +584,7 @@ static void maybe_start(void) {
   }
   started = true;
   t_start = mono_ns();
+  cpu_at_start = cpu_now();
   /* a connection's objects are touched only while handling its own events: wake the producers */
   for (long i = 0; i < opt_producers; i++) pn_connection_wake(producers[i].conn);
 }
@@ -542,12 +593,17 @@ static void finish(void) {
   if (finished) return;
   finished = true;
   t_done = mono_ns();
+  cpu_at_finish = cpu_now();
 }
 
 static void check_done(void) {
   if (finished || !started) return;
   check_sending_done();
   if (!sending_done) return;
+  if (opt_duration > 0) { /* a consumer for a fixed window */
+    if (mono_ns() - t_start >= (int64_t)(opt_duration * 1e9)) finish();
+    return;
+  }
   if (opt_expect > 0 && total_deliveries >= opt_expect) { finish(); return; }
   int64_t last = t_last_delivery > t_sent_done ? t_last_delivery : t_sent_done;
   if (mono_ns() - last > opt_idle_ms * 1000000LL) finish();
@@ -605,7 +661,22 @@ static void on_delivery(pn_event_t *e) {
   if (!started || finished) return;
   k->deliveries++;
   total_deliveries++;
-  int64_t ts = find_timestamp(head, kept);
+  if (opt_tlex_stamps) {
+    size_t n = 0;
+    const unsigned char *v = data_section(head, kept, &n);
+    if (v && n >= 22) {
+      if (n_stamps == cap_stamps) {
+        cap_stamps = cap_stamps ? cap_stamps * 2 : 1 << 16;
+        stamp_samples = realloc(stamp_samples, (size_t)cap_stamps * sizeof *stamp_samples);
+      }
+      stamp_sample_t *s = &stamp_samples[n_stamps++];
+      s->latency_ns = now - (int64_t)be_bytes(v + 6, 8);
+      s->station = (uint32_t)be_bytes(v + 14, 4);
+      s->seq = (uint32_t)be_bytes(v + 18, 4);
+    }
+  }
+  int64_t ts = opt_tlex_stamps ? -1 : find_timestamp(head, kept);
+  if (opt_tlex_stamps && n_stamps) ts = now - stamp_samples[n_stamps - 1].latency_ns;
   if (ts > 0) {
     if (n_lat == cap_lat) {
       cap_lat = cap_lat ? cap_lat * 2 : 1 << 16;
@@ -759,6 +830,13 @@ static void report_run(void) {
           n_acc, pct_of(accept_lat, n_acc, 0.50), pct_of(accept_lat, n_acc, 0.99),
           n_acc ? (double)accept_lat[n_acc - 1] / 1000.0 : 0, opt_durable ? "true" : "false");
   fprintf(f, "\"timed_out\": %s, \"aborted\": %s, ", timed_out ? "true" : "false", aborted ? "true" : "false");
+  fprintf(f, "\"cpu_s\": %.6f, \"stamps\": %ld, ", cpu_at_finish - cpu_at_start, n_stamps);
+  if (opt_tlex_stamps) {
+    FILE *out = fopen(opt_tlex_stamps, "wb");
+    if (!out || fwrite(stamp_samples, sizeof *stamp_samples, (size_t)n_stamps, out) != (size_t)n_stamps)
+      add_error("cannot write %s", opt_tlex_stamps);
+    if (out) fclose(out);
+  }
   print_errors(f);
   fprintf(f, "}\n");
   fflush(f);
@@ -880,6 +958,8 @@ static void usage(void) {
     "             --consumers FILE (lines: address[<TAB>selector]) --consumer-connections C\n"
     "             --consumer-credit N --consumer-unsettled --expect D --idle-ms MS\n"
     "             --timeout S --setup-timeout S --sync\n"
+    "             --producers 0 --duration S (a consumer counting for S seconds)\n"
+    "             --tlex-stamps FILE (latency, station, sequence from TLEX stamps; samples to FILE)\n"
     "  connect:   --connections C --deadline-ms MS\n");
   exit(2);
 }
@@ -917,12 +997,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--timeout")) opt_timeout = atof(ARG);
     else if (!strcmp(a, "--setup-timeout")) opt_setup_timeout = atof(ARG);
     else if (!strcmp(a, "--sync")) opt_sync = true;
+    else if (!strcmp(a, "--duration")) opt_duration = atof(ARG);
+    else if (!strcmp(a, "--tlex-stamps")) opt_tlex_stamps = ARG;
     else if (!strcmp(a, "--connections")) opt_connections = atol(ARG);
     else if (!strcmp(a, "--deadline-ms")) opt_deadline_ms = atol(ARG);
     else usage();
   }
   if (opt_size < 8) die("--size must be at least 8 (the timestamp)");
-  if (opt_producers < 1 || opt_window < 1 || opt_consumer_credit < 1 || opt_consumer_connections < 1) usage();
+  if (opt_producers < 0 || (opt_producers == 0 && opt_duration <= 0) || opt_window < 1 || opt_consumer_credit < 1 || opt_consumer_connections < 1) usage();
 
   struct rlimit rl; /* many connections: raise the descriptor limit to the hard limit */
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

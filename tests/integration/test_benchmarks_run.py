@@ -57,6 +57,9 @@ SMOKE: dict[str, Smoke] = {
                            ("peer: simulator -> Broker-session client", "bridged: simulator", "bridge hot path")),
     "bench_tlex_start.py": Smoke(("--controllers", "20"),
                                  ("phase | capabilities | start s", "peer (no [tlex])", "replace (new SPATEM version)")),
+    "bench_tlex_scale.py": Smoke(("--controllers", "5", "--seconds", "1", "--warmup", "0.5"),
+                                 ("peer: generator -> Broker-session client", "bridged: generator -> node -> C consumer",
+                                  "added (bridged - peer)", "generator")),
     "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
     "soak_faults.py": Smoke(("--minutes", "0.2", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "2",
                              "--drain", "20"), ("disk full", "kill -9", "restarted", "accepted durable messages lost:",
@@ -68,7 +71,8 @@ SMOKE: dict[str, Smoke] = {
 #: reads: they run together.
 SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_spark_profile.py")
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
-HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py")
+#: tlex_loadgen.py is bench_tlex_scale.py's generator; profile_categories.py reads its --profile (py-spy).
+HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py")
 
 
 def run(script: str, *args: str, timeout: float = 300) -> str:

@@ -1,0 +1,144 @@
+"""The broker's in-process door (interchange.broker.local_door) against an AMQP publisher link.
+
+The same messages go through the door into one broker core and through a real AMQP 1.0 link (the
+node's client engine and the broker's connection engine, their bytes handed across in memory) into
+another core set up alike: the outcomes, what each source holds and in which order, the counters
+and the log records must be the same. Then what only a link has: refused attaches, a target
+deleted under the door, the max-message-size, shutdown.
+"""
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
+from interchange.broker.admission import Admission
+from interchange.broker.client import ClientEngine, Outcome, SenderState
+from interchange.broker.engine import AttachRefused, ConnectionEngine, EngineLimits
+from interchange.broker.local_door import DoorOutcome, LocalDoor, LocalPublisher
+from interchange.broker.message_log import JsonLog
+from interchange.broker.observer import BrokerObserver
+from interchange.broker.router import BrokerCore
+from interchange.broker.ttl_policy import TtlPolicy
+from interchange.ground.logfile import LogSettings
+from interchange.testing.harness import denm
+
+BRIDGE, TARGET, SOURCE = "tlex-bridge", "bridge-in", "everything"
+NOW = 1_700_000_000_000
+LIMITS = EngineLimits(max_message_size=4096)
+
+
+class Broker:
+    """One broker core with a JSON log in memory: a target for the bridge, a source taking all."""
+
+    def __init__(self, selector: str = "messageType = 'DENM'") -> None:
+        self.stream = io.StringIO()
+        self.log = JsonLog("node.test", stream=self.stream, settings=LogSettings(level="debug", properties=True))
+        self.log.boot_ms = 0  # in message ids: two logs started apart would differ there alone
+        self.addresses = AddressBook()
+        self.addresses.load([TargetSpec(address=TARGET, publishers=frozenset({BRIDGE}), selector=selector)],
+                            [SourceSpec(address=SOURCE, consumers=frozenset({"consumer"}))])
+        self.core = BrokerCore(self.addresses, Admission(TtlPolicy(), accelerated=False), BrokerObserver(self.log),
+                               clock_ms=lambda: NOW)
+
+    def held(self) -> list[bytes]:
+        return [bytes(m.raw) for m in self.core.sources[SOURCE]._queue]  # the buffer, in its order
+
+    def records(self) -> list[dict[str, Any]]:
+        """The log's records without the write times (all two runs cannot share)."""
+        self.log._writer.close()  # flushes the writer thread
+        drop = {"timestamp", "timestampMs"}  # the wall clock of the write: what two runs cannot share
+        return [{k: v for k, v in json.loads(line).items() if k not in drop}
+                for line in self.stream.getvalue().splitlines() if line.strip()]
+
+
+class AmqpLink:
+    """A publisher over a real AMQP link: client engine <-> connection engine, bytes in memory."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.client = ClientEngine("bridge-container", "node.test")
+        self.server = ConnectionEngine(broker.core, BRIDGE, LIMITS, lambda: None)
+        self.sender = self.client.open_sender(SenderState(TARGET))
+        self.pump()
+
+    def pump(self) -> None:
+        for _ in range(20):
+            out, back = self.client.take_output(), bytes(self.server.take_output())
+            if not out and not back:
+                return
+            if out:
+                self.server.receive(out)
+            if back:
+                self.client.receive(back)
+
+    def publish(self, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
+        assert self.client.send(self.sender, raw, on_outcome)
+        self.pump()
+
+
+def messages() -> list[bytes]:
+    invalid = denm()
+    del invalid.properties["publisherId"]  # Table 1: mandatory
+    return [denm(body=b"\x01\x02first").encode(), denm(messageType="IVIM").encode(), invalid.encode(),
+            denm(body=b"\x01\x02second").encode()]
+
+
+def test_the_door_routes_refuses_and_logs_as_an_amqp_link_does() -> None:
+    by_door, by_link = Broker(), Broker()
+    door = LocalDoor(by_door.core, LIMITS.max_message_size, lambda: True).open(BRIDGE, TARGET)
+    link = AmqpLink(by_link)
+    door_outcomes: list[DoorOutcome] = []
+    link_outcomes: list[Outcome] = []
+    for raw in messages():
+        door.publish(raw, door_outcomes.append)
+        link.publish(raw, link_outcomes.append)
+    assert [o.accepted for o in door_outcomes] == [o.accepted for o in link_outcomes] == [True, False, False, True]
+    for ours, theirs in zip(door_outcomes, link_outcomes):
+        assert ours.error == theirs.error  # "rejected: amqp:invalid-field: <the reason>", word for word
+    assert all(o.final for o in door_outcomes if not o.accepted)
+    assert by_door.held() == by_link.held() == [messages()[0], messages()[3]]  # in order, bytes unchanged
+    for counter in ("received_count", "rejected_count", "routed_count", "received_by"):
+        assert getattr(by_door.core.observer, counter) == getattr(by_link.core.observer, counter), counter
+    assert by_door.records() == by_link.records()
+    assert door.sent == 4 and door.accepted == 2 and door.rejected == 2
+
+
+def test_attach_is_authorized_as_a_link_attach() -> None:
+    broker = Broker()
+    door = LocalDoor(broker.core, LIMITS.max_message_size, lambda: True)
+    with pytest.raises(AttachRefused) as refused:
+        door.open("someone-else", TARGET)
+    assert refused.value.condition == "amqp:unauthorized-access"
+    with pytest.raises(AttachRefused) as missing:
+        door.open(BRIDGE, "no-such-target")
+    assert missing.value.condition == "amqp:not-found"
+
+
+def test_a_deleted_target_closes_the_door() -> None:
+    broker = Broker()
+    door = LocalPublisher.open(broker.core, BRIDGE, TARGET, LIMITS.max_message_size)
+    broker.addresses.remove(TARGET)
+    assert door.closed and door.error is not None and door.error.startswith("amqp:resource-deleted")
+    outcomes: list[DoorOutcome] = []
+    door.publish(messages()[0], outcomes.append)
+    assert outcomes == [DoorOutcome(False, f"not sent: {door.error}")]  # not final: the bridge attaches again
+    assert broker.core.observer.received_count == 0
+    door.close()  # closing twice detaches once
+
+
+def test_too_large_is_refused_for_good_and_shutdown_releases() -> None:
+    broker = Broker()
+    accepting = [True]
+    door = LocalPublisher.open(broker.core, BRIDGE, TARGET, 200, lambda: accepting[0])
+    outcomes: list[DoorOutcome] = []
+    big = denm(body=b"\x01" * 400).encode()
+    door.publish(big, outcomes.append)
+    assert not outcomes[0].accepted and outcomes[0].final and "message-size-exceeded" in (outcomes[0].error or "")
+    accepting[0] = False
+    door.publish(messages()[0], outcomes.append)
+    assert outcomes[1] == DoorOutcome(False, "released")
+    assert broker.core.observer.received_count == 0 and broker.held() == []
