@@ -73,11 +73,11 @@ async def consumer_phase(tmp: Path, pki: Any, node: Any, source: str, seconds: f
         str(ensure_loadgen()), "run", "--url", f"amqps://127.0.0.1:{node.amqps_port}", "--cert", str(files.chain),
         "--key", str(files.key), "--ca", str(pki.trust_bundle), "--vhost", NODE, "--producers", "0",
         "--consumers", str(consumers), "--consumer-credit", "5000", "--duration", str(seconds),
-        "--tlex-stamps", str(stamps), "--sync", "--setup-timeout", "30",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        "--warmup", str(warmup), "--tlex-stamps", str(stamps), "--setup-timeout", "30",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
     assert (await proc.stderr.readline()).strip() == b"READY"
-    await asyncio.sleep(warmup)
+    await asyncio.sleep(warmup)  # the consumer counts from now on
     bridge = node.tlex
     published0 = sum(c.published for c in bridge.counters.tlcs.values())
     cpu0 = cpu_seconds()
@@ -87,14 +87,10 @@ async def consumer_phase(tmp: Path, pki: Any, node: Any, source: str, seconds: f
                                 "--duration", str(int(seconds)), "--rate", "200", "--format", "raw", "--nonblocking",
                                 "--output", str(profile.with_suffix(".raw"))],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    proc.stdin.write(b"go\n")
-    await proc.stdin.drain()
     done = await proc.stderr.readline()
     cpu = cpu_seconds() - cpu0
     published = sum(c.published for c in bridge.counters.tlcs.values()) - published0
     assert done.strip() == b"DONE", done
-    proc.stdin.write(b"close\n")
-    await proc.stdin.drain()
     report = json.loads((await proc.stdout.read()).decode())
     await proc.wait()
     if spy is not None:
@@ -134,7 +130,7 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{args.controllers} controllers x {args.hz:g} Hz ({args.phase}), {args.seconds:g} s windows, "
               f"cpus={os.cpu_count()}, load {load[0]:.2f}", flush=True)
         peer = await peer_phase(facts, args.seconds, args.warmup)
-        bridged = await bridge_phase(tmp, facts, args)
+        bridged = await bridge_phase(tmp, facts, args) if not args.peer_only else None
     finally:
         gen.terminate()
         out = gen.communicate(timeout=30)[0].strip().splitlines()
@@ -142,6 +138,11 @@ async def run(args: argparse.Namespace) -> None:
     rows = [("path", "payloads/s", "lost", "p50 ms", "p99 ms", "max ms", "CPU us/payload")]
     rows.append(("peer: generator -> Broker-session client", f"{peer['rate']:.0f}", str(peer["lost"]),
                  f"{peer['p50_ms']:.2f}", f"{peer['p99_ms']:.2f}", f"{peer['max_ms']:.1f}", f"{peer['cpu_us']:.0f}"))
+    if bridged is None:  # --peer-only: the generator's own limits
+        print("\n".join("  ".join(row) for row in rows))
+        print(f"generator: {generator.get('cpu_us_per_payload')} us CPU per payload, lag p50/p99/max "
+              f"{generator.get('lag_ms')} ms; load {os.getloadavg()[0]:.2f}")
+        return
     rows.append(("bridged: generator -> node -> C consumer", f"{bridged['rate']:.0f}", str(bridged["lost"]),
                  f"{bridged['p50_ms']:.2f}", f"{bridged['p99_ms']:.2f}", f"{bridged['max_ms']:.1f}",
                  f"node {bridged['node_cpu_us']:.0f}"))
@@ -174,6 +175,7 @@ def main() -> None:
     parser.add_argument("--mapem-interval", type=float, default=2.0)
     parser.add_argument("--tick-ms", type=float, default=1.0, help="the generator's write interval")
     parser.add_argument("--profile", type=Path, help="py-spy the node over the bridged window; the table to this file")
+    parser.add_argument("--peer-only", action="store_true", help="no node: the generator's limits against the peer")
     parser.add_argument("--json", help="write the raw results here")
     asyncio.run(run(parser.parse_args()))
 

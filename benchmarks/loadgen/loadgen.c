@@ -35,8 +35,10 @@
  * line on stdin before publishing, and writes "DONE" when the measurement is over and waits for
  * another line before closing: the caller samples the broker's CPU time at these two points.
  *
- * A consumer only (--producers 0, --duration S): deliveries are counted for S seconds from the
- * start (after --sync's line). With --tlex-stamps FILE the latency of each comes from a TLEX stamp
+ * A consumer only (--producers 0, --duration S): once its links are attached it writes "READY" to
+ * stderr (it does not wait: a consumer that stopped reading would pile messages up at the broker),
+ * settles everything, counts the deliveries of S seconds after --warmup S, and writes "DONE" to
+ * stderr when the window is over. With --tlex-stamps FILE the latency of each comes from a TLEX stamp
  * (benchmarks/bench_tlex.py, interchange.bridges.tlex.payloads.stamped: big-endian send time in ns,
  * station id and sequence number at bytes 6..21 of the data section) and every sample (latency ns
  * int64, station uint32, sequence uint32, native byte order) is written to FILE for the caller to
@@ -83,7 +85,7 @@ static const char *opt_target = "bench-in", *opt_consumer_file;
 static long opt_messages = 1000, opt_size = 200, opt_producers = 1, opt_window = 1000;
 static long opt_consumer_connections = 1, opt_consumer_credit = 200, opt_cells = 16;
 static long opt_expect = 0, opt_idle_ms = 2000, opt_connections = 1000, opt_deadline_ms = 10000;
-static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0, opt_duration = 0.0;
+static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0, opt_duration = 0.0, opt_warmup = 0.0;
 static const char *opt_tlex_stamps; /* consumer: TLEX stamps in, samples out to this file */
 static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false, opt_distinct = false;
 static bool opt_subject = false, opt_durable = false;
@@ -577,6 +579,14 @@ static void wait_stdin_line(void) {
 static void maybe_start(void) {
   if (started || aborted) return;
   if (producers_attached < opt_producers || consumers_attached < n_consumers) return;
+  if (opt_producers == 0) { /* a consumer: the window starts after the warm-up, nothing waits */
+    fprintf(stderr, "READY\n");
+    fflush(stderr);
+    started = true;
+    t_start = mono_ns() + (int64_t)(opt_warmup * 1e9);
+    cpu_at_start = -1;
+    return;
+  }
   if (opt_sync) {
     fprintf(stderr, "READY\n");
     fflush(stderr);
@@ -594,6 +604,10 @@ static void finish(void) {
   finished = true;
   t_done = mono_ns();
   cpu_at_finish = cpu_now();
+  if (opt_producers == 0) {
+    fprintf(stderr, "DONE\n");
+    fflush(stderr);
+  }
 }
 
 static void check_done(void) {
@@ -601,7 +615,10 @@ static void check_done(void) {
   check_sending_done();
   if (!sending_done) return;
   if (opt_duration > 0) { /* a consumer for a fixed window */
-    if (mono_ns() - t_start >= (int64_t)(opt_duration * 1e9)) finish();
+    if (mono_ns() - t_start >= (int64_t)(opt_duration * 1e9)) {
+      if (cpu_at_start < 0) cpu_at_start = cpu_now();
+      finish();
+    }
     return;
   }
   if (opt_expect > 0 && total_deliveries >= opt_expect) { finish(); return; }
@@ -659,6 +676,10 @@ static void on_delivery(pn_event_t *e) {
   int credit = pn_link_credit(l);
   if (credit < opt_consumer_credit / 2) pn_link_flow(l, (int)opt_consumer_credit - credit);
   if (!started || finished) return;
+  if (opt_producers == 0) {
+    if (mono_ns() < t_start) return; /* warming up */
+    if (cpu_at_start < 0) cpu_at_start = cpu_now();
+  }
   k->deliveries++;
   total_deliveries++;
   if (opt_tlex_stamps) {
@@ -958,7 +979,7 @@ static void usage(void) {
     "             --consumers FILE (lines: address[<TAB>selector]) --consumer-connections C\n"
     "             --consumer-credit N --consumer-unsettled --expect D --idle-ms MS\n"
     "             --timeout S --setup-timeout S --sync\n"
-    "             --producers 0 --duration S (a consumer counting for S seconds)\n"
+    "             --producers 0 --duration S --warmup S (a consumer counting for S seconds)\n"
     "             --tlex-stamps FILE (latency, station, sequence from TLEX stamps; samples to FILE)\n"
     "  connect:   --connections C --deadline-ms MS\n");
   exit(2);
@@ -998,6 +1019,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--setup-timeout")) opt_setup_timeout = atof(ARG);
     else if (!strcmp(a, "--sync")) opt_sync = true;
     else if (!strcmp(a, "--duration")) opt_duration = atof(ARG);
+    else if (!strcmp(a, "--warmup")) opt_warmup = atof(ARG);
     else if (!strcmp(a, "--tlex-stamps")) opt_tlex_stamps = ARG;
     else if (!strcmp(a, "--connections")) opt_connections = atol(ARG);
     else if (!strcmp(a, "--deadline-ms")) opt_deadline_ms = atol(ARG);
