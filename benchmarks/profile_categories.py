@@ -26,8 +26,10 @@ RULES: list[tuple[str, re.Pattern[str]]] = [(name, re.compile(pattern)) for name
     ("admission and routing (scan, validate, selectors, sources)",
      r"\((?:[^)]*/)?(?:admission|amqp_scan|router|routing_index|source|coverage|validation|hop_trace|"
      r"link_selectors)\.py:|jms_selectors/"),
-    ("AMQP framing (proton engine, both ends)", r"\((?:[^)]*/)?(?:proton_io|engine|client|sasl)\.py:|proton/"),
-    ("TLEX stream and bridge (decode, map, encode)", r"bridges/tlex/|bridges/if2/"),
+    ("AMQP 1.0 (proton: engines both ends, message codec)",
+     r"\((?:[^)]*/)?(?:proton_io|engine|client|sasl|cproton)\.py:|proton/"),
+    ("AMQP 0-9-1 client (aio-pika, aiormq, pamqp)", r"aio_pika/|aiormq/|pamqp/"),
+    ("the bridge's own work (TLEX stream, IF2 keys: decode, map, encode)", r"bridges/tlex/|bridges/if2/"),
     ("event loop (wake-ups, callbacks, socket calls)", r"asyncio/|selectors\.py:|socket\.py:"),
 )]
 OTHER = "other"

@@ -66,6 +66,7 @@ class LocalPublisher:
         self._accepting = accepting
         self.closed = False
         self.error: str | None = None  #: the broker's condition when it closed the door
+        self.on_closed: Callable[[], None] | None = None  #: told when the broker closes the door
         self.sent = self.accepted = self.rejected = 0
         link.closer = self._closed_by_broker
 
@@ -119,6 +120,8 @@ class LocalPublisher:
         if not self.closed:
             self.closed, self.error = True, f"{condition}: {description}"
             self._core.detach_publisher(self._link)
+            if self.on_closed is not None:
+                self.on_closed()
 
     def close(self) -> None:
         """The bridge is done with the door (stopping, or attaching again)."""

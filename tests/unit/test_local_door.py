@@ -121,8 +121,10 @@ def test_attach_is_authorized_as_a_link_attach() -> None:
 def test_a_deleted_target_closes_the_door() -> None:
     broker = Broker()
     door = LocalPublisher.open(broker.core, BRIDGE, TARGET, LIMITS.max_message_size)
+    told: list[bool] = []
+    door.on_closed = lambda: told.append(True)
     broker.addresses.remove(TARGET)
-    assert door.closed and door.error is not None and door.error.startswith("amqp:resource-deleted")
+    assert told == [True] and door.closed and door.error is not None and door.error.startswith("amqp:resource-deleted")
     outcomes: list[DoorOutcome] = []
     door.publish(messages()[0], outcomes.append)
     assert outcomes == [DoorOutcome(False, f"not sent: {door.error}")]  # not final: the bridge attaches again
