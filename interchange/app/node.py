@@ -43,6 +43,7 @@ from interchange.broker.admission import Admission
 from interchange.broker.durable import Durability
 from interchange.broker.hop_trace import HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates
+from interchange.broker.local_door import LocalDoor
 from interchange.broker.message_log import JsonLog
 from interchange.broker.metrics import broker_registry
 from interchange.broker.observer import BrokerObserver
@@ -360,7 +361,8 @@ async def _open_store(config: NodeConfig, placement: Placement, admission: Admis
 
 
 async def _start_tlex(node: RunningNode) -> None:
-    """The traffic-light bridge: a local actor of this node (actor API over HTTPS, BI over AMQPS)."""
+    """The traffic-light bridge: a local actor of this node (actor API over HTTPS; BI publishes through the
+    broker's in-process door, or over AMQPS with ``bi_door = "amqps"``; SREMs over AMQPS)."""
     config = node.config
     assert config.tlex is not None
     if node.ii_port is None or node.amqps_port is None:
@@ -370,7 +372,9 @@ async def _start_tlex(node: RunningNode) -> None:
     translator = await asyncio.to_thread(Translator, config.tlex)  # the controllers' properties: not on the loop
     bridge = TlexBridge(config.tlex, node_name=config.name, ii_port=node.ii_port, amqps_port=node.amqps_port,
                         event=node.log.event, ii_base_path=config.ii.base_path, state_dir=config.data_dir / "tlex",
-                        limits=tlex_limits(config.ii), translator=translator)
+                        limits=tlex_limits(config.ii), translator=translator,
+                        door=LocalDoor(node.core, node.server.limits.max_message_size, lambda: node.server.accepting)
+                        if config.tlex.bi_door == "in-process" else None)
     await _start_bridge(node, bridge)
     node.tlex = bridge
     if node.metrics is not None:

@@ -59,8 +59,11 @@ async def subscribe(https: Https, selector: str) -> str:
     return body["subscriptions"][0]["endpoints"][0]["source"]
 
 
-async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
-    node = await start_bridged_node(sim, pki, tmp_path)
+@pytest.mark.parametrize("bi_door", ["in-process", "amqps"])
+async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_path: Path, bi_door: str) -> None:
+    """Both ways of publishing into the broker (its in-process door, an AMQPS link) give the actor
+    the same messages in the same order, and the node the same records and metrics."""
+    node = await start_bridged_node(sim, pki, tmp_path, bi_door=bi_door)
     https = Https(pki, ACTOR, node)
     bridge_https = Https(pki, BRIDGE, node)
     sent: dict[str, list[bytes]] = {}
@@ -141,6 +144,11 @@ async def test_controllers_to_actor_and_srem_back(sim: Sim, pki: TestPki, tmp_pa
         assert f'tlex_tlc_published_total{{tlc="{TLCS[0]}"}}' in metrics
         log = (tmp_path / "node" / "node.log").read_text()
         assert '"tlex_stream_connected"' in log and '"tlex_bridge_started"' in log
+        records = [json.loads(line) for line in log.splitlines()]
+        connected = [r for r in records if r["event"] == "tlex_amqp_connected"]
+        assert connected and connected[0]["details"]["publish"] == {"in-process": "in-process door", "amqps": "amqps"}[bi_door]
+        attached = [r["details"] for r in records if r["event"] == "link_attach"]
+        assert {"role": "publisher", "identity": BRIDGE, "address": node.tlex.target, "selector": None} in attached
     finally:
         for controller in controllers:
             await controller.stop()

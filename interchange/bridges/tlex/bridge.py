@@ -28,6 +28,7 @@ from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits
 from interchange.bridges.tlex.mapem_store import MapemStore
+from interchange.bridges.tlex.door import DoorSender
 from interchange.bridges.tlex.outbound import Outbound
 from interchange.bridges.tlex.payloads import Identified
 from interchange.bridges.tlex.publication import (
@@ -44,6 +45,8 @@ from interchange.bridges.tlex.registration import Registration
 from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
 from interchange.bridges.tlex.stream import Backoff, SessionSupervisor, read_now
 from interchange.broker.client import ClientConnection
+from interchange.broker.engine import AttachRefused
+from interchange.broker.local_door import Door
 from interchange.ground.throttle import Throttle
 
 EventSink = Callable[[str, str, dict], None]  #: (level, event, fields), JsonLog.event
@@ -92,13 +95,14 @@ class TlexBridge:
     def __init__(self, config: TlexBridgeConfig, *, node_name: str, ii_port: int, amqps_port: int,
                  event: EventSink, host: str = "127.0.0.1", ii_base_path: str = "",
                  state_dir: Path | None = None, limits: ActorLimits = ActorLimits(),
-                 translator: Translator | None = None) -> None:
+                 translator: Translator | None = None, door: Door | None = None) -> None:
         self._mapems = MapemStore(state_dir) if state_dir is not None else None
         self.config, self.node_name, self.host = config, node_name, host
         self._registration = Registration(TlsFiles.from_identity_dir(config.actor), node_name=node_name,
                                           ii_url=f"https://{host}:{ii_port}{ii_base_path}", limits=limits,
                                           publisher_id=config.publisher_id)
         self._amqps_port, self._event = amqps_port, event
+        self._door = door  #: the broker's in-process door, when the node runs one (else AMQPS publishes)
         #: the node builds it off the event loop (thousands of controllers take a second); else built here
         self.translator = translator if translator is not None else Translator(config)
         self.counters = BridgeCounters()
@@ -337,19 +341,45 @@ class TlexBridge:
         backoff.reset()
         self._amqp = connection
         connection.on_receive = self._drain
-        self.outbound.attach(connection, connection.engine, connection.open_sender(self.target))
+        door = self._attach_publisher(connection)
         for source in self.srem_sources:
             connection.open_receiver(source, self._from_broker, credit=100)
-        self._event("info", "tlex_amqp_connected", {"target": self.target, "sources": self.srem_sources})
+        self._event("info", "tlex_amqp_connected", {"target": self.target, "sources": self.srem_sources,
+                                                    "publish": "in-process door" if door is not None else "amqps"})
         closed: asyncio.Future[Any] = asyncio.ensure_future(connection.link_closed.wait())
+        door_closed = asyncio.Event()
+        if door is not None:
+            door.publisher.on_closed = door_closed.set
+        door_closing: asyncio.Future[Any] = asyncio.ensure_future(door_closed.wait())
         lost: asyncio.Future[Any] = connection.lost
         try:  # a link the broker detached (its source or target went) comes back with a new connection
-            await asyncio.wait([lost, closed], return_when=asyncio.FIRST_COMPLETED)
-            if closed.done():
-                self._event("info", "tlex_amqp_link_closed", {"error": connection.engine.remote_error})
+            await asyncio.wait([lost, closed, door_closing], return_when=asyncio.FIRST_COMPLETED)
+            if closed.done() or door_closing.done():
+                error = door.publisher.error if door is not None and door.closed else connection.engine.remote_error
+                self._event("info", "tlex_amqp_link_closed", {"error": error})
         finally:
             closed.cancel()
+            door_closing.cancel()
+            if door is not None:
+                door.close()
             await connection.close()
+
+    def _attach_publisher(self, connection: ClientConnection) -> DoorSender | None:
+        """Publish through the broker's in-process door when the node has one and the broker lets this
+        actor through it (the same authorization as a link attach); else (another broker process serves
+        the target, say) over the AMQPS connection's sender link."""
+        assert self.target is not None
+        if self._door is not None:
+            try:
+                door = DoorSender(self._door.open(self.actor_cn, self.target))
+            except AttachRefused as exc:
+                self._event("info", "tlex_door_refused", {"target": self.target, "condition": exc.condition,
+                                                          "reason": exc.description})
+            else:
+                self.outbound.attach(door, door, door)
+                return door
+        self.outbound.attach(connection, connection.engine, connection.open_sender(self.target))
+        return None
 
     # --- C-Roads -> controller --------------------------------------------------------------
 

@@ -117,6 +117,10 @@ class TlexBridgeConfig(BaseModel):
         "radius (m) of the destination area around a controller by message type (IP_113: zoom-14 tiles cover it)"))
     its_protocol_versions: list[int] = Field(default_factory=lambda: list(DEFAULT_ITS_PROTOCOL_VERSIONS), min_length=1,
                                              description="protocolVersion values read as an ITS PDU header")
+    bi_door: Literal["in-process", "amqps"] = Field(default="in-process", description=(
+        "how the bridge publishes into the node's broker: through its in-process door (the same identity, "
+        "authorization, records and outcomes as an AMQPS link, without the TLS hop inside the process), or "
+        "over AMQPS as an actor in another process would"))
     backoff_initial: float = Field(default=0.5, gt=0)
     backoff_max: float = Field(default=30.0, gt=0)
     controllers: list[ControllerConfig] = Field(min_length=1)

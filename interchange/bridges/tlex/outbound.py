@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from proton import Data, Described, ulong
 
 from interchange.bridges.tlex.publication import BiMessage
-from interchange.broker.client import Outcome, SenderState
+from interchange.broker.client import Outcome
 
 QUEUE_LIMIT = 50_000
 MAX_ATTEMPTS = 3  #: sends of one message at most (the first and two after a lost link)
@@ -34,8 +34,21 @@ class Link(Protocol):
     def flush(self) -> None: ...
 
 
+class Sender(Protocol):
+    """The sender link as the publish path reads it: :class:`~interchange.broker.client.SenderState`,
+    or the broker's in-process door (:class:`~.door.DoorSender`)."""
+
+    @property
+    def credit(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def max_message_size(self) -> int | None: ...
+
+
 class Engine(Protocol):
-    def send(self, state: SenderState, message: bytes, on_outcome: Callable[[Outcome], None] | None = None) -> bool: ...
+    #: ``state`` is the :class:`Sender` given to :meth:`Outbound.attach` with this engine (its own kind)
+    def send(self, state: Any, message: bytes, on_outcome: Callable[[Outcome], None] | None = None) -> bool: ...
 
 
 class Tally(Protocol):
@@ -55,11 +68,11 @@ class Outbound:
         self._encoder = MessageEncoder()
         self._link: Link | None = None
         self._engine: Engine | None = None
-        self._sender: SenderState | None = None
+        self._sender: Sender | None = None
         self._retry: list[tuple[BiMessage, int, str]] = []
         self.retried = 0
 
-    def attach(self, link: Link, engine: Engine, sender: SenderState) -> None:
+    def attach(self, link: Link, engine: Engine, sender: Sender) -> None:
         self._link, self._engine, self._sender = link, engine, sender
 
     def detach(self) -> None:
