@@ -103,15 +103,23 @@ async def consumer_phase(tmp: Path, pki: Any, node: Any, source: str, seconds: f
     return result
 
 
-async def bridge_phase(tmp: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+async def bridge_phase(tmp: Path, facts: dict[str, Any], args: argparse.Namespace, variant: str) -> dict[str, Any]:
+    """One node (fresh data directory) with the bridge set as ``variant`` says: "<bi_door>/<mapem_store_interval_s>"."""
     from interchange.app.node import start_node
 
+    door, interval = variant.split("/")
+    tmp = tmp / variant.replace("/", "-")
+    tmp.mkdir()
     pki, config = node_config(tmp, facts)
-    node = await start_node(config)
+    tlex = config.tlex.model_copy(update={"bi_door": door, "mapem_store_interval_s": float(interval)})
+    node = await start_node(config.model_copy(update={"tlex": tlex}))
     node.freeze_startup_heap()
     try:
         source = await subscribe(pki, node)
-        return await consumer_phase(tmp, pki, node, source, args.seconds, args.warmup, args.profile)
+        profile = args.profile.with_name(f"{args.profile.stem}-{tmp.name}{args.profile.suffix}") if args.profile else None
+        result = await consumer_phase(tmp, pki, node, source, args.seconds, args.warmup, profile)
+        result["profile"] = str(profile) if profile else None
+        return result
     finally:
         await node.close()
 
@@ -130,7 +138,7 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{args.controllers} controllers x {args.hz:g} Hz ({args.phase}), {args.seconds:g} s windows, "
               f"cpus={os.cpu_count()}, load {load[0]:.2f}", flush=True)
         peer = await peer_phase(facts, args.seconds, args.warmup)
-        bridged = await bridge_phase(tmp, facts, args) if not args.peer_only else None
+        variants = {} if args.peer_only else {v: await bridge_phase(tmp, facts, args, v) for v in args.variants.split(",")}
     finally:
         gen.terminate()
         out = gen.communicate(timeout=30)[0].strip().splitlines()
@@ -138,30 +146,34 @@ async def run(args: argparse.Namespace) -> None:
     rows = [("path", "payloads/s", "lost", "p50 ms", "p99 ms", "max ms", "CPU us/payload")]
     rows.append(("peer: generator -> Broker-session client", f"{peer['rate']:.0f}", str(peer["lost"]),
                  f"{peer['p50_ms']:.2f}", f"{peer['p99_ms']:.2f}", f"{peer['max_ms']:.1f}", f"{peer['cpu_us']:.0f}"))
-    if bridged is None:  # --peer-only: the generator's own limits
+    if not variants:  # --peer-only: the generator's own limits
         print("\n".join("  ".join(row) for row in rows))
         print(f"generator: {generator.get('cpu_us_per_payload')} us CPU per payload, lag p50/p99/max "
               f"{generator.get('lag_ms')} ms; load {os.getloadavg()[0]:.2f}")
         return
-    rows.append(("bridged: generator -> node -> C consumer", f"{bridged['rate']:.0f}", str(bridged["lost"]),
-                 f"{bridged['p50_ms']:.2f}", f"{bridged['p99_ms']:.2f}", f"{bridged['max_ms']:.1f}",
-                 f"node {bridged['node_cpu_us']:.0f}"))
+    for variant, bridged in variants.items():
+        rows.append((f"bridged ({variant}): generator -> node -> C consumer", f"{bridged['rate']:.0f}",
+                     str(bridged["lost"]), f"{bridged['p50_ms']:.2f}", f"{bridged['p99_ms']:.2f}",
+                     f"{bridged['max_ms']:.1f}", f"node {bridged['node_cpu_us']:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
-    print(f"added (bridged - peer): p50 {bridged['p50_ms'] - peer['p50_ms']:.2f} ms, "
-          f"p99 {bridged['p99_ms'] - peer['p99_ms']:.2f} ms; duplicates {bridged['duplicates']}, bridge dropped "
-          f"{bridged['bridge_dropped']}; consumer {bridged['consumer_cpu_us']:.1f} us CPU per message; generator "
-          f"{generator.get('cpu_us_per_payload')} us CPU per payload, {generator.get('rate')} payloads/s over its "
-          f"run, lag p99 {generator.get('lag_ms', {}).get('p99')} ms; load {os.getloadavg()[0]:.2f}")
+    for variant, bridged in variants.items():
+        print(f"{variant}: added (bridged - peer) p50 {bridged['p50_ms'] - peer['p50_ms']:.2f} ms, "
+              f"p99 {bridged['p99_ms'] - peer['p99_ms']:.2f} ms; duplicates {bridged['duplicates']}, bridge dropped "
+              f"{bridged['bridge_dropped']}; consumer {bridged['consumer_cpu_us']:.1f} us CPU per message")
+    print(f"generator: {generator.get('cpu_us_per_payload')} us CPU per payload, {generator.get('rate')} payloads/s "
+          f"over its run, lag p99 {generator.get('lag_ms', {}).get('p99')} ms; load {os.getloadavg()[0]:.2f}")
     if args.profile is not None:
         from profile_categories import categorise, render
 
-        table = render(categorise(args.profile.with_suffix(".raw")), bridged["node_cpu_us"])
-        args.profile.write_text(table)
-        print(table)
+        for variant, bridged in variants.items():
+            profile = Path(bridged["profile"])
+            table = render(categorise(profile.with_suffix(".raw")), bridged["node_cpu_us"])
+            profile.write_text(table)
+            print(f"profile ({variant}):\n{table}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"peer": peer, "bridged": bridged, "generator": generator,
+        Path(args.json).write_text(json.dumps({"peer": peer, "bridged": variants, "generator": generator,
                                                "args": {k: str(v) for k, v in vars(args).items()}}, indent=2))
 
 
@@ -175,6 +187,9 @@ def main() -> None:
     parser.add_argument("--mapem-interval", type=float, default=2.0)
     parser.add_argument("--tick-ms", type=float, default=1.0, help="the generator's write interval")
     parser.add_argument("--profile", type=Path, help="py-spy the node over the bridged window; the table to this file")
+    parser.add_argument("--variants", default="in-process/30", help=(
+        "bridged phases, same run, comma-separated <bi_door>/<mapem_store_interval_s>: e.g. amqps/0,in-process/30 "
+        "(the bridge before and after its in-process door and MAPEM store interval)"))
     parser.add_argument("--peer-only", action="store_true", help="no node: the generator's limits against the peer")
     parser.add_argument("--json", help="write the raw results here")
     asyncio.run(run(parser.parse_args()))

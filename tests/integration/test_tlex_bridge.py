@@ -413,6 +413,36 @@ async def test_mapems_stored_by_one_writer_latest_per_controller(sim: Sim, pki: 
     assert not list((tmp_path / "tlex").glob("*.tmp"))
 
 
+@pytest.mark.parametrize("interval_s, writes_before_stop", [(30.0, 1), (0.0, 3)])
+async def test_a_controllers_mapem_is_stored_at_most_once_per_interval(
+        sim: Sim, pki: TestPki, tmp_path: Path, interval_s: float, writes_before_stop: int) -> None:
+    """mapem_store_interval_s: copies within the interval are not written (a file each costs the
+    kernel ~0.2 ms), the newest is at stop; 0 writes every copy."""
+    from interchange.bridges.tlex.bridge import TlexBridge
+
+    config = bridged_config(sim, pki, tmp_path, mapem_store_interval_s=interval_s)
+    assert config.tlex is not None
+    bridge = TlexBridge(config.tlex, node_name=NODE, ii_port=1, amqps_port=1, event=lambda *_: None,
+                        state_dir=tmp_path / "tlex")
+    store = bridge._mapems
+    assert store is not None
+    batches: list[dict[str, tuple[int, bytes]]] = []
+    save_all = store.save_all
+
+    def recording(batch: dict[str, tuple[int, bytes]]) -> None:
+        batches.append(dict(batch))
+        save_all(batch)
+
+    store.save_all = recording  # type: ignore[method-assign]
+    for i in range(3):
+        bridge._enqueue(BiMessage({}, 1000, b"map-%d" % i, TLCS[0], "MAPEM"))
+        await wait_for(lambda: bridge._saving is None, "the store's write done")
+    assert [batch[TLCS[0]][1] for batch in batches] == [b"map-%d" % i for i in range(writes_before_stop)]
+    await bridge._store_unsaved_mapems()
+    assert {tlc: body for tlc, (_, body) in store.load([TLCS[0]], batches[-1][TLCS[0]][0]).items()} == {
+        TLCS[0]: b"map-2"}  # the newest, whatever the interval
+
+
 async def test_controllers_with_other_type_bytes(sim: Sim, pki: TestPki, tmp_path: Path) -> None:
     """A service whose controllers send SPATEM as 0x01, MAPEM 0x02, SREM 0x03, SSEM 0x04 (the specs
     leave type bytes to the application): the bridge publishes their payloads by their ITS PDU

@@ -117,6 +117,9 @@ class TlexBridgeConfig(BaseModel):
         "radius (m) of the destination area around a controller by message type (IP_113: zoom-14 tiles cover it)"))
     its_protocol_versions: list[int] = Field(default_factory=lambda: list(DEFAULT_ITS_PROTOCOL_VERSIONS), min_length=1,
                                              description="protocolVersion values read as an ITS PDU header")
+    mapem_store_interval_s: float = Field(default=30.0, ge=0, description=(
+        "a controller's MAPEM is written to the store (IP_049: repeated after a restart) at most this often; "
+        "the newest copy is written at stop; 0: every copy"))
     bi_door: Literal["in-process", "amqps"] = Field(default="in-process", description=(
         "how the bridge publishes into the node's broker: through its in-process door (the same identity, "
         "authorization, records and outcomes as an AMQPS link, without the TLS hop inside the process), or "
