@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,41 @@ from bench_tlex import CONSUMER, NODE, cpu_seconds, node_config, peer_phase, sub
 ROOT = Path(__file__).resolve().parents[1]
 LOADGEN = ROOT / "build" / "loadgen"
 _SAMPLE = struct.Struct("=qII")  # loadgen's stamp_sample_t: latency ns, station, sequence
+
+
+class Stalls:
+    """The node's loop lag (a 10 ms sleeper: how late it woke) and its garbage collections, over the window."""
+
+    def __init__(self) -> None:
+        self.lags_ms: list[float] = []
+        self.collections: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._started = 0.0
+        self._task: asyncio.Task | None = None
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.collections[info["generation"]].append((time.perf_counter() - self._started) * 1e3)
+
+    async def _sleeper(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            self.lags_ms.append((loop.time() - before - 0.01) * 1e3)
+
+    def start(self) -> None:
+        gc.callbacks.append(self._gc)
+        self._task = asyncio.get_running_loop().create_task(self._sleeper())
+
+    def stop(self) -> dict[str, Any]:
+        gc.callbacks.remove(self._gc)
+        if self._task is not None:
+            self._task.cancel()
+        lags = sorted(self.lags_ms) or [0.0]
+        return {"lag_p99_ms": round(lags[int(0.99 * (len(lags) - 1))], 1), "lag_max_ms": round(lags[-1], 1),
+                "gc": {g: (len(t), round(max(t, default=0.0), 1)) for g, t in self.collections.items()}}
 
 
 def ensure_loadgen() -> Path:
@@ -81,6 +118,8 @@ async def consumer_phase(tmp: Path, pki: Any, node: Any, source: str, seconds: f
     bridge = node.tlex
     published0 = sum(c.published for c in bridge.counters.tlcs.values())
     cpu0 = cpu_seconds()
+    stalls = Stalls()
+    stalls.start()
     spy = None
     if profile is not None:
         spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(os.getpid()),
@@ -89,6 +128,7 @@ async def consumer_phase(tmp: Path, pki: Any, node: Any, source: str, seconds: f
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done = await proc.stderr.readline()
     cpu = cpu_seconds() - cpu0
+    loop_figures = stalls.stop()
     published = sum(c.published for c in bridge.counters.tlcs.values()) - published0
     assert done.strip() == b"DONE", done
     report = json.loads((await proc.stdout.read()).decode())
@@ -99,16 +139,17 @@ async def consumer_phase(tmp: Path, pki: Any, node: Any, source: str, seconds: f
     result.update(rate=result["received"] / seconds, node_cpu_us=cpu / max(1, published) * 1e6,
                   published=published, consumer_cpu_us=report["cpu_s"] / max(1, report["deliveries"]) * 1e6,
                   consumer_errors=report["errors"],
-                  bridge_dropped=sum(c.dropped for c in bridge.counters.tlcs.values()))
+                  bridge_dropped=sum(c.dropped for c in bridge.counters.tlcs.values()), loop=loop_figures)
     return result
 
 
-async def bridge_phase(tmp: Path, facts: dict[str, Any], args: argparse.Namespace, variant: str) -> dict[str, Any]:
+async def bridge_phase(tmp: Path, facts: dict[str, Any], args: argparse.Namespace, variant: str,
+                       round_: int) -> dict[str, Any]:
     """One node (fresh data directory) with the bridge set as ``variant`` says: "<bi_door>/<mapem_store_interval_s>"."""
     from interchange.app.node import start_node
 
     door, interval = variant.split("/")
-    tmp = tmp / variant.replace("/", "-")
+    tmp = tmp / f"{variant.replace('/', '-')}-{round_}"
     tmp.mkdir()
     pki, config = node_config(tmp, facts)
     tlex = config.tlex.model_copy(update={"bi_door": door, "mapem_store_interval_s": float(interval)})
@@ -138,7 +179,8 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{args.controllers} controllers x {args.hz:g} Hz ({args.phase}), {args.seconds:g} s windows, "
               f"cpus={os.cpu_count()}, load {load[0]:.2f}", flush=True)
         peer = await peer_phase(facts, args.seconds, args.warmup)
-        variants = {} if args.peer_only else {v: await bridge_phase(tmp, facts, args, v) for v in args.variants.split(",")}
+        variants = [] if args.peer_only else [(v, await bridge_phase(tmp, facts, args, v, r))
+                                              for r in range(args.rounds) for v in args.variants.split(",")]
     finally:
         gen.terminate()
         out = gen.communicate(timeout=30)[0].strip().splitlines()
@@ -151,23 +193,25 @@ async def run(args: argparse.Namespace) -> None:
         print(f"generator: {generator.get('cpu_us_per_payload')} us CPU per payload, lag p50/p99/max "
               f"{generator.get('lag_ms')} ms; load {os.getloadavg()[0]:.2f}")
         return
-    for variant, bridged in variants.items():
+    for variant, bridged in variants:
         rows.append((f"bridged ({variant}): generator -> node -> C consumer", f"{bridged['rate']:.0f}",
                      str(bridged["lost"]), f"{bridged['p50_ms']:.2f}", f"{bridged['p99_ms']:.2f}",
                      f"{bridged['max_ms']:.1f}", f"node {bridged['node_cpu_us']:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
-    for variant, bridged in variants.items():
+    for variant, bridged in variants:
         print(f"{variant}: added (bridged - peer) p50 {bridged['p50_ms'] - peer['p50_ms']:.2f} ms, "
               f"p99 {bridged['p99_ms'] - peer['p99_ms']:.2f} ms; duplicates {bridged['duplicates']}, bridge dropped "
-              f"{bridged['bridge_dropped']}; consumer {bridged['consumer_cpu_us']:.1f} us CPU per message")
+              f"{bridged['bridge_dropped']}; consumer {bridged['consumer_cpu_us']:.1f} us CPU per message; node loop "
+              f"lag p99 {bridged['loop']['lag_p99_ms']} ms, max {bridged['loop']['lag_max_ms']} ms; collections "
+              f"(count, longest ms) by generation {bridged['loop']['gc']}")
     print(f"generator: {generator.get('cpu_us_per_payload')} us CPU per payload, {generator.get('rate')} payloads/s "
           f"over its run, lag p99 {generator.get('lag_ms', {}).get('p99')} ms; load {os.getloadavg()[0]:.2f}")
     if args.profile is not None:
         from profile_categories import categorise, render
 
-        for variant, bridged in variants.items():
+        for variant, bridged in variants:
             profile = Path(bridged["profile"])
             table = render(categorise(profile.with_suffix(".raw")), bridged["node_cpu_us"])
             profile.write_text(table)
@@ -190,6 +234,7 @@ def main() -> None:
     parser.add_argument("--variants", default="in-process/30", help=(
         "bridged phases, same run, comma-separated <bi_door>/<mapem_store_interval_s>: e.g. amqps/0,in-process/30 "
         "(the bridge before and after its in-process door and MAPEM store interval)"))
+    parser.add_argument("--rounds", type=int, default=1, help="the variants this many times, interleaved")
     parser.add_argument("--peer-only", action="store_true", help="no node: the generator's limits against the peer")
     parser.add_argument("--json", help="write the raw results here")
     asyncio.run(run(parser.parse_args()))
