@@ -89,7 +89,7 @@ def sent_at(body: bytes) -> int:
 
 
 # ------------------------------------------------------------------ set-up
-def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path) -> Path:
+def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path, bi_door: str = "amqps") -> Path:
     ident, bridge = pki.identity(NODE), pki.identity(BRIDGE)
     config = {
         "name": NODE, "data_dir": str(workdir / "var"),
@@ -101,7 +101,7 @@ def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path) -> Path:
         "if2": {"url": broker.url, "server_name": RABBIT, "actor": BRIDGE,
                 "tls": {"cert_chain": str(bridge.chain), "key": str(bridge.key), "trust_bundle": str(pki.trust_bundle)},
                 "providers": [{"name": "RWS", "publisher_id": "NL00001", "coverage": ["1202"]}],
-                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": 1000},
+                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": 1000, "bi_door": bi_door},
     }
     path = workdir / "node.json"
     path.write_text(json.dumps(config))
@@ -263,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced", type=int, default=400, help="messages of each latency phase")
     parser.add_argument("--rate", type=float, default=200.0, help="msgs/s of the latency phases (not saturated)")
     parser.add_argument("--confirm-each", action="store_true", help="C-Roads publisher waits for every outcome")
+    parser.add_argument("--bi-door", choices=("amqps", "in-process"), default="amqps",
+                        help="the bridge's way into its node's broker for IF2 -> C-Roads ([if2] bi_door)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     rabbitmq.ensure_installed()
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         proc = None
         try:
-            proc, amqps, ii = start_node(node_config(pki, broker, work))
+            proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door))
             time.sleep(1.0)  # the bridge declares its queues right after the node started
             assert broker.beam_pid is not None
             results = asyncio.run(scenarios(pki, broker, amqps, ii, args, (proc.pid, broker.beam_pid)))

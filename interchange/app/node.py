@@ -404,7 +404,8 @@ async def _start_if2(node: RunningNode) -> None:
         return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
     view = NodeView(config.name, local(config.broker.host), node.amqps_port,
-                    f"https://{local(config.ii.host)}:{node.ii_port}{node.ii.base}")
+                    f"https://{local(config.ii.host)}:{node.ii_port}{node.ii.base}",
+                    LocalDoor(node.core, node.server.limits.max_message_size, lambda: node.server.accepting))
     bridge = If2Bridge(config.if2, view, node.log.event)
     await _start_bridge(node, bridge)
     node.if2 = bridge

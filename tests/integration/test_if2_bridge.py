@@ -53,6 +53,25 @@ async def node(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> Asyn
 async def test_if2_publisher_to_croads_consumer(if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
     """An IF2 DENM appears at a C-Roads consumer with Table 1/2 properties and the body byte for byte;
     the bridge registered its capability (so neighbours discover it)."""
+    await if2_denm_to_croads(if2_pki, node, backoffice)
+
+
+async def test_if2_publisher_to_croads_consumer_through_the_door(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, backoffice: BackOffice) -> None:
+    """bi_door = "in-process": the same message, properties and capability, published through the
+    broker's in-process door (not the AMQPS sender)."""
+    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, bi_door="in-process"))
+    try:
+        await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await if2_denm_to_croads(if2_pki, node, backoffice)
+        publisher = node.if2.bi._publisher
+        assert publisher is not None and (publisher.sent, publisher.accepted) == (1, 1)
+        assert node.if2.bi._sender is None or node.if2.bi._sender.sent == 0  # nothing went over AMQPS
+    finally:
+        await node.close()
+
+
+async def if2_denm_to_croads(if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
     consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
     try:
         body = bytes(range(256)) + b"\x00denm"

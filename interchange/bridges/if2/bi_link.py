@@ -18,6 +18,8 @@ from typing import Any
 
 from interchange.bridges.if2.attempts import SIZE_EXCEEDED, SizeLimit
 from interchange.broker.client import ClientConnection, DeferredCallback, Outcome, ReceiverState, SenderState
+from interchange.broker.engine import AttachRefused
+from interchange.broker.local_door import Door, DoorOutcome, LocalPublisher
 from interchange.ground.timing import backoff_s
 
 __all__ = ["BiLink"]
@@ -29,7 +31,8 @@ class BiLink:
     """A supervised connection to ``host:port`` with one sender and one deferred receiver."""
 
     def __init__(self, host: str, port: int, server_name: str, context: ssl.SSLContext, container_id: str,
-                 event: EventSink, *, backoff: tuple[float, float] = (0.2, 10.0), credit: int = 256) -> None:
+                 event: EventSink, *, backoff: tuple[float, float] = (0.2, 10.0), credit: int = 256,
+                 door: Door | None = None, identity: str = "") -> None:
         self.host, self.port, self.server_name = host, port, server_name
         self._context = context
         self._container_id = container_id
@@ -48,6 +51,9 @@ class BiLink:
         #: bytes of each message sent on the current sender and not answered (kept once unanswered: a
         #: detach fails them all, and the largest of them is over the limit it names)
         self._flight: dict[object, int] = {}
+        #: the broker's in-process door (``bi_door = "in-process"``), this actor's identity at it, the publisher
+        self._door, self._identity = door, identity
+        self._publisher: LocalPublisher | None = None
 
     @property
     def connected(self) -> bool:
@@ -63,6 +69,8 @@ class BiLink:
                 await self._task
         if self._connection is not None:
             await self._connection.close()
+        if self._publisher is not None:
+            self._publisher.close()
 
     def set_target(self, address: str) -> None:
         """Publish to ``address`` from now on (the delivery's target)."""
@@ -100,7 +108,11 @@ class BiLink:
 
     async def send(self, raw: bytes) -> Outcome:
         """One attempt: wait until the link is up, send, and return the BI's outcome (not accepted
-        with ``final`` unset when the link or connection went first)."""
+        with ``final`` unset when the link or connection went first). Through the broker's in-process
+        door when the node gives one and the broker lets this actor publish there."""
+        publisher = self._door_publisher()
+        if publisher is not None:
+            return await _through(publisher, raw)
         while True:
             await self._up.wait()
             connection, sender = self._connection, self._sender
@@ -117,6 +129,23 @@ class BiLink:
         elif SIZE_EXCEEDED in (outcome.error or "") and flight:
             self.size_limit.learn(max(flight.values()))
         return outcome
+
+    def _door_publisher(self) -> LocalPublisher | None:
+        """The door's publisher on the current target (opened again after the broker closed it)."""
+        if self._door is None or self.target is None:
+            return None
+        publisher = self._publisher
+        if publisher is None or publisher.closed or publisher.address != self.target:
+            if publisher is not None:
+                publisher.close()
+            try:
+                publisher = self._publisher = self._door.open(self._identity, self.target)
+            except AttachRefused as exc:  # another broker process serves the target, say: AMQPS then
+                self._publisher = None
+                self._event("info", "if2_door_refused", {"target": self.target, "reason": exc.description})
+                self._door = None
+                return None
+        return publisher
 
     def _open_sender(self, connection: ClientConnection, address: str) -> None:
         self._sender = connection.open_sender(address)
@@ -158,3 +187,16 @@ class BiLink:
             self._event("warning", "if2_bi_connection_lost", {"error": connection.engine.remote_error})
             connection.abort()
             await asyncio.sleep(self._backoff[0])
+
+
+async def _through(publisher: LocalPublisher, raw: bytes) -> Outcome:
+    """One message through the door, its outcome as the AMQPS link's would read (at once, or once a
+    durable message is stored)."""
+    answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+
+    def answered(outcome: DoorOutcome) -> None:
+        if not answer.done():
+            answer.set_result(Outcome(outcome.accepted, outcome.error, final=outcome.final))
+
+    publisher.publish(raw, answered)
+    return await answer

@@ -46,6 +46,7 @@ from interchange.bridges.if2.keys import (
 )
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE
+from interchange.broker.local_door import Door
 from interchange.ground.timing import backoff_s
 
 __all__ = ["If2Bridge", "NodeView"]
@@ -62,8 +63,9 @@ _REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_
 class NodeView:
     """Where the bridge finds its node: the BI's host/port, the II's base URL, the node's name."""
 
-    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str) -> None:
+    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str, door: Door | None = None) -> None:
         self.name, self.bi_host, self.bi_port, self.ii_url = name, bi_host, bi_port, ii_url
+        self.door = door  #: the broker's in-process door, for ``bi_door = "in-process"``
 
 
 class If2Bridge:
@@ -78,7 +80,8 @@ class If2Bridge:
             else client_context(files)
         self.api = ActorApi(node.ii_url, node.name, config.tls.cert_chain, config.tls.key, config.tls.trust_bundle)
         self.bi = BiLink(node.bi_host, node.bi_port, node.name, self._node_context, f"if2-bridge-{config.actor}",
-                         event, backoff=(config.reconnect_min_s, config.reconnect_max_s), credit=config.prefetch)
+                         event, backoff=(config.reconnect_min_s, config.reconnect_max_s), credit=config.prefetch,
+                         door=node.door if config.bi_door == "in-process" else None, identity=config.actor)
         self.app_id = f"{node.name}/if2"  # marks what we publish, so that our import queue skips it
         self.policy: RepublishPolicy[If2Envelope] = RepublishPolicy(config.republish_interval_s,
                                                                     config.default_validity_s)
