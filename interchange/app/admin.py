@@ -4,13 +4,18 @@
 - ``GET /log``, ``PUT /log``: read or switch logging at run time (IP_009/010/119/120/138);
 - ``GET /sources``: sources with their depth, consumers and drop counters;
 - ``GET /federation`` (the node process, 404 elsewhere): :mod:`interchange.app.federation_view`;
-- ``POST /tls/reload``: re-read the TLS files as SIGHUP does (200, or 422 with the reason).
+- ``POST /tls/reload``: re-read the TLS files as SIGHUP does (200, or 422 with the reason);
+- ``GET /debug/heap`` (``[admin] debug = true`` only, 404 otherwise): a full garbage collection, then
+  the C heap's bytes in use; the collection holds the event loop (tens of ms, more with a large
+  backlog), so it is for tests and investigations, not for scraping.
 
 Errors are JSON: ``{"error": "..."}`` with a 4xx status. Bodies and answers: docs/monitoring.md
 ("The admin endpoint").
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +32,30 @@ from interchange.broker.server import BrokerServer
 from interchange.app.federation_view import CSP, render
 from interchange.app.node_metrics import FederationCollector
 from interchange.ground.logfile import LogSettings
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def heap_reader() -> Callable[[], int] | None:
+    """The C heap's bytes in use (glibc's ``mallinfo2``: ``uordblks + hblkhd``, all arenas), or None
+    where the C library has none (not glibc, or glibc before 2.33). Unlike the RSS it is not hidden
+    by the pools the allocator keeps: what a connection leaves behind (OpenSSL's, proton's, the
+    interpreter's larger objects) shows in it byte for byte."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    mallinfo2.argtypes = []
+
+    def read() -> int:
+        info = mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+
+    return read
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -65,11 +94,11 @@ def _log_switch(log: JsonLog) -> tuple[Handler, Handler]:
 
 def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
               registry: CollectorRegistry | None = None, reload_tls: TlsReloader | None = None,
-              federation: FederationCollector | None = None) -> web.Application:
+              federation: FederationCollector | None = None, debug: bool = False) -> web.Application:
     """``registry``: the node's metrics (the broker's and its bridges'); the broker's alone if None.
     ``reload_tls``: the node's TLS reload (``POST /tls/reload`` answers 404 without one).
     ``federation``: the node process's federation state (in ``registry`` too), refreshed before
-    each scrape and each ``GET /federation``."""
+    each scrape and each ``GET /federation``. ``debug``: answer ``GET /debug/heap``."""
     registry = registry if registry is not None else broker_registry(core, server, log)
     get_log, put_log = _log_switch(log)
 
@@ -101,6 +130,14 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
         except TlsReloadError as exc:
             return _error(422, str(exc))
 
+    read_heap = heap_reader() if debug else None
+
+    async def debug_heap(_: web.Request) -> web.Response:
+        if read_heap is None:
+            return _error(404, "GET /debug/heap needs [admin] debug = true and glibc's mallinfo2")
+        collected = gc.collect()  # garbage in reference cycles would hide what is really held
+        return web.json_response({"heap_in_use_bytes": read_heap(), "gc_collected": collected})
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/log", get_log)
@@ -108,14 +145,15 @@ def admin_app(core: BrokerCore, server: BrokerServer, log: JsonLog,
     app.router.add_get("/sources", sources)
     app.router.add_get("/federation", federation_page)
     app.router.add_post("/tls/reload", tls_reload)
+    app.router.add_get("/debug/heap", debug_heap)
     return app
 
 
 async def start_admin(host: str, port: int, core: BrokerCore, server: BrokerServer, log: JsonLog,
                       registry: CollectorRegistry | None = None,
                       reload_tls: TlsReloader | None = None,
-                      federation: FederationCollector | None = None) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(admin_app(core, server, log, registry, reload_tls, federation), access_log=None)
+                      federation: FederationCollector | None = None, debug: bool = False) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(admin_app(core, server, log, registry, reload_tls, federation, debug), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

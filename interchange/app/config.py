@@ -151,6 +151,8 @@ class AdminConfig(BaseModel):
 
     host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=0, le=65535)
+    #: ``GET /debug/heap``: a full garbage collection on the event loop, then the C heap in use (tests)
+    debug: bool = False
 
 
 class NodeConfig(BaseModel):

@@ -226,7 +226,8 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     if config.admin.port is not None:
         node.metrics, federation = node_registry(node, main)
         runner, node.admin_port = await start_admin(config.admin.host, config.admin.port, core, server, log,
-                                                    node.metrics, node.reload_tls, federation)
+                                                    node.metrics, node.reload_tls, federation,
+                                                    config.admin.debug)
         node.on_close(runner.cleanup)
     await _start_processes(node, main)
     if config.ii is not None:

@@ -375,6 +375,9 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
         with pytest.raises(urllib.error.HTTPError) as excinfo:
             urllib.request.urlopen(bad, timeout=5)
         assert excinfo.value.code == 400 and "level" in json.loads(excinfo.value.read())["error"]
+        with pytest.raises(urllib.error.HTTPError) as excinfo:  # a full gc on the loop: only with [admin] debug
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/heap", timeout=5)
+        assert excinfo.value.code == 404 and "debug = true" in json.loads(excinfo.value.read())["error"]
         consumer = b.connect("actor-2")
         rx = consumer.create_receiver("denm-only", credit=5)
         sender.send(denm(body=b"unlogged"))
