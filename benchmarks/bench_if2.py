@@ -19,6 +19,12 @@ N / (last receive - first send); and a latency phase, M messages paced at a fixe
 - ``croads->if2``: C-ITS actor -> BI -> bridge -> SPAT exchange -> back-office queue.
 
     .venv/bin/python benchmarks/bench_if2.py [--messages 3000] [--paced 400 --rate 200] [--json FILE]
+
+With ``--processes P [--consumers C]`` the IF2 side is the multi-process generator of
+``if2_loadgen.py`` (P pika publisher processes, C pika consumer processes, every body naming its
+publisher and index): the same scenarios, plus lost and duplicated counts and the generator's own
+CPU per message (its processes, and this process where the C-ITS actor is one end), so a run shows
+whether the generator was the bottleneck. The C-ITS actor stays in this process (one loop).
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.client import ClientConnection
 from interchange.testing import rabbitmq
+import if2_loadgen as loadgen  # (this script's folder)
 from node_process import actor_api, start_node  # (this script's folder)
 
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
@@ -65,6 +72,9 @@ class Result:
     p99_ms: float
     node_cpu_us: float = 0.0  # node process (BI + II + bridge) CPU per message
     rabbit_cpu_us: float = 0.0  # RabbitMQ (beam.smp) CPU per message
+    lost: int = -1  # counted with --processes (every body names its publisher and index); -1: not counted
+    duplicated: int = -1
+    gen_cpu_us: float = 0.0  # the load generator's CPU per message (both ends: 0-9-1 processes, 1.0 client)
 
 
 def cpu_s(pid: int) -> float:
@@ -157,33 +167,41 @@ class CroadsActor:
     def __init__(self, connection: ClientConnection) -> None:
         self.connection = connection
         self.received: list[tuple[int, int]] = []
+        self.keys: list[list[bytes]] = []  # (publisher, index) of each body, for loss and duplicates
         self.wanted = 0
         self.done = asyncio.Event()
 
     def on_message(self, raw: bytes) -> None:
         message = Message()
         message.decode(raw)
-        self.received.append((sent_at(bytes(message.body)), time.time_ns()))
+        body = bytes(message.body)
+        self.received.append((sent_at(body), time.time_ns()))
+        self.keys.append(body.split(b":", 3)[1:3])
         if len(self.received) >= self.wanted:
             self.done.set()
 
     def expect(self, count: int) -> None:
-        self.received, self.wanted = [], count
+        self.received, self.keys, self.wanted = [], [], count
         self.done.clear()
+
+
+async def drive(send: Any, count: int, rate: float | None) -> None:
+    """``count`` sends: flat out (100 in flight at a time) or paced at ``rate`` msgs/s."""
+    interval = 1.0 / rate if rate else 0.0
+    start = time.monotonic()
+    if not interval:
+        for first in range(0, count, 100):
+            await asyncio.gather(*(send(i) for i in range(first, min(first + 100, count))))
+    for i in range(count if interval else 0):
+        await send(i)
+        await asyncio.sleep(max(0.0, start + (i + 1) * interval - time.monotonic()))
 
 
 async def run_phase(name: str, phase: str, count: int, rate: float | None, send: Any, sink: Any,
                     pids: tuple[int, int]) -> Result:
     sink.expect(count)
     cpu0 = [cpu_s(pid) for pid in pids]
-    interval = 1.0 / rate if rate else 0.0
-    start = time.monotonic()
-    if not interval:  # as fast as the publisher goes: 100 publishes in flight at a time
-        for first in range(0, count, 100):
-            await asyncio.gather(*(send(i) for i in range(first, min(first + 100, count))))
-    for i in range(count if interval else 0):
-        await send(i)
-        await asyncio.sleep(max(0.0, start + (i + 1) * interval - time.monotonic()))
+    await drive(send, count, rate)
     await asyncio.wait_for(sink.done.wait(), 120)
     pairs = sink.received[:count]
     result = stats(name, phase, [s for s, _ in pairs], [r for _, r in pairs])
@@ -246,6 +264,99 @@ async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int
     return results
 
 
+# ------------------------------------------------------------------ the same, IF2 side in processes
+def stamp3(index: int) -> bytes:
+    return b"%d:0:%d:" % (time.time_ns(), index) + loadgen.PADDING  # publisher 0: the C-Roads actor
+
+
+def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: tuple[int, int],
+              gen_cpu_us: float) -> Result:
+    node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
+    return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
+                  run.duplicated, gen_cpu_us)
+
+
+def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
+                 pids: tuple[int, int]) -> Result:
+    """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone)."""
+    per = max(1, count // args.processes)
+    consumers = loadgen.Consumers(endpoint, "bench-ivi", args.consumers)
+    cpu0 = [cpu_s(pid) for pid in pids]
+    pubs = loadgen.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
+    cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
+    run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
+    return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us + run.consumer_cpu_us)
+
+
+async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
+                       rate: float, actor: CroadsActor, pids: tuple[int, int]) -> Result:
+    """IF2 publisher processes -> DENM exchange -> bridge -> BI -> the C-ITS actor (this process)."""
+    per = max(1, count // args.processes)
+    actor.expect(per * args.processes)
+    cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
+    pubs = await asyncio.to_thread(loadgen.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
+                                   rate / args.processes)
+    with contextlib.suppress(asyncio.TimeoutError):  # a loss shows in the counts, not as a crash
+        await asyncio.wait_for(actor.done.wait(), 120 + count / 500)
+    await asyncio.sleep(0.5)  # a duplicate, if any, would arrive now
+    pairs = [(s, r, int(k[0]), int(k[1])) for (s, r), k in zip(actor.received, actor.keys)]
+    run = loadgen.summarize(per, args.processes, pairs, pubs)
+    own = (time.process_time() - own0) / max(1, run.received) * 1e6
+    return mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us + own)
+
+
+async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
+                       rate: float, send: Any, pids: tuple[int, int]) -> Result:
+    """The C-ITS actor (this process) -> BI -> bridge -> SPAT exchange -> consumer processes."""
+    consumers = await asyncio.to_thread(loadgen.Consumers, endpoint, "bench-spat", args.consumers)
+    cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
+    await drive(send, count, rate)
+    own = time.process_time() - own0
+    cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
+    run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
+    return mp_result("croads->if2", phase, run, cpu0, pids, run.consumer_cpu_us + own / max(1, count) * 1e6)
+
+
+async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
+                       pids: tuple[int, int]) -> list[Result]:
+    target, source = await actor_setup(pki, ii)
+    endpoint = loadgen.Endpoint("127.0.0.1", broker.port, str(pki.directory), BACKOFFICE, RABBIT)
+    for exchange, queue in (("IVI", "bench-ivi"), ("SPAT", "bench-spat"), ("DENM", None)):
+        await asyncio.to_thread(loadgen.declare, endpoint, exchange, queue)
+    phases = (("throughput", args.messages, 0.0), ("latency", args.paced, args.rate))
+    results = [await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids) for phase in phases]
+    context = client_context(TlsFiles.from_pki(pki.directory, ACTOR, with_crls=False))
+    amqp = await ClientConnection.open("127.0.0.1", amqps, context, NODE, "bench-actor")
+    actor = CroadsActor(amqp)
+    try:
+        amqp.open_receiver(source, actor.on_message, credit=5000)
+        actor.expect(1)  # the first one registers the capability (not measured); the bridge may still be binding
+        for _ in range(30):
+            await asyncio.to_thread(loadgen.publish_one, endpoint, "DENM", DENM_KEY)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(actor.done.wait()), 1.0)
+            if actor.done.is_set():
+                break
+        for phase in phases:
+            results.append(await import_phase(endpoint, args, *phase, actor, pids))
+        sender = amqp.open_sender(target)
+
+        async def send_spatem(i: int) -> None:
+            message = Message(body=stamp3(i), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
+            if i % 200 == 199:
+                outcome = await amqp.publish(sender, message.encode())
+                assert outcome.accepted, outcome
+            else:
+                while not amqp.engine.send(sender, message.encode()):
+                    await asyncio.sleep(0.001)
+                amqp.flush()
+        for phase in phases:
+            results.append(await export_phase(endpoint, args, *phase, send_spatem, pids))
+    finally:
+        await amqp.close()
+    return results
+
+
 def machine_notes() -> str:
     model = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -265,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confirm-each", action="store_true", help="C-Roads publisher waits for every outcome")
     parser.add_argument("--bi-door", choices=("amqps", "in-process"), default="amqps",
                         help="the bridge's way into its node's broker for IF2 -> C-Roads ([if2] bi_door)")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="IF2 publishers in this many processes (pika), instead of aio-pika in this loop")
+    parser.add_argument("--consumers", type=int, default=2, help="IF2 consumer processes (with --processes)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     rabbitmq.ensure_installed()
@@ -281,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door))
             time.sleep(1.0)  # the bridge declares its queues right after the node started
             assert broker.beam_pid is not None
-            results = asyncio.run(scenarios(pki, broker, amqps, ii, args, (proc.pid, broker.beam_pid)))
+            run = scenarios_mp if args.processes else scenarios
+            results = asyncio.run(run(pki, broker, amqps, ii, args, (proc.pid, broker.beam_pid)))
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)
@@ -289,10 +404,10 @@ def main(argv: list[str] | None = None) -> int:
             broker.close()
     print(f"# {machine_notes()}")
     print(f"{'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'node us/msg':>12} {'rabbit us/msg':>14}")
+          f"{'node us/msg':>12} {'rabbit us/msg':>14} {'lost':>5} {'dup':>5} {'gen us/msg':>11}")
     for r in results:
         print(f"{r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
-              f"{r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f}")
+              f"{r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f} {r.lost:>5} {r.duplicated:>5} {r.gen_cpu_us:>11.1f}")
     base = {r.phase: r for r in results if r.scenario == "rabbitmq"}
     for r in results:
         if r.scenario != "rabbitmq" and r.phase == "latency":

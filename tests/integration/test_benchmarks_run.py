@@ -50,6 +50,8 @@ SMOKE: dict[str, Smoke] = {
                               "--distinct", "none"), ("### Matrix: ours", "### Matrix: peer", "### Ratios (ours / peer)")),
     "bench_if2.py": Smoke(("--messages", "50", "--paced", "20", "--rate", "100"),
                           ("rabbitmq       throughput", "if2->croads    latency", "croads->if2: added latency")),
+    "if2_loadgen.py": Smoke(("--messages", "200", "--paced", "20", "--rate", "100"),
+                            ("rabbitmq flat out", "rabbitmq paced 100/s", "pub µs")),
     "bench_multihop.py": Smoke(("--messages", "20", "--rate", "50"), ("A -> D (3 hops, end to end)", "per hop, A -> D / 3")),
     "bench_ii_churn.py": Smoke(("--rounds", "1", "--capabilities", "200", "--subscriptions", "20", "--rate", "20",
                                 "--quiet-s", "1"), ("no churn (peer)  BI latency", "BI latency churn / no churn")),

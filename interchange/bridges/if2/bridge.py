@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from ii_api.wire.models import Capability
 from interchange.actor.areas import Tiles
 from interchange.actor.capabilities import build_capability
 from interchange.actor.errors import ActorError
+from interchange.bridges.if2.acks import Ack, AckWindow
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
 from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
@@ -94,6 +96,7 @@ class If2Bridge:
         #: one task per message in flight: unsettled BI deliveries, unacknowledged IF2 deliveries (each
         #: at most `prefetch`)
         self._flows: set[asyncio.Task[None]] = set()
+        self._acking: set[AckWindow[AbstractIncomingMessage]] = set()  #: windows with an ack sender running
         self._connection: AbstractConnection | None = None
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
         self.counts = {"imported": 0, "import_refused": 0, "import_expired": 0, "import_gave_up": 0, "exported": 0,
@@ -216,14 +219,16 @@ class If2Bridge:
                     name, aio_pika.ExchangeType.TOPIC, durable=True, auto_delete=False)  # Table 2
             consume_channel = await connection.channel()
             await consume_channel.set_qos(prefetch_count=self.config.prefetch)
+            window: AckWindow[AbstractIncomingMessage] = AckWindow()  # delivery tags are the channel's
             for name, keys in self.config.imports.items():
-                await self._consume(consume_channel, name, keys)
+                await self._consume(consume_channel, name, keys, window)
             self._rabbit_up.set()
             self._event("info", "if2_rabbitmq_connected", {"imports": sorted(self.config.imports),
                                                            "exports": sorted(self.config.exports)})
             await closed
 
-    async def _consume(self, channel: AbstractChannel, exchange: str, keys: list[str]) -> None:
+    async def _consume(self, channel: AbstractChannel, exchange: str, keys: list[str],
+                       window: AckWindow[AbstractIncomingMessage]) -> None:
         arguments: dict[str, Any] = {"x-max-length": self.config.queue_max_length,
                                      "x-message-ttl": self.config.queue_message_ttl_ms}
         if self.config.dead_letter_exchange is not None:
@@ -232,20 +237,47 @@ class If2Bridge:
                                             arguments=arguments)
         for key in keys:
             await queue.bind(exchange, routing_key=key)
-        await queue.consume(self._on_if2, no_ack=False)
+        await queue.consume(functools.partial(self._on_if2, window), no_ack=False)
 
     # ------------------------------------------------------------------ IF2 -> C-Roads
-    async def _on_if2(self, message: AbstractIncomingMessage) -> None:
+    async def _on_if2(self, window: AckWindow[AbstractIncomingMessage], message: AbstractIncomingMessage) -> None:
         """One task per delivery (at most ``prefetch`` unacknowledged), so the BI round trips overlap;
         they start in delivery order and send at once in the common case, which keeps the order."""
-        task = asyncio.get_running_loop().create_task(self._import(message))
+        window.received(message)
+        task = asyncio.get_running_loop().create_task(self._import(message, window))
         self._flows.add(task)
         task.add_done_callback(self._flows.discard)
 
-    async def _import(self, message: AbstractIncomingMessage) -> None:
+    def _settle_if2(self, window: AckWindow[AbstractIncomingMessage], message: AbstractIncomingMessage,
+                    accepted: bool) -> None:
+        """Acked (accepted) or rejected without requeue, batched: :mod:`.acks`; one sender per window."""
+        window.settled(message, accepted)
+        if window not in self._acking:
+            self._acking.add(window)
+            task = asyncio.get_running_loop().create_task(self._send_acks(window))
+            self._flows.add(task)
+            task.add_done_callback(self._flows.discard)
+
+    async def _send_acks(self, window: AckWindow[AbstractIncomingMessage]) -> None:
+        """Sends what the window allows, in order, until nothing is left (settlements made meanwhile
+        join the next round); a closed channel ends it: RabbitMQ redelivers the unacknowledged."""
+        try:
+            await asyncio.sleep(0)  # the settlements of this loop turn join one ack
+            while actions := window.flush():
+                for action in actions:
+                    if isinstance(action, Ack):
+                        await action.message.ack(multiple=action.multiple)
+                    else:
+                        await action.message.reject(requeue=False)
+        except (aio_pika.exceptions.AMQPError, ConnectionError, RuntimeError) as exc:
+            self._event("warning", "if2_ack_failed", {"error": repr(exc)})
+        finally:
+            self._acking.discard(window)
+
+    async def _import(self, message: AbstractIncomingMessage, window: AckWindow[AbstractIncomingMessage]) -> None:
         """Map, register, send to the BI (:meth:`_deliver`); ack once accepted, else reject without requeue."""
         if message.app_id == self.app_id:  # what we exported ourselves
-            await message.ack()
+            self._settle_if2(window, message, True)
             return
         taken = time.monotonic()
         expiration = message.properties.expiration
@@ -259,14 +291,14 @@ class If2Bridge:
                                            self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
             await self._register(envelope, properties)
         except (If2KeyError, ValueError, ActorApiError) as exc:
-            await self._refuse(message, Decision(Fate.REFUSE, str(exc)))
+            self._refuse(message, window, Decision(Fate.REFUSE, str(exc)))
             return
         decision = await self._deliver(properties, message.body, envelope.ttl_ms, taken)
         if decision.fate is Fate.ACCEPTED:
             self.counts["imported"] += 1
-            await message.ack()
+            self._settle_if2(window, message, True)
         else:
-            await self._refuse(message, decision)
+            self._refuse(message, window, decision)
 
     async def _deliver(self, properties: dict[str, Any], body: bytes, ttl_ms: int | None, taken: float) -> Decision:
         """Send to the BI until it accepts, refuses for good, the attempts run out or the TTL does."""
@@ -284,12 +316,13 @@ class If2Bridge:
             self.counts["bi_retried"] += 1
             await asyncio.sleep(decision.delay_s)
 
-    async def _refuse(self, message: AbstractIncomingMessage, decision: Decision) -> None:
+    def _refuse(self, message: AbstractIncomingMessage, window: AckWindow[AbstractIncomingMessage],
+                decision: Decision) -> None:
         """Reject at RabbitMQ without requeue (a dead-letter exchange gets it), logged and counted."""
         self.counts[_REFUSAL_COUNTS[decision.fate]] += 1
         self._event("warning", _REFUSAL_EVENTS[decision.fate], {
             "routing_key": message.routing_key, "bytes": len(message.body), "error": decision.reason})
-        await message.reject(requeue=False)
+        self._settle_if2(window, message, False)
 
     async def _register(self, envelope: If2Envelope, properties: dict[str, Any]) -> None:
         """The capability of the message's provider, type and version, once (IP_077)."""

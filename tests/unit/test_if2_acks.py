@@ -1,0 +1,53 @@
+"""The IF2 bridge's batched acknowledgements: an ack never covers a delivery the BI has not accepted."""
+from __future__ import annotations
+
+from interchange.bridges.if2.acks import Ack, AckWindow, Reject
+
+
+def window_of(n: int) -> tuple[AckWindow[str], list[str]]:
+    window: AckWindow[str] = AckWindow()
+    messages = [f"m{i}" for i in range(n)]
+    for message in messages:
+        window.received(message)
+    return window, messages
+
+
+def test_a_contiguous_accepted_run_is_one_multiple_ack() -> None:
+    window, m = window_of(3)
+    for message in m:
+        window.settled(message, True)
+    assert window.flush() == [Ack("m2", True)]
+    assert len(window) == 0
+
+
+def test_a_single_ack_is_not_multiple() -> None:
+    window, m = window_of(2)
+    window.settled(m[0], True)
+    assert window.flush() == [Ack("m0", False)]
+
+
+def test_a_delivery_in_flight_holds_back_the_later_acks() -> None:
+    window, m = window_of(3)
+    window.settled(m[1], True)
+    window.settled(m[2], True)
+    assert window.flush() == []  # m0 still in flight: an ack of m2 (multiple) would cover it
+    window.settled(m[0], True)
+    assert window.flush() == [Ack("m2", True)]
+
+
+def test_a_refused_delivery_is_rejected_alone_between_acks() -> None:
+    window, m = window_of(4)
+    for message, accepted in zip(m, (True, False, True, True)):
+        window.settled(message, accepted)
+    assert window.flush() == [Ack("m0", False), Reject("m1"), Ack("m3", True)]
+
+
+def test_settlements_after_a_flush_continue_from_there() -> None:
+    window, m = window_of(3)
+    window.settled(m[0], True)
+    assert window.flush() == [Ack("m0", False)]
+    window.settled(m[2], False)
+    assert window.flush() == []
+    window.settled(m[1], True)
+    assert window.flush() == [Ack("m1", False), Reject("m2")]
+    assert window.flush() == []
