@@ -61,8 +61,8 @@ def build_registry(limits: Limits = TEST_LIMITS) -> tuple[ServiceRegistry, dict[
     return registry, accounts
 
 
-async def start_sim(sim_pki: TestPki) -> Sim:
-    registry, accounts = build_registry()
+async def start_sim(sim_pki: TestPki, limits: Limits = TEST_LIMITS) -> Sim:
+    registry, accounts = build_registry(limits)
     server = sim_pki.servers[SIM_HOST]
     service = StreamingServiceSimulator(
         registry, stream_tls=streaming_server_context(server.chain, server.key),

@@ -21,13 +21,16 @@ from interchange.app.cli import main
 from interchange.app.config import NodeConfig
 from interchange.app.node import RunningNode
 from interchange.bridges.tlex.config import DEFAULT_REPETITION_MS, ControllerConfig, TlexBridgeConfig
-from interchange.bridges.tlex.controllers import ControllerSpec, FakeController
+from interchange.bridges.tlex.codec import Payload
+from interchange.bridges.tlex.controllers import ControllerSpec, FakeController, PayloadFactory
 from interchange.bridges.tlex.limits import batches
-from interchange.bridges.tlex.payloads import PayloadTypes, kind_of, stand_in
+from interchange.bridges.tlex.payloads import DEFAULT_TYPES, PayloadTypes, kind_of, stand_in
 from interchange.bridges.tlex.publication import BiMessage, tile
+from interchange.bridges.tlex.service import Limits
+from interchange.bridges.tlex.stream import read_now
 from interchange.testing.broker_harness import complete_records
 from interchange.testing.ii_harness import Consumer, Https, node_config, publish, start, wait_for
-from interchange.testing.tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, start_virtual_sim, up
+from interchange.testing.tlex_harness import DOMAIN, SIM_HOST, TLCS, Sim, start_sim, start_virtual_sim, up
 
 NODE = "a.interchange.test"
 BRIDGE, ACTOR = "tlex-bridge", "actor-a"
@@ -543,6 +546,105 @@ async def test_a_payload_too_large_for_the_broker_is_refused_before_sending(sim:
                 await controller.stop()
             await https.close()
             await node.close()
+
+
+POISON_SMALL, POISON_AT = 5000, 2500  #: small SPATEMs sent, and where among them the oversize one goes
+
+
+def receive_all(consumer: Consumer, count: int, quiet_s: float) -> list[Message]:
+    """``count`` messages (fewer if one takes longer than WAIT_S), then any more within ``quiet_s``."""
+    got: list[Message] = []
+    while len(got) < count and (message := consumer.receive()) is not None:
+        got.append(message)
+    while (extra := consumer.receive(quiet_s)) is not None:
+        got.append(extra)
+    return got
+
+
+@pytest.mark.parametrize("bi_door", ["in-process", "amqps"])
+async def test_one_oversize_payload_among_5000_is_refused_once_and_the_rest_flow(
+        sim_pki: TestPki, pki: TestPki, tmp_path: Path, bi_door: str) -> None:
+    """A poison payload: two controllers stream 5,000 small SPATEMs after their MAPEMs, and one SPATEM
+    of 3,000 bytes among them, to a node taking at most 2,048 (its max-message-size). Every small one
+    reaches the actor once, in each controller's order; the big one is refused once, before sending
+    (counted, logged and in the metrics with the reason); neither the BI connection nor a TLEX session
+    is made again (no reconnect loop)."""
+    sim = await start_sim(sim_pki, Limits(payload_rate=100_000, throughput_kb=100_000))  # a burst, not a rate test
+    config = bridged_config(sim, pki, tmp_path, bi_door=bi_door,  # a 60 s SPATEM TTL: a slow consumer loses none
+                            repetition_ms={**DEFAULT_REPETITION_MS, "SPATEM": 50_000})
+    config = config.model_copy(update={"broker": config.broker.model_copy(update={
+        "limits": config.broker.limits.model_copy(update={"max_message_size": 2048})})})
+    node = await start(config)
+    https = Https(pki, ACTOR, node)
+    controllers: list[FakeController] = []
+    consumer = None
+    try:
+        assert node.tlex is not None and node.tlex.supervisor is not None
+        bridge, counters = node.tlex, node.tlex.counters
+        source = await subscribe(https, "messageType IN ('SPATEM', 'MAPEM')")
+        consumer = await asyncio.to_thread(Consumer, pki, ACTOR, node.amqps_port, NODE, source)
+        expected: dict[str, list[bytes]] = {}
+        sent_maps: dict[str, list[bytes]] = {}
+
+        def maps_of(tlc: str, station: int) -> PayloadFactory:
+            def make(kind: str, intersection: str, seq: int) -> bytes:
+                data = stand_in(kind, station, intersection, seq)
+                sent_maps.setdefault(tlc, []).append(data)
+                return data
+            return make
+
+        async with sim.api(sim.tlc_system) as tlc_api:
+            for i, ctl in enumerate(CONTROLLERS):  # no SPATEM of their own: their MAPEMs when the session is up
+                controllers.append(FakeController(
+                    ControllerSpec(ctl.tlc_id, ctl.intersections, 100 + i), tlc_api, domain=DOMAIN,
+                    stream_ssl=sim.stream_ssl(), spatem_hz=0, mapem_interval=3600, server_hostname=SIM_HOST,
+                    factory=maps_of(ctl.tlc_id, 100 + i)))
+                controllers[-1].start()
+            await wait_for(lambda: all(counters.tlc(c.tlc_id).published == len(c.intersections) for c in CONTROLLERS),
+                           "both controllers' MAPEMs published")
+            for ctl in CONTROLLERS:
+                expected[ctl.tlc_id] = list(sent_maps[ctl.tlc_id])
+            spatem = DEFAULT_TYPES.by_kind["SPATEM"]
+            for n in range(POISON_SMALL + 1):
+                i = n % 2
+                ctl = CONTROLLERS[i]
+                intersection = ctl.intersections[(n // 2) % len(ctl.intersections)]
+                data = stand_in("SPATEM", 100 + i, intersection, n, 3000 if n == POISON_AT else None)
+                assert controllers[i].supervisor.send(Payload(spatem, read_now().utc_ms, data)) is None
+                if n != POISON_AT:
+                    expected[ctl.tlc_id].append(data)
+                if n % 100 == 99:
+                    await asyncio.sleep(0.005)  # bursts of 100, as a service's reads would hand them on
+            total = sum(len(bodies) for bodies in expected.values())
+            assert total == POISON_SMALL + 3  # and the 3 MAPEMs
+            got = await asyncio.to_thread(receive_all, consumer, total, 1.0)
+        for ctl in CONTROLLERS:  # each small one once, in the order its controller sent it
+            mine = [bytes(m.body) for m in got if m.properties["publicationId"].startswith(f"NL00001:{ctl.tlc_id}-")]
+            assert len(mine) == len(expected[ctl.tlc_id]) and mine == expected[ctl.tlc_id], ctl.tlc_id
+        assert len(got) == total
+        assert counters.tlc(TLCS[0]).refused == 1 and counters.tlc(TLCS[1]).refused == 0
+        assert counters.dropped.get("refused") == 1 and counters.queue_dropped_total == 0
+        assert [counters.tlc(c.tlc_id).published for c in CONTROLLERS] == [len(expected[c.tlc_id]) for c in CONTROLLERS]
+        records = complete_records(tmp_path / "node" / "node.log")
+        [refused] = [r for r in records if r["event"] == "tlex_message_refused"]
+        assert refused["details"]["tlc"] == TLCS[0] and refused["details"]["message_type"] == "SPATEM"
+        assert refused["details"]["count"] == 1 and refused["details"]["spatems_wait"] is False
+        assert refused["details"]["reason"].endswith("the broker takes at most 2048 (its max-message-size)")
+        assert node.metrics is not None
+        assert f'tlex_tlc_refused_total{{tlc="{TLCS[0]}"}} 1.0' in generate_latest(node.metrics).decode()
+        # no reconnect loop: one BI connection, its link never closed, one TLEX session each
+        assert counters.amqp_connects == 1 and bridge.outbound.retried == 0
+        assert not [r for r in records if r["event"] in ("tlex_amqp_link_closed", "tlex_amqp_failed")]
+        assert bridge.supervisor is not None and bridge.supervisor.stats.sessions == 1
+        assert [c.supervisor.stats.sessions for c in controllers] == [1, 1]
+    finally:
+        for controller in controllers:
+            await controller.stop()
+        if consumer is not None:
+            await asyncio.to_thread(consumer.close)
+        await https.close()
+        await node.close()
+        await sim.service.close()
 
 
 async def test_a_node_pointed_at_a_running_simulator_publishes_at_once(pki: TestPki, tmp_path: Path) -> None:
