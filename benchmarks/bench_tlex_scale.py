@@ -2,6 +2,7 @@
 a consumer that are not the bottleneck.
 
     .venv/bin/python benchmarks/bench_tlex_scale.py --controllers 1000           # 10,000 payloads/s
+    .venv/bin/python benchmarks/bench_tlex_scale.py --controllers 1000 --multiplex 100   # via 10 TLC sessions
     .venv/bin/python benchmarks/bench_tlex_scale.py --controllers 100 --profile prof.txt
 
 Three processes besides this one: the generator (``benchmarks/tlex_loadgen.py``: a streaming
@@ -169,7 +170,8 @@ async def run(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-tlex-scale-"))
     gen = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "tlex_loadgen.py"), "--dir", str(tmp / "sim"),
                             "--controllers", str(args.controllers), "--hz", str(args.hz), "--phase", args.phase,
-                            "--mapem-interval", str(args.mapem_interval), "--tick-ms", str(args.tick_ms)],
+                            "--mapem-interval", str(args.mapem_interval), "--tick-ms", str(args.tick_ms),
+                            "--multiplex", str(args.multiplex)],
                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert gen.stdout is not None
@@ -234,6 +236,8 @@ def main() -> None:
     parser.add_argument("--variants", default="in-process/30", help=(
         "bridged phases, same run, comma-separated <bi_door>/<mapem_store_interval_s>: e.g. amqps/0,in-process/30 "
         "(the bridge before and after its in-process door and MAPEM store interval)"))
+    parser.add_argument("--multiplex", type=int, default=0, metavar="N", help=(
+        "the controllers in TLC multiplex sessions of N identifiers, routed by the service (0: the service plays them)"))
     parser.add_argument("--rounds", type=int, default=1, help="the variants this many times, interleaved")
     parser.add_argument("--peer-only", action="store_true", help="no node: the generator's limits against the peer")
     parser.add_argument("--json", help="write the raw results here")

@@ -2,6 +2,7 @@
 and writes their payloads to the Broker session from pre-encoded frames.
 
     .venv/bin/python benchmarks/tlex_loadgen.py --dir DIR --controllers 1000 --hz 10 [--phase aligned]
+    .venv/bin/python benchmarks/tlex_loadgen.py --dir DIR --controllers 1000 --multiplex 100
 
 The service side is the project's simulator (:class:`~interchange.bridges.tlex.simulator.
 StreamingServiceSimulator`: REST, session tokens, TLS 1.2 listener, keep-alives); only the
@@ -18,6 +19,14 @@ The stamp is the payload's *scheduled* time on that grid, not the time it was wr
 generator shows up as latency (coordinated omission avoided), and the generator reports its own
 lag (write time - scheduled time) and CPU per payload, so a run says whether it was the bottleneck.
 
+Where the payloads enter the service: by default the service plays the controllers itself and the
+frames go straight to the Broker session; with ``--multiplex N`` the controllers are grouped N per
+TLC multiplex session (TLEX 6.3.3.2, session type "TLC", TCPStreaming_Multiplex, datagram 0x05),
+opened over REST and TLS like a real controller's, and the service routes what they send to the
+Broker sessions: the path a deployment with multiplexing controllers takes. The service then writes
+what one loop turn routed to a session in one write (one TLS record), as a service under load
+coalesces; one record per payload would make the generator, not the node, the bottleneck.
+
 Writes ``DIR/sim.json`` (what a bridge needs, as ``interchange tlex-sim`` does), prints one line
 when ready, and on SIGTERM/SIGINT (or after ``--duration``) a JSON line with its figures.
 """
@@ -32,6 +41,7 @@ import resource
 import secrets
 import signal
 import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +49,15 @@ from typing import Any
 
 from certs import create_test_pki
 from certs.keys import KeySpec
-from certs.tls import streaming_server_context, web_server_context
+from certs.tls import streaming_client_context, streaming_server_context, web_client_context, web_server_context
 from interchange.bridges.tlex.codec import Payload, encode
 from interchange.bridges.tlex.controllers import controller_phase
 from interchange.bridges.tlex.payloads import MESSAGE_IDS, stamped
-from interchange.bridges.tlex.service import Limits, ServiceRegistry
-from interchange.bridges.tlex.session import Send
+from interchange.bridges.tlex.rest import StreamingServiceClient, session_request
+from interchange.bridges.tlex.service import Limits, Route, ServiceRegistry
+from interchange.bridges.tlex.session import Send, SessionClosed
 from interchange.bridges.tlex.simulator import StreamingServiceSimulator
+from interchange.bridges.tlex.stream import SessionSupervisor, read_now
 
 SERVICE_NAME = "tlex-sim.test"
 DOMAIN = "c-roads"
@@ -68,6 +80,7 @@ class Controller:
     phase: float
     spatem: bytes
     mapem: bytes
+    group: int = 0  #: the session the controller's frames are written to
     sequence: int = 0
     next_map: float = 0.0
 
@@ -124,7 +137,7 @@ class Generator:
         self.figures.sent[kind] += 1
 
     async def run(self, write: Any) -> None:
-        """``write(bytes)`` until cancelled or the session ends: MAPEMs first, then the SPATEM grid."""
+        """``write(group, bytes)`` until cancelled or a session ends: MAPEMs first, then the SPATEM grid."""
         with contextlib.suppress(SessionGone):
             await self._run(write)
 
@@ -134,20 +147,19 @@ class Generator:
         figures = self.figures
         if not figures.wall0:  # the figures cover every session from the first one on
             figures.cpu0, figures.wall0 = _cpu(), time.monotonic()
-        out = bytearray()
+        outs: dict[int, bytearray] = {}
         now = loop.time()
         for controller in self.controllers:  # IP_104: every controller's MAPEM before its SPATEMs
-            self._payload(out, controller, "MAPEM", now, wall_offset)
+            self._payload(outs.setdefault(controller.group, bytearray()), controller, "MAPEM", now, wall_offset)
             controller.next_map = now + self.mapem_interval
-        write(bytes(out))
-        figures.writes += 1
+        self._write_all(write, outs)
         phases = [c.phase for c in self.controllers]
         cycle = math.floor(now / self.period) + 1
         index = 0
         while True:
             await asyncio.sleep(self.tick_s)
             now = loop.time()
-            out = bytearray()
+            outs = {}
             oldest = None
             while True:
                 if index == len(phases):
@@ -156,17 +168,24 @@ class Generator:
                 if due > now:
                     break
                 controller = self.controllers[index]
+                out = outs.get(controller.group)
+                if out is None:
+                    out = outs[controller.group] = bytearray()
                 if due >= controller.next_map:
                     self._payload(out, controller, "MAPEM", due, wall_offset)
                     controller.next_map = due + self.mapem_interval
                 self._payload(out, controller, "SPATEM", due, wall_offset)
                 oldest = due if oldest is None else oldest
                 index += 1
-            if out:
-                write(bytes(out))
-                figures.writes += 1
+            if outs:
+                self._write_all(write, outs)
                 assert oldest is not None
                 figures.lags_us.append(int((loop.time() - oldest) * 1e6))
+
+    def _write_all(self, write: Any, outs: dict[int, bytearray]) -> None:
+        for group, out in outs.items():
+            write(group, bytes(out))
+            self.figures.writes += 1
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -181,8 +200,9 @@ async def serve(args: argparse.Namespace) -> None:
     tlcs = [tlc_id(i) for i in range(args.controllers)]
     for tlc in tlcs:
         registry.register_tlc(operator, tlc, DOMAIN)
-    registry.play(DOMAIN, tlcs)
-    service = StreamingServiceSimulator(registry, stream_tls=streaming_server_context(server.chain, server.key),
+    if not args.multiplex:
+        registry.play(DOMAIN, tlcs)
+    service = CoalescingService(registry, stream_tls=streaming_server_context(server.chain, server.key),
                                         api_tls=web_server_context(server.chain, server.key))
     await service.start()
     intersections = {tlc: f"5-{100 + i}" for i, tlc in enumerate(tlcs)}
@@ -193,15 +213,19 @@ async def serve(args: argparse.Namespace) -> None:
     period = 1.0 / args.hz
     controllers = [Controller(tlc, 1_000_000 + i, controller_phase(tlc, period, args.phase),
                               _template(tlc, 1_000_000 + i, "SPATEM", intersections[tlc]),
-                              _template(tlc, 1_000_000 + i, "MAPEM", intersections[tlc]))
+                              _template(tlc, 1_000_000 + i, "MAPEM", intersections[tlc]),
+                              group=i // args.multiplex if args.multiplex else 0)
                    for i, tlc in enumerate(tlcs)]
     generator = Generator(controllers, args.hz, args.mapem_interval, args.tick_ms / 1e3)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    sessions = TlcSessions(service, operator.authorization, pki.trust_bundle, tlcs, args.multiplex)
+    await sessions.start()
+    via = f"{len(sessions.supervisors)} TLC multiplex sessions" if args.multiplex else "played by the service"
     print(f"tlex-loadgen: REST {service.api_url}, {args.controllers} controllers x {args.hz:g} Hz "
-          f"({args.phase}), facts in {directory / 'sim.json'}", flush=True)
+          f"({args.phase}, {via}), facts in {directory / 'sim.json'}", flush=True)
     task: asyncio.Task | None = None
     try:
         async with asyncio.timeout(args.duration):
@@ -209,7 +233,8 @@ async def serve(args: argparse.Namespace) -> None:
                 connection = await _broker_session(service, registry, stop)
                 if connection is None:
                     break
-                task = asyncio.create_task(generator.run(_writer(connection)))
+                write = sessions.writer() if args.multiplex else _writer(connection)
+                task = asyncio.create_task(generator.run(write))
                 while not stop.is_set() and not task.done() and connection.stream.closed is None:
                     await asyncio.sleep(0.05)
                 task.cancel()
@@ -221,14 +246,15 @@ async def serve(args: argparse.Namespace) -> None:
         if task is not None:
             task.cancel()
         print(json.dumps(generator.figures.summary()), flush=True)
+        await sessions.close()
         await service.close()
 
 
 def _writer(connection: Any) -> Any:
-    """Bytes to the session's connection; raises :class:`SessionGone` once it is closing."""
+    """Bytes to the Broker session's connection; raises :class:`SessionGone` once it is closing."""
     pump = connection.pump
 
-    def write(data: bytes) -> None:
+    def write(_group: int, data: bytes) -> None:
         if pump.closed is not None or connection.stream.closed is not None:
             raise SessionGone
         try:
@@ -236,6 +262,92 @@ def _writer(connection: Any) -> Any:
         except (AttributeError, RuntimeError, ConnectionError) as exc:  # the transport went under us
             raise SessionGone from exc
     return write
+
+
+class CoalescingService(StreamingServiceSimulator):
+    """The simulator, relaying each loop turn's payloads to a session in one write (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: dict[str, list[bytes]] = {}
+
+    def _deliver(self, routes: list[Route]) -> None:
+        now = read_now()
+        for route in routes:
+            token = route.token
+            target = self.connections.get(token) if token is not None else None
+            if token is None or target is None or target.pump is None:
+                super()._deliver([route])
+                continue
+            try:
+                actions = target.stream.send_payload(route.payload, now)
+            except SessionClosed:
+                continue
+            frames = self._pending.get(token)
+            if frames is None:
+                if not self._pending:
+                    asyncio.get_running_loop().call_soon(self._flush)
+                frames = self._pending[token] = []
+            frames += [action.data for action in actions if isinstance(action, Send)]
+            self.stats.routed += 1
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        for token, frames in pending.items():
+            target = self.connections.get(token)
+            if target is not None and target.pump is not None and target.pump.closed is None:
+                target.pump.execute([Send(b"".join(frames))])
+
+
+class TlcSessions:
+    """The controllers' TLC multiplex sessions (``--multiplex N``: N identifiers each), kept up by the
+    project's session client; the generator writes its pre-encoded 0x05 frames to their streams."""
+
+    def __init__(self, service: StreamingServiceSimulator, authorization: str, trust: Path, tlcs: list[str],
+                 per_session: int) -> None:
+        self._api = StreamingServiceClient(service.api_url, authorization, ssl_context=web_client_context(trust),
+                                           server_hostname=SERVICE_NAME)
+        groups = [tlcs[i:i + per_session] for i in range(0, len(tlcs), per_session)] if per_session else []
+        self.supervisors = [SessionSupervisor(self._api, session_request(DOMAIN, "multiplex", group),
+                                              stream_ssl=streaming_client_context(trust), on_payload=lambda _p: None,
+                                              server_hostname=SERVICE_NAME, on_event=_refusals)
+                            for group in groups]
+        self._tasks: list[asyncio.Task] = []
+        self._stack = contextlib.AsyncExitStack()
+
+    async def start(self) -> None:
+        if not self.supervisors:
+            return
+        await self._stack.enter_async_context(self._api)
+        self._tasks = [asyncio.create_task(supervisor.run()) for supervisor in self.supervisors]
+        async with asyncio.timeout(30):
+            for supervisor in self.supervisors:
+                await supervisor.connected.wait()
+
+    def writer(self) -> Any:
+        """``write(group, frames)`` to that group's stream; :class:`SessionGone` when it is down."""
+        def write(group: int, data: bytes) -> None:
+            pump = self.supervisors[group]._pump
+            if pump is None or pump.closed is not None:
+                raise SessionGone
+            pump.execute([Send(data)])
+        return write
+
+    async def close(self) -> None:
+        for supervisor in self.supervisors:
+            supervisor.close_stream("load generator stopping")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._stack.aclose()
+
+
+def _refusals(name: str, fields: dict) -> None:
+    """A TLC session that cannot be set up is said on stderr (the run would wait for it)."""
+    if name in ("session_refused", "stream_connect_failed"):
+        print(f"tlex-loadgen: TLC session {name}: {fields.get('error')}", file=sys.stderr, flush=True)
 
 
 class SessionGone(Exception):
@@ -262,9 +374,11 @@ def main() -> None:
     parser.add_argument("--mapem-interval", type=float, default=2.0, help="seconds between a controller's MAPEMs")
     parser.add_argument("--tick-ms", type=float, default=1.0, help="the generator's write interval")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    parser.add_argument("--multiplex", type=int, default=0, metavar="N",
+                        help="controllers in TLC multiplex sessions of N identifiers (0: played by the service)")
     args = parser.parse_args()
-    if args.controllers < 1 or args.controllers > 9999 or args.hz <= 0:
-        parser.error("--controllers must be 1..9999 and --hz positive")
+    if args.controllers < 1 or args.controllers > 9999 or args.hz <= 0 or args.multiplex < 0:
+        parser.error("--controllers must be 1..9999, --hz positive and --multiplex not negative")
     asyncio.run(serve(args))
 
 
