@@ -44,7 +44,7 @@ from interchange.testing.rabbitmq import RabbitMQ
 async def node(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path) -> AsyncIterator[RunningNode]:
     running = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, republish_interval_s=1.0))
     try:
-        await wait_for(lambda: running.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await wait_for(lambda: running.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
         yield running
     finally:
         await running.close()
@@ -62,7 +62,7 @@ async def test_if2_publisher_to_croads_consumer_through_the_door(
     broker's in-process door (not the AMQPS sender)."""
     node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, bi_door="in-process"))
     try:
-        await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
         await if2_denm_to_croads(if2_pki, node, backoffice)
         publisher = node.if2.bi._publisher
         assert publisher is not None and (publisher.sent, publisher.accepted) == (1, 1)
@@ -185,7 +185,7 @@ async def test_nothing_loops_between_if2_and_croads(if2_pki: TestPki, backoffice
     node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, imports={"DENM": ["#"]},
                                           exports={"DENM": ["#"]}))
     try:
-        await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
         await backoffice.bind("DENM")
         await backoffice.send("DENM", DENM_KEY, b"from-if2")
         assert (await backoffice.next()).body == b"from-if2"  # the back-office's own copy
@@ -237,9 +237,9 @@ async def test_rabbitmq_restart_is_recovered(if2_pki: TestPki, node: RunningNode
     """RabbitMQ stops and starts again: the bridge reconnects, declares its queues again (Table 3) and both
     directions work; durable exchanges (Table 2) survived."""
     await asyncio.to_thread(rabbitmq_if2.stop)
-    await wait_for(lambda: not node.if2._rabbit_up.is_set(), "the bridge to notice")
+    await wait_for(lambda: not node.if2.rabbitmq_connected, "the bridge to notice")
     await asyncio.to_thread(rabbitmq_if2.start)
-    await wait_for(lambda: node.if2._rabbit_up.is_set(), "the bridge to reconnect", timeout=30.0)
+    await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to reconnect", timeout=30.0)
     backoffice = await connect_backoffice()
     consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
     try:
@@ -329,7 +329,7 @@ async def test_neighbours_discover_what_arrives_from_if2(if2_pki: TestPki, rabbi
     node_a = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path / "a", ii_port=a_port))
     https = Https(if2_pki, CROADS_ACTOR, node_b)
     try:
-        await wait_for(lambda: node_a.if2._rabbit_up.is_set(), "the bridge to connect to RabbitMQ")
+        await wait_for(lambda: node_a.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
         await backoffice.send("DENM", DENM_KEY, b"seen-by-neighbours")
 
         async def announced() -> bool:

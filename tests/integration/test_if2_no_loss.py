@@ -80,13 +80,16 @@ async def test_nothing_is_acknowledged_at_rabbitmq_before_the_bi_accepted_it(
     as unacknowledged; once the BI answers, all arrive and none is left unacknowledged. The queue is
     Table 3's, with the dead-letter exchange of the bridge's config."""
     gate = asyncio.Event()
-    send = BiLink.send
+    submit = BiLink.submit
 
-    async def held(self: BiLink, raw: bytes) -> Outcome:
-        await gate.wait()
-        return await send(self, raw)
+    def held(self: BiLink, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
+        async def later() -> None:
+            await gate.wait()
+            submit(self, raw, on_outcome)
+        waiting.add(asyncio.ensure_future(later()))
 
-    monkeypatch.setattr(BiLink, "send", held)
+    waiting: set[asyncio.Future[None]] = set()
+    monkeypatch.setattr(BiLink, "submit", held)
     vhost, count = "if2-acks", 40
     node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost, dead_letter_exchange="if2.dead-letter")
     office = await connect_backoffice(vhost)

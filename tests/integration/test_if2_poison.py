@@ -166,12 +166,12 @@ def _ignores_the_bi_limit(monkeypatch: pytest.MonkeyPatch) -> None:
 def _sends_refusals_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection: the bridge takes every refusal for a passing failure, so it tries the message
     again until it gives up (dead-lettered all the same, but counted as given up, not refused)."""
-    send = BiLink.send
+    submit = BiLink.submit
 
-    async def transient(self: BiLink, raw: bytes) -> Outcome:
-        return replace(await send(self, raw), final=False)
+    def transient(self: BiLink, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
+        submit(self, raw, lambda outcome: on_outcome(replace(outcome, final=False)))
 
-    monkeypatch.setattr(BiLink, "send", transient)
+    monkeypatch.setattr(BiLink, "submit", transient)
 
 
 SMALL = 300  #: the broken variants' stream (the conforming run sends 5,000)

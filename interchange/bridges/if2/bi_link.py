@@ -24,6 +24,8 @@ from interchange.ground.timing import backoff_s
 
 __all__ = ["BiLink"]
 
+_DOOR_ACCEPTED = Outcome(True)
+
 EventSink = Callable[[str, str, dict[str, Any]], None]
 
 
@@ -54,6 +56,8 @@ class BiLink:
         #: the broker's in-process door (``bi_door = "in-process"``), this actor's identity at it, the publisher
         self._door, self._identity = door, identity
         self._publisher: LocalPublisher | None = None
+        self._flushing = False  #: a flush of the connection is scheduled for this loop turn
+        self._queued = 0  #: sends waiting in :meth:`send` (for link, credit): later submits queue behind them
 
     @property
     def connected(self) -> bool:
@@ -86,13 +90,24 @@ class BiLink:
             self._receiver = self._connection.open_deferred_receiver(address, on_message, selector, self._credit)
 
     def settle(self, receiver: ReceiverState, delivery: Any, outcome: str | None) -> bool:
-        """Settle a delivery of ``receiver``; False when its link or connection is gone (the source
-        kept the message and gives it out again)."""
+        """Settle a delivery of ``receiver`` (written with the others of this loop turn); False when its
+        link or connection is gone (the source kept the message and gives it out again)."""
         connection = self._connection
         if connection is None or receiver is not self._receiver or receiver.closed or connection.engine.closed:
             return False
-        connection.settle(receiver, delivery, outcome)
+        connection.engine.settle(receiver, delivery, outcome)
+        self._flush_soon()
         return True
+
+    def _flush_soon(self) -> None:
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = False
+        if self._connection is not None:
+            self._connection.flush()
 
     @property
     def receiver(self) -> ReceiverState | None:
@@ -105,6 +120,47 @@ class BiLink:
         limits = [limit for limit in (sender.max_message_size if sender is not None else None,
                                       self.size_limit.limit) if limit is not None]
         return min(limits) if limits else None
+
+    def submit(self, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
+        """One attempt, as :meth:`send`, answered through ``on_outcome``: through the door or on the
+        link at once when it can take the message now (no task, no future), else by :meth:`send`."""
+        publisher = self._door_publisher()
+        if publisher is not None:
+            publisher.publish(raw, lambda outcome: on_outcome(_DOOR_ACCEPTED if outcome.accepted else
+                                                              Outcome(False, outcome.error, final=outcome.final)))
+            return
+        connection, sender = self._connection, self._sender
+        if (self._queued or connection is None or sender is None or not self._up.is_set() or sender.credit <= 0
+                or connection.engine.closed):
+            asyncio.ensure_future(self._send_later(raw, on_outcome))
+            return
+        if (too_big := self.size_limit.refuse(len(raw))) is not None:
+            on_outcome(Outcome(False, too_big, final=True))
+            return
+        if (limit := sender.max_message_size) is not None and len(raw) > limit:
+            on_outcome(Outcome(False, f"not sent: amqp:link:message-size-exceeded: {len(raw)} bytes, over the "
+                                      f"peer's max-message-size of {limit}", final=True))
+            return
+        flight, token = self._flight, object()
+        flight[token] = len(raw)
+        connection.engine.send(sender, raw, lambda outcome: on_outcome(self._answered(flight, token, outcome)))
+        self._flush_soon()
+
+    async def _send_later(self, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
+        self._queued += 1
+        try:
+            outcome = await self.send(raw)
+        finally:
+            self._queued -= 1
+        on_outcome(outcome)
+
+    def _answered(self, flight: dict[object, int], token: object, outcome: Outcome) -> Outcome:
+        """Bookkeeping of one answered message on the link (what :class:`SizeLimit` learns from)."""
+        if outcome.accepted or outcome.final or (outcome.error or "").startswith(("released", "modified")):
+            flight.pop(token, None)
+        elif SIZE_EXCEEDED in (outcome.error or "") and flight:
+            self.size_limit.learn(max(flight.values()))
+        return outcome
 
     async def send(self, raw: bytes) -> Outcome:
         """One attempt: wait until the link is up, send, and return the BI's outcome (not accepted
@@ -123,12 +179,7 @@ class BiLink:
             return Outcome(False, too_big, final=True)
         flight, token = self._flight, object()
         flight[token] = len(raw)
-        outcome = await connection.publish(sender, raw)
-        if outcome.accepted or outcome.final or (outcome.error or "").startswith(("released", "modified")):
-            flight.pop(token, None)
-        elif SIZE_EXCEEDED in (outcome.error or "") and flight:
-            self.size_limit.learn(max(flight.values()))
-        return outcome
+        return self._answered(flight, token, await connection.publish(sender, raw))
 
     def _door_publisher(self) -> LocalPublisher | None:
         """The door's publisher on the current target (opened again after the broker closed it)."""

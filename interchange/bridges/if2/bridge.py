@@ -18,12 +18,9 @@ import functools
 import hashlib
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-import aio_pika
-from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractConnection, AbstractIncomingMessage
 from proton import Message
 
 from certs.tls import TlsFiles, client_context
@@ -31,8 +28,8 @@ from ii_api.wire.models import Capability
 from interchange.actor.areas import Tiles
 from interchange.actor.capabilities import build_capability
 from interchange.actor.errors import ActorError
-from interchange.bridges.if2.acks import Ack, AckWindow
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
+from interchange.bridges.if2.amqp091 import Delivery
 from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config
@@ -46,10 +43,10 @@ from interchange.bridges.if2.keys import (
     if2_envelope,
     table4_headers,
 )
+from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
-from interchange.broker.client import RELEASE
+from interchange.broker.client import RELEASE, Outcome, ReceiverState
 from interchange.broker.local_door import Door
-from interchange.ground.timing import backoff_s
 
 __all__ = ["If2Bridge", "NodeView"]
 
@@ -78,7 +75,7 @@ class If2Bridge:
         self.providers = config.provider_table()
         files = TlsFiles(cert_chain=config.tls.cert_chain, key=config.tls.key, trust_bundle=config.tls.trust_bundle)
         self._node_context = client_context(files)
-        self._rabbit_context = client_context(files, server_name=config.server_name) if config.server_name \
+        rabbit_context = client_context(files, server_name=config.server_name) if config.server_name \
             else client_context(files)
         self.api = ActorApi(node.ii_url, node.name, config.tls.cert_chain, config.tls.key, config.tls.trust_bundle)
         self.bi = BiLink(node.bi_host, node.bi_port, node.name, self._node_context, f"if2-bridge-{config.actor}",
@@ -90,14 +87,13 @@ class If2Bridge:
         self._registered: set[str] = set()
         self._register_lock = asyncio.Lock()
         self._delivery_known = False
-        self._exchanges: dict[str, AbstractExchange] = {}
-        self._rabbit_up = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        #: one task per message in flight: unsettled BI deliveries, unacknowledged IF2 deliveries (each
-        #: at most `prefetch`)
-        self._flows: set[asyncio.Task[None]] = set()
-        self._acking: set[AckWindow[AbstractIncomingMessage]] = set()  #: windows with an ack sender running
-        self._connection: AbstractConnection | None = None
+        self.rabbit = RabbitLink(config, rabbit_context, event, self._on_if2)
+        self._loops: list[asyncio.Task[None]] = []
+        #: the few messages that wait (a capability's first registration, a copy being published,
+        #: RabbitMQ down); every other message is handled as it is read, without a task
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
+        self._closing = False
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
         self.counts = {"imported": 0, "import_refused": 0, "import_expired": 0, "import_gave_up": 0, "exported": 0,
                        "export_refused": 0, "republished": 0, "capabilities_withdrawn": 0, "bi_retried": 0,
@@ -109,7 +105,7 @@ class If2Bridge:
     # ------------------------------------------------------------------ what metrics read (If2View)
     @property
     def rabbitmq_connected(self) -> bool:
-        return self._rabbit_up.is_set()
+        return self.rabbit.up.is_set()
 
     @property
     def bi_connected(self) -> bool:
@@ -117,7 +113,9 @@ class If2Bridge:
 
     @property
     def in_flight(self) -> int:
-        return len(self._flows)
+        """IF2 deliveries not acknowledged yet, and BI deliveries whose publish is not confirmed."""
+        session = self.rabbit.session
+        return (len(session.window) if session is not None else 0) + self._exporting
 
     @property
     def capabilities_registered(self) -> int:
@@ -139,10 +137,10 @@ class If2Bridge:
         except ActorApiError as exc:
             raise ValueError(f"the IF2 bridge could not set up at the node: {exc}") from None
         self.bi.start()
-        self._tasks = [asyncio.create_task(self._rabbit_loop(), name="if2-rabbitmq"),
-                       asyncio.create_task(self._republish_loop(), name="if2-republish")]
+        self.rabbit.start()
+        self._loops = [asyncio.create_task(self._republish_loop(), name="if2-republish")]
         if self.config.capability_idle_s is not None:
-            self._tasks.append(asyncio.create_task(self._withdraw_loop(self.config.capability_idle_s),
+            self._loops.append(asyncio.create_task(self._withdraw_loop(self.config.capability_idle_s),
                                                    name="if2-withdraw"))
 
     async def _setup(self) -> None:
@@ -159,14 +157,14 @@ class If2Bridge:
             self.bi.set_source(subscription.endpoints[0].source, None, self._on_croads)
 
     async def close(self) -> None:
-        for task in (*self._tasks, *self._flows):
+        self._closing = True
+        tasks = (*self._loops, *self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in (*self._tasks, *self._flows):
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._connection is not None:
-            with contextlib.suppress(Exception):
-                await self._connection.close()
+        await self.rabbit.close()
         await self.bi.close()
         await self.api.close()
 
@@ -175,154 +173,80 @@ class If2Bridge:
             self.bi.set_target(delivery.endpoints[0].target)
             self._delivery_known = True
 
-    # ------------------------------------------------------------------ RabbitMQ
-    def _url(self) -> str:
-        if self.config.auth == "external":
-            return self.config.url + ("&" if "?" in self.config.url else "?") + "auth=external"
-        return self.config.url
-
-    async def _rabbit_loop(self) -> None:
-        failures = 0  # sessions lost since one ended normally
-        while True:
-            error: BaseException | None = None
-            try:
-                await self._rabbit_session()
-                failures = 0
-            except (OSError, ConnectionError, asyncio.TimeoutError, aio_pika.exceptions.AMQPError) as exc:
-                error = exc
-            failures += 1
-            delay = backoff_s(failures, self.config.reconnect_min_s, self.config.reconnect_max_s)
-            if error is not None:
-                self._event("warning", "if2_rabbitmq_lost", {"error": repr(error), "retry_s": delay})
-            self._rabbit_up.clear()
-            self._exchanges = {}
-            await asyncio.sleep(delay)
-
-    async def _rabbit_session(self) -> None:
-        """One connection: exchanges, queues and consumers as IF2 6.2/6.3 say; returns when it closes."""
-        kwargs: dict[str, Any] = {"ssl_context": self._rabbit_context} if self.config.url.startswith("amqps") else {}
-        if self.config.auth == "plain":
-            kwargs.update(login=self.config.username, password=self.config.password)
-        connection = await aio_pika.connect(self._url(), timeout=10, **kwargs)
-        self._connection = connection
-        closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def on_close(*_: Any) -> None:
-            if not closed.done():
-                closed.set_result(None)
-
-        connection.close_callbacks.add(on_close)
-        async with connection:
-            publish_channel = await connection.channel(publisher_confirms=True)
-            for name in {*self.config.exports, *self.config.imports}:
-                self._exchanges[name] = await publish_channel.declare_exchange(
-                    name, aio_pika.ExchangeType.TOPIC, durable=True, auto_delete=False)  # Table 2
-            consume_channel = await connection.channel()
-            await consume_channel.set_qos(prefetch_count=self.config.prefetch)
-            window: AckWindow[AbstractIncomingMessage] = AckWindow()  # delivery tags are the channel's
-            for name, keys in self.config.imports.items():
-                await self._consume(consume_channel, name, keys, window)
-            self._rabbit_up.set()
-            self._event("info", "if2_rabbitmq_connected", {"imports": sorted(self.config.imports),
-                                                           "exports": sorted(self.config.exports)})
-            await closed
-
-    async def _consume(self, channel: AbstractChannel, exchange: str, keys: list[str],
-                       window: AckWindow[AbstractIncomingMessage]) -> None:
-        arguments: dict[str, Any] = {"x-max-length": self.config.queue_max_length,
-                                     "x-message-ttl": self.config.queue_message_ttl_ms}
-        if self.config.dead_letter_exchange is not None:
-            arguments["x-dead-letter-exchange"] = self.config.dead_letter_exchange
-        queue = await channel.declare_queue("", exclusive=True, durable=False, auto_delete=True,
-                                            arguments=arguments)
-        for key in keys:
-            await queue.bind(exchange, routing_key=key)
-        await queue.consume(functools.partial(self._on_if2, window), no_ack=False)
-
     # ------------------------------------------------------------------ IF2 -> C-Roads
-    async def _on_if2(self, window: AckWindow[AbstractIncomingMessage], message: AbstractIncomingMessage) -> None:
-        """One task per delivery (at most ``prefetch`` unacknowledged), so the BI round trips overlap;
-        they start in delivery order and send at once in the common case, which keeps the order."""
-        window.received(message)
-        task = asyncio.get_running_loop().create_task(self._import(message, window))
-        self._flows.add(task)
-        task.add_done_callback(self._flows.discard)
-
-    def _settle_if2(self, window: AckWindow[AbstractIncomingMessage], message: AbstractIncomingMessage,
-                    accepted: bool) -> None:
-        """Acked (accepted) or rejected without requeue, batched: :mod:`.acks`; one sender per window."""
-        window.settled(message, accepted)
-        if window not in self._acking:
-            self._acking.add(window)
-            task = asyncio.get_running_loop().create_task(self._send_acks(window))
-            self._flows.add(task)
-            task.add_done_callback(self._flows.discard)
-
-    async def _send_acks(self, window: AckWindow[AbstractIncomingMessage]) -> None:
-        """Sends what the window allows, in order, until nothing is left (settlements made meanwhile
-        join the next round); a closed channel ends it: RabbitMQ redelivers the unacknowledged."""
-        try:
-            await asyncio.sleep(0)  # the settlements of this loop turn join one ack
-            while actions := window.flush():
-                for action in actions:
-                    if isinstance(action, Ack):
-                        await action.message.ack(multiple=action.multiple)
-                    else:
-                        await action.message.reject(requeue=False)
-        except (aio_pika.exceptions.AMQPError, ConnectionError, RuntimeError) as exc:
-            self._event("warning", "if2_ack_failed", {"error": repr(exc)})
-        finally:
-            self._acking.discard(window)
-
-    async def _import(self, message: AbstractIncomingMessage, window: AckWindow[AbstractIncomingMessage]) -> None:
-        """Map, register, send to the BI (:meth:`_deliver`); ack once accepted, else reject without requeue."""
-        if message.app_id == self.app_id:  # what we exported ourselves
-            self._settle_if2(window, message, True)
+    def _on_if2(self, session: Session, delivery: Delivery) -> None:
+        """Each delivery as it is read: mapped and sent to the BI at once when its capability is
+        registered (no task: the BI's answer settles it, :meth:`_answered`), in delivery order;
+        a message of a capability not registered yet waits for its registration in a task."""
+        properties = delivery.properties
+        if properties.app_id == self.app_id:  # what we exported ourselves
+            session.settle(delivery, True)
             return
         taken = time.monotonic()
-        expiration = message.properties.expiration
         try:
-            ttl = int(expiration) if expiration is not None else None
-            envelope = envelope_of(message.routing_key or "", ttl, message.headers)
-            if envelope.key.message_type != message.exchange:
-                raise If2KeyError(f"a {envelope.key.message_type} key on exchange {message.exchange} (IF2 6.2: "
-                                  "the exchange is named after the message type)")
-            properties = croads_properties(envelope, self.providers,
-                                           self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
-            await self._register(envelope, properties)
-        except (If2KeyError, ValueError, ActorApiError) as exc:
-            self._refuse(message, window, Decision(Fate.REFUSE, str(exc)))
+            envelope, croads = self._map(delivery)
+        except (If2KeyError, ValueError) as exc:
+            self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
             return
-        decision = await self._deliver(properties, message.body, envelope.ttl_ms, taken)
+        pid = croads["publicationId"]
+        self._last_import[pid] = taken
+        flight = _Import(session, delivery, croads, Attempts(self.retry, taken, envelope.ttl_ms))
+        if pid in self._registered and self._delivery_known:
+            self._attempt(flight)
+            return
+        task = asyncio.get_running_loop().create_task(self._register_first(envelope, flight))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _map(self, delivery: Delivery) -> tuple[If2Envelope, dict[str, Any]]:
+        expiration = delivery.properties.expiration
+        ttl = int(expiration) if expiration is not None else None
+        envelope = envelope_of(delivery.routing_key, ttl, delivery.properties.headers or {})
+        if envelope.key.message_type != delivery.exchange:
+            raise If2KeyError(f"a {envelope.key.message_type} key on exchange {delivery.exchange} (IF2 6.2: "
+                              "the exchange is named after the message type)")
+        return envelope, croads_properties(envelope, self.providers,
+                                           self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
+
+    async def _register_first(self, envelope: If2Envelope, flight: "_Import") -> None:
+        try:
+            await self._register(envelope, flight.properties)
+        except (If2KeyError, ValueError, ActorApiError) as exc:
+            self._refuse(flight.session, flight.delivery, Decision(Fate.REFUSE, str(exc)))
+            return
+        self._attempt(flight)
+
+    def _attempt(self, flight: "_Import") -> None:
+        """One send to the BI (:meth:`BiLink.submit`), unless the message's TTL ran out meanwhile."""
+        if self._closing:
+            return
+        now = time.monotonic()
+        if (stop := flight.attempts.before_send(now)) is not None:
+            self._refuse(flight.session, flight.delivery, stop)
+            return
+        raw = _encode(flight.properties, flight.delivery.body, flight.attempts.ttl_ms(now))
+        self.bi.submit(raw, functools.partial(self._answered, flight))
+
+    def _answered(self, flight: "_Import", outcome: Outcome) -> None:
+        """Acked once the BI accepted, sent again after a back-off, or rejected without requeue (:mod:`.attempts`)."""
+        decision = flight.attempts.after(outcome, time.monotonic())
+        if decision.unanswered:
+            self.counts["bi_unanswered"] += 1
         if decision.fate is Fate.ACCEPTED:
             self.counts["imported"] += 1
-            self._settle_if2(window, message, True)
-        else:
-            self._refuse(message, window, decision)
-
-    async def _deliver(self, properties: dict[str, Any], body: bytes, ttl_ms: int | None, taken: float) -> Decision:
-        """Send to the BI until it accepts, refuses for good, the attempts run out or the TTL does."""
-        attempts = Attempts(self.retry, taken, ttl_ms)
-        while True:
-            now = time.monotonic()
-            if (stop := attempts.before_send(now)) is not None:
-                return stop
-            outcome = await self.bi.send(_encode(properties, body, attempts.ttl_ms(now)))
-            decision = attempts.after(outcome, time.monotonic())
-            if decision.unanswered:
-                self.counts["bi_unanswered"] += 1
-            if decision.fate is not Fate.RETRY:
-                return decision
+            flight.session.settle(flight.delivery, True)
+        elif decision.fate is Fate.RETRY:
             self.counts["bi_retried"] += 1
-            await asyncio.sleep(decision.delay_s)
+            asyncio.get_running_loop().call_later(decision.delay_s, self._attempt, flight)
+        else:
+            self._refuse(flight.session, flight.delivery, decision)
 
-    def _refuse(self, message: AbstractIncomingMessage, window: AckWindow[AbstractIncomingMessage],
-                decision: Decision) -> None:
+    def _refuse(self, session: Session, delivery: Delivery, decision: Decision) -> None:
         """Reject at RabbitMQ without requeue (a dead-letter exchange gets it), logged and counted."""
         self.counts[_REFUSAL_COUNTS[decision.fate]] += 1
         self._event("warning", _REFUSAL_EVENTS[decision.fate], {
-            "routing_key": message.routing_key, "bytes": len(message.body), "error": decision.reason})
-        self._settle_if2(window, message, False)
+            "routing_key": delivery.routing_key, "bytes": len(delivery.body), "error": decision.reason})
+        session.settle(delivery, False)
 
     async def _register(self, envelope: If2Envelope, properties: dict[str, Any]) -> None:
         """The capability of the message's provider, type and version, once (IP_077)."""
@@ -368,13 +292,10 @@ class If2Bridge:
 
     # ------------------------------------------------------------------ C-Roads -> IF2
     def _on_croads(self, raw: bytes, delivery: Any) -> None:
+        """Each BI delivery as it is read: mapped and published at once (no task; the confirm settles
+        it, :meth:`_confirmed`); one whose copy is being published already waits for it in a task."""
         receiver = self.bi.receiver
         assert receiver is not None
-        task = asyncio.get_running_loop().create_task(self._export(raw, receiver, delivery))
-        self._flows.add(task)
-        task.add_done_callback(self._flows.discard)
-
-    async def _export(self, raw: bytes, receiver: Any, delivery: Any) -> None:
         message = Message()
         try:
             message.decode(raw)
@@ -390,44 +311,85 @@ class If2Bridge:
         body = bytes(message.body)
         properties: dict[str, Any] = dict(message.properties or {})
         identity = (str(envelope.key), properties.get("publicationId"))
-        copy = (identity, hashlib.blake2b(body, digest_size=16).digest())
-        if await self.copies.at_if2(copy) and not self.policy.holds(identity, body):
+        export = _Export(receiver, delivery, envelope, body, identity, ttl_ms)
+        known = self.copies.known(export.copy)
+        if isinstance(known, asyncio.Future):  # being published by an earlier delivery: wait for it
+            task = asyncio.get_running_loop().create_task(self._export_after(export, known))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        self._export(export, known)
+
+    async def _export_after(self, export: "_Export", publishing: "asyncio.Future[bool]") -> None:
+        self._export(export, await asyncio.shield(publishing))
+
+    def _export(self, export: "_Export", at_if2: bool) -> None:
+        if at_if2 is True and not self.policy.holds(export.identity, export.body):
             # given out again after a lost settlement, and newer content went out since: IF2 has it
+            self.copies.forget(export.copy)
             self.counts["export_redelivered"] += 1
-            self.bi.settle(receiver, delivery, None)
+            self.bi.settle(export.receiver, export.delivery, None)
             return
-        if not self.policy.offer(identity, body, envelope, ttl_ms, time.monotonic()):
-            self.bi.settle(receiver, delivery, None)  # IF2 6.4 rule 1: nothing new for IF2
+        if at_if2 is True:
+            self.copies.forget(export.copy)
+        if not self.policy.offer(export.identity, export.body, export.envelope, export.ttl_ms, time.monotonic()):
+            self.bi.settle(export.receiver, export.delivery, None)  # IF2 6.4 rule 1: nothing new for IF2
             return
-        publishing = self.copies.publishing(copy)
-        confirmed = await self._publish(envelope, body)
+        export.publishing = self.copies.publishing(export.copy)
+        self._exporting += 1
+        self._publish(export.envelope, export.body, functools.partial(self._confirmed, export))
+
+    def _confirmed(self, export: "_Export", confirmed: bool) -> None:
+        """RabbitMQ confirmed the copy (or not): the BI delivery is settled (released: sent again later)."""
+        self._exporting -= 1
         if not confirmed:
-            self.policy.failed(identity)
-        settled = self.bi.settle(receiver, delivery, None if confirmed else RELEASE)  # released: sent again later
-        self.copies.published(copy, publishing, confirmed)
+            self.policy.failed(export.identity)
+        settled = self.bi.settle(export.receiver, export.delivery, None if confirmed else RELEASE)
+        assert export.publishing is not None
+        self.copies.published(export.copy, export.publishing, confirmed)
         if confirmed:
             self.counts["exported"] += 1
             self.counts["export_unsettled"] += not settled
 
-    async def _publish(self, envelope: If2Envelope, body: bytes) -> bool:
-        """Publish to the envelope's exchange with a publisher confirm; False if it was not confirmed."""
-        if not self._rabbit_up.is_set():  # (wait_for costs a task: not on every message)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(10.0):
-                    await self._rabbit_up.wait()
-        exchange = self._exchanges.get(envelope.key.message_type)
-        if exchange is None:
-            return False
-        expiration = timedelta(milliseconds=envelope.ttl_ms) if envelope.ttl_ms is not None else None
-        out = aio_pika.Message(body, headers=_wire_headers(table4_headers(envelope)), expiration=expiration,
-                               app_id=self.app_id,
-                               delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT)
-        try:
-            await exchange.publish(out, routing_key=str(envelope.key), timeout=10)
-        except (aio_pika.exceptions.AMQPError, ConnectionError, asyncio.TimeoutError, RuntimeError) as exc:
-            self._event("warning", "if2_publish_failed", {"routing_key": str(envelope.key), "error": repr(exc)})
-            return False
-        return True
+    def _publish(self, envelope: If2Envelope, body: bytes, done: Callable[[bool], None]) -> None:
+        """Publish to the envelope's exchange; ``done`` with the publisher confirm (False: not
+        confirmed, nacked, or RabbitMQ not reachable within 10 s)."""
+        session = self.rabbit.session
+        if session is None or not session.open:
+            task = asyncio.get_running_loop().create_task(self._publish_when_up(envelope, body, done))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        key = str(envelope.key)
+        if envelope.key.message_type not in session.exchanges:
+            done(False)
+            return
+        properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
+
+        def confirmed(ack: bool) -> None:
+            if not ack:
+                self._event("warning", "if2_publish_failed", {"routing_key": key, "error": "not confirmed"})
+            done(ack)
+
+        session.publish(envelope.key.message_type, key, properties, body, confirmed)
+
+    async def _publish_when_up(self, envelope: If2Envelope, body: bytes, done: Callable[[bool], None]) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10.0):
+                await self.rabbit.up.wait()
+        session = self.rabbit.session
+        if session is None or not session.open:
+            self._event("warning", "if2_publish_failed", {"routing_key": str(envelope.key),
+                                                          "error": "RabbitMQ not connected"})
+            done(False)
+            return
+        self._publish(envelope, body, done)
+
+    async def _published(self, envelope: If2Envelope, body: bytes) -> bool:
+        """:meth:`_publish`, awaited (the republishing loop)."""
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._publish(envelope, body, lambda ok: None if answer.done() else answer.set_result(ok))
+        return await answer
 
     async def _republish_loop(self) -> None:
         """IF2 6.4 rules 2 and 3 between copies from C-Roads (:meth:`RepublishPolicy.due`)."""
@@ -436,12 +398,32 @@ class If2Bridge:
             for due in self.policy.due(now):
                 envelope = due.payload
                 again = If2Envelope(envelope.key, due.ttl_ms, envelope.lat, envelope.lon)
-                if await self._publish(again, due.body):
+                if await self._published(again, due.body):
                     self.counts["republished"] += 1
                 else:
                     self.policy.failed(due.key)
             next_due = self.policy.next_due()
             await asyncio.sleep(1.0 if next_due is None else min(max(next_due - time.monotonic(), 0.05), 1.0))
+
+
+class _Import:
+    """An IF2 message on its way to the BI: where to settle it, what to send, its attempts."""
+    __slots__ = ("session", "delivery", "properties", "attempts")
+
+    def __init__(self, session: Session, delivery: Delivery, properties: dict[str, Any], attempts: Attempts) -> None:
+        self.session, self.delivery, self.properties, self.attempts = session, delivery, properties, attempts
+
+
+class _Export:
+    """A BI delivery on its way to IF2: where to settle it, what to publish, its copy (:mod:`.copies`)."""
+    __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "copy", "publishing")
+
+    def __init__(self, receiver: ReceiverState, delivery: Any, envelope: If2Envelope, body: bytes,
+                 identity: tuple[str, Any], ttl_ms: int | None) -> None:
+        self.receiver, self.delivery, self.envelope, self.body = receiver, delivery, envelope, body
+        self.identity, self.ttl_ms = identity, ttl_ms
+        self.copy = (identity, hashlib.blake2b(body, digest_size=16).digest())
+        self.publishing: asyncio.Future[bool] | None = None
 
 
 def _wire_headers(headers: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,21 @@ class IF2Copies:
             del self._entries[copy]
         return True
 
+    def known(self, copy: Hashable) -> "bool | asyncio.Future[bool]":
+        """Without waiting: True when IF2 has ``copy``, False when not, the future of its publish when
+        it is being published (:meth:`at_if2` waits for it)."""
+        entry = self._entries.get(copy)
+        if entry is None:
+            return False
+        if isinstance(entry, asyncio.Future):
+            return entry if not entry.done() else entry.result()
+        return True
+
+    def forget(self, copy: Hashable) -> None:
+        """A delivery found ``copy`` at IF2 (:meth:`known`): it is asked for once, then forgotten."""
+        if self._entries.get(copy) == _AT_IF2:
+            del self._entries[copy]
+
     def publishing(self, copy: Hashable) -> asyncio.Future[bool]:
         """``copy`` is being published now; resolve the future with :meth:`published`."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()

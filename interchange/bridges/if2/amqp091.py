@@ -1,0 +1,281 @@
+"""An AMQP 0-9-1 client connection, sans-I/O: bytes in, events out, bytes to send (IF2 6: the
+bridge's link to the IF2 RabbitMQ). The frame codec is pamqp's (the one aiormq and aio-pika use);
+this module only keeps the protocol's state: the opening handshake (SASL EXTERNAL or PLAIN, tune,
+the virtual host, IF2 6.1), channels, content assembly of ``basic.deliver``, publisher confirms
+and heartbeats. No socket, no task, no future: :class:`Connection.receive` turns what arrived into
+a list of events; every method that sends appends frames to :meth:`Connection.take_output`, so a
+caller writes once per loop turn however many messages it handled.
+
+Events: :class:`Reply` (a synchronous method's answer, the opening's ``connection.open-ok``
+included), :class:`Delivery` (one whole message of a consumer), :class:`Confirmed` (publisher
+confirms: the tokens :meth:`Connection.publish` was given, acked or nacked by the broker, AMQP
+0-9-1 ``basic.ack``/``nack`` with ``multiple``) and :class:`Closed` (the broker closed a channel or
+the connection, or its heartbeats stopped; the tokens of unconfirmed publishes come with it).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pamqp import base, body, commands, constants, frame, header, heartbeat
+from pamqp.exceptions import PAMQPException
+
+__all__ = ["Closed", "Confirmed", "Connection", "Delivery", "ProtocolError", "Reply"]
+
+Properties = commands.Basic.Properties
+_FRAME = struct.Struct(">BHI")
+_HEARTBEAT = frame.marshal(heartbeat.Heartbeat(), 0)
+#: what the client tells the broker it understands (RabbitMQ sends basic.nack and basic.cancel only then)
+CAPABILITIES = {"publisher_confirms": True, "basic.nack": True, "consumer_cancel_notify": True}
+
+
+class ProtocolError(Exception):
+    """The broker's bytes are not AMQP 0-9-1 as this client speaks it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    channel: int
+    method: base.Frame
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    channel: int
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+    properties: Any  #: pamqp's ``Basic.Properties``
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    channel: int
+    tokens: tuple[Any, ...]
+    ack: bool  #: False: the broker nacked them (it did not take them)
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """Channel ``channel`` (0: the connection) is closed; ``unconfirmed``: tokens never confirmed."""
+    channel: int
+    code: int
+    text: str
+    unconfirmed: tuple[Any, ...] = ()
+
+
+Event = Reply | Delivery | Confirmed | Closed
+
+
+@dataclass
+class _Channel:
+    confirming: bool = False
+    published: int = 0  #: the last publish sequence number (confirm mode)
+    unconfirmed: dict[int, Any] = field(default_factory=dict)  #: sequence number -> token, in order
+    deliver: commands.Basic.Deliver | None = None  #: a delivery whose content is being assembled
+    content: Any = None
+    size: int = 0
+    parts: list[bytes] = field(default_factory=list)
+
+
+class Connection:
+    """One client connection. :meth:`start` first; then feed :meth:`receive` and send
+    :meth:`take_output`; ``opened`` once the broker's ``connection.open-ok`` came."""
+
+    def __init__(self, vhost: str = "/", mechanism: Literal["EXTERNAL", "PLAIN"] = "EXTERNAL",
+                 username: str = "", password: str = "", heartbeat_s: int = 60, product: str = "c-roads-if2") -> None:
+        self.vhost, self.mechanism, self._credentials = vhost, mechanism, (username, password)
+        self.heartbeat_s, self.product = heartbeat_s, product
+        self.frame_max = 131072
+        self.opened = self.closed = False
+        self._in = bytearray()
+        self._out: list[bytes] = []
+        self._channels: dict[int, _Channel] = {}
+        self._sent_at = self._received_at = 0.0
+
+    # ------------------------------------------------------------------ sending
+    def start(self, now: float = 0.0) -> None:
+        self._sent_at = self._received_at = now
+        self._out.append(header.ProtocolHeader().marshal())
+
+    def take_output(self) -> bytes:
+        out, self._out = b"".join(self._out), []
+        return out
+
+    def send(self, channel: int, method: base.Frame) -> None:
+        """Any method frame (a declaration, a binding, basic.qos, basic.consume ...); its answer comes
+        as a :class:`Reply` on the same channel."""
+        if isinstance(method, commands.Channel.Open):
+            self._channels[channel] = _Channel()
+        elif isinstance(method, commands.Confirm.Select):
+            self._channels[channel].confirming = True
+        self._out.append(frame.marshal(method, channel))
+
+    def publish(self, channel: int, exchange: str, routing_key: str, properties: Any, payload: bytes,
+                token: Any = None) -> None:
+        """basic.publish and its content; on a confirm channel ``token`` comes back in :class:`Confirmed`."""
+        state = self._channels[channel]
+        out = self._out
+        out.append(frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel))
+        out.append(frame.marshal(header.ContentHeader(0, len(payload), properties), channel))
+        step = self.frame_max - 8 if self.frame_max else len(payload) or 1
+        for start in range(0, len(payload), step):
+            out.append(frame.marshal(body.ContentBody(payload[start:start + step]), channel))
+        if state.confirming:
+            state.published += 1
+            state.unconfirmed[state.published] = token
+
+    def ack(self, channel: int, delivery_tag: int, multiple: bool = False) -> None:
+        self._out.append(frame.marshal(commands.Basic.Ack(delivery_tag, multiple), channel))
+
+    def reject(self, channel: int, delivery_tag: int, requeue: bool = False) -> None:
+        self._out.append(frame.marshal(commands.Basic.Reject(delivery_tag, requeue), channel))
+
+    def close(self, code: int = 200, text: str = "closed") -> None:
+        """connection.close; :class:`Closed` (channel 0) comes with the broker's close-ok."""
+        self._out.append(frame.marshal(commands.Connection.Close(code, text, 0, 0), 0))
+
+    def tick(self, now: float) -> Closed | None:
+        """Heartbeats, every ``heartbeat_s / 2`` seconds (none when it is 0): one is sent when nothing
+        was sent since the last tick; :class:`Closed` when nothing came for two intervals (the broker
+        or the path to it is gone: the caller drops the connection)."""
+        if not self.heartbeat_s or not self.opened or self.closed:
+            return None
+        if now - self._received_at > 2 * self.heartbeat_s:
+            self.closed = True
+            return Closed(0, 0, f"no frame from the broker for {now - self._received_at:.0f} s (heartbeat "
+                                f"{self.heartbeat_s} s)")
+        if now - self._sent_at >= self.heartbeat_s / 2 - 0.5:
+            self._out.append(_HEARTBEAT)
+            self._sent_at = now
+        return None
+
+    def sent(self, now: float) -> None:
+        """The caller wrote output at ``now`` (a heartbeat is only needed on a quiet connection)."""
+        self._sent_at = now
+
+    def lost(self) -> tuple[Any, ...]:
+        """The transport went: every channel is gone; the tokens of the publishes never confirmed."""
+        self.closed = True
+        return tuple(t for n in list(self._channels) for t in self._channels.pop(n).unconfirmed.values())
+
+    # ------------------------------------------------------------------ receiving
+    def receive(self, data: bytes, now: float = 0.0) -> list[Event]:
+        """Events for what arrived; raises :class:`ProtocolError` on bytes that are not AMQP 0-9-1."""
+        self._received_at = now
+        buffer = self._in
+        buffer += data
+        events: list[Event] = []
+        offset, end = 0, len(buffer)
+        while end - offset >= 8:
+            if buffer[offset:offset + 4] == b"AMQP":
+                raise ProtocolError(f"the broker wants protocol {bytes(buffer[offset:offset + 8])!r}")
+            kind, channel, size = _FRAME.unpack_from(buffer, offset)
+            if end - offset < size + 8:
+                break
+            try:
+                _, _, value = frame.unmarshal(bytes(buffer[offset:offset + size + 8]))
+            except PAMQPException as exc:
+                raise ProtocolError(f"a frame pamqp cannot read: {exc}") from None
+            offset += size + 8
+            if kind != constants.FRAME_HEARTBEAT:
+                self._frame(channel, value, events)
+        del buffer[:offset]
+        return events
+
+    def _frame(self, channel: int, value: Any, events: list[Event]) -> None:
+        if isinstance(value, header.ContentHeader):
+            state = self._channels[channel]
+            state.content, state.size, state.parts = value.properties, value.body_size, []
+            if not value.body_size:
+                self._delivered(channel, state, events)
+        elif isinstance(value, body.ContentBody):
+            state = self._channels[channel]
+            state.parts.append(value.value)
+            state.size -= len(value.value)
+            if state.size <= 0:
+                self._delivered(channel, state, events)
+        elif isinstance(value, commands.Basic.Deliver | commands.Basic.Return):
+            self._channels[channel].deliver = value if isinstance(value, commands.Basic.Deliver) else None
+        elif isinstance(value, commands.Basic.Ack | commands.Basic.Nack):
+            self._confirmed(channel, value, events)
+        elif channel == 0:
+            self._connection_method(value, events)
+        else:
+            self._channel_method(channel, value, events)
+
+    def _delivered(self, channel: int, state: _Channel, events: list[Event]) -> None:
+        deliver, state.deliver = state.deliver, None
+        payload = state.parts[0] if len(state.parts) == 1 else b"".join(state.parts)
+        state.parts = []
+        if deliver is not None:  # (a basic.return's content is dropped: the bridge publishes without mandatory)
+            events.append(Delivery(channel, deliver.delivery_tag or 0, bool(deliver.redelivered), deliver.exchange,
+                                   deliver.routing_key or "", state.content, payload))
+
+    def _confirmed(self, channel: int, value: commands.Basic.Ack | commands.Basic.Nack, events: list[Event]) -> None:
+        pending = self._channels[channel].unconfirmed
+        tag = value.delivery_tag
+        if value.multiple:
+            tokens = []
+            while pending and (first := next(iter(pending))) <= tag:
+                tokens.append(pending.pop(first))
+        else:
+            tokens = [pending.pop(tag)] if tag in pending else []
+        if tokens:
+            events.append(Confirmed(channel, tuple(tokens), isinstance(value, commands.Basic.Ack)))
+
+    def _channel_method(self, channel: int, value: base.Frame, events: list[Event]) -> None:
+        if isinstance(value, commands.Channel.Close):
+            self._out.append(frame.marshal(commands.Channel.CloseOk(), channel))
+            events.append(self._channel_closed(channel, value.reply_code or 0, value.reply_text))
+        elif isinstance(value, commands.Basic.Cancel):  # its queue was deleted: the consumer is gone
+            events.append(Closed(channel, 0, f"the broker cancelled consumer {value.consumer_tag}"))
+        else:
+            events.append(Reply(channel, value))
+
+    def _channel_closed(self, channel: int, code: int, text: str) -> Closed:
+        state = self._channels.pop(channel, None)
+        return Closed(channel, code, text, tuple(state.unconfirmed.values()) if state is not None else ())
+
+    def _connection_method(self, value: base.Frame, events: list[Event]) -> None:
+        match value:
+            case commands.Connection.Start():
+                self._start_ok(value)
+            case commands.Connection.Tune():
+                self._tune(value)
+            case commands.Connection.OpenOk():
+                self.opened = True
+                events.append(Reply(0, value))
+            case commands.Connection.Close() | commands.Connection.CloseOk():
+                if isinstance(value, commands.Connection.Close):
+                    self._out.append(frame.marshal(commands.Connection.CloseOk(), 0))
+                    code, text = value.reply_code or 0, value.reply_text
+                else:
+                    code, text = 200, "closed"
+                self.closed = True
+                unconfirmed = [t for n in list(self._channels) for t in self._channel_closed(n, code, text).unconfirmed]
+                events.append(Closed(0, code, text, tuple(unconfirmed)))
+            case _:
+                events.append(Reply(0, value))
+
+    def _start_ok(self, start: commands.Connection.Start) -> None:
+        offered = start.mechanisms.split()
+        if self.mechanism not in offered:
+            raise ProtocolError(f"the broker offers SASL {offered}, not {self.mechanism}")
+        user, password = self._credentials
+        response = f"\0{user}\0{password}" if self.mechanism == "PLAIN" else ""
+        properties: dict[str, Any] = {"product": self.product, "capabilities": CAPABILITIES}
+        self._out.append(frame.marshal(commands.Connection.StartOk(
+            client_properties=properties, mechanism=self.mechanism, response=response, locale="en_US"), 0))
+
+    def _tune(self, tune: commands.Connection.Tune) -> None:
+        self.frame_max = min(x for x in (tune.frame_max, self.frame_max) if x) if tune.frame_max else self.frame_max
+        offered = tune.heartbeat
+        self.heartbeat_s = min(offered, self.heartbeat_s) if offered and self.heartbeat_s else 0
+        self._out.append(frame.marshal(commands.Connection.TuneOk(tune.channel_max or 2047, self.frame_max,
+                                                                  self.heartbeat_s), 0))
+        self._out.append(frame.marshal(commands.Connection.Open(self.vhost), 0))
+

@@ -1,0 +1,195 @@
+"""The asyncio side of :mod:`.amqp091`: a Protocol that moves bytes between the socket (TLS) and
+the sans-I/O :class:`~.amqp091.Connection`, and time (heartbeats). Writes are gathered into one per
+loop turn (:meth:`Client.flush_soon`), so a batch of deliveries read at once is answered with one
+write however many acks and publishes it caused.
+
+Synchronous methods (declarations, bindings, qos, consume, confirm.select) are awaited with
+:meth:`Client.call`; deliveries go to ``on_delivery`` as they are read; a publish's ``on_confirm``
+is called with True once the broker confirmed it, with False when it nacked it or the connection
+went first. Any channel the broker closes ends the whole connection (the bridge opens a new one,
+with new Table 3 queues): :attr:`Client.closed` then holds the reason.
+"""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import defaultdict, deque
+from collections.abc import Callable
+from typing import Any
+
+from pamqp import base, commands
+
+from interchange.bridges.if2.amqp091 import Closed, Confirmed, Connection, Delivery, ProtocolError, Reply
+
+__all__ = ["AmqpClosed", "Client"]
+
+Confirm = Callable[[bool], None]
+
+
+class AmqpClosed(ConnectionError):
+    """The AMQP 0-9-1 connection (or one of its channels) was closed; the message says why."""
+
+
+class Client(asyncio.Protocol):
+    def __init__(self, connection: Connection) -> None:
+        self.amqp = connection
+        self.on_delivery: Callable[[Delivery], None] = lambda delivery: None
+        self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters: defaultdict[int, deque[asyncio.Future[base.Frame]]] = defaultdict(deque)
+        self._transport: asyncio.Transport | None = None
+        self._flushing: asyncio.Handle | None = None
+        self._heartbeat: asyncio.TimerHandle | None = None
+
+    @classmethod
+    async def open(cls, host: str, port: int, connection: Connection, context: ssl.SSLContext | None,
+                   server_hostname: str | None, timeout: float = 10.0) -> "Client":
+        """Connected, the handshake done and the virtual host open; AmqpClosed/OSError otherwise."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout):
+            _, client = await loop.create_connection(lambda: cls(connection), host, port, ssl=context,
+                                                     server_hostname=server_hostname if context else None)
+            try:
+                await client.opened
+            except BaseException:
+                client.abort()
+                raise
+        client.beat()
+        return client
+
+    # ------------------------------------------------------------------ sending
+    async def call(self, channel: int, method: base.Frame) -> base.Frame:
+        """Send a synchronous method and wait for its answer on the same channel."""
+        if self.closed.done():
+            raise AmqpClosed(self.closed.result())
+        answer: asyncio.Future[base.Frame] = asyncio.get_running_loop().create_future()
+        self._waiters[channel].append(answer)
+        self.amqp.send(channel, method)
+        self.flush_soon()
+        return await answer
+
+    async def channel(self, number: int, confirms: bool = False) -> None:
+        await self.call(number, commands.Channel.Open())
+        if confirms:
+            await self.call(number, commands.Confirm.Select())
+
+    def publish(self, channel: int, exchange: str, routing_key: str, properties: Any, body: bytes,
+                on_confirm: Confirm) -> None:
+        if self.closed.done():
+            on_confirm(False)
+            return
+        self.amqp.publish(channel, exchange, routing_key, properties, body, on_confirm)
+        self.flush_soon()
+
+    def ack(self, channel: int, delivery_tag: int, multiple: bool) -> None:
+        self.amqp.ack(channel, delivery_tag, multiple)
+        self.flush_soon()
+
+    def reject(self, channel: int, delivery_tag: int) -> None:
+        self.amqp.reject(channel, delivery_tag, requeue=False)
+        self.flush_soon()
+
+    def flush_soon(self) -> None:
+        if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flushing = None
+        out = self.amqp.take_output()
+        if out and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(out)
+            self.amqp.sent(asyncio.get_running_loop().time())
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """connection.close, its close-ok awaited (at most ``timeout``), then the socket closed."""
+        if not self.closed.done() and self._transport is not None:
+            self.amqp.close()
+            self.flush()
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(self.closed)
+            except TimeoutError:
+                pass
+        self.abort()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+        self._end("closed by the client")
+
+    # ------------------------------------------------------------------ receiving
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self.amqp.start(asyncio.get_running_loop().time())
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            events = self.amqp.receive(data, asyncio.get_running_loop().time())
+        except ProtocolError as exc:
+            self._end(str(exc))
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        for event in events:
+            self._dispatch(event)
+        self.flush()
+
+    def _dispatch(self, event: Delivery | Confirmed | Reply | Closed) -> None:
+        match event:
+            case Delivery():
+                self.on_delivery(event)
+            case Confirmed(tokens=tokens, ack=ack):
+                for on_confirm in tokens:
+                    on_confirm(ack)
+            case Reply(channel=channel, method=method):
+                if isinstance(method, commands.Connection.OpenOk):
+                    if not self.opened.done():
+                        self.opened.set_result(None)
+                elif self._waiters[channel]:
+                    waiter = self._waiters[channel].popleft()
+                    if not waiter.done():
+                        waiter.set_result(method)
+            case Closed(channel=channel, code=code, text=text, unconfirmed=unconfirmed):
+                for on_confirm in unconfirmed:
+                    on_confirm(False)
+                what = "connection" if channel == 0 else f"channel {channel}"
+                self._end(f"the broker closed the {what}: {code} {text}")
+                if self._transport is not None:
+                    self.flush()  # (its close-ok)
+                    self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(f"connection lost: {exc!r}" if exc else "connection closed")
+
+    def _end(self, reason: str) -> None:
+        """Everything waiting learns that the connection is gone (once)."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        if self.closed.done():
+            return
+        self.closed.set_result(reason)
+        if not self.opened.done():
+            self.opened.set_exception(AmqpClosed(reason))
+        for waiters in self._waiters.values():
+            while waiters:
+                if not (waiter := waiters.popleft()).done():
+                    waiter.set_exception(AmqpClosed(reason))
+        for on_confirm in self.amqp.lost():
+            on_confirm(False)
+
+    def beat(self) -> None:
+        """Every half heartbeat interval: a heartbeat if the connection was quiet, or its end if the broker was."""
+        self._heartbeat = None
+        if self.closed.done() or not self.amqp.heartbeat_s:
+            return
+        loop = asyncio.get_running_loop()
+        if (dead := self.amqp.tick(loop.time())) is not None:
+            self._end(dead.text)
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        self.flush()
+        self._heartbeat = loop.call_later(self.amqp.heartbeat_s / 2, self.beat)
