@@ -36,6 +36,7 @@ import os
 import platform
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +52,7 @@ from certs.tls import TlsFiles, client_context
 from interchange.broker.client import ClientConnection
 from interchange.testing import rabbitmq
 import if2_loadgen as loadgen  # (this script's folder)
+import profile_categories as categories  # (this script's folder)
 from node_process import actor_api, start_node  # (this script's folder)
 
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
@@ -288,11 +290,31 @@ def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: st
     return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us + run.consumer_cpu_us)
 
 
+class Profile:
+    """py-spy on the node over one phase (``--profile``): its samples by category (profile_categories)."""
+
+    def __init__(self, args: argparse.Namespace, name: str, pid: int) -> None:
+        self.raw = args.profile.with_name(f"{args.profile.name}-{name}.raw") if args.profile else None
+        self.spy = None if self.raw is None else subprocess.Popen(
+            [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "200",
+             "--format", "raw", "--nonblocking", "--output", str(self.raw)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self, result: Result) -> None:
+        if self.spy is None or self.raw is None:
+            return
+        self.spy.send_signal(signal.SIGINT)
+        self.spy.wait(60)
+        print(f"# {result.scenario} {result.phase}: the node's samples (py-spy, {self.raw})\n"
+              + categories.render(categories.categorise(self.raw), result.node_cpu_us))
+
+
 async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
                        rate: float, actor: CroadsActor, pids: tuple[int, int]) -> Result:
     """IF2 publisher processes -> DENM exchange -> bridge -> BI -> the C-ITS actor (this process)."""
     per = max(1, count // args.processes)
     actor.expect(per * args.processes)
+    profile = Profile(args if phase == "throughput" else argparse.Namespace(profile=None), "import", pids[0])
     cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
     pubs = await asyncio.to_thread(loadgen.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
                                    rate / args.processes)
@@ -302,19 +324,24 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     pairs = [(s, r, int(k[0]), int(k[1])) for (s, r), k in zip(actor.received, actor.keys)]
     run = loadgen.summarize(per, args.processes, pairs, pubs)
     own = (time.process_time() - own0) / max(1, run.received) * 1e6
-    return mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us + own)
+    result = mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us + own)
+    profile.stop(result)
+    return result
 
 
 async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
                        rate: float, send: Any, pids: tuple[int, int]) -> Result:
     """The C-ITS actor (this process) -> BI -> bridge -> SPAT exchange -> consumer processes."""
     consumers = await asyncio.to_thread(loadgen.Consumers, endpoint, "bench-spat", args.consumers)
+    profile = Profile(args if phase == "throughput" else argparse.Namespace(profile=None), "export", pids[0])
     cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
     await drive(send, count, rate)
     own = time.process_time() - own0
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
     run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
-    return mp_result("croads->if2", phase, run, cpu0, pids, run.consumer_cpu_us + own / max(1, count) * 1e6)
+    result = mp_result("croads->if2", phase, run, cpu0, pids, run.consumer_cpu_us + own / max(1, count) * 1e6)
+    profile.stop(result)
+    return result
 
 
 async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
@@ -379,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=0,
                         help="IF2 publishers in this many processes (pika), instead of aio-pika in this loop")
     parser.add_argument("--consumers", type=int, default=2, help="IF2 consumer processes (with --processes)")
+    parser.add_argument("--profile", type=Path, help="with --processes: py-spy the node over each throughput phase "
+                        "(PROFILE-import.raw, PROFILE-export.raw) and print where its time goes")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     rabbitmq.ensure_installed()

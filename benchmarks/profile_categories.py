@@ -28,7 +28,8 @@ RULES: list[tuple[str, re.Pattern[str]]] = [(name, re.compile(pattern)) for name
      r"link_selectors)\.py:|jms_selectors/"),
     ("AMQP 1.0 (proton: engines both ends, message codec)",
      r"\((?:[^)]*/)?(?:proton_io|engine|client|sasl|cproton)\.py:|proton/"),
-    ("AMQP 0-9-1 client (aio-pika, aiormq, pamqp)", r"aio_pika/|aiormq/|pamqp/"),
+    ("AMQP 0-9-1 client (IF2's amqp091 on pamqp; aio-pika, aiormq)",
+     r"aio_pika/|aiormq/|pamqp/|bridges/if2/(?:amqp091|amqp091_io|rabbit)\.py:"),
     ("the bridge's own work (TLEX stream, IF2 keys: decode, map, encode)", r"bridges/tlex/|bridges/if2/"),
     ("event loop (wake-ups, callbacks, socket calls)", r"asyncio/|selectors\.py:|socket\.py:"),
 )]

@@ -56,19 +56,27 @@ async def test_if2_publisher_to_croads_consumer(if2_pki: TestPki, node: RunningN
     await if2_denm_to_croads(if2_pki, node, backoffice)
 
 
-async def test_if2_publisher_to_croads_consumer_through_the_door(
+async def test_if2_publisher_to_croads_consumer_over_amqps(
         if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, backoffice: BackOffice) -> None:
-    """bi_door = "in-process": the same message, properties and capability, published through the
-    broker's in-process door (not the AMQPS sender)."""
-    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, bi_door="in-process"))
+    """bi_door = "amqps": the same message, properties and capability, published over the bridge's
+    AMQPS sender (not the broker's in-process door, the default)."""
+    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, bi_door="amqps"))
     try:
         await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
         await if2_denm_to_croads(if2_pki, node, backoffice)
-        publisher = node.if2.bi._publisher
-        assert publisher is not None and (publisher.sent, publisher.accepted) == (1, 1)
-        assert node.if2.bi._sender is None or node.if2.bi._sender.sent == 0  # nothing went over AMQPS
+        sender = node.if2.bi._sender
+        assert sender is not None and sender.sent == 1 and node.if2.bi._publisher is None
     finally:
         await node.close()
+
+
+async def test_if2_publisher_to_croads_consumer_through_the_door_by_default(
+        if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
+    """The default: through the broker's in-process door, nothing over the AMQPS sender."""
+    await if2_denm_to_croads(if2_pki, node, backoffice)
+    publisher = node.if2.bi._publisher
+    assert publisher is not None and (publisher.sent, publisher.accepted) == (1, 1)
+    assert node.if2.bi._sender is None or node.if2.bi._sender.sent == 0
 
 
 async def if2_denm_to_croads(if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
@@ -210,9 +218,19 @@ async def test_nothing_loops_between_if2_and_croads(if2_pki: TestPki, backoffice
 
 
 async def test_bi_connection_loss_loses_no_acknowledged_message(
-        if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
-    """IF2 -> C-Roads: the bridge's BI connection is cut while messages flow: every message RabbitMQ
-    handed to the bridge reaches the C-Roads consumer (acks only after the BI accepted)."""
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, backoffice: BackOffice) -> None:
+    """IF2 -> C-Roads over AMQPS (``bi_door = "amqps"``): the bridge's BI connection is cut while messages
+    flow: every message RabbitMQ handed to the bridge reaches the C-Roads consumer (acks only after the
+    BI accepted)."""
+    node = await start(bridge_node_config(if2_pki, rabbitmq_if2, tmp_path, bi_door="amqps"))
+    try:
+        await wait_for(lambda: node.if2.rabbitmq_connected, "the bridge to connect to RabbitMQ")
+        await _survives_bi_losses(if2_pki, node, backoffice)
+    finally:
+        await node.close()
+
+
+async def _survives_bi_losses(if2_pki: TestPki, node: RunningNode, backoffice: BackOffice) -> None:
     consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
     try:
         count = 200

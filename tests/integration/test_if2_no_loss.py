@@ -121,10 +121,10 @@ async def test_nothing_is_acknowledged_at_rabbitmq_before_the_bi_accepted_it(
 async def test_bi_connection_drops_mid_stream_lose_no_if2_message(
         if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
         connect_backoffice: ConnectBackOffice) -> None:
-    """IF2 -> C-Roads, 1,500 messages; the bridge's BI connection is cut (TCP abort, no AMQP close) three
+    """IF2 -> C-Roads over AMQPS, 1,500 messages; the bridge's BI connection is cut (TCP abort, no AMQP close) three
     times while they flow: every message arrives, at most once more than the attempts left unanswered."""
     vhost, count = "if2-drops-in", 1_500
-    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost, bi_door="amqps")
     office = await connect_backoffice(vhost)
     try:
         consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
@@ -148,6 +148,41 @@ async def test_bi_connection_drops_mid_stream_lose_no_if2_message(
         assert counts["imported"] == count and counts["import_refused"] == counts["import_gave_up"] == 0
         print(f"\n{count} IF2 messages, 3 BI drops: {duplicates} duplicates, {counts['bi_unanswered']} attempts "
               f"unanswered, {counts['bi_retried']} sent again")
+    finally:
+        await office.close()
+        await node.close()
+
+
+async def test_the_broker_closing_the_door_mid_stream_loses_and_duplicates_no_if2_message(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
+        connect_backoffice: ConnectBackOffice) -> None:
+    """IF2 -> C-Roads through the in-process door (the default), 1,500 messages; the broker closes the
+    bridge's door three times while they flow, as it does when it detaches a publisher (fault
+    injection): the bridge opens it again, and every message arrives exactly once (the door answers
+    every message at once, so none is left unanswered and sent twice)."""
+    vhost, count = "if2-door-closed", 1_500
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    office = await connect_backoffice(vhost)
+    try:
+        consumer = await croads_consumer(if2_pki, node, "messageType = 'DENM'")
+        try:
+            draining = asyncio.ensure_future(asyncio.to_thread(_drain, consumer, {p.body for p in _denms(count)}))
+            publishing = asyncio.ensure_future(office.publish_all(_denms(count)))
+            doors = []
+            for at in (300, 700, 1_100):
+                await wait_for(lambda at=at: node.if2.counts["imported"] >= at, f"{at} messages imported")
+                door = node.if2.bi._publisher
+                assert door is not None and not door.closed and door not in doors
+                door._closed_by_broker("amqp:link:detach-forced", "fault injection")
+                doors.append(door)
+            await publishing
+            seen = await draining
+        finally:
+            await asyncio.to_thread(consumer.close)
+        assert seen == Counter({p.body: 1 for p in _denms(count)}), {b: n for b, n in seen.items() if n != 1}
+        counts = node.if2.counts
+        assert counts["imported"] == count and counts["bi_unanswered"] == 0 and counts["import_refused"] == 0
+        assert node.if2.bi._publisher not in doors and node.if2.bi.connects == 1
     finally:
         await office.close()
         await node.close()

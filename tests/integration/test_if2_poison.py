@@ -44,6 +44,7 @@ class Scenario:
     big: tuple[int, ...] = (2 * MiB,)
     wrong_position_at: int | None = None  #: this small message's lat/lon lie outside its key's tile
     dead_letters: bool = True  #: the operator's policy names a dead-letter exchange
+    bi_door: str = "in-process"  #: the bridge's way into the BI (``[if2] bi_door``)
 
     def publications(self) -> list[Publication]:
         out = []
@@ -99,7 +100,7 @@ class Site:
 async def run(scenario: Scenario, site: Site, vhost: str) -> Observed:
     pki = site.pki
     await site.vhost(vhost, dead_letters=scenario.dead_letters)
-    node = await start(bridge_node_config(pki, site.rabbitmq, site.workdir, vhost=vhost))
+    node = await start(bridge_node_config(pki, site.rabbitmq, site.workdir, vhost=vhost, bi_door=scenario.bi_door))
     office = await site.connect(vhost)
     try:
         await wait_for(lambda: node.if2.rabbitmq_connected and node.if2.bi_connected, "the bridge's connections")
@@ -181,7 +182,8 @@ MUTANTS: dict[str, tuple[Scenario, Callable[[pytest.MonkeyPatch], None] | None, 
     "a message's lat/lon outside its key's tile": (Scenario(SMALL, wrong_position_at=7), None,
                                                    {"delivered once", "refused", "dead-lettered"}),
     "the big message fits the BI": (Scenario(SMALL, big=(MiB // 2,)), None, {"refused", "dead-lettered"}),
-    "the bridge ignores the BI's max-message-size": (Scenario(SMALL), _ignores_the_bi_limit, {"no reconnection"}),
+    "the bridge ignores the BI's max-message-size": (Scenario(SMALL, bi_door="amqps"), _ignores_the_bi_limit,
+                                                     {"no reconnection"}),
     "the bridge sends refused messages again": (Scenario(SMALL), _sends_refusals_again, {"refused"}),
 }
 
@@ -192,14 +194,16 @@ def site(if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: Ca
     return Site(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, connect_backoffice)
 
 
-async def test_one_oversize_message_among_5000_is_refused_and_dead_lettered(site: Site) -> None:
+@pytest.mark.parametrize("bi_door", ["in-process", "amqps"])
+async def test_one_oversize_message_among_5000_is_refused_and_dead_lettered(site: Site, bi_door: str) -> None:
     """IF2 -> C-Roads, 5,000 small messages and one of 2 MiB (the BI takes 1 MiB): every small one
     arrives once, the big one is refused before sending (counted, logged with the BI's limit) and
-    dead-lettered by RabbitMQ (reason rejected), and the BI link stays up."""
-    seen = await run(Scenario(), site, "if2-poison")
+    dead-lettered by RabbitMQ (reason rejected), and the BI link stays up; through the door and over AMQPS."""
+    seen = await run(Scenario(bi_door=bi_door), site, f"if2-poison-{bi_door}")
     assert verdict(seen) == {}
     assert seen.counts["imported"] == 5_000 and seen.counts["bi_retried"] == 0
-    assert "over the peer's max-message-size of 1048576" in str(seen.refusals[0]["error"])  # as its attach said
+    limit = {"amqps": "peer", "in-process": "broker"}[bi_door]  # as the attach said; the door's own limit
+    assert f"over the {limit}'s max-message-size of 1048576" in str(seen.refusals[0]["error"])
     assert seen.dead[0].headers["x-death"][0]["exchange"] == "DENM"
     assert seen.dead[0].exchange == DEAD_LETTER_EXCHANGE
 

@@ -67,9 +67,10 @@ class If2Config(BaseModel):
     prefetch: int = Field(default=256, ge=1, le=65535)
     republish_interval_s: float = Field(default=3600.0, gt=0, le=3600.0)
     default_validity_s: float = Field(default=86400.0, gt=0)
-    bi_door: Literal["amqps", "in-process"] = Field(default="amqps", description=(
-        "how IF2 messages go into the node's broker: over AMQPS, or through its in-process door (the same "
-        "identity, authorization, records and outcomes, no TLS hop inside the process); exports come over AMQPS"))
+    bi_door: Literal["amqps", "in-process"] = Field(default="in-process", description=(
+        "how IF2 messages go into the node's broker: through its in-process door (the same identity, "
+        "authorization, records and outcomes, no TLS hop inside the process), or over AMQPS like any actor; "
+        "exports come over AMQPS either way"))
     reconnect_min_s: float = Field(default=0.2, gt=0)
     reconnect_max_s: float = Field(default=10.0, gt=0)
     bi_attempts: int = Field(default=10, ge=1, description="sends of one IF2 message to the BI that go unanswered "
