@@ -186,20 +186,26 @@ class Connection:
         del buffer[:offset]
         return events
 
+    def _state(self, channel: int) -> _Channel:
+        state = self._channels.get(channel)
+        if state is None:
+            raise ProtocolError(f"a frame on channel {channel}, which is not open")
+        return state
+
     def _frame(self, channel: int, value: Any, events: list[Event]) -> None:
         if isinstance(value, header.ContentHeader):
-            state = self._channels[channel]
+            state = self._state(channel)
             state.content, state.size, state.parts = value.properties, value.body_size, []
             if not value.body_size:
                 self._delivered(channel, state, events)
         elif isinstance(value, body.ContentBody):
-            state = self._channels[channel]
+            state = self._state(channel)
             state.parts.append(value.value)
             state.size -= len(value.value)
             if state.size <= 0:
                 self._delivered(channel, state, events)
         elif isinstance(value, commands.Basic.Deliver | commands.Basic.Return):
-            self._channels[channel].deliver = value if isinstance(value, commands.Basic.Deliver) else None
+            self._state(channel).deliver = value if isinstance(value, commands.Basic.Deliver) else None
         elif isinstance(value, commands.Basic.Ack | commands.Basic.Nack):
             self._confirmed(channel, value, events)
         elif channel == 0:
@@ -216,7 +222,7 @@ class Connection:
                                    deliver.routing_key or "", state.content, payload))
 
     def _confirmed(self, channel: int, value: commands.Basic.Ack | commands.Basic.Nack, events: list[Event]) -> None:
-        pending = self._channels[channel].unconfirmed
+        pending = self._state(channel).unconfirmed
         tag = value.delivery_tag
         if value.multiple:
             tokens = []

@@ -1,0 +1,192 @@
+"""The IF2 bridge's sans-I/O AMQP 0-9-1 connection, against frames a broker would send (built with
+pamqp, the codec RabbitMQ's Python clients share) and no socket: the handshake, deliveries cut at any
+byte, publisher confirms (single, multiple, nack, lost with the connection), channel and connection
+closes, heartbeats and bytes that are not AMQP 0-9-1."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pamqp import body, commands, frame, header, heartbeat
+
+from interchange.bridges.if2.amqp091 import Closed, Confirmed, Connection, Delivery, ProtocolError, Reply
+
+KEY = "DENM.1_2_1.RWS.5." + ".".join("120202130121133020")
+
+
+def wire(*frames: tuple[int, Any]) -> bytes:
+    return b"".join(frame.marshal(value, channel) for channel, value in frames)
+
+
+def sent(connection: Connection) -> list[tuple[int, Any]]:
+    """The frames the client wrote (after its protocol header)."""
+    data, out = connection.take_output(), []
+    if data.startswith(b"AMQP"):
+        data = data[8:]
+    while data:
+        size, channel, value = frame.unmarshal(data)
+        out.append((channel, value))
+        data = data[size:]
+    return out
+
+
+def opened(mechanism: str = "EXTERNAL", heartbeat_s: int = 60, frame_max: int = 131072) -> Connection:
+    connection = Connection("if2-vhost", mechanism, "user", "secret")  # type: ignore[arg-type]
+    connection.start(0.0)
+    assert connection.take_output() == b"AMQP\x00\x00\x09\x01"
+    connection.receive(wire((0, commands.Connection.Start(mechanisms="PLAIN AMQPLAIN EXTERNAL"))))
+    connection.receive(wire((0, commands.Connection.Tune(channel_max=2047, frame_max=frame_max,
+                                                         heartbeat=heartbeat_s))))
+    events = connection.receive(wire((0, commands.Connection.OpenOk())))
+    assert [type(e.method) for e in events if isinstance(e, Reply)] == [commands.Connection.OpenOk]
+    for channel in (1, 2):
+        connection.send(channel, commands.Channel.Open())
+    connection.receive(wire((1, commands.Channel.OpenOk()), (2, commands.Channel.OpenOk())))
+    connection.take_output()
+    return connection
+
+
+def test_handshake_with_sasl_external_and_the_vhost() -> None:
+    connection = Connection("if2-vhost", "EXTERNAL", heartbeat_s=30)
+    connection.start(0.0)
+    connection.take_output()
+    assert connection.receive(wire((0, commands.Connection.Start(mechanisms="PLAIN EXTERNAL")))) == []
+    start_ok = sent(connection)[0][1]
+    assert isinstance(start_ok, commands.Connection.StartOk)
+    assert start_ok.mechanism == "EXTERNAL" and start_ok.response == ""
+    assert start_ok.client_properties["capabilities"]["publisher_confirms"] is True
+    connection.receive(wire((0, commands.Connection.Tune(channel_max=0, frame_max=4096, heartbeat=60))))
+    tune_ok, open_ = (value for _, value in sent(connection))
+    assert (tune_ok.frame_max, tune_ok.heartbeat) == (4096, 30) and open_.virtual_host == "if2-vhost"
+    assert not connection.opened
+    connection.receive(wire((0, commands.Connection.OpenOk())))
+    assert connection.opened and connection.frame_max == 4096
+
+
+def test_sasl_plain_and_a_mechanism_the_broker_does_not_offer() -> None:
+    connection = Connection(mechanism="PLAIN", username="bridge", password="pw")
+    connection.start()
+    connection.receive(wire((0, commands.Connection.Start(mechanisms="AMQPLAIN PLAIN"))))
+    assert sent(connection)[0][1].response == "\0bridge\0pw"
+    external = Connection(mechanism="EXTERNAL")
+    external.start()
+    with pytest.raises(ProtocolError, match="not EXTERNAL"):
+        external.receive(wire((0, commands.Connection.Start(mechanisms="PLAIN"))))
+
+
+def deliveries(count: int, frame_max: int = 40) -> bytes:
+    """``count`` deliveries on channel 2, bodies cut into frames of ``frame_max`` payload bytes."""
+    frames: list[tuple[int, Any]] = []
+    for tag in range(1, count + 1):
+        payload = b"%d:" % tag + b"x" * 90
+        properties = commands.Basic.Properties(expiration="60000", headers={"lat": 51.9}, app_id="b")
+        frames += [(2, commands.Basic.Deliver("ctag", tag, tag == 2, "DENM", KEY)),
+                   (2, header.ContentHeader(0, len(payload), properties))]
+        frames += [(2, body.ContentBody(payload[i:i + frame_max])) for i in range(0, len(payload), frame_max)]
+    return wire(*frames)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100_000])
+def test_deliveries_are_assembled_whatever_the_reads(chunk: int) -> None:
+    connection = opened()
+    data, events = deliveries(5), []
+    for start in range(0, len(data), chunk):
+        events += connection.receive(data[start:start + chunk])
+    assert [type(e) for e in events] == [Delivery] * 5
+    first, second = events[0], events[1]
+    assert isinstance(first, Delivery) and isinstance(second, Delivery)
+    assert (first.channel, first.delivery_tag, first.redelivered, first.exchange, first.routing_key) == \
+        (2, 1, False, "DENM", KEY)
+    assert first.body == b"1:" + b"x" * 90 and second.redelivered
+    assert first.properties.expiration == "60000" and first.properties.app_id == "b"
+
+
+def test_an_empty_body_is_a_delivery_too() -> None:
+    connection = opened()
+    events = connection.receive(wire((2, commands.Basic.Deliver("ctag", 9, False, "IVI", KEY)),
+                                     (2, header.ContentHeader(0, 0, commands.Basic.Properties()))))
+    assert [(e.delivery_tag, e.body) for e in events if isinstance(e, Delivery)] == [(9, b"")]
+
+
+def confirming(count: int, frame_max: int = 131072) -> Connection:
+    connection = opened(frame_max=frame_max)
+    connection.send(1, commands.Confirm.Select())
+    sent(connection)
+    for token in range(1, count + 1):
+        connection.publish(1, "SPAT", KEY, commands.Basic.Properties(app_id="node/if2"), b"m%d" % token, token)
+    return connection
+
+
+def test_publishes_are_confirmed_by_multiple_single_and_nack() -> None:
+    connection = confirming(6)
+    frames = sent(connection)
+    assert [type(v) for _, v in frames[:3]] == [commands.Basic.Publish, header.ContentHeader, body.ContentBody]
+    assert frames[0][1].exchange == "SPAT" and frames[0][1].routing_key == KEY and frames[2][1].value == b"m1"
+    assert connection.receive(wire((1, commands.Basic.Ack(3, multiple=True)))) == [Confirmed(1, (1, 2, 3), True)]
+    assert connection.receive(wire((1, commands.Basic.Ack(5)))) == [Confirmed(1, (5,), True)]
+    assert connection.receive(wire((1, commands.Basic.Nack(4)))) == [Confirmed(1, (4,), False)]
+    assert connection.receive(wire((1, commands.Basic.Ack(5)))) == []  # (already confirmed)
+    events = connection.receive(wire((0, commands.Connection.Close(320, "CONNECTION_FORCED", 0, 0))))
+    assert events == [Closed(0, 320, "CONNECTION_FORCED", (6,))]  # never confirmed: the caller must not count it
+    assert isinstance(sent(connection)[0][1], commands.Connection.CloseOk) and connection.closed
+
+
+def test_a_body_larger_than_frame_max_goes_in_several_frames() -> None:
+    connection = opened(frame_max=4096)
+    payload = bytes(range(256)) * 40  # 10,240 bytes
+    connection.publish(1, "MAP", KEY, commands.Basic.Properties(), payload)
+    bodies = [v.value for _, v in sent(connection) if isinstance(v, body.ContentBody)]
+    assert [len(b) for b in bodies] == [4088, 4088, 2064] and b"".join(bodies) == payload
+
+
+def test_the_broker_closing_a_channel_is_answered_and_reported_with_what_was_unconfirmed() -> None:
+    connection = confirming(2)
+    sent(connection)
+    events = connection.receive(wire((1, commands.Channel.Close(404, "NOT_FOUND - no exchange 'SPAT'", 60, 40))))
+    assert events == [Closed(1, 404, "NOT_FOUND - no exchange 'SPAT'", (1, 2))]
+    assert [type(v) for _, v in sent(connection)] == [commands.Channel.CloseOk]
+
+
+def test_a_lost_transport_returns_every_unconfirmed_token() -> None:
+    connection = confirming(3)
+    connection.receive(wire((1, commands.Basic.Ack(1))))
+    assert connection.lost() == (2, 3) and connection.closed
+
+
+def test_synchronous_answers_and_a_cancelled_consumer() -> None:
+    connection = opened()
+    events = connection.receive(wire((2, commands.Queue.DeclareOk("amq.gen-1", 0, 0)),
+                                     (2, commands.Basic.Cancel("if2-DENM"))))
+    assert isinstance(events[0], Reply) and events[0].method.queue == "amq.gen-1"
+    assert isinstance(events[1], Closed) and events[1].channel == 2 and "if2-DENM" in events[1].text
+
+
+def test_heartbeats_on_a_quiet_connection_and_a_silent_broker() -> None:
+    connection = opened(heartbeat_s=10)
+    connection.sent(0.0)
+    assert connection.tick(2.0) is None and connection.take_output() == b""  # written recently: none needed
+    assert connection.tick(5.0) is None
+    assert connection.take_output() == frame.marshal(heartbeat.Heartbeat(), 0)
+    connection.receive(frame.marshal(heartbeat.Heartbeat(), 0), 15.0)  # the broker's heartbeat: alive
+    assert connection.tick(30.0) is None
+    dead = connection.tick(36.0)
+    assert isinstance(dead, Closed) and "no frame from the broker for 21 s" in dead.text
+
+
+def test_no_heartbeats_when_either_side_says_zero() -> None:
+    connection = opened(heartbeat_s=0)
+    assert connection.heartbeat_s == 0 and connection.tick(1e6) is None and connection.take_output() == b""
+
+
+def test_a_frame_on_a_channel_that_is_not_open() -> None:
+    with pytest.raises(ProtocolError, match="channel 3, which is not open"):
+        opened().receive(wire((3, commands.Basic.Deliver("ctag", 1, False, "DENM", KEY))))
+
+
+def test_bytes_that_are_not_amqp_0_9_1() -> None:
+    connection = opened()
+    with pytest.raises(ProtocolError, match="protocol"):
+        connection.receive(b"AMQP\x00\x01\x00\x00")  # the broker's answer to a version it does not speak
+    broken = opened()
+    with pytest.raises(ProtocolError, match="cannot read"):
+        broken.receive(b"\x01\x00\x00\x00\x00\x00\x02\x00\x0a\x00")  # a method frame whose end octet is wrong
