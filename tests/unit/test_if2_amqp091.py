@@ -54,7 +54,8 @@ def test_handshake_with_sasl_external_and_the_vhost() -> None:
     start_ok = sent(connection)[0][1]
     assert isinstance(start_ok, commands.Connection.StartOk)
     assert start_ok.mechanism == "EXTERNAL" and start_ok.response == ""
-    assert start_ok.client_properties["capabilities"]["publisher_confirms"] is True
+    capabilities: Any = (start_ok.client_properties or {})["capabilities"]
+    assert capabilities["publisher_confirms"] is True
     connection.receive(wire((0, commands.Connection.Tune(channel_max=0, frame_max=4096, heartbeat=60))))
     tune_ok, open_ = (value for _, value in sent(connection))
     assert (tune_ok.frame_max, tune_ok.heartbeat) == (4096, 30) and open_.virtual_host == "if2-vhost"
@@ -157,7 +158,8 @@ def test_synchronous_answers_and_a_cancelled_consumer() -> None:
     connection = opened()
     events = connection.receive(wire((2, commands.Queue.DeclareOk("amq.gen-1", 0, 0)),
                                      (2, commands.Basic.Cancel("if2-DENM"))))
-    assert isinstance(events[0], Reply) and events[0].method.queue == "amq.gen-1"
+    assert isinstance(events[0], Reply) and isinstance(events[0].method, commands.Queue.DeclareOk)
+    assert events[0].method.queue == "amq.gen-1"
     assert isinstance(events[1], Closed) and events[1].channel == 2 and "if2-DENM" in events[1].text
 
 
