@@ -19,7 +19,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from proton import Message
 
@@ -28,6 +28,7 @@ from ii_api.wire.models import Capability
 from interchange.actor.areas import Tiles
 from interchange.actor.capabilities import build_capability
 from interchange.actor.errors import ActorError
+from interchange.bridges.if2 import bi_message
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
 from interchange.bridges.if2.amqp091 import Delivery
 from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
@@ -42,6 +43,7 @@ from interchange.bridges.if2.keys import (
     envelope_of,
     if2_envelope,
     table4_headers,
+    ttl_of,
 )
 from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
@@ -53,6 +55,8 @@ __all__ = ["If2Bridge", "NodeView"]
 EventSink = Callable[[str, str, dict[str, Any]], None]
 #: publicationIds of what came from IF2 (keys.publication_id), not sent back to IF2.
 NOT_FROM_IF2 = "(publicationId IS NULL OR publicationId NOT LIKE '%:if2-%')"
+#: IF2 -> C-Roads mappings kept (exchange, routing key, lat, lon -> properties); lat/lon of these types only
+MAPPINGS, _PLAIN = 4096, (int, float, Decimal, str, type(None))
 #: An IF2 message not taken by the BI: the count and the log event, by its fate (:mod:`.attempts`).
 _REFUSAL_COUNTS = {Fate.REFUSE: "import_refused", Fate.EXPIRED: "import_expired", Fate.GIVE_UP: "import_gave_up"}
 _REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_expired",
@@ -92,6 +96,7 @@ class If2Bridge:
         #: the few messages that wait (a capability's first registration, a copy being published,
         #: RabbitMQ down); every other message is handled as it is read, without a task
         self._tasks: set[asyncio.Task[None]] = set()
+        self._mappings: dict[tuple[Any, ...], _Mapping] = {}  #: (exchange, key, lat, lon) -> mapping, oldest first
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
         self._closing = False
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
@@ -184,33 +189,48 @@ class If2Bridge:
             return
         taken = time.monotonic()
         try:
-            envelope, croads = self._map(delivery)
+            mapping, ttl_ms = self._map(delivery)
         except (If2KeyError, ValueError) as exc:
             self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
             return
-        pid = croads["publicationId"]
+        pid = mapping.properties["publicationId"]
         self._last_import[pid] = taken
-        flight = _Import(session, delivery, croads, Attempts(self.retry, taken, envelope.ttl_ms))
+        flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms))
         if pid in self._registered and self._delivery_known:
             self._attempt(flight)
             return
-        task = asyncio.get_running_loop().create_task(self._register_first(envelope, flight))
+        task = asyncio.get_running_loop().create_task(self._register_first(mapping.envelope, flight))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _map(self, delivery: Delivery) -> tuple[If2Envelope, dict[str, Any]]:
-        expiration = delivery.properties.expiration
-        ttl = int(expiration) if expiration is not None else None
-        envelope = envelope_of(delivery.routing_key, ttl, delivery.properties.headers or {})
+    def _map(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
+        """The C-Roads properties (their section encoded) of a delivery, and its ttl. The mapping of a
+        routing key and position is kept (at most :data:`MAPPINGS`): IF2 publishers repeat messages."""
+        properties = delivery.properties
+        headers = properties.headers or {}
+        expiration = properties.expiration
+        ttl_ms = ttl_of(int(expiration) if expiration is not None else None, headers)
+        lat, lon = headers.get("lat"), headers.get("lon")
+        cached = (delivery.exchange, delivery.routing_key, lat, lon) \
+            if isinstance(lat, _PLAIN) and isinstance(lon, _PLAIN) else None
+        if cached is not None and (mapping := self._mappings.get(cached)) is not None:
+            return mapping, ttl_ms
+        envelope = envelope_of(delivery.routing_key, ttl_ms, headers)
         if envelope.key.message_type != delivery.exchange:
             raise If2KeyError(f"a {envelope.key.message_type} key on exchange {delivery.exchange} (IF2 6.2: "
                               "the exchange is named after the message type)")
-        return envelope, croads_properties(envelope, self.providers,
-                                           self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
+        croads = croads_properties(envelope, self.providers,
+                                   self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
+        mapping = _Mapping(envelope, croads, bi_message.application_properties(croads))
+        if cached is not None:
+            if len(self._mappings) >= MAPPINGS:
+                del self._mappings[next(iter(self._mappings))]
+            self._mappings[cached] = mapping
+        return mapping, ttl_ms
 
     async def _register_first(self, envelope: If2Envelope, flight: "_Import") -> None:
         try:
-            await self._register(envelope, flight.properties)
+            await self._register(envelope, flight.mapping.properties)
         except (If2KeyError, ValueError, ActorApiError) as exc:
             self._refuse(flight.session, flight.delivery, Decision(Fate.REFUSE, str(exc)))
             return
@@ -224,7 +244,7 @@ class If2Bridge:
         if (stop := flight.attempts.before_send(now)) is not None:
             self._refuse(flight.session, flight.delivery, stop)
             return
-        raw = _encode(flight.properties, flight.delivery.body, flight.attempts.ttl_ms(now))
+        raw = bi_message.message(flight.mapping.section, flight.delivery.body, flight.attempts.ttl_ms(now))
         self.bi.submit(raw, functools.partial(self._answered, flight))
 
     def _answered(self, flight: "_Import", outcome: Outcome) -> None:
@@ -406,12 +426,20 @@ class If2Bridge:
             await asyncio.sleep(1.0 if next_due is None else min(max(next_due - time.monotonic(), 0.05), 1.0))
 
 
+class _Mapping(NamedTuple):
+    """What an IF2 routing key and position map to: the envelope (its ttl not kept), the C-Roads
+    properties and their application-properties section (:mod:`.bi_message`)."""
+    envelope: If2Envelope
+    properties: dict[str, Any]
+    section: bytes
+
+
 class _Import:
     """An IF2 message on its way to the BI: where to settle it, what to send, its attempts."""
-    __slots__ = ("session", "delivery", "properties", "attempts")
+    __slots__ = ("session", "delivery", "mapping", "attempts")
 
-    def __init__(self, session: Session, delivery: Delivery, properties: dict[str, Any], attempts: Attempts) -> None:
-        self.session, self.delivery, self.properties, self.attempts = session, delivery, properties, attempts
+    def __init__(self, session: Session, delivery: Delivery, mapping: _Mapping, attempts: Attempts) -> None:
+        self.session, self.delivery, self.mapping, self.attempts = session, delivery, mapping, attempts
 
 
 class _Export:
@@ -442,12 +470,3 @@ def _capability(properties: dict[str, Any], coverage: list[str]) -> Capability:
                                 originating_country=properties["originatingCountry"], area=Tiles(tuple(coverage)))
     except ActorError as exc:
         raise If2KeyError(f"capability: {exc}") from None
-
-
-def _encode(properties: dict[str, Any], body: bytes, ttl_ms: int | None) -> bytes:
-    """An AMQP 1.0 message for the BI: the body as one data section, byte for byte (IP_014/015)."""
-    message = Message(body=bytes(body), properties=properties, inferred=True)
-    if ttl_ms is not None:
-        message.ttl = ttl_ms / 1000.0
-    return message.encode()
-

@@ -29,7 +29,7 @@ from interchange.ground.profile import CANCELLATION, MessageType
 
 __all__ = ["CROADS_TO_IF2", "AreaCover", "IF2_TO_CROADS", "If2Envelope", "If2KeyError", "ProviderTable", "RoutingKey",
            "ROUTING_ZOOM", "SUBTYPE_PROPERTY", "croads_properties", "if2_envelope", "publication_id",
-           "envelope_of", "table4_headers", "version_word"]
+           "envelope_of", "table4_headers", "ttl_of", "version_word"]
 
 #: IF2 exchange (= message type) -> C-Roads messageType (IF2 chapter 6.2; IP Table 1).
 IF2_TO_CROADS: Mapping[str, str] = {"DENM": MessageType.DENM.value, "IVI": MessageType.IVIM.value,
@@ -338,14 +338,21 @@ def if2_envelope(properties: Mapping[str, Any], providers: ProviderTable, ttl_ms
     return If2Envelope(key, ttl_ms, lat, lon)
 
 
+def ttl_of(expiration_ms: int | None, headers: Mapping[str, Any]) -> int | None:
+    """The ttl of a message consumed from IF2: its ``expiration`` (as the spec's example sends it), else
+    a ``ttl`` header (Table 4); If2KeyError when it is not a number of milliseconds."""
+    ttl = expiration_ms if expiration_ms is not None else headers.get("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
+        raise If2KeyError(f"ttl {ttl!r} is not a non-negative number of milliseconds")
+    return ttl
+
+
 def envelope_of(routing_key: str, expiration_ms: int | None, headers: Mapping[str, Any] | None) -> If2Envelope:
     """The envelope of a message consumed from IF2: its routing key, ``expiration`` (the ttl, as the
     spec's example sends it; a ``ttl`` header otherwise) and ``lat``/``lon`` headers (Table 4)."""
     key = RoutingKey.parse(routing_key)
     headers = headers or {}
-    ttl = expiration_ms if expiration_ms is not None else headers.get("ttl")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
-        raise If2KeyError(f"ttl {ttl!r} is not a non-negative number of milliseconds")
+    ttl = ttl_of(expiration_ms, headers)
     lat, lon = headers.get("lat"), headers.get("lon")
     if (lat is None) != (lon is None):
         raise If2KeyError("lat and lon come together (IF2 Table 4)")
