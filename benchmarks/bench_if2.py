@@ -53,7 +53,8 @@ from interchange.broker.client import ClientConnection
 from interchange.testing import rabbitmq
 import if2_loadgen as loadgen  # (this script's folder)
 import profile_categories as categories  # (this script's folder)
-from node_process import actor_api, start_node  # (this script's folder)
+import node_process  # (this script's folder)
+from node_process import actor_api, start_node
 
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
                                           "if2-backoffice", "croads-actor")
@@ -77,6 +78,7 @@ class Result:
     lost: int = -1  # counted with --processes (every body names its publisher and index); -1: not counted
     duplicated: int = -1
     gen_cpu_us: float = 0.0  # the load generator's CPU per message (both ends: 0-9-1 processes, 1.0 client)
+    round: int = 1  # (--rounds: RabbitMQ alone and the bridge alternated)
 
 
 def cpu_s(pid: int) -> float:
@@ -113,7 +115,8 @@ def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path, bi_door:
         "if2": {"url": broker.url, "server_name": RABBIT, "actor": BRIDGE,
                 "tls": {"cert_chain": str(bridge.chain), "key": str(bridge.key), "trust_bundle": str(pki.trust_bundle)},
                 "providers": [{"name": "RWS", "publisher_id": "NL00001", "coverage": ["1202"]}],
-                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": 1000, "bi_door": bi_door},
+                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": 1000, "bi_door": bi_door,
+                "queue_max_length": 1_000_000},  # flat out, RabbitMQ queues what the bridge has not taken yet
     }
     path = workdir / "node.json"
     path.write_text(json.dumps(config))
@@ -187,15 +190,17 @@ class CroadsActor:
         self.done.clear()
 
 
-async def drive(send: Any, count: int, rate: float | None) -> None:
-    """``count`` sends: flat out (100 in flight at a time) or paced at ``rate`` msgs/s."""
+async def drive(send: Any, count: int, rate: float | None, slots: bool = False) -> None:
+    """``count`` sends: flat out (100 in flight at a time) or paced at ``rate`` msgs/s. With ``slots``
+    a paced send is given its slot on the grid (ns) to stamp, so a late sender shows up as latency
+    (coordinated omission avoided, as the IF2 generator does)."""
     interval = 1.0 / rate if rate else 0.0
-    start = time.monotonic()
+    start, start_ns = time.monotonic(), time.time_ns()
     if not interval:
         for first in range(0, count, 100):
             await asyncio.gather(*(send(i) for i in range(first, min(first + 100, count))))
     for i in range(count if interval else 0):
-        await send(i)
+        await (send(i, start_ns + int(i * interval * 1e9)) if slots else send(i))
         await asyncio.sleep(max(0.0, start + (i + 1) * interval - time.monotonic()))
 
 
@@ -267,8 +272,9 @@ async def scenarios(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int
 
 
 # ------------------------------------------------------------------ the same, IF2 side in processes
-def stamp3(index: int) -> bytes:
-    return b"%d:0:%d:" % (time.time_ns(), index) + loadgen.PADDING  # publisher 0: the C-Roads actor
+def stamp3(index: int, at_ns: int | None = None) -> bytes:
+    """Publisher 0 (the C-Roads actor), sent at ``at_ns`` (its slot when paced) or now."""
+    return b"%d:0:%d:" % (at_ns or time.time_ns(), index) + loadgen.PADDING
 
 
 def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: tuple[int, int],
@@ -314,7 +320,7 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     """IF2 publisher processes -> DENM exchange -> bridge -> BI -> the C-ITS actor (this process)."""
     per = max(1, count // args.processes)
     actor.expect(per * args.processes)
-    profile = Profile(args if phase == "throughput" else argparse.Namespace(profile=None), "import", pids[0])
+    profile = Profile(args if not rate else argparse.Namespace(profile=None), "import", pids[0])
     cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
     pubs = await asyncio.to_thread(loadgen.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
                                    rate / args.processes)
@@ -333,9 +339,9 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
                        rate: float, send: Any, pids: tuple[int, int]) -> Result:
     """The C-ITS actor (this process) -> BI -> bridge -> SPAT exchange -> consumer processes."""
     consumers = await asyncio.to_thread(loadgen.Consumers, endpoint, "bench-spat", args.consumers)
-    profile = Profile(args if phase == "throughput" else argparse.Namespace(profile=None), "export", pids[0])
+    profile = Profile(args if not rate else argparse.Namespace(profile=None), "export", pids[0])
     cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
-    await drive(send, count, rate)
+    await drive(send, count, rate, slots=True)
     own = time.process_time() - own0
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
     run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
@@ -350,11 +356,12 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
     endpoint = loadgen.Endpoint("127.0.0.1", broker.port, str(pki.directory), BACKOFFICE, RABBIT)
     for exchange, queue in (("IVI", "bench-ivi"), ("SPAT", "bench-spat"), ("DENM", None)):
         await asyncio.to_thread(loadgen.declare, endpoint, exchange, queue)
-    phases = (("throughput", args.messages, 0.0), ("latency", args.paced, args.rate))
-    results = [await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids) for phase in phases]
+    phases = [("flat out", args.messages, 0.0)] + [
+        (f"{rate:g}/s", int(rate * args.paced_s) if args.paced_s else args.paced, rate) for rate in args.rates]
     context = client_context(TlsFiles.from_pki(pki.directory, ACTOR, with_crls=False))
     amqp = await ClientConnection.open("127.0.0.1", amqps, context, NODE, "bench-actor")
     actor = CroadsActor(amqp)
+    results: list[Result] = []
     try:
         amqp.open_receiver(source, actor.on_message, credit=5000)
         actor.expect(1)  # the first one registers the capability (not measured); the bridge may still be binding
@@ -364,12 +371,10 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 await asyncio.wait_for(asyncio.shield(actor.done.wait()), 1.0)
             if actor.done.is_set():
                 break
-        for phase in phases:
-            results.append(await import_phase(endpoint, args, *phase, actor, pids))
         sender = amqp.open_sender(target)
 
-        async def send_spatem(i: int) -> None:
-            message = Message(body=stamp3(i), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
+        async def send_spatem(i: int, at_ns: int | None = None) -> None:
+            message = Message(body=stamp3(i, at_ns), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
             if i % 200 == 199:
                 outcome = await amqp.publish(sender, message.encode())
                 assert outcome.accepted, outcome
@@ -377,8 +382,16 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 while not amqp.engine.send(sender, message.encode()):
                     await asyncio.sleep(0.001)
                 amqp.flush()
-        for phase in phases:
-            results.append(await export_phase(endpoint, args, *phase, send_spatem, pids))
+        for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
+            for phase in phases:
+                result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids)
+                results.append(result)
+            for phase in phases:
+                results.append(await import_phase(endpoint, args, *phase, actor, pids))
+            for phase in phases:
+                results.append(await export_phase(endpoint, args, *phase, send_spatem, pids))
+            for result in results[-3 * len(phases):]:
+                result.round = round_
     finally:
         await amqp.close()
     return results
@@ -395,13 +408,42 @@ def machine_notes() -> str:
             f"RabbitMQ {rabbitmq.version()}; aio-pika {aio_pika.__version__}; kernel {platform.release()}")
 
 
+def summary(results: list[Result]) -> None:
+    """Each bridge phase against RabbitMQ alone in the same round: throughput ratio flat out, added
+    latency at a fixed rate; and what the generator's CPU per message allows on all cores."""
+    base = {(r.round, r.phase): r for r in results if r.scenario == "rabbitmq"}
+    cores = os.cpu_count() or 1
+    for r in results:
+        peer = base.get((r.round, r.phase))
+        if peer is None:
+            continue
+        if r.scenario == "rabbitmq":
+            if r.phase in ("throughput", "flat out") and r.gen_cpu_us:
+                print(f"# round {r.round}: the generator alone ({r.gen_cpu_us:.0f} µs per message, both ends) "
+                      f"could do at most {cores} cores / that = {cores * 1e6 / r.gen_cpu_us:,.0f} msgs/s")
+        elif r.phase in ("throughput", "flat out"):
+            print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {r.rate / peer.rate:.2f}x RabbitMQ "
+                  f"alone ({peer.rate:,.0f})")
+        else:
+            print(f"# round {r.round} {r.scenario} {r.phase}: added p50 {r.p50_ms - peer.p50_ms:+.2f} ms, p99 "
+                  f"{r.p99_ms - peer.p99_ms:+.2f} ms over RabbitMQ alone")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=3000, help="messages of each throughput phase")
     parser.add_argument("--paced", type=int, default=400, help="messages of each latency phase")
     parser.add_argument("--rate", type=float, default=200.0, help="msgs/s of the latency phases (not saturated)")
+    parser.add_argument("--rates", type=lambda text: [float(r) for r in text.split(",")], default=[200.0],
+                        help="with --processes: the fixed rates (msgs/s, comma-separated) after the flat-out phase")
+    parser.add_argument("--paced-s", type=float, default=0.0,
+                        help="with --processes: each fixed-rate phase lasts this long (rate x s messages; 0: --paced)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --processes: RabbitMQ alone, import, export, "
+                        "this many times over (alternated)")
+    parser.add_argument("--tree", type=Path, default=node_process.ROOT,
+                        help="run the node from this checkout (a before/after pair in one session)")
     parser.add_argument("--confirm-each", action="store_true", help="C-Roads publisher waits for every outcome")
-    parser.add_argument("--bi-door", choices=("amqps", "in-process"), default="amqps",
+    parser.add_argument("--bi-door", choices=("amqps", "in-process"), default="in-process",
                         help="the bridge's way into its node's broker for IF2 -> C-Roads ([if2] bi_door)")
     parser.add_argument("--processes", type=int, default=0,
                         help="IF2 publishers in this many processes (pika), instead of aio-pika in this loop")
@@ -421,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         proc = None
         try:
-            proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door))
+            proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door), args.tree)
             time.sleep(1.0)  # the bridge declares its queues right after the node started
             assert broker.beam_pid is not None
             run = scenarios_mp if args.processes else scenarios
@@ -432,18 +474,13 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait(30)
             broker.close()
     print(f"# {machine_notes()}")
-    print(f"{'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+    print(f"{'rd':>2} {'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'node us/msg':>12} {'rabbit us/msg':>14} {'lost':>5} {'dup':>5} {'gen us/msg':>11}")
     for r in results:
-        print(f"{r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
-              f"{r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f} {r.lost:>5} {r.duplicated:>5} {r.gen_cpu_us:>11.1f}")
-    base = {r.phase: r for r in results if r.scenario == "rabbitmq"}
-    for r in results:
-        if r.scenario != "rabbitmq" and r.phase == "latency":
-            rate = next(x.rate for x in results if x.scenario == r.scenario and x.phase == "throughput")
-            print(f"# {r.scenario}: added latency p50 {r.p50_ms - base['latency'].p50_ms:+.2f} ms, "
-                  f"p99 {r.p99_ms - base['latency'].p99_ms:+.2f} ms over RabbitMQ alone; throughput "
-                  f"{rate / base['throughput'].rate:.2f}x")
+        print(f"{r.round:>2} {r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} "
+              f"{r.p99_ms:>8.2f} {r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f} {r.lost:>5} {r.duplicated:>5} "
+              f"{r.gen_cpu_us:>11.1f}")
+    summary(results)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
     return 0

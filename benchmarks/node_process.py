@@ -22,10 +22,10 @@ __all__ = ["actor_api", "machine_notes", "start_node"]
 Post = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
-def start_node(config: Path) -> tuple[subprocess.Popen[str], int, int]:
-    """The node's process, its AMQPS port and its II (HTTPS) port."""
+def start_node(config: Path, root: Path = ROOT) -> tuple[subprocess.Popen[str], int, int]:
+    """The node's process (its code from the checkout ``root``), its AMQPS port and its II (HTTPS) port."""
     proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=root)
     assert proc.stdout is not None
     line = proc.stdout.readline()  # "interchange NAME: AMQPS port P, ..., II (HTTPS) port Q"
     if "AMQPS port" not in line:

@@ -132,6 +132,17 @@ def test_publishes_are_confirmed_by_multiple_single_and_nack() -> None:
     assert isinstance(sent(connection)[0][1], commands.Connection.CloseOk) and connection.closed
 
 
+def test_each_publish_names_its_own_exchange_and_key() -> None:
+    connection = opened()
+    routes = [("SPAT", KEY), ("MAP", KEY), ("SPAT", KEY.replace(".5.", ".0.")), ("SPAT", KEY)] * 2
+    for exchange, key in routes:
+        connection.publish(1, exchange, key, commands.Basic.Properties(), b"m")
+        connection.publish(2, exchange, key, commands.Basic.Properties(), b"m")
+    published = [(channel, v.exchange, v.routing_key) for channel, v in sent(connection)
+                 if isinstance(v, commands.Basic.Publish)]
+    assert published == [(channel, *route) for route in routes for channel in (1, 2)]
+
+
 def test_a_body_larger_than_frame_max_goes_in_several_frames() -> None:
     connection = opened(frame_max=4096)
     payload = bytes(range(256)) * 40  # 10,240 bytes

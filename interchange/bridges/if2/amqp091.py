@@ -26,6 +26,7 @@ __all__ = ["Closed", "Confirmed", "Connection", "Delivery", "ProtocolError", "Re
 Properties = commands.Basic.Properties
 _FRAME = struct.Struct(">BHI")
 _HEARTBEAT = frame.marshal(heartbeat.Heartbeat(), 0)
+PUBLISH_FRAMES = 4096
 #: what the client tells the broker it understands (RabbitMQ sends basic.nack and basic.cancel only then)
 CAPABILITIES = {"publisher_confirms": True, "basic.nack": True, "consumer_cancel_notify": True}
 
@@ -94,6 +95,7 @@ class Connection:
         self._in = bytearray()
         self._out: list[bytes] = []
         self._channels: dict[int, _Channel] = {}
+        self._publish_frames: dict[tuple[int, str, str], bytes] = {}  #: basic.publish frames by channel, exchange, key
         self._sent_at = self._received_at = 0.0
 
     # ------------------------------------------------------------------ sending
@@ -119,7 +121,13 @@ class Connection:
         """basic.publish and its content; on a confirm channel ``token`` comes back in :class:`Confirmed`."""
         state = self._channels[channel]
         out = self._out
-        out.append(frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel))
+        method = self._publish_frames.get((channel, exchange, routing_key))
+        if method is None:  # (the same few keys come again and again: their frame is kept, at most PUBLISH_FRAMES)
+            if len(self._publish_frames) >= PUBLISH_FRAMES:
+                self._publish_frames.clear()
+            method = self._publish_frames[channel, exchange, routing_key] = frame.marshal(
+                commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel)
+        out.append(method)
         out.append(frame.marshal(header.ContentHeader(0, len(payload), properties), channel))
         step = self.frame_max - 8 if self.frame_max else len(payload) or 1
         for start in range(0, len(payload), step):

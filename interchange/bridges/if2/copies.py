@@ -9,6 +9,7 @@ most ``limit`` copies are remembered (the oldest forgotten). Details: docs/if2-b
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Hashable
 
 __all__ = ["IF2Copies"]
@@ -19,7 +20,8 @@ _AT_IF2 = "at IF2"
 class IF2Copies:
     def __init__(self, limit: int = 10_000) -> None:
         self.limit = limit
-        self._entries: dict[Hashable, asyncio.Future[bool] | str] = {}
+        #: oldest first (an OrderedDict: forgetting the oldest is O(1), a dict's first key is not after many deletes)
+        self._entries: OrderedDict[Hashable, asyncio.Future[bool] | str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -67,6 +69,6 @@ class IF2Copies:
         if confirmed:
             self._entries[copy] = _AT_IF2
             while len(self._entries) > self.limit:
-                del self._entries[next(iter(self._entries))]
+                self._entries.popitem(last=False)
         else:
             del self._entries[copy]
