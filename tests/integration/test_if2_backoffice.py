@@ -17,7 +17,7 @@ BACKOFFICE_DIR = Path(__file__).resolve().parent / "if2_backoffice"
 
 
 def test_the_backoffice_shares_no_code_with_the_project() -> None:
-    """Its modules import the standard library, pika and each other only (not aio-pika, the bridge's client)."""
+    """Its modules import the standard library, pika and each other only (not pamqp, the codec of the bridge's client)."""
     allowed = set(sys.stdlib_module_names) | {"pika", "if2_backoffice"}
     imported = set()
     for path in BACKOFFICE_DIR.glob("*.py"):

@@ -2,8 +2,8 @@
 specification (chapters 6 and 7), sharing no code with this project.
 
 It is the counterpart of the IF2 bridge: what a member state's traffic-management back-office
-and the operator of its RabbitMQ do. It imports the standard library and pika only (not aio-pika,
-the bridge's client; ``tests/integration/test_if2_backoffice.py`` checks its imports). From where:
+and the operator of its RabbitMQ do. It imports the standard library and pika only (not pamqp,
+the bridge's codec; ``tests/integration/test_if2_backoffice.py`` checks its imports). From where:
 
 - :mod:`if2_backoffice.tiles`: 6.4's routing key and the zoom-18 quadtree path (7.3.4);
 - :mod:`if2_backoffice.office`: publishing (7.3.2: ``lat``/``lon`` headers, ``expiration``) and

@@ -7,7 +7,7 @@ routing-key filter). It also reads the operator's dead-letter queue (:mod:`.depl
 client certificate and SASL EXTERNAL, as the test broker asks (6.5 leaves security to the
 deployment).
 
-pika is not the interchange's AMQP 0-9-1 client (the bridge uses aio-pika on aiormq/pamqp), so the
+pika is not the interchange's AMQP 0-9-1 client (the bridge has its own on pamqp's codec), so the
 two sides share no codec. Its BlockingConnection is not thread-safe: every call runs on the
 back-office's own single thread; the async methods hand work to it. pika reads but does not write
 the field type of a double ('d'), which the spec's Java client writes for ``lat``/``lon``
