@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -38,6 +39,7 @@ from interchange.bridges.if2.copies import IF2Copies
 from interchange.bridges.if2.keys import (
     AreaCover,
     If2Envelope,
+    SUBTYPE_PROPERTY,
     If2KeyError,
     croads_properties,
     envelope_of,
@@ -57,6 +59,9 @@ EventSink = Callable[[str, str, dict[str, Any]], None]
 NOT_FROM_IF2 = "(publicationId IS NULL OR publicationId NOT LIKE '%:if2-%')"
 #: IF2 -> C-Roads mappings kept (exchange, routing key, lat, lon -> properties); lat/lon of these types only
 MAPPINGS, _PLAIN = 4096, (int, float, Decimal, str, type(None))
+#: what :func:`if2_envelope` reads of a C-Roads message
+_ENVELOPE_PROPERTIES = ("messageType", "protocolVersion", "publisherId", "causeCode", SUBTYPE_PROPERTY, "latitude",
+                        "longitude", "quadTree")
 #: An IF2 message not taken by the BI: the count and the log event, by its fate (:mod:`.attempts`).
 _REFUSAL_COUNTS = {Fate.REFUSE: "import_refused", Fate.EXPIRED: "import_expired", Fate.GIVE_UP: "import_gave_up"}
 _REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_expired",
@@ -96,7 +101,11 @@ class If2Bridge:
         #: the few messages that wait (a capability's first registration, a copy being published,
         #: RabbitMQ down); every other message is handled as it is read, without a task
         self._tasks: set[asyncio.Task[None]] = set()
-        self._mappings: dict[tuple[Any, ...], _Mapping] = {}  #: (exchange, key, lat, lon) -> mapping, oldest first
+        #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads by exchange, key, lat,
+        #: lon; C-Roads -> IF2 the envelope by the properties it reads, and the 0-9-1 properties by lat, lon, ttl
+        self._mappings: OrderedDict[tuple[Any, ...], _Mapping] = OrderedDict()
+        self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
+        self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
         self._closing = False
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
@@ -211,7 +220,7 @@ class If2Bridge:
         expiration = properties.expiration
         ttl_ms = ttl_of(int(expiration) if expiration is not None else None, headers)
         lat, lon = headers.get("lat"), headers.get("lon")
-        cached = (delivery.exchange, delivery.routing_key, lat, lon) \
+        cached = (delivery.exchange, delivery.routing_key, lat, lon, type(lat), type(lon)) \
             if isinstance(lat, _PLAIN) and isinstance(lon, _PLAIN) else None
         if cached is not None and (mapping := self._mappings.get(cached)) is not None:
             return mapping, ttl_ms
@@ -223,9 +232,7 @@ class If2Bridge:
                                    self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
         mapping = _Mapping(envelope, croads, bi_message.application_properties(croads))
         if cached is not None:
-            if len(self._mappings) >= MAPPINGS:
-                del self._mappings[next(iter(self._mappings))]
-            self._mappings[cached] = mapping
+            _keep(self._mappings, cached, mapping)
         return mapping, ttl_ms
 
     async def _register_first(self, envelope: If2Envelope, flight: "_Import") -> None:
@@ -320,7 +327,7 @@ class If2Bridge:
         try:
             message.decode(raw)
             ttl_ms = int(message.ttl * 1000) if message.ttl else None
-            envelope = if2_envelope(message.properties or {}, self.providers, ttl_ms)
+            envelope = self._envelope(message.properties or {}, ttl_ms)
             if not isinstance(message.body, (bytes, memoryview)) or not message.inferred:
                 raise If2KeyError("the body is not one data section (IF2 carries the encoded message as bytes)")
         except (If2KeyError, ValueError, TypeError) as exc:
@@ -339,6 +346,20 @@ class If2Bridge:
             task.add_done_callback(self._tasks.discard)
             return
         self._export(export, known)
+
+    def _envelope(self, properties: dict[str, Any], ttl_ms: int | None) -> If2Envelope:
+        """:func:`if2_envelope`, kept for the last :data:`MAPPINGS` combinations of the properties it reads."""
+        values = tuple(map(properties.get, _ENVELOPE_PROPERTIES))
+        cached = (values, tuple(map(type, values)))
+        try:
+            known = self._envelopes.get(cached)
+        except TypeError:  # (a value that is not hashable: not kept)
+            return if2_envelope(properties, self.providers, ttl_ms)
+        if known is not None:
+            return If2Envelope(known.key, ttl_ms, known.lat, known.lon)
+        envelope = if2_envelope(properties, self.providers, ttl_ms)
+        _keep(self._envelopes, cached, envelope)
+        return envelope
 
     async def _export_after(self, export: "_Export", publishing: "asyncio.Future[bool]") -> None:
         self._export(export, await asyncio.shield(publishing))
@@ -384,7 +405,11 @@ class If2Bridge:
         if envelope.key.message_type not in session.exchanges:
             done(False)
             return
-        properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
+        cached = (envelope.lat, envelope.lon, envelope.ttl_ms)
+        properties = self._outgoing.get(cached)
+        if properties is None:
+            properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
+            _keep(self._outgoing, cached, properties)
 
         def confirmed(ack: bool) -> None:
             if not ack:
@@ -452,6 +477,13 @@ class _Export:
         self.identity, self.ttl_ms = identity, ttl_ms
         self.copy = (identity, hashlib.blake2b(body, digest_size=16).digest())
         self.publishing: asyncio.Future[bool] | None = None
+
+
+def _keep(cache: "OrderedDict[tuple[Any, ...], Any]", key: tuple[Any, ...], value: Any) -> None:
+    """Remember ``value``, forgetting the oldest beyond :data:`MAPPINGS`."""
+    cache[key] = value
+    if len(cache) > MAPPINGS:
+        cache.popitem(last=False)
 
 
 def _wire_headers(headers: dict[str, Any]) -> dict[str, Any]:
