@@ -49,7 +49,7 @@ SMOKE: dict[str, Smoke] = {
     "bench_broker.py": Smoke(("--quick", "--only", "matrix", "--subs", "0", "--sizes", "200", "--peer", "baseline",
                               "--distinct", "none"), ("### Matrix: ours", "### Matrix: peer", "### Ratios (ours / peer)")),
     "bench_if2.py": Smoke(("--messages", "50", "--paced", "20", "--rate", "100"),
-                          ("rabbitmq       throughput", "if2->croads    latency", "croads->if2: added latency")),
+                          ("rabbitmq       throughput", "if2->croads    latency", "croads->if2 latency: added p50")),
     "if2_loadgen.py": Smoke(("--messages", "200", "--paced", "20", "--rate", "100"),
                             ("rabbitmq flat out", "rabbitmq paced 100/s", "pub µs")),
     "bench_multihop.py": Smoke(("--messages", "20", "--rate", "50"), ("A -> D (3 hops, end to end)", "per hop, A -> D / 3")),
