@@ -25,6 +25,12 @@ With ``--processes P [--consumers C]`` the IF2 side is the multi-process generat
 publisher and index): the same scenarios, plus lost and duplicated counts and the generator's own
 CPU per message (its processes, and this process where the C-ITS actor is one end), so a run shows
 whether the generator was the bottleneck. The C-ITS actor stays in this process (one loop).
+Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
+a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
+alone, import and export N times (alternated); ``--tree DIR`` runs the node from another checkout
+(a before/after pair in one session); ``--profile P`` samples the node with py-spy over each
+flat-out phase and prints where its time goes (``profile_categories.py``). The bridge's queues are
+bounded at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher puts ahead.
 """
 from __future__ import annotations
 
