@@ -6,9 +6,11 @@ RabbitMQ only once the BI accepted it (at least once; refusals, retries, ttl: :m
 capability idle for ``capability_idle_s`` is withdrawn. C-Roads -> IF2: a subscription with the
 export keys' selector (:mod:`.bindings`) minus what came from IF2 (IP_109), the republishing
 rules (:mod:`.republish`), durable topic exchanges (IF2 Table 2) with publisher confirms, the BI
-settled after the confirm, a copy IF2 has not published twice (:mod:`.copies`). aio-pika in the
-node's event loop; reconnection is the bridge's own loop (Table 3's server-named, exclusive
-queues are declared again). Details and the choice of client: docs/if2-bridge.md.
+settled after the confirm, a copy IF2 has not published twice (:mod:`.copies`). RabbitMQ through
+the bridge's own AMQP 0-9-1 client (:mod:`.rabbit`, on pamqp's codec) in the node's event loop;
+each message is handled as it is read, without a task: the BI's outcome (through the broker's
+in-process door by default) and RabbitMQ's confirm come back as callbacks. Details and the choice
+of client: docs/if2-bridge.md.
 """
 from __future__ import annotations
 
@@ -487,7 +489,7 @@ def _keep(cache: "OrderedDict[tuple[Any, ...], Any]", key: tuple[Any, ...], valu
 
 
 def _wire_headers(headers: dict[str, Any]) -> dict[str, Any]:
-    """lat/lon as AMQP decimals with 7 places (1 cm): pamqp, aio-pika's codec, would write a Python
+    """lat/lon as AMQP decimals with 7 places (1 cm): pamqp, the 0-9-1 codec, would write a Python
     float as a 32-bit float (0.4 m steps at 51 N, enough to move a point into the next zoom-18 tile)."""
     return {k: Decimal(f"{v:.7f}") if isinstance(v, float) else v for k, v in headers.items()}
 

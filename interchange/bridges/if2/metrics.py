@@ -3,7 +3,7 @@
 Messages in each direction by outcome (IF2 -> C-Roads: accepted, refused, expired, gave_up), sends
 to the BI made again and those left unanswered, republished copies (IF2 6.4), capabilities
 registered and withdrawn, the RabbitMQ and BI connections, messages in flight. Reads the bridge
-through :class:`If2View`, so this module needs no AMQP 0-9-1 client (aio-pika is the bridge's extra)."""
+through :class:`If2View`, so this module needs no AMQP 0-9-1 codec (pamqp is the bridge's extra)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
