@@ -58,6 +58,7 @@ class BiLink:
         self._publisher: LocalPublisher | None = None
         self._flushing = False  #: a flush of the connection is scheduled for this loop turn
         self._queued = 0  #: sends waiting in :meth:`send` (for link, credit): later submits queue behind them
+        self._later: set[asyncio.Future[None]] = set()
 
     @property
     def connected(self) -> bool:
@@ -67,6 +68,8 @@ class BiLink:
         self._task = asyncio.create_task(self._run(), name="if2-bi-link")
 
     async def close(self) -> None:
+        for later in list(self._later):
+            later.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -132,7 +135,9 @@ class BiLink:
         connection, sender = self._connection, self._sender
         if (self._queued or connection is None or sender is None or not self._up.is_set() or sender.credit <= 0
                 or connection.engine.closed):
-            asyncio.ensure_future(self._send_later(raw, on_outcome))
+            later = asyncio.ensure_future(self._send_later(raw, on_outcome))
+            self._later.add(later)  # (the loop keeps only a weak reference to a task)
+            later.add_done_callback(self._later.discard)
             return
         if (too_big := self.size_limit.refuse(len(raw))) is not None:
             on_outcome(Outcome(False, too_big, final=True))
