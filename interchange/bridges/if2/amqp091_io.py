@@ -133,6 +133,8 @@ class Client(asyncio.Protocol):
                 self._transport.abort()
             return
         for event in events:
+            if self.closed.done():  # (what came after a close is not handed on: RabbitMQ redelivers it)
+                break
             self._dispatch(event)
         self.flush()
 
