@@ -1,9 +1,10 @@
 """What a buffered message costs, and the limits that bound the buffers (sans-I/O; IP_032).
 
-A buffered message is counted for its encoded size plus :data:`MESSAGE_OVERHEAD`, the memory the
-broker holds for it besides those bytes (the bytes object's header, the message object, its
-numbers and the buffer's slot; its decoded properties are not kept, see
-:mod:`interchange.broker.message`), so the byte limits bound the memory, not just the payloads.
+A buffered message is counted for its encoded size plus the memory the broker holds for it besides
+those bytes: :data:`COMPACT_OVERHEAD` in its compact form (nearly all: a tuple, see
+:mod:`interchange.broker.message`), :data:`MESSAGE_OVERHEAD` kept as an object (durable, given
+back, large); its decoded properties are not kept. The byte limits bound the memory, not just the
+payloads.
 
 The node's budget (``[broker.memory] node_max_bytes``, shared equally by the broker processes, by
 default 512 MiB for each; :class:`MemoryBudget`) bounds the sum over all sources of what they hold
@@ -37,15 +38,25 @@ MIB = 1024 * 1024
 DEFAULT_PROCESS_BUDGET = 512 * MIB
 
 
-#: Bytes a buffered message holds besides its encoded bytes (measured with tracemalloc on CPython
-#: 3.11: the bytes object's header and pymalloc's rounding, the 13-slot message object with its GC
-#: header, four int objects, the deque slot; tests/unit/test_message_memory.py checks it).
-MESSAGE_OVERHEAD = 320
+#: Bytes a message buffered as an object holds besides its encoded bytes (measured with tracemalloc
+#: on CPython 3.11: the bytes object's header and pymalloc's rounding, the 13-slot message object
+#: with its GC header, four int objects, the deque slot; tests/unit/test_message_memory.py checks it).
+MESSAGE_OVERHEAD = 780
+#: The same for a message buffered in its compact form (the bytes object's 33-byte header and up to
+#: 15 bytes of pymalloc's rounding, the 4-tuple's 80 bytes with its GC header, the packed int's 48,
+#: the deque's slot and its share of the deque's block; checked the same way).
+COMPACT_OVERHEAD = 190
 
 
 def message_cost(size: int) -> int:
-    """The bytes a buffered message of ``size`` encoded bytes is counted for against the limits."""
+    """The most a buffered message of ``size`` encoded bytes is counted for against the limits (its
+    form as an object: what the floors assume)."""
     return size + MESSAGE_OVERHEAD
+
+
+def compact_cost(size: int) -> int:
+    """What a buffered message of ``size`` encoded bytes is counted for in its compact form."""
+    return size + COMPACT_OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)

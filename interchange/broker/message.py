@@ -2,9 +2,17 @@
 
 A buffered message is kept as the exact bytes received (IP_014/015) and a little bookkeeping; its
 decoded application properties (a dict several times the size of the bytes they came from) are
-dropped while it waits in a buffer (:meth:`BrokerMessage.shed`) and decoded again from those bytes
-when a selector or the log reads them: memory follows the encoded size, which the limits count
-(:func:`interchange.broker.memory.message_cost`).
+not kept while it waits in a buffer and are decoded again from those bytes when a selector or the
+log reads them: memory follows the encoded size, which the limits count
+(:mod:`interchange.broker.memory`).
+
+Nearly every buffered message (admitted, memory-only, never given back) waits in its *compact*
+form (:data:`Compact`, :meth:`BrokerMessage.compact`): a 4-tuple of its bytes, its shard's key
+object, its publisher and one int packing its numbers (expiry, arrival, per-shard and process
+numbers, flags), restored to a :class:`BrokerMessage` when it leaves the buffer
+(:meth:`BrokerMessage.restore`). The others (durable ones, whose ``holders`` are shared with the
+store and other sources; ones given back, with their ``redeliveries``; ones built by hand) wait
+as objects, their properties dropped (:meth:`BrokerMessage.shed`).
 """
 from __future__ import annotations
 
@@ -35,6 +43,30 @@ def decode_properties(raw: bytes | bytearray) -> dict[str, object]:
     if start is None or end is None:
         return {}
     return decode_application_properties(raw, start, end)[0]
+
+
+#: A buffered message in its compact form: (raw bytes, shard key, publisher, packed numbers).
+Compact = tuple[bytes, tuple, str, int]
+
+# The packed int of a compact message, from bit 0: expiry_ms + 1 (0: none), arrival_ms, shard_seq,
+# the flags (federated, expiry_source's code), then seq (unbounded). Expiry comes first: the
+# buffer reads it most (``packed & EXPIRY_MASK``). 45 bits of ms last until the year 3084.
+_TIME_BITS = 45
+EXPIRY_MASK = (1 << _TIME_BITS) - 1
+_ARRIVAL_SHIFT = _TIME_BITS
+_SHARD_SEQ_SHIFT = 2 * _TIME_BITS
+_SHARD_SEQ_BITS = 40
+_SHARD_SEQ_MASK = (1 << _SHARD_SEQ_BITS) - 1
+_FLAGS_SHIFT = _SHARD_SEQ_SHIFT + _SHARD_SEQ_BITS
+_SEQ_SHIFT = _FLAGS_SHIFT + 3
+_EXPIRY_SOURCES = ("default", "ttl", "absolute-expiry-time")
+_EXPIRY_CODES = {name: code for code, name in enumerate(_EXPIRY_SOURCES)}
+
+
+def compact_expiry(packed: int) -> int | None:
+    """The expiry (ms since the epoch) of a compact message's packed numbers, or None."""
+    expiry = packed & EXPIRY_MASK
+    return expiry - 1 if expiry else None
 
 
 class BrokerMessage:
@@ -97,6 +129,49 @@ class BrokerMessage:
         kept: the message stays as small as it was)."""
         properties = self._properties
         return properties if properties is not None else decode_properties(self.raw)
+
+    def compact(self) -> Compact | None:
+        """This message's compact form for a buffer, or None if it must wait as an object: it has
+        state of its own (durable: ``holders`` shared with the store and other sources; given back:
+        ``redeliveries``), was built by hand (``seq`` 0: its properties are its own), is large
+        (``raw`` a bytearray: the bookkeeping is small beside it) or a number is out of range."""
+        raw = self.raw
+        if (not self.seq or self.holders is not None or self.redeliveries is not None or self.store_id
+                or type(raw) is not bytes):
+            return None
+        expiry = self.expiry_ms
+        expiry = 0 if expiry is None else expiry + 1
+        arrival, shard_seq = self.arrival_ms, self.shard_seq
+        code = _EXPIRY_CODES.get(self.expiry_source)
+        if (code is None or not 0 <= expiry <= EXPIRY_MASK or not 0 <= arrival <= EXPIRY_MASK
+                or not 0 <= shard_seq < 1 << _SHARD_SEQ_BITS):
+            return None
+        flags = code << 1 | self.federated
+        packed = (expiry | arrival << _ARRIVAL_SHIFT | shard_seq << _SHARD_SEQ_SHIFT | flags << _FLAGS_SHIFT
+                  | self.seq << _SEQ_SHIFT)
+        return raw, self.shard_key, self.publisher, packed
+
+    @classmethod
+    def restore(cls, entry: Compact) -> BrokerMessage:
+        """The message a compact form was made from (its properties decoded again when read)."""
+        raw, shard_key, publisher, packed = entry
+        message = cls.__new__(cls)
+        message.raw = raw
+        message._properties = None  # noqa: SLF001 (its own class)
+        message.shard_key = shard_key
+        message.publisher = publisher
+        expiry = packed & EXPIRY_MASK
+        message.expiry_ms = expiry - 1 if expiry else None
+        message.arrival_ms = packed >> _ARRIVAL_SHIFT & EXPIRY_MASK
+        message.shard_seq = packed >> _SHARD_SEQ_SHIFT & _SHARD_SEQ_MASK
+        flags = packed >> _FLAGS_SHIFT & 7
+        message.federated = bool(flags & 1)
+        message.expiry_source = _EXPIRY_SOURCES[flags >> 1]
+        message.seq = packed >> _SEQ_SHIFT
+        message.redeliveries = None
+        message.holders = None
+        message.store_id = 0
+        return message
 
     def shed(self) -> None:
         """Drop the decoded properties while the message waits in a buffer. Only an admitted

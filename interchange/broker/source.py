@@ -7,6 +7,10 @@ IP_128/129: messages of one (publicationId, shardId) never overtake each other: 
 is FIFO, queued messages go out before new ones, and while several links share a source
 each shard sticks to the link that received its first message.
 
+A buffered message waits in its compact form where it has one (:meth:`BrokerMessage.compact`:
+a tuple, no object per message) and becomes a :class:`BrokerMessage` again when it leaves the buffer;
+each is counted for what its form holds (:mod:`interchange.broker.memory`).
+
 Every message a source loses undelivered (evicted from a full buffer, expired) is reported to its
 :class:`LossObserver` one by one, so the log can account for it; a message a consumer
 gives back is counted per source (``BrokerMessage.redeliveries``: its next delivery attempt).
@@ -18,10 +22,44 @@ from collections.abc import Callable
 from typing import Protocol
 
 from interchange.broker.addresses import SourceSpec
-from interchange.broker.memory import MESSAGE_OVERHEAD, BufferLimits, MemoryBudget
-from interchange.broker.message import BrokerMessage
+from interchange.broker.memory import COMPACT_OVERHEAD, MESSAGE_OVERHEAD, BufferLimits, MemoryBudget
+from interchange.broker.message import EXPIRY_MASK, BrokerMessage, Compact
 
 Matcher = Callable[[dict], bool]
+#: A buffered message: its compact form, or the message itself (durable, given back, built by hand, large)
+Entry = Compact | BrokerMessage
+
+
+def _hold(message: BrokerMessage) -> Entry:
+    """What the buffer keeps of ``message``."""
+    entry = message.compact()
+    if entry is None:
+        message.shed()
+        return message
+    return entry
+
+
+def _cost(entry: Entry) -> int:
+    """What a buffered entry is counted for (:mod:`interchange.broker.memory`)."""
+    if isinstance(entry, tuple):
+        return len(entry[0]) + COMPACT_OVERHEAD
+    return len(entry.raw) + MESSAGE_OVERHEAD
+
+
+def _key(entry: Entry) -> tuple:
+    return entry[1] if isinstance(entry, tuple) else entry.shard_key
+
+
+def _expired(entry: Entry, now_ms: int) -> bool:
+    if isinstance(entry, tuple):
+        expiry = entry[3] & EXPIRY_MASK  # the expiry + 1, 0 for none
+        return expiry != 0 and expiry <= now_ms + 1
+    expiry_ms = entry.expiry_ms
+    return expiry_ms is not None and expiry_ms <= now_ms
+
+
+def _message(entry: Entry) -> BrokerMessage:
+    return BrokerMessage.restore(entry) if isinstance(entry, tuple) else entry
 
 
 class LossObserver(Protocol):
@@ -83,7 +121,7 @@ class Source:
         self.node_selector = node_selector
         #: what is left of the node selector once the routing index has matched (set by the index)
         self.residual = node_selector
-        self._queue: deque[BrokerMessage] = deque()
+        self._queue: deque[Entry] = deque()
         self._bytes = 0
         self.links: list[ConsumerLink] = []
         self._next_link = 0
@@ -101,7 +139,7 @@ class Source:
 
     @property
     def depth_bytes(self) -> int:
-        """What the buffer is counted for: each message's :func:`~interchange.broker.memory.message_cost`."""
+        """What the buffer is counted for: each message's bytes and its form's overhead (:mod:`~interchange.broker.memory`)."""
         return self._bytes
 
     def _count(self, delta: int) -> None:
@@ -112,8 +150,12 @@ class Source:
 
     def held(self) -> tuple[int, int]:
         """(durable, memory-only) messages buffered: what a restart keeps and what it loses."""
-        durable = sum(1 for message in self._queue if message.holders is not None)
+        durable = sum(1 for entry in self._queue if not isinstance(entry, tuple) and entry.holders is not None)
         return durable, len(self._queue) - durable
+
+    def buffered(self) -> list[BrokerMessage]:
+        """The buffered messages, oldest first (restored from their compact form: for tests and tools)."""
+        return [_message(entry) for entry in self._queue]
 
     def add_link(self, link: ConsumerLink) -> None:
         self.links.append(link)
@@ -142,16 +184,16 @@ class Source:
             if was_empty:
                 self._blocked.clear()
                 self._clean = True
-            message.shed()
-            self._queue.append(message)
-            self._count(len(message.raw) + MESSAGE_OVERHEAD)
+            entry = _hold(message)
+            self._queue.append(entry)
+            self._count(_cost(entry))
             if outcome == _BLOCKED:
                 self._blocked.add(message.shard_key)
             self._evict()
             return
-        message.shed()
-        self._queue.append(message)
-        self._count(len(message.raw) + MESSAGE_OVERHEAD)
+        entry = _hold(message)
+        self._queue.append(entry)
+        self._count(_cost(entry))
         self._evict()
         if not self._clean:
             self.pump(now_ms)
@@ -169,11 +211,11 @@ class Source:
         if not self._queue:
             return 0
         old = self._queue.popleft()
-        cost = len(old.raw) + MESSAGE_OVERHEAD
+        cost = _cost(old)
         self._count(-cost)
         self.dropped += 1
         if self.observer is not None:
-            self.observer.dropped(old, self.spec.address, reason)
+            self.observer.dropped(_message(old), self.spec.address, reason)
         return cost
 
     def _try_send(self, message: BrokerMessage) -> int:
@@ -224,21 +266,21 @@ class Source:
         if not queue or not any(link.can_send() for link in links):
             self._drop_expired(now_ms)
             self._clean = True
-            self._blocked = {m.shard_key for m in queue}
+            self._blocked = {_key(entry) for entry in queue}
             return
-        skipped: list[BrokerMessage] = []
+        skipped: list[Entry] = []
         blocked: set[tuple] = set()
         while queue:
-            message = queue.popleft()
-            if message.expiry_ms is not None and message.expiry_ms <= now_ms:
-                self._lose_expired(message)
+            entry = queue.popleft()
+            if _expired(entry, now_ms):
+                self._lose_expired(entry)
                 continue
-            key = message.shard_key
-            outcome = _BLOCKED if key in blocked else self._try_send(message)
+            key = _key(entry)
+            outcome = _BLOCKED if key in blocked else self._try_send(_message(entry))
             if outcome == _SENT:
-                self._count(-len(message.raw) - MESSAGE_OVERHEAD)
+                self._count(-_cost(entry))
                 continue
-            skipped.append(message)
+            skipped.append(entry)
             if outcome == _BLOCKED:
                 blocked.add(key)
                 if not any(link.can_send() for link in links):
@@ -252,25 +294,25 @@ class Source:
 
     def _drop_expired(self, now_ms: int) -> None:
         queue = self._queue
-        while queue and queue[0].expiry_ms is not None and queue[0].expiry_ms <= now_ms:
+        while queue and _expired(queue[0], now_ms):
             self._lose_expired(queue.popleft())
 
-    def _lose_expired(self, message: BrokerMessage) -> None:
+    def _lose_expired(self, entry: Entry) -> None:
         """Account for a message taken off the buffer because it expired (IP_033)."""
-        self._count(-len(message.raw) - MESSAGE_OVERHEAD)
+        self._count(-_cost(entry))
         self.expired += 1
         if self.observer is not None:
-            self.observer.expired_in(message, self.spec.address)
+            self.observer.expired_in(_message(entry), self.spec.address)
 
     def expire(self, now_ms: int) -> int:
         """Drop every expired message; return how many were dropped."""
-        keep: deque[BrokerMessage] = deque()
+        keep: deque[Entry] = deque()
         dropped = 0
-        for message in self._queue:
-            if message.expiry_ms is None or message.expiry_ms > now_ms:
-                keep.append(message)
+        for entry in self._queue:
+            if not _expired(entry, now_ms):
+                keep.append(entry)
             else:
-                self._lose_expired(message)
+                self._lose_expired(entry)
                 dropped += 1
         if dropped:
             self._queue = keep
@@ -297,17 +339,17 @@ class Source:
                 counts = message.redeliveries = {}
             counts[address] = counts.get(address, 0) + 1
         for message in reversed(messages):
-            message.shed()
-            self._queue.appendleft(message)
-            self._count(len(message.raw) + MESSAGE_OVERHEAD)
+            entry = _hold(message)  # given back: ``redeliveries`` keeps it an object
+            self._queue.appendleft(entry)
+            self._count(_cost(entry))
         self._clean = False
         self._evict()
 
     def clear(self, reason: str = "source_deleted") -> None:
         """Drop every buffered message (each reported as dropped for ``reason``)."""
         if self.observer is not None:
-            for message in self._queue:
-                self.observer.dropped(message, self.spec.address, reason)
+            for entry in self._queue:
+                self.observer.dropped(_message(entry), self.spec.address, reason)
         self.dropped += len(self._queue)
         self._queue.clear()
         self._count(-self._bytes)

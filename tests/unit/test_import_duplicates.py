@@ -94,7 +94,7 @@ def test_second_copy_over_another_route_is_kept_from_the_source_that_had_it(tmp_
     assert (core.sources["s1"].depth, core.sources["s2"].depth) == (1, 1)
     assert core.observer.duplicate_dropped_count == 1
     assert core.observer.hop_dropped_count == {"loop": 0, "hop_limit": 0}
-    kept = core.sources["s2"]._queue[0].raw  # the copy s2 got: over C, trace stamped, bare message exact
+    kept = core.sources["s2"].buffered()[0].raw  # the copy s2 got: over C, trace stamped, bare message exact
     assert bare_digest(kept) == bare_digest(denm().encode())
     registry = broker_registry(core, BrokerServer(core))  # a server object, never started: for its metrics
     assert registry.get_sample_value("interchange_messages_duplicate_dropped_total") == 1

@@ -46,7 +46,7 @@ class Broker:
                                clock_ms=lambda: NOW)
 
     def held(self) -> list[bytes]:
-        return [bytes(m.raw) for m in self.core.sources[SOURCE]._queue]  # the buffer, in its order
+        return [bytes(m.raw) for m in self.core.sources[SOURCE].buffered()]  # the buffer, in its order
 
     def records(self) -> list[dict[str, Any]]:
         """The log's records without the write times (all two runs cannot share)."""

@@ -1,8 +1,10 @@
 """Memory is bounded by what the limits say (sans-I/O; interchange.broker.memory, IP_032).
 
 A buffered message holds no more than it is counted for (its encoded bytes and
-:data:`~interchange.broker.memory.MESSAGE_OVERHEAD`, measured here with tracemalloc); its properties
-are decoded again, the same, when a selector or the log reads them; and the node's budget across
+:data:`~interchange.broker.memory.COMPACT_OVERHEAD` in its compact form,
+:data:`~interchange.broker.memory.MESSAGE_OVERHEAD` as an object: measured here with tracemalloc);
+its compact form gives back every field; its properties are decoded again, the same, when a
+selector or the log reads them; and the node's budget across
 sources evicts the oldest messages of the source holding the most, logged, leaving the others whole.
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from interchange.broker import message as message_module
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
-from interchange.broker.memory import IP_032_FLOOR, BufferLimits, message_cost
+from interchange.broker.memory import IP_032_FLOOR, BufferLimits, compact_cost, message_cost
 from interchange.broker.message import BrokerMessage
 from interchange.broker.metrics import broker_registry
 from interchange.broker.observer import BrokerObserver
@@ -74,8 +76,10 @@ class Link:
         self.got.append(message)
 
 
-@pytest.mark.parametrize("body", [0, 40, 1000], ids=["250B", "290B", "1253B"])
-def test_a_buffered_message_holds_no_more_than_it_is_counted_for(body: int) -> None:
+@pytest.mark.parametrize(("body", "kind"), [(0, "memory-only"), (40, "memory-only"), (1000, "memory-only"),
+                                           (0, "durable"), (0, "given back"), (0, "durable, given back")],
+                         ids=["250B", "290B", "1253B", "250B durable", "250B given back", "250B durable given back"])
+def test_a_buffered_message_holds_no_more_than_it_is_counted_for(body: int, kind: str) -> None:
     # the admission of the node (the C accelerator where built: a dict per message; the Python
     # path shares one among messages of the same properties, which would hide a kept dict here)
     raw = bytes(denm(body=b"x" * body).encode())
@@ -87,13 +91,21 @@ def test_a_buffered_message_holds_no_more_than_it_is_counted_for(body: int) -> N
     try:
         before = tracemalloc.get_traced_memory()[0]
         for i in range(COUNT):  # a fresh bytes object each, as proton hands them over
-            source.offer(admission.admit(bytes(bytearray(raw)), "actor-1", False, None, NOW + i), NOW)
+            message = admission.admit(bytes(bytearray(raw)), "actor-1", False, None, NOW + i)
+            if "durable" in kind:  # as the router and the store mark it
+                message.holders, message.store_id = {"all"}, 1_000_000 + i
+            if "given back" in kind:
+                source.requeue([message])
+            else:
+                source.offer(message, NOW)
         gc.collect()
         held = (tracemalloc.get_traced_memory()[0] - before) / COUNT
     finally:
         tracemalloc.stop()
-    assert source.depth == COUNT and source.depth_bytes == COUNT * message_cost(len(raw))
-    assert held <= message_cost(len(raw)), f"{held:.0f} bytes held per {len(raw)}-byte message"
+    # memory-only ones wait in their compact form; the others as objects (their own state)
+    cost = compact_cost(len(raw)) if kind == "memory-only" else message_cost(len(raw))
+    assert source.depth == COUNT and source.depth_bytes == COUNT * cost
+    assert held <= cost, f"{held:.0f} bytes held per {len(raw)}-byte message"
 
 
 @pytest.mark.parametrize("accelerated", [True, False], ids=["c", "python"])
@@ -107,12 +119,39 @@ def test_buffered_properties_decode_again_for_selectors(monkeypatch: pytest.Monk
     sent = [denm(body=b"%d" % i, causeCode=5 if i % 2 else 1, publicationId=f"NO00001:p{i}") for i in range(10)]
     for message in sent:
         source.offer(admission.admit(bytes(message.encode()), "actor-1", False, None, NOW), NOW)
-    assert source.depth == 10 and all(m._properties is None for m in source._queue)
+    assert source.depth == 10 and source.depth_bytes == sum(compact_cost(len(m.encode())) for m in sent)
     link.credit = 10
     source.credit_changed(NOW)
     assert [m.properties["publicationId"] for m in link.got] == [f"NO00001:p{i}" for i in range(1, 10, 2)]
     assert [m.properties for m in link.got] == [dict(sent[i].properties) for i in range(1, 10, 2)]
     assert source.depth == 5
+
+
+def test_the_compact_form_gives_back_every_field() -> None:
+    admission = Admission(TtlPolicy())
+    cases = [admission.admit(bytes(denm(publicationId=f"NO00001:{i}", shardId=1 + i % 2).encode()), f"peer-{i}",
+                             i % 2 == 1, None, NOW + i) for i in range(4)]
+    cases[1].expiry_ms, cases[1].expiry_source = None, "ttl"
+    cases[2].expiry_source = "absolute-expiry-time"
+    cases[3].seq, cases[3].shard_seq = (1 << 60) + 3, (1 << 40) - 1
+    for message in cases:
+        entry = message.compact()
+        assert entry is not None and entry[0] is message.raw and entry[1] is message.shard_key
+        restored = BrokerMessage.restore(entry)
+        for field in BrokerMessage.__slots__:
+            if field != "_properties":
+                assert getattr(restored, field) == getattr(message, field), field
+        assert restored.properties == message.properties
+    # what has state of its own, or does not fit, stays an object
+    kept = []
+    for change in ("holders", "redeliveries", "store_id", "seq", "raw", "expiry_ms", "shard_seq", "expiry_source"):
+        message = admission.admit(bytes(denm().encode()), "actor-1", False, None, NOW)
+        value = {"holders": {"all"}, "redeliveries": {"all": 1}, "store_id": 7, "seq": 0,
+                 "raw": bytearray(message.raw), "expiry_ms": 1 << 45, "shard_seq": 1 << 40,
+                 "expiry_source": "other"}[change]
+        setattr(message, change, value)
+        kept.append((change, message.compact()))
+    assert [change for change, entry in kept if entry is not None] == []
 
 
 def budget_core(log: Recorder, node_bytes: int) -> tuple[BrokerCore, Any]:

@@ -47,7 +47,7 @@ def spatem(body: bytes, kind: str = "SPATEM") -> BiMessage:
 
 
 def held(core: BrokerCore) -> list[bytes]:
-    return [bytes(m.raw) for m in core.sources[SOURCE]._queue]  # the buffer, in its order
+    return [bytes(m.raw) for m in core.sources[SOURCE].buffered()]  # the buffer, in its order
 
 
 def test_outbound_through_the_door_routes_in_order_and_refuses_for_good() -> None:
