@@ -136,19 +136,19 @@ class BrokerMessage:
         ``redeliveries``), was built by hand (``seq`` 0: its properties are its own), is large
         (``raw`` a bytearray: the bookkeeping is small beside it) or a number is out of range."""
         raw = self.raw
-        if (not self.seq or self.holders is not None or self.redeliveries is not None or self.store_id
-                or type(raw) is not bytes):
+        seq = self.seq
+        if (not seq or self.holders is not None or self.redeliveries is not None or self.store_id
+                or raw.__class__ is not bytes):
             return None
         expiry = self.expiry_ms
         expiry = 0 if expiry is None else expiry + 1
         arrival, shard_seq = self.arrival_ms, self.shard_seq
         code = _EXPIRY_CODES.get(self.expiry_source)
-        if (code is None or not 0 <= expiry <= EXPIRY_MASK or not 0 <= arrival <= EXPIRY_MASK
-                or not 0 <= shard_seq < 1 << _SHARD_SEQ_BITS):
+        # a negative number shifts to -1, a too large one to more than 0: either does not fit
+        if code is None or (expiry | arrival) >> _TIME_BITS or shard_seq >> _SHARD_SEQ_BITS or seq < 0:
             return None
-        flags = code << 1 | self.federated
-        packed = (expiry | arrival << _ARRIVAL_SHIFT | shard_seq << _SHARD_SEQ_SHIFT | flags << _FLAGS_SHIFT
-                  | self.seq << _SEQ_SHIFT)
+        packed = (expiry | arrival << _ARRIVAL_SHIFT | shard_seq << _SHARD_SEQ_SHIFT
+                  | (code << 1 | self.federated) << _FLAGS_SHIFT | seq << _SEQ_SHIFT)
         return raw, self.shard_key, self.publisher, packed
 
     @classmethod
