@@ -1,0 +1,274 @@
+"""A steady BI client's round trips beside 500 + 500 stalled connections, per phase, with what the
+scheduler did meanwhile: where the loaded p99 of ``tests/integration/test_preamble_deadlines.py``
+comes from.
+
+A node process (the test's stage deadlines: 3-4.5 s) serves one steady client (publish, accepted,
+delivered: one round trip at a time, from this process's main thread). Each run makes ``--quiet``
+round trips alone, then starts :mod:`interchange.testing.stalled_clients` (500 per interface,
+every preamble stage, trickling every 0.5 s) and keeps making round trips until every stalled
+connection is closed, then ``--after`` more. Modes, alternated run by run:
+
+- ``node``: the stalled clients connect to the node the steady client uses;
+- ``peer``: they connect to a second node process (same config): the same clients' and server's
+  CPU on the same two cores, but not in the steady client's node: what the machine alone adds;
+- ``nice``: as ``node``, with the stalled clients at ``nice 19``;
+- ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
+  change; the steady client and the stalled clients both use it).
+
+Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``arrive`` (their
+TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
+close); ``closes`` (the deadlines' closes, until the last); ``after``. Per phase: round trips,
+p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's main thread, of the
+stalled clients and of the peer node; the steady node's run-queue wait (ms per second: ready to run,
+not running, /proc schedstat) and our own; and for the slowest 1 % of round trips, what the node's
+main thread did during them (CPU, waiting for a core) and our own wait.
+
+    flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from certs import TestPki
+from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.testing.broker_harness import BROKER_CN, client_connection, denm
+from interchange.testing.harness import make_pki
+from ii_api.settings.config import IIConfig, RequestLimits
+
+HERE = Path(__file__).resolve().parents[1]
+BI = LimitsConfig(handshake_timeout_s=3.0, header_timeout_s=4.0, sasl_timeout_s=3.5, open_timeout_s=4.5)
+II = RequestLimits(handshake_timeout_s=3.0, header_timeout_s=4.0, body_timeout_s=3.5)
+PHASES = ("quiet", "arrive", "stall", "closes", "after")
+
+
+def schedstat(path: str) -> tuple[int, int]:
+    """(ns on a CPU, ns waiting on a run queue) of a thread or process (0, 0 once it is gone)."""
+    try:
+        with open(path) as handle:
+            on_cpu, waiting, _ = handle.read().split()
+    except (OSError, ValueError):
+        return 0, 0
+    return int(on_cpu), int(waiting)
+
+
+def node_config(root: Path, pki: TestPki, directory: Path) -> NodeConfig:
+    identity = pki.identity(BROKER_CN)
+    return NodeConfig(
+        name=BROKER_CN, data_dir=directory,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
+                            targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
+                            sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
+        log=LogConfig(path=directory / "node.log", level="info"),
+        ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
+
+
+class Node:
+    """A node process run from the tree at ``root`` (its directory first on the module path)."""
+
+    def __init__(self, config: NodeConfig, root: Path) -> None:
+        path = config.data_dir / "node.json"
+        path.write_text(config.model_dump_json())
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.process = subprocess.Popen([sys.executable, "-P", "-m", "interchange", "broker", "--config", str(path)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
+        assert self.process.stdout is not None
+        words = self.process.stdout.readline().replace(",", "").split()
+        self.bi_port = int(words[words.index("AMQPS") + 2])
+        self.ii_port = int(words[words.index("(HTTPS)") + 2])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+@dataclass
+class Sample:
+    """One round trip: when it started, how long it took, and the deltas of the watched threads over it."""
+
+    at: float
+    rtt: float
+    deltas: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+class Watch:
+    """The threads whose schedstat is read around every round trip."""
+
+    def __init__(self, paths: dict[str, str]) -> None:
+        self.paths = paths
+
+    def read(self) -> dict[str, tuple[int, int]]:
+        return {name: schedstat(path) for name, path in self.paths.items()}
+
+
+class Steady:
+    def __init__(self, pki: TestPki, port: int) -> None:
+        self.publisher = client_connection(pki, "actor-1", port)
+        self.consumer = client_connection(pki, "actor-2", port)
+        self.sender = self.publisher.create_sender("in")
+        self.receiver = self.consumer.create_receiver("all", credit=10)
+
+    def round_trip(self, watch: Watch) -> Sample:
+        before = watch.read()
+        started = time.monotonic()
+        self.sender.send(denm())
+        self.receiver.receive(timeout=10)
+        self.receiver.accept()
+        ended = time.monotonic()
+        after = watch.read()
+        deltas = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
+        return Sample(started, ended - started, deltas)
+
+    def close(self) -> None:
+        self.publisher.close()
+        self.consumer.close()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
+    node = nodes["base"] if mode == "base" else nodes["node"]
+    peer = nodes["peer"]
+    target = peer if mode == "peer" else node
+    steady = Steady(pki, node.bi_port)
+    me = f"/proc/self/task/{os.getpid()}/schedstat"
+    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat", "me": me,
+             "peer": f"/proc/{peer.process.pid}/task/{peer.process.pid}/schedstat"}
+    try:
+        for _ in range(50):
+            steady.round_trip(Watch(paths))
+        samples = [steady.round_trip(Watch(paths)) for _ in range(args.quiet)]
+        command = [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{target.bi_port}",
+                   "--ii", f"127.0.0.1:{target.ii_port}", "--count", str(args.count), "--pki", str(pki.directory),
+                   "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"]
+        if mode == "nice":
+            command = ["nice", "-n", "19", *command]
+        spawned = time.monotonic()
+        stalled = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=HERE)
+        watch = Watch({**paths, "clients": f"/proc/{stalled.pid}/schedstat"})
+        fd = stalled.stdout.fileno()  # type: ignore[union-attr]
+        os.set_blocking(fd, False)
+        partial, ready_at, closes, done = b"", None, [], False
+        while not done:
+            if select.select([fd], [], [], 0)[0]:
+                data = os.read(fd, 1 << 20)
+                *lines, partial = (partial + data).split(b"\n")
+                for line in filter(None, lines):
+                    record = json.loads(line)
+                    if "ready" in record:
+                        ready_at = record["at"]
+                    elif "done" in record:
+                        done = True
+                    elif record.get("closed") is not None:
+                        closes.append(record["closed"])
+                if not data:
+                    done = True
+            samples.append(steady.round_trip(watch))
+        ended = time.monotonic()
+        samples += [steady.round_trip(Watch(paths)) for _ in range(args.after)]
+        stalled.wait(30)
+    finally:
+        steady.close()
+    bounds = {"arrive": spawned, "stall": ready_at or spawned, "closes": min(closes) if closes else ended,
+              "after": ended}
+    return summarize(samples, args.quiet, bounds)
+
+
+def phase_of(sample: Sample, index: int, quiet: int, bounds: dict[str, float]) -> str:
+    if index < quiet:
+        return "quiet"
+    phase = "arrive"
+    for name in ("stall", "closes", "after"):
+        if sample.at >= bounds[name]:
+            phase = name
+    return phase
+
+
+def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> dict:
+    by: dict[str, list[Sample]] = {p: [] for p in PHASES}
+    for i, sample in enumerate(samples):
+        by[phase_of(sample, i, quiet, bounds)].append(sample)
+    out = {}
+    for phase, got in by.items():
+        if not got:
+            continue
+        wall = sum(s.rtt for s in got)
+        rtts = [s.rtt for s in got]
+
+        def share(name: str, part: int, among: list[Sample]) -> float:
+            span = sum(s.rtt for s in among)
+            return sum(s.deltas.get(name, (0, 0))[part] for s in among) / 1e9 / span if span else 0.0
+
+        slow = sorted(got, key=lambda s: s.rtt)[-max(1, len(got) // 100):]
+        out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall,
+                      "node_cpu": share("node", 0, got), "node_wait": share("node", 1, got),
+                      "me_wait": share("me", 1, got), "clients_cpu": share("clients", 0, got),
+                      "peer_cpu": share("peer", 0, got),
+                      "slow_rtt": sum(s.rtt for s in slow) / len(slow),
+                      "slow_node_cpu": share("node", 0, slow), "slow_node_wait": share("node", 1, slow),
+                      "slow_me_wait": share("me", 1, slow), "slow_clients_cpu": share("clients", 0, slow)}
+    return out
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, base")
+    parser.add_argument("--base", type=Path, help="mode base: the tree its node runs from")
+    parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
+    parser.add_argument("--quiet", type=int, default=400)
+    parser.add_argument("--after", type=int, default=300)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        pki = make_pki(root / "pki")
+        (root / "a").mkdir()
+        (root / "b").mkdir()
+        modes = args.modes.split(",")
+        nodes = {"node": Node(node_config(root, pki, root / "a"), HERE),
+                 "peer": Node(node_config(root, pki, root / "b"), HERE)}
+        if "base" in modes:
+            (root / "c").mkdir()
+            nodes["base"] = Node(node_config(root, pki, root / "c"), args.base.resolve())
+        print(f"load before {load()}; {args.count} stalled per interface; p99 ms (ratio to the run's quiet p99); "
+              "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "
+              "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
+        print(f"{'run':<9}{'phase':<8}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"
+              f"{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
+              flush=True)
+        try:
+            for run in range(args.runs):
+                for mode in modes:
+                    result = run_once(mode, nodes, pki, args)
+                    quiet = result["quiet"]["p99"]
+                    for phase, r in result.items():
+                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
+                              f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['me_wait']:>7.2f}"
+                              f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
+                              f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
+                              f"{r['slow_clients_cpu']:>6.2f}", flush=True)
+        finally:
+            for running in nodes.values():
+                running.stop()
+        print(f"load after {load()}")
+
+
+if __name__ == "__main__":
+    main()
