@@ -151,9 +151,12 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         for _ in range(50):
             steady.round_trip(Watch(paths))
         samples = [steady.round_trip(Watch(paths)) for _ in range(args.quiet)]
-        command = [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{target.bi_port}",
-                   "--ii", f"127.0.0.1:{target.ii_port}", "--count", str(args.count), "--pki", str(pki.directory),
-                   "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"]
+        ports = {"bi": target.bi_port, "ii": target.ii_port}
+        command = [sys.executable, "-m", "interchange.testing.stalled_clients", "--count", str(args.count),
+                   "--pki", str(pki.directory), "--server-name", BROKER_CN, "--trickle-s", "0.5",
+                   "--path", "/actor-1/subscriptions"]
+        for interface in args.interfaces.split(","):
+            command += [f"--{interface}", f"127.0.0.1:{ports[interface]}"]
         if mode == "nice":
             command = ["nice", "-n", "19", *command]
         spawned = time.monotonic()
@@ -233,6 +236,7 @@ def main() -> None:
     parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, base")
     parser.add_argument("--base", type=Path, help="mode base: the tree its node runs from")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
+    parser.add_argument("--interfaces", default="bi,ii", help="the interfaces the stalled clients connect to")
     parser.add_argument("--quiet", type=int, default=400)
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
@@ -247,7 +251,8 @@ def main() -> None:
         if "base" in modes:
             (root / "c").mkdir()
             nodes["base"] = Node(node_config(root, pki, root / "c"), args.base.resolve())
-        print(f"load before {load()}; {args.count} stalled per interface; p99 ms (ratio to the run's quiet p99); "
+        print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
+              "p99 ms (ratio to the run's quiet p99); "
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "
               "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
         print(f"{'run':<9}{'phase':<8}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"

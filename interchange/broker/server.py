@@ -6,7 +6,8 @@ TLS 1.3 only, client certificate required and checked against the trust bundle a
 refused handshake gets its alert and a ``tls_refused`` log event; the connection's identity is
 the peer certificate's CN.
 Output is flushed once per event-loop turn for every connection that has something to send
-(batching per I/O wake-up).
+(batching per I/O wake-up). Arriving connections' handshake steps run a bounded amount per turn
+(:mod:`interchange.broker.handshake_queue`), so a burst of them does not hold up established ones.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from certs.errors import PeerIdentityError
 from certs.revocation import Revocations
 from certs.tls import certificate_lifetime_problem, peer_common_name
 from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimits
+from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
@@ -49,6 +51,8 @@ class AmqpConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._preamble = True  #: until the peer's open: a stage deadline may be pending
+        #: handshake input waiting for its turn in the server's HandshakeQueue (None: not queued)
+        self._handshake_input: bytearray | None = None
         self.engine: ConnectionEngine | None = None
         self.identity = ""
         self.peer = ""
@@ -126,6 +130,24 @@ class AmqpConnection(asyncio.Protocol):
         if tls is None:
             self._plain_received(data)
             return
+        if not tls.established:  # a handshake step: in the queue's turn (ordered after what waits)
+            if self._handshake_input is None:
+                self._handshake_input = bytearray(data)
+                self._server.handshakes.submit(self)
+            else:
+                self._handshake_input += data
+            return
+        self._tls_received(tls, data)
+
+    def handshake_step(self) -> None:
+        """The handshake input that waited for the server's :class:`HandshakeQueue`, now fed."""
+        data, self._handshake_input = self._handshake_input, None
+        tls, transport = self._tls, self._transport
+        if data is None or tls is None or transport is None or transport.is_closing():
+            return  # closed meanwhile (its deadline, the peer)
+        self._tls_received(tls, bytes(data))
+
+    def _tls_received(self, tls: TlsSession, data: bytes) -> None:
         step = tls.receive(data)
         transport = self._transport
         if step.send and transport is not None:
@@ -322,6 +344,7 @@ class BrokerServer:
         self.limits = limits or EngineLimits()
         self._event = event
         self.connections: set[AmqpConnection] = set()
+        self.handshakes = HandshakeQueue()  #: arriving connections' handshake steps, bounded per loop turn
         self._dirty: set[AmqpConnection] = set()
         self._flush_scheduled = False
         self._servers: list[asyncio.base_events.Server] = []
