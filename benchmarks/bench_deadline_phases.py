@@ -12,6 +12,8 @@ connection is closed, then ``--after`` more. Modes, alternated run by run:
 - ``peer``: they connect to a second node process (same config): the same clients' and server's
   CPU on the same two cores, but not in the steady client's node: what the machine alone adds;
 - ``nice``: as ``node``, with the stalled clients at ``nice 19``;
+- ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
+  stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
   change; the steady client and the stalled clients both use it).
 
@@ -61,7 +63,7 @@ def schedstat(path: str) -> tuple[int, int]:
     return int(on_cpu), int(waiting)
 
 
-def node_config(root: Path, pki: TestPki, directory: Path) -> NodeConfig:
+def node_config(root: Path, pki: TestPki, directory: Path, level: str = "info") -> NodeConfig:
     identity = pki.identity(BROKER_CN)
     return NodeConfig(
         name=BROKER_CN, data_dir=directory,
@@ -69,7 +71,7 @@ def node_config(root: Path, pki: TestPki, directory: Path) -> NodeConfig:
         broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
                             targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
                             sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
-        log=LogConfig(path=directory / "node.log", level="info"),
+        log=LogConfig(path=directory / "node.log", level=level),
         ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
 
 
@@ -140,7 +142,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes["base"] if mode == "base" else nodes["node"]
+    node = nodes[mode] if mode in ("base", "errlog") else nodes["node"]
     peer = nodes["peer"]
     target = peer if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
@@ -233,7 +235,7 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
-    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, base")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base")
     parser.add_argument("--base", type=Path, help="mode base: the tree its node runs from")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
     parser.add_argument("--interfaces", default="bi,ii", help="the interfaces the stalled clients connect to")
@@ -248,6 +250,9 @@ def main() -> None:
         modes = args.modes.split(",")
         nodes = {"node": Node(node_config(root, pki, root / "a"), HERE),
                  "peer": Node(node_config(root, pki, root / "b"), HERE)}
+        if "errlog" in modes:
+            (root / "d").mkdir()
+            nodes["errlog"] = Node(node_config(root, pki, root / "d", "error"), HERE)
         if "base" in modes:
             (root / "c").mkdir()
             nodes["base"] = Node(node_config(root, pki, root / "c"), args.base.resolve())

@@ -2,12 +2,18 @@
 
 Records (:mod:`interchange.ground.logformat`, version 2) are formatted on the event loop from the
 broker's messages and handed to a :class:`~interchange.ground.logfile.LogWriter`, whose thread
-writes (and rotates) the file. :class:`~interchange.ground.logfile.LogSettings` can be replaced at
-any time (e.g. through the admin HTTP endpoint) without a restart.
+writes (and rotates) the file. On the event loop they are handed over together every
+:data:`HAND_OVER_S`, not one by one: each hand-over wakes the writer thread, which then takes the
+interpreter's lock from the loop, and on a busy machine a thread preempted while holding it stalls
+the loop for milliseconds (a burst of connection records did so per record).
+:class:`~interchange.ground.logfile.LogSettings` can be replaced at any time (e.g. through the admin
+HTTP endpoint) without a restart.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -22,6 +28,8 @@ from interchange.ground.timing import now_ms
 #: Facts decoded from a message for its records, kept for this many recent messages (a message is
 #: logged once received and once per delivery).
 FACTS_CACHE = 1024
+#: On an event loop, records wait this long (seconds) to be handed to the writer thread together.
+HAND_OVER_S = 0.005
 
 
 class JsonLog:
@@ -35,6 +43,9 @@ class JsonLog:
         self.settings = settings or LogSettings()
         self._on_change: list[Callable[[], None]] = []
         self._writer = LogWriter(path, stream, rotation)
+        #: lines formatted on the event loop, not yet handed to the writer (see HAND_OVER_S)
+        self._pending: list[str] = []
+        self._pending_lock = threading.Lock()  # records may come from other threads too
         self._facts: dict[int, tuple[str | None, str]] = {}
         #: (level, event) -> records raised at warning or error level, counted whatever the level
         #: written (IP_137/138: an operator monitors errors and warnings; /metrics exports these)
@@ -64,7 +75,22 @@ class JsonLog:
         return logformat.LEVELS[level] >= logformat.LEVELS[self.settings.level]
 
     def _write(self, record: dict) -> None:
-        self._writer.put(logformat.dumps(record))
+        line = logformat.dumps(record)
+        with self._pending_lock:
+            self._pending.append(line)
+            first = len(self._pending) == 1
+        if first:
+            try:
+                asyncio.get_running_loop().call_later(HAND_OVER_S, self.hand_over)
+            except RuntimeError:  # no event loop in this thread: at once
+                self.hand_over()
+
+    def hand_over(self) -> None:
+        """Give the writer thread every line formatted so far (in one piece)."""
+        with self._pending_lock:
+            lines, self._pending = self._pending, []
+        if lines:
+            self._writer.put("\n".join(lines))
 
     def _base(self, level: str, event: str) -> dict:
         now = now_ms()
@@ -164,6 +190,7 @@ class JsonLog:
         self._write(record)
 
     def close(self) -> None:
+        self.hand_over()
         self._writer.close()
 
 
