@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -46,6 +47,7 @@ class JsonLog:
         #: lines formatted on the event loop, not yet handed to the writer (see HAND_OVER_S)
         self._pending: list[str] = []
         self._pending_lock = threading.Lock()  # records may come from other threads too
+        self._hand_over_by = 0.0  #: when the pending lines are due (monotonic seconds)
         self._facts: dict[int, tuple[str | None, str]] = {}
         #: (level, event) -> records raised at warning or error level, counted whatever the level
         #: written (IP_137/138: an operator monitors errors and warnings; /metrics exports these)
@@ -76,14 +78,19 @@ class JsonLog:
 
     def _write(self, record: dict) -> None:
         line = logformat.dumps(record)
+        now = time.monotonic()
         with self._pending_lock:
             self._pending.append(line)
             first = len(self._pending) == 1
+            if first:
+                self._hand_over_by = now + HAND_OVER_S
         if first:
             try:
                 asyncio.get_running_loop().call_later(HAND_OVER_S, self.hand_over)
             except RuntimeError:  # no event loop in this thread: at once
                 self.hand_over()
+        elif now > self._hand_over_by + 0.1:  # the loop that was to hand them over is gone
+            self.hand_over()
 
     def hand_over(self) -> None:
         """Give the writer thread every line formatted so far (in one piece)."""

@@ -141,11 +141,15 @@ class AmqpConnection(asyncio.Protocol):
 
     def handshake_step(self) -> None:
         """The handshake input that waited for the server's :class:`HandshakeQueue`, now fed."""
-        data, self._handshake_input = self._handshake_input, None
-        tls, transport = self._tls, self._transport
+        data, tls, transport = self._handshake_input, self._tls, self._transport
         if data is None or tls is None or transport is None or transport.is_closing():
-            return  # closed meanwhile (its deadline, the peer)
-        self._tls_received(tls, bytes(data))
+            return  # closing meanwhile (its deadline, the peer): connection_lost hears the input out
+        self._handshake_input = None
+        try:
+            self._tls_received(tls, bytes(data))
+        except Exception:  # as asyncio does for data_received: logged, this connection dropped, the queue goes on
+            log.exception("connection from %s: its input failed", self.peer)
+            self.abort()
 
     def _tls_received(self, tls: TlsSession, data: bytes) -> None:
         step = tls.receive(data)
@@ -260,6 +264,12 @@ class AmqpConnection(asyncio.Protocol):
         self._timer, self._timer_at, self._preamble = None, None, False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._handshake_input is not None and self._tls is not None:
+            # The peer's last handshake bytes came before it went: heard out (its identity, the
+            # connect and disconnect records), nothing written back (no transport any more).
+            data, self._handshake_input = self._handshake_input, None
+            self._transport = None
+            self._tls_received(self._tls, bytes(data))
         self._cancel_timer()
         if self.engine is not None:
             self.engine.release()
