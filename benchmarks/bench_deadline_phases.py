@@ -143,12 +143,13 @@ def pct(values: list[float], q: float) -> float:
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
     node = nodes[mode] if mode in ("base", "errlog") else nodes["node"]
-    peer = nodes["peer"]
-    target = peer if mode == "peer" else node
+    target = nodes["peer"] if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
     me = f"/proc/self/task/{os.getpid()}/schedstat"
-    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat", "me": me,
-             "peer": f"/proc/{peer.process.pid}/task/{peer.process.pid}/schedstat"}
+    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat", "me": me}
+    if "peer" in nodes:
+        peer = nodes["peer"].process.pid
+        paths["peer"] = f"/proc/{peer}/task/{peer}/schedstat"
     try:
         for _ in range(50):
             steady.round_trip(Watch(paths))
@@ -248,8 +249,9 @@ def main() -> None:
         (root / "a").mkdir()
         (root / "b").mkdir()
         modes = args.modes.split(",")
-        nodes = {"node": Node(node_config(root, pki, root / "a"), HERE),
-                 "peer": Node(node_config(root, pki, root / "b"), HERE)}
+        nodes = {"node": Node(node_config(root, pki, root / "a"), HERE)}
+        if "peer" in modes:
+            nodes["peer"] = Node(node_config(root, pki, root / "b"), HERE)
         if "errlog" in modes:
             (root / "d").mkdir()
             nodes["errlog"] = Node(node_config(root, pki, root / "d", "error"), HERE)
