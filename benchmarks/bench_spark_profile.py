@@ -5,8 +5,8 @@ scan of the rule columns from Parquet, then each frame of :func:`spark.rules.fra
 checks, the message records with every per-record rule, the records logged twice, the shard links
 and sequences, a publication's sequence with repetition, CAM/CPM rates and duplicates, the SPATEMs,
 the seconds) with all its checks, read from the Parquet as validate reads it (no cache); every
-frame the first time in the JVM (its code generated, compiled and JIT-compiled) and then once more;
-then the whole validate twice (violations and metrics written). Each line has the JVM's CPU time
+frame the first time in the JVM (its code generated, compiled and JIT-compiled) and then once more
+(``--runs``); then the whole validate as many times (violations and metrics written). Each line has the JVM's CPU time
 and the time HotSpot's JIT compilers spent (on 2 cores the JIT competes with the two task threads;
 on a shared host CPU seconds move less than wall seconds). Run it on the Parquet that
 bench_spark.py left with ``--work``:
@@ -53,18 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tables", help="an ingest output directory")
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--runs", type=int, default=2, help="times each frame and the whole validate run (2: first, again)")
     args = parser.parse_args(argv)
     # the session running already, if any (the test suite's): then it is left running
     spark, created = open_session(args.master, "bench-spark-profile")
     messages = read_messages(spark, Layout(args.tables).messages).select(*rules.INPUT_COLUMNS)
     print(f"rows: {messages.count()}")
-    for run in ("first", "again"):
+    names = ["first", "again", *[f"run {n}" for n in range(3, args.runs + 1)]][:args.runs]
+    for run in names:
         timed_noop(f"{run}: scan of the rule columns", messages)
         total = sum(timed_noop(f"{run}: {frame.__name__} ({len(checks)} checks)",
                                rules.violations(frame(messages), checks))
                     for frame, checks in rules.frames(rules.ALL_RULES).items())
         print(f"{run + ': sum of the frames alone':40} {total:6.1f} s")
-    for run in ("first", "again"):
+    for run in names:
         with tempfile.TemporaryDirectory(prefix="profile-") as out:
             (cpu, jit), start = jvm_seconds(spark), time.perf_counter()
             result = validate(spark, messages, out, "profile")

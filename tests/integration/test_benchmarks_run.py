@@ -130,6 +130,6 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
     output = run_in_session("bench_ingest_profile.py", capsys, str(log))
     assert_prints("bench_ingest_profile.py", output, ("the strict JSON parse", "ingest (three tables written)",
                                                       "load average"))
-    output = run_in_session("bench_spark_profile.py", capsys, str(tmp_path / "tables"))
+    output = run_in_session("bench_spark_profile.py", capsys, str(tmp_path / "tables"), "--runs", "1")
     assert_prints("bench_spark_profile.py", output, ("load average",))
     assert not spark.sparkContext._jsc.sc().isStopped()  # the suite's session is still there
