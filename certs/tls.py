@@ -119,7 +119,7 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
 
 class _ServerNameContext(ssl.SSLContext):
     """A client context that verifies one configured server name whatever host a library connects
-    to (for clients that cannot be given ``server_hostname``, e.g. aiormq for the IF2 bridge)."""
+    to (the IF2 bridge's RabbitMQ address may be an IP address while the certificate names a host)."""
 
     server_name: str
 

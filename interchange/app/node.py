@@ -79,7 +79,7 @@ class RunningNode:
     amqps_ports: list[int] = field(default_factory=list)
     amqp_ports: list[int] = field(default_factory=list)  #: plain AMQP (development), likewise
     tlex: TlexBridge | None = None  #: the traffic-light bridge ([tlex])
-    if2: Any = None  #: the IF2 bridge ([if2], interchange.bridges.if2.bridge.If2Bridge; aio-pika is an extra)
+    if2: Any = None  #: the IF2 bridge ([if2], interchange.bridges.if2.bridge.If2Bridge; pamqp is an extra)
     metrics: CollectorRegistry | None = None  #: what the admin endpoint's /metrics shows
     #: how every started part stops, unwound in reverse order by close() (or by a failed start)
     _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -393,13 +393,13 @@ async def _start_bridge(node: RunningNode, bridge: TlexBridge | Any) -> None:
 
 
 async def _start_if2(node: RunningNode) -> None:
-    """The IF2 bridge, a local actor of this node (actor API over HTTPS, BI over AMQPS). Imported here:
-    aio-pika is the optional [if2] extra, needed only by nodes that run the bridge."""
+    """The IF2 bridge, a local actor of this node (actor API over HTTPS, BI by the in-process door or AMQPS). Imported here:
+    pamqp is the optional [if2] extra, needed only by nodes that run the bridge."""
     config = node.config
     assert config.if2 is not None
     if config.ii is None or node.ii is None or node.ii_port is None or node.amqps_port is None:
         raise ValueError("[if2] needs [tls] and [ii]: the bridge is a local actor of the node")
-    from interchange.bridges.if2.bridge import If2Bridge, NodeView  # noqa: PLC0415 (aio-pika: the if2 extra only)
+    from interchange.bridges.if2.bridge import If2Bridge, NodeView  # noqa: PLC0415 (pamqp: the if2 extra only)
 
     def local(host: str) -> str:
         return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host

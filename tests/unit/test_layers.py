@@ -181,7 +181,7 @@ def test_the_walk_sees_the_whole_library() -> None:
     imports = [imp for module, path in modules.items() for imp in imports_of(module, path, modules)]
     assert len(modules) > 150 and len(imports) > 400
     seen = {(imp.module, imp.target) for imp in imports}
-    assert ("interchange.app.node", "interchange.bridges.if2.bridge") in seen  # inside a function (aio-pika is optional)
+    assert ("interchange.app.node", "interchange.bridges.if2.bridge") in seen  # inside a function (pamqp is an extra)
     assert ("interchange.broker.metrics", "interchange.broker.router") in seen  # under TYPE_CHECKING
     assert ("spark.cli", "spark.session") in seen  # importlib.import_module("spark.session")
     assert ("interchange.app.cli", "interchange.app.selfnode") in seen  # from interchange.app import selfnode
