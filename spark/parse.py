@@ -41,15 +41,17 @@ def line_schema() -> StructType:
 
 
 # A key of a JSON object and the first token of its value. `"` inside a JSON string is always
-# escaped, so `[{,]\s*"` only matches where a key starts.
-_KEY_TOKEN = r'[{,]\s*"((?:[^"\\]|\\.)*)"\s*:\s*(-?[0-9][0-9.eE+-]*|.)'
+# escaped, so `[{,]\s*"` only matches where a key starts. The string is written as an unrolled loop
+# (runs of plain characters between escapes): Java's regex engine recurses once per character on an
+# alternation inside a repetition, several times slower on a property set of a few hundred characters.
+_KEY_TOKEN = r'[{,]\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*:\s*(-?[0-9][0-9.eE+-]*|.)'
 
 
 def _kind(token: Column) -> Column:
     """The JSON kind of a value from its first token."""
     return (F.when(token == '"', "string").when(token.isin("t", "f"), "boolean").when(token == "n", "null")
             .when(token == "{", "object").when(token == "[", "array")
-            .when(token.rlike("[.eE]"), "float").otherwise("integer"))
+            .when(token.contains(".") | token.contains("e") | token.contains("E"), "float").otherwise("integer"))
 
 
 def _iso_ms(text: Column) -> Column:
@@ -97,7 +99,8 @@ _ESCAPE = r"(?<!\\)(?:\\\\)*\\u"
 _LONE_SURROGATE = (rf"(?i){_ESCAPE}d[89ab][0-9a-f]{{2}}(?!\\ud[c-f][0-9a-f]{{2}})"
                    rf"|(?i)(?<!\\ud[89ab][0-9a-f]{{2}}){_ESCAPE}d[c-f][0-9a-f]{{2}}")
 _NON_NUMBER = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
-_BIG_EXPONENT = r"[0-9][eE]\+?0*[0-9]{3}"
+#: A number in exponent form (the only form :data:`_HUGE_SQL` reads): outside a string a number starts after
+#: ``:``, ``[`` or ``,``; inside one a ``"`` is escaped, so hex digits in a string (``bodySha256``) never match.
 _NUMBER_TOKEN = r"[:\[,]\s*(-?[0-9][0-9.]*[eE][+-]?[0-9]+)"
 
 
@@ -158,7 +161,7 @@ def parse(lines: DataFrame) -> DataFrame:
               .when(r.isNull() | r[CORRUPT_COLUMN].isNotNull(), NOT_OBJECT)
               .when(F.size("_keys") != F.size(F.array_distinct("_keys")),
                     F.concat(F.lit(DUPLICATE_KEY + ": "), F.array_join(F.expr(_REPEATED_SQL), ", ")))
-              .when(line.rlike(_BIG_EXPONENT) & (F.size(F.expr(_HUGE_SQL)) > 0),
+              .when(line.rlike(_NUMBER_TOKEN) & (F.size(F.expr(_HUGE_SQL)) > 0),
                     F.concat(F.lit(OUT_OF_RANGE + ": "), F.expr(_HUGE_SQL)[0]))
               .when(F.coalesce(version, F.lit(0)) < 1, VERSION_MISSING)
               .when(~version.isin(*READABLE_VERSIONS),
@@ -170,11 +173,29 @@ def parse(lines: DataFrame) -> DataFrame:
             .withColumn("value", F.when(too_long, line).otherwise(value)).drop("_values", "_keys", "_line"))
 
 
-def _properties(raw: Column) -> tuple[Column, Column]:
-    values = F.from_json(raw, tables.STRING_MAP)
-    keys = F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 1)
-    kinds = F.transform(F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 2), _kind)
-    return values, F.when(raw.isNotNull(), F.map_from_arrays(keys, kinds))
+def _kinds(raw: Column, values: Column, tokens: Column) -> Column:
+    """The JSON kind of each property of ``values`` (the map of the object ``raw``), one per key of the map.
+
+    ``tokens``: the first token of every value matched by :data:`_KEY_TOKEN` in ``raw``. Without an object
+    of two keys or more inside a value they are the map's values in its order (a record's object has no
+    repeated key, the map keeps the text's order): one regex pass, the keys from the map. Otherwise the
+    keys of the nested objects were matched too, and each key's kind is looked up by its name (a second
+    pass; "?" for a key not found, e.g. written with an escape).
+    """
+    keys = F.map_keys(values)
+    aligned = F.map_from_arrays(keys, F.transform(tokens, _kind))
+    by_name = F.map_from_arrays(F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 1), F.transform(tokens, _kind))
+    looked_up = F.map_from_arrays(keys, F.transform(keys, lambda key: F.coalesce(by_name[key], F.lit("?"))))
+    return F.when(raw.isNotNull(), F.when(F.size(tokens) == F.size(keys), aligned).otherwise(looked_up))
+
+
+def _standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
+    """:func:`standard_columns` from maps of the same keys (as :func:`messages` builds them): a kind is
+    then null exactly when the property is absent, one map lookup instead of two."""
+    names = tables.STANDARD_FIELDS.names
+    return {"standardProperties": F.struct(*[props[name].alias(name) for name in names]),
+            "standardKinds": F.struct(*[kinds[name].alias(name) for name in names]),
+            "otherPropertyNames": F.filter(F.map_keys(props), lambda name: ~name.isin(*names))}
 
 
 def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
@@ -208,11 +229,16 @@ def messages(parsed: DataFrame) -> DataFrame:
     """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
     # the two maps first, as columns: each expression below reads them without parsing the JSON again
-    records = parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS)).withColumns(
-        dict(zip(("applicationProperties", "propertyKinds"), _properties(r.applicationProperties))))
+    raw = r.applicationProperties
+    # the map and the value tokens first, as columns: each expression below reads them without
+    # parsing the JSON or running the regex again
+    records = (parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS))
+               .withColumns({"applicationProperties": F.from_json(raw, tables.STRING_MAP),
+                             "_tokens": F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 2)})
+               .withColumn("propertyKinds", _kinds(raw, F.col("applicationProperties"), F.col("_tokens"))))
     props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
     derived = _message_columns(r, props)
-    standard = standard_columns(props, kinds)
+    standard = _standard_columns(props, kinds)
     columns: list[Column] = []
     for field in tables.MESSAGES.fields:
         name = field.name
