@@ -14,7 +14,8 @@ On one generated log (spark/loggen.py: ~1 % of each fault) of --lines lines (def
    and of the Python driver once the log is written (the plain pass runs in a process of its own);
 6. the single-machine reference a data engineer would reach for: DuckDB reading the same JSON lines
    into Parquet (``read_json_auto`` -> ``COPY ... (FORMAT parquet)``), in the same run, as the peer of
-   Spark's ingest (a benchmark-only dependency: ``pip install duckdb``).
+   Spark's ingest (a benchmark-only dependency: ``pip install duckdb``): twice with its default codec
+   (snappy, bracketing Spark's ingest), once with zstd (the codec of Spark's tables).
 Goals (same run): Spark ingest within 3x of DuckDB's time; a first validate over Parquet at least 5x
 the plain Python pass.
 The rule metrics of Spark and plain Python are compared first (same checked/violation counts).
@@ -69,15 +70,16 @@ def generate(path: Path, lines: int) -> int:
     return written
 
 
-def duckdb_pass(log: Path, out: Path) -> int:
-    """DuckDB reads the JSON lines into one Parquet file (its defaults: every core, schema inferred);
-    returns the rows written."""
+def duckdb_pass(log: Path, out: Path, codec: str = "snappy") -> int:
+    """DuckDB reads the JSON lines into one Parquet file (its defaults: every core, schema inferred; Parquet
+    compressed with ``codec``: snappy is DuckDB's default, zstd that of the pipeline's tables); returns the
+    rows written."""
     import duckdb  # benchmark-only
 
     connection = duckdb.connect()
     try:
         connection.execute(f"COPY (SELECT * FROM read_json_auto('{log}', format='newline_delimited')) "
-                           f"TO '{out}' (FORMAT parquet)")
+                           f"TO '{out}' (FORMAT parquet, COMPRESSION {codec})")
         row = connection.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()
         return int(row[0]) if row else 0
     finally:
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     duck_rows, duck_before_s = timed("DuckDB JSON -> Parquet", lambda: duckdb_pass(log, work / "duck.parquet"))
     summary, ingest_s = timed("Spark ingest JSON -> Parquet", lambda: ingest(spark, [str(log)], str(work / "tables")))
     _, duck_after_s = timed("DuckDB JSON -> Parquet, again", lambda: duckdb_pass(log, work / "duck.parquet"))
+    _, duck_zstd_s = timed("DuckDB JSON -> Parquet (zstd)", lambda: duckdb_pass(log, work / "duck.parquet", "zstd"))
     parquet_run, parquet_s = timed("Spark validate over Parquet", lambda: validate(
         spark, load_messages(spark, [str(work / "tables")]), str(work / "tables"), "bench", "parquet"))
     # the same again in the same JVM: the steady state, without the first run's JIT warm-up
@@ -222,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     duck_s = statistics.mean((duck_before_s, duck_after_s))
     print(f"{'DuckDB JSON->Parquet':20} {read / duck_s:12,.0f} lines/s  ({duck_s:.1f} s: {duck_before_s:.1f} s before "
           f"Spark's ingest, {duck_after_s:.1f} s after; {duck_rows} rows)")
+    print(f"{'  zstd (as Spark)':20} {read / duck_zstd_s:12,.0f} lines/s  ({duck_zstd_s:.1f} s)")
     print(f"{'Spark ingest':20} {read / ingest_s:12,.0f} lines/s  ({ingest_s:.1f} s, {ingest_s / duck_s:.2f}x DuckDB's "
-          f"time; goal: within 3x)")
+          f"time, {ingest_s / duck_zstd_s:.2f}x with zstd; goal: within 3x)")
     if latencies:
         print(f"stream latency line -> violation row: median {statistics.median(latencies):.2f} s, "
               f"max {max(latencies):.2f} s ({len(latencies)} probes)")

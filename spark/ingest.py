@@ -74,7 +74,9 @@ LINE_SEPARATOR = "\n"
 
 def not_blank(value: Column) -> Column:
     """A line with something but spaces, tabs and carriage returns on it."""
-    return F.btrim(value, F.lit(" \t\r")) != ""
+    # ltrim stops at the first other character (a record's "{"): btrim with a trim string walks the
+    # whole line and allocates two int arrays of its length (6 % of ingest's CPU at 500,000 lines)
+    return F.ltrim(value, F.lit(" \t\r")) != ""
 
 
 def read_records(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:

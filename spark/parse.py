@@ -20,6 +20,7 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from interchange.ground import logformat
 from spark import tables
+from spark.line_patterns import KEY_TOKEN, LONE_SURROGATE, NON_NUMBER_OUTSIDE_STRINGS, NUMBER_GATE, NUMBER_OUTSIDE_STRINGS
 
 CORRUPT_COLUMN = "_corrupt_record"
 
@@ -40,16 +41,11 @@ def line_schema() -> StructType:
                       + [StructField(CORRUPT_COLUMN, StringType(), True)])
 
 
-# A key of a JSON object and the first token of its value. `"` inside a JSON string is always
-# escaped, so `[{,]\s*"` only matches where a key starts.
-_KEY_TOKEN = r'[{,]\s*"((?:[^"\\]|\\.)*)"\s*:\s*(-?[0-9][0-9.eE+-]*|.)'
-
-
 def _kind(token: Column) -> Column:
     """The JSON kind of a value from its first token."""
     return (F.when(token == '"', "string").when(token.isin("t", "f"), "boolean").when(token == "n", "null")
             .when(token == "{", "object").when(token == "[", "array")
-            .when(token.rlike("[.eE]"), "float").otherwise("integer"))
+            .when(token.contains(".") | token.contains("e") | token.contains("E"), "float").otherwise("integer"))
 
 
 def _iso_ms(text: Column) -> Column:
@@ -91,16 +87,6 @@ REASONS = (TOO_LONG, NOT_UTF8, SURROGATE, NON_NUMBER, TRAILING, NOT_OBJECT, MALF
            OUT_OF_RANGE, VERSION_MISSING, VERSION_UNKNOWN, "timestamp missing or invalid", "event missing",
            "level missing or unknown")
 
-# An escape of a UTF-16 surrogate (\uD800-\uDFFF) not preceded by an escaped backslash: a high one not
-# followed by a low one, or a low one not after a high one.
-_ESCAPE = r"(?<!\\)(?:\\\\)*\\u"
-_LONE_SURROGATE = (rf"(?i){_ESCAPE}d[89ab][0-9a-f]{{2}}(?!\\ud[c-f][0-9a-f]{{2}})"
-                   rf"|(?i)(?<!\\ud[89ab][0-9a-f]{{2}}){_ESCAPE}d[c-f][0-9a-f]{{2}}")
-_NON_NUMBER = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
-_BIG_EXPONENT = r"[0-9][eE]\+?0*[0-9]{3}"
-_NUMBER_TOKEN = r"[:\[,]\s*(-?[0-9][0-9.]*[eE][+-]?[0-9]+)"
-
-
 def _line(value: Column) -> Column:
     """The text parsed: without a UTF-8 byte order mark, cut to :data:`KEPT_BYTES` when too long."""
     text = F.when(F.startswith(value, F.lit("\ufeff")), F.substring(value, 2, 2**31 - 1)).otherwise(value)
@@ -112,21 +98,33 @@ def _sql_text(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+#: The parsed ``applicationProperties`` (a map: a key given twice is there once) and the first token of
+#: each of its values (:data:`spark.line_patterns.KEY_TOKEN`), columns of :func:`parse` that
+#: :func:`messages` reads.
+PROPERTY_MAP, PROPERTY_TOKENS = "_propertyMap", "_propertyTokens"
 #: Every key of the line and of its two nested objects (``applicationProperties.<k>``, ``details.<k>``).
+#: The keys of ``applicationProperties`` are listed only when the tokens are not one per key of its map:
+#: the tokens count every key given (K) plus keys of objects inside values (N >= 0), the map the
+#: distinct keys (D <= K); tokens = D means K = D, no key given twice (and no third parse of the JSON).
 _KEYS_SQL = ("concat(coalesce(json_object_keys(_line), array()), "
-             "coalesce(transform(json_object_keys(r.applicationProperties), k -> concat('applicationProperties.', k)), array()), "
+             f"coalesce(transform(CASE WHEN NOT (size({PROPERTY_TOKENS}) <=> size({PROPERTY_MAP})) "
+             "THEN json_object_keys(r.applicationProperties) END, k -> concat('applicationProperties.', k)), array()), "
              "coalesce(transform(json_object_keys(r.details), k -> concat('details.', k)), array()))")
 #: The keys of ``_keys`` listed more than once (SQL lambdas: see spark.rules' docstring).
 _REPEATED_SQL = "array_distinct(filter(_keys, (k, i) -> array_position(_keys, k) != i + 1))"
 #: Numbers of the line too large for a double (1e400: JSON's grammar has it, no reader can hold it).
-_HUGE_SQL = (f"filter(regexp_extract_all(_line, {_sql_text(_NUMBER_TOKEN)}, 1), "
+#: (An empty group 1 is a string skipped: its try_cast is null.)
+_HUGE_SQL = (f"filter(regexp_extract_all(_line, {_sql_text(NUMBER_OUTSIDE_STRINGS)}, 1), "
              "n -> abs(try_cast(n AS DOUBLE)) = double('infinity'))")
+#: NaN or Infinity where a value stands, outside strings.
+_NON_NUMBER_SQL = (f"exists(regexp_extract_all(_line, {_sql_text(NON_NUMBER_OUTSIDE_STRINGS)}, 1), "
+                   "t -> t != '')")
 
 
 def _json_reason(line: Column) -> Column:
     """Why the strict parse of ``line`` failed: the first applicable reason."""
     first = F.from_json(line, line_schema(), STRICT_JSON)
-    return (F.when(line.rlike(_NON_NUMBER), NON_NUMBER)
+    return (F.when(F.expr(_NON_NUMBER_SQL), NON_NUMBER)
             .when(~F.ltrim(line).startswith("{"), NOT_OBJECT)
             .when(first.isNotNull() & first[CORRUPT_COLUMN].isNull(), TRAILING)
             .otherwise(MALFORMED))
@@ -135,6 +133,7 @@ def _json_reason(line: Column) -> Column:
 def parse(lines: DataFrame) -> DataFrame:
     """``value`` (a line) and ``file`` -> those columns plus ``r`` (the parsed line) and ``corruptReason``.
 
+    Also :data:`PROPERTY_MAP` and :data:`PROPERTY_TOKENS` (for :func:`messages`).
     One strict JSON parse of ``[<line>]`` reads the line and tells a line of several values apart;
     the reasons of a corrupt line are tested in the order of :data:`REASONS`, each only on the lines
     no earlier one explains. A line over :data:`MAX_LINE_BYTES` keeps only its first bytes.
@@ -145,6 +144,8 @@ def parse(lines: DataFrame) -> DataFrame:
               .withColumn("_values", F.from_json(F.concat(F.lit("["), F.col("_line"), F.lit("]")),
                                                  ArrayType(line_schema()), STRICT_JSON))
               .withColumn("r", F.when(F.size("_values") == 1, F.col("_values")[0]))
+              .withColumns({PROPERTY_MAP: F.from_json(F.col("r.applicationProperties"), tables.STRING_MAP),
+                            PROPERTY_TOKENS: F.regexp_extract_all(F.col("r.applicationProperties"), F.lit(KEY_TOKEN), 2)})
               .withColumn("_keys", F.expr(_KEYS_SQL)))
     line, r = F.col("_line"), F.col("r")
     timestamp_ms = F.coalesce(r.timestampMs.try_cast("long"), _iso_ms(r.timestamp))
@@ -152,13 +153,13 @@ def parse(lines: DataFrame) -> DataFrame:
     readable = ", ".join(map(str, READABLE_VERSIONS))
     reason = (F.when(too_long, TOO_LONG)
               .when(~F.is_valid_utf8(value), NOT_UTF8)
-              .when(line.contains("\\u") & line.rlike(_LONE_SURROGATE), SURROGATE)
+              .when(line.contains("\\u") & line.rlike(LONE_SURROGATE), SURROGATE)
               .when(F.col("_values").isNull(), _json_reason(line))
               .when(F.size("_values") != 1, TRAILING)
               .when(r.isNull() | r[CORRUPT_COLUMN].isNotNull(), NOT_OBJECT)
               .when(F.size("_keys") != F.size(F.array_distinct("_keys")),
                     F.concat(F.lit(DUPLICATE_KEY + ": "), F.array_join(F.expr(_REPEATED_SQL), ", ")))
-              .when(line.rlike(_BIG_EXPONENT) & (F.size(F.expr(_HUGE_SQL)) > 0),
+              .when(line.rlike(NUMBER_GATE) & (F.size(F.expr(_HUGE_SQL)) > 0),
                     F.concat(F.lit(OUT_OF_RANGE + ": "), F.expr(_HUGE_SQL)[0]))
               .when(F.coalesce(version, F.lit(0)) < 1, VERSION_MISSING)
               .when(~version.isin(*READABLE_VERSIONS),
@@ -170,11 +171,29 @@ def parse(lines: DataFrame) -> DataFrame:
             .withColumn("value", F.when(too_long, line).otherwise(value)).drop("_values", "_keys", "_line"))
 
 
-def _properties(raw: Column) -> tuple[Column, Column]:
-    values = F.from_json(raw, tables.STRING_MAP)
-    keys = F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 1)
-    kinds = F.transform(F.regexp_extract_all(raw, F.lit(_KEY_TOKEN), 2), _kind)
-    return values, F.when(raw.isNotNull(), F.map_from_arrays(keys, kinds))
+def _kinds(raw: Column, values: Column, tokens: Column) -> Column:
+    """The JSON kind of each property of ``values`` (the map of the object ``raw``), one per key of the map.
+
+    ``tokens``: the first token of every value matched by :data:`spark.line_patterns.KEY_TOKEN` in ``raw``. Without an object
+    of two keys or more inside a value they are the map's values in its order (a record's object has no
+    repeated key, the map keeps the text's order): one regex pass, the keys from the map. Otherwise the
+    keys of the nested objects were matched too, and each key's kind is looked up by its name (a second
+    pass; "?" for a key not found, e.g. written with an escape).
+    """
+    keys = F.map_keys(values)
+    aligned = F.map_from_arrays(keys, F.transform(tokens, _kind))
+    by_name = F.map_from_arrays(F.regexp_extract_all(raw, F.lit(KEY_TOKEN), 1), F.transform(tokens, _kind))
+    looked_up = F.map_from_arrays(keys, F.transform(keys, lambda key: F.coalesce(by_name[key], F.lit("?"))))
+    return F.when(raw.isNotNull(), F.when(F.size(tokens) == F.size(keys), aligned).otherwise(looked_up))
+
+
+def _standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
+    """:func:`standard_columns` from maps of the same keys (as :func:`messages` builds them): a kind is
+    then null exactly when the property is absent, one map lookup instead of two."""
+    names = tables.STANDARD_FIELDS.names
+    return {"standardProperties": F.struct(*[props[name].alias(name) for name in names]),
+            "standardKinds": F.struct(*[kinds[name].alias(name) for name in names]),
+            "otherPropertyNames": F.filter(F.map_keys(props), lambda name: ~name.isin(*names))}
 
 
 def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
@@ -207,12 +226,14 @@ def _message_columns(r: Column, props: Column) -> dict[str, Column]:
 def messages(parsed: DataFrame) -> DataFrame:
     """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
-    # the two maps first, as columns: each expression below reads them without parsing the JSON again
-    records = parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS)).withColumns(
-        dict(zip(("applicationProperties", "propertyKinds"), _properties(r.applicationProperties))))
+    # the map and the value tokens of parse, and the kinds as a column: each expression below reads
+    # them without parsing the JSON or running the regex again
+    records = (parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS))
+               .withColumn("applicationProperties", F.col(PROPERTY_MAP))
+               .withColumn("propertyKinds", _kinds(r.applicationProperties, F.col(PROPERTY_MAP), F.col(PROPERTY_TOKENS))))
     props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
     derived = _message_columns(r, props)
-    standard = standard_columns(props, kinds)
+    standard = _standard_columns(props, kinds)
     columns: list[Column] = []
     for field in tables.MESSAGES.fields:
         name = field.name

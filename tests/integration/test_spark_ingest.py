@@ -127,3 +127,18 @@ def test_columns_of_tables_1_7_and_tables_written_without_them(spark: SparkSessi
     assert found[new] == found[old] and sum(m.violations for m in found[new]) == len(validate_application_properties(props)) == 2
     with pytest.raises(CliError, match="written by an earlier ingest"):
         ingest(spark, [str(tmp_path / "logs")], old, mode="append")
+
+
+def test_property_kinds_with_objects_inside_values(spark: SparkSession, tmp_path: Path) -> None:
+    """A property whose value is an object of several keys (another writer's log: the node writes such
+    values as text): each property, and only those, has its kind."""
+    record = loggen.received(loggen.Message("ixc-a", 1, T0, loggen.properties("DENM")))
+    props = {**record["applicationProperties"], "x-shape": {"kind": "circle", "r": 2.5, "at": [1, 2]}, "x-n": 7}  # type: ignore[dict-item]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text(loggen.lines([{**record, "applicationProperties": props}]))
+    ingest(spark, [str(tmp_path / "logs")], str(tmp_path / "out"))
+    row = read_messages(spark, tables.Layout(str(tmp_path / "out")).messages).collect()[0]
+    assert set(row.propertyKinds) == set(row.applicationProperties) == set(props)
+    kinds = row.propertyKinds
+    assert (kinds["x-shape"], kinds["x-n"], kinds["causeCode"], kinds["longitude"]) == ("object", "integer", "integer", "float")
+    assert json.loads(row.applicationProperties["x-shape"]) == props["x-shape"]

@@ -368,6 +368,11 @@ HOSTILE_LINES = (
     Hostile("48 MB", (_OK + ',"details":{"x":"' + "y" * 48_000_000 + '"}}').encode(), "line longer than"),
     Hostile("BOM", b"\xef\xbb\xbf" + _OK.encode() + b"}", None),
     Hostile("a carriage return inside", (_OK + ',\r"details":{}}').encode(), None),
+    Hostile("duplicate property", (_OK + ',"applicationProperties":{"a":1,"b":{"a":1,"c":2},"a":2}}').encode(),
+            "a key given twice: applicationProperties.a"),
+    Hostile("a property's object repeating outer names", (_OK + ',"applicationProperties":{"a":{"b":1,"a":2},"b":1}}').encode(),
+            None),
+    Hostile("NaN and 1e400 inside strings", (_OK + ',"details":{"x":"ratio:1e400,[NaN]"}}').encode(), None),
 )
 
 
