@@ -41,15 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from certs import TestPki
-from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
-from interchange.broker.addresses import SourceSpec, TargetSpec
+from interchange.app.config import NodeConfig
 from interchange.testing.broker_harness import BROKER_CN, client_connection, denm
 from interchange.testing.harness import make_pki
-from ii_api.settings.config import IIConfig, RequestLimits
+from interchange.testing.stalled_clients import BI_DEADLINES, II_DEADLINES, deadline_node_config
 
 HERE = Path(__file__).resolve().parents[1]
-BI = LimitsConfig(handshake_timeout_s=3.0, header_timeout_s=4.0, sasl_timeout_s=3.5, open_timeout_s=4.5)
-II = RequestLimits(handshake_timeout_s=3.0, header_timeout_s=4.0, body_timeout_s=3.5)
+BI, II = BI_DEADLINES, II_DEADLINES
 PHASES = ("quiet", "arrive", "stall", "closes", "after")
 
 
@@ -61,18 +59,6 @@ def schedstat(path: str) -> tuple[int, int]:
     except (OSError, ValueError):
         return 0, 0
     return int(on_cpu), int(waiting)
-
-
-def node_config(root: Path, pki: TestPki, directory: Path, level: str = "info") -> NodeConfig:
-    identity = pki.identity(BROKER_CN)
-    return NodeConfig(
-        name=BROKER_CN, data_dir=directory,
-        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
-        broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
-                            targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
-                            sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
-        log=LogConfig(path=directory / "node.log", level=level),
-        ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
 
 
 class Node:
@@ -249,15 +235,15 @@ def main() -> None:
         (root / "a").mkdir()
         (root / "b").mkdir()
         modes = args.modes.split(",")
-        nodes = {"node": Node(node_config(root, pki, root / "a"), HERE)}
+        nodes = {"node": Node(deadline_node_config(pki, BROKER_CN, root / "a"), HERE)}
         if "peer" in modes:
-            nodes["peer"] = Node(node_config(root, pki, root / "b"), HERE)
+            nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE)
         if "errlog" in modes:
             (root / "d").mkdir()
-            nodes["errlog"] = Node(node_config(root, pki, root / "d", "error"), HERE)
+            nodes["errlog"] = Node(deadline_node_config(pki, BROKER_CN, root / "d", "error"), HERE)
         if "base" in modes:
             (root / "c").mkdir()
-            nodes["base"] = Node(node_config(root, pki, root / "c"), args.base.resolve())
+            nodes["base"] = Node(deadline_node_config(pki, BROKER_CN, root / "c"), args.base.resolve())
         print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
               "p99 ms (ratio to the run's quiet p99); "
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "

@@ -25,13 +25,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from certs import TestPki
 from certs.tls import TlsFiles, client_context
+from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
+from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER, init_frame
+from interchange.ground.logformat import Level
+from ii_api.settings.config import IIConfig, RequestLimits
 
 BI_STALLS = ("tcp", "tls-idle", "header-trickle", "sasl-header", "sasl-init-part", "open-missing", "open-trickle")
 II_STALLS = ("tcp", "tls-idle", "header-trickle", "body-trickle")
 #: An open frame (container-id "stalled-client"), trickled a byte at a time.
 _OPEN = bytes.fromhex("0000002202000000005310c01501a1127374616c6c65642d636c69656e742d303030")
+#: Short preamble deadlines, so that a test's stalled connections are closed within seconds.
+BI_DEADLINES = LimitsConfig(handshake_timeout_s=3.0, header_timeout_s=4.0, sasl_timeout_s=3.5, open_timeout_s=4.5)
+II_DEADLINES = RequestLimits(handshake_timeout_s=3.0, header_timeout_s=4.0, body_timeout_s=3.5)
 #: How many connections are being set up at once (the II's listen backlog is asyncio's default, 100).
 _CONNECTING = 50
 
@@ -183,6 +191,20 @@ def _target(spec: str, context: ssl.SSLContext, args: argparse.Namespace) -> Tar
     return Target(host, int(port), context, args.server_name, args.trickle_s, args.path)
 
 
+def deadline_node_config(pki: TestPki, name: str, directory: Path, level: Level = "info") -> NodeConfig:
+    """A node with BI and II under :data:`BI_DEADLINES` / :data:`II_DEADLINES`, a target ``in`` for
+    ``actor-1`` and a source ``all`` for ``actor-2`` (the steady client beside the stalled ones)."""
+    identity = pki.identity(name)
+    return NodeConfig(
+        name=name, data_dir=directory,
+        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
+        broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI_DEADLINES,
+                            targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
+                            sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
+        log=LogConfig(path=directory / "node.log", level=level),
+        ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II_DEADLINES))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m interchange.testing.stalled_clients", description=__doc__)
     parser.add_argument("--bi", help="host:port of the BI (AMQPS)")
@@ -206,3 +228,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

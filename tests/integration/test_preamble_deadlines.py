@@ -26,15 +26,12 @@ import pytest
 from proton import Message
 
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess, client_connection, complete_records, denm
+from interchange.testing.stalled_clients import BI_DEADLINES, II_DEADLINES, deadline_node_config
 from certs import TestPki
-from ii_api.settings.config import IIConfig, RequestLimits
-from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
-from interchange.broker.addresses import SourceSpec, TargetSpec
 
 COUNT = 500  #: stalled connections per interface
 #: Deadlines of the stages (distinct, so that a close by the wrong one shows).
-BI = LimitsConfig(handshake_timeout_s=3.0, header_timeout_s=4.0, sasl_timeout_s=3.5, open_timeout_s=4.5)
-II = RequestLimits(handshake_timeout_s=3.0, header_timeout_s=4.0, body_timeout_s=3.5)
+BI, II = BI_DEADLINES, II_DEADLINES
 #: The deadline each stalled connection runs into.
 DEADLINE_S = {
     ("bi", "tcp"): BI.handshake_timeout_s, ("bi", "tls-idle"): BI.header_timeout_s,
@@ -49,22 +46,9 @@ QUIET = 400  #: quiet round trips before the stalled connections
 WAIT_S = 60.0
 
 
-def node_config(pki: TestPki, directory: Path) -> NodeConfig:
-    """BI and II with the test's deadlines, a target and a source for the steady client."""
-    identity = pki.identity(BROKER_CN)
-    return NodeConfig(
-        name=BROKER_CN, data_dir=directory,
-        tls=TlsConfig(cert_chain=identity.chain, key=identity.key, trust_bundle=pki.trust_bundle, crls=list(pki.crls)),
-        broker=BrokerConfig(host="127.0.0.1", port=0, limits=BI,
-                            targets=[TargetSpec(address="in", publishers=frozenset({"actor-1"}))],
-                            sources=[SourceSpec(address="all", consumers=frozenset({"actor-2"}))]),
-        log=LogConfig(path=directory / "node.log", level="info"),
-        ii=IIConfig(host="127.0.0.1", port=0, public_host="127.0.0.1", limits=II))
-
-
 @pytest.fixture(scope="module")
 def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    running = NodeProcess(node_config(pki, tmp_path_factory.mktemp("deadlines")))
+    running = NodeProcess(deadline_node_config(pki, BROKER_CN, tmp_path_factory.mktemp("deadlines")))
     try:
         yield running
     finally:
