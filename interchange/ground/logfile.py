@@ -72,6 +72,7 @@ class LogWriter:
         self._bytes = 0
         self._opened = time.monotonic()
         self._rotated = 0
+        self._reopened = False  #: the active file is one a rotation opened
         self.rotated_files: list[Path] = []  #: files this writer renamed, in order
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +121,9 @@ class LogWriter:
                 self._rotate(reopen=False)
             else:
                 self._file.close()
+                if self._reopened and self.path is not None:
+                    # the empty file a rotation opened: a clean close leaves no active file behind it
+                    self.path.unlink(missing_ok=True)
 
     def _write(self, line: str) -> None:
         if self._file is None:
@@ -148,6 +152,7 @@ class LogWriter:
         self._rename()
         if reopen:
             self._open()
+            self._reopened = True
 
     def _rename(self) -> None:
         assert self.path is not None

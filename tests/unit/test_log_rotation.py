@@ -65,6 +65,18 @@ def test_size_rotation_writes_complete_immutable_files_in_time_order(tmp_path: P
         logformat.parse_line(json.dumps(record))
 
 
+def test_a_close_right_after_a_rotation_leaves_no_empty_active_file(tmp_path: Path) -> None:
+    """The last lines reach the size limit: the rotation opens a new, empty active file, which the
+    close removes (a clean close leaves only complete *.jsonl files)."""
+    active = tmp_path / "node.log"
+    log = JsonLog("ixc-a", path=active, rotation=Rotation(rotate_bytes=1))  # every line rotates
+    for n in range(3):
+        log.event("info", "tick", {"n": n})
+    log.close()
+    assert not active.exists()
+    assert len(log.rotated_files) >= 1 and numbers(everything(tmp_path, active)) == [0, 1, 2]
+
+
 def test_age_rotation_happens_without_new_records_and_readers_see_each_once(tmp_path: Path) -> None:
     active = tmp_path / "node.log"
     log = JsonLog("ixc-a", path=active, rotation=Rotation(rotate_seconds=0.5))
