@@ -63,6 +63,7 @@ from ii_api.wire.models import (
     WhoAmIResponse,
     WireModel,
 )
+from interchange.broker.handshake_queue import HandshakeQueue
 
 log = logging.getLogger(__name__)
 
@@ -422,10 +423,12 @@ def build_app(service: IIOperations, *, limits: RequestLimits = RequestLimits())
 
 async def start_server(service: IIOperations, host: str, port: int, context: ssl.SSLContext, *,
                        limits: RequestLimits = RequestLimits(),
-                       max_certificate_days: int | None = None) -> tuple[web.AppRunner, int]:
+                       max_certificate_days: int | None = None,
+                       handshakes: HandshakeQueue | None = None) -> tuple[web.AppRunner, int]:
     """Listen on ``host:port`` (0: any free port) with ``context``; return the runner and the port.
     TLS is the BI's (:mod:`ii_api.http.tls_site`): refused handshakes get their alert and a
     ``tls_refused`` record; client certificates valid for over ``max_certificate_days`` are refused.
+    Handshake steps run a bounded amount per loop turn in ``handshakes`` (the BI server's, in a node).
 
     Requests still running when the node stops are cancelled after ``SHUTDOWN_GRACE_S`` (aiohttp
     waits 60 s by default, which kept SIGTERM from stopping the node)."""
@@ -434,7 +437,7 @@ async def start_server(service: IIOperations, host: str, port: int, context: ssl
     await runner.setup()
     site = TlsSite(runner, host, port, context, event=service.event, max_certificate_days=max_certificate_days,
                    handshake_timeout_s=limits.handshake_timeout_s, header_timeout_s=limits.header_timeout_s,
-                   body_timeout_s=limits.body_timeout_s)
+                   body_timeout_s=limits.body_timeout_s, handshakes=handshakes)
     await site.start()
     bound = runner.addresses[0][1]  # (host, port, ...) of the socket the site listens on
     return runner, int(bound)

@@ -14,6 +14,9 @@ headers and body (the request handlers tell it their progress through ``get_extr
 a request that does not arrive in time is answered 408 with a JSON body and closed, and logged as
 ``request_timeout``. One timer per connection follows the current deadline (the handshake's, then
 the request clock's).
+Handshake steps wait their turn in a :class:`~interchange.broker.handshake_queue.HandshakeQueue`
+(the node passes the BI server's, so both interfaces share one bound of handshake work per loop
+turn): a burst of arriving connections does not hold up the established ones of either interface.
 
 :class:`TlsServerProtocol` owns the socket: ciphertext in and out. Once the handshake completes it
 starts aiohttp's request handler on a :class:`TlsTransport`, which looks to aiohttp like asyncio's
@@ -23,6 +26,7 @@ close with close_notify, flow control by the socket's transport).
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -31,7 +35,10 @@ from aiohttp import web
 
 from certs.tls import certificate_lifetime_problem
 from ii_api.http.request_clock import RequestClock, timeout_response
+from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
+
+log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str, dict], None]  #: (level, event, fields)
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -125,8 +132,9 @@ class TlsServerProtocol(asyncio.Protocol):
     """One accepted socket: the TLS session, then the inner (HTTP) protocol over plaintext."""
 
     def __init__(self, inner: Callable[[], asyncio.Protocol], context: ssl.SSLContext,
-                 event: EventSink, max_certificate_days: int | None, timeouts: tuple[float, float, float]) -> None:
-        self._inner_factory, self._event = inner, event
+                 event: EventSink, max_certificate_days: int | None, timeouts: tuple[float, float, float],
+                 handshakes: HandshakeQueue) -> None:
+        self._inner_factory, self._event, self._handshakes = inner, event, handshakes
         self._context, self._max_days, self._timeouts = context, max_certificate_days, timeouts
         self._session: TlsSession | None = None
         self._clock: RequestClock | None = None
@@ -136,6 +144,8 @@ class TlsServerProtocol(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._peer = "?"
+        #: handshake input waiting for its turn in the HandshakeQueue (None: not queued)
+        self._handshake_input: bytearray | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -189,6 +199,30 @@ class TlsServerProtocol(asyncio.Protocol):
         self._timer, self._timer_at = None, None
 
     def data_received(self, data: bytes) -> None:
+        session = self._session
+        assert session is not None
+        if not session.established:  # a handshake step: in the queue's turn (ordered after what waits)
+            if self._handshake_input is None:
+                self._handshake_input = bytearray(data)
+                self._handshakes.submit(self)
+            else:
+                self._handshake_input += data
+            return
+        self._received(data)
+
+    def handshake_step(self) -> None:
+        """The handshake input that waited for the :class:`HandshakeQueue`, now fed."""
+        data, raw = self._handshake_input, self._raw
+        if data is None or raw is None or raw.is_closing():
+            return  # closed meanwhile (its deadline, the peer): nothing more to do for it
+        self._handshake_input = None
+        try:
+            self._received(bytes(data))
+        except Exception:  # as asyncio does for data_received: logged, this connection dropped, the queue goes on
+            log.exception("II connection from %s: its input failed", self._peer)
+            raw.abort()
+
+    def _received(self, data: bytes) -> None:
         raw, session = self._raw, self._session
         assert raw is not None and session is not None
         step = session.receive(data)
@@ -255,8 +289,10 @@ class TlsSite(web.BaseSite):
     def __init__(self, runner: web.BaseRunner, host: str, port: int, context: ssl.SSLContext, *,
                  event: EventSink, max_certificate_days: int | None = None,
                  handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S, header_timeout_s: float = HEADER_TIMEOUT_S,
-                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
+                 body_timeout_s: float = BODY_TIMEOUT_S, handshakes: HandshakeQueue | None = None) -> None:
         super().__init__(runner)
+        #: shared with the BI server in a node; a site of its own gets its own queue
+        self._handshakes = handshakes if handshakes is not None else HandshakeQueue()
         self._host, self._port, self._context = host, port, context
         self._event, self._max_days = event, max_certificate_days
         self._timeouts = (handshake_timeout_s, header_timeout_s, body_timeout_s)
@@ -271,7 +307,8 @@ class TlsSite(web.BaseSite):
         assert server is not None
 
         def protocol() -> TlsServerProtocol:
-            return TlsServerProtocol(server, self._context, self._event, self._max_days, self._timeouts)
+            return TlsServerProtocol(server, self._context, self._event, self._max_days, self._timeouts,
+                                     self._handshakes)
 
         self._server = await asyncio.get_running_loop().create_server(protocol, self._host, self._port,
                                                                        reuse_address=True)

@@ -17,6 +17,7 @@ from ii_api.node.service import IIService
 from ii_api.resources.doors import AddressBookDoor, EventSink, ImportSink
 from ii_api.settings.config import IIConfig
 from ii_api.storage.store import AsyncStore
+from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.placement import Placement
 
 __all__ = ["RunningII", "start_ii"]
@@ -68,12 +69,13 @@ class RunningII:
 
 async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, tls: NodeTls, addresses: AddressBookDoor,
                    core: ImportSink, amqps_ports: list[int], placement: Placement,
-                   event: EventSink | None = None) -> RunningII:
+                   event: EventSink | None = None, handshakes: HandshakeQueue | None = None) -> RunningII:
     """Open the store in ``data_dir``, restore the state (broker addresses included), listen, start
     the timers of the II of interchange ``name``.
 
     ``amqps_ports`` are the AMQPS ports of broker processes 0..N-1; with ``ii.public_port`` set,
-    process k is advertised on public_port + k."""
+    process k is advertised on public_port + k. ``handshakes``: the BI server's queue of handshake
+    steps, so that both interfaces' arriving connections share one bound per loop turn."""
     store = await AsyncStore.for_data_dir(data_dir).open()
     try:
         service = IIService(name=name, config=ii, store=store, addresses=addresses, core=core,
@@ -82,7 +84,8 @@ async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, tls: NodeTls, 
                             else amqps_ports, placement=placement, event=event,
                             max_certificate_days=tls.max_certificate_days)
         runner, port = await start_server(service, ii.host, ii.port, tls.server.listener_context(),
-                                          limits=ii.limits, max_certificate_days=tls.max_certificate_days)
+                                          limits=ii.limits, max_certificate_days=tls.max_certificate_days,
+                                          handshakes=handshakes)
         try:
             await service.start()
         except BaseException:

@@ -302,7 +302,8 @@ async def _start_ii(node: RunningNode) -> None:
         raise ValueError("[ii] needs [tls]: the Improved Interface is HTTPS with client certificates "
                          "and advertises the AMQPS listener")
     running_ii = await start_ii(config.name, config.ii, config.data_dir, node.tls, node.addresses, node.core,
-                                node.amqps_ports, node.placement, node.log.event)
+                                node.amqps_ports, node.placement, node.log.event,
+                                handshakes=node.server.handshakes)
     node.ii, node.ii_port, node.ii_runtime = running_ii.service, running_ii.port, running_ii
     node.on_close(running_ii.close)
 

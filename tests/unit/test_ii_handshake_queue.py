@@ -1,0 +1,142 @@
+"""The II's TLS termination (ii_api.http.tls_site) runs handshake steps in a HandshakeQueue's turns,
+not in ``data_received``, while an established connection's requests are served at once; a
+connection closed while it waits is skipped. Real TLS in memory (no sockets), a budget of 0 (one step
+per loop turn)."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Any
+
+from certs import TestPki
+from certs.tls import client_context, server_context
+from ii_api.http.tls_site import TlsServerProtocol
+from interchange.broker.handshake_queue import HandshakeQueue
+from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
+
+TIMEOUTS = (10.0, 10.0, 10.0)  #: handshake, headers, body: none passes in these tests
+
+
+class Raw(asyncio.Transport):
+    """The socket's side: what the protocol wrote, and whether it closed it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = bytearray()
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.out += data
+
+    def take(self) -> bytes:
+        data = bytes(self.out)
+        self.out.clear()
+        return data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+
+class Inner(asyncio.Protocol):
+    """Stands for aiohttp's request handler: records what reached it in plaintext."""
+
+    def __init__(self) -> None:
+        self.made = False
+        self.data = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made = True
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+
+class Client:
+    """A TLS client over memory BIOs."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
+
+    def step(self, data: bytes = b"") -> bytes:
+        self.incoming.write(data)
+        try:
+            self.obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        return self.outgoing.read()
+
+    def send(self, plaintext: bytes) -> bytes:
+        self.obj.write(plaintext)
+        return self.outgoing.read()
+
+
+class Connection:
+    def __init__(self, pki: TestPki, queue: HandshakeQueue) -> None:
+        self.inner, self.raw = Inner(), Raw()
+        self.server = TlsServerProtocol(lambda: self.inner, server_context(files_for(pki, SERVER)),
+                                        lambda *_: None, None, TIMEOUTS, queue)
+        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.server.connection_made(self.raw)
+
+
+async def turn() -> None:
+    """One loop turn: the queue's callback, scheduled before, runs before this task resumes."""
+    await asyncio.sleep(0)
+
+
+def test_handshake_steps_wait_for_the_queue_and_an_established_connection_does_not(pki_main: TestPki) -> None:
+    async def main() -> None:
+        queue = HandshakeQueue(budget_s=0.0)
+        first = Connection(pki_main, queue)
+        first.server.data_received(first.client.step())  # ClientHello
+        assert first.raw.out == b"" and len(queue) == 1  # not in data_received: in the queue's turn
+        await turn()
+        assert first.raw.out and len(queue) == 0  # ServerHello ... server Finished
+        first.server.data_received(first.client.step(first.raw.take()))  # client certificate, Finished
+        assert not first.inner.made
+        await turn()
+        assert first.inner.made and first.client.obj.version() == "TLSv1.3"
+
+        arriving = [Connection(pki_main, queue) for _ in range(3)]
+        for connection in arriving:
+            connection.server.data_received(connection.client.step())
+        assert len(queue) == 3 and all(c.raw.out == b"" for c in arriving)
+        # an established connection's request is served at once, ahead of the waiting handshakes
+        first.server.data_received(first.client.send(b"GET / HTTP/1.1\r\n\r\n"))
+        assert first.inner.data == b"GET / HTTP/1.1\r\n\r\n" and len(queue) == 3
+        await turn()  # a budget of 0: one step per turn, in arrival order
+        assert [bool(c.raw.out) for c in arriving] == [True, False, False]
+        arriving[1].raw.close()  # closed while waiting (its deadline, the peer): skipped
+        await turn()
+        assert [bool(c.raw.out) for c in arriving] == [True, False, False] and len(queue) == 1
+        await turn()
+        assert [bool(c.raw.out) for c in arriving] == [True, False, True] and len(queue) == 0
+        assert queue.stepped == 5
+
+    asyncio.run(main())
+
+
+def test_input_arriving_while_queued_is_fed_in_one_step(pki_main: TestPki) -> None:
+    async def main() -> None:
+        queue = HandshakeQueue(budget_s=0.0)
+        connection = Connection(pki_main, queue)
+        hello = connection.client.step()
+        connection.server.data_received(hello[:10])
+        connection.server.data_received(hello[10:])  # the rest of the ClientHello, same turn
+        assert len(queue) == 1
+        await turn()
+        connection.server.data_received(connection.client.step(connection.raw.take()))
+        await turn()
+        assert connection.inner.made and not connection.raw.closed and queue.stepped == 2
+
+    asyncio.run(main())
