@@ -2,7 +2,8 @@
 handshake gets its alert (asyncio's TLS closed without one) and a ``tls_refused`` record with the
 reason; a handshake that never finishes is dropped and logged; a client certificate valid for
 longer than ``tls.max_certificate_days`` is refused (IP_051); accepted connections serve HTTP as
-before (identity from the certificate, keep-alive, large bodies, close_notify)."""
+before (identity from the certificate, keep-alive, large bodies, close_notify); in a node, the II's
+handshake steps run in the BI server's HandshakeQueue."""
 from __future__ import annotations
 
 import asyncio
@@ -130,6 +131,7 @@ async def test_node_logs_ii_refusals(pki: TestPki, tmp_path: Path) -> None:
     node = await start(node_config(pki, SERVER, tmp_path))
     try:
         assert node.ii_port is not None
+        stepped = node.server.handshakes.stepped
         seen = await asyncio.to_thread(_handshake_then_read, node.ii_port, _no_certificate(pki))
         assert seen == "alert: TLSV13_ALERT_CERTIFICATE_REQUIRED"
         await wait_for(lambda: '"tls_refused"' in (tmp_path / "node.log").read_text(), "tls_refused in the node log")
@@ -138,5 +140,8 @@ async def test_node_logs_ii_refusals(pki: TestPki, tmp_path: Path) -> None:
             assert (await https.get(f"/{ACTOR}/capabilities"))[0] == 200
         finally:
             await https.close()
+        # both II handshakes (ClientHello, then the client's flight each) ran in the BI server's queue:
+        # one bound of handshake work per loop turn for both interfaces
+        assert node.server.handshakes.stepped - stepped >= 4
     finally:
         await node.close()
