@@ -15,7 +15,8 @@ connection is closed, then ``--after`` more. Modes, alternated run by run:
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
-  change; the steady client and the stalled clients both use it).
+  change; the steady client and the stalled clients both use it); ``base2``, ``base3``...: the
+  second, third... ``--base``.
 
 Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``arrive`` (their
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
@@ -128,7 +129,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode in ("base", "errlog") else nodes["node"]
+    node = nodes[mode] if mode.startswith("base") or mode == "errlog" else nodes["node"]
     target = nodes["peer"] if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
     me = f"/proc/self/task/{os.getpid()}/schedstat"
@@ -223,7 +224,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base")
-    parser.add_argument("--base", type=Path, help="mode base: the tree its node runs from")
+    parser.add_argument("--base", type=Path, action="append",
+                        help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
     parser.add_argument("--interfaces", default="bi,ii", help="the interfaces the stalled clients connect to")
     parser.add_argument("--quiet", type=int, default=400)
@@ -241,9 +243,11 @@ def main() -> None:
         if "errlog" in modes:
             (root / "d").mkdir()
             nodes["errlog"] = Node(deadline_node_config(pki, BROKER_CN, root / "d", "error"), HERE)
-        if "base" in modes:
-            (root / "c").mkdir()
-            nodes["base"] = Node(deadline_node_config(pki, BROKER_CN, root / "c"), args.base.resolve())
+        for index, tree in enumerate(args.base or []):  # modes base, base2, ...: one node per --base
+            name = "base" if index == 0 else f"base{index + 1}"
+            if name in modes:
+                (root / name).mkdir()
+                nodes[name] = Node(deadline_node_config(pki, BROKER_CN, root / name), tree.resolve())
         print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
               "p99 ms (ratio to the run's quiet p99); "
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "
