@@ -7,8 +7,11 @@ turn, ahead of the established connections' I/O: a steady client's round trip th
 them (p99 29-35 ms while 500 BI connections arrive, 50 at a time; 8-9 ms with this queue). Here a connection whose handshake
 has input waiting is queued (FIFO, once) and the queue steps connections until :data:`BUDGET_S` of
 work is done in a turn; the rest wait for the next turn, after the loop has polled its sockets and
-served what came meanwhile. The handshake deadline still runs from the accepted socket
-(:mod:`interchange.broker.deadlines`): waiting here counts against it.
+served what came meanwhile. A turn is a due timer (``call_later(0)``), not a ``call_soon``
+callback: asyncio runs due timers after the turn's I/O callbacks and after what the previous turn
+scheduled (the broker's output flush), so input that arrived during a handshake turn is read, and
+its answer flushed, with one handshake turn in between instead of two. The handshake deadline still
+runs from the accepted socket (:mod:`interchange.broker.deadlines`): waiting here counts against it.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ class HandshakeQueue:
         self._waiting.append(connection)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._run)
+            asyncio.get_running_loop().call_later(0, self._run)
 
     def run_turn(self) -> bool:
         """Step connections until the budget is spent; True if some are left for another turn."""
@@ -66,4 +69,4 @@ class HandshakeQueue:
         if self.run_turn():
             self.deferred_turns += 1
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._run)
+            asyncio.get_running_loop().call_later(0, self._run)

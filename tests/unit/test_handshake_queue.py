@@ -3,6 +3,7 @@ loop serves other callbacks between turns (interchange.broker.handshake_queue)."
 from __future__ import annotations
 
 import asyncio
+import socket
 
 from interchange.broker.handshake_queue import HandshakeQueue
 
@@ -61,4 +62,45 @@ def test_the_loop_serves_others_between_turns() -> None:
         assert queue.stepped == 9 and queue.deferred_turns == 2
 
     asyncio.run(main())
-    assert log[:9] == ["c0", "c1", "c2", "steady", "c3", "c4", "c5", "steady", "c6"]
+    # a turn runs after the loop turn's other callbacks: the steady work first in each
+    assert log[:12] == ["steady", "c0", "c1", "c2", "steady", "c3", "c4", "c5", "steady", "c6", "c7", "c8"]
+
+
+def test_input_that_arrives_during_a_turn_is_answered_after_one_more_turn_not_two() -> None:
+    """An established connection's input that arrives while a turn runs is read after that turn,
+    and what it scheduled (the broker's flush, ``call_soon``) runs before the next handshake turn.
+    A Unix socketpair stands for the connection (asyncio wakes itself through one too)."""
+    clock, log = Clock(), []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        queue = HandshakeQueue(budget_s=0.0, clock=clock)  # one step per turn
+
+        class Sending(Arriving):
+            def handshake_step(self) -> None:
+                super().handshake_step()
+                theirs.send(b"x")  # the steady client's request, during this turn
+
+        def read() -> None:
+            ours.recv(16)
+            log.append("read")
+            loop.call_soon(log.append, "flush")  # as BrokerServer.mark_dirty schedules its flush
+
+        loop.add_reader(ours, read)
+        try:
+            queue.submit(Arriving("c0", clock, log))
+            queue.submit(Sending("c1", clock, log))
+            for i in range(2, 5):
+                queue.submit(Arriving(f"c{i}", clock, log))
+            while len(queue):
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
+        finally:
+            loop.remove_reader(ours)
+            ours.close()
+            theirs.close()
+
+    asyncio.run(main())
+    assert log == ["c0", "c1", "read", "c2", "flush", "c3", "c4"]

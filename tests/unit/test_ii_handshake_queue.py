@@ -89,9 +89,14 @@ class Connection:
         self.server.connection_made(self.raw)
 
 
-async def turn() -> None:
-    """One loop turn: the queue's callback, scheduled before, runs before this task resumes."""
-    await asyncio.sleep(0)
+async def turn(queue: HandshakeQueue) -> None:
+    """Until the queue's next turn ran (a budget of 0: one step)."""
+    stepped = queue.stepped
+    for _ in range(100):
+        if queue.stepped != stepped:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("no handshake turn ran")
 
 
 def test_handshake_steps_wait_for_the_queue_and_an_established_connection_does_not(pki_main: TestPki) -> None:
@@ -100,11 +105,11 @@ def test_handshake_steps_wait_for_the_queue_and_an_established_connection_does_n
         first = Connection(pki_main, queue)
         first.server.data_received(first.client.step())  # ClientHello
         assert first.raw.out == b"" and len(queue) == 1  # not in data_received: in the queue's turn
-        await turn()
+        await turn(queue)
         assert first.raw.out and len(queue) == 0  # ServerHello ... server Finished
         first.server.data_received(first.client.step(first.raw.take()))  # client certificate, Finished
         assert not first.inner.made
-        await turn()
+        await turn(queue)
         assert first.inner.made and first.client.obj.version() == "TLSv1.3"
 
         arriving = [Connection(pki_main, queue) for _ in range(3)]
@@ -114,12 +119,12 @@ def test_handshake_steps_wait_for_the_queue_and_an_established_connection_does_n
         # an established connection's request is served at once, ahead of the waiting handshakes
         first.server.data_received(first.client.send(b"GET / HTTP/1.1\r\n\r\n"))
         assert first.inner.data == b"GET / HTTP/1.1\r\n\r\n" and len(queue) == 3
-        await turn()  # a budget of 0: one step per turn, in arrival order
+        await turn(queue)  # a budget of 0: one step per turn, in arrival order
         assert [bool(c.raw.out) for c in arriving] == [True, False, False]
         arriving[1].raw.close()  # closed while waiting (its deadline, the peer): skipped
-        await turn()
+        await turn(queue)
         assert [bool(c.raw.out) for c in arriving] == [True, False, False] and len(queue) == 1
-        await turn()
+        await turn(queue)
         assert [bool(c.raw.out) for c in arriving] == [True, False, True] and len(queue) == 0
         assert queue.stepped == 5
 
@@ -134,9 +139,9 @@ def test_input_arriving_while_queued_is_fed_in_one_step(pki_main: TestPki) -> No
         connection.server.data_received(hello[:10])
         connection.server.data_received(hello[10:])  # the rest of the ClientHello, same turn
         assert len(queue) == 1
-        await turn()
+        await turn(queue)
         connection.server.data_received(connection.client.step(connection.raw.take()))
-        await turn()
+        await turn(queue)
         assert connection.inner.made and not connection.raw.closed and queue.stepped == 2
 
     asyncio.run(main())
