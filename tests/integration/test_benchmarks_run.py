@@ -65,6 +65,7 @@ SMOKE: dict[str, Smoke] = {
                                   "bridged (amqps/0)",
                                   "bridged (in-process/30)", "added (bridged - peer)", "generator:")),
     "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
+    "bench_handshake_cpu.py": Smoke(("--count", "3", "--rounds", "1"), ("ClientHello", "client flight", "node")),
     "bench_deadline_phases.py": Smoke(("--runs", "1", "--modes", "node", "--interfaces", "bi", "--count", "7",
                                        "--quiet", "20", "--after", "10"), ("phase", "quiet", "p99", "load after")),
     "soak_faults.py": Smoke(("--minutes", "0.2", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "2",
