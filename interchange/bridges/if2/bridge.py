@@ -52,7 +52,7 @@ from interchange.bridges.if2.keys import (
 from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE, Outcome, ReceiverState
-from interchange.broker.local_door import Door
+from interchange.broker.local_door import ConsumingDoor, LocalConsumer
 
 __all__ = ["If2Bridge", "NodeView"]
 
@@ -73,7 +73,7 @@ _REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_
 class NodeView:
     """Where the bridge finds its node: the BI's host/port, the II's base URL, the node's name."""
 
-    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str, door: Door | None = None) -> None:
+    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str, door: ConsumingDoor | None = None) -> None:
         self.name, self.bi_host, self.bi_port, self.ii_url = name, bi_host, bi_port, ii_url
         self.door = door  #: the broker's in-process door, for ``bi_door = "in-process"``
 
@@ -320,14 +320,14 @@ class If2Bridge:
                 self._event("info", "if2_capability_withdrawn", {"publicationId": pid, "idle_s": idle_s})
 
     # ------------------------------------------------------------------ C-Roads -> IF2
-    def _on_croads(self, raw: bytes, delivery: Any) -> None:
+    def _on_croads(self, raw: bytes | bytearray, delivery: Any) -> None:
         """Each BI delivery as it is read: mapped and published at once (no task; the confirm settles
         it, :meth:`_confirmed`); one whose copy is being published already waits for it in a task."""
         receiver = self.bi.receiver
         assert receiver is not None
         message = Message()
         try:
-            message.decode(raw)
+            message.decode(raw if isinstance(raw, bytes) else bytes(raw))
             ttl_ms = int(message.ttl * 1000) if message.ttl else None
             envelope = self._envelope(message.properties or {}, ttl_ms)
             if not isinstance(message.body, (bytes, memoryview)) or not message.inferred:
@@ -473,7 +473,7 @@ class _Export:
     """A BI delivery on its way to IF2: where to settle it, what to publish, its copy (:mod:`.copies`)."""
     __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "copy", "publishing")
 
-    def __init__(self, receiver: ReceiverState, delivery: Any, envelope: If2Envelope, body: bytes,
+    def __init__(self, receiver: ReceiverState | LocalConsumer, delivery: Any, envelope: If2Envelope, body: bytes,
                  identity: tuple[str, Any], ttl_ms: int | None) -> None:
         self.receiver, self.delivery, self.envelope, self.body = receiver, delivery, envelope, body
         self.identity, self.ttl_ms = identity, ttl_ms
