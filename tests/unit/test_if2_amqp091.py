@@ -151,6 +151,32 @@ def test_a_body_larger_than_frame_max_goes_in_several_frames() -> None:
     assert [len(b) for b in bodies] == [4088, 4088, 2064] and b"".join(bodies) == payload
 
 
+@pytest.mark.parametrize("frame_max", [0, 4096])
+def test_a_publish_is_the_bytes_pamqp_writes_and_properties_are_encoded_once_per_object(
+        frame_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    connection = opened(frame_max=frame_max)
+    sent(connection)
+    headers = {"lat": 51.5, "lon": 4.25, "tile": "1202021", "n": 7}
+    first = commands.Basic.Properties(headers=headers, expiration="60000", app_id="node/if2", delivery_mode=1)
+    other = commands.Basic.Properties(app_id="node/if2")
+    marshalled: list[object] = []
+    marshal = commands.Basic.Properties.marshal
+    monkeypatch.setattr(commands.Basic.Properties, "marshal", lambda self: marshalled.append(self) or marshal(self))
+    cases = [(first, b""), (first, b"x" * 200), (other, bytes(range(256)) * 40), (first, b"y" * 5000)]
+    for properties, payload in cases:
+        connection.publish(1, "SPAT", KEY, properties, payload)
+    monkeypatch.undo()
+    assert marshalled == [first, other]  # each properties object once
+    expected = b""
+    for properties, payload in cases:
+        step = frame_max - 8 if frame_max else len(payload) or 1
+        expected += frame.marshal(commands.Basic.Publish(exchange="SPAT", routing_key=KEY), 1)
+        expected += frame.marshal(header.ContentHeader(0, len(payload), properties), 1)
+        expected += b"".join(frame.marshal(body.ContentBody(payload[i:i + step]), 1)
+                             for i in range(0, len(payload), step))
+    assert connection.take_output() == expected
+
+
 def test_the_broker_closing_a_channel_is_answered_and_reported_with_what_was_unconfirmed() -> None:
     connection = confirming(2)
     sent(connection)

@@ -2,9 +2,11 @@
 bridge's link to the IF2 RabbitMQ). The frame codec is pamqp's (the one aiormq and aio-pika use);
 this module only keeps the protocol's state: the opening handshake (SASL EXTERNAL or PLAIN, tune,
 the virtual host, IF2 6.1), channels, content assembly of ``basic.deliver``, publisher confirms
-and heartbeats. No socket, no task, no future: :class:`Connection.receive` turns what arrived into
-a list of events; every method that sends appends frames to :meth:`Connection.take_output`, so a
-caller writes once per loop turn however many messages it handled.
+and heartbeats (a publish's content header and body frames are written here, as pamqp writes them,
+its properties encoded once per properties object: the publisher does not change one it gave). No
+socket, no task, no future: :class:`Connection.receive` turns what arrived into a list of events;
+every method that sends appends frames to :meth:`Connection.take_output`, so a caller writes once
+per loop turn however many messages it handled.
 
 Events: :class:`Reply` (a synchronous method's answer, the opening's ``connection.open-ok``
 included), :class:`Delivery` (one whole message of a consumer), :class:`Confirmed` (publisher
@@ -24,7 +26,9 @@ from pamqp.exceptions import PAMQPException
 __all__ = ["Closed", "Confirmed", "Connection", "Delivery", "ProtocolError", "Reply"]
 
 Properties = commands.Basic.Properties
-_FRAME = struct.Struct(">BHI")
+_FRAME = _FRAME_START = struct.Struct(">BHI")
+_CONTENT_HEADER = struct.Struct(">BHIHxxQ")  #: frame start, then class id, weight (0), body size
+FRAME_HEADER, FRAME_BODY, _BASIC, _FRAME_END = constants.FRAME_HEADER, constants.FRAME_BODY, 60, constants.FRAME_END_CHAR
 _HEARTBEAT = frame.marshal(heartbeat.Heartbeat(), 0)
 PUBLISH_FRAMES = 4096
 #: what the client tells the broker it understands (RabbitMQ sends basic.nack and basic.cancel only then)
@@ -96,6 +100,9 @@ class Connection:
         self._out: list[bytes] = []
         self._channels: dict[int, _Channel] = {}
         self._publish_frames: dict[tuple[int, str, str], bytes] = {}  #: basic.publish frames by channel, exchange, key
+        #: the encoded properties (flags and list) of a content header, by the properties object (kept with
+        #: it, so that its id is not another's): a publisher gives the same few objects again and again
+        self._encoded_properties: dict[int, tuple[Any, bytes]] = {}
         self._sent_at = self._received_at = 0.0
 
     # ------------------------------------------------------------------ sending
@@ -128,10 +135,19 @@ class Connection:
             method = self._publish_frames[channel, exchange, routing_key] = frame.marshal(
                 commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel)
         out.append(method)
-        out.append(frame.marshal(header.ContentHeader(0, len(payload), properties), channel))
+        kept = self._encoded_properties.get(id(properties))
+        if kept is None or kept[0] is not properties:
+            if len(self._encoded_properties) >= PUBLISH_FRAMES:
+                self._encoded_properties.clear()
+            kept = self._encoded_properties[id(properties)] = (properties, properties.marshal())
+        encoded = kept[1]
+        # the content header frame as pamqp writes it: class basic, weight 0, the body size, the properties
+        out.append(_CONTENT_HEADER.pack(FRAME_HEADER, channel, 12 + len(encoded), _BASIC, len(payload)) + encoded
+                   + _FRAME_END)
         step = self.frame_max - 8 if self.frame_max else len(payload) or 1
         for start in range(0, len(payload), step):
-            out.append(frame.marshal(body.ContentBody(payload[start:start + step]), channel))
+            chunk = payload[start:start + step]
+            out.append(_FRAME_START.pack(FRAME_BODY, channel, len(chunk)) + chunk + _FRAME_END)
         if state.confirming:
             state.published += 1
             state.unconfirmed[state.published] = token

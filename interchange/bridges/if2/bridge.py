@@ -24,8 +24,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from proton import Message
-
 from certs.tls import TlsFiles, client_context
 from ii_api.wire.models import Capability
 from interchange.actor.areas import Tiles
@@ -325,20 +323,14 @@ class If2Bridge:
         it, :meth:`_confirmed`); one whose copy is being published already waits for it in a task."""
         receiver = self.bi.receiver
         assert receiver is not None
-        message = Message()
         try:
-            message.decode(raw if isinstance(raw, bytes) else bytes(raw))
-            ttl_ms = int(message.ttl * 1000) if message.ttl else None
-            envelope = self._envelope(message.properties or {}, ttl_ms)
-            if not isinstance(message.body, (bytes, memoryview)) or not message.inferred:
-                raise If2KeyError("the body is not one data section (IF2 carries the encoded message as bytes)")
+            properties, ttl_ms, body = bi_message.read(raw)
+            envelope = self._envelope(properties, ttl_ms)
         except (If2KeyError, ValueError, TypeError) as exc:
             self.counts["export_refused"] += 1
             self._event("warning", "if2_export_refused", {"error": str(exc)})
             self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
             return
-        body = bytes(message.body)
-        properties: dict[str, Any] = dict(message.properties or {})
         identity = (str(envelope.key), properties.get("publicationId"))
         export = _Export(receiver, delivery, envelope, body, identity, ttl_ms)
         known = self.copies.known(export.copy)
