@@ -9,13 +9,16 @@ detaches, the source is deleted, the grant withdrawn): nothing lost, nothing set
 """
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import ssl
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from interchange.bridges.if2.bi_link import BiLink
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
 from interchange.broker.client import RELEASE, ClientEngine, ReceiverState
@@ -256,3 +259,36 @@ def test_a_deleted_source_closes_the_door() -> None:
     with pytest.raises(AttachRefused) as missing:
         broker.door.consume(CONSUMER, SOURCE, lambda raw, tag: None, 2)
     assert missing.value.condition == "amqp:not-found"
+
+
+async def test_the_bridge_attaches_at_the_door_once_the_source_exists_and_again_after_a_close() -> None:
+    """BiLink's consumer at the door: refused while the source does not exist (logged, tried again
+    after a back-off), attached once it does; attached again after the broker closed the link, and
+    what was out on the closed link comes again on the new one."""
+    broker = Broker()
+    door = LocalDoor(broker.core, LIMITS.max_message_size, lambda: True, delivery_log=lambda: broker.core.observer)
+    events: list[str] = []
+    got: list[bytes] = []
+    link = BiLink("127.0.0.1", 1, "node.test", ssl.create_default_context(), "c", lambda lvl, ev, f: events.append(ev),
+                  backoff=(0.01, 0.05), credit=4, door=door, identity=CONSUMER)
+    link.set_source("later", None, lambda raw, tag: got.append(body_of(raw)))
+    assert link.receiver is None and events == ["if2_door_consumer_refused"]
+    await asyncio.sleep(0.05)
+    assert events.count("if2_door_consumer_refused") >= 2 and link.receiver is None  # tried again, still refused
+    broker.addresses.put_source(SourceSpec(address="later", consumers=frozenset({CONSUMER})))
+    await asyncio.sleep(0.15)
+    first = link.receiver
+    assert isinstance(first, LocalConsumer) and not first.closed
+    broker.addresses.put_target(TargetSpec(address="to-later", publishers=frozenset({PUBLISHER})))
+    broker.publish(*BODIES[:2])  # (routed to every source: "later" included)
+    await asyncio.sleep(0)
+    assert got == BODIES[:2]
+    first.close("amqp:link:detach-forced", "test")
+    await asyncio.sleep(0.05)
+    second = link.receiver
+    assert isinstance(second, LocalConsumer) and second is not first and not second.closed
+    assert got == BODIES[:2] * 2  # not settled on the closed link: given out again
+    assert all(link.settle(second, tag, None) for tag in list(second.unsettled))
+    assert not link.settle(first, 1, None)
+    await link.close()
+    assert second.closed

@@ -9,7 +9,7 @@ next); a message over the BI's max-message-size (its attach's, or learned from a
 With the broker's in-process door (``bi_door = "in-process"``) both go through it instead: the
 publisher, and the subscription's consumer (:class:`~interchange.broker.local_door.LocalConsumer`,
 the same window and settlements; attached again after the broker closed it); the AMQPS connection
-stays for what the door cannot serve (a target or source of another broker process).
+stays for what the door cannot serve (a target of another broker process of the node).
 Details: docs/if2-bridge.md ("After each answer of the BI").
 """
 from __future__ import annotations
@@ -63,10 +63,10 @@ class BiLink:
         self._door, self._identity = door, identity
         self._consuming = door  #: (kept when the publisher falls back to AMQPS: each link on its own)
         self._publisher: LocalPublisher | None = None
-        #: the subscription's consumer at the door, and whether the door serves it (not: AMQPS)
+        #: the subscription's consumer at the door (with a door the subscription is not read over AMQPS)
         self._consumer: LocalConsumer | None = None
-        self._consume_door = door is not None
         self._reattach: asyncio.TimerHandle | None = None
+        self._refusals = 0  #: attaches at the door refused since the last one that worked
         self._flushing = False  #: a flush of the connection is scheduled for this loop turn
         self._queued = 0  #: sends waiting in :meth:`send` (for link, credit): later submits queue behind them
         self._later: set[asyncio.Future[None]] = set()
@@ -104,15 +104,15 @@ class BiLink:
 
     def set_source(self, address: str, selector: str | None, on_message: OnDelivery) -> None:
         self.source = (address, selector, on_message)
-        if self._consume_door:
+        if self._consuming is not None:
             self._attach_consumer()
         elif self._connection is not None and self._up.is_set():
             self._receiver = self._connection.open_deferred_receiver(address, on_message, selector, self._credit)
 
     def _attach_consumer(self) -> None:
-        """The subscription's consumer at the door; attached again after a back-off while the broker
-        refuses it (the source not created yet) or after it closed it; AMQPS when another broker
-        process serves the source."""
+        """The subscription's consumer at the door (the source is in every broker process of the node,
+        this one's included); attached again after a growing back-off while the broker refuses it (the
+        source not created yet) and after it closed the link."""
         self._reattach = None
         if self.source is None or self._consuming is None:
             return
@@ -120,21 +120,18 @@ class BiLink:
         try:
             consumer = self._consuming.consume(self._identity, address, on_message, self._credit, selector)
         except AttachRefused as exc:
+            self._refusals += 1
             self._event("warning", "if2_door_consumer_refused", {"source": address, "reason": exc.description})
-            if "served by broker process" in exc.description:
-                self._consume_door = False
-                if self._connection is not None and self._up.is_set():
-                    self._receiver = self._connection.open_deferred_receiver(address, on_message, selector,
-                                                                             self._credit)
-                return
             self._reattach_later()
             return
+        self._refusals = 0
         consumer.on_closed = self._reattach_later
         self._consumer = consumer
 
     def _reattach_later(self) -> None:
         if self._reattach is None:
-            self._reattach = asyncio.get_running_loop().call_later(self._backoff[0], self._attach_consumer)
+            delay = backoff_s(self._refusals, *self._backoff) if self._refusals else self._backoff[0]
+            self._reattach = asyncio.get_running_loop().call_later(delay, self._attach_consumer)
 
     def settle(self, receiver: ReceiverState | LocalConsumer, delivery: Any, outcome: str | None) -> bool:
         """Settle a delivery of ``receiver`` (written with the others of this loop turn); False when its
@@ -160,7 +157,7 @@ class BiLink:
 
     @property
     def receiver(self) -> ReceiverState | LocalConsumer | None:
-        return self._consumer if self._consume_door else self._receiver
+        return self._consumer if self._consuming is not None else self._receiver
 
     @property
     def max_message_size(self) -> int | None:
@@ -258,7 +255,7 @@ class BiLink:
                                                  self._container_id)
         if self.target is not None:
             self._open_sender(connection, self.target)
-        if self.source is not None and not self._consume_door:
+        if self.source is not None and self._consuming is None:
             address, selector, callback = self.source
             self._receiver = connection.open_deferred_receiver(address, callback, selector, self._credit)
         return connection
