@@ -407,7 +407,8 @@ async def _start_if2(node: RunningNode) -> None:
 
     view = NodeView(config.name, local(config.broker.host), node.amqps_port,
                     f"https://{local(config.ii.host)}:{node.ii_port}{node.ii.base}",
-                    LocalDoor(node.core, node.server.limits.max_message_size, lambda: node.server.accepting))
+                    LocalDoor(node.core, node.server.limits.max_message_size, lambda: node.server.accepting,
+                              delivery_log=lambda: node.core.observer if node.server.delivery_log is not None else None))
     bridge = If2Bridge(config.if2, view, node.log.event)
     await _start_bridge(node, bridge)
     node.if2 = bridge

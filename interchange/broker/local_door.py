@@ -1,4 +1,4 @@
-"""The broker's in-process door: a publisher link for a bridge that runs in the node's own process.
+"""The broker's in-process door: publisher and consumer links for a bridge in the node's own process.
 
 A bridge (TLEX, IF2) is a local C-ITS actor with its own certificate (IP_050) and publishes to the
 target of its delivery. Over AMQPS inside one process every message crossed two TLS records, two
@@ -18,16 +18,31 @@ of a bridged payload's CPU. The door gives the same publisher the same router ca
 
 No credit: :meth:`LocalPublisher.publish` returns after routing, on the event loop the broker runs
 on, so nothing can pile up between the two (the sources' own limits apply as for every publisher).
+
+A consumer (:class:`LocalConsumer`) is a deferred receiver on a source, as over AMQP: the same
+:meth:`BrokerCore.attach_consumer` (the source's consumers, the link selector), a window of
+``credit`` messages handed out and not settled, each delivery settled by its tag with the AMQP
+outcomes (accepted, released: back to the front of the source, rejected with a reason), the
+message log's ``sent_message`` records while it is on (IP_010); when the link goes (the bridge
+closes it, the source is deleted, the grant withdrawn) every unsettled message goes back to its
+source, and a later settlement of one of them changes nothing (False), so nothing is lost or
+settled twice. Deliveries are handed to the bridge in a later loop turn (``schedule``), never from
+inside the source's hand-off, so a settlement made at once does not re-enter it.
 Sans-I/O: no socket, no task.
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from interchange.broker.client import RELEASE
 from interchange.broker.engine import Rejected, StoreReceipt, store_refusal
-from interchange.broker.router import PublisherLink
+from interchange.broker.message import BrokerMessage
+from interchange.broker.observer import DeliveryLink
+from interchange.broker.router import ConsumerLinkState, PublisherLink
+from interchange.broker.source import Matcher, Source
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +68,25 @@ class Core(Protocol):
     def detach_publisher(self, publisher: PublisherLink) -> None: ...
 
     def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> StoreReceipt | None: ...
+
+    def attach_consumer(self, identity: str, address: str | None, selector: str | None,
+                        link: ConsumerLinkState) -> Source: ...
+
+    def detach_consumer(self, link: ConsumerLinkState) -> None: ...
+
+    def credit_available(self, link: ConsumerLinkState) -> None: ...
+
+    def redeliver(self, link: ConsumerLinkState, message: BrokerMessage) -> None: ...
+
+    def consumed(self, link: ConsumerLinkState, message: BrokerMessage) -> None: ...
+
+
+class DeliveryLog(Protocol):
+    """The message log's delivery records (the broker's observer while message logging is on)."""
+
+    def sent(self, link: DeliveryLink, message: BrokerMessage, delivery: object | None) -> None: ...
+
+    def settled(self, link: DeliveryLink, message: BrokerMessage, delivery: object, outcome: str) -> None: ...
 
 
 class LocalPublisher:
@@ -130,20 +164,146 @@ class LocalPublisher:
             self._core.detach_publisher(self._link)
 
 
+#: A consumer's handler: the message's bytes (unchanged, as an AMQP delivery carries them) and its tag.
+OnMessage = Callable[[bytes | bytearray, int], None]
+#: The outcomes a settlement names (None: accepted; any other text rejects with it as the reason).
+_REDELIVERED = (RELEASE, "modified")
+
+
+class LocalConsumer:
+    """One in-process consumer link (see the module docstring): opened by :meth:`LocalDoor.consume`,
+    which raises :class:`~interchange.broker.engine.AttachRefused` as an AMQP attach would be refused."""
+
+    __slots__ = ("_core", "_identity", "address", "selector", "source", "_window", "_on_message", "_schedule",
+                 "_log", "_tag", "unsettled", "departures", "_handing", "_starved", "_refilling", "closed", "error",
+                 "on_closed")
+
+    def __init__(self, core: Core, identity: str, address: str, on_message: OnMessage, credit: int,
+                 schedule: Callable[[Callable[[], None]], object],
+                 log: Callable[[], DeliveryLog | None] = lambda: None) -> None:
+        self._core, self._identity = core, identity
+        self.address: str | None = address
+        self.selector: Matcher | None = None  #: the link selector (set by the core)
+        self.source: Source | None = None  #: the source attached to (set by the core)
+        self._window, self._on_message, self._schedule, self._log = credit, on_message, schedule, log
+        self._tag = 0
+        self.unsettled: dict[int, BrokerMessage] = {}  #: tag -> message handed out (or about to be)
+        self.departures: dict[object, tuple[int, int]] = {}  #: kept by the message log (IP_010)
+        self._handing: list[int] = []  #: tags sent by the source, handed to the bridge in the next turn
+        self._starved = False  #: the source found no credit here: tell it when there is some again
+        self._refilling = False  #: the source is told in the next turn (once for the turn's settlements)
+        self.closed = False
+        self.error: str | None = None  #: the broker's condition when it closed the link
+        self.on_closed: Callable[[], None] | None = None  #: told when the broker closes the link
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def credit(self) -> int:
+        return self._window - len(self.unsettled)
+
+    def can_send(self) -> bool:
+        if self.closed or len(self.unsettled) >= self._window:
+            self._starved = True
+            return False
+        return True
+
+    def send(self, message: BrokerMessage) -> None:
+        """The source's hand-off (one credit): kept unsettled, handed to the bridge in a later turn."""
+        self._tag += 1
+        tag = self._tag
+        self.unsettled[tag] = message
+        if (log := self._log()) is not None:
+            log.sent(self, message, tag)
+        if not self._handing:
+            self._schedule(self._hand_over)
+        self._handing.append(tag)
+
+    def _hand_over(self) -> None:
+        handing, self._handing = self._handing, []
+        unsettled, on_message = self.unsettled, self._on_message
+        for tag in handing:
+            message = unsettled.get(tag)
+            if message is not None:  # (not given back meanwhile: the link closed)
+                on_message(message.raw, tag)
+
+    def settle(self, tag: int, outcome: str | None) -> bool:
+        """Settle delivery ``tag``: None accepts, :data:`~interchange.broker.client.RELEASE` gives it back
+        (first in line), other text rejects it. False when it is not out on this link (the link closed and
+        the source has it back, or it was settled already): nothing happens."""
+        message = self.unsettled.pop(tag, None)
+        if message is None:
+            return False
+        if (log := self._log()) is not None:
+            log.settled(self, message, tag, "accepted" if outcome is None else
+                              outcome if outcome in _REDELIVERED else "rejected")
+        if outcome in _REDELIVERED:
+            self._core.redeliver(self, message)
+            return True
+        if message.holders is not None:  # durable: the source is done with it
+            self._core.consumed(self, message)
+        if self._starved and not self._refilling:
+            self._refilling = True
+            self._schedule(self._refill)
+        return True
+
+    def _refill(self) -> None:
+        """Credit again, as a receiver's flow frame would bring it: once for a turn's settlements."""
+        self._refilling = self._starved = False
+        if not self.closed:
+            self._core.credit_available(self)
+
+    def close(self, condition: str, description: str) -> None:
+        """The broker closes the link (source deleted, grant withdrawn): its unsettled messages go back."""
+        if not self.closed:
+            self.closed, self.error = True, f"{condition}: {description}"
+            self._core.detach_consumer(self)
+            if self.on_closed is not None:
+                self.on_closed()
+
+    def detach(self) -> None:
+        """The bridge is done with the link (stopping, or attaching again): unsettled messages go back."""
+        if not self.closed:
+            self.closed = True
+            self._core.detach_consumer(self)
+
+
 class Door(Protocol):
     """How a bridge opens in-process publisher links (:class:`LocalDoor`)."""
 
     def open(self, identity: str, address: str) -> LocalPublisher: ...
 
 
-class LocalDoor:
-    """The node's door for its bridges: one broker core, the listener's limit and shutdown flag."""
+class ConsumingDoor(Door, Protocol):
+    """A door that also opens in-process consumer links (:class:`LocalDoor`)."""
 
-    def __init__(self, core: Core, max_message_size: int, accepting: Callable[[], bool]) -> None:
+    def consume(self, identity: str, address: str, on_message: OnMessage, credit: int,
+                selector: str | None = None) -> LocalConsumer: ...
+
+
+class LocalDoor:
+    """The node's door for its bridges: one broker core, the listener's limit and shutdown flag, how to
+    run a call in the next loop turn, and the message log's delivery records while they are on."""
+
+    def __init__(self, core: Core, max_message_size: int, accepting: Callable[[], bool],
+                 schedule: Callable[[Callable[[], None]], object] | None = None,
+                 delivery_log: Callable[[], DeliveryLog | None] = lambda: None) -> None:
         self._core, self._max, self._accepting = core, max_message_size, accepting
+        self._schedule, self._delivery_log = schedule, delivery_log
 
     def open(self, identity: str, address: str) -> LocalPublisher:
         return LocalPublisher.open(self._core, identity, address, self._max, self._accepting)
 
+    def consume(self, identity: str, address: str, on_message: OnMessage, credit: int,
+                selector: str | None = None) -> LocalConsumer:
+        """A deferred consumer on source ``address`` with a window of ``credit`` unsettled messages."""
+        schedule = self._schedule or asyncio.get_running_loop().call_soon
+        consumer = LocalConsumer(self._core, identity, address, on_message, credit, schedule, self._delivery_log)
+        self._core.attach_consumer(identity, address, selector, consumer)
+        self._core.credit_available(consumer)  # what waits in the source comes now
+        return consumer
 
-__all__ = ["ACCEPTED", "Door", "DoorOutcome", "LocalDoor", "LocalPublisher"]
+
+__all__ = ["ACCEPTED", "ConsumingDoor", "Door", "DoorOutcome", "LocalConsumer", "LocalDoor", "LocalPublisher", "OnMessage"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import cast
+from typing import Protocol, cast
 
 import jms_selectors
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
@@ -18,16 +18,16 @@ from interchange.broker.admission import Admission
 from interchange.broker.amqp_scan import ScanError, header_durable
 from interchange.broker.coverage import CoverageMatcher
 from interchange.broker.durable import Durability
-from interchange.broker.engine import AttachRefused, ConsumerLinkState, Rejected, StoreReceipt
+from interchange.broker.engine import AttachRefused, Rejected, StoreReceipt
 from interchange.broker.hop_trace import Drop, HopGuard
 from interchange.broker.import_duplicates import ImportDuplicates, bare_digest
 from interchange.broker.link_selectors import LinkSelectors, SelectorTooLarge
 from interchange.broker.memory import BufferLimits, MemoryBudget
 from interchange.broker.message import BrokerMessage
-from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver
+from interchange.broker.observer import LATENCY_SAMPLE, BrokerObserver, DeliveryLink
 from interchange.broker.placement import Placement
 from interchange.broker.routing_index import RoutingIndex
-from interchange.broker.source import LossObserver, Source
+from interchange.broker.source import ConsumerLink, LossObserver, Source
 from interchange.ground.timing import now_ms
 
 
@@ -43,6 +43,11 @@ def target_acceptor(spec: TargetSpec, previous: CoverageMatcher | None = None) -
     if selector is None or coverage is None:
         return selector or coverage, coverage
     return (lambda properties: selector(properties) and coverage(properties)), coverage
+
+
+class ConsumerLinkState(ConsumerLink, DeliveryLink, Protocol):
+    """A consumer's link as the core sees it: the engine's (AMQP) or the in-process door's
+    (:class:`~interchange.broker.local_door.LocalConsumer`)."""
 
 
 class PublisherLink:

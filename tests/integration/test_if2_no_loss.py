@@ -13,6 +13,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,9 @@ from interchange.testing.if2_harness import (
 )
 from interchange.app.node import RunningNode
 from interchange.bridges.if2.bi_link import BiLink
+from interchange.bridges.if2.bridge import If2Bridge
 from interchange.broker.client import Outcome
+from interchange.broker.local_door import LocalConsumer
 from interchange.testing.ii_harness import Consumer, publish, start, wait_for
 from interchange.testing.rabbitmq import RabbitMQ
 
@@ -191,10 +194,10 @@ async def test_the_broker_closing_the_door_mid_stream_loses_and_duplicates_no_if
 async def test_bi_connection_drops_mid_stream_lose_and_duplicate_no_croads_message(
         if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
         connect_backoffice: ConnectBackOffice) -> None:
-    """C-Roads -> IF2, 600 SPATEMs of one publication (each body new): the bridge's BI connection is cut
-    twice while they flow; the IF2 back-office gets every one exactly once."""
+    """C-Roads -> IF2 over AMQPS, 600 SPATEMs of one publication (each body new): the bridge's BI connection
+    is cut twice while they flow; the IF2 back-office gets every one exactly once."""
     vhost, count = "if2-drops-out", 600
-    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost, bi_door="amqps")
     office = await connect_backoffice(vhost)
     try:
         await office.bind("SPAT", "#", max_length=10_000)
@@ -221,3 +224,147 @@ async def test_bi_connection_drops_mid_stream_lose_and_duplicate_no_croads_messa
         await office.close()
         await node.close()
 
+
+
+async def _spatems_to_if2(pki: TestPki, node: RunningNode, office: Any, count: int, prefix: bytes,
+                          fault: Callable[[int], Awaitable[None]] | None = None) -> Counter[bytes]:
+    """``count`` SPATEMs of one publication (each body new) published to the BI; what the back-office
+    got of them (``fault(exported)`` is awaited each time 100 more went out to IF2)."""
+    target = await croads_publisher(pki, node, SPATEM_CAPABILITY)
+    bodies = [prefix + b"%05d" % i for i in range(count)]
+    publishing = asyncio.ensure_future(asyncio.to_thread(
+        publish, pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target, [spatem(b, ttl_s=600.0) for b in bodies]))
+    seen: Counter[bytes] = Counter()
+    step = 100
+    while not set(bodies) <= seen.keys():
+        seen[(await office.next(WAIT_S)).body] += 1
+        if fault is not None and node.if2.counts["exported"] >= step:
+            await fault(step)
+            step += 100
+    assert await publishing == ["accepted"] * count
+    while (extra := await office.quiet(QUIET_S)) is not None:
+        seen[extra.body] += 1
+    return seen
+
+
+async def test_the_broker_closing_the_consuming_door_mid_stream_loses_and_duplicates_no_croads_message(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
+        connect_backoffice: ConnectBackOffice) -> None:
+    """C-Roads -> IF2 through the in-process door (the default), 600 SPATEMs: the broker closes the
+    bridge's consumer link three times while messages flow (fault injection, as when it detaches a
+    link); they go back to the source and come again, the bridge attaches again, and IF2 gets every
+    message exactly once."""
+    vhost, count = "if2-door-out", 600
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    office = await connect_backoffice(vhost)
+    closed: list[Any] = []
+
+    async def close_door(_exported: int) -> None:
+        if len(closed) == 3:
+            return
+        consumer = node.if2.bi.receiver
+        assert isinstance(consumer, LocalConsumer) and not consumer.closed and consumer not in closed
+        consumer.close("amqp:link:detach-forced", "fault injection")
+        closed.append(consumer)
+        await wait_for(lambda: node.if2.bi.receiver not in (None, *closed), "the bridge to attach again")
+    try:
+        await office.bind("SPAT", "#", max_length=10_000)
+        seen = await _spatems_to_if2(if2_pki, node, office, count, b"d", close_door)
+        assert len(closed) == 3
+        assert seen == Counter({b"d%05d" % i: 1 for i in range(count)}), {b: n for b, n in seen.items() if n != 1}
+        assert node.if2.bi.connects == 1  # the AMQPS connection was not involved
+    finally:
+        await office.close()
+        await node.close()
+
+
+async def test_confirms_late_after_the_consuming_door_closed_lose_and_duplicate_no_croads_message(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
+        connect_backoffice: ConnectBackOffice, monkeypatch: pytest.MonkeyPatch) -> None:
+    """C-Roads -> IF2 through the door, 300 SPATEMs; RabbitMQ's confirms reach the bridge late (held
+    back: fault injection) and the broker closes the consumer link while 50 or more messages are out
+    on it, published and not confirmed: they go back to the source and come again on the new link
+    while their first copies are still unconfirmed; the late confirms then settle nothing (that link
+    is gone) and the copies given out again are not published twice: IF2 gets each exactly once."""
+    vhost, count = "if2-door-late", 300
+    gate, held = asyncio.Event(), []
+    confirmed = If2Bridge._confirmed
+
+    def late(self: If2Bridge, export: Any, ack: bool) -> None:
+        if gate.is_set():
+            confirmed(self, export, ack)
+        else:
+            held.append((self, export, ack))
+    monkeypatch.setattr(If2Bridge, "_confirmed", late)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    office = await connect_backoffice(vhost)
+    try:
+        await office.bind("SPAT", "#", max_length=10_000)
+        target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
+        bodies = [b"l%05d" % i for i in range(count)]
+        assert await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                                       [spatem(b, ttl_s=600.0) for b in bodies]) == ["accepted"] * count
+        first = node.if2.bi.receiver
+        assert isinstance(first, LocalConsumer)
+        await wait_for(lambda: len(first.unsettled) >= 50, "50 messages out on the door")
+        out = len(first.unsettled)
+        first.close("amqp:link:detach-forced", "fault injection")
+        await wait_for(lambda: node.if2.bi.receiver not in (None, first), "the bridge to attach again")
+        await asyncio.sleep(0.5)  # the new link gets what went back, while the first copies wait
+        gate.set()
+        for call in held:
+            confirmed(*call)
+        seen: Counter[bytes] = Counter()
+        while not set(bodies) <= seen.keys():
+            seen[(await office.next(WAIT_S)).body] += 1
+        while (extra := await office.quiet(QUIET_S)) is not None:
+            seen[extra.body] += 1
+        assert seen == Counter(dict.fromkeys(bodies, 1)), {b: n for b, n in seen.items() if n != 1}
+        counts = node.if2.counts
+        # each late confirm found its link gone; each copy given out again was settled unpublished (the
+        # newest of the publication by IF2 6.4 rule 1, nothing new for IF2; the others as redelivered)
+        assert counts["export_unsettled"] >= out and counts["export_redelivered"] >= out - 1, (out, counts)
+        assert counts["exported"] == count
+    finally:
+        await office.close()
+        await node.close()
+
+
+async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_and_duplicate_none(
+        if2_pki: TestPki, rabbitmq_if2: RabbitMQ, tmp_path: Path, if2_vhost: MakeVhost,
+        connect_backoffice: ConnectBackOffice, monkeypatch: pytest.MonkeyPatch) -> None:
+    """C-Roads -> IF2 through the door, 300 SPATEMs into a back-office queue that holds 100 and refuses
+    more (``x-overflow: reject-publish``: RabbitMQ nacks what it cannot route to it): every nacked
+    message is given back to the BI's source and comes again; once the back-office reads its queue,
+    it gets every message exactly once."""
+    vhost, count = "if2-nacks", 300
+    nacked: list[bool] = []
+    confirmed = If2Bridge._confirmed
+
+    def counted(self: If2Bridge, export: Any, ack: bool) -> None:  # (a spy: the confirm as it came)
+        if not ack:
+            nacked.append(True)
+        confirmed(self, export, ack)
+    monkeypatch.setattr(If2Bridge, "_confirmed", counted)
+    node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
+    office = await connect_backoffice(vhost)
+    try:
+        queue = await office.hold("SPAT", "#", max_length=100)
+        target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
+        bodies = [b"n%05d" % i for i in range(count)]
+        assert await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                                       [spatem(b, ttl_s=600.0) for b in bodies]) == ["accepted"] * count
+        await wait_for(lambda: node.if2.counts["exported"] == 100, "the queue to fill")
+        await wait_for(lambda: len(nacked) >= count - 100, "RabbitMQ to nack what does not fit")
+        await office.consume(queue)
+        seen: Counter[bytes] = Counter()
+        while not set(bodies) <= seen.keys():
+            seen[(await office.next(WAIT_S)).body] += 1
+        while (extra := await office.quiet(QUIET_S)) is not None:
+            seen[extra.body] += 1
+        assert seen == Counter(dict.fromkeys(bodies, 1)), {b: n for b, n in seen.items() if n != 1}
+        assert node.if2.counts["exported"] == count
+        print(f"\n{count} C-Roads messages, {len(nacked)} publishes nacked by RabbitMQ and given back")
+    finally:
+        await office.close()
+        await node.close()

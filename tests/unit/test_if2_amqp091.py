@@ -151,6 +151,32 @@ def test_a_body_larger_than_frame_max_goes_in_several_frames() -> None:
     assert [len(b) for b in bodies] == [4088, 4088, 2064] and b"".join(bodies) == payload
 
 
+@pytest.mark.parametrize("frame_max", [0, 4096])
+def test_a_publish_is_the_bytes_pamqp_writes_and_properties_are_encoded_once_per_object(
+        frame_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    connection = opened(frame_max=frame_max)
+    sent(connection)
+    headers = {"lat": 51.5, "lon": 4.25, "tile": "1202021", "n": 7}
+    first = commands.Basic.Properties(headers=headers, expiration="60000", app_id="node/if2", delivery_mode=1)
+    other = commands.Basic.Properties(app_id="node/if2")
+    marshalled: list[object] = []
+    marshal = commands.Basic.Properties.marshal
+    monkeypatch.setattr(commands.Basic.Properties, "marshal", lambda self: marshalled.append(self) or marshal(self))
+    cases = [(first, b""), (first, b"x" * 200), (other, bytes(range(256)) * 40), (first, b"y" * 5000)]
+    for properties, payload in cases:
+        connection.publish(1, "SPAT", KEY, properties, payload)
+    monkeypatch.undo()
+    assert marshalled == [first, other]  # each properties object once
+    expected = b""
+    for properties, payload in cases:
+        step = frame_max - 8 if frame_max else len(payload) or 1
+        expected += frame.marshal(commands.Basic.Publish(exchange="SPAT", routing_key=KEY), 1)
+        expected += frame.marshal(header.ContentHeader(0, len(payload), properties), 1)
+        expected += b"".join(frame.marshal(body.ContentBody(payload[i:i + step]), 1)
+                             for i in range(0, len(payload), step))
+    assert connection.take_output() == expected
+
+
 def test_the_broker_closing_a_channel_is_answered_and_reported_with_what_was_unconfirmed() -> None:
     connection = confirming(2)
     sent(connection)
@@ -203,3 +229,71 @@ def test_bytes_that_are_not_amqp_0_9_1() -> None:
     broken = opened()
     with pytest.raises(ProtocolError, match="cannot read"):
         broken.receive(b"\x01\x00\x00\x00\x00\x00\x02\x00\x0a\x00")  # a method frame whose end octet is wrong
+
+
+# ---------------------------------------------------------------- a delivery's frames read without pamqp
+
+def _by_pamqp(data: bytes) -> list[tuple[int, Any]]:
+    """The frames of ``data`` as pamqp reads them (the reference)."""
+    out = []
+    while data:
+        size, channel, value = frame.unmarshal(data)
+        out.append((channel, value))
+        data = data[size:]
+    return out
+
+
+def test_deliveries_read_without_pamqp_are_what_pamqp_reads() -> None:
+    headers = [{"lat": 51.9, "lon": 4.4}, {"lat": 52.0, "lon": 4.4}]
+    frames: list[tuple[int, Any]] = []
+    for tag in range(1, 7):  # two kinds of properties, alternating; UTF-8 in a routing key
+        properties = commands.Basic.Properties(expiration="60000", headers=headers[tag % 2], app_id="b")
+        payload = b"%d:" % tag + b"y" * (300 * tag)
+        frames += [(2, commands.Basic.Deliver("ctag", 2**40 + tag, tag % 3 == 0, "DENM", KEY + ".é")),
+                   (2, header.ContentHeader(0, len(payload), properties)),
+                   (2, body.ContentBody(payload[:500])), (2, body.ContentBody(payload[500:]))]
+    frames = [(c, v) for c, v in frames if not isinstance(v, body.ContentBody) or v.value]
+    connection = opened()
+    events = [e for e in connection.receive(wire(*frames)) if isinstance(e, Delivery)]
+    reference = _by_pamqp(wire(*frames))
+    delivers = [v for _, v in reference if isinstance(v, commands.Basic.Deliver)]
+    contents = [v for _, v in reference if isinstance(v, header.ContentHeader)]
+    assert [(e.delivery_tag, e.redelivered, e.exchange, e.routing_key) for e in events] == \
+        [(d.delivery_tag, d.redelivered, d.exchange, d.routing_key) for d in delivers]
+    assert [e.properties.headers for e in events] == [c.properties.headers for c in contents]
+    assert [e.body for e in events] == [b"%d:" % tag + b"y" * (300 * tag) for tag in range(1, 7)]
+    assert events[2].properties is events[0].properties  # the same bytes: decoded once, read-only
+    assert events[1].properties is not events[0].properties
+
+
+def _deliver_frame(arguments: bytes, end: bytes = b"\xce") -> bytes:
+    payload = b"\x00\x3c\x00\x3c" + arguments
+    return b"\x01\x00\x02" + len(payload).to_bytes(4, "big") + payload + end
+
+
+_ARGUMENTS = b"\x04ctag" + (7).to_bytes(8, "big") + b"\x00" + b"\x04DENM" + bytes([len(KEY)]) + KEY.encode()
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    (_deliver_frame(_ARGUMENTS[:-1]), "shorter than its fields"),  # the routing key cut short
+    (_deliver_frame(_ARGUMENTS[:10]), "shorter than its fields"),  # the delivery tag cut short
+    (_deliver_frame(_ARGUMENTS + b"\x00"), "1 bytes after its fields"),
+    (_deliver_frame(_ARGUMENTS.replace(b"\x04DENM", b"\x04DE\xffM")), "not UTF-8"),
+    (_deliver_frame(_ARGUMENTS, end=b"\x00"), "cannot read"),  # frame end not 0xce: pamqp refuses it
+    (wire((2, commands.Basic.Deliver("ctag", 1, False, "DENM", KEY)))
+     + b"\x03\x00\x02\x00\x00\x00\x01x\x00", "cannot read"),  # a body frame whose end is not 0xce
+])
+def test_a_delivery_whose_frames_are_not_0_9_1_is_refused(data: bytes, error: str) -> None:
+    assert [type(e) for e in opened().receive(_deliver_frame(_ARGUMENTS) + wire(
+        (2, header.ContentHeader(0, 1, commands.Basic.Properties())), (2, body.ContentBody(b"x"))))] == [Delivery]
+    with pytest.raises(ProtocolError, match=error):
+        opened().receive(data)
+
+
+def test_a_content_header_seen_before_with_a_broken_frame_end_is_refused() -> None:
+    connection = opened()
+    content = wire((2, header.ContentHeader(0, 1, commands.Basic.Properties(app_id="b"))))
+    connection.receive(wire((2, commands.Basic.Deliver("ctag", 1, False, "DENM", KEY))) + content
+                       + wire((2, body.ContentBody(b"x"))))
+    with pytest.raises(ProtocolError, match="cannot read"):
+        connection.receive(wire((2, commands.Basic.Deliver("ctag", 2, False, "DENM", KEY))) + content[:-1] + b"\x00")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from proton import Message
 
-from interchange.bridges.if2.bi_message import application_properties, message
+from interchange.bridges.if2.bi_message import application_properties, message, read
 
 PROPERTIES = {"messageType": "DENM", "publisherId": "NL00001", "publicationId": "NL00001:if2-DENM-1.2.1",
               "originatingCountry": "NL", "protocolVersion": "DENM:1.2.1", "quadTree": ",120202130121133020,",
@@ -31,3 +31,49 @@ def test_a_ttl_that_ran_out_is_sent_as_zero() -> None:
     got = Message()
     got.decode(message(application_properties(PROPERTIES), b"x", -5))
     assert got.ttl == 0
+
+
+# ---------------------------------------------------------------- read: a BI message taken apart
+
+def _by_proton(raw: bytes) -> tuple[dict, int | None, bytes]:
+    """What the bridge read of a message with proton alone (the reference)."""
+    got = Message()
+    got.decode(raw)
+    assert isinstance(got.body, (bytes, memoryview)) and got.inferred
+    return dict(got.properties or {}), int(got.ttl * 1000) if got.ttl else None, bytes(got.body)
+
+
+@pytest.mark.parametrize("body", [b"", b"\x00\x01\xff" * 30, bytes(range(256)) * 400])
+@pytest.mark.parametrize("ttl_ms", [None, 1, 59_999, 2**32 - 1])
+def test_read_gives_what_proton_reads(body: bytes, ttl_ms: int | None) -> None:
+    ours = message(application_properties(PROPERTIES), body, ttl_ms)
+    theirs = Message(body=body, properties=PROPERTIES, inferred=True, durable=True, priority=7, subject="x")
+    if ttl_ms is not None:
+        theirs.ttl = ttl_ms / 1000
+    for raw in (ours, theirs.encode()):  # ours, and proton's with more header and properties fields
+        assert read(raw) == _by_proton(raw) == (PROPERTIES, ttl_ms, body)
+        assert read(bytearray(raw)) == read(raw)  # (a large message comes as the buffer proton filled)
+
+
+def test_other_shapes_are_read_by_proton_and_refused_when_not_one_data_section() -> None:
+    data = message(application_properties(PROPERTIES), b"abc", 5000)
+    footer = b"\x00\x53\x78\xc1\x01\x00"  # an empty footer map after the body
+    assert read(data + footer) == (PROPERTIES, 5000, b"abc")
+    for body in ("text", ["a", "list"], {"a": "map"}, None):
+        with pytest.raises(ValueError, match="not one data section"):
+            read(Message(body=body, properties=PROPERTIES).encode())
+    short = data.replace(b"\x00\x53\x75\xa0\x03", b"\x00\x53\x75\xa0\x02")  # a length one short
+    for odd in (data + b"\x00\x53\x75\xa0\x01z", data + b"\x00", short):  # a second data section, a stray byte
+        assert read(odd) == _by_proton(odd)  # proton decides, as it did
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda raw: raw[:-1],  # the data section's length says one byte more than there is
+    lambda raw: b"\x01" + raw[1:],  # not a section descriptor
+    lambda raw: b"",
+])
+def test_bytes_that_are_not_such_a_message_are_refused(mutate: object) -> None:
+    raw = message(application_properties(PROPERTIES), b"abc", 5000)
+    assert read(raw) == (PROPERTIES, 5000, b"abc")
+    with pytest.raises(ValueError):
+        read(mutate(raw))  # type: ignore[operator]

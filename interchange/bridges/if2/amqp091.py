@@ -2,9 +2,11 @@
 bridge's link to the IF2 RabbitMQ). The frame codec is pamqp's (the one aiormq and aio-pika use);
 this module only keeps the protocol's state: the opening handshake (SASL EXTERNAL or PLAIN, tune,
 the virtual host, IF2 6.1), channels, content assembly of ``basic.deliver``, publisher confirms
-and heartbeats. No socket, no task, no future: :class:`Connection.receive` turns what arrived into
-a list of events; every method that sends appends frames to :meth:`Connection.take_output`, so a
-caller writes once per loop turn however many messages it handled.
+and heartbeats (a publish's content header and body frames are written here, as pamqp writes them,
+its properties encoded once per properties object: the publisher does not change one it gave). No
+socket, no task, no future: :class:`Connection.receive` turns what arrived into a list of events;
+every method that sends appends frames to :meth:`Connection.take_output`, so a caller writes once
+per loop turn however many messages it handled.
 
 Events: :class:`Reply` (a synchronous method's answer, the opening's ``connection.open-ok``
 included), :class:`Delivery` (one whole message of a consumer), :class:`Confirmed` (publisher
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pamqp import base, body, commands, constants, frame, header, heartbeat
 from pamqp.exceptions import PAMQPException
@@ -24,7 +26,12 @@ from pamqp.exceptions import PAMQPException
 __all__ = ["Closed", "Confirmed", "Connection", "Delivery", "ProtocolError", "Reply"]
 
 Properties = commands.Basic.Properties
-_FRAME = struct.Struct(">BHI")
+_FRAME = _FRAME_START = struct.Struct(">BHI")
+_CONTENT_HEADER = struct.Struct(">BHIHxxQ")  #: frame start, then class id, weight (0), body size
+FRAME_METHOD, FRAME_HEADER, FRAME_BODY = constants.FRAME_METHOD, constants.FRAME_HEADER, constants.FRAME_BODY
+_BASIC, _FRAME_END, _FRAME_END_BYTE = 60, constants.FRAME_END_CHAR, constants.FRAME_END
+_BASIC_CLASS, _BASIC_DELIVER = b"\x00\x3c", b"\x00\x3c\x00\x3c"  #: class basic (60), method deliver (60)
+_BODY_SIZE, _TAG_AND_BITS = struct.Struct(">Q"), struct.Struct(">QB")
 _HEARTBEAT = frame.marshal(heartbeat.Heartbeat(), 0)
 PUBLISH_FRAMES = 4096
 #: what the client tells the broker it understands (RabbitMQ sends basic.nack and basic.cancel only then)
@@ -71,12 +78,44 @@ class Closed:
 Event = Reply | Delivery | Confirmed | Closed
 
 
+class _Deliver(NamedTuple):
+    """What a delivery keeps of its ``basic.deliver``."""
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+
+
+def _shortstr(buffer: bytearray, at: int, stop: int) -> tuple[str, int]:
+    end = at + 1 + buffer[at] if at < stop else stop + 1
+    if end > stop:
+        raise ProtocolError("a basic.deliver frame shorter than its fields")
+    try:
+        return buffer[at + 1:end].decode("utf-8"), end
+    except UnicodeDecodeError:
+        raise ProtocolError("a basic.deliver field that is not UTF-8") from None
+
+
+def _deliver(buffer: bytearray, at: int, stop: int) -> _Deliver:
+    """The arguments of ``basic.deliver`` (0-9-1 1.8.3.9: consumer-tag, delivery-tag, redelivered,
+    exchange, routing-key) from ``at`` to the frame's end ``stop``: all of them, and nothing after."""
+    _, at = _shortstr(buffer, at, stop)
+    if at + 9 > stop:
+        raise ProtocolError("a basic.deliver frame shorter than its fields")
+    tag, bits = _TAG_AND_BITS.unpack_from(buffer, at)
+    exchange, at = _shortstr(buffer, at + 9, stop)
+    routing_key, at = _shortstr(buffer, at, stop)
+    if at != stop:
+        raise ProtocolError(f"a basic.deliver frame with {stop - at} bytes after its fields")
+    return _Deliver(tag, bool(bits & 1), exchange, routing_key)
+
+
 @dataclass
 class _Channel:
     confirming: bool = False
     published: int = 0  #: the last publish sequence number (confirm mode)
     unconfirmed: dict[int, Any] = field(default_factory=dict)  #: sequence number -> token, in order
-    deliver: commands.Basic.Deliver | None = None  #: a delivery whose content is being assembled
+    deliver: "_Deliver | None" = None  #: a delivery whose content is being assembled
     content: Any = None
     size: int = 0
     parts: list[bytes] = field(default_factory=list)
@@ -96,6 +135,11 @@ class Connection:
         self._out: list[bytes] = []
         self._channels: dict[int, _Channel] = {}
         self._publish_frames: dict[tuple[int, str, str], bytes] = {}  #: basic.publish frames by channel, exchange, key
+        #: the encoded properties (flags and list) of a content header, by the properties object (kept with
+        #: it, so that its id is not another's): a publisher gives the same few objects again and again
+        self._encoded_properties: dict[int, tuple[Any, bytes]] = {}
+        #: decoded content-header properties by their encoded bytes (IF2 publishers repeat them)
+        self._decoded_properties: dict[bytes, Any] = {}
         self._sent_at = self._received_at = 0.0
 
     # ------------------------------------------------------------------ sending
@@ -128,10 +172,19 @@ class Connection:
             method = self._publish_frames[channel, exchange, routing_key] = frame.marshal(
                 commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel)
         out.append(method)
-        out.append(frame.marshal(header.ContentHeader(0, len(payload), properties), channel))
+        kept = self._encoded_properties.get(id(properties))
+        if kept is None or kept[0] is not properties:
+            if len(self._encoded_properties) >= PUBLISH_FRAMES:
+                self._encoded_properties.clear()
+            kept = self._encoded_properties[id(properties)] = (properties, properties.marshal())
+        encoded = kept[1]
+        # the content header frame as pamqp writes it: class basic, weight 0, the body size, the properties
+        out.append(_CONTENT_HEADER.pack(FRAME_HEADER, channel, 12 + len(encoded), _BASIC, len(payload)) + encoded
+                   + _FRAME_END)
         step = self.frame_max - 8 if self.frame_max else len(payload) or 1
         for start in range(0, len(payload), step):
-            out.append(frame.marshal(body.ContentBody(payload[start:start + step]), channel))
+            chunk = payload[start:start + step]
+            out.append(_FRAME_START.pack(FRAME_BODY, channel, len(chunk)) + chunk + _FRAME_END)
         if state.confirming:
             state.published += 1
             state.unconfirmed[state.published] = token
@@ -172,7 +225,9 @@ class Connection:
 
     # ------------------------------------------------------------------ receiving
     def receive(self, data: bytes, now: float = 0.0) -> list[Event]:
-        """Events for what arrived; raises :class:`ProtocolError` on bytes that are not AMQP 0-9-1."""
+        """Events for what arrived; raises :class:`ProtocolError` on bytes that are not AMQP 0-9-1.
+
+        The three frames of each delivery are read here (:meth:`_content_frame`); any other frame by pamqp."""
         self._received_at = now
         buffer = self._in
         buffer += data
@@ -184,15 +239,45 @@ class Connection:
             kind, channel, size = _FRAME.unpack_from(buffer, offset)
             if end - offset < size + 8:
                 break
-            try:
-                _, _, value = frame.unmarshal(bytes(buffer[offset:offset + size + 8]))
-            except PAMQPException as exc:
-                raise ProtocolError(f"a frame pamqp cannot read: {exc}") from None
+            if not self._content_frame(buffer, kind, channel, offset + 7, offset + 7 + size, events):
+                try:
+                    _, _, value = frame.unmarshal(bytes(buffer[offset:offset + size + 8]))
+                except PAMQPException as exc:
+                    raise ProtocolError(f"a frame pamqp cannot read: {exc}") from None
+                if isinstance(value, header.ContentHeader):  # (a properties section not seen yet: kept)
+                    self._keep_properties(bytes(buffer[offset + 19:offset + 7 + size]), value.properties)
+                if kind != constants.FRAME_HEARTBEAT:
+                    self._frame(channel, value, events)
             offset += size + 8
-            if kind != constants.FRAME_HEARTBEAT:
-                self._frame(channel, value, events)
         del buffer[:offset]
         return events
+
+    def _content_frame(self, buffer: bytearray, kind: int, channel: int, start: int, stop: int,
+                       events: list[Event]) -> bool:
+        """A delivery's frames, read without pamqp (True: done): ``basic.deliver`` (its fields checked as
+        pamqp would), a content header whose properties section came before (pamqp decoded those bytes:
+        the same object again, read-only), a body. False: pamqp reads the frame (and refuses what is not
+        0-9-1, a frame end that is not 0xce included)."""
+        if buffer[stop] != _FRAME_END_BYTE:
+            return False
+        if kind == FRAME_BODY:
+            self._body(channel, bytes(buffer[start:stop]), events)
+            return True
+        if kind == FRAME_METHOD and buffer[start:start + 4] == _BASIC_DELIVER:
+            self._state(channel).deliver = _deliver(buffer, start + 4, stop)
+            return True
+        if kind == FRAME_HEADER and stop - start >= 14 and buffer[start:start + 2] == _BASIC_CLASS:
+            properties = self._decoded_properties.get(bytes(buffer[start + 12:stop]))
+            if properties is None:
+                return False
+            self._content_header(channel, properties, _BODY_SIZE.unpack_from(buffer, start + 4)[0], events)
+            return True
+        return False
+
+    def _keep_properties(self, encoded: bytes, properties: Any) -> None:
+        if len(self._decoded_properties) >= PUBLISH_FRAMES:
+            self._decoded_properties.clear()
+        self._decoded_properties[encoded] = properties
 
     def _state(self, channel: int) -> _Channel:
         state = self._channels.get(channel)
@@ -200,20 +285,29 @@ class Connection:
             raise ProtocolError(f"a frame on channel {channel}, which is not open")
         return state
 
+    def _content_header(self, channel: int, properties: Any, body_size: int, events: list[Event]) -> None:
+        state = self._state(channel)
+        state.content, state.size, state.parts = properties, body_size, []
+        if not body_size:
+            self._delivered(channel, state, events)
+
+    def _body(self, channel: int, value: bytes, events: list[Event]) -> None:
+        state = self._state(channel)
+        state.parts.append(value)
+        state.size -= len(value)
+        if state.size <= 0:
+            self._delivered(channel, state, events)
+
     def _frame(self, channel: int, value: Any, events: list[Event]) -> None:
         if isinstance(value, header.ContentHeader):
-            state = self._state(channel)
-            state.content, state.size, state.parts = value.properties, value.body_size, []
-            if not value.body_size:
-                self._delivered(channel, state, events)
+            self._content_header(channel, value.properties, value.body_size, events)
         elif isinstance(value, body.ContentBody):
-            state = self._state(channel)
-            state.parts.append(value.value)
-            state.size -= len(value.value)
-            if state.size <= 0:
-                self._delivered(channel, state, events)
-        elif isinstance(value, commands.Basic.Deliver | commands.Basic.Return):
-            self._state(channel).deliver = value if isinstance(value, commands.Basic.Deliver) else None
+            self._body(channel, value.value, events)
+        elif isinstance(value, commands.Basic.Deliver):
+            self._state(channel).deliver = _Deliver(value.delivery_tag or 0, bool(value.redelivered), value.exchange,
+                                                    value.routing_key or "")
+        elif isinstance(value, commands.Basic.Return):
+            self._state(channel).deliver = None
         elif isinstance(value, commands.Basic.Ack | commands.Basic.Nack):
             self._confirmed(channel, value, events)
         elif channel == 0:
@@ -226,8 +320,8 @@ class Connection:
         payload = state.parts[0] if len(state.parts) == 1 else b"".join(state.parts)
         state.parts = []
         if deliver is not None:  # (a basic.return's content is dropped: the bridge publishes without mandatory)
-            events.append(Delivery(channel, deliver.delivery_tag or 0, bool(deliver.redelivered), deliver.exchange,
-                                   deliver.routing_key or "", state.content, payload))
+            events.append(Delivery(channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
+                                   deliver.routing_key, state.content, payload))
 
     def _confirmed(self, channel: int, value: commands.Basic.Ack | commands.Basic.Nack, events: list[Event]) -> None:
         pending = self._state(channel).unconfirmed

@@ -6,6 +6,10 @@ stay unsettled until the bridge settles them, so nothing it did not pass on is l
 :meth:`BiLink.send` is one attempt returning the BI's outcome (:mod:`.attempts` decides what
 next); a message over the BI's max-message-size (its attach's, or learned from a detach
 ``amqp:link:message-size-exceeded``: :class:`~.attempts.SizeLimit`) is not sent.
+With the broker's in-process door (``bi_door = "in-process"``) both go through it instead: the
+publisher, and the subscription's consumer (:class:`~interchange.broker.local_door.LocalConsumer`,
+the same window and settlements; attached again after the broker closed it); the AMQPS connection
+stays for what the door cannot serve (a target of another broker process of the node).
 Details: docs/if2-bridge.md ("After each answer of the BI").
 """
 from __future__ import annotations
@@ -17,9 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from interchange.bridges.if2.attempts import SIZE_EXCEEDED, SizeLimit
-from interchange.broker.client import ClientConnection, DeferredCallback, Outcome, ReceiverState, SenderState
+from interchange.broker.client import ClientConnection, Outcome, ReceiverState, SenderState
 from interchange.broker.engine import AttachRefused
-from interchange.broker.local_door import Door, DoorOutcome, LocalPublisher
+from interchange.broker.local_door import ConsumingDoor, DoorOutcome, LocalConsumer, LocalPublisher
 from interchange.ground.timing import backoff_s
 
 __all__ = ["BiLink"]
@@ -27,6 +31,8 @@ __all__ = ["BiLink"]
 _DOOR_ACCEPTED = Outcome(True)
 
 EventSink = Callable[[str, str, dict[str, Any]], None]
+#: a BI delivery's handler: its bytes and its delivery (settled later by :meth:`BiLink.settle`)
+OnDelivery = Callable[[bytes | bytearray, Any], None]
 
 
 class BiLink:
@@ -34,7 +40,7 @@ class BiLink:
 
     def __init__(self, host: str, port: int, server_name: str, context: ssl.SSLContext, container_id: str,
                  event: EventSink, *, backoff: tuple[float, float] = (0.2, 10.0), credit: int = 256,
-                 door: Door | None = None, identity: str = "") -> None:
+                 door: ConsumingDoor | None = None, identity: str = "") -> None:
         self.host, self.port, self.server_name = host, port, server_name
         self._context = context
         self._container_id = container_id
@@ -42,7 +48,7 @@ class BiLink:
         self._backoff = backoff
         self._credit = credit
         self.target: str | None = None
-        self.source: tuple[str, str | None, DeferredCallback] | None = None  # address, selector, callback
+        self.source: tuple[str, str | None, OnDelivery] | None = None  # address, selector, callback
         self._connection: ClientConnection | None = None
         self._sender: SenderState | None = None
         self._receiver: ReceiverState | None = None
@@ -55,7 +61,12 @@ class BiLink:
         self._flight: dict[object, int] = {}
         #: the broker's in-process door (``bi_door = "in-process"``), this actor's identity at it, the publisher
         self._door, self._identity = door, identity
+        self._consuming = door  #: (kept when the publisher falls back to AMQPS: each link on its own)
         self._publisher: LocalPublisher | None = None
+        #: the subscription's consumer at the door (with a door the subscription is not read over AMQPS)
+        self._consumer: LocalConsumer | None = None
+        self._reattach: asyncio.TimerHandle | None = None
+        self._refusals = 0  #: attaches at the door refused since the last one that worked
         self._flushing = False  #: a flush of the connection is scheduled for this loop turn
         self._queued = 0  #: sends waiting in :meth:`send` (for link, credit): later submits queue behind them
         self._later: set[asyncio.Future[None]] = set()
@@ -78,6 +89,10 @@ class BiLink:
             await self._connection.close()
         if self._publisher is not None:
             self._publisher.close()
+        if self._reattach is not None:
+            self._reattach.cancel()
+        if self._consumer is not None:
+            self._consumer.detach()
 
     def set_target(self, address: str) -> None:
         """Publish to ``address`` from now on (the delivery's target)."""
@@ -87,14 +102,42 @@ class BiLink:
         if self._connection is not None and self._up.is_set():
             self._open_sender(self._connection, address)
 
-    def set_source(self, address: str, selector: str | None, on_message: DeferredCallback) -> None:
+    def set_source(self, address: str, selector: str | None, on_message: OnDelivery) -> None:
         self.source = (address, selector, on_message)
-        if self._connection is not None and self._up.is_set():
+        if self._consuming is not None:
+            self._attach_consumer()
+        elif self._connection is not None and self._up.is_set():
             self._receiver = self._connection.open_deferred_receiver(address, on_message, selector, self._credit)
 
-    def settle(self, receiver: ReceiverState, delivery: Any, outcome: str | None) -> bool:
+    def _attach_consumer(self) -> None:
+        """The subscription's consumer at the door (the source is in every broker process of the node,
+        this one's included); attached again after a growing back-off while the broker refuses it (the
+        source not created yet) and after it closed the link."""
+        self._reattach = None
+        if self.source is None or self._consuming is None:
+            return
+        address, selector, on_message = self.source
+        try:
+            consumer = self._consuming.consume(self._identity, address, on_message, self._credit, selector)
+        except AttachRefused as exc:
+            self._refusals += 1
+            self._event("warning", "if2_door_consumer_refused", {"source": address, "reason": exc.description})
+            self._reattach_later()
+            return
+        self._refusals = 0
+        consumer.on_closed = self._reattach_later
+        self._consumer = consumer
+
+    def _reattach_later(self) -> None:
+        if self._reattach is None:
+            delay = backoff_s(self._refusals, *self._backoff) if self._refusals else self._backoff[0]
+            self._reattach = asyncio.get_running_loop().call_later(delay, self._attach_consumer)
+
+    def settle(self, receiver: ReceiverState | LocalConsumer, delivery: Any, outcome: str | None) -> bool:
         """Settle a delivery of ``receiver`` (written with the others of this loop turn); False when its
         link or connection is gone (the source kept the message and gives it out again)."""
+        if isinstance(receiver, LocalConsumer):
+            return receiver.settle(delivery, outcome)
         connection = self._connection
         if connection is None or receiver is not self._receiver or receiver.closed or connection.engine.closed:
             return False
@@ -113,8 +156,8 @@ class BiLink:
             self._connection.flush()
 
     @property
-    def receiver(self) -> ReceiverState | None:
-        return self._receiver
+    def receiver(self) -> ReceiverState | LocalConsumer | None:
+        return self._consumer if self._consuming is not None else self._receiver
 
     @property
     def max_message_size(self) -> int | None:
@@ -212,7 +255,7 @@ class BiLink:
                                                  self._container_id)
         if self.target is not None:
             self._open_sender(connection, self.target)
-        if self.source is not None:
+        if self.source is not None and self._consuming is None:
             address, selector, callback = self.source
             self._receiver = connection.open_deferred_receiver(address, callback, selector, self._credit)
         return connection

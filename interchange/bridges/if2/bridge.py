@@ -24,8 +24,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from proton import Message
-
 from certs.tls import TlsFiles, client_context
 from ii_api.wire.models import Capability
 from interchange.actor.areas import Tiles
@@ -52,7 +50,7 @@ from interchange.bridges.if2.keys import (
 from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE, Outcome, ReceiverState
-from interchange.broker.local_door import Door
+from interchange.broker.local_door import ConsumingDoor, LocalConsumer
 
 __all__ = ["If2Bridge", "NodeView"]
 
@@ -73,7 +71,7 @@ _REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_
 class NodeView:
     """Where the bridge finds its node: the BI's host/port, the II's base URL, the node's name."""
 
-    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str, door: Door | None = None) -> None:
+    def __init__(self, name: str, bi_host: str, bi_port: int, ii_url: str, door: ConsumingDoor | None = None) -> None:
         self.name, self.bi_host, self.bi_port, self.ii_url = name, bi_host, bi_port, ii_url
         self.door = door  #: the broker's in-process door, for ``bi_door = "in-process"``
 
@@ -320,25 +318,19 @@ class If2Bridge:
                 self._event("info", "if2_capability_withdrawn", {"publicationId": pid, "idle_s": idle_s})
 
     # ------------------------------------------------------------------ C-Roads -> IF2
-    def _on_croads(self, raw: bytes, delivery: Any) -> None:
+    def _on_croads(self, raw: bytes | bytearray, delivery: Any) -> None:
         """Each BI delivery as it is read: mapped and published at once (no task; the confirm settles
         it, :meth:`_confirmed`); one whose copy is being published already waits for it in a task."""
         receiver = self.bi.receiver
         assert receiver is not None
-        message = Message()
         try:
-            message.decode(raw)
-            ttl_ms = int(message.ttl * 1000) if message.ttl else None
-            envelope = self._envelope(message.properties or {}, ttl_ms)
-            if not isinstance(message.body, (bytes, memoryview)) or not message.inferred:
-                raise If2KeyError("the body is not one data section (IF2 carries the encoded message as bytes)")
+            properties, ttl_ms, body = bi_message.read(raw)
+            envelope = self._envelope(properties, ttl_ms)
         except (If2KeyError, ValueError, TypeError) as exc:
             self.counts["export_refused"] += 1
             self._event("warning", "if2_export_refused", {"error": str(exc)})
             self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
             return
-        body = bytes(message.body)
-        properties: dict[str, Any] = dict(message.properties or {})
         identity = (str(envelope.key), properties.get("publicationId"))
         export = _Export(receiver, delivery, envelope, body, identity, ttl_ms)
         known = self.copies.known(export.copy)
@@ -473,7 +465,7 @@ class _Export:
     """A BI delivery on its way to IF2: where to settle it, what to publish, its copy (:mod:`.copies`)."""
     __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "copy", "publishing")
 
-    def __init__(self, receiver: ReceiverState, delivery: Any, envelope: If2Envelope, body: bytes,
+    def __init__(self, receiver: ReceiverState | LocalConsumer, delivery: Any, envelope: If2Envelope, body: bytes,
                  identity: tuple[str, Any], ttl_ms: int | None) -> None:
         self.receiver, self.delivery, self.envelope, self.body = receiver, delivery, envelope, body
         self.identity, self.ttl_ms = identity, ttl_ms

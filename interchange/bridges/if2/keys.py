@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -96,16 +96,19 @@ class RoutingKey:
     provider: str
     subtype: str
     tile: str
+    #: the key as published (written once: a key is published with every message of its mapping)
+    text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.message_type not in IF2_TO_CROADS:
             raise If2KeyError(f"message type {self.message_type!r} is not an IF2 type "
                               f"({', '.join(IF2_TO_CROADS)})")
-        version_word(self.version)
+        word = version_word(self.version)
         _word("provider", self.provider)
         check_subtype(self.message_type, self.subtype)
         if len(self.tile) != ROUTING_ZOOM or set(self.tile) - set("0123"):
             raise If2KeyError(f"quadtree path {self.tile!r} is not {ROUTING_ZOOM} digits 0-3 (IF2 6.4: zoom 18)")
+        object.__setattr__(self, "text", ".".join([self.message_type, word, self.provider, self.subtype, *self.tile]))
 
     @classmethod
     def parse(cls, text: str) -> "RoutingKey":
@@ -124,7 +127,7 @@ class RoutingKey:
         return cls(words[0], dotted_version(words[1]), words[2], words[3], "".join(tile_words))
 
     def __str__(self) -> str:
-        return ".".join([self.message_type, version_word(self.version), self.provider, self.subtype, *self.tile])
+        return self.text
 
 
 @dataclass(frozen=True)

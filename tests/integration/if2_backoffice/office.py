@@ -171,6 +171,22 @@ class BackOffice:
         self.channel.basic_consume(queue, self._on_message, auto_ack=True)
         return str(queue)
 
+    async def hold(self, exchange: str, key: str = "#", *, max_length: int = 100) -> str:
+        """A queue bound to ``exchange`` that nobody reads yet and that refuses what does not fit
+        (``x-overflow: reject-publish``: RabbitMQ nacks a publish it cannot put there); :meth:`consume` reads it."""
+        return await self._run(self._hold, exchange, key, max_length)
+
+    def _hold(self, exchange: str, key: str, max_length: int) -> str:
+        declared = self.channel.queue_declare("", durable=False, exclusive=True, auto_delete=True,
+                                              arguments={"x-max-length": max_length, "x-overflow": "reject-publish"})
+        queue = declared.method.queue
+        self.channel.queue_bind(queue, exchange, key)
+        return str(queue)
+
+    async def consume(self, queue: str) -> None:
+        """Read ``queue`` (of :meth:`hold`) into the inbox from now on."""
+        await self._run(lambda: self.channel.basic_consume(queue, self._on_message, auto_ack=True))
+
     def _on_message(self, _channel: BlockingChannel, deliver: Any, properties: pika.BasicProperties,
                     body: bytes) -> None:
         self._inbox.append(Received(deliver.exchange, deliver.routing_key, body, dict(properties.headers or {}),
