@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,13 @@ async def federation(pki: TestPki, tmp_path, dnsmasq: DnsmasqServer) -> AsyncIte
 
 def _link_connected(federation: Federation) -> bool:
     return any(link["connected"] for o in federation.nodes[C].ii.status()["outgoing"] for link in o["links"])
+
+
+def _both_links_up(log: Path) -> list[dict] | None:
+    """The log's records once it holds two ``federation_link_up`` (the log is written by a thread, a few ms
+    after the event): the link before the restart and the new subscription's link after it."""
+    records = complete_records(log)
+    return records if sum(r["event"] == "federation_link_up" for r in records) >= 2 else None
 
 
 async def test_neighbour_restarted_empty_is_resubscribed_within_seconds(federation: Federation) -> None:
@@ -70,11 +78,10 @@ async def test_neighbour_restarted_empty_is_resubscribed_within_seconds(federati
         await asyncio.to_thread(consumer.close)
     print(f"\nneighbour restarted empty: delivering again after {delivered} s")
     assert delivered is not None and delivered <= RECOVERY_S, f"delivering again only after {delivered} s"
-    records = complete_records(federation.workdir / C / "node.log")
+    records = await wait_for(lambda: _both_links_up(federation.workdir / C / "node.log"),
+                             "C's log: the data link up before the restart and again after it")
     downs = [r["details"] for r in records if r["event"] == "federation_link_down"]
-    ups = [r["details"] for r in records if r["event"] == "federation_link_up"]
     assert any(A == d["neighbour"] and "sub-" in d["source"] and d["reason"] for d in downs), downs
-    assert len(ups) >= 2, ups  # before the restart, and the new subscription's link after it
 
 
 async def test_neighbour_that_forgot_a_subscription_is_resubscribed_at_once(federation: Federation) -> None:
