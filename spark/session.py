@@ -46,6 +46,11 @@ DEFAULT_CONF: dict[str, str] = {
     # Spark's cache of compiled classes (per class loader: the driver's and the tasks' count apart)
     # keeps 100 by default; one validate compiles ~90, so a second one found them pushed out.
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # A whole stage's class is named after its stage number, which adaptive execution hands out in
+    # the order the stages are created: that follows which earlier stages finished first, so the same
+    # code got another name in a later validate now and then (compiled again: 4 classes in the third
+    # validate of a CI run), and equal stages of one validate were compiled once per number.
+    "spark.sql.codegen.useIdInClassName": "false",
 }
 
 #: Local mode: the driver talks to itself on loopback (no lookup of the host's name).

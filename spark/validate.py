@@ -79,9 +79,11 @@ def _metrics(checked: dict[str, int], found: dict[str, int], runs: Sequence[tupl
 def _found(spark: SparkSession, layout: Layout, run_id: str, run_ms: int) -> dict[str, int]:
     """Findings per "rule/check" of the run, counted in the violations written (by ``runMs`` too: a
     run id given again, ``--run-id``, names an earlier run's rows as well)."""
-    written = read_table(spark, layout.violations, tables.VIOLATIONS).where(
-        (F.col("runId") == run_id) & (F.col("runMs") == run_ms))
-    return {f"{row['rule']}/{row['check']}": row["count"] for row in written.groupBy("rule", "check").count().collect()}
+    written = read_table(spark, layout.violations, tables.VIOLATIONS).where(F.col("runId") == run_id)
+    # runMs compared here, not in the query: a long literal is written into the generated Java (a
+    # new class in every run), a string one is not
+    counted = written.groupBy("rule", "check", "runMs").count().collect()
+    return {f"{row['rule']}/{row['check']}": row["count"] for row in counted if row["runMs"] == run_ms}
 
 
 def _unchanging_code(run_ms: int) -> Column:
