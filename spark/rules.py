@@ -415,13 +415,15 @@ def publications(m: DataFrame) -> DataFrame:
     """Received messages of a publication in arrival order, each message once (a record logged twice
     is kept once): the previous arrival of each gap check's types (``previous_<check>``) and the copy
     number (``copy``, by messageId) and first arrival of the same body. One shuffle by (node,
-    publicationId) for the four rules."""
+    publicationId) for the four rules, and two sorts: the copies of a record are next to each other in
+    arrival order (the same messageId and arrivalMs; the first file's kept), so dropping them and the
+    gaps share one sort."""
     rows = m.where(received_publication()).repartition("node", "publicationId")
-    once = Window.partitionBy("node", "publicationId", "messageId").orderBy("file", "timestampMs")
-    rows = rows.withColumn("_n", F.row_number().over(once)).where(
-        (F.col("_n") == 1) | F.col("messageId").isNull()).drop("_n")
-    before = Window.partitionBy("node", "publicationId").orderBy("arrivalMs", "messageId").rowsBetween(
-        Window.unboundedPreceding, -1)
+    arrivals = Window.partitionBy("node", "publicationId").orderBy("arrivalMs", "messageId", "file", "timestampMs")
+    again = (F.col("messageId").isNotNull() & (F.lag("messageId").over(arrivals) == F.col("messageId"))
+             & F.lag("arrivalMs").over(arrivals).eqNullSafe(F.col("arrivalMs")))
+    rows = rows.withColumn("_again", F.coalesce(again, F.lit(False))).where(~F.col("_again")).drop("_again")
+    before = arrivals.rowsBetween(Window.unboundedPreceding, -1)
     rows = rows.select("*", *[  # in one select: one window operator (one after the other, Spark ran three)
         F.last(F.when(F.col("messageType").isin(*types) & F.col("arrivalMs").isNotNull(), F.col("arrivalMs")),
                ignorenulls=True).over(before).alias(f"previous_{check}")
