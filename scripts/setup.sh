@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the node and its tests need on a fresh Debian 12 machine:
 # system packages (only those missing), then a virtualenv in .venv with the project
-# installed editable with its test and spark extras (the node itself needs neither), then the interop tests' Node client (rhea, as locked in
+# installed editable with its test and spark extras (the node itself needs neither), then the Spark
+# ingest's line parser (spark/jvm, javac), then the interop tests' Node client (rhea, as locked in
 # tests/interop/package-lock.json). Safe to run again; quiet when nothing changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ command -v cc >/dev/null || need gcc
 command -v pkg-config >/dev/null || need pkg-config
 [ -f /usr/include/openssl/ssl.h ] || need libssl-dev          # python-qpid-proton builds against OpenSSL
 command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local mode) runs on the JVM
+command -v javac >/dev/null || need openjdk-17-jdk-headless   # builds spark/jvm, the ingest's line parser
 command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need iproute2   # ip netns: one network namespace per node in the federation harness
 command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need nftables   # firewall rules in a node's namespace (a neighbour silenced)
@@ -52,6 +54,9 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+
+# The ingest's line parser (spark/jvm): a jar built from its Java sources against .venv's PySpark.
+bash scripts/build_jvm.sh .venv/bin/python
 
 # The interop tests' AMQP client (tests/integration/test_interop_rhea.py): exactly the locked versions.
 node_stamp=tests/interop/node_modules/.installed-$(cat tests/interop/package.json tests/interop/package-lock.json | sha256sum | cut -c1-16)

@@ -1,11 +1,15 @@
-"""JSON log lines to typed rows (appendix F, interchange.ground.logformat versions 1 and 2), in column expressions.
+"""JSON log lines to typed rows (appendix F, interchange.ground.logformat versions 1 and 2).
 
 The line schema is derived from :class:`interchange.ground.logformat.LogRecord` (its field names) plus
-the version-2 fields of the log contract, so nothing is inferred. Every field is read as text and
-cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGES`: a field of the wrong
-type becomes null instead of making the whole line unreadable. A line is corrupt (kept aside with
-its reason, never fatal) when it is not a JSON object, is truncated, or lacks ``schemaVersion``,
-``timestamp``/``timestampMs``, ``level`` or ``event``.
+the version-2 fields of the log contract, so nothing is inferred. Each line is read once, strictly, by
+a Spark SQL function in Java (``spark/jvm``, :data:`PARSE_FUNCTION`, built by ``scripts/setup.sh``):
+one pass over its bytes gives every field as text, the two nested objects as maps (the properties with
+the JSON kind of each value) and, for a line that is not exactly one JSON object, its reason. This
+module owns the contract the parser is handed: the fields, the reasons and their order. Every field
+is then cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGES`: a field of the
+wrong type becomes null instead of making the whole line unreadable. A line is corrupt (kept aside
+with its reason, never fatal) when it is not exactly one JSON object, or lacks a readable
+``schemaVersion``, ``timestamp``/``timestampMs``, ``level`` or ``event`` (:data:`REASONS`).
 
 Version 1 records have no ``timestampMs``/``arrivalMs``/``departureMs``: they are derived from the
 ISO times; ``messageType``/``publicationId``/``shardId`` come from the application properties when
@@ -14,15 +18,14 @@ not at top level; a v1 ``sent_message``'s identity is its consumer and its addre
 """
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from interchange.ground import logformat
+from interchange.ground.errors import CliError
 from spark import tables
-from spark.line_patterns import KEY_TOKEN, LONE_SURROGATE, NON_NUMBER_OUTSIDE_STRINGS, NUMBER_GATE, NUMBER_OUTSIDE_STRINGS
-
-CORRUPT_COLUMN = "_corrupt_record"
+from spark.line_patterns import NON_NUMBER_OUTSIDE_STRINGS
 
 #: Version-2 fields (the log contract) read even before the model lists them.
 V2_FIELDS = (
@@ -31,21 +34,21 @@ V2_FIELDS = (
     "attempt", "outcome", "bodySha256", "expiryMs", "expirySource", "origin", "neighbour", "reason",
     "rawMessageHex",
 )
+#: The two objects of a record that are read as maps (:data:`PROPERTY_MAP`, :data:`DETAILS_MAP`), not into ``r``.
+NESTED_FIELDS = ("applicationProperties", "details")
+
+
+def line_fields() -> list[str]:
+    """The top-level fields of a line read into ``r`` as text: every LogRecord field and the v2 ones
+    but :data:`NESTED_FIELDS`."""
+    names = list(logformat.LogRecord.model_fields)
+    names += [name for name in V2_FIELDS if name not in names]
+    return [name for name in names if name not in NESTED_FIELDS]
 
 
 def line_schema() -> StructType:
-    """The schema lines are parsed with: every LogRecord field (and the v2 ones) as text."""
-    names = list(logformat.LogRecord.model_fields)
-    names += [name for name in V2_FIELDS if name not in names]
-    return StructType([StructField(name, StringType(), True) for name in names]
-                      + [StructField(CORRUPT_COLUMN, StringType(), True)])
-
-
-def _kind(token: Column) -> Column:
-    """The JSON kind of a value from its first token."""
-    return (F.when(token == '"', "string").when(token.isin("t", "f"), "boolean").when(token == "n", "null")
-            .when(token == "{", "object").when(token == "[", "array")
-            .when(token.contains(".") | token.contains("e") | token.contains("E"), "float").otherwise("integer"))
+    """The struct ``r`` of :func:`parse`: :func:`line_fields` as text."""
+    return StructType([StructField(name, StringType(), True) for name in line_fields()])
 
 
 def _iso_ms(text: Column) -> Column:
@@ -63,9 +66,6 @@ def _typed(record: Column, name: str) -> Column:
 #: copies of it in the JVM at once.
 MAX_LINE_BYTES = 8 * 1024 * 1024
 KEPT_BYTES = 1024
-#: Options of the one JSON parse of a line: JSON as RFC 8259 has it (no NaN/Infinity, no single quotes).
-STRICT_JSON = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN, "allowNonNumericNumbers": "false",
-               "allowSingleQuotes": "false"}
 #: The versions of the log schema this reader knows (:data:`interchange.ground.logformat.READABLE_VERSIONS`).
 READABLE_VERSIONS = tuple(sorted(logformat.READABLE_VERSIONS))
 LEVELS = tuple(logformat.LEVELS)
@@ -82,109 +82,70 @@ DUPLICATE_KEY = "a key given twice"
 OUT_OF_RANGE = "a number out of range of a double"
 VERSION_MISSING = "schemaVersion missing or invalid"
 VERSION_UNKNOWN = "schemaVersion not readable here"
+#: The reasons the Java parser tells (the JSON of the line), in the order they are tested.
+JSON_REASONS = (NOT_UTF8, SURROGATE, NON_NUMBER, TRAILING, NOT_OBJECT, MALFORMED, DUPLICATE_KEY, OUT_OF_RANGE)
 #: Every reason, in the order they are tested.
-REASONS = (TOO_LONG, NOT_UTF8, SURROGATE, NON_NUMBER, TRAILING, NOT_OBJECT, MALFORMED, DUPLICATE_KEY,
-           OUT_OF_RANGE, VERSION_MISSING, VERSION_UNKNOWN, "timestamp missing or invalid", "event missing",
+REASONS = (TOO_LONG, *JSON_REASONS, VERSION_MISSING, VERSION_UNKNOWN, "timestamp missing or invalid", "event missing",
            "level missing or unknown")
 
-def _line(value: Column) -> Column:
-    """The text parsed: without a UTF-8 byte order mark, cut to :data:`KEPT_BYTES` when too long."""
-    text = F.when(F.startswith(value, F.lit("\ufeff")), F.substring(value, 2, 2**31 - 1)).otherwise(value)
-    return F.when(F.octet_length(value) > MAX_LINE_BYTES, F.substring(value, 1, KEPT_BYTES)).otherwise(text)
+#: Columns of :func:`parse` that :func:`messages` and :func:`events` read: ``applicationProperties``
+#: (a map of value texts, in the order written), the JSON kind of each of its values, and ``details``.
+PROPERTY_MAP, PROPERTY_KINDS, DETAILS_MAP = "_propertyMap", "_propertyKinds", "_details"
+
+#: The Java line parser's name as a SQL function of the session (registered by :func:`parse`).
+PARSE_FUNCTION = "croads_parse_log_line"
+#: The class that registers it (spark/jvm/src/croads/ingest/ParseLineUdf.java).
+PARSE_CLASS = "croads.ingest.ParseLineUdf"
 
 
-def _sql_text(text: str) -> str:
-    """A Spark SQL string literal of ``text``."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-#: The parsed ``applicationProperties`` (a map: a key given twice is there once) and the first token of
-#: each of its values (:data:`spark.line_patterns.KEY_TOKEN`), columns of :func:`parse` that
-#: :func:`messages` reads.
-PROPERTY_MAP, PROPERTY_TOKENS = "_propertyMap", "_propertyTokens"
-#: Every key of the line and of its two nested objects (``applicationProperties.<k>``, ``details.<k>``).
-#: The keys of ``applicationProperties`` are listed only when the tokens are not one per key of its map:
-#: the tokens count every key given (K) plus keys of objects inside values (N >= 0), the map the
-#: distinct keys (D <= K); tokens = D means K = D, no key given twice (and no third parse of the JSON).
-_KEYS_SQL = ("concat(coalesce(json_object_keys(_line), array()), "
-             f"coalesce(transform(CASE WHEN NOT (size({PROPERTY_TOKENS}) <=> size({PROPERTY_MAP})) "
-             "THEN json_object_keys(r.applicationProperties) END, k -> concat('applicationProperties.', k)), array()), "
-             "coalesce(transform(json_object_keys(r.details), k -> concat('details.', k)), array()))")
-#: The keys of ``_keys`` listed more than once (SQL lambdas: see spark.rules' docstring).
-_REPEATED_SQL = "array_distinct(filter(_keys, (k, i) -> array_position(_keys, k) != i + 1))"
-#: Numbers of the line too large for a double (1e400: JSON's grammar has it, no reader can hold it).
-#: (An empty group 1 is a string skipped: its try_cast is null.)
-_HUGE_SQL = (f"filter(regexp_extract_all(_line, {_sql_text(NUMBER_OUTSIDE_STRINGS)}, 1), "
-             "n -> abs(try_cast(n AS DOUBLE)) = double('infinity'))")
-#: NaN or Infinity where a value stands, outside strings.
-_NON_NUMBER_SQL = (f"exists(regexp_extract_all(_line, {_sql_text(NON_NUMBER_OUTSIDE_STRINGS)}, 1), "
-                   "t -> t != '')")
-
-
-def _json_reason(line: Column) -> Column:
-    """Why the strict parse of ``line`` failed: the first applicable reason."""
-    first = F.from_json(line, line_schema(), STRICT_JSON)
-    return (F.when(F.expr(_NON_NUMBER_SQL), NON_NUMBER)
-            .when(~F.ltrim(line).startswith("{"), NOT_OBJECT)
-            .when(first.isNotNull() & first[CORRUPT_COLUMN].isNull(), TRAILING)
-            .otherwise(MALFORMED))
+def register_parser(spark: SparkSession) -> None:
+    """Registers :data:`PARSE_FUNCTION` in ``spark`` (again: replaced by the same), with this module's contract:
+    the fields of ``r``, :data:`JSON_REASONS`, and the pattern that finds NaN/Infinity values."""
+    udf_class = spark._jvm
+    for part in PARSE_CLASS.split("."):
+        udf_class = getattr(udf_class, part)
+    try:
+        udf_class.register(spark._jsparkSession, PARSE_FUNCTION, ",".join(line_fields()), "\n".join(JSON_REASONS),
+                           NON_NUMBER_OUTSIDE_STRINGS)
+    except TypeError as error:  # py4j found a package, not the class: the jar is not on the session's class path
+        raise CliError(f"the ingest line parser ({PARSE_CLASS}) is not in this Spark session: build "
+                       "spark/jvm/target/croads-ingest.jar with scripts/setup.sh and start the session with "
+                       "spark.session.build_session (or give spark-submit the jar with --jars)") from error
 
 
 def parse(lines: DataFrame) -> DataFrame:
-    """``value`` (a line) and ``file`` -> those columns plus ``r`` (the parsed line) and ``corruptReason``.
+    """``value`` (a line) and ``file`` -> those columns plus ``r`` (the line's fields as text),
+    ``timestampMs`` and ``corruptReason``; also :data:`PROPERTY_MAP`, :data:`PROPERTY_KINDS` and
+    :data:`DETAILS_MAP` (for :func:`messages` and :func:`events`).
 
-    Also :data:`PROPERTY_MAP` and :data:`PROPERTY_TOKENS` (for :func:`messages`).
-    One strict JSON parse of ``[<line>]`` reads the line and tells a line of several values apart;
-    the reasons of a corrupt line are tested in the order of :data:`REASONS`, each only on the lines
-    no earlier one explains. A line over :data:`MAX_LINE_BYTES` keeps only its first bytes.
+    One pass of the Java parser per line gives the fields, or a reason of :data:`JSON_REASONS`; the
+    record's own checks follow in the order of :data:`REASONS`, each only on the lines no earlier one
+    explains. A line over :data:`MAX_LINE_BYTES` is not parsed and keeps only its first :data:`KEPT_BYTES`
+    characters.
     """
+    register_parser(lines.sparkSession)
     value = F.col("value")
     too_long = F.octet_length(value) > MAX_LINE_BYTES
-    parsed = (lines.withColumn("_line", _line(value))
-              .withColumn("_values", F.from_json(F.concat(F.lit("["), F.col("_line"), F.lit("]")),
-                                                 ArrayType(line_schema()), STRICT_JSON))
-              .withColumn("r", F.when(F.size("_values") == 1, F.col("_values")[0]))
-              .withColumns({PROPERTY_MAP: F.from_json(F.col("r.applicationProperties"), tables.STRING_MAP),
-                            PROPERTY_TOKENS: F.regexp_extract_all(F.col("r.applicationProperties"), F.lit(KEY_TOKEN), 2)})
-              .withColumn("_keys", F.expr(_KEYS_SQL)))
-    line, r = F.col("_line"), F.col("r")
+    read = F.call_function(PARSE_FUNCTION, F.when(~too_long, value.cast("binary")))
+    parsed = lines.withColumn("_read", read).select(
+        "*", F.col("_read.r").alias("r"), F.col("_read.reason").alias("_reason"),
+        F.col("_read.properties").alias(PROPERTY_MAP), F.col("_read.kinds").alias(PROPERTY_KINDS),
+        F.col("_read.details").alias(DETAILS_MAP)).drop("_read")
+    r = F.col("r")
     timestamp_ms = F.coalesce(r.timestampMs.try_cast("long"), _iso_ms(r.timestamp))
     version = r.schemaVersion.try_cast("int")
     readable = ", ".join(map(str, READABLE_VERSIONS))
     reason = (F.when(too_long, TOO_LONG)
-              .when(~F.is_valid_utf8(value), NOT_UTF8)
-              .when(line.contains("\\u") & line.rlike(LONE_SURROGATE), SURROGATE)
-              .when(F.col("_values").isNull(), _json_reason(line))
-              .when(F.size("_values") != 1, TRAILING)
-              .when(r.isNull() | r[CORRUPT_COLUMN].isNotNull(), NOT_OBJECT)
-              .when(F.size("_keys") != F.size(F.array_distinct("_keys")),
-                    F.concat(F.lit(DUPLICATE_KEY + ": "), F.array_join(F.expr(_REPEATED_SQL), ", ")))
-              .when(line.rlike(NUMBER_GATE) & (F.size(F.expr(_HUGE_SQL)) > 0),
-                    F.concat(F.lit(OUT_OF_RANGE + ": "), F.expr(_HUGE_SQL)[0]))
+              .when(F.col("_reason").isNotNull(), F.col("_reason"))
               .when(F.coalesce(version, F.lit(0)) < 1, VERSION_MISSING)
               .when(~version.isin(*READABLE_VERSIONS),
                     F.concat(F.lit(f"{VERSION_UNKNOWN} (versions {readable}): "), version.cast("string")))
               .when(timestamp_ms.isNull(), "timestamp missing or invalid")
               .when(r.event.isNull() | (r.event == ""), "event missing")
               .when(r.level.isNull() | ~r.level.isin(*LEVELS), "level missing or unknown"))
+    kept = F.when(too_long, F.substring(value, 1, KEPT_BYTES)).otherwise(value)
     return (parsed.withColumn("timestampMs", timestamp_ms).withColumn("corruptReason", reason)
-            .withColumn("value", F.when(too_long, line).otherwise(value)).drop("_values", "_keys", "_line"))
-
-
-def _kinds(raw: Column, values: Column, tokens: Column) -> Column:
-    """The JSON kind of each property of ``values`` (the map of the object ``raw``), one per key of the map.
-
-    ``tokens``: the first token of every value matched by :data:`spark.line_patterns.KEY_TOKEN` in ``raw``. Without an object
-    of two keys or more inside a value they are the map's values in its order (a record's object has no
-    repeated key, the map keeps the text's order): one regex pass, the keys from the map. Otherwise the
-    keys of the nested objects were matched too, and each key's kind is looked up by its name (a second
-    pass; "?" for a key not found, e.g. written with an escape).
-    """
-    keys = F.map_keys(values)
-    aligned = F.map_from_arrays(keys, F.transform(tokens, _kind))
-    by_name = F.map_from_arrays(F.regexp_extract_all(raw, F.lit(KEY_TOKEN), 1), F.transform(tokens, _kind))
-    looked_up = F.map_from_arrays(keys, F.transform(keys, lambda key: F.coalesce(by_name[key], F.lit("?"))))
-    return F.when(raw.isNotNull(), F.when(F.size(tokens) == F.size(keys), aligned).otherwise(looked_up))
+            .withColumn("value", kept).drop("_reason"))
 
 
 def _standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
@@ -208,7 +169,7 @@ def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
 
 def _message_columns(r: Column, props: Column) -> dict[str, Column]:
     event = r.event
-    details = F.from_json(r.details, tables.STRING_MAP)
+    details = F.col(DETAILS_MAP)
     delivery = event.isin("sent_message", "dropped_message", "expired_message")
     return {
         "messageType": F.coalesce(r.messageType, props["messageType"]),
@@ -226,11 +187,10 @@ def _message_columns(r: Column, props: Column) -> dict[str, Column]:
 def messages(parsed: DataFrame) -> DataFrame:
     """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
-    # the map and the value tokens of parse, and the kinds as a column: each expression below reads
-    # them without parsing the JSON or running the regex again
+    # the two maps of parse as columns: each expression below reads them, nothing is parsed again
     records = (parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS))
                .withColumn("applicationProperties", F.col(PROPERTY_MAP))
-               .withColumn("propertyKinds", _kinds(r.applicationProperties, F.col(PROPERTY_MAP), F.col(PROPERTY_TOKENS))))
+               .withColumn("propertyKinds", F.col(PROPERTY_KINDS)))
     props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
     derived = _message_columns(r, props)
     standard = _standard_columns(props, kinds)
@@ -266,7 +226,7 @@ def events(parsed: DataFrame) -> DataFrame:
     return (parsed.where(F.col("corruptReason").isNull() & ~r.event.isin(*tables.MESSAGE_EVENTS))
             .select(r.schemaVersion.try_cast("int").alias("schemaVersion"), F.col("timestampMs"),
                     r.level.alias("level"), r.event.alias("event"), r.process.try_cast("int").alias("process"),
-                    F.from_json(r.details, tables.STRING_MAP).alias("details"), F.col("file"),
+                    F.col(DETAILS_MAP).alias("details"), F.col("file"),
                     F.coalesce(r.node, F.lit("unknown")).alias("node"), _date(F.col("timestampMs")).alias("date")))
 
 

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+#: The ingest's line parser (spark/jvm, built by scripts/setup.sh): on the class path of every session.
+PARSER_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "target", "croads-ingest.jar")
+
 DEFAULT_MASTER = "local[*]"
 
 #: HotSpot options of the driver (in local mode it runs the tasks too) and of the executors:
@@ -71,6 +74,7 @@ def build_session(master: str | None = None, app_name: str = "interchange-audit"
     elif not under_spark_submit():
         builder = builder.master(DEFAULT_MASTER)
     settings = {**DEFAULT_CONF, **(conf or {})}
+    settings["spark.jars"] = ",".join(filter(None, (settings.get("spark.jars"), PARSER_JAR)))
     if (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit():
         settings = {**LOCAL_CONF, **settings}
     for key, value in settings.items():
