@@ -1,9 +1,9 @@
 """Where ingest's time goes: each step of :func:`spark.ingest.ingest` alone over a JSON-lines log.
 
 Each step is timed with Spark's ``noop`` sink (every column computed, nothing written), each one a
-longer prefix of ingest's plan: the lines read; the one strict JSON parse; the keys read for the
-duplicate-key check; the whole parse with a reason per corrupt line; the message rows with the
-columns of tables 1-7; then ingest itself (three tables written). Run on a log bench_spark.py left
+longer prefix of ingest's plan: the lines read; the Java line parser alone (one strict pass per
+line: fields, maps, the JSON's reason); the whole parse with a reason per corrupt line; the message
+rows with the columns of tables 1-7; then ingest itself (three tables written). Run on a log bench_spark.py left
 with ``--work`` (or any), after one warm-up pass, same JVM:
 
     .venv/bin/python benchmarks/bench_ingest_profile.py WORK/logs/node-...jsonl [--master local[*]]
@@ -18,7 +18,6 @@ import time
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType
 
 from spark import parse
 from spark.ingest import ingest, read_lines
@@ -45,14 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     # the session running already, if any (the test suite's): then it is left running
     spark, created = open_session(args.master, "bench-ingest-profile")
     lines = read_lines(spark, [args.log])
-    line = parse._line(F.col("value"))
-    strict = lines.select(F.from_json(F.concat(F.lit("["), line, F.lit("]")), ArrayType(parse.line_schema()),
-                                      parse.STRICT_JSON).alias("v"))
-    keyed = lines.select(F.from_json(F.concat(F.lit("["), line, F.lit("]")), ArrayType(parse.line_schema()),
-                                     parse.STRICT_JSON).alias("v"), F.json_object_keys(line).alias("k"))
+    parse.register_parser(spark)
+    read = lines.select(F.call_function(parse.PARSE_FUNCTION, F.col("value").cast("binary")).alias("v"))
     steps = [("lines read (spark.read.text)", lambda: noop(lines)),
-             ("+ the strict JSON parse", lambda: noop(strict)),
-             ("+ the line's keys (duplicate-key check)", lambda: noop(keyed)),
+             ("+ the Java line parser", lambda: noop(read)),
              ("parse: every column and the reason", lambda: noop(parse.parse(lines))),
              ("message rows (tables 1-7 columns)", lambda: noop(parse.messages(parse.parse(lines))))]
     timed("warm-up: parse", lambda: noop(parse.parse(lines)))

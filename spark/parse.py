@@ -89,8 +89,11 @@ REASONS = (TOO_LONG, *JSON_REASONS, VERSION_MISSING, VERSION_UNKNOWN, "timestamp
            "level missing or unknown")
 
 #: Columns of :func:`parse` that :func:`messages` and :func:`events` read: ``applicationProperties``
-#: (a map of value texts, in the order written), the JSON kind of each of its values, and ``details``.
+#: (a map of value texts, in the order written), the JSON kind of each of its values, and ``details``;
+#: the columns of tables 1-7's properties (:data:`spark.tables.PROPERTY_COLUMNS`, read by the parser:
+#: a struct field filled by name in Java, where a Spark map is searched key by key for each field).
 PROPERTY_MAP, PROPERTY_KINDS, DETAILS_MAP = "_propertyMap", "_propertyKinds", "_details"
+STANDARD, STANDARD_KINDS, OTHER_NAMES = "_standard", "_standardKinds", "_otherNames"
 
 #: The Java line parser's name as a SQL function of the session (registered by :func:`parse`).
 PARSE_FUNCTION = "croads_parse_log_line"
@@ -105,8 +108,8 @@ def register_parser(spark: SparkSession) -> None:
     for part in PARSE_CLASS.split("."):
         udf_class = getattr(udf_class, part)
     try:
-        udf_class.register(spark._jsparkSession, PARSE_FUNCTION, ",".join(line_fields()), "\n".join(JSON_REASONS),
-                           NON_NUMBER_OUTSIDE_STRINGS)
+        udf_class.register(spark._jsparkSession, PARSE_FUNCTION, ",".join(line_fields()),
+                           ",".join(tables.STANDARD_FIELDS.names), "\n".join(JSON_REASONS), NON_NUMBER_OUTSIDE_STRINGS)
     except TypeError as error:  # py4j found a package, not the class: the jar is not on the session's class path
         raise CliError(f"the ingest line parser ({PARSE_CLASS}) is not in this Spark session: build "
                        "spark/jvm/target/croads-ingest.jar with scripts/setup.sh and start the session with "
@@ -115,8 +118,9 @@ def register_parser(spark: SparkSession) -> None:
 
 def parse(lines: DataFrame) -> DataFrame:
     """``value`` (a line) and ``file`` -> those columns plus ``r`` (the line's fields as text),
-    ``timestampMs`` and ``corruptReason``; also :data:`PROPERTY_MAP`, :data:`PROPERTY_KINDS` and
-    :data:`DETAILS_MAP` (for :func:`messages` and :func:`events`).
+    ``timestampMs`` and ``corruptReason``; also :data:`PROPERTY_MAP`, :data:`PROPERTY_KINDS`,
+    :data:`DETAILS_MAP`, :data:`STANDARD`, :data:`STANDARD_KINDS` and :data:`OTHER_NAMES` (for
+    :func:`messages` and :func:`events`).
 
     One pass of the Java parser per line gives the fields, or a reason of :data:`JSON_REASONS`; the
     record's own checks follow in the order of :data:`REASONS`, each only on the lines no earlier one
@@ -130,7 +134,8 @@ def parse(lines: DataFrame) -> DataFrame:
     parsed = lines.withColumn("_read", read).select(
         "*", F.col("_read.r").alias("r"), F.col("_read.reason").alias("_reason"),
         F.col("_read.properties").alias(PROPERTY_MAP), F.col("_read.kinds").alias(PROPERTY_KINDS),
-        F.col("_read.details").alias(DETAILS_MAP)).drop("_read")
+        F.col("_read.details").alias(DETAILS_MAP), F.col("_read.standard").alias(STANDARD),
+        F.col("_read.standardKinds").alias(STANDARD_KINDS), F.col("_read.otherNames").alias(OTHER_NAMES)).drop("_read")
     r = F.col("r")
     timestamp_ms = F.coalesce(r.timestampMs.try_cast("long"), _iso_ms(r.timestamp))
     version = r.schemaVersion.try_cast("int")
@@ -148,15 +153,6 @@ def parse(lines: DataFrame) -> DataFrame:
             .withColumn("value", kept).drop("_reason"))
 
 
-def _standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
-    """:func:`standard_columns` from maps of the same keys (as :func:`messages` builds them): a kind is
-    then null exactly when the property is absent, one map lookup instead of two."""
-    names = tables.STANDARD_FIELDS.names
-    return {"standardProperties": F.struct(*[props[name].alias(name) for name in names]),
-            "standardKinds": F.struct(*[kinds[name].alias(name) for name in names]),
-            "otherPropertyNames": F.filter(F.map_keys(props), lambda name: ~name.isin(*names))}
-
-
 def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
     """The columns of tables 1-7's properties (:data:`spark.tables.MESSAGES`) from the two property maps."""
     names = tables.STANDARD_FIELDS.names
@@ -167,15 +163,16 @@ def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
             "otherPropertyNames": F.filter(F.map_keys(props), lambda name: ~name.isin(*names))}
 
 
-def _message_columns(r: Column, props: Column) -> dict[str, Column]:
+def _message_columns(r: Column, standard: Column) -> dict[str, Column]:
+    """Columns derived from several fields; ``standard``: the properties of tables 1-7 (a struct)."""
     event = r.event
     details = F.col(DETAILS_MAP)
     delivery = event.isin("sent_message", "dropped_message", "expired_message")
     return {
-        "messageType": F.coalesce(r.messageType, props["messageType"]),
-        "publicationId": F.coalesce(r.publicationId, props["publicationId"]),
-        "publisherId": props["publisherId"],
-        "shardId": F.coalesce(r.shardId.try_cast("long"), props["shardId"].try_cast("long")),
+        "messageType": F.coalesce(r.messageType, standard["messageType"]),
+        "publicationId": F.coalesce(r.publicationId, standard["publicationId"]),
+        "publisherId": standard["publisherId"],
+        "shardId": F.coalesce(r.shardId.try_cast("long"), standard["shardId"].try_cast("long")),
         "arrivalMs": F.coalesce(r.arrivalMs.try_cast("long"), _iso_ms(r.arrivalTime)),
         "departureMs": F.coalesce(r.departureMs.try_cast("long"), _iso_ms(r.departureTime)),
         "consumer": F.coalesce(r.consumer, F.when(event == "sent_message", r.identity)),
@@ -192,8 +189,9 @@ def messages(parsed: DataFrame) -> DataFrame:
                .withColumn("applicationProperties", F.col(PROPERTY_MAP))
                .withColumn("propertyKinds", F.col(PROPERTY_KINDS)))
     props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
-    derived = _message_columns(r, props)
-    standard = _standard_columns(props, kinds)
+    derived = _message_columns(r, F.col(STANDARD))
+    standard = {"standardProperties": F.col(STANDARD), "standardKinds": F.col(STANDARD_KINDS),
+                "otherPropertyNames": F.col(OTHER_NAMES)}
     columns: list[Column] = []
     for field in tables.MESSAGES.fields:
         name = field.name

@@ -44,6 +44,10 @@ public final class LineParser {
         public Map<String, String> properties;
         public Map<String, String> kinds;
         public Map<String, String> details;
+        /** The values and kinds of the properties of tables 1-7 by position (null: absent), the other names. */
+        public String[] standard;
+        public String[] standardKinds;
+        public List<String> otherNames;
 
         Result(int width) {
             fields = new String[width];
@@ -72,6 +76,8 @@ public final class LineParser {
 
     private final Map<String, Integer> index = new HashMap<>();
     private final int width;
+    private final Map<String, Integer> standardIndex = new HashMap<>();
+    private final int standardWidth;
     private final Reasons reasons;
     private final Pattern nonNumber;
     private final JsonFactory factory;
@@ -84,13 +90,18 @@ public final class LineParser {
 
     /**
      * @param fields    the top-level fields returned (in this order), without applicationProperties/details
+     * @param standard  the properties of tables 1-7, returned by position ({@link Result#standard})
      * @param nonNumber a regex whose group 1 is non-empty at a NaN/Infinity value outside strings
      */
-    public LineParser(String[] fields, Reasons reasons, String nonNumber) {
+    public LineParser(String[] fields, String[] standard, Reasons reasons, String nonNumber) {
         for (int i = 0; i < fields.length; i++) {
             index.put(fields[i], i);
         }
         this.width = fields.length;
+        for (int i = 0; i < standard.length; i++) {
+            standardIndex.put(standard[i], i);
+        }
+        this.standardWidth = standard.length;
         this.reasons = reasons;
         this.nonNumber = Pattern.compile(nonNumber);
         // the factory's defaults are RFC 8259 as Spark's JSON options have them (no NaN, no single quotes,
@@ -139,8 +150,32 @@ public final class LineParser {
         } else if (firstHuge != null) {
             clear(result);
             result.reason = reasons.outOfRange + ": " + firstHuge;
+        } else {
+            byPosition(result);
         }
         return result;
+    }
+
+    /**
+     * The properties of tables 1-7 by position, and the names of the others in the order written (all null
+     * without properties: no names).
+     */
+    private void byPosition(Result result) {
+        result.standard = new String[standardWidth];
+        result.standardKinds = new String[standardWidth];
+        if (result.properties == null) {
+            return;
+        }
+        result.otherNames = new ArrayList<>();
+        for (Map.Entry<String, String> property : result.properties.entrySet()) {
+            Integer at = standardIndex.get(property.getKey());
+            if (at == null) {
+                result.otherNames.add(property.getKey());
+            } else {
+                result.standard[at] = property.getValue();
+                result.standardKinds[at] = result.kinds.get(property.getKey());
+            }
+        }
     }
 
     private static boolean hasBom(byte[] line) {
@@ -152,6 +187,9 @@ public final class LineParser {
         result.properties = null;
         result.kinds = null;
         result.details = null;
+        result.standard = null;
+        result.standardKinds = null;
+        result.otherNames = null;
     }
 
     // ---- the byte scan: UTF-8 validity and lone surrogate escapes, in one pass ----
