@@ -103,14 +103,15 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
     parsed = read_records(spark, inputs)
     # the line text is only needed for corrupt lines: dropping it elsewhere keeps the disk copy small
     parsed = parsed.withColumn("value", F.when(F.col("corruptReason").isNotNull(), F.col("value")))
-    parsed = parsed.persist(StorageLevel.DISK_ONLY)
+    # rows kept on local disk as they are (a checkpoint: no columnar cache batches to build in the heap)
+    parsed = parsed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
     try:
         messages = parse.messages(parsed).sortWithinPartitions("node", "date", *CLUSTERED_BY)
         messages.write.mode(mode).partitionBy("node", "date").parquet(layout.messages)
         parse.events(parsed).write.mode(mode).partitionBy("node", "date").parquet(layout.events)
         parse.corrupt(parsed, time.time_ns() // 1_000_000).write.mode(mode).parquet(layout.corrupt)
     finally:
-        parsed.unpersist()
+        parsed._jdf.queryExecution().logical().rdd().unpersist(False)
     return IngestSummary(read_messages(spark, layout.messages).count(),
                          read_table(spark, layout.events, tables.EVENTS).count(),
                          read_table(spark, layout.corrupt, tables.CORRUPT).count())

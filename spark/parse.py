@@ -89,7 +89,7 @@ REASONS = (TOO_LONG, *JSON_REASONS, VERSION_MISSING, VERSION_UNKNOWN, "timestamp
            "level missing or unknown")
 
 #: Columns of :func:`parse` that :func:`messages` and :func:`events` read: ``applicationProperties``
-#: (a map of value texts, in the order written), the JSON kind of each of its values, and ``details``;
+#: (a map of value texts), the JSON kind of each of its values, and ``details``;
 #: the columns of tables 1-7's properties (:data:`spark.tables.PROPERTY_COLUMNS`, read by the parser:
 #: a struct field filled by name in Java, where a Spark map is searched key by key for each field).
 PROPERTY_MAP, PROPERTY_KINDS, DETAILS_MAP = "_propertyMap", "_propertyKinds", "_details"

@@ -1,0 +1,82 @@
+"""The ingest's Java line parser (spark/jvm, through spark.parse in a real session): the edges of "exactly one
+JSON object" and the text and kind of each value, beyond the oracle's hostile lines."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark import parse
+from spark.ingest import read_lines
+
+_OK = ('{"schemaVersion":2,"timestamp":"2026-11-30T00:00:00.000Z","timestampMs":1796000000000,"level":"info",'
+       '"event":"connect","node":"ixc-o"')
+
+#: (line, the reason's start; None: a record)
+CASES = [
+    (_OK + "}]x", parse.TRAILING),  # an object, then more: not a record even where "[<line>]" reads one
+    (_OK + "},", parse.TRAILING),
+    ("{} {}", parse.TRAILING),
+    ("1,2", parse.NOT_OBJECT),
+    ('"a"', parse.NOT_OBJECT),
+    ("null", parse.NOT_OBJECT),
+    ("\ufeff", parse.TRAILING),  # a byte order mark and nothing: no value
+    (" \t" + _OK + "} \r", None),  # JSON whitespace around the object
+    (_OK + ',"details":{"x":"\\\\ud800"}}', None),  # an escaped backslash, then text
+    (_OK + ',"details":{"x":"\\ud83d\\ude00"}}', None),  # a pair
+    (_OK + ',"details":{"x":"\\\\\\udc00"}}', parse.SURROGATE),  # an escaped backslash, then a lone low half
+    (_OK + ',"details":{"x":"\\ud83dx"}}', parse.SURROGATE),
+    (_OK + ',"x":{"y":Infinity}}', parse.NON_NUMBER),
+    (_OK + ',"x":"a\tb"}', parse.MALFORMED),  # a control character unescaped
+    (_OK + ',"x":01}', parse.MALFORMED),
+    (_OK + ",'x':1}", parse.MALFORMED),
+    (_OK + ',"x":[1,{"y":-2e400}]}', f"{parse.OUT_OF_RANGE}: -2e400"),
+    (_OK + ',"x":1e300,"y":"1e400"}', None),
+    (_OK + ',"event":"x","details":{"b":1,"b":2},"node":"y"}', f"{parse.DUPLICATE_KEY}: event, node, details.b"),
+    (_OK + ',"applicationProperties":{"a":{"a":1,"a":2}}}', None),  # only the record and its two objects are checked
+    (_OK.replace('"schemaVersion":2', '"schemaVersion":"2"') + "}", None),
+    (_OK.replace('"schemaVersion":2', '"schemaVersion":0') + "}", parse.VERSION_MISSING),
+    (_OK.replace('"level":"info"', '"level":"loud"') + "}", "level missing or unknown"),
+    (_OK.replace('"event":"connect"', '"event":""') + "}", "event missing"),
+]
+
+
+@pytest.fixture(scope="module")
+def parsed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[int, object]:
+    path = tmp_path_factory.mktemp("lines") / "lines.jsonl"
+    lines = [line for line, _ in CASES]
+    lines.append(_OK.replace('"event":"connect"', '"event":"received_message"') + ',"applicationProperties":'
+                 '{"messageType":"DENM","causeCode":3,"x-f":1e5,"x-g":1.50,"x-n":null,"x-b":true,"x-big":12345678901234567890,'
+                 '"x-o":{"p":[1,2.0e1,"s\\"q"]},"x-a":[ ],"quad\\u0054ree":"t"},"details":{"reason":"r","n":-0}}')
+    path.write_bytes(b"".join(line.encode("utf-8") + b"\n" for line in lines)
+                     + (_OK + ',"x":"').encode() + b"\xc0\xaf" + b'"}\n')
+    rows = parse.parse(read_lines(spark, [str(path)])).collect()
+    assert len(rows) == len(lines) + 1
+    return {i: row for i, row in enumerate(rows)}  # one file, one task: the lines' order
+
+
+def test_each_line_is_a_record_or_corrupt_with_its_reason(parsed: dict[int, object]) -> None:
+    for i, (line, reason) in enumerate(CASES):
+        found = parsed[i].corruptReason  # type: ignore[attr-defined]
+        if reason is None:
+            assert found is None, (line, found)
+        else:
+            assert found is not None and found.startswith(reason), (line, found)
+    assert parsed[len(CASES) + 1].corruptReason == parse.NOT_UTF8  # type: ignore[attr-defined]  # an overlong encoding
+
+
+def test_values_as_text_and_kinds_as_written(parsed: dict[int, object]) -> None:
+    row = parsed[len(CASES)]
+    assert row.corruptReason is None  # type: ignore[attr-defined]
+    props, kinds = dict(getattr(row, parse.PROPERTY_MAP)), dict(getattr(row, parse.PROPERTY_KINDS))
+    # as Spark's from_json reads a string column: numbers as Jackson reads them, structures compact
+    assert props == {"messageType": "DENM", "causeCode": "3", "x-f": "100000.0", "x-g": "1.5", "x-n": None, "x-b": "true",
+                     "x-big": "12345678901234567890", "x-o": '{"p":[1,20.0,"s\\"q"]}', "x-a": "[]", "quadTree": "t"}
+    assert kinds == {"messageType": "string", "causeCode": "integer", "x-f": "float", "x-g": "float", "x-n": "null",
+                     "x-b": "boolean", "x-big": "integer", "x-o": "object", "x-a": "array", "quadTree": "string"}
+    assert dict(getattr(row, parse.DETAILS_MAP)) == {"reason": "r", "n": "0"}
+    standard, standard_kinds = getattr(row, parse.STANDARD), getattr(row, parse.STANDARD_KINDS)
+    assert (standard.messageType, standard.causeCode, standard.quadTree) == ("DENM", "3", "t")
+    assert (standard_kinds.causeCode, standard_kinds.publisherId, standard.publisherId) == ("integer", None, None)
+    assert list(getattr(row, parse.OTHER_NAMES)) == ["x-f", "x-g", "x-n", "x-b", "x-big", "x-o", "x-a"]
