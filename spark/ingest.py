@@ -111,7 +111,8 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
         parse.events(parsed).write.mode(mode).partitionBy("node", "date").parquet(layout.events)
         parse.corrupt(parsed, time.time_ns() // 1_000_000).write.mode(mode).parquet(layout.corrupt)
     finally:
-        parsed._jdf.queryExecution().logical().rdd().unpersist(False)
+        # a local checkpoint's blocks have no public release in PySpark: the plan's RDD holds them
+        parsed._jdf.queryExecution().logical().rdd().unpersist(False)  # noqa: SLF001
     return IngestSummary(read_messages(spark, layout.messages).count(),
                          read_table(spark, layout.events, tables.EVENTS).count(),
                          read_table(spark, layout.corrupt, tables.CORRUPT).count())

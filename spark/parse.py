@@ -18,6 +18,8 @@ not at top level; a v1 ``sent_message``'s identity is its consumer and its addre
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -104,11 +106,12 @@ PARSE_CLASS = "croads.ingest.ParseLineUdf"
 def register_parser(spark: SparkSession) -> None:
     """Registers :data:`PARSE_FUNCTION` in ``spark`` (again: replaced by the same), with this module's contract:
     the fields of ``r``, :data:`JSON_REASONS`, and the pattern that finds NaN/Infinity values."""
-    udf_class = spark._jvm
+    # PySpark has no public door to a JVM class's static method: py4j's gateway is it
+    udf_class: Any = spark._jvm  # noqa: SLF001
     for part in PARSE_CLASS.split("."):
         udf_class = getattr(udf_class, part)
     try:
-        udf_class.register(spark._jsparkSession, PARSE_FUNCTION, ",".join(line_fields()),
+        udf_class.register(spark._jsparkSession, PARSE_FUNCTION, ",".join(line_fields()),  # noqa: SLF001
                            ",".join(tables.STANDARD_FIELDS.names), "\n".join(JSON_REASONS), NON_NUMBER_OUTSIDE_STRINGS)
     except TypeError as error:  # py4j found a package, not the class: the jar is not on the session's class path
         raise CliError(f"the ingest line parser ({PARSE_CLASS}) is not in this Spark session: build "

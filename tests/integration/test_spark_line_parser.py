@@ -2,7 +2,6 @@
 JSON object" and the text and kind of each value, beyond the oracle's hostile lines."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
