@@ -74,9 +74,9 @@ SMOKE: dict[str, Smoke] = {
     "soak_federation.py": Smoke(("--minutes", "0.2", "--rate", "20", "--drain", "10"),
                                 ("kill -9", "restarted", "latency_p99_ms", "lost within TTL:")),
 }
-#: bench_spark.py leaves the log bench_ingest_profile.py reads and the Parquet tables bench_spark_profile.py
-#: reads: they run together.
-SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_spark_profile.py")
+#: bench_spark.py leaves the log bench_ingest_profile.py and bench_ingest.py read and the Parquet tables
+#: bench_spark_profile.py reads: they run together.
+SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_ingest.py", "bench_spark_profile.py")
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
 #: tlex_loadgen.py is bench_tlex_scale.py's generator; profile_categories.py reads its --profile (py-spy).
 HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py")
@@ -129,8 +129,11 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
                                              "stream latency line -> violation row", "driver memory"))
     (log,) = (tmp_path / "logs").glob("*.jsonl")
     output = run_in_session("bench_ingest_profile.py", capsys, str(log))
-    assert_prints("bench_ingest_profile.py", output, ("the strict JSON parse", "ingest (three tables written)",
+    assert_prints("bench_ingest_profile.py", output, ("the Java line parser", "ingest (three tables written)",
                                                       "load average"))
+    # its own JVM (a process per tree), as it measures: this tree against DuckDB
+    output = run("bench_ingest.py", str(log), "--tree", str(ROOT), "--master", "local[2]")
+    assert_prints("bench_ingest.py", output, ("DuckDB JSON -> Parquet", f"ingest {ROOT}", "x DuckDB", "JVM peak"))
     output = run_in_session("bench_spark_profile.py", capsys, str(tmp_path / "tables"), "--runs", "1")
     assert_prints("bench_spark_profile.py", output, ("load average",))
     assert not spark.sparkContext._jsc.sc().isStopped()  # the suite's session is still there
