@@ -413,6 +413,8 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     if c_actor is not None:
         report, cpu0 = await asyncio.to_thread(c_actor.run, count, rate, pids)
         own = float(report["cpu_s"])
+        print(f"# croads->if2 {phase}: the C actor {own / max(1, count) * 1e6:.1f} µs per message, "
+              f"{report['accepted']} accepted by the BI ({report['sent_per_s']:,.0f} msgs/s sent)", flush=True)
     else:
         cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
         await drive(send, count, rate, slots=True)
