@@ -467,8 +467,10 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 results.append(result)
             for phase in phases:
                 results.append(await import_phase(endpoint, args, *phase, actor, pids))
-            for phase in phases:
-                results.append(await export_phase(endpoint, args, *phase, send_spatem, pids, c_actor))
+            for name, count, rate in phases:
+                if not rate and c_actor is not None and args.export_messages:
+                    count = args.export_messages  # (the BI's buffer: see --export-messages)
+                results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, c_actor))
             for result in results[-3 * len(phases):]:
                 result.round = round_
     finally:
@@ -527,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=0,
                         help="IF2 publishers in this many processes (pika), instead of aio-pika in this loop")
     parser.add_argument("--consumers", type=int, default=2, help="IF2 consumer processes (with --processes)")
+    parser.add_argument("--export-messages", type=int, default=9000,
+                        help="with the C actor: messages of the export's flat-out phase (0: --messages). The C "
+                        "actor publishes faster than the bridge exports, and what waits for the bridge waits in "
+                        "its subscription's source at the BI, whose buffer holds 10,000 messages (IP_032: the "
+                        "oldest dropped beyond)")
     parser.add_argument("--actor", choices=("c", "python"), default="c",
                         help="with --processes: the export's C-ITS actor, the C load generator (benchmarks/loadgen; "
                         "this process when it cannot be built) or this process")
