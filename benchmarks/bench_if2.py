@@ -62,6 +62,8 @@ import profile_categories as categories  # (this script's folder)
 import node_process  # (this script's folder)
 from node_process import actor_api, start_node
 
+LOADGEN_SRC = node_process.ROOT / "benchmarks" / "loadgen" / "loadgen.c"
+LOADGEN_BIN = node_process.ROOT / "build" / "loadgen"
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
                                           "if2-backoffice", "croads-actor")
 TILE = "120202130121133020"
@@ -341,14 +343,82 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     return result
 
 
+def ensure_c_actor() -> Path | None:
+    """The C load generator (benchmarks/loadgen, built into build/ when missing or older than its
+    source), or None where it cannot be built (no gcc or libqpid-proton11-dev)."""
+    if not LOADGEN_BIN.exists() or LOADGEN_BIN.stat().st_mtime < LOADGEN_SRC.stat().st_mtime:
+        try:
+            subprocess.run(["sh", str(LOADGEN_SRC.parent / "build.sh"), str(LOADGEN_BIN)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"# the C actor could not be built ({exc}); the export's actor is this process", file=sys.stderr)
+            return None
+    return LOADGEN_BIN
+
+
+@dataclass(frozen=True)
+class CActor:
+    """The export's C-ITS actor as the C load generator: one AMQP 1.0 connection (TLS 1.3, the actor's
+    certificate, SASL EXTERNAL) publishing SPATEM_PROPS messages with the bench stamps (``--if2-stamps``:
+    publisher 0, index 0..count-1) to the actor's delivery target, at most ``window`` unsettled, each
+    counted once the BI accepted it."""
+    binary: Path
+    pki_dir: Path
+    amqps: int
+    target: str
+    window: int = 1000
+
+    def command(self, count: int, rate: float) -> list[str]:
+        files = TlsFiles.from_pki(self.pki_dir, ACTOR, with_crls=False)
+        props = [arg for key, value in SPATEM_PROPS.items() for arg in ("--property", f"{key}={value}")]
+        return [str(self.binary), "run", "--url", f"amqps://127.0.0.1:{self.amqps}", "--target", self.target,
+                "--cert", str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle),
+                "--vhost", NODE, "--messages", str(count), "--producers", "1", "--window", str(self.window),
+                "--rate", str(rate), "--ttl", "60000", "--if2-stamps", *props, "--sync", "--idle-ms", "0",
+                "--timeout", str(120 + count / 500)]
+
+    def run(self, count: int, rate: float, pids: tuple[int, int]) -> tuple[dict[str, Any], list[float]]:
+        """Publish ``count`` messages: the generator's JSON report (its own CPU over publishing in
+        ``cpu_s``) and the node's and RabbitMQ's CPU once its link was attached (READY)."""
+        proc = subprocess.Popen(self.command(count, rate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, bufsize=1)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        cpu0: list[float] = []
+        try:
+            for line in proc.stderr:
+                if line.strip() == "READY":
+                    cpu0 = [cpu_s(pid) for pid in pids]
+                if line.strip() in ("READY", "DONE"):
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                if line.strip() == "DONE":
+                    break
+            out = proc.stdout.read()
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        report: dict[str, Any] = json.loads(out)
+        if report["accepted"] != count or report["timed_out"] or report["aborted"]:
+            print(f"# C actor: {report['accepted']} of {count} accepted ({report.get('errors')})", file=sys.stderr)
+        return report, cpu0 or [cpu_s(pid) for pid in pids]
+
+
 async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
-                       rate: float, send: Any, pids: tuple[int, int]) -> Result:
-    """The C-ITS actor (this process) -> BI -> bridge -> SPAT exchange -> consumer processes."""
+                       rate: float, send: Any, pids: tuple[int, int], c_actor: CActor | None = None) -> Result:
+    """The C-ITS actor (the C generator, or this process) -> BI -> bridge -> SPAT exchange -> consumer
+    processes."""
     consumers = await asyncio.to_thread(loadgen.Consumers, endpoint, "bench-spat", args.consumers)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "export", pids[0])
-    cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
-    await drive(send, count, rate, slots=True)
-    own = time.process_time() - own0
+    if c_actor is not None:
+        report, cpu0 = await asyncio.to_thread(c_actor.run, count, rate, pids)
+        own = float(report["cpu_s"])
+        print(f"# croads->if2 {phase}: the C actor {own / max(1, count) * 1e6:.1f} µs per message, "
+              f"{report['accepted']} accepted by the BI ({report['sent_per_s']:,.0f} msgs/s sent)", flush=True)
+    else:
+        cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
+        await drive(send, count, rate, slots=True)
+        own = time.process_time() - own0
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
     run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
     result = mp_result("croads->if2", phase, run, cpu0, pids, run.consumer_cpu_us + own / max(1, count) * 1e6)
@@ -378,6 +448,9 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
             if actor.done.is_set():
                 break
         sender = amqp.open_sender(target)
+        binary = ensure_c_actor() if args.actor == "c" else None
+        c_actor = CActor(binary, pki.directory, amqps, target) if binary is not None else None
+        print(f"# the export's C-ITS actor: {'the C load generator' if c_actor else 'this process (Python)'}")
 
         async def send_spatem(i: int, at_ns: int | None = None) -> None:
             message = Message(body=stamp3(i, at_ns), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
@@ -394,8 +467,10 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 results.append(result)
             for phase in phases:
                 results.append(await import_phase(endpoint, args, *phase, actor, pids))
-            for phase in phases:
-                results.append(await export_phase(endpoint, args, *phase, send_spatem, pids))
+            for name, count, rate in phases:
+                if not rate and c_actor is not None and args.export_messages:
+                    count = args.export_messages  # (the BI's buffer: see --export-messages)
+                results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, c_actor))
             for result in results[-3 * len(phases):]:
                 result.round = round_
     finally:
@@ -454,6 +529,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=0,
                         help="IF2 publishers in this many processes (pika), instead of aio-pika in this loop")
     parser.add_argument("--consumers", type=int, default=2, help="IF2 consumer processes (with --processes)")
+    parser.add_argument("--export-messages", type=int, default=9000,
+                        help="with the C actor: messages of the export's flat-out phase (0: --messages). The C "
+                        "actor publishes faster than the bridge exports, and what waits for the bridge waits in "
+                        "its subscription's source at the BI, whose buffer holds 10,000 messages (IP_032: the "
+                        "oldest dropped beyond)")
+    parser.add_argument("--actor", choices=("c", "python"), default="c",
+                        help="with --processes: the export's C-ITS actor, the C load generator (benchmarks/loadgen; "
+                        "this process when it cannot be built) or this process")
     parser.add_argument("--profile", type=Path, help="with --processes: py-spy the node over each throughput phase "
                         "(PROFILE-import.raw, PROFILE-export.raw) and print where its time goes")
     parser.add_argument("--json", type=Path, help="write the results here")

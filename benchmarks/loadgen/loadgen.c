@@ -28,6 +28,15 @@
  * RabbitMQ's "/exchange/amq.topic" target): <messageType>.<version>.<publisherId>.<subtype>.<the
  * reference tile's 18 digits, one word each>, e.g. DENM.1_3_1.NO00001.1.1.2.0.2.0.2.1.0.3.0.1....
  *
+ * With --property KEY=VALUE (repeatable) every message carries exactly these string application
+ * properties instead of the DENM/IVIM ones (e.g. an IF2 export's SPATEM: messageType, protocolVersion,
+ * publisherId, publicationId, originatingCountry, quadTree; benchmarks/bench_if2.py), and with
+ * --ttl MS a header TTL. With --if2-stamps the body is bench_if2.py's text stamp instead of a binary
+ * timestamp: "<send ns, 19 digits>:0:<index, 10 digits>:" + 64 zero bytes (97 bytes; the index counts
+ * over all producers, so every body is distinct and an IF2 consumer counts lost and duplicated ones);
+ * with --rate the send time written is the message's slot on the producer's fixed grid, so a late
+ * sender shows up as latency (coordinated omission avoided).
+ *
  * TLS (amqps://): client certificate + key, trust bundle, TLS 1.3 only, server name checked
  * against --vhost; SASL EXTERNAL. Plain (amqp://): SASL ANONYMOUS, or PLAIN with --user.
  *
@@ -88,7 +97,13 @@ static long opt_expect = 0, opt_idle_ms = 2000, opt_connections = 1000, opt_dead
 static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0, opt_duration = 0.0, opt_warmup = 0.0;
 static const char *opt_tlex_stamps; /* consumer: TLEX stamps in, samples out to this file */
 static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false, opt_distinct = false;
-static bool opt_subject = false, opt_durable = false;
+static bool opt_subject = false, opt_durable = false, opt_if2_stamps = false;
+#define MAX_PROPS 16
+static const char *opt_props[MAX_PROPS]; /* --property KEY=VALUE */
+static int n_props;
+static long opt_ttl_ms = 0;
+#define IF2_STAMP_LEN 33 /* "%019lld:0:%010ld:" */
+#define IF2_BODY_LEN (IF2_STAMP_LEN + 64)
 
 /* ------------------------------------------------------------------ state */
 typedef enum { ROLE_PRODUCER = 1, ROLE_CONSUMER, ROLE_PROBE } role_t;
@@ -96,6 +111,7 @@ typedef enum { ROLE_PRODUCER = 1, ROLE_CONSUMER, ROLE_PROBE } role_t;
 typedef struct {
   pn_link_t *link;
   pn_connection_t *conn;
+  long first_index; /* --if2-stamps: the index of this producer's first message over all producers */
   long to_send, sent, settled, accepted, rejected, released, modified;
   uint64_t tag;
   bool attached;
@@ -142,6 +158,7 @@ static int64_t *accept_lat; /* send to the broker's accepted disposition (ns), o
 static long n_acc, cap_acc;
 #define SENT_RING(w) ((w) * 4 + 16)
 static long total_deliveries;
+static int64_t t_start_real; /* CLOCK_REALTIME at the start of publishing (--if2-stamps slots) */
 static int64_t t_start, t_sent_done, t_last_delivery, t_first_delivery, t_done, t_setup_start;
 static bool started, sending_done, finished, timed_out, aborted;
 static unsigned char head[HEAD_KEEP], scratch[HEAD_KEEP];
@@ -290,9 +307,19 @@ static void build_templates(void) {
         for (int k = 0; k < 18; k++) n += snprintf(subject + n, sizeof subject - (size_t)n, ".%c", t1[k]);
         pn_message_set_subject(m, subject);
       }
+      if (opt_ttl_ms > 0) pn_message_set_ttl(m, (pn_millis_t)opt_ttl_ms);
       pn_data_t *p = pn_message_properties(m);
       pn_data_put_map(p);
       pn_data_enter(p);
+      if (n_props) { /* --property: exactly these (the same for every cell and type) */
+        for (int k = 0; k < n_props; k++) {
+          const char *eq = strchr(opt_props[k], '=');
+          pn_data_put_string(p, pn_bytes((size_t)(eq - opt_props[k]), opt_props[k]));
+          pn_data_put_string(p, pn_bytes(strlen(eq + 1), eq + 1));
+        }
+        pn_data_exit(p);
+        goto body;
+      }
       put_str_prop(p, "publisherId", "NO00001");
       put_str_prop(p, "publicationId", pubid);
       put_str_prop(p, "originatingCountry", "NO");
@@ -310,6 +337,7 @@ static void build_templates(void) {
       pn_data_put_string(p, pn_bytes(9, "longitude"));
       pn_data_put_double(p, 10.7 + cell * 0.001);
       pn_data_exit(p);
+    body:
       pn_data_put_binary(pn_message_body(m), pn_bytes((size_t)opt_size, payload));
       size_t cap = (size_t)opt_size + 4096, len = cap;
       unsigned char *buf = malloc(cap);
@@ -532,6 +560,15 @@ static long allowed_by_rate(producer_t *p) {
   return n < p->to_send ? n : p->to_send;
 }
 
+/* --if2-stamps: "<ns>:0:<index>:" fixed width (the padding after it stays zero); paced: the slot. */
+static void write_if2_stamp(producer_t *p, unsigned char *at, int64_t now) {
+  int64_t stamp = now;
+  if (opt_rate > 0) stamp = t_start_real + (int64_t)((double)p->sent * 1e9 * (double)opt_producers / opt_rate);
+  char text[IF2_STAMP_LEN + 1];
+  snprintf(text, sizeof text, "%019" PRId64 ":0:%010ld:", stamp, p->first_index + p->sent);
+  memcpy(at, text, IF2_STAMP_LEN);
+}
+
 static void pump(producer_t *p) {
   if (!started || !p->link || finished) return;
   long limit = allowed_by_rate(p);
@@ -546,7 +583,8 @@ static void pump(producer_t *p) {
     uint64_t tag = ++p->tag;
     pn_delivery_t *d = pn_delivery(p->link, pn_dtag((const char *)&tag, sizeof tag));
     int64_t ts = now_ns();
-    memcpy(t->bytes + t->ts_offset, &ts, 8);
+    if (opt_if2_stamps) write_if2_stamp(p, t->bytes + t->ts_offset, ts);
+    else memcpy(t->bytes + t->ts_offset, &ts, 8);
     if (opt_distinct) make_distinct(t);
     pn_link_send(p->link, (const char *)t->bytes, t->len);
     pn_link_advance(p->link);
@@ -594,6 +632,7 @@ static void maybe_start(void) {
   }
   started = true;
   t_start = mono_ns();
+  t_start_real = now_ns();
   cpu_at_start = cpu_now();
   /* a connection's objects are touched only while handling its own events: wake the producers */
   for (long i = 0; i < opt_producers; i++) pn_connection_wake(producers[i].conn);
@@ -975,6 +1014,8 @@ static void usage(void) {
     "             --rate MSGS_PER_S (0 = flat out) --presettled --cells 16\n"
     "             --distinct (every message its own application properties)\n"
     "             --subject (subject = IF2 routing key: type.version.provider.subtype.q1...q18)\n"
+    "             --property KEY=VALUE (repeatable: these string properties only) --ttl MS\n"
+    "             --if2-stamps (body: bench_if2.py's text stamp, send ns:0:index:, 97 bytes)\n"
     "             --durable (header durable = true; accept latency reported either way)\n"
     "             --consumers FILE (lines: address[<TAB>selector]) --consumer-connections C\n"
     "             --consumer-credit N --consumer-unsettled --expect D --idle-ms MS\n"
@@ -1008,6 +1049,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--distinct")) opt_distinct = true;
     else if (!strcmp(a, "--subject")) opt_subject = true;
     else if (!strcmp(a, "--durable")) opt_durable = true;
+    else if (!strcmp(a, "--if2-stamps")) opt_if2_stamps = true;
+    else if (!strcmp(a, "--ttl")) opt_ttl_ms = atol(ARG);
+    else if (!strcmp(a, "--property")) {
+      const char *kv = ARG;
+      if (n_props == MAX_PROPS || !strchr(kv, '=') || kv[0] == '=') die("--property KEY=VALUE (at most %d)", MAX_PROPS);
+      opt_props[n_props++] = kv;
+    }
     else if (!strcmp(a, "--cells")) opt_cells = atol(ARG);
     else if (!strcmp(a, "--consumers")) opt_consumer_file = ARG;
     else if (!strcmp(a, "--consumer-connections")) opt_consumer_connections = atol(ARG);
@@ -1025,6 +1073,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--deadline-ms")) opt_deadline_ms = atol(ARG);
     else usage();
   }
+  if (opt_if2_stamps) opt_size = IF2_BODY_LEN;
+  if (opt_if2_stamps && (opt_distinct || opt_subject)) die("--if2-stamps does not go with --distinct or --subject");
+  if (n_props && (opt_distinct || opt_subject)) die("--property does not go with --distinct or --subject");
   if (opt_size < 8) die("--size must be at least 8 (the timestamp)");
   if (opt_producers < 0 || (opt_producers == 0 && opt_duration <= 0) || opt_window < 1 || opt_consumer_credit < 1 || opt_consumer_connections < 1) usage();
 
@@ -1054,6 +1105,7 @@ int main(int argc, char **argv) {
       for (long c = 0; c < opt_consumer_connections; c++) open_consumer_links(open_connection(ROLE_CONSUMER, (int)c), c);
     for (long p = 0; p < opt_producers; p++) {
       producers[p].to_send = opt_messages / opt_producers + (p < opt_messages % opt_producers ? 1 : 0);
+      producers[p].first_index = p ? producers[p - 1].first_index + producers[p - 1].to_send : 0;
       producers[p].conn = open_connection(ROLE_PRODUCER, (int)p);
       open_producer_link(&producers[p]);
     }

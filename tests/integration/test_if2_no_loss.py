@@ -41,6 +41,7 @@ from interchange.testing.rabbitmq import RabbitMQ
 LAT, LON = HAZELDONK_POINT
 KEY = routing_key("DENM", "1.2.1", "RWS", "5", LAT, LON)
 QUIET_S = 1.5
+BLOCKED_S = 3.0  #: how long the nack test keeps the back-office's queue full
 
 
 def _denms(count: int) -> list[Publication]:
@@ -335,8 +336,10 @@ async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_
         connect_backoffice: ConnectBackOffice, monkeypatch: pytest.MonkeyPatch) -> None:
     """C-Roads -> IF2 through the door, 300 SPATEMs into a back-office queue that holds 100 and refuses
     more (``x-overflow: reject-publish``: RabbitMQ nacks what it cannot route to it): every nacked
-    message is given back to the BI's source and comes again; once the back-office reads its queue,
-    it gets every message exactly once."""
+    message is given back to the BI's source after the back-off's hold (interchange/bridges/if2/
+    backoff.py) and comes again, so that over BLOCKED_S of refusals each of the 200 is published a few
+    times (a round per hold: 10 ms doubling to 1 s), not in a tight loop; once the back-office reads its
+    queue, it gets every message exactly once."""
     vhost, count = "if2-nacks", 300
     nacked: list[bool] = []
     confirmed = If2Bridge._confirmed
@@ -356,6 +359,13 @@ async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_
                                        [spatem(b, ttl_s=600.0) for b in bodies]) == ["accepted"] * count
         await wait_for(lambda: node.if2.counts["exported"] == 100, "the queue to fill")
         await wait_for(lambda: len(nacked) >= count - 100, "RabbitMQ to nack what does not fit")
+        before = len(nacked)
+        await asyncio.sleep(BLOCKED_S)
+        during = len(nacked) - before
+        # holds of 20 ms .. 1 s: ~8 rounds in the first 2.3 s, one a second after; each round nacks
+        # the 200 once. Without the back-off: a publish-nack loop, thousands a second.
+        assert during <= (count - 100) * (8 + BLOCKED_S), f"{during} nacks in {BLOCKED_S} s"
+        assert node.if2.nack_backoff.active
         await office.consume(queue)
         seen: Counter[bytes] = Counter()
         while not set(bodies) <= seen.keys():
@@ -364,7 +374,9 @@ async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_
             seen[extra.body] += 1
         assert seen == Counter(dict.fromkeys(bodies, 1)), {b: n for b, n in seen.items() if n != 1}
         assert node.if2.counts["exported"] == count
-        print(f"\n{count} C-Roads messages, {len(nacked)} publishes nacked by RabbitMQ and given back")
+        assert not node.if2.nack_backoff.active  # the confirms ended it
+        print(f"\n{count} C-Roads messages, {len(nacked)} publishes nacked by RabbitMQ and given back, "
+              f"{during} of them in {BLOCKED_S} s of refusals")
     finally:
         await office.close()
         await node.close()

@@ -32,6 +32,7 @@ from interchange.actor.errors import ActorError
 from interchange.bridges.if2 import bi_message
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
 from interchange.bridges.if2.amqp091 import Delivery
+from interchange.bridges.if2.backoff import NackBackoff
 from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config
@@ -111,7 +112,9 @@ class If2Bridge:
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
         self.counts = {"imported": 0, "import_refused": 0, "import_expired": 0, "import_gave_up": 0, "exported": 0,
                        "export_refused": 0, "republished": 0, "capabilities_withdrawn": 0, "bi_retried": 0,
-                       "bi_unanswered": 0, "export_unsettled": 0, "export_redelivered": 0}
+                       "bi_unanswered": 0, "export_unsettled": 0, "export_redelivered": 0, "export_nacked": 0}
+        self.nack_backoff = NackBackoff()  #: when a nacked export goes back to the BI (:mod:`.backoff`)
+        self._held: set[asyncio.TimerHandle] = set()  #: nacked exports' releases, due later
         self._last_import: dict[str, float] = {}  #: publicationId -> when its last message came (monotonic)
         self.areas = AreaCover()  #: the area tiles of IF2 messages by tile (IP_112/113)
         self.copies = IF2Copies()  #: what IF2 has of C-Roads messages the BI may give out again
@@ -172,6 +175,9 @@ class If2Bridge:
 
     async def close(self) -> None:
         self._closing = True
+        for handle in self._held:  # (their deliveries are unsettled: the BI gives them out again)
+            handle.cancel()
+        self._held.clear()
         tasks = (*self._loops, *self._tasks)
         for task in tasks:
             task.cancel()
@@ -371,20 +377,36 @@ class If2Bridge:
             self.bi.settle(export.receiver, export.delivery, None)  # IF2 6.4 rule 1: nothing new for IF2
             return
         export.publishing = self.copies.publishing(export.copy)
+        export.published_at = time.monotonic()
         self._exporting += 1
         self._publish(export.envelope, export.body, functools.partial(self._confirmed, export))
 
     def _confirmed(self, export: "_Export", confirmed: bool) -> None:
-        """RabbitMQ confirmed the copy (or not): the BI delivery is settled (released: sent again later)."""
-        self._exporting -= 1
-        if not confirmed:
-            self.policy.failed(export.identity)
-        settled = self.bi.settle(export.receiver, export.delivery, None if confirmed else RELEASE)
+        """RabbitMQ confirmed the copy (or not): the BI delivery is settled; a nacked one is released
+        (given out again) after the back-off's hold (:mod:`.backoff`), not at once."""
         assert export.publishing is not None
         self.copies.published(export.copy, export.publishing, confirmed)
-        if confirmed:
-            self.counts["exported"] += 1
-            self.counts["export_unsettled"] += not settled
+        if not confirmed:
+            self.policy.failed(export.identity)
+            self.counts["export_nacked"] += 1
+            now = time.monotonic()
+            delay = self.nack_backoff.nacked(export.published_at, now) - now
+            handle = asyncio.get_running_loop().call_later(delay, self._release, export)
+            self._held.add(handle)
+            export.held = handle
+            return
+        self._exporting -= 1
+        self.nack_backoff.confirmed()
+        settled = self.bi.settle(export.receiver, export.delivery, None)
+        self.counts["exported"] += 1
+        self.counts["export_unsettled"] += not settled
+
+    def _release(self, export: "_Export") -> None:
+        """A nacked export's hold is over: the BI gives it out again."""
+        if export.held is not None:
+            self._held.discard(export.held)
+        self._exporting -= 1
+        self.bi.settle(export.receiver, export.delivery, RELEASE)
 
     def _publish(self, envelope: If2Envelope, body: bytes, done: Callable[[bool], None]) -> None:
         """Publish to the envelope's exchange; ``done`` with the publisher confirm (False: not
@@ -463,7 +485,8 @@ class _Import:
 
 class _Export:
     """A BI delivery on its way to IF2: where to settle it, what to publish, its copy (:mod:`.copies`)."""
-    __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "copy", "publishing")
+    __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "copy", "publishing",
+                 "published_at", "held")
 
     def __init__(self, receiver: ReceiverState | LocalConsumer, delivery: Any, envelope: If2Envelope, body: bytes,
                  identity: tuple[str, Any], ttl_ms: int | None) -> None:
@@ -471,6 +494,8 @@ class _Export:
         self.identity, self.ttl_ms = identity, ttl_ms
         self.copy = (identity, hashlib.blake2b(body, digest_size=16).digest())
         self.publishing: asyncio.Future[bool] | None = None
+        self.published_at = 0.0  #: when it was last published (monotonic)
+        self.held: asyncio.TimerHandle | None = None  #: its release, while a nack holds it
 
 
 def _keep(cache: "OrderedDict[tuple[Any, ...], Any]", key: tuple[Any, ...], value: Any) -> None:
