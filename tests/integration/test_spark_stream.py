@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 import audit_oracle
 from spark import loggen, rules, stream, tables
@@ -50,6 +54,30 @@ def _write_text(log_dir: Path, index: int, text: str) -> None:
     partial.rename(log_dir / f"node-2026113000{index:02d}00000000-{index:04d}.jsonl")
 
 
+#: The streaming part's own limit, below pytest-timeout's 300 s (which also counts the session's start-up and
+#: the batch run compared with): a hard timeout interrupts a py4j call half-way and leaves the shared
+#: session's gateway unusable for every later Spark test; this limit stops the queries and fails with a message.
+BUDGET_S = 210.0
+
+
+def _await(queries: list[StreamingQuery], deadline: float) -> None:
+    """Wait for the available-now queries to end by ``deadline`` (monotonic); else stop them and fail."""
+    for query in queries:
+        if not query.awaitTermination(max(1, int(deadline - time.monotonic()))):
+            stream.stop(queries, settle_s=0)
+            pytest.fail(f"{query.name} did not finish within the test's {BUDGET_S:.0f} s: {query.lastProgress}")
+
+
+@contextmanager
+def _stopped_on_error(queries: list[StreamingQuery]) -> Iterator[list[StreamingQuery]]:
+    """Queries still running when the test fails are stopped (none left writing into the next test)."""
+    try:
+        yield queries
+    finally:
+        if any(q.isActive for q in queries):
+            stream.stop(queries, settle_s=0)
+
+
 def _row(row: object) -> tuple[object, ...]:
     """A finding but for the run's id and time."""
     return tuple(getattr(row, f.name) for f in tables.VIOLATIONS.fields[2:])
@@ -67,19 +95,20 @@ def test_stream_equals_the_batch_across_a_restart(spark: SparkSession, tmp_path:
     (log_dir / "node.log").write_text(contents[0])  # the active file: never streamed
     for index in range(2):
         _write_text(log_dir, index, contents[index])
-    queries = stream.start(spark, str(log_dir), out, trigger_seconds=0.2, max_files_per_trigger=1)
-    deadline = time.monotonic() + 240
-    # one file each, at least (recentProgress: a fast query's batch with rows may already be followed by empty ones)
-    while not all(any(p["numInputRows"] for p in q.recentProgress) for q in queries):
-        assert time.monotonic() < deadline, "the stream processed nothing"
-        time.sleep(0.2)
-    stream.stop(queries)  # mid-stream: some files are not read yet
+    deadline = time.monotonic() + BUDGET_S
+    with _stopped_on_error(stream.start(spark, str(log_dir), out, trigger_seconds=0.2,
+                                        max_files_per_trigger=1)) as queries:
+        # one file each, at least (recentProgress: a fast query's batch with rows may already be followed by empty ones)
+        while not all(any(p["numInputRows"] for p in q.recentProgress) for q in queries):
+            assert time.monotonic() < deadline, "the stream processed nothing"
+            time.sleep(0.2)
+        stream.stop(queries)  # mid-stream: some files are not read yet
     for index in range(2, 4):
         _write_text(log_dir, index, contents[index])
     (log_dir / "late.jsonl.tmp").write_text("not yet complete")  # not *.jsonl: ignored
-    queries = stream.start(spark, str(log_dir), out, available_now=True, max_files_per_trigger=2)
-    for query in queries:
-        query.awaitTermination(600)
+    with _stopped_on_error(stream.start(spark, str(log_dir), out, available_now=True,
+                                        max_files_per_trigger=2)) as queries:
+        _await(queries, deadline)
     assert stream.dropped_late(queries) == 0
 
     streamed = read_table(spark, tables.Layout(out).stream_violations, tables.VIOLATIONS).collect()
@@ -94,9 +123,8 @@ def test_stream_equals_the_batch_across_a_restart(spark: SparkSession, tmp_path:
     message = late.admit(audit_oracle.properties("DENM", "late"), audit_oracle.T0 + 5)
     late.sent(message, audit_oracle.T0 + 95)  # IP_012, were it in time
     _write_text(log_dir, 9, next(late.files(1)))
-    queries = stream.start(spark, str(log_dir), out, available_now=True)
-    for query in queries:
-        query.awaitTermination(600)
+    with _stopped_on_error(stream.start(spark, str(log_dir), out, available_now=True)) as queries:
+        _await(queries, deadline)
     assert stream.dropped_late(queries) >= 2
     assert Counter(map(_row, read_table(spark, tables.Layout(out).stream_violations, tables.VIOLATIONS).collect())) \
         == Counter(map(_row, batch))
@@ -110,8 +138,9 @@ def test_stream_windowed_metrics(spark: SparkSession, tmp_path: Path) -> None:
     for n in (98, 99):  # 10 min later: moves the watermark past the windows (the next batch writes them)
         flush = log_dir / f"node-20261118T010000000000-00{n}.jsonl"
         flush.write_text(loggen.lines([received(Message(NODE, n, T0 + 600_000, properties("DENM", local_id="z")))]))
-    for query in stream.start(spark, str(log_dir), out, available_now=True, max_files_per_trigger=1):
-        query.awaitTermination(240)
+    with _stopped_on_error(stream.start(spark, str(log_dir), out, available_now=True,
+                                        max_files_per_trigger=1)) as queries:
+        _await(queries, time.monotonic() + BUDGET_S)
     rows = read_table(spark, tables.Layout(out).stream_metrics, tables.STREAM_METRICS).collect()
     by_key = {(r.windowStartMs, r.event, r.messageType): r for r in rows}
     received_row = by_key[(T0, "received_message", "DENM")]
