@@ -30,6 +30,7 @@ from interchange.broker.router import BrokerCore
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.logfile import LogSettings
 from interchange.testing.harness import denm
+from interchange.testing.memory_link import pump
 
 PUBLISHER, CONSUMER, TARGET, SOURCE = "publisher", "if2-bridge", "in", "everything"
 NOW = 1_700_000_000_000
@@ -113,14 +114,7 @@ class AmqpReader:
         self.got.append((body_of(raw), delivery))
 
     def pump(self) -> None:
-        for _ in range(50):
-            out, back = self.client.take_output(), bytes(self.server.take_output())
-            if not out and not back:
-                return
-            if out:
-                self.server.receive(out)
-            if back:
-                self.client.receive(back)
+        pump(self.client, self.server, 50)
 
     def settle(self, tag: Any, outcome: str | None) -> bool:
         self.client.settle(self.state, tag, outcome)

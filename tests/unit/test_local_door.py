@@ -26,6 +26,7 @@ from interchange.broker.router import BrokerCore
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.logfile import LogSettings
 from interchange.testing.harness import denm
+from interchange.testing.memory_link import pump
 
 BRIDGE, TARGET, SOURCE = "tlex-bridge", "bridge-in", "everything"
 NOW = 1_700_000_000_000
@@ -66,14 +67,7 @@ class AmqpLink:
         self.pump()
 
     def pump(self) -> None:
-        for _ in range(20):
-            out, back = self.client.take_output(), bytes(self.server.take_output())
-            if not out and not back:
-                return
-            if out:
-                self.server.receive(out)
-            if back:
-                self.client.receive(back)
+        pump(self.client, self.server, 20)
 
     def publish(self, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
         assert self.client.send(self.sender, raw, on_outcome)
