@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +30,7 @@ from certs.tls import TlsFiles, client_context
 from ii_api.peers.discovery import Neighbour
 from interchange.testing.harness import A, B
 from interchange.testing.ii_harness import DOMAIN, node_config, seed_neighbours
+from interchange.testing.paths import REPO_ROOT
 
 ACTOR = "actor-a"
 EXAMPLES = 8  #: per operation
@@ -69,7 +69,7 @@ def running_ii(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     config = workdir / "node.json"
     config.write_text(node_config(pki, A, workdir / "a").model_dump_json(), encoding="utf-8")
     process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config)],
-                               stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+                               stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

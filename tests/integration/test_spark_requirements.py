@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -26,8 +25,9 @@ from interchange.ground.profile import (
     ShardRule,
 )
 from spark import property_rules, rules
+from interchange.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 
 
 def test_every_check_cites_the_requirement_that_words_it(spark: SparkSession) -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+from interchange.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 
 
 def test_packages_type_check() -> None:
