@@ -227,6 +227,25 @@ async def test_bi_connection_drops_mid_stream_lose_and_duplicate_no_croads_messa
 
 
 
+async def _spatems_accepted(pki: TestPki, node: RunningNode, prefix: bytes, count: int) -> list[bytes]:
+    """``count`` SPATEMs of one publication (bodies ``prefix`` + a number) published to the BI, all accepted."""
+    target = await croads_publisher(pki, node, SPATEM_CAPABILITY)
+    bodies = [prefix + b"%05d" % i for i in range(count)]
+    assert await asyncio.to_thread(publish, pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
+                                   [spatem(b, ttl_s=600.0) for b in bodies]) == ["accepted"] * count
+    return bodies
+
+
+async def _every_body_and_more(office: Any, bodies: list[bytes]) -> Counter[bytes]:
+    """What the back-office gets until it has every one of ``bodies``, then whatever comes before it is quiet."""
+    seen: Counter[bytes] = Counter()
+    while not set(bodies) <= seen.keys():
+        seen[(await office.next(WAIT_S)).body] += 1
+    while (extra := await office.quiet(QUIET_S)) is not None:
+        seen[extra.body] += 1
+    return seen
+
+
 async def _spatems_to_if2(pki: TestPki, node: RunningNode, office: Any, count: int, prefix: bytes,
                           fault: Callable[[int], Awaitable[None]] | None = None) -> Counter[bytes]:
     """``count`` SPATEMs of one publication (each body new) published to the BI; what the back-office
@@ -301,10 +320,7 @@ async def test_confirms_late_after_the_consuming_door_closed_lose_and_duplicate_
     office = await connect_backoffice(vhost)
     try:
         await office.bind("SPAT", "#", max_length=10_000)
-        target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
-        bodies = [b"l%05d" % i for i in range(count)]
-        assert await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
-                                       [spatem(b, ttl_s=600.0) for b in bodies]) == ["accepted"] * count
+        bodies = await _spatems_accepted(if2_pki, node, b"l", count)
         first = node.if2.bi.receiver
         assert isinstance(first, LocalConsumer)
         await wait_for(lambda: len(first.unsettled) >= 50, "50 messages out on the door")
@@ -315,11 +331,7 @@ async def test_confirms_late_after_the_consuming_door_closed_lose_and_duplicate_
         gate.set()
         for call in held:
             confirmed(*call)
-        seen: Counter[bytes] = Counter()
-        while not set(bodies) <= seen.keys():
-            seen[(await office.next(WAIT_S)).body] += 1
-        while (extra := await office.quiet(QUIET_S)) is not None:
-            seen[extra.body] += 1
+        seen = await _every_body_and_more(office, bodies)
         assert seen == Counter(dict.fromkeys(bodies, 1)), {b: n for b, n in seen.items() if n != 1}
         counts = node.if2.counts
         # each late confirm found its link gone; each copy given out again was settled unpublished (the
@@ -353,10 +365,7 @@ async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_
     office = await connect_backoffice(vhost)
     try:
         queue = await office.hold("SPAT", "#", max_length=100)
-        target = await croads_publisher(if2_pki, node, SPATEM_CAPABILITY)
-        bodies = [b"n%05d" % i for i in range(count)]
-        assert await asyncio.to_thread(publish, if2_pki, CROADS_ACTOR, node.amqps_port, IF2_NODE, target,
-                                       [spatem(b, ttl_s=600.0) for b in bodies]) == ["accepted"] * count
+        bodies = await _spatems_accepted(if2_pki, node, b"n", count)
         await wait_for(lambda: node.if2.counts["exported"] == 100, "the queue to fill")
         await wait_for(lambda: len(nacked) >= count - 100, "RabbitMQ to nack what does not fit")
         before = len(nacked)
@@ -367,11 +376,7 @@ async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_
         assert during <= (count - 100) * (8 + BLOCKED_S), f"{during} nacks in {BLOCKED_S} s"
         assert node.if2.nack_backoff.active
         await office.consume(queue)
-        seen: Counter[bytes] = Counter()
-        while not set(bodies) <= seen.keys():
-            seen[(await office.next(WAIT_S)).body] += 1
-        while (extra := await office.quiet(QUIET_S)) is not None:
-            seen[extra.body] += 1
+        seen = await _every_body_and_more(office, bodies)
         assert seen == Counter(dict.fromkeys(bodies, 1)), {b: n for b, n in seen.items() if n != 1}
         assert node.if2.counts["exported"] == count
         assert not node.if2.nack_backoff.active  # the confirms ended it
