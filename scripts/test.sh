@@ -3,7 +3,10 @@
 # test suite in its two parts: the unit part (tests/unit: no network socket, no process, no JVM;
 # under a minute), then the integration part (tests/integration: real sockets, node processes,
 # dnsmasq, RabbitMQ, PySpark, Chromium, the benchmarks at their smallest size). It stops at the
-# first step that fails and says which.
+# first step that fails and says which. The integration part runs on INTEGRATION_WORKERS pytest-xdist
+# workers (default 2): most of its tests wait on sockets, timers and other processes, so two workers
+# on two cores take about half the time; the tests that use the Spark session share one worker
+# (tests/integration/conftest.py), so a run still starts one JVM.
 #
 #   scripts/test.sh                      set-up, the linters, the unit part, then the integration part
 #   scripts/test.sh unit                 set-up, the linters and the unit part only
@@ -34,7 +37,9 @@ for part in "${parts[@]}"; do
   echo "test.sh: the $part part (tests/$part)"
   start=$SECONDS
   status=0
-  .venv/bin/python -m pytest "tests/$part" "$@" | tee "$log" || status=${PIPESTATUS[0]}
+  workers=()
+  [ "$part" = integration ] && workers=(-n "${INTEGRATION_WORKERS:-2}" --dist loadgroup)
+  .venv/bin/python -m pytest "tests/$part" "${workers[@]}" "$@" | tee "$log" || status=${PIPESTATUS[0]}
   passed=$((passed + $(count passed))) failed=$((failed + $(count failed) + $(count error)))
   skipped=$((skipped + $(count skipped)))
   if [ "$status" = 5 ]; then  # pytest's "no tests collected": the arguments selected none here

@@ -30,6 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
+            if "spark" in getattr(item, "fixturenames", ()):
+                # pytest-xdist (--dist loadgroup) runs these on one worker: one Spark session per run
+                item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 # ------------------------------------------------------------------------------ DNS
