@@ -27,8 +27,8 @@ CPU per message (its processes, and this process where the C-ITS actor is one en
 whether the generator was the bottleneck. The C-ITS actor stays in this process (one loop).
 Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
 a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
-alone, import and export N times (alternated); ``--tree DIR`` runs the node from another checkout
-(a before/after pair in one session); ``--profile P`` samples the node with py-spy over each
+alone, import and export N times (alternated; ``--directions import`` leaves the export out);
+``--tree DIR`` runs the node from another checkout (a before/after pair in one session); ``--profile P`` samples the node with py-spy over each
 flat-out phase and prints where its time goes (``profile_categories.py``). The bridge's queues are
 bounded at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher puts ahead.
 """
@@ -310,7 +310,7 @@ class Profile:
     def __init__(self, args: argparse.Namespace, name: str, pid: int) -> None:
         self.raw = args.profile.with_name(f"{args.profile.name}-{name}.raw") if args.profile else None
         self.spy = None if self.raw is None else subprocess.Popen(
-            [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", "200",
+            [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", str(args.profile_rate),
              "--format", "raw", "--nonblocking", "--output", str(self.raw)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -465,13 +465,13 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
             for phase in phases:
                 result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids)
                 results.append(result)
-            for phase in phases:
+            for phase in phases if "import" in args.directions else ():
                 results.append(await import_phase(endpoint, args, *phase, actor, pids))
-            for name, count, rate in phases:
+            for name, count, rate in phases if "export" in args.directions else ():
                 if not rate and c_actor is not None and args.export_messages:
                     count = args.export_messages  # (the BI's buffer: see --export-messages)
                 results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, c_actor))
-            for result in results[-3 * len(phases):]:
+            for result in results[-(1 + len(args.directions)) * len(phases):]:
                 result.round = round_
     finally:
         await amqp.close()
@@ -537,8 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actor", choices=("c", "python"), default="c",
                         help="with --processes: the export's C-ITS actor, the C load generator (benchmarks/loadgen; "
                         "this process when it cannot be built) or this process")
+    parser.add_argument("--directions", type=lambda text: text.split(","), default=["import", "export"],
+                        help="with --processes: the bridge's directions to measure (comma-separated: import "
+                        "= if2->croads, export = croads->if2); RabbitMQ alone is measured in every round")
     parser.add_argument("--profile", type=Path, help="with --processes: py-spy the node over each throughput phase "
                         "(PROFILE-import.raw, PROFILE-export.raw) and print where its time goes")
+    parser.add_argument("--profile-rate", type=int, default=200, help="py-spy's samples per second (--profile)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     rabbitmq.ensure_installed()

@@ -60,7 +60,11 @@ def _tile_check(tiles: tuple[str, ...]) -> Check:
     if len(needles) < _TILE_SET_FROM:
         def few(properties: Mapping[str, object]) -> bool:
             value = properties.get("quadTree")
-            return isinstance(value, str) and any(needle in value for needle in needles)
+            if isinstance(value, str):
+                for needle in needles:  # (a loop, not any() over a generator: this runs for every message)
+                    if needle in value:
+                        return True
+            return False
         return few
     wanted = frozenset(tiles)
     lengths = tuple(sorted({len(tile) for tile in wanted}))
@@ -134,7 +138,11 @@ class CoverageMatcher:
             if not isinstance(pid, str):
                 return False
             checks = self._by_publication.get(pid)
-            return checks is not None and any(check(properties) for check in checks)
+            if checks is not None:
+                for check in checks:
+                    if check(properties):
+                        return True
+            return False
         except Exception:  # noqa: BLE001 - a mapping that misbehaves: no match, as compiled selectors do
             return False
 

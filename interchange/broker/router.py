@@ -38,11 +38,17 @@ def target_acceptor(spec: TargetSpec, previous: CoverageMatcher | None = None) -
                                                                                          CoverageMatcher | None]:
     """What ``spec`` accepts: its selector and its coverage both (None: everything); and its
     coverage's matcher (built from ``previous``, the target's last one, where they share fits)."""
-    selector = jms_selectors.compile(spec.selector).matches if spec.selector else None
+    selector = jms_selectors.compile(spec.selector).matches if spec.selector and not _always(spec.selector) else None
     coverage = CoverageMatcher(spec.coverage, previous) if spec.coverage is not None else None
     if selector is None or coverage is None:
         return selector or coverage, coverage
     return (lambda properties: selector(properties) and coverage(properties)), coverage
+
+
+def _always(selector: str) -> bool:
+    """Whether a selector is the literal TRUE (what a delivery for all of its actor's capabilities
+    says, IP_077): it matches every message, so it is not evaluated for each one."""
+    return selector.strip().upper() == "TRUE"
 
 
 class ConsumerLinkState(ConsumerLink, DeliveryLink, Protocol):

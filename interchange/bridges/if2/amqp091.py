@@ -48,8 +48,8 @@ class Reply:
     method: base.Frame
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):
+    """One whole message of a consumer (a tuple: one is built per message read)."""
     channel: int
     delivery_tag: int
     redelivered: bool
@@ -96,18 +96,27 @@ def _shortstr(buffer: bytearray, at: int, stop: int) -> tuple[str, int]:
         raise ProtocolError("a basic.deliver field that is not UTF-8") from None
 
 
-def _deliver(buffer: bytearray, at: int, stop: int) -> _Deliver:
+def _deliver(buffer: bytearray, at: int, stop: int, known: dict[bytes, tuple[str, str, str]]) -> _Deliver:
     """The arguments of ``basic.deliver`` (0-9-1 1.8.3.9: consumer-tag, delivery-tag, redelivered,
-    exchange, routing-key) from ``at`` to the frame's end ``stop``: all of them, and nothing after."""
-    _, at = _shortstr(buffer, at, stop)
-    if at + 9 > stop:
+    exchange, routing-key) from ``at`` to the frame's end ``stop``: all of them, and nothing after.
+    ``known``: the three names by their bytes (the frame less its delivery-tag and redelivered), as
+    read before: a consumer's deliveries repeat a few of them."""
+    tag_at = at + 1 + buffer[at] if at < stop else stop + 1
+    if tag_at + 9 > stop:
         raise ProtocolError("a basic.deliver frame shorter than its fields")
-    tag, bits = _TAG_AND_BITS.unpack_from(buffer, at)
-    exchange, at = _shortstr(buffer, at + 9, stop)
-    routing_key, at = _shortstr(buffer, at, stop)
-    if at != stop:
-        raise ProtocolError(f"a basic.deliver frame with {stop - at} bytes after its fields")
-    return _Deliver(tag, bool(bits & 1), exchange, routing_key)
+    tag, bits = _TAG_AND_BITS.unpack_from(buffer, tag_at)
+    key = bytes(buffer[at:tag_at]) + bytes(buffer[tag_at + 9:stop])
+    names = known.get(key)
+    if names is None:
+        consumer_tag, _ = _shortstr(buffer, at, stop)
+        exchange, at = _shortstr(buffer, tag_at + 9, stop)
+        routing_key, at = _shortstr(buffer, at, stop)
+        if at != stop:
+            raise ProtocolError(f"a basic.deliver frame with {stop - at} bytes after its fields")
+        if len(known) >= PUBLISH_FRAMES:
+            known.clear()
+        names = known[key] = (consumer_tag, exchange, routing_key)
+    return _Deliver(tag, bool(bits & 1), names[1], names[2])
 
 
 @dataclass
@@ -140,6 +149,8 @@ class Connection:
         self._encoded_properties: dict[int, tuple[Any, bytes]] = {}
         #: decoded content-header properties by their encoded bytes (IF2 publishers repeat them)
         self._decoded_properties: dict[bytes, Any] = {}
+        #: consumer tag, exchange and routing key of a basic.deliver by their bytes (:func:`_deliver`)
+        self._deliver_names: dict[bytes, tuple[str, str, str]] = {}
         self._sent_at = self._received_at = 0.0
 
     # ------------------------------------------------------------------ sending
@@ -239,6 +250,9 @@ class Connection:
             kind, channel, size = _FRAME.unpack_from(buffer, offset)
             if end - offset < size + 8:
                 break
+            if kind == FRAME_METHOD and (taken := self._whole_delivery(buffer, channel, offset, size, end, events)):
+                offset = taken
+                continue
             if not self._content_frame(buffer, kind, channel, offset + 7, offset + 7 + size, events):
                 try:
                     _, _, value = frame.unmarshal(bytes(buffer[offset:offset + size + 8]))
@@ -252,6 +266,45 @@ class Connection:
         del buffer[:offset]
         return events
 
+    def _whole_delivery(self, buffer: bytearray, channel: int, offset: int, size: int, end: int,
+                        events: list[Event]) -> int:
+        """A delivery whose three frames are all in ``buffer`` from ``offset`` (``basic.deliver``, a content
+        header whose properties section came before, one body frame of the whole size), read at once: the
+        offset after them, or 0 when they are not that (then each frame is read on its own, as any other)."""
+        start, stop = offset + 7, offset + 7 + size
+        if buffer[start:start + 4] != _BASIC_DELIVER or buffer[stop] != _FRAME_END_BYTE:
+            return 0
+        at = stop + 1
+        if end - at < 8:
+            return 0
+        kind, header_channel, header_size = _FRAME.unpack_from(buffer, at)
+        header_stop = at + 7 + header_size
+        if (kind != FRAME_HEADER or header_channel != channel or header_size < 14 or header_stop >= end
+                or buffer[header_stop] != _FRAME_END_BYTE or buffer[at + 7:at + 9] != _BASIC_CLASS):
+            return 0
+        properties = self._decoded_properties.get(bytes(buffer[at + 19:header_stop]))
+        state = self._channels.get(channel)
+        if properties is None or state is None:
+            return 0
+        body_size = _BODY_SIZE.unpack_from(buffer, at + 11)[0]
+        at = header_stop + 1
+        if body_size:
+            if end - at < 8:
+                return 0
+            kind, body_channel, body_frame = _FRAME.unpack_from(buffer, at)
+            if (kind != FRAME_BODY or body_channel != channel or body_frame != body_size
+                    or at + 7 + body_size >= end or buffer[at + 7 + body_size] != _FRAME_END_BYTE):
+                return 0
+            payload = bytes(buffer[at + 7:at + 7 + body_size])
+            at += 8 + body_size
+        else:
+            payload = b""
+        deliver = _deliver(buffer, start + 4, stop, self._deliver_names)  # (raises on a frame that is not 0-9-1, as the others do)
+        state.deliver, state.content, state.size, state.parts = None, properties, 0, []
+        events.append(Delivery(channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
+                               deliver.routing_key, properties, payload))
+        return at
+
     def _content_frame(self, buffer: bytearray, kind: int, channel: int, start: int, stop: int,
                        events: list[Event]) -> bool:
         """A delivery's frames, read without pamqp (True: done): ``basic.deliver`` (its fields checked as
@@ -264,7 +317,7 @@ class Connection:
             self._body(channel, bytes(buffer[start:stop]), events)
             return True
         if kind == FRAME_METHOD and buffer[start:start + 4] == _BASIC_DELIVER:
-            self._state(channel).deliver = _deliver(buffer, start + 4, stop)
+            self._state(channel).deliver = _deliver(buffer, start + 4, stop, self._deliver_names)
             return True
         if kind == FRAME_HEADER and stop - start >= 14 and buffer[start:start + 2] == _BASIC_CLASS:
             properties = self._decoded_properties.get(bytes(buffer[start + 12:stop]))

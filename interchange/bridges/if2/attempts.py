@@ -16,7 +16,7 @@ from enum import StrEnum
 from interchange.broker.client import Outcome
 from interchange.ground.timing import backoff_s
 
-__all__ = ["Attempts", "Decision", "Fate", "RetryPolicy", "SizeLimit", "SIZE_EXCEEDED"]
+__all__ = ["ACCEPTED", "Attempts", "Decision", "Fate", "RetryPolicy", "SizeLimit", "SIZE_EXCEEDED"]
 
 #: The AMQP 1.0 link error condition of a message over the receiver's max-message-size (2.8.15).
 SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
@@ -36,6 +36,10 @@ class Decision:
     reason: str | None = None
     delay_s: float = 0.0  #: how long to wait before sending again (RETRY)
     unanswered: bool = False  #: the attempt got no answer: the BI may have taken it (a possible duplicate)
+
+
+#: the decision for every accepted message (one object: a Decision is immutable)
+ACCEPTED = Decision(Fate.ACCEPTED)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class Attempts:
         """What to do after the BI's answer to one attempt."""
         self.made += 1
         if outcome.accepted:
-            return Decision(Fate.ACCEPTED)
+            return ACCEPTED
         reason = outcome.error or "not accepted"
         if outcome.final:
             return Decision(Fate.REFUSE, reason)

@@ -105,6 +105,8 @@ class If2Bridge:
         #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads by exchange, key, lat,
         #: lon; C-Roads -> IF2 the envelope by the properties it reads, and the 0-9-1 properties by lat, lon, ttl
         self._mappings: OrderedDict[tuple[Any, ...], _Mapping] = OrderedDict()
+        #: (exchange, routing key, id of the 0-9-1 properties) -> (those properties, mapping, ttl): :meth:`_map`
+        self._by_properties: OrderedDict[tuple[Any, ...], tuple[Any, _Mapping, int | None]] = OrderedDict()
         self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
         self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
@@ -208,11 +210,11 @@ class If2Bridge:
         except (If2KeyError, ValueError) as exc:
             self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
             return
-        pid = mapping.properties["publicationId"]
+        pid = mapping.publication_id
         self._last_import[pid] = taken
         flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms))
         if pid in self._registered and self._delivery_known:
-            self._attempt(flight)
+            self._attempt(flight, taken)
             return
         task = asyncio.get_running_loop().create_task(self._register_first(mapping.envelope, flight))
         self._tasks.add(task)
@@ -220,7 +222,20 @@ class If2Bridge:
 
     def _map(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
         """The C-Roads properties (their section encoded) of a delivery, and its ttl. The mapping of a
-        routing key and position is kept (at most :data:`MAPPINGS`): IF2 publishers repeat messages."""
+        routing key and position is kept (at most :data:`MAPPINGS`): IF2 publishers repeat messages.
+        So is the mapping and ttl of an exchange, routing key and properties object: the 0-9-1
+        connection gives the same read-only object for the same encoded properties (:mod:`.amqp091`),
+        and the mapping and ttl depend on nothing else."""
+        properties = delivery.properties
+        same = (delivery.exchange, delivery.routing_key, id(properties))
+        known = self._by_properties.get(same)
+        if known is not None and known[0] is properties:
+            return known[1], known[2]
+        mapping, ttl_ms = self._map_properties(delivery)
+        _keep(self._by_properties, same, (properties, mapping, ttl_ms))  # (kept with it: its id is no other's)
+        return mapping, ttl_ms
+
+    def _map_properties(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
         properties = delivery.properties
         headers = properties.headers or {}
         expiration = properties.expiration
@@ -236,7 +251,7 @@ class If2Bridge:
                               "the exchange is named after the message type)")
         croads = croads_properties(envelope, self.providers,
                                    self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
-        mapping = _Mapping(envelope, croads, bi_message.application_properties(croads))
+        mapping = _Mapping(envelope, croads, bi_message.application_properties(croads), croads["publicationId"])
         if cached is not None:
             _keep(self._mappings, cached, mapping)
         return mapping, ttl_ms
@@ -249,11 +264,13 @@ class If2Bridge:
             return
         self._attempt(flight)
 
-    def _attempt(self, flight: "_Import") -> None:
-        """One send to the BI (:meth:`BiLink.submit`), unless the message's TTL ran out meanwhile."""
+    def _attempt(self, flight: "_Import", now: float | None = None) -> None:
+        """One send to the BI (:meth:`BiLink.submit`), unless the message's TTL ran out meanwhile
+        (``now``: monotonic, when the caller just read the clock)."""
         if self._closing:
             return
-        now = time.monotonic()
+        if now is None:
+            now = time.monotonic()
         if (stop := flight.attempts.before_send(now)) is not None:
             self._refuse(flight.session, flight.delivery, stop)
             return
@@ -473,6 +490,7 @@ class _Mapping(NamedTuple):
     envelope: If2Envelope
     properties: dict[str, Any]
     section: bytes
+    publication_id: str  #: (``properties["publicationId"]``)
 
 
 class _Import:
