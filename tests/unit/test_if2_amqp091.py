@@ -266,6 +266,47 @@ def test_deliveries_read_without_pamqp_are_what_pamqp_reads() -> None:
     assert events[1].properties is not events[0].properties
 
 
+def test_deliveries_read_at_once_each_keep_their_own_names_tag_and_body() -> None:
+    """Three frames a delivery, whole in one read (the path that reads them together, and keeps each
+    ``basic.deliver``'s names by their bytes): each delivery is what pamqp reads, whichever consumer
+    tag, exchange and routing key it shares with the others."""
+    keys = [KEY, KEY.replace(".5.", ".6."), "IVI.1_2_1.RWS.0." + ".".join("120202130121133021")]
+    frames: list[tuple[int, Any]] = []
+    for tag in range(1, 13):
+        properties = commands.Basic.Properties(expiration=str(1000 * (tag % 2 + 1)), headers={}, app_id="b")
+        payload = b"%d:" % tag + b"z" * (tag % 4)  # an empty body once in four
+        frames += [(2, commands.Basic.Deliver(f"ctag-{tag % 2}", tag, tag % 5 == 0, ("DENM", "IVI")[tag % 3 == 2],
+                                              keys[tag % 3])),
+                   (2, header.ContentHeader(0, len(payload), properties))]
+        frames += [(2, body.ContentBody(payload))] if payload else []
+    connection = opened()
+    events = [e for chunk in (frames[:6], frames[6:]) for e in connection.receive(wire(*chunk))]
+    reference = _by_pamqp(wire(*frames))
+    delivers = [v for _, v in reference if isinstance(v, commands.Basic.Deliver)]
+    contents = [v for _, v in reference if isinstance(v, header.ContentHeader)]
+    assert [(e.channel, e.delivery_tag, e.redelivered, e.exchange, e.routing_key) for e in events] == \
+        [(2, d.delivery_tag, d.redelivered, d.exchange, d.routing_key) for d in delivers]
+    assert [e.properties.expiration for e in events] == [c.properties.expiration for c in contents]
+    assert [e.body for e in events] == [b"%d:" % tag + b"z" * (tag % 4) for tag in range(1, 13)]
+
+
+def test_deliveries_of_two_channels_whose_frames_interleave() -> None:
+    """0-9-1 4.2.6: frames of different channels may interleave; each body goes to its own channel's delivery."""
+    properties = commands.Basic.Properties(app_id="b")
+    connection = opened()
+    connection.receive(wire((2, commands.Basic.Deliver("c", 1, False, "DENM", KEY)),
+                            (2, header.ContentHeader(0, 1, properties)), (2, body.ContentBody(b"0"))))
+    events = connection.receive(wire(
+        (2, commands.Basic.Deliver("c", 2, False, "DENM", KEY)), (2, header.ContentHeader(0, 3, properties)),
+        (1, commands.Basic.Deliver("c", 7, False, "IVI", KEY)), (1, header.ContentHeader(0, 3, properties)),
+        (2, body.ContentBody(b"two")), (1, body.ContentBody(b"one")),
+        (1, commands.Basic.Deliver("c", 8, False, "IVI", KEY)), (2, commands.Basic.Deliver("c", 3, False, "DENM", KEY)),
+        (1, header.ContentHeader(0, 0, properties)), (2, header.ContentHeader(0, 5, properties)),
+        (2, body.ContentBody(b"three"))))
+    assert [(e.channel, e.delivery_tag, e.exchange, e.body) for e in events if isinstance(e, Delivery)] == \
+        [(2, 2, "DENM", b"two"), (1, 7, "IVI", b"one"), (1, 8, "IVI", b""), (2, 3, "DENM", b"three")]
+
+
 def _deliver_frame(arguments: bytes, end: bytes = b"\xce") -> bytes:
     payload = b"\x00\x3c\x00\x3c" + arguments
     return b"\x01\x00\x02" + len(payload).to_bytes(4, "big") + payload + end
@@ -283,11 +324,18 @@ _ARGUMENTS = b"\x04ctag" + (7).to_bytes(8, "big") + b"\x00" + b"\x04DENM" + byte
     (wire((2, commands.Basic.Deliver("ctag", 1, False, "DENM", KEY)))
      + b"\x03\x00\x02\x00\x00\x00\x01x\x00", "cannot read"),  # a body frame whose end is not 0xce
 ])
-def test_a_delivery_whose_frames_are_not_0_9_1_is_refused(data: bytes, error: str) -> None:
-    assert [type(e) for e in opened().receive(_deliver_frame(_ARGUMENTS) + wire(
-        (2, header.ContentHeader(0, 1, commands.Basic.Properties())), (2, body.ContentBody(b"x"))))] == [Delivery]
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_delivery_whose_frames_are_not_0_9_1_is_refused(data: bytes, error: str, warm: bool) -> None:
+    """Refused on a new connection, and on one that read a good delivery of the same names before
+    (``warm``: what it keeps of those names does not let a broken frame through)."""
+    good = _deliver_frame(_ARGUMENTS) + wire((2, header.ContentHeader(0, 1, commands.Basic.Properties())),
+                                             (2, body.ContentBody(b"x")))
+    assert [type(e) for e in opened().receive(good)] == [Delivery]
+    connection = opened()
+    if warm:
+        assert [type(e) for e in connection.receive(good + good)] == [Delivery, Delivery]
     with pytest.raises(ProtocolError, match=error):
-        opened().receive(data)
+        connection.receive(data)
 
 
 def test_a_content_header_seen_before_with_a_broken_frame_end_is_refused() -> None:

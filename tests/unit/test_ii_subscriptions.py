@@ -162,6 +162,23 @@ def test_delivery_selector_keeps_minus_signs_that_are_no_comment() -> None:
     assert accepts({**fitting, "causeCode": 3}) is True
     assert accepts({**fitting, "causeCode": 1}) is False
 
+
+@pytest.mark.parametrize("selector", ["TRUE", " true ", "TRUE OR offset = 1", "offset IS NULL", "FALSE"])
+def test_a_delivery_selector_of_true_leaves_the_capabilities_to_decide(selector: str) -> None:
+    """A delivery for all of its actor's capabilities (selector TRUE, as the IF2 bridge's) is not
+    evaluated for each message: the capabilities alone decide, as they would with it. Any other
+    selector still counts."""
+    spec = TargetSpec(address="t", selector=selector, coverage=capabilities_coverage([cap(causes=[1, 3])]))
+    accepts, coverage = target_acceptor(spec)
+    assert accepts is not None and coverage is not None
+    fitting = {"messageType": "DENM", "publisherId": "NO00001", "publicationId": "NO00001:denm-1",
+               "originatingCountry": "NO", "protocolVersion": "DENM:1.3.1", "quadTree": ",12020213,", "causeCode": 3}
+    if selector.strip().upper() == "TRUE":
+        assert accepts is coverage  # nothing evaluated beside the capabilities
+    assert accepts(fitting) is (selector != "FALSE")
+    assert accepts({**fitting, "causeCode": 2}) is False  # not a capability's
+    assert accepts({**fitting, "offset": 1}) is (selector not in ("FALSE", "offset IS NULL"))
+
 # ---------------------------------------------------------------------------------- incoming decisions
 def test_incoming_statuses() -> None:
     caps = [cap("denm-1"), cap("ivim-1", kind="IVIM")]
