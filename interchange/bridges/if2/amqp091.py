@@ -238,7 +238,8 @@ class Connection:
     def receive(self, data: bytes, now: float = 0.0) -> list[Event]:
         """Events for what arrived; raises :class:`ProtocolError` on bytes that are not AMQP 0-9-1.
 
-        The three frames of each delivery are read here (:meth:`_content_frame`); any other frame by pamqp."""
+        The three frames of each delivery are read here, at once when they are whole in the buffer
+        (:meth:`_whole_delivery`), else one by one (:meth:`_content_frame`); any other frame by pamqp."""
         self._received_at = now
         buffer = self._in
         buffer += data
