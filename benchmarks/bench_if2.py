@@ -28,9 +28,10 @@ whether the generator was the bottleneck. The C-ITS actor stays in this process 
 Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
 a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
 alone, import and export N times (alternated; ``--directions import`` leaves the export out);
-``--tree DIR`` runs the node from another checkout (a before/after pair in one session); ``--profile P`` samples the node with py-spy over each
-flat-out phase and prints where its time goes (``profile_categories.py``). The bridge's queues are
-bounded at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher puts ahead.
+``--tree DIR`` runs the node from another checkout (a before/after pair in one session);
+``--profile P`` samples the node with py-spy over each flat-out phase (``--profile-rate`` samples a
+second) and prints where its time goes (``profile_categories.py``). The bridge's queues are bounded
+at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher puts ahead.
 """
 from __future__ import annotations
 

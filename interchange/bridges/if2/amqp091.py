@@ -300,7 +300,7 @@ class Connection:
             at += 8 + body_size
         else:
             payload = b""
-        deliver = _deliver(buffer, start + 4, stop, self._deliver_names)  # (raises on a frame that is not 0-9-1, as the others do)
+        deliver = _deliver(buffer, start + 4, stop, self._deliver_names)  # (raises on a frame not 0-9-1)
         state.deliver, state.content, state.size, state.parts = None, properties, 0, []
         events.append(Delivery(channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
                                deliver.routing_key, properties, payload))
