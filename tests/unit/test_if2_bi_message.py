@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 from proton import Message
 
-from interchange.bridges.if2.bi_message import application_properties, message, read
+from collections.abc import Callable
+from typing import Any
+
+from interchange.bridges.if2.bi_message import Reader, application_properties, message, read
 
 PROPERTIES = {"messageType": "DENM", "publisherId": "NL00001", "publicationId": "NL00001:if2-DENM-1.2.1",
               "originatingCountry": "NL", "protocolVersion": "DENM:1.2.1", "quadTree": ",120202130121133020,",
@@ -35,6 +38,10 @@ def test_a_ttl_that_ran_out_is_sent_as_zero() -> None:
 
 # ---------------------------------------------------------------- read: a BI message taken apart
 
+Read = Callable[[bytes | bytearray], tuple[dict[str, Any], int | None, bytes]]
+#: :func:`read`, and the bridge's :class:`Reader` (one for all the reads of a test, as in the bridge)
+READERS = pytest.mark.parametrize("read", [read, Reader().read], ids=["read", "Reader"])
+
 def _by_proton(raw: bytes) -> tuple[dict, int | None, bytes]:
     """What the bridge read of a message with proton alone (the reference)."""
     got = Message()
@@ -43,9 +50,10 @@ def _by_proton(raw: bytes) -> tuple[dict, int | None, bytes]:
     return dict(got.properties or {}), int(got.ttl * 1000) if got.ttl else None, bytes(got.body)
 
 
+@READERS
 @pytest.mark.parametrize("body", [b"", b"\x00\x01\xff" * 30, bytes(range(256)) * 400])
 @pytest.mark.parametrize("ttl_ms", [None, 1, 59_999, 2**32 - 1])
-def test_read_gives_what_proton_reads(body: bytes, ttl_ms: int | None) -> None:
+def test_read_gives_what_proton_reads(body: bytes, ttl_ms: int | None, read: Read) -> None:
     ours = message(application_properties(PROPERTIES), body, ttl_ms)
     theirs = Message(body=body, properties=PROPERTIES, inferred=True, durable=True, priority=7, subject="x")
     if ttl_ms is not None:
@@ -55,7 +63,8 @@ def test_read_gives_what_proton_reads(body: bytes, ttl_ms: int | None) -> None:
         assert read(bytearray(raw)) == read(raw)  # (a large message comes as the buffer proton filled)
 
 
-def test_other_shapes_are_read_by_proton_and_refused_when_not_one_data_section() -> None:
+@READERS
+def test_other_shapes_are_read_by_proton_and_refused_when_not_one_data_section(read: Read) -> None:
     data = message(application_properties(PROPERTIES), b"abc", 5000)
     footer = b"\x00\x53\x78\xc1\x01\x00"  # an empty footer map after the body
     assert read(data + footer) == (PROPERTIES, 5000, b"abc")
@@ -67,13 +76,33 @@ def test_other_shapes_are_read_by_proton_and_refused_when_not_one_data_section()
         assert read(odd) == _by_proton(odd)  # proton decides, as it did
 
 
+@READERS
 @pytest.mark.parametrize("mutate", [
     lambda raw: raw[:-1],  # the data section's length says one byte more than there is
     lambda raw: b"\x01" + raw[1:],  # not a section descriptor
     lambda raw: b"",
 ])
-def test_bytes_that_are_not_such_a_message_are_refused(mutate: object) -> None:
+def test_bytes_that_are_not_such_a_message_are_refused(mutate: object, read: Read) -> None:
     raw = message(application_properties(PROPERTIES), b"abc", 5000)
     assert read(raw) == (PROPERTIES, 5000, b"abc")
     with pytest.raises(ValueError):
         read(mutate(raw))  # type: ignore[operator]
+
+
+def test_a_reader_gives_each_message_its_own_properties() -> None:
+    """Sections that differ in one value, in length or not at all, read in turns by one reader that
+    keeps two: each message gets what proton reads of it; the same bytes give the same dict again."""
+    sections = [PROPERTIES, {**PROPERTIES, "causeCode": 6}, {**PROPERTIES, "latitude": 51.9000002},
+                {**PROPERTIES, "publicationId": "NL00001:if2-DENM-1.2.2"}, {}]
+    reader = Reader(limit=2)
+    for turn in range(3):
+        for index, properties in enumerate(sections):
+            raw = message(application_properties(properties), b"%d" % index, 1000 * (index + 1))
+            assert reader.read(raw) == _by_proton(raw) == (properties, 1000 * (index + 1), b"%d" % index), (turn, index)
+    raw = message(application_properties(PROPERTIES), b"x", None)
+    assert reader.read(raw)[0] is reader.read(bytearray(raw))[0]
+    bad = raw.replace(b"DENM:1.2.1", b"DENM:1.2\xff")  # a string that is not UTF-8
+    with pytest.raises(ValueError, match="not an AMQP 1.0 message"):
+        reader.read(bad)
+    with pytest.raises(ValueError, match="not an AMQP 1.0 message"):
+        read(bad)

@@ -15,7 +15,9 @@ bytes are the message ``Message(body, properties, inferred=True, ttl)`` would en
 the sections checked up to the body, the application properties as plain values, the header's
 ttl) when its body is one data section at its end, the shape every C-Roads message has; any
 other shape goes to proton's ``Message.decode``, which decides as before (a ``Message`` built the
-proton way spent ~25 µs per message converting each property).
+proton way spent ~25 µs per message converting each property). The bridge reads with a
+:class:`Reader`, which decodes an application-properties section once and gives its dict again
+for the same bytes (decoding them was half of :func:`read`'s cost).
 """
 from __future__ import annotations
 
@@ -25,9 +27,9 @@ from typing import Any
 
 from proton import Data, Message, ProtonException, ulong
 
-from interchange.broker.amqp_scan import ScanError, scan_message
+from interchange.broker.amqp_scan import ScanError, decode_application_properties, scan_message
 
-__all__ = ["application_properties", "message", "read"]
+__all__ = ["Reader", "application_properties", "message", "read"]
 
 APPLICATION_PROPERTIES = ulong(0x74)  #: its AMQP 1.0 3.2 descriptor
 
@@ -79,14 +81,54 @@ def read(raw: bytes | bytearray) -> tuple[dict[str, Any], int | None, bytes]:
         scanned = scan_message(raw)
     except ScanError as exc:
         raise ValueError(f"not an AMQP 1.0 message: {exc}") from None
-    at, end = scanned.body_offset, len(raw)
+    body = _data_body(raw, scanned.body_offset)
+    if body is None:
+        return _read_by_proton(raw)
+    return scanned.application_properties, scanned.ttl_ms or None, body
+
+
+class Reader:
+    """:func:`read`, the application properties decoded once per distinct section (the last ``limit``
+    kept): the messages of one publication repeat them. The dict returned for a section is the same
+    for every message that carries it, so it is read, never changed."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._known: dict[bytes, dict[str, Any]] = {}
+
+    def read(self, raw: bytes | bytearray) -> tuple[dict[str, Any], int | None, bytes]:
+        try:
+            scanned = scan_message(raw, decode_properties=False)
+            start, end = scanned.application_properties_offset, scanned.application_properties_end
+            properties = {} if start is None or end is None else self._properties(raw, start, end)
+        except ScanError as exc:
+            raise ValueError(f"not an AMQP 1.0 message: {exc}") from None
+        body = _data_body(raw, scanned.body_offset)
+        if body is None:
+            return _read_by_proton(raw)
+        return properties, scanned.ttl_ms or None, body
+
+    def _properties(self, raw: bytes | bytearray, start: int, end: int) -> dict[str, Any]:
+        section = bytes(raw[start:end])
+        properties = self._known.get(section)
+        if properties is None:
+            properties = decode_application_properties(raw, start, end)[0]
+            if len(self._known) >= self.limit:
+                del self._known[next(iter(self._known))]  # the oldest
+            self._known[section] = properties
+        return properties
+
+
+def _data_body(raw: bytes | bytearray, at: int | None) -> bytes | None:
+    """The body when it is one data section at the end of ``raw`` (from ``at``), else None."""
+    end = len(raw)
     if at is not None and raw[at:at + 3] == _DATA_DESCRIPTOR and at + 4 < end:
         code = raw[at + 3]
         if code == 0xA0 and at + 5 + raw[at + 4] == end:
-            return scanned.application_properties, scanned.ttl_ms or None, bytes(raw[at + 5:])
+            return bytes(raw[at + 5:])
         if code == 0xB0 and at + 8 <= end and at + 8 + int.from_bytes(raw[at + 4:at + 8], "big") == end:
-            return scanned.application_properties, scanned.ttl_ms or None, bytes(raw[at + 8:])
-    return _read_by_proton(raw)
+            return bytes(raw[at + 8:])
+    return None
 
 
 def _read_by_proton(raw: bytes | bytearray) -> tuple[dict[str, Any], int | None, bytes]:

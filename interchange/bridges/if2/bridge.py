@@ -108,6 +108,7 @@ class If2Bridge:
         #: (exchange, routing key, id of the 0-9-1 properties) -> (those properties, mapping, ttl): :meth:`_map`
         self._by_properties: OrderedDict[tuple[Any, ...], tuple[Any, _Mapping, int | None]] = OrderedDict()
         self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
+        self._reader = bi_message.Reader(MAPPINGS)  #: BI messages read, their properties decoded once per section
         self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
         self._closing = False
@@ -347,7 +348,7 @@ class If2Bridge:
         receiver = self.bi.receiver
         assert receiver is not None
         try:
-            properties, ttl_ms, body = bi_message.read(raw)
+            properties, ttl_ms, body = self._reader.read(raw)
             envelope = self._envelope(properties, ttl_ms)
         except (If2KeyError, ValueError, TypeError) as exc:
             self.counts["export_refused"] += 1
