@@ -696,5 +696,17 @@ def header_durable(data: bytes | bytearray) -> bool:
     if len(data) < 4 or data[0] != 0x00:
         return False
     if data[1] == 0x53:
-        return data[2] == _HEADER and _read_header(data, 3, len(data))[0]
+        if data[2] != _HEADER:
+            return False
+        # the usual encodings, read at a glance (the message was admitted: its header is well formed):
+        # list0, or list8 whose first field is true, false or null; any other is read in full
+        if data[3] == 0x45:
+            return False
+        if data[3] == 0xC0 and len(data) > 6:
+            first = data[6] if data[5] else 0x40
+            if first == 0x41:
+                return True
+            if first == 0x42 or first == 0x40:
+                return False
+        return _read_header(data, 3, len(data))[0]
     return scan_message(data, decode_properties=False).durable

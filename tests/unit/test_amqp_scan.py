@@ -27,7 +27,7 @@ from proton import (
     ushort,
 )
 
-from interchange.broker.amqp_scan import AmqpDecimal, ScanError, ScannedMessage, scan_message
+from interchange.broker.amqp_scan import AmqpDecimal, ScanError, ScannedMessage, header_durable, scan_message
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -592,3 +592,23 @@ def test_random_bytes_raise_only_scan_error(data: bytes) -> None:
     _scan_or_error(data)
     _scan_or_error(b"\x00\x53\x74" + data)
     _scan_or_error(b"\x00\x53\x74\xd1" + data)
+
+
+def _with_header(header: bytes, body: bytes = b"\x00\x53\x75\xa0\x01x") -> bytes:
+    return b"\x00\x53\x70" + header + body
+
+
+@pytest.mark.parametrize("raw", [
+    Message(body=b"x", durable=True).encode(), Message(body=b"x", durable=False, ttl=5.0).encode(),
+    Message(body=b"x", durable=True, priority=7, ttl=1.0).encode(), Message(body=b"x").encode(),
+    _with_header(b"\x45"),  # list0: no field
+    _with_header(b"\xc0\x01\x00"),  # list8 of no field
+    _with_header(b"\xc0\x02\x01\x41"), _with_header(b"\xc0\x02\x01\x42"), _with_header(b"\xc0\x02\x01\x40"),
+    _with_header(b"\xc0\x03\x01\x56\x01"), _with_header(b"\xc0\x03\x01\x56\x00"),  # boolean with its byte
+    _with_header(b"\xd0\x00\x00\x00\x05\x00\x00\x00\x01\x41"),  # list32
+    _with_header(b"\xd0\x00\x00\x00\x05\x00\x00\x00\x01\x42"),
+    b"\x00\x80\x00\x00\x00\x00\x00\x00\x00\x70\xc0\x02\x01\x41\x00\x53\x75\xa0\x01x",  # ulong descriptor
+])
+def test_header_durable_is_the_scanners_durable(raw: bytes) -> None:
+    """The broker's glance at the header (a durable message is stored) says what the full scan says."""
+    assert header_durable(raw) is scan_message(raw, decode_properties=False).durable
