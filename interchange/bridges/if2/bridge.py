@@ -42,6 +42,7 @@ from interchange.bridges.if2.keys import (
     If2Envelope,
     SUBTYPE_PROPERTY,
     If2KeyError,
+    ProviderTable,
     croads_properties,
     envelope_of,
     if2_envelope,
@@ -102,11 +103,8 @@ class If2Bridge:
         #: the few messages that wait (a capability's first registration, a copy being published,
         #: RabbitMQ down); every other message is handled as it is read, without a task
         self._tasks: set[asyncio.Task[None]] = set()
-        #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads by exchange, key, lat,
-        #: lon; C-Roads -> IF2 the envelope by the properties it reads, and the 0-9-1 properties by lat, lon, ttl
-        self._mappings: OrderedDict[tuple[Any, ...], _Mapping] = OrderedDict()
-        #: (exchange, routing key, id of the 0-9-1 properties) -> (those properties, mapping, ttl): :meth:`_map`
-        self._by_properties: OrderedDict[tuple[Any, ...], tuple[Any, _Mapping, int | None]] = OrderedDict()
+        #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads (:class:`_ImportMaps`);
+        #: C-Roads -> IF2 the envelope by the properties it reads, and the 0-9-1 properties by lat, lon, ttl
         self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
         self._reader = bi_message.Reader(MAPPINGS)  #: BI messages read, their properties decoded once per section
         self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
@@ -120,6 +118,7 @@ class If2Bridge:
         self._held: set[asyncio.TimerHandle] = set()  #: nacked exports' releases, due later
         self._last_import: dict[str, float] = {}  #: publicationId -> when its last message came (monotonic)
         self.areas = AreaCover()  #: the area tiles of IF2 messages by tile (IP_112/113)
+        self._import_maps = _ImportMaps(self.providers, config.area_radius_m, self.areas)
         self.copies = IF2Copies()  #: what IF2 has of C-Roads messages the BI may give out again
 
     # ------------------------------------------------------------------ what metrics read (If2View)
@@ -207,7 +206,7 @@ class If2Bridge:
             return
         taken = time.monotonic()
         try:
-            mapping, ttl_ms = self._map(delivery)
+            mapping, ttl_ms = self._import_maps.map(delivery)
         except (If2KeyError, ValueError) as exc:
             self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
             return
@@ -220,42 +219,6 @@ class If2Bridge:
         task = asyncio.get_running_loop().create_task(self._register_first(mapping.envelope, flight))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _map(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
-        """The C-Roads properties (their section encoded) of a delivery, and its ttl. The mapping of a
-        routing key and position is kept (at most :data:`MAPPINGS`): IF2 publishers repeat messages.
-        So is the mapping and ttl of an exchange, routing key and properties object: the 0-9-1
-        connection gives the same read-only object for the same encoded properties (:mod:`.amqp091`),
-        and the mapping and ttl depend on nothing else."""
-        properties = delivery.properties
-        same = (delivery.exchange, delivery.routing_key, id(properties))
-        known = self._by_properties.get(same)
-        if known is not None and known[0] is properties:
-            return known[1], known[2]
-        mapping, ttl_ms = self._map_properties(delivery)
-        _keep(self._by_properties, same, (properties, mapping, ttl_ms))  # (kept with it: its id is no other's)
-        return mapping, ttl_ms
-
-    def _map_properties(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
-        properties = delivery.properties
-        headers = properties.headers or {}
-        expiration = properties.expiration
-        ttl_ms = ttl_of(int(expiration) if expiration is not None else None, headers)
-        lat, lon = headers.get("lat"), headers.get("lon")
-        cached = (delivery.exchange, delivery.routing_key, lat, lon, type(lat), type(lon)) \
-            if isinstance(lat, _PLAIN) and isinstance(lon, _PLAIN) else None
-        if cached is not None and (mapping := self._mappings.get(cached)) is not None:
-            return mapping, ttl_ms
-        envelope = envelope_of(delivery.routing_key, ttl_ms, headers)
-        if envelope.key.message_type != delivery.exchange:
-            raise If2KeyError(f"a {envelope.key.message_type} key on exchange {delivery.exchange} (IF2 6.2: "
-                              "the exchange is named after the message type)")
-        croads = croads_properties(envelope, self.providers,
-                                   self.config.area_radius_m.get(envelope.key.message_type, 0.0), self.areas)
-        mapping = _Mapping(envelope, croads, bi_message.application_properties(croads), croads["publicationId"])
-        if cached is not None:
-            _keep(self._mappings, cached, mapping)
-        return mapping, ttl_ms
 
     async def _register_first(self, envelope: If2Envelope, flight: "_Import") -> None:
         try:
@@ -483,6 +446,54 @@ class If2Bridge:
                     self.policy.failed(due.key)
             next_due = self.policy.next_due()
             await asyncio.sleep(1.0 if next_due is None else min(max(next_due - time.monotonic(), 0.05), 1.0))
+
+
+class _ImportMaps:
+    """IF2 -> C-Roads: what a delivery maps to (:func:`~.keys.croads_properties` and the section
+    :mod:`.bi_message` encodes), kept (:data:`MAPPINGS` each) by exchange, routing key and position,
+    and in front of that by exchange, routing key and 0-9-1 properties object."""
+
+    def __init__(self, providers: ProviderTable, area_radius_m: dict[str, float], areas: AreaCover) -> None:
+        self.providers, self.area_radius_m, self.areas = providers, area_radius_m, areas
+        self._mappings: OrderedDict[tuple[Any, ...], _Mapping] = OrderedDict()
+        #: (exchange, routing key, id of the 0-9-1 properties) -> (those properties, mapping, ttl)
+        self._by_properties: OrderedDict[tuple[Any, ...], tuple[Any, _Mapping, int | None]] = OrderedDict()
+
+    def map(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
+        """The C-Roads properties (their section encoded) of a delivery, and its ttl. The mapping of a
+        routing key and position is kept (at most :data:`MAPPINGS`): IF2 publishers repeat messages.
+        So is the mapping and ttl of an exchange, routing key and properties object: the 0-9-1
+        connection gives the same read-only object for the same encoded properties (:mod:`.amqp091`),
+        and the mapping and ttl depend on nothing else."""
+        properties = delivery.properties
+        same = (delivery.exchange, delivery.routing_key, id(properties))
+        known = self._by_properties.get(same)
+        if known is not None and known[0] is properties:
+            return known[1], known[2]
+        mapping, ttl_ms = self._map_properties(delivery)
+        _keep(self._by_properties, same, (properties, mapping, ttl_ms))  # (kept with it: its id is no other's)
+        return mapping, ttl_ms
+
+    def _map_properties(self, delivery: Delivery) -> tuple["_Mapping", int | None]:
+        properties = delivery.properties
+        headers = properties.headers or {}
+        expiration = properties.expiration
+        ttl_ms = ttl_of(int(expiration) if expiration is not None else None, headers)
+        lat, lon = headers.get("lat"), headers.get("lon")
+        cached = (delivery.exchange, delivery.routing_key, lat, lon, type(lat), type(lon)) \
+            if isinstance(lat, _PLAIN) and isinstance(lon, _PLAIN) else None
+        if cached is not None and (mapping := self._mappings.get(cached)) is not None:
+            return mapping, ttl_ms
+        envelope = envelope_of(delivery.routing_key, ttl_ms, headers)
+        if envelope.key.message_type != delivery.exchange:
+            raise If2KeyError(f"a {envelope.key.message_type} key on exchange {delivery.exchange} (IF2 6.2: "
+                              "the exchange is named after the message type)")
+        croads = croads_properties(envelope, self.providers, self.area_radius_m.get(envelope.key.message_type, 0.0),
+                                   self.areas)
+        mapping = _Mapping(envelope, croads, bi_message.application_properties(croads), croads["publicationId"])
+        if cached is not None:
+            _keep(self._mappings, cached, mapping)
+        return mapping, ttl_ms
 
 
 class _Mapping(NamedTuple):
