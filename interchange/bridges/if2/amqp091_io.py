@@ -132,10 +132,14 @@ class Client(asyncio.Protocol):
             if self._transport is not None:
                 self._transport.abort()
             return
+        closed, on_delivery = self.closed, self.on_delivery
         for event in events:
-            if self.closed.done():  # (what came after a close is not handed on: RabbitMQ redelivers it)
+            if closed.done():  # (what came after a close is not handed on: RabbitMQ redelivers it)
                 break
-            self._dispatch(event)
+            if type(event) is Delivery:  # (nearly every event: no match statement for it)
+                on_delivery(event)
+            else:
+                self._dispatch(event)
         self.flush()
 
     def _dispatch(self, event: Delivery | Confirmed | Reply | Closed) -> None:
