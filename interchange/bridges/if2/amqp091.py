@@ -78,6 +78,10 @@ class Closed:
 Event = Reply | Delivery | Confirmed | Closed
 
 
+#: a NamedTuple of its fields in order, without its generated ``__new__`` (two of them per message read)
+_tuple_new = tuple.__new__
+
+
 class _Deliver(NamedTuple):
     """What a delivery keeps of its ``basic.deliver``."""
     delivery_tag: int
@@ -116,7 +120,7 @@ def _deliver(buffer: bytearray, at: int, stop: int, known: dict[bytes, tuple[str
         if len(known) >= PUBLISH_FRAMES:
             known.clear()
         names = known[key] = (consumer_tag, exchange, routing_key)
-    return _Deliver(tag, bool(bits & 1), names[1], names[2])
+    return _tuple_new(_Deliver, (tag, bool(bits & 1), names[1], names[2]))
 
 
 @dataclass
@@ -302,8 +306,8 @@ class Connection:
             payload = b""
         deliver = _deliver(buffer, start + 4, stop, self._deliver_names)  # (raises on a frame not 0-9-1)
         state.deliver, state.content, state.size, state.parts = None, properties, 0, []
-        events.append(Delivery(channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
-                               deliver.routing_key, properties, payload))
+        events.append(_tuple_new(Delivery, (channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
+                                             deliver.routing_key, properties, payload)))
         return at
 
     def _content_frame(self, buffer: bytearray, kind: int, channel: int, start: int, stop: int,
