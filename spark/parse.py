@@ -184,11 +184,16 @@ def _message_columns(r: Column, standard: Column) -> dict[str, Column]:
     }
 
 
+def is_message(corrupt_reason: Column, r: Column) -> Column:
+    """A row of :func:`parse` that :func:`messages` keeps: a valid record of a message event."""
+    return corrupt_reason.isNull() & r.event.isin(*tables.MESSAGE_EVENTS)
+
+
 def messages(parsed: DataFrame) -> DataFrame:
     """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
     # the two maps of parse as columns: each expression below reads them, nothing is parsed again
-    records = (parsed.where(F.col("corruptReason").isNull() & r.event.isin(*tables.MESSAGE_EVENTS))
+    records = (parsed.where(is_message(F.col("corruptReason"), r))
                .withColumn("applicationProperties", F.col(PROPERTY_MAP))
                .withColumn("propertyKinds", F.col(PROPERTY_KINDS)))
     props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
