@@ -97,7 +97,8 @@ class IngestSummary:
 #: Parquet writer settings of the ingested tables (standard Parquet: only what the writer spends CPU on).
 #: - no dictionary for the columns that are (nearly) unique per row: the writer builds a dictionary for
 #:   every column and falls back to plain values once it outgrows a page, after hashing and comparing
-#:   every value (~10 % of ingest's CPU at 500,000 lines); the repeating columns keep theirs;
+#:   each value (dictionaries were ~10 % of a warm ingest's JFR samples at 500,000 lines, all columns);
+#:   the repeating columns keep theirs;
 #: - no size statistics (the optional per-page histograms of parquet-mr 1.15+: nothing here reads them)
 #:   and no page checksums. Min/max statistics and the column index (validate's page skipping) are kept.
 WRITE_OPTIONS: dict[str, str] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet
 import pytest
 from pyspark.sql import SparkSession
 
@@ -87,6 +88,13 @@ def test_messages_are_written_clustered_by_event_type_and_time(spark: SparkSessi
         rows = [tuple(row) for row in spark.read.parquet(str(file)).select(*CLUSTERED_BY).collect()]
         assert len({event for event, _, _ in rows}) > 1
         assert rows == sorted(rows, key=lambda r: (r[0], r[1] or "", r[2]))  # a rejected message has no type: first
+    # the writer's settings (ingest.WRITE_OPTIONS): no dictionary for a column unique per row, one for a
+    # repeating column, and the min/max statistics that the page skipping above relies on
+    group = pyarrow.parquet.ParquetFile(files[0]).metadata.row_group(0)
+    chunks = {chunk.path_in_schema: chunk for chunk in map(group.column, range(group.num_columns))}
+    assert not chunks["messageId"].has_dictionary_page and not chunks["timestampMs"].has_dictionary_page
+    assert chunks["event"].has_dictionary_page and chunks["messageType"].has_dictionary_page
+    assert chunks["timestampMs"].statistics.has_min_max and chunks["event"].statistics.has_min_max
 
 
 def test_audit_cli_ingest_and_bad_input(spark: SparkSession, tmp_path: Path,
