@@ -16,7 +16,9 @@ connection is closed, then ``--after`` more. Modes, alternated run by run:
   stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
   change; the steady client and the stalled clients both use it); ``base2``, ``base3``...: the
-  second, third... ``--base``.
+  second, third... ``--base``;
+- ``share2``, ``share3``...: as ``node``, this tree with the second, third... ``--handshake-cpu-share``
+  (the first is ``node``'s).
 
 Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``arrive`` (their
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
@@ -67,7 +69,7 @@ class Node:
 
     def __init__(self, config: NodeConfig, root: Path) -> None:
         path = config.data_dir / "node.json"
-        path.write_text(config.model_dump_json())
+        path.write_text(config.model_dump_json(exclude_defaults=True))  # a --base tree may not know newer fields
         env = {**os.environ, "PYTHONPATH": str(root)}
         self.process = subprocess.Popen([sys.executable, "-P", "-m", "interchange", "broker", "--config", str(path)],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
@@ -129,7 +131,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode.startswith("base") or mode == "errlog" else nodes["node"]
+    node = nodes[mode] if mode.startswith(("base", "share")) or mode == "errlog" else nodes["node"]
     target = nodes["peer"] if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
     me = f"/proc/self/task/{os.getpid()}/schedstat"
@@ -216,6 +218,14 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
     return out
 
 
+def with_share(config: NodeConfig, share: float | None) -> NodeConfig:
+    """``config`` with ``[broker.limits] handshake_cpu_share`` set (None: as it is)."""
+    if share is None:
+        return config
+    limits = config.broker.limits.model_copy(update={"handshake_cpu_share": share})
+    return config.model_copy(update={"broker": config.broker.model_copy(update={"limits": limits})})
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -223,11 +233,14 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
-    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
     parser.add_argument("--interfaces", default="bi,ii", help="the interfaces the stalled clients connect to")
+    parser.add_argument("--handshake-cpu-share", type=float, action="append",
+                        help="this tree's node: [broker.limits] handshake_cpu_share (default: the config's); "
+                             "given again: modes share2, share3, ... (this tree with the second, third... share)")
     parser.add_argument("--quiet", type=int, default=400)
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
@@ -237,7 +250,13 @@ def main() -> None:
         (root / "a").mkdir()
         (root / "b").mkdir()
         modes = args.modes.split(",")
-        nodes = {"node": Node(deadline_node_config(pki, BROKER_CN, root / "a"), HERE)}
+        shares = args.handshake_cpu_share or [None]
+        nodes = {"node": Node(with_share(deadline_node_config(pki, BROKER_CN, root / "a"), shares[0]), HERE)}
+        for index, share in enumerate(shares[1:], start=2):  # modes share2, ...: this tree, another share
+            if f"share{index}" in modes:
+                (root / f"share{index}").mkdir()
+                nodes[f"share{index}"] = Node(with_share(deadline_node_config(pki, BROKER_CN, root / f"share{index}"),
+                                                         share), HERE)
         if "peer" in modes:
             nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE)
         if "errlog" in modes:
