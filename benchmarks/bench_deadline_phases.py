@@ -208,7 +208,8 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
             return sum(s.deltas.get(name, (0, 0))[part] for s in among) / 1e9 / span if span else 0.0
 
         slow = sorted(got, key=lambda s: s.rtt)[-max(1, len(got) // 100):]
-        out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall,
+        span = got[-1].at + got[-1].rtt - got[0].at  # the phase's length (its round trips run back to back)
+        out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall, "span": span,
                       "node_cpu": share("node", 0, got), "node_wait": share("node", 1, got),
                       "me_wait": share("me", 1, got), "clients_cpu": share("clients", 0, got),
                       "peer_cpu": share("peer", 0, got),
@@ -268,10 +269,10 @@ def main() -> None:
                 (root / name).mkdir()
                 nodes[name] = Node(deadline_node_config(pki, BROKER_CN, root / name), tree.resolve())
         print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
-              "p99 ms (ratio to the run's quiet p99); "
+              "s: the phase's length; p99 ms (ratio to the run's quiet p99); "
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "
               "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
-        print(f"{'run':<9}{'phase':<8}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"
+        print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"
               f"{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
               flush=True)
         try:
@@ -280,7 +281,7 @@ def main() -> None:
                     result = run_once(mode, nodes, pki, args)
                     quiet = result["quiet"]["p99"]
                     for phase, r in result.items():
-                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
+                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
                               f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['me_wait']:>7.2f}"
                               f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
                               f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
