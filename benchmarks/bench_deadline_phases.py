@@ -281,7 +281,8 @@ def main() -> None:
                     result = run_once(mode, nodes, pki, args)
                     quiet = result["quiet"]["p99"]
                     for phase, r in result.items():
-                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
+                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}"
+                              f"{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
                               f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['me_wait']:>7.2f}"
                               f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
                               f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
