@@ -16,7 +16,9 @@ connection is closed, then ``--after`` more. Modes, alternated run by run:
   stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
   change; the steady client and the stalled clients both use it); ``base2``, ``base3``...: the
-  second, third... ``--base``.
+  second, third... ``--base``;
+- ``share2``, ``share3``...: as ``node``, this tree with the second, third... ``--handshake-cpu-share``
+  (the first is ``node``'s).
 
 Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``arrive`` (their
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
@@ -67,7 +69,7 @@ class Node:
 
     def __init__(self, config: NodeConfig, root: Path) -> None:
         path = config.data_dir / "node.json"
-        path.write_text(config.model_dump_json())
+        path.write_text(config.model_dump_json(exclude_defaults=True))  # a --base tree may not know newer fields
         env = {**os.environ, "PYTHONPATH": str(root)}
         self.process = subprocess.Popen([sys.executable, "-P", "-m", "interchange", "broker", "--config", str(path)],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
@@ -129,7 +131,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode.startswith("base") or mode == "errlog" else nodes["node"]
+    node = nodes[mode] if mode.startswith(("base", "share")) or mode == "errlog" else nodes["node"]
     target = nodes["peer"] if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
     me = f"/proc/self/task/{os.getpid()}/schedstat"
@@ -206,7 +208,8 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
             return sum(s.deltas.get(name, (0, 0))[part] for s in among) / 1e9 / span if span else 0.0
 
         slow = sorted(got, key=lambda s: s.rtt)[-max(1, len(got) // 100):]
-        out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall,
+        span = got[-1].at + got[-1].rtt - got[0].at  # the phase's length (its round trips run back to back)
+        out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall, "span": span,
                       "node_cpu": share("node", 0, got), "node_wait": share("node", 1, got),
                       "me_wait": share("me", 1, got), "clients_cpu": share("clients", 0, got),
                       "peer_cpu": share("peer", 0, got),
@@ -216,6 +219,14 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
     return out
 
 
+def with_share(config: NodeConfig, share: float | None) -> NodeConfig:
+    """``config`` with ``[broker.limits] handshake_cpu_share`` set (None: as it is)."""
+    if share is None:
+        return config
+    limits = config.broker.limits.model_copy(update={"handshake_cpu_share": share})
+    return config.model_copy(update={"broker": config.broker.model_copy(update={"limits": limits})})
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -223,11 +234,14 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
-    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
     parser.add_argument("--interfaces", default="bi,ii", help="the interfaces the stalled clients connect to")
+    parser.add_argument("--handshake-cpu-share", type=float, action="append",
+                        help="this tree's node: [broker.limits] handshake_cpu_share (default: the config's); "
+                             "given again: modes share2, share3, ... (this tree with the second, third... share)")
     parser.add_argument("--quiet", type=int, default=400)
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
@@ -237,7 +251,13 @@ def main() -> None:
         (root / "a").mkdir()
         (root / "b").mkdir()
         modes = args.modes.split(",")
-        nodes = {"node": Node(deadline_node_config(pki, BROKER_CN, root / "a"), HERE)}
+        shares = args.handshake_cpu_share or [None]
+        nodes = {"node": Node(with_share(deadline_node_config(pki, BROKER_CN, root / "a"), shares[0]), HERE)}
+        for index, share in enumerate(shares[1:], start=2):  # modes share2, ...: this tree, another share
+            if f"share{index}" in modes:
+                (root / f"share{index}").mkdir()
+                nodes[f"share{index}"] = Node(with_share(deadline_node_config(pki, BROKER_CN, root / f"share{index}"),
+                                                         share), HERE)
         if "peer" in modes:
             nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE)
         if "errlog" in modes:
@@ -249,10 +269,10 @@ def main() -> None:
                 (root / name).mkdir()
                 nodes[name] = Node(deadline_node_config(pki, BROKER_CN, root / name), tree.resolve())
         print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
-              "p99 ms (ratio to the run's quiet p99); "
+              "s: the phase's length; p99 ms (ratio to the run's quiet p99); "
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "
               "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
-        print(f"{'run':<9}{'phase':<8}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"
+        print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"
               f"{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
               flush=True)
         try:
@@ -261,7 +281,8 @@ def main() -> None:
                     result = run_once(mode, nodes, pki, args)
                     quiet = result["quiet"]["p99"]
                     for phase, r in result.items():
-                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
+                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}"
+                              f"{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
                               f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['me_wait']:>7.2f}"
                               f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
                               f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"

@@ -20,6 +20,7 @@ from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits, refusal
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
+from interchange.broker.handshake_queue import CPU_SHARE, HANDSHAKE_CPU_S, MIN_BURST_HANDSHAKES, burst_capacity
 from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.errors import CliError
@@ -53,12 +54,34 @@ class LimitsConfig(BaseModel):
                                     "from the handshake")
     sasl_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the SASL exchange, from the header")
     open_timeout_s: float = Field(default=10.0, gt=0, le=300, description="the peer's open frame, from SASL")
+    #: interchange.broker.handshake_queue: the pace of arriving connections' TLS handshakes (BI and II)
+    handshake_cpu_share: float = Field(default=CPU_SHARE, gt=0, le=1, description="seconds of TLS handshake CPU "
+                                       "per second a broker process spends at most (of one core); the rest wait")
 
     def engine_limits(self) -> EngineLimits:
         return EngineLimits(publisher_credit=self.publisher_credit, max_message_size=self.max_message_size,
                             max_frame_size=self.max_frame_size, idle_timeout_ms=self.idle_timeout_ms,
                             handshake_timeout_s=self.handshake_timeout_s, header_timeout_s=self.header_timeout_s,
-                            sasl_timeout_s=self.sasl_timeout_s, open_timeout_s=self.open_timeout_s)
+                            sasl_timeout_s=self.sasl_timeout_s, open_timeout_s=self.open_timeout_s,
+                            handshake_cpu_share=self.handshake_cpu_share)
+
+    def handshake_pace_problem(self, handshake_timeout_s: float, where: str) -> str | None:
+        """Why the handshake pace and a handshake deadline cannot both hold (None: they can): at
+        ``handshake_cpu_share``, :data:`MIN_BURST_HANDSHAKES` connections arriving at once must all
+        finish their handshakes within the deadline (queued ones' deadlines run from accept)."""
+        fits = burst_capacity(self.handshake_cpu_share, handshake_timeout_s)
+        if fits >= MIN_BURST_HANDSHAKES:
+            return None
+        return (f"broker.limits.handshake_cpu_share {self.handshake_cpu_share} with {where} {handshake_timeout_s} s "
+                f"lets only ~{fits} of {MIN_BURST_HANDSHAKES} connections arriving at once finish their TLS "
+                f"handshakes (~{HANDSHAKE_CPU_S * 1000:.1f} ms of CPU each) before the deadline: raise one of them")
+
+    @model_validator(mode="after")
+    def _pace_fits_the_deadline(self) -> "LimitsConfig":
+        problem = self.handshake_pace_problem(self.handshake_timeout_s, "broker.limits.handshake_timeout_s")
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 class StoreConfig(BaseModel):
@@ -209,6 +232,16 @@ class NodeConfig(BaseModel):
                 if overlap and _same_listener_host(host, other_host):
                     raise ValueError(f"{name} {port} and {other} {other_port} share a port with broker.processes "
                                      f"{count}: broker process k listens on port + k (the II in process 0 only)")
+        return self
+
+    @model_validator(mode="after")
+    def _ii_handshakes_fit_the_pace(self) -> "NodeConfig":
+        """The II's handshakes wait in the broker process's queue too, under its deadline."""
+        if self.ii is not None:
+            problem = self.broker.limits.handshake_pace_problem(self.ii.limits.handshake_timeout_s,
+                                                                "ii.limits.handshake_timeout_s")
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -31,6 +31,15 @@ class BrokerCollector:
     def collect(self) -> Iterator[Metric]:
         core, obs = self._core, self._core.observer
         yield GaugeMetricFamily("interchange_connections", "Open AMQP connections", value=len(self._server.connections))
+        handshakes = self._server.handshakes
+        yield GaugeMetricFamily("interchange_handshakes_waiting", "Arriving connections whose TLS handshake "
+                                "step waits for its turn (interchange.broker.handshake_queue)", value=len(handshakes))
+        yield GaugeMetricFamily("interchange_handshakes_waiting_max", "The most arriving connections that have "
+                                "waited at once for a TLS handshake step", value=handshakes.most_waiting)
+        yield CounterMetricFamily("interchange_handshake_steps", "TLS handshake steps run", value=handshakes.stepped)
+        yield CounterMetricFamily("interchange_handshake_paced_turns", "Handshake turns that waited for the "
+                                  "handshake CPU budget (broker.limits.handshake_cpu_share)",
+                                  value=handshakes.paced_turns)
         yield GaugeMetricFamily("interchange_sources", "Number of sources (message queues)", value=len(core.sources))
         yield GaugeMetricFamily("interchange_targets", "Number of targets", value=len(core.addresses.targets))
         yield from self._sources()

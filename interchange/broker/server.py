@@ -354,7 +354,8 @@ class BrokerServer:
         self.limits = limits or EngineLimits()
         self._event = event
         self.connections: set[AmqpConnection] = set()
-        self.handshakes = HandshakeQueue()  #: arriving connections' handshake steps, bounded per loop turn
+        #: arriving connections' handshake steps, bounded per loop turn and paced (CPU share per second)
+        self.handshakes = HandshakeQueue(cpu_share=self.limits.handshake_cpu_share)
         self._dirty: set[AmqpConnection] = set()
         self._flush_scheduled = False
         self._servers: list[asyncio.base_events.Server] = []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -366,6 +367,9 @@ def test_metrics_and_log_switching(pki: TestPki, tmp_path: Path) -> None:
         assert "interchange_messages_received_total 1.0" in text
         assert 'interchange_source_depth{source="all"} 1.0' in text
         assert "interchange_connections 1.0" in text
+        steps = re.search(r"^interchange_handshake_steps_total (\S+)$", text, re.M)
+        assert steps is not None and float(steps[1]) >= 2  # the ClientHello, then the client's certificate flight
+        assert "interchange_handshakes_waiting 0.0" in text and "interchange_handshakes_waiting_max 1.0" in text
         assert "process_cpu_seconds_total" in text
         request = urllib.request.Request(f"http://127.0.0.1:{port}/log", method="PUT",
                                          data=json.dumps({"properties": False, "payload": False}).encode())
