@@ -35,8 +35,11 @@ from typing import Protocol
 
 #: Handshake work per loop turn (seconds of wall time; at least one step runs per turn).
 BUDGET_S = 0.001
-#: Handshake CPU seconds per second of time (of one core), by default.
-CPU_SHARE = 0.25
+#: Handshake CPU seconds per second of time (of one core), by default: a whole core, so by default
+#: only the per-turn bound applies. A smaller share (e.g. 0.25) halves an established client's p99
+#: while 1,000 connections arrive, but they take ~4x longer to open and each costs more CPU (one
+#: wake-up per paced turn): docs/performance.md, "Handshake CPU budget". The operator chooses.
+CPU_SHARE = 1.0
 #: What the bucket holds when full: handshake CPU seconds that may run back to back (one turn at a
 #: time) before the pace applies, so a few connections arriving together do not wait at all.
 BURST_S = 0.02

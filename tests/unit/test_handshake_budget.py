@@ -9,9 +9,12 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from interchange.app.config import LimitsConfig, NodeConfig
+from interchange.app.config import BrokerConfig, LimitsConfig, NodeConfig
 from interchange.broker.handshake_queue import BURST_S, HandshakeBudget, HandshakeQueue, burst_capacity
 from ii_api.settings.config import IIConfig, RequestLimits
+
+#: broker limits paced to a quarter of a core
+PACED = LimitsConfig(handshake_cpu_share=0.25)
 
 STEP_CPU_S = 0.0009  #: what one fake step costs
 
@@ -118,13 +121,15 @@ def test_the_loop_runs_paced_turns_later_and_in_order() -> None:
 
 def test_the_default_share_lets_a_burst_of_connections_through_within_the_deadline() -> None:
     assert burst_capacity(0.25, 10.0) >= 2700  # ~0.9 ms each: 2.5 s of handshake CPU in 10 s
-    assert LimitsConfig().handshake_cpu_share == 0.25
-    LimitsConfig(handshake_timeout_s=3.0)  # the deadline tests' stage time-outs: ~850 fit
+    assert LimitsConfig().handshake_cpu_share == 1.0  # not paced unless the operator asks
+    LimitsConfig(handshake_timeout_s=3.0, handshake_cpu_share=0.25)  # the deadline tests' time-outs: ~850 fit
 
 
 def test_a_share_too_small_for_the_deadline_is_refused_with_the_reason() -> None:
     with pytest.raises(ValidationError, match="handshake_cpu_share 0.05 with broker.limits.handshake_timeout_s"):
         LimitsConfig(handshake_cpu_share=0.05, handshake_timeout_s=5.0)
     with pytest.raises(ValidationError, match="ii.limits.handshake_timeout_s 1.0 s lets only ~"):
-        NodeConfig(name="n", ii=IIConfig(limits=RequestLimits(handshake_timeout_s=1.0)))
-    NodeConfig(name="n", ii=IIConfig(limits=RequestLimits(handshake_timeout_s=3.0)))
+        NodeConfig(name="n", broker=BrokerConfig(limits=PACED),
+                   ii=IIConfig(limits=RequestLimits(handshake_timeout_s=1.0)))
+    NodeConfig(name="n", broker=BrokerConfig(limits=PACED), ii=IIConfig(limits=RequestLimits(handshake_timeout_s=3.0)))
+    NodeConfig(name="n", ii=IIConfig(limits=RequestLimits(handshake_timeout_s=1.0)))  # not paced: any deadline
