@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from interchange.testing.paths import REPO_ROOT
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 BENCHMARKS = ROOT / "benchmarks"
 
 

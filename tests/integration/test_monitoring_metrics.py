@@ -25,8 +25,9 @@ from interchange.app.node_metrics import ParsedFiles, scrape_targets
 from interchange.testing.broker_harness import start_broker
 from interchange.testing.harness import BROKER_CN, denm
 from test_broker_bi import SOURCES, TARGETS
+from interchange.testing.paths import REPO_ROOT
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "node.example.toml"
+EXAMPLE = REPO_ROOT / "deploy" / "node.example.toml"
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from proton import Message
@@ -28,6 +27,7 @@ from proton import Message
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess, client_connection, complete_records, denm
 from interchange.testing.stalled_clients import BI_DEADLINES, II_DEADLINES, deadline_node_config
 from certs import TestPki
+from interchange.testing.paths import REPO_ROOT
 
 COUNT = 500  #: stalled connections per interface
 #: Deadlines of the stages (distinct, so that a close by the wrong one shows).
@@ -116,7 +116,7 @@ def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: T
             [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{node.bi_port}",
              "--ii", f"127.0.0.1:{node.ii_port}", "--count", str(COUNT), "--pki", str(pki.directory),
              "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"],
-            stdout=subprocess.PIPE, cwd=Path(__file__).parents[2])
+            stdout=subprocess.PIPE, cwd=REPO_ROOT)
         lines = Lines(stalled)
         results, loaded, ready, done = [], [], False, False
         while not done:
