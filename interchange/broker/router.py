@@ -9,10 +9,11 @@ cannot write (full disk); without one every message is memory-only.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, cast
 
 import jms_selectors
+from jms_selectors.ast import Literal
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
 from interchange.broker.amqp_scan import ScanError, header_durable
@@ -38,17 +39,19 @@ def target_acceptor(spec: TargetSpec, previous: CoverageMatcher | None = None) -
                                                                                          CoverageMatcher | None]:
     """What ``spec`` accepts: its selector and its coverage both (None: everything); and its
     coverage's matcher (built from ``previous``, the target's last one, where they share fits)."""
-    selector = jms_selectors.compile(spec.selector).matches if spec.selector and not _always(spec.selector) else None
+    selector = _matches(spec.selector) if spec.selector else None
     coverage = CoverageMatcher(spec.coverage, previous) if spec.coverage is not None else None
     if selector is None or coverage is None:
         return selector or coverage, coverage
     return (lambda properties: selector(properties) and coverage(properties)), coverage
 
 
-def _always(selector: str) -> bool:
-    """Whether a selector is the literal TRUE (what a delivery for all of its actor's capabilities
-    says, IP_077): it matches every message, so it is not evaluated for each one."""
-    return selector.strip().upper() == "TRUE"
+def _matches(text: str) -> Callable[[Mapping[str, object]], bool] | None:
+    """A selector's test; None when it is the literal TRUE (what a delivery for all of its actor's
+    capabilities says, IP_077, however written: ``true``, ``(TRUE)``): it matches every message, so
+    it is not evaluated for each one."""
+    compiled = jms_selectors.compile(text)
+    return None if compiled.ast == Literal(True) else compiled.matches
 
 
 class ConsumerLinkState(ConsumerLink, DeliveryLink, Protocol):
