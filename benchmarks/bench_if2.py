@@ -88,6 +88,8 @@ class Result:
     duplicated: int = -1
     gen_cpu_us: float = 0.0  # the load generator's CPU per message (both ends: 0-9-1 processes, 1.0 client)
     round: int = 1  # (--rounds: RabbitMQ alone and the bridge alternated)
+    pub_cpu_us: float = 0.0  # of gen_cpu_us: the publishing end (pika processes, or the C-ITS actor)
+    cons_cpu_us: float = 0.0  # of gen_cpu_us: the consuming end (pika processes, or the C-ITS actor)
 
 
 def cpu_s(pid: int) -> float:
@@ -287,10 +289,10 @@ def stamp3(index: int, at_ns: int | None = None) -> bytes:
 
 
 def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: tuple[int, int],
-              gen_cpu_us: float) -> Result:
+              pub_cpu_us: float, cons_cpu_us: float) -> Result:
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
-                  run.duplicated, gen_cpu_us)
+                  run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
@@ -302,7 +304,7 @@ def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: st
     pubs = loadgen.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
     run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
-    return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us + run.consumer_cpu_us)
+    return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
 
 
 class Profile:
@@ -339,7 +341,7 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     pairs = [(s, r, int(k[0]), int(k[1])) for (s, r), k in zip(actor.received, actor.keys)]
     run = loadgen.summarize(per, args.processes, pairs, pubs)
     own = (time.process_time() - own0) / max(1, run.received) * 1e6
-    result = mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us + own)
+    result = mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us, own)
     profile.stop(result)
     return result
 
@@ -422,7 +424,7 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
         own = time.process_time() - own0
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
     run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
-    result = mp_result("croads->if2", phase, run, cpu0, pids, run.consumer_cpu_us + own / max(1, count) * 1e6)
+    result = mp_result("croads->if2", phase, run, cpu0, pids, own / max(1, count) * 1e6, run.consumer_cpu_us)
     profile.stop(result)
     return result
 
@@ -511,6 +513,28 @@ def summary(results: list[Result]) -> None:
                   f"{r.p99_ms - peer.p99_ms:+.2f} ms over RabbitMQ alone")
 
 
+def cpu_breakdown(results: list[Result]) -> None:
+    """Each flat-out phase's CPU by process (µs per message, and CPU seconds over the phase) and each
+    bridge path's extra cost over RabbitMQ alone in the same round: on 2 shared cores a path's rate
+    is about cores / its total CPU per message, so the largest extra is the one to cut."""
+    flat = [r for r in results if r.phase in ("throughput", "flat out") and r.gen_cpu_us]
+    if not flat:
+        return
+    parts = ("publishers", "consumers", "rabbitmq", "node")
+    print(f"# CPU per flat-out message by process, µs (CPU s): {'scenario':<12} "
+          + " ".join(f"{p:>17}" for p in parts) + f" {'total':>17}")
+    base = {r.round: r for r in flat if r.scenario == "rabbitmq"}
+    for r in flat:
+        values = (r.pub_cpu_us, r.cons_cpu_us, r.rabbit_cpu_us, r.node_cpu_us)
+        cells = [f"{v:7.1f} ({v * r.messages / 1e6:6.2f} s)" for v in (*values, sum(values))]
+        print(f"# round {r.round:<2} {r.scenario:<12} " + " ".join(f"{c:>17}" for c in cells))
+        peer = base.get(r.round)
+        if peer is not None and peer is not r:
+            extra = [v - w for v, w in zip(values, (peer.pub_cpu_us, peer.cons_cpu_us, peer.rabbit_cpu_us, 0.0))]
+            print(f"#   {r.scenario} over RabbitMQ alone, µs per message: "
+                  + ", ".join(f"{p} {e:+.1f}" for p, e in zip(parts, extra)) + f"; total {sum(extra):+.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=3000, help="messages of each throughput phase")
@@ -575,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.p99_ms:>8.2f} {r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f} {r.lost:>5} {r.duplicated:>5} "
               f"{r.gen_cpu_us:>11.1f}")
     summary(results)
+    cpu_breakdown(results)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
     return 0
