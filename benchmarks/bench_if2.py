@@ -43,6 +43,7 @@ import os
 import platform
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -326,21 +327,76 @@ class Profile:
               + categories.render(categories.categorise(self.raw), result.node_cpu_us))
 
 
+@dataclass(frozen=True)
+class CConsumer:
+    """The import's C-Roads consumer as the C load generator (``--import-consumer c``): one AMQPS
+    connection (TLS 1.3, the actor's certificate, SASL EXTERNAL) with a receiver on the actor's DENM
+    subscription, ``credit`` at a time, until the expected count arrived and 0.5 s passed without
+    another; every body's IF2 stamp kept (``--if2-samples``) for latency, lost and duplicated, and its
+    own CPU from its first delivery to its last. ``presettled``: the link asks the BI to send settled
+    (``snd-settle-mode`` settled: no disposition per message, as RabbitMQ alone's auto-ack consumers);
+    otherwise it accepts each delivery."""
+    binary: Path
+    pki_dir: Path
+    amqps: int
+    source: str
+    workdir: Path
+    presettled: bool = False
+    credit: int = 5000
+
+    def start(self, count: int) -> tuple[subprocess.Popen[str], Path]:
+        """The consumer's process, once its link is attached (READY), and its samples file."""
+        files = TlsFiles.from_pki(self.pki_dir, ACTOR, with_crls=False)
+        samples = self.workdir / f"import-{time.monotonic_ns()}.samples"
+        (self.workdir / "consumers.txt").write_text(self.source + "\n")
+        command = [str(self.binary), "run", "--url", f"amqps://127.0.0.1:{self.amqps}", "--cert",
+                   str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle), "--vhost", NODE,
+                   "--producers", "0", "--consumers", str(self.workdir / "consumers.txt"), "--consumer-credit",
+                   str(self.credit), "--expect", str(count), "--idle-ms", "500", "--if2-samples", str(samples),
+                   "--timeout", str(120 + count / 500), *(() if self.presettled else ("--consumer-unsettled",))]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.strip() == "READY":
+                return proc, samples
+        proc.wait(10)
+        raise RuntimeError(f"the C consumer did not attach: {proc.returncode}")
+
+    @staticmethod
+    def finish(proc: subprocess.Popen[str], samples: Path) -> tuple[dict[str, Any], list[tuple[int, int, int, int]]]:
+        """Its JSON report and (sent ns, received ns, publisher, index) per delivery."""
+        out, _ = proc.communicate(timeout=600)
+        report: dict[str, Any] = json.loads(out)
+        data = samples.read_bytes()
+        pairs = [(sent, received, pub, idx) for sent, received, pub, idx in struct.iter_unpack("=qqii", data)]
+        samples.unlink()
+        return report, pairs
+
+
 async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
-                       rate: float, actor: CroadsActor, pids: tuple[int, int]) -> Result:
-    """IF2 publisher processes -> DENM exchange -> bridge -> BI -> the C-ITS actor (this process)."""
+                       rate: float, actor: CroadsActor | CConsumer, pids: tuple[int, int]) -> Result:
+    """IF2 publisher processes -> DENM exchange -> bridge -> BI -> the C-Roads consumer (the C load
+    generator, or this process)."""
     per = max(1, count // args.processes)
-    actor.expect(per * args.processes)
+    if isinstance(actor, CConsumer):
+        proc, samples = await asyncio.to_thread(actor.start, per * args.processes)
+    else:
+        actor.expect(per * args.processes)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "import", pids[0])
     cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
     pubs = await asyncio.to_thread(loadgen.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
                                    rate / args.processes)
-    with contextlib.suppress(asyncio.TimeoutError):  # a loss shows in the counts, not as a crash
-        await asyncio.wait_for(actor.done.wait(), 120 + count / 500)
-    await asyncio.sleep(0.5)  # a duplicate, if any, would arrive now
-    pairs = [(s, r, int(k[0]), int(k[1])) for (s, r), k in zip(actor.received, actor.keys)]
+    if isinstance(actor, CConsumer):
+        report, pairs = await asyncio.to_thread(actor.finish, proc, samples)
+        consumer_cpu_s = float(report["cpu_s"])
+    else:
+        with contextlib.suppress(asyncio.TimeoutError):  # a loss shows in the counts, not as a crash
+            await asyncio.wait_for(actor.done.wait(), 120 + count / 500)
+        await asyncio.sleep(0.5)  # a duplicate, if any, would arrive now
+        pairs = [(s, r, int(k[0]), int(k[1])) for (s, r), k in zip(actor.received, actor.keys)]
+        consumer_cpu_s = time.process_time() - own0
     run = loadgen.summarize(per, args.processes, pairs, pubs)
-    own = (time.process_time() - own0) / max(1, run.received) * 1e6
+    own = consumer_cpu_s / max(1, run.received) * 1e6
     result = mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us, own)
     profile.stop(result)
     return result
@@ -430,7 +486,7 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
 
 
 async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
-                       pids: tuple[int, int]) -> list[Result]:
+                       pids: tuple[int, int], workdir: Path) -> list[Result]:
     target, source = await actor_setup(pki, ii)
     endpoint = loadgen.Endpoint("127.0.0.1", broker.port, str(pki.directory), BACKOFFICE, RABBIT)
     for exchange, queue in (("IVI", "bench-ivi"), ("SPAT", "bench-spat"), ("DENM", None)):
@@ -450,10 +506,18 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 await asyncio.wait_for(asyncio.shield(actor.done.wait()), 1.0)
             if actor.done.is_set():
                 break
+        binary = ensure_c_actor() if "c" in (args.actor, args.import_consumer[0]) else None
+        c_actor = CActor(binary, pki.directory, amqps, target) if binary is not None and args.actor == "c" else None
+        importer: CroadsActor | CConsumer = actor
+        if binary is not None and args.import_consumer[0] == "c":  # the source's only consumer from now on
+            importer = CConsumer(binary, pki.directory, amqps, source, workdir,
+                                 presettled=args.import_consumer == "c-presettled")
+            await amqp.close()
+            amqp = await ClientConnection.open("127.0.0.1", amqps, context, NODE, "bench-actor")
         sender = amqp.open_sender(target)
-        binary = ensure_c_actor() if args.actor == "c" else None
-        c_actor = CActor(binary, pki.directory, amqps, target) if binary is not None else None
-        print(f"# the export's C-ITS actor: {'the C load generator' if c_actor else 'this process (Python)'}")
+        print(f"# the export's C-ITS actor: {'the C load generator' if c_actor else 'this process (Python)'}; "
+              f"the import's C-Roads consumer: " + ("this process (Python)" if importer is actor else
+                                                    f"the C load generator ({args.import_consumer})"))
 
         async def send_spatem(i: int, at_ns: int | None = None) -> None:
             message = Message(body=stamp3(i, at_ns), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
@@ -469,7 +533,7 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids)
                 results.append(result)
             for phase in phases if "import" in args.directions else ():
-                results.append(await import_phase(endpoint, args, *phase, actor, pids))
+                results.append(await import_phase(endpoint, args, *phase, importer, pids))
             for name, count, rate in phases if "export" in args.directions else ():
                 if not rate and c_actor is not None and args.export_messages:
                     count = args.export_messages  # (the BI's buffer: see --export-messages)
@@ -562,6 +626,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actor", choices=("c", "python"), default="c",
                         help="with --processes: the export's C-ITS actor, the C load generator (benchmarks/loadgen; "
                         "this process when it cannot be built) or this process")
+    parser.add_argument("--import-consumer", choices=("c", "c-presettled", "python"), default="c",
+                        help="with --processes: the import's C-Roads consumer on the BI, the C load generator "
+                        "(benchmarks/loadgen; accepting each delivery, or asking for them settled as RabbitMQ alone's "
+                        "auto-ack consumers take theirs) or this process (Python proton, accepting each)")
     parser.add_argument("--directions", type=lambda text: text.split(","), default=["import", "export"],
                         help="with --processes: the bridge's directions to measure (comma-separated: import "
                         "= if2->croads, export = croads->if2); RabbitMQ alone is measured in every round")
@@ -584,8 +652,9 @@ def main(argv: list[str] | None = None) -> int:
             proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door), args.tree)
             time.sleep(1.0)  # the bridge declares its queues right after the node started
             assert broker.beam_pid is not None
-            run = scenarios_mp if args.processes else scenarios
-            results = asyncio.run(run(pki, broker, amqps, ii, args, (proc.pid, broker.beam_pid)))
+            pids = (proc.pid, broker.beam_pid)
+            results = asyncio.run(scenarios_mp(pki, broker, amqps, ii, args, pids, work) if args.processes
+                                  else scenarios(pki, broker, amqps, ii, args, pids))
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)

@@ -52,6 +52,14 @@
  * station id and sequence number at bytes 6..21 of the data section) and every sample (latency ns
  * int64, station uint32, sequence uint32, native byte order) is written to FILE for the caller to
  * find losses per station; "cpu_s" is this process's CPU time over the counted window.
+ *
+ * A consumer until a count (--producers 0, --expect D): counts from its first delivery, finishes once D
+ * arrived and --idle-ms passed without another (so a duplicate would still be counted), or 5 s after
+ * the last one when fewer came. With --if2-samples FILE every body is read as bench_if2.py's IF2 text
+ * stamp ("<send ns>:<publisher>:<index>:") and one sample per delivery (send ns int64, receive ns
+ * int64 (CLOCK_REALTIME), publisher int32, index int32, native byte order) is written to FILE, for
+ * the caller's latency, lost and duplicated counts; "cpu_s" is this process's CPU from the first
+ * delivery to the last (an IF2 import's C-Roads consumer, apart from the node's cost).
  */
 #define _GNU_SOURCE
 #include <proton/connection.h>
@@ -96,6 +104,7 @@ static long opt_consumer_connections = 1, opt_consumer_credit = 200, opt_cells =
 static long opt_expect = 0, opt_idle_ms = 2000, opt_connections = 1000, opt_deadline_ms = 10000;
 static double opt_rate = 0.0, opt_timeout = 300.0, opt_setup_timeout = 300.0, opt_duration = 0.0, opt_warmup = 0.0;
 static const char *opt_tlex_stamps; /* consumer: TLEX stamps in, samples out to this file */
+static const char *opt_if2_samples; /* consumer: IF2 text stamps in, samples out to this file */
 static bool opt_presettled = false, opt_consumer_unsettled = false, opt_sync = false, opt_distinct = false;
 static bool opt_subject = false, opt_durable = false, opt_if2_stamps = false;
 #define MAX_PROPS 16
@@ -165,6 +174,9 @@ static unsigned char head[HEAD_KEEP], scratch[HEAD_KEEP];
 typedef struct { int64_t latency_ns; uint32_t station, seq; } stamp_sample_t;
 static stamp_sample_t *stamp_samples;
 static long n_stamps, cap_stamps;
+typedef struct { int64_t sent_ns, received_ns; int32_t publisher, index; } if2_sample_t;
+static if2_sample_t *if2_samples;
+static long n_if2, cap_if2;
 static double cpu_at_start, cpu_at_finish;
 
 static double cpu_now(void) {
@@ -660,12 +672,39 @@ static void check_done(void) {
     }
     return;
   }
+  if (opt_producers == 0 && opt_expect > 0) { /* a consumer until D deliveries, then --idle-ms quiet (a duplicate
+                                                  would still come); short of D, it gives up after 5 s without one */
+    int64_t quiet = t_last_delivery ? mono_ns() - t_last_delivery : 0;
+    if ((total_deliveries >= opt_expect && quiet > opt_idle_ms * 1000000LL) || quiet > 5000000000LL) finish();
+    return;
+  }
   if (opt_expect > 0 && total_deliveries >= opt_expect) { finish(); return; }
   int64_t last = t_last_delivery > t_sent_done ? t_last_delivery : t_sent_done;
   if (mono_ns() - last > opt_idle_ms * 1000000LL) finish();
 }
 
 /* ------------------------------------------------------------------ events */
+/* An IF2 text stamp "<send ns>:<publisher>:<index>:" (bench_if2.py, if2_loadgen.py; publisher and
+ * index may be -1): false when the body is not one. */
+static bool parse_if2_stamp(const unsigned char *v, size_t n, if2_sample_t *out) {
+  int64_t field[3];
+  size_t at = 0;
+  for (int f = 0; f < 3; f++) {
+    bool negative = at < n && v[at] == '-';
+    if (negative) at++;
+    int64_t x = 0;
+    size_t digits = 0;
+    for (; at < n && v[at] >= '0' && v[at] <= '9'; at++, digits++) x = x * 10 + (v[at] - '0');
+    if (!digits || at >= n || v[at] != ':') return false;
+    at++;
+    field[f] = negative ? -x : x;
+  }
+  out->sent_ns = field[0];
+  out->publisher = (int32_t)field[1];
+  out->index = (int32_t)field[2];
+  return true;
+}
+
 static void on_delivery(pn_event_t *e) {
   pn_delivery_t *d = pn_event_delivery(e);
   pn_link_t *l = pn_delivery_link(d);
@@ -735,7 +774,20 @@ static void on_delivery(pn_event_t *e) {
       s->seq = (uint32_t)be_bytes(v + 18, 4);
     }
   }
-  int64_t ts = opt_tlex_stamps ? -1 : find_timestamp(head, kept);
+  int64_t if2_sent = -1;
+  if (opt_if2_samples) {
+    size_t n = 0;
+    const unsigned char *v = data_section(head, kept, &n);
+    if (n_if2 == cap_if2) {
+      cap_if2 = cap_if2 ? cap_if2 * 2 : 1 << 16;
+      if2_samples = realloc(if2_samples, (size_t)cap_if2 * sizeof *if2_samples);
+    }
+    if (v && parse_if2_stamp(v, n, &if2_samples[n_if2])) {
+      if2_samples[n_if2].received_ns = now;
+      if2_sent = if2_samples[n_if2++].sent_ns;
+    }
+  }
+  int64_t ts = opt_tlex_stamps ? -1 : opt_if2_samples ? if2_sent : find_timestamp(head, kept);
   if (opt_tlex_stamps && n_stamps) ts = now - stamp_samples[n_stamps - 1].latency_ns;
   if (ts > 0) {
     if (n_lat == cap_lat) {
@@ -897,6 +949,13 @@ static void report_run(void) {
       add_error("cannot write %s", opt_tlex_stamps);
     if (out) fclose(out);
   }
+  if (opt_if2_samples) {
+    FILE *out = fopen(opt_if2_samples, "wb");
+    if (!out || fwrite(if2_samples, sizeof *if2_samples, (size_t)n_if2, out) != (size_t)n_if2)
+      add_error("cannot write %s", opt_if2_samples);
+    if (out) fclose(out);
+  }
+  fprintf(f, "\"if2_samples\": %ld, ", n_if2);
   print_errors(f);
   fprintf(f, "}\n");
   fflush(f);
@@ -1022,6 +1081,8 @@ static void usage(void) {
     "             --timeout S --setup-timeout S --sync\n"
     "             --producers 0 --duration S --warmup S (a consumer counting for S seconds)\n"
     "             --tlex-stamps FILE (latency, station, sequence from TLEX stamps; samples to FILE)\n"
+    "             --producers 0 --expect D --idle-ms MS (a consumer until D deliveries and MS quiet)\n"
+    "             --if2-samples FILE (IF2 text stamps: send ns, receive ns, publisher, index to FILE)\n"
     "  connect:   --connections C --deadline-ms MS\n");
   exit(2);
 }
@@ -1069,6 +1130,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--duration")) opt_duration = atof(ARG);
     else if (!strcmp(a, "--warmup")) opt_warmup = atof(ARG);
     else if (!strcmp(a, "--tlex-stamps")) opt_tlex_stamps = ARG;
+    else if (!strcmp(a, "--if2-samples")) opt_if2_samples = ARG;
     else if (!strcmp(a, "--connections")) opt_connections = atol(ARG);
     else if (!strcmp(a, "--deadline-ms")) opt_deadline_ms = atol(ARG);
     else usage();
@@ -1077,7 +1139,7 @@ int main(int argc, char **argv) {
   if (opt_if2_stamps && (opt_distinct || opt_subject)) die("--if2-stamps does not go with --distinct or --subject");
   if (n_props && (opt_distinct || opt_subject)) die("--property does not go with --distinct or --subject");
   if (opt_size < 8) die("--size must be at least 8 (the timestamp)");
-  if (opt_producers < 0 || (opt_producers == 0 && opt_duration <= 0) || opt_window < 1 || opt_consumer_credit < 1 || opt_consumer_connections < 1) usage();
+  if (opt_producers < 0 || (opt_producers == 0 && opt_duration <= 0 && opt_expect <= 0) || opt_window < 1 || opt_consumer_credit < 1 || opt_consumer_connections < 1) usage();
 
   struct rlimit rl; /* many connections: raise the descriptor limit to the hard limit */
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
