@@ -115,7 +115,8 @@ def sent_at(body: bytes) -> int:
 
 
 # ------------------------------------------------------------------ set-up
-def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path, bi_door: str = "amqps") -> Path:
+def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path, bi_door: str = "amqps",
+                prefetch: int = 1000) -> Path:
     ident, bridge = pki.identity(NODE), pki.identity(BRIDGE)
     config = {
         "name": NODE, "data_dir": str(workdir / "var"),
@@ -127,7 +128,7 @@ def node_config(pki: TestPki, broker: rabbitmq.RabbitMQ, workdir: Path, bi_door:
         "if2": {"url": broker.url, "server_name": RABBIT, "actor": BRIDGE,
                 "tls": {"cert_chain": str(bridge.chain), "key": str(bridge.key), "trust_bundle": str(pki.trust_bundle)},
                 "providers": [{"name": "RWS", "publisher_id": "NL00001", "coverage": ["1202"]}],
-                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": 1000, "bi_door": bi_door,
+                "imports": {"DENM": ["#"]}, "exports": {"SPAT": ["#"]}, "prefetch": prefetch, "bi_door": bi_door,
                 "queue_max_length": 1_000_000},  # flat out, RabbitMQ queues what the bridge has not taken yet
     }
     path = workdir / "node.json"
@@ -626,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actor", choices=("c", "python"), default="c",
                         help="with --processes: the export's C-ITS actor, the C load generator (benchmarks/loadgen; "
                         "this process when it cannot be built) or this process")
+    parser.add_argument("--prefetch", type=int, default=1000,
+                        help="the bridge's unacknowledged IF2 deliveries at a time ([if2] prefetch)")
     parser.add_argument("--import-consumer", choices=("c", "c-presettled", "python"), default="c",
                         help="with --processes: the import's C-Roads consumer on the BI, the C load generator "
                         "(benchmarks/loadgen; accepting each delivery, or asking for them settled as RabbitMQ alone's "
@@ -649,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         proc = None
         try:
-            proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door), args.tree)
+            proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door, args.prefetch), args.tree)
             time.sleep(1.0)  # the bridge declares its queues right after the node started
             assert broker.beam_pid is not None
             pids = (proc.pid, broker.beam_pid)

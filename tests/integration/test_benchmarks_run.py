@@ -109,6 +109,17 @@ def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
     assert_prints(script, run(script, *smoke.args), smoke.figures)
 
 
+def test_if2_benchmark_with_generator_processes() -> None:
+    """bench_if2.py's --processes path (pika processes at RabbitMQ, the C load generator as the import's
+    C-Roads consumer when it builds): its loss counts and the CPU by process of each flat-out phase."""
+    output = run("bench_if2.py", "--processes", "1", "--consumers", "1", "--messages", "200", "--rates", "100",
+                 "--paced-s", "0.5", "--directions", "import")
+    assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
+                                           "if2->croads over RabbitMQ alone, µs per message: publishers"))
+    flat = next(line.split() for line in output.splitlines() if "if2->croads    flat out" in line)
+    assert flat[4] == "200" and flat[-3:-1] == ["0", "0"], flat  # every message, none lost or duplicated
+
+
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """A Spark script's output once its ``main(args)`` returned 0, run in this process (its session
     is the suite's, which it leaves running)."""
