@@ -23,8 +23,12 @@ N / (last receive - first send); and a latency phase, M messages paced at a fixe
 With ``--processes P [--consumers C]`` the IF2 side is the multi-process generator of
 ``if2_loadgen.py`` (P pika publisher processes, C pika consumer processes, every body naming its
 publisher and index): the same scenarios, plus lost and duplicated counts and the generator's own
-CPU per message (its processes, and this process where the C-ITS actor is one end), so a run shows
-whether the generator was the bottleneck. The C-ITS actor stays in this process (one loop).
+CPU per message, so a run shows whether the generator was the bottleneck, and each flat-out phase's
+CPU by process (publishers, consumers or the C-ITS actor, RabbitMQ, the node; µs per message and CPU
+seconds) with each bridge path's extra over RabbitMQ alone. The import's C-Roads consumer is the C
+load generator (``--import-consumer c``, accepting each delivery; ``c-presettled``: sent settled, as
+RabbitMQ alone's auto-ack consumers; ``python``: this process), the export's C-ITS actor too
+(``--actor``); both report their own CPU.
 Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
 a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
 alone, import and export N times (alternated; ``--directions import`` leaves the export out);
