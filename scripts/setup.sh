@@ -2,7 +2,7 @@
 # Installs everything the node and its tests need on a fresh Debian 12 machine:
 # system packages (only those missing), then a virtualenv in .venv with the project
 # installed editable with its test and spark extras (the node itself needs neither), then the Spark
-# ingest's line parser (spark/jvm, javac), then the interop tests' Node client (rhea, as locked in
+# ingest's line parser (spark/jvm, javac) and the audit JVM's class data archive, then the interop tests' Node client (rhea, as locked in
 # tests/interop/package-lock.json). Safe to run again; quiet when nothing changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +57,8 @@ fi
 
 # The ingest's line parser (spark/jvm): a jar built from its Java sources against .venv's PySpark.
 bash scripts/build_jvm.sh .venv/bin/python
+# Its class data archive (AppCDS): the audit JVMs start and run their first job faster with it.
+bash scripts/build_class_archive.sh .venv/bin/python
 
 # The interop tests' AMQP client (tests/integration/test_interop_rhea.py): exactly the locked versions.
 node_stamp=tests/interop/node_modules/.installed-$(cat tests/interop/package.json tests/interop/package-lock.json | sha256sum | cut -c1-16)

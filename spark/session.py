@@ -5,7 +5,7 @@ the master and resources come from spark-submit and are left alone. The defaults
 embedded case, a 2-core / 24 GB machine in local mode: few shuffle partitions (the default 200
 would make 200 tiny tasks per shuffle), adaptive query execution to coalesce them further, UTC
 for every date, Parquet with zstd, no web UI unless asked for, and HotSpot options for batch work
-(:data:`JAVA_OPTIONS`).
+(:data:`JAVA_OPTIONS`, and the driver's class data archive, :data:`CLASS_ARCHIVE`, when built).
 """
 from __future__ import annotations
 
@@ -28,6 +28,21 @@ DEFAULT_MASTER = "local[*]"
 #:   cores instead of 1.3-1.7 s) and 50-130 MB more peak memory (docs/performance.md, 2026-11-27).
 JAVA_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
 
+#: The class data archive of the audit jobs (HotSpot AppCDS, built by scripts/build_class_archive.sh after a
+#: training ingest and validate): the JDK's, Spark's, Parquet's, ... classes already parsed and verified,
+#: mapped at start instead of read from the jars. A new JVM then starts in ~3 s instead of ~5.5 s and its
+#: first ingest spends ~0.8 s instead of ~3 s loading classes (docs/performance.md). HotSpot checks that
+#: the archive matches this JDK and class path and otherwise runs without it (its warnings are silenced).
+CLASS_ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "target", "audit-classes.jsa")
+
+
+def java_options(archive: str = CLASS_ARCHIVE) -> str:
+    """:data:`JAVA_OPTIONS`, with the class data archive when it has been built."""
+    if not os.path.isfile(archive):
+        return JAVA_OPTIONS
+    return f"{JAVA_OPTIONS} -XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
 #: Settings for every audit session; a caller's ``conf`` wins over these.
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",  # 2 cores: 2 tasks per core per shuffle, AQE coalesces
@@ -40,7 +55,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1280m",  # local mode: the driver JVM runs the tasks too; under 2 GB resident
-    "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+    "spark.driver.extraJavaOptions": JAVA_OPTIONS,  # and the class archive when built (build_session)
     "spark.executor.extraJavaOptions": JAVA_OPTIONS,
     "spark.sql.streaming.schemaInference": "false",
     # No Python call site recorded for every column function (an error's DataFrame context): 5 calls
@@ -73,7 +88,7 @@ def build_session(master: str | None = None, app_name: str = "interchange-audit"
         builder = builder.master(master)
     elif not under_spark_submit():
         builder = builder.master(DEFAULT_MASTER)
-    settings = {**DEFAULT_CONF, **(conf or {})}
+    settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_options(), **(conf or {})}
     settings["spark.jars"] = ",".join(filter(None, (settings.get("spark.jars"), PARSER_JAR)))
     if (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit():
         settings = {**LOCAL_CONF, **settings}

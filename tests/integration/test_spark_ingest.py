@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pyarrow.parquet
@@ -12,7 +13,15 @@ from interchange.app.cli import main
 from interchange.broker.validation import validate_application_properties
 from interchange.ground.errors import CliError
 from spark import loggen, rules, tables
-from spark.ingest import CLUSTERED_BY, ingest, read_messages, read_table
+from spark.ingest import (
+    CLUSTERED_BY,
+    MAX_SPLIT_BYTES,
+    balanced_splits,
+    ingest,
+    read_messages,
+    read_table,
+    split_bytes,
+)
 from spark.validate import load_messages, validate
 
 T0 = 1_795_000_000_000  # 2026-11-18T...Z
@@ -150,3 +159,28 @@ def test_property_kinds_with_objects_inside_values(spark: SparkSession, tmp_path
     kinds = row.propertyKinds
     assert (kinds["x-shape"], kinds["x-n"], kinds["causeCode"], kinds["longitude"]) == ("object", "integer", "integer", "float")
     assert json.loads(row.applicationProperties["x-shape"]) == props["x-shape"]
+
+
+def test_input_splits_give_every_core_equal_tasks() -> None:
+    mb = 1024 * 1024
+    # a 470 MB log on 2 cores: 4 x 117.5 MB, not 128 + 128 + 128 + 86 (a core idle for part of the last round)
+    assert split_bytes(470 * mb, 2) == 235 * mb // 2
+    assert split_bytes(1881 * mb, 2) == math.ceil(1881 * mb / 16)  # 16 tasks, not 15
+    assert split_bytes(100 * mb, 2) == 50 * mb  # a small log still uses both cores
+    assert split_bytes(10, 4) == 3
+    for total, cores in ((470 * mb, 2), (1881 * mb, 2), (5000 * mb, 8)):
+        size = split_bytes(total, cores)
+        assert size <= MAX_SPLIT_BYTES and math.ceil(total / size) % cores == 0
+
+
+def test_ingest_scans_in_balanced_splits_and_restores_the_setting(spark: SparkSession, tmp_path: Path) -> None:
+    log = tmp_path / "node.jsonl"
+    message = loggen.Message("ixc-a", 1, T0, loggen.properties("DENM"))
+    log.write_text(loggen.lines([loggen.received(message)] * 200))
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    with balanced_splits(spark, [str(log)]):
+        parts = spark.read.text(str(log)).rdd.getNumPartitions()
+        assert spark.conf.get(key) == str(split_bytes(log.stat().st_size, spark.sparkContext.defaultParallelism))
+    assert parts == spark.sparkContext.defaultParallelism
+    assert spark.conf.get(key) == before

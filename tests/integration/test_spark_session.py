@@ -1,7 +1,16 @@
-"""The audit session's defaults reach the JVM: the HotSpot options of :data:`spark.session.JAVA_OPTIONS`."""
+"""The audit session's defaults reach the JVM: the HotSpot options of :data:`spark.session.JAVA_OPTIONS` and the
+class data archive (:mod:`spark.class_archive`)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from pyspark.sql import SparkSession
+
+from interchange.testing.paths import REPO_ROOT
+from spark.session import CLASS_ARCHIVE, JAVA_OPTIONS, java_options
 
 
 def test_driver_jvm_runs_the_parallel_collector(spark: SparkSession) -> None:
@@ -15,3 +24,42 @@ def test_driver_jvm_compiles_huge_methods(spark: SparkSession) -> None:
     hotspot = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(  # type: ignore[union-attr]
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))  # type: ignore[union-attr]
     assert hotspot.getVMOption("DontCompileHugeMethods").getValue() == "false"
+
+
+def test_java_options_map_the_class_archive_once_built(tmp_path: Path) -> None:
+    archive = tmp_path / "audit-classes.jsa"
+    assert java_options(str(archive)) == JAVA_OPTIONS  # not built (or removed): the JVM runs without
+    archive.write_bytes(b"")
+    assert java_options(str(archive)).split() == [*JAVA_OPTIONS.split(), f"-XX:SharedArchiveFile={archive}",
+                                                  "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+
+
+def test_session_jvm_gets_the_class_archive_when_built(spark: SparkSession) -> None:
+    arguments = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory  # type: ignore[union-attr]
+                     .getRuntimeMXBean().getInputArguments())
+    assert (f"-XX:SharedArchiveFile={CLASS_ARCHIVE}" in arguments) == os.path.isfile(CLASS_ARCHIVE)
+
+
+def test_class_archive_is_built_by_a_training_run(tmp_path: Path) -> None:
+    archive = tmp_path / "classes.jsa"
+    done = subprocess.run([sys.executable, "-m", "spark.class_archive", str(archive), "--lines", "400"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"class archive: {archive}" in done.stdout
+    assert archive.stat().st_size > 50_000_000  # the JDK's, Spark's, Parquet's, Janino's classes: ~190 MB
+    # HotSpot maps it (-Xshare:on refuses to start otherwise) in a JVM of the same class path: the gateway's
+    check = subprocess.run([sys.executable, "-c", _MAPPED, str(archive)], cwd=REPO_ROOT, capture_output=True,
+                           text=True, timeout=300, check=False)
+    assert check.returncode == 0 and check.stdout.strip().endswith("mapped"), check.stderr[-2000:]
+
+
+#: A new session with the archive and -Xshare:on (the JVM exits at start if it cannot map the archive).
+_MAPPED = """
+import sys
+from spark.session import JAVA_OPTIONS, build_session
+options = f"{JAVA_OPTIONS} -XX:SharedArchiveFile={sys.argv[1]} -Xshare:on"
+spark = build_session("local[1]", "archive-check", {"spark.driver.extraJavaOptions": options})
+assert spark.range(3).count() == 3
+spark.stop()
+print("mapped")
+"""
