@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +51,26 @@ def train(archive: Path, work: Path, lines: int = TRAINING_LINES) -> None:
     process = gateway.proc  # type: ignore[union-attr]
     gateway.shutdown()  # type: ignore[union-attr]
     process.stdin.close()  # PySpark's gateway JVM exits when its standard input closes
-    process.wait(timeout=300)
+    if process.wait(timeout=300) != 0:
+        archive.unlink(missing_ok=True)
+
+
+#: A session with the archive and ``-Xshare:on`` (HotSpot refuses to start without mapping it) runs a job.
+_CHECK = """
+import sys
+from spark.session import JAVA_OPTIONS, build_session
+options = f"{JAVA_OPTIONS} -XX:SharedArchiveFile={sys.argv[1]} -Xshare:on -Xlog:cds=off -Xlog:cds+dynamic=off"
+spark = build_session("local[1]", "audit-class-archive-check", {"spark.driver.extraJavaOptions": options})
+sys.exit(0 if spark.range(3).count() == 3 else 1)
+"""
+
+
+def maps(archive: Path) -> bool:
+    """Whether a new audit JVM maps ``archive`` and runs a job (an incomplete archive crashes HotSpot at start:
+    it is checked before it is put where every session maps it)."""
+    done = subprocess.run([sys.executable, "-c", _CHECK, str(archive)], capture_output=True, timeout=300, check=False,
+                          cwd=archive.parent)  # a crash's hs_err file goes there
+    return done.returncode == 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,10 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="audit-class-archive-") as work:
         built = Path(work) / "classes.jsa"
         train(built, Path(work), args.lines)
-        if not built.is_file():
-            sys.stderr.write(f"class archive: the JVM wrote no {built}\n")
+        if not built.is_file() or not maps(built):
+            sys.stderr.write(f"class archive: the training JVM wrote no archive that a JVM maps ({built})\n")
             return 1
-        os.replace(built, target)  # atomically: a JVM starting meanwhile maps the old file or the new one
+        staged = target.with_name(target.name + ".new")
+        shutil.copyfile(built, staged)
+        os.replace(staged, target)  # atomically: a JVM starting meanwhile maps the old file or the new one
     sys.stdout.write(f"class archive: {target} ({target.stat().st_size // 1_000_000} MB)\n")
     return 0
 
