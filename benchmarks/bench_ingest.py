@@ -35,7 +35,12 @@ import json, sys, tempfile, time
 from pathlib import Path
 from spark.ingest import ingest
 from spark.session import build_session
-conf = {"spark.driver.extraJavaOptions": sys.argv[3]} if sys.argv[3] else {}
+try:  # the tree's own HotSpot options (with its class data archive, when it has one), then the extra ones
+    from spark.session import java_options
+    options = java_options()
+except ImportError:
+    from spark.session import JAVA_OPTIONS as options
+conf = {"spark.driver.extraJavaOptions": f"{options} {sys.argv[3]}"} if sys.argv[3] else {}
 start = time.perf_counter()
 spark = build_session(sys.argv[2], "bench-ingest", conf)
 session = time.perf_counter() - start
@@ -116,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, tree in enumerate(trees):
             options = ""
             if args.jfr:
-                options = (f"-XX:-DontCompileHugeMethods -XX:+UseParallelGC "
-                           f"-XX:StartFlightRecording=filename={args.jfr}.{n}.jfr,settings=profile")
+                options = f"-XX:StartFlightRecording=filename={args.jfr}.{n}.jfr,settings=profile"
             result = run_tree(tree, args.log, args.master, options, args.runs)
             results.append(result)
             runs = " / ".join(f"{s:.1f}" for s in result["runs"])  # type: ignore[attr-defined]
