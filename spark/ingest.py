@@ -88,8 +88,8 @@ MAX_SPLIT_BYTES = 128 * 1024 * 1024
 def split_bytes(total: int, cores: int, largest: int = MAX_SPLIT_BYTES) -> int:
     """The input split size that gives every core the same number of equal tasks, none over ``largest``.
 
-    Spark cuts a 470 MB log into 128, 128, 128 and 86 MB: on 2 cores the last round runs one task
-    beside a shorter one, a core idle for a third of it; 4 x 117.5 MB keeps both busy."""
+    Spark cuts a 448 MiB log into 128, 128, 128 and 64 MiB: on 2 cores the last round ran one task beside
+    one of half its size, a core idle for half of it; 4 x 112 MiB keep both busy to the end."""
     tasks = cores * max(1, math.ceil(total / (cores * largest)))
     return max(1, math.ceil(total / tasks))
 

@@ -163,12 +163,12 @@ def test_property_kinds_with_objects_inside_values(spark: SparkSession, tmp_path
 
 def test_input_splits_give_every_core_equal_tasks() -> None:
     mb = 1024 * 1024
-    # a 470 MB log on 2 cores: 4 x 117.5 MB, not 128 + 128 + 128 + 86 (a core idle for part of the last round)
-    assert split_bytes(470 * mb, 2) == 235 * mb // 2
-    assert split_bytes(1881 * mb, 2) == math.ceil(1881 * mb / 16)  # 16 tasks, not 15
+    # a 448 MiB log on 2 cores: 4 x 112 MiB, not 128 + 128 + 128 + 64 (a core idle for half the last round)
+    assert split_bytes(448 * mb, 2) == 112 * mb
+    assert split_bytes(1794 * mb, 2) == math.ceil(1794 * mb / 16)  # 16 equal tasks, not 14 and a 2 MiB one
     assert split_bytes(100 * mb, 2) == 50 * mb  # a small log still uses both cores
     assert split_bytes(10, 4) == 3
-    for total, cores in ((470 * mb, 2), (1881 * mb, 2), (5000 * mb, 8)):
+    for total, cores in ((448 * mb, 2), (1794 * mb, 2), (470 * mb, 2), (5000 * mb, 8)):
         size = split_bytes(total, cores)
         assert size <= MAX_SPLIT_BYTES and math.ceil(total / size) % cores == 0
 
