@@ -11,7 +11,14 @@ import pytest
 from pydantic import ValidationError
 
 from interchange.app.config import BrokerConfig, LimitsConfig, NodeConfig
-from interchange.broker.handshake_queue import BURST_S, IN_FLIGHT, HandshakeBudget, HandshakeQueue, HandshakeThread, burst_capacity
+from interchange.broker.handshake_queue import (
+    BURST_S,
+    IN_FLIGHT,
+    HandshakeBudget,
+    HandshakeQueue,
+    HandshakeThread,
+    burst_capacity,
+)
 from ii_api.settings.config import IIConfig, RequestLimits
 
 #: broker limits paced to a quarter of a core
