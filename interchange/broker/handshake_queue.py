@@ -13,7 +13,9 @@ input waiting is queued (FIFO, once) and its step (:meth:`Handshaking.handshake_
   nice 19, or as the loop. ``SSLObject.do_handshake`` releases the GIL for the crypto, so the loop
   serves established connections meanwhile; at a low priority the kernel also runs the loop's thread
   at once when a steady client's bytes arrive, instead of after the step that holds a core, and the
-  worker still uses whatever CPU is left. At most :data:`IN_FLIGHT` steps are out at once (one
+  worker still uses whatever CPU is left (when there is none for :data:`STARVED_S`, the loop steps
+  the waiting connections itself, as in the ``loop`` mode, until the worker is back: arriving
+  connections are never starved past their deadlines). At most :data:`IN_FLIGHT` steps are out at once (one
   running, one ready: a flood waits here, in order); each outcome comes back to the loop
   (``call_soon_threadsafe``) and :meth:`Handshaking.handshake_done` applies it there. While a
   connection's step is out its session is the worker's: the connection touches neither it nor its
@@ -58,6 +60,10 @@ HandshakeThread = Literal["idle", "nice", "normal", "loop"]
 THREAD: HandshakeThread = "idle"
 #: Steps out on the worker at once: one running, one ready so the worker never waits for the loop.
 IN_FLIGHT = 2
+#: No step back from the worker for this long while steps wait (seconds; a step takes ~1 ms of CPU):
+#: the worker gets no CPU (a busy machine, whose other work comes first at its low priority), and the
+#: loop steps the waiting connections itself, a turn at a time as in the ``loop`` mode, until it is back.
+STARVED_S = 0.05
 #: Handshake work per loop turn in the ``loop`` mode (seconds of wall time; at least one step per turn).
 BUDGET_S = 0.001
 #: Handshake CPU seconds per second of time (of one core), by default: a whole core, so by default
@@ -173,20 +179,23 @@ class HandshakeQueue:
 
     def __init__(self, budget_s: float = BUDGET_S, clock: Callable[[], float] = time.perf_counter,
                  cpu_share: float = CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
-                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT) -> None:
+                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S) -> None:
         self._waiting: deque[Handshaking] = deque()
         self._scheduled = False
         self._budget_s = budget_s
         self._clock, self._cpu_clock = clock, cpu_clock
         self.budget = HandshakeBudget(cpu_share, now=clock())
         self.thread: HandshakeThread = thread
-        self._in_flight = in_flight
+        self._in_flight, self._starved_s = in_flight, starved_s
+        self._guarded = False  #: the starvation check is scheduled
+        self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
         self._executor: ThreadPoolExecutor | None = None
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
         self.out = 0  #: steps on the worker now
         self.stepped = 0  #: handshake steps run since start
         self.deferred_turns = 0  #: ``loop`` mode: turns that left steps for the next one
         self.paced_turns = 0  #: turns (or dispatches) that waited for the bucket
+        self.rescued_turns = 0  #: turns the loop ran while the worker got no CPU
         self.most_waiting = 0  #: the longest the queue has been
 
     def __len__(self) -> int:
@@ -227,9 +236,33 @@ class HandshakeQueue:
             work = connection.handshake_work()
             if work is None:
                 continue
+            if not self.out:
+                self._last_back = self._clock()
             self.out += 1
             future = self._worker().submit(_timed, work, self._cpu_clock)
             future.add_done_callback(partial(_back, asyncio.get_running_loop(), self._done, connection))
+        if waiting and self.out and not self._guarded:
+            self._guard_in(self._starved_s)
+
+    def _guard_in(self, delay: float) -> None:
+        self._guarded = True
+        asyncio.get_running_loop().call_later(delay, self._guard)
+
+    def _guard(self) -> None:
+        """Steps wait and the worker has handed none back for :data:`STARVED_S`: a loop turn steps them."""
+        self._guarded = False
+        if not self._waiting or not self.out:
+            return
+        quiet = self._clock() - self._last_back
+        if quiet < self._starved_s:
+            self._guard_in(self._starved_s - quiet)
+            return
+        delay = self.delay_s()
+        if delay <= 0:
+            self.rescued_turns += 1
+            self.run_turn()
+        if self._waiting:
+            self._guard_in(max(delay, 0.0))
 
     def _paced(self) -> None:
         self._scheduled = False
@@ -246,6 +279,7 @@ class HandshakeQueue:
 
     def _done(self, connection: Handshaking, future: Future) -> None:
         self.out -= 1
+        self._last_back = self._clock()
         self.stepped += 1
         try:
             outcome, cost = future.result()

@@ -366,3 +366,52 @@ def test_the_worker_runs_at_the_priority_asked_for_and_the_loop_as_it_was(thread
     assert ident != threading.get_ident() and got_policy == policy
     assert got_nice == (nice if nice is not None else before[1])
     assert scheduling() == before  # only the worker's thread was lowered
+
+
+class Held(Probe):
+    """A step that does not finish until ``gate`` opens: a worker that gets no CPU (a busy machine)."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def handshake_work(self) -> Callable[[], tuple[int, int, int]]:
+        def held() -> tuple[int, int, int]:
+            assert self.gate.wait(5), "the gate was never opened"
+            return (threading.get_ident(), *scheduling())
+        return held
+
+
+def test_a_starved_worker_leaves_the_waiting_steps_to_the_loop_until_it_is_back() -> None:
+    async def main() -> None:
+        queue, gate = HandshakeQueue(thread="normal", in_flight=1, starved_s=0.02), threading.Event()
+        held, waiting = Held(gate), [Probe() for _ in range(3)]
+        for connection in (held, *waiting):
+            queue.submit(connection)
+        await until(lambda: all(p.outcome is not None for p in waiting))
+        assert [p.outcome[0] for p in waiting] == [threading.get_ident()] * 3  # stepped by the loop's turns
+        assert queue.rescued_turns >= 1 and held.outcome is None and queue.out == 1
+        gate.set()
+        await until(lambda: held.outcome is not None and queue.out == 0)
+        later = [Probe() for _ in range(5)]  # the worker is back: it takes the next ones
+        rescued = queue.rescued_turns
+        for connection in later:
+            queue.submit(connection)
+        await until(lambda: all(p.outcome is not None for p in later))
+        assert threading.get_ident() not in {p.outcome[0] for p in later} and queue.rescued_turns == rescued
+        queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_worker_that_keeps_up_is_left_alone() -> None:
+    async def main() -> None:
+        queue = HandshakeQueue(thread="normal", starved_s=1.0)
+        probes = [Probe() for _ in range(50)]
+        for connection in probes:
+            queue.submit(connection)
+        await until(lambda: all(p.outcome is not None for p in probes))
+        assert threading.get_ident() not in {p.outcome[0] for p in probes} and queue.rescued_turns == 0
+        queue.close()
+
+    asyncio.run(main())
