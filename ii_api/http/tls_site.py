@@ -236,18 +236,20 @@ class TlsServerProtocol(asyncio.Protocol):
         if self._dropped or raw.is_closing():
             self._handshake_input = None
             return
-        if isinstance(outcome, BaseException):  # as asyncio does for data_received: logged, dropped
-            log.error("II connection from %s: its input failed", self._peer, exc_info=outcome)
+        try:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self._step(outcome)
+            more = self._handshake_input
+            if more is not None and session.established and not raw.is_closing():
+                self._handshake_input = None  # the rest is records (a request): read here
+                self._received(bytes(more))
+            elif more is not None:
+                self._handshakes.submit(self)  # closing meanwhile: the queue skips it
+        except Exception:  # as asyncio does for data_received: logged, this connection dropped
+            log.exception("II connection from %s: its input failed", self._peer)
             self._handshake_input = None
             raw.abort()
-            return
-        self._step(outcome)
-        more = self._handshake_input
-        if more is not None and session.established and not raw.is_closing():
-            self._handshake_input = None  # the rest is records (a request): read here
-            self._received(bytes(more))
-        elif more is not None:
-            self._handshakes.submit(self)  # closing meanwhile: the queue skips it
 
     def _received(self, data: bytes) -> None:
         session = self._session

@@ -161,17 +161,26 @@ class AmqpConnection(asyncio.Protocol):
         return partial(tls.receive, bytes(data))
 
     def handshake_done(self, outcome: TlsStep | BaseException) -> None:
-        """A handshake step's outcome, back on the loop: applied unless the connection was refused meanwhile."""
+        """A handshake step's outcome, back on the loop: applied unless the connection was refused meanwhile;
+        a peer that left meanwhile is finished now (whatever applying the outcome raised)."""
         self._step_out = False
+        try:
+            self._apply_step(outcome)
+        except Exception as exc:  # noqa: BLE001 - as asyncio does for data_received: logged, this connection dropped
+            outcome = exc
+        if isinstance(outcome, BaseException) and not self._dropped:
+            log.error("connection from %s: its input failed", self.peer, exc_info=outcome)
+            self._handshake_input, self._dropped = None, True
+            self.abort()
+        if self._lost is not None:
+            self._finish_lost(*self._lost)
+
+    def _apply_step(self, outcome: TlsStep | BaseException) -> None:
         tls, transport = self._tls, self._transport
         assert tls is not None
         if self._dropped or (transport is not None and transport.is_closing()):  # refused or shut meanwhile
             self._handshake_input = None
-        elif isinstance(outcome, BaseException):  # as asyncio does for data_received: logged, dropped
-            log.error("connection from %s: its input failed", self.peer, exc_info=outcome)
-            self._handshake_input, self._dropped = None, True
-            self.abort()
-        else:
+        elif not isinstance(outcome, BaseException):
             self._tls_step(tls, outcome)
             more = self._handshake_input
             if more is not None and (self._lost is not None or tls.established):
@@ -179,8 +188,6 @@ class AmqpConnection(asyncio.Protocol):
                 self._tls_received(tls, bytes(more))
             elif more is not None:
                 self._server.handshakes.submit(self)
-        if self._lost is not None:
-            self._finish_lost(*self._lost)
 
     def _tls_received(self, tls: TlsSession, data: bytes) -> None:
         self._tls_step(tls, tls.receive(data))

@@ -415,3 +415,31 @@ def test_a_worker_that_keeps_up_is_left_alone() -> None:
         queue.close()
 
     asyncio.run(main())
+
+
+def test_a_bi_outcome_that_fails_to_apply_still_finishes_a_peer_that_left(pki_main: TestPki) -> None:
+    """Fault injection: opening the connection raises once the step is back; the peer left while the
+    step was out. The connection is logged as failed and finished (not kept in the server's set)."""
+    async def main() -> None:
+        server, events = bi_server()
+        opened = server.connection_opened
+
+        def fails(connection: AmqpConnection) -> None:
+            opened(connection)
+            raise RuntimeError("a defect")
+
+        server.connection_opened = fails  # type: ignore[method-assign]
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.raw.closed = True
+        connection.protocol.connection_lost(None)
+        gate.open.set()
+        await until(lambda: server.handshakes.out == 0)
+        await asyncio.sleep(0.01)
+        assert [kind for kind, _ in events] == ["connect", "disconnect"] and not server.connections
+        server.handshakes.close()
+
+    asyncio.run(main())
