@@ -13,10 +13,10 @@ input waiting is queued (FIFO, once) and its step (:meth:`Handshaking.handshake_
   nice 19, or as the loop. ``SSLObject.do_handshake`` releases the GIL for the crypto, so the loop
   serves established connections meanwhile; at a low priority the kernel also runs the loop's thread
   at once when a steady client's bytes arrive, instead of after the step that holds a core, and the
-  worker still uses whatever CPU is left (when there is none for :data:`STARVED_S`, the loop steps
-  the waiting connections itself, as in the ``loop`` mode, until the worker is back: arriving
-  connections are never starved past their deadlines). At most :data:`IN_FLIGHT` steps are out at once (one
-  running, one ready: a flood waits here, in order); each outcome comes back to the loop
+  worker still uses whatever CPU is left. When that is none for :data:`STARVED_S` (a busy machine),
+  the loop steps the waiting connections itself, as in the ``loop`` mode, until the worker is back,
+  so arriving connections are not starved past their deadlines. At most :data:`IN_FLIGHT` steps are
+  out at once (one running, one ready: a flood waits here, in order); each outcome comes back to the loop
   (``call_soon_threadsafe``) and :meth:`Handshaking.handshake_done` applies it there. While a
   connection's step is out its session is the worker's: the connection touches neither it nor its
   BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The listener

@@ -150,7 +150,7 @@ class AmqpConnection(asyncio.Protocol):
             else:
                 self._handshake_input += data
             return
-        self._tls_received(tls, data)
+        self._tls_step(tls, tls.receive(data))
 
     def handshake_work(self) -> Callable[[], TlsStep] | None:
         """The waiting handshake input as a step for the server's :class:`HandshakeQueue` (None: closing)."""
@@ -185,12 +185,9 @@ class AmqpConnection(asyncio.Protocol):
             more = self._handshake_input
             if more is not None and (self._lost is not None or tls.established):
                 self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here
-                self._tls_received(tls, bytes(more))
+                self._tls_step(tls, tls.receive(bytes(more)))
             elif more is not None:
                 self._server.handshakes.submit(self)
-
-    def _tls_received(self, tls: TlsSession, data: bytes) -> None:
-        self._tls_step(tls, tls.receive(data))
 
     def _tls_step(self, tls: TlsSession, step: TlsStep) -> None:
         transport = self._transport
@@ -316,7 +313,7 @@ class AmqpConnection(asyncio.Protocol):
             # The peer's last handshake bytes came before it went: heard out (its identity, the
             # connect and disconnect records), nothing written back (no transport any more).
             data, self._handshake_input = self._handshake_input, None
-            self._tls_received(self._tls, bytes(data))
+            self._tls_step(self._tls, self._tls.receive(bytes(data)))
         self._cancel_timer()
         if self.engine is not None:
             self.engine.release()
