@@ -60,6 +60,8 @@ class AmqpConnection(asyncio.Protocol):
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused (its deadline, a failed step) while a step was out: its outcome is dropped
         self._lost: tuple[Exception | None] | None = None  #: connection_lost while a step was out
+        #: a step's outcome that came back while the socket was closing: heard out by connection_lost
+        self._unheard: TlsStep | None = None
         self.engine: ConnectionEngine | None = None
         self.identity = ""
         self.peer = ""
@@ -178,8 +180,10 @@ class AmqpConnection(asyncio.Protocol):
     def _apply_step(self, outcome: TlsStep | BaseException) -> None:
         tls, transport = self._tls, self._transport
         assert tls is not None
-        if self._dropped or (transport is not None and transport.is_closing()):  # refused or shut meanwhile
+        if self._dropped:  # refused meanwhile (its deadline)
             self._handshake_input = None
+        elif transport is not None and transport.is_closing() and isinstance(outcome, TlsStep):
+            self._unheard = outcome  # the peer reset or closed: connection_lost comes next and hears it out
         elif not isinstance(outcome, BaseException):
             self._tls_step(tls, outcome)
             more = self._handshake_input
@@ -309,6 +313,9 @@ class AmqpConnection(asyncio.Protocol):
 
     def _finish_lost(self, exc: Exception | None) -> None:
         self._lost = None
+        unheard, self._unheard = self._unheard, None
+        if unheard is not None and self._tls is not None:
+            self._tls_step(self._tls, unheard)
         if self._handshake_input is not None and self._tls is not None and not self._dropped:
             # The peer's last handshake bytes came before it went: heard out (its identity, the
             # connect and disconnect records), nothing written back (no transport any more).

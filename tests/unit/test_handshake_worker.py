@@ -443,3 +443,27 @@ def test_a_bi_outcome_that_fails_to_apply_still_finishes_a_peer_that_left(pki_ma
         server.handshakes.close()
 
     asyncio.run(main())
+
+
+def test_a_bi_step_back_while_the_socket_closes_is_heard_out_when_it_is_lost(pki_main: TestPki) -> None:
+    """The peer sent its last flight and reset the socket: asyncio marks the transport closing at once
+    and calls connection_lost a turn later. A step that comes back in between is kept, not dropped:
+    connection_lost hears it out (connect, then disconnect, once)."""
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.raw.closed = True  # closing: the reset seen, connection_lost not yet called
+        gate.open.set()
+        await until(lambda: server.handshakes.out == 0)
+        await asyncio.sleep(0.01)
+        assert events == [] and connection.raw.out == b""
+        connection.protocol.connection_lost(ConnectionResetError())
+        assert [kind for kind, _ in events] == ["connect", "disconnect"] and not server.connections
+        assert events[0][1]["identity"] == ACTOR
+        server.handshakes.close()
+
+    asyncio.run(main())
