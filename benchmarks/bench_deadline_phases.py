@@ -18,15 +18,18 @@ connection is closed, then ``--after`` more. Modes, alternated run by run:
   change; the steady client and the stalled clients both use it); ``base2``, ``base3``...: the
   second, third... ``--base``;
 - ``share2``, ``share3``...: as ``node``, this tree with the second, third... ``--handshake-cpu-share``
-  (the first is ``node``'s).
+  (the first is ``node``'s);
+- ``thread2``, ``thread3``...: as ``node``, this tree with the second, third... ``--handshake-thread``
+  (``[broker.limits] handshake_thread``: idle, nice, normal, loop; the first is ``node``'s).
 
 Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``arrive`` (their
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
 close); ``closes`` (the deadlines' closes, until the last); ``after``. Per phase: round trips,
-p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's main thread, of the
-stalled clients and of the peer node; the steady node's run-queue wait (ms per second: ready to run,
-not running, /proc schedstat) and our own; and for the slowest 1 % of round trips, what the node's
-main thread did during them (CPU, waiting for a core) and our own wait.
+p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's main thread and of
+all its threads (the handshake worker's too), of the stalled clients and of the peer node; the
+steady node's run-queue wait (ms per second: ready to run, not running, /proc schedstat) and our
+own; and for the slowest 1 % of round trips, what the node's main thread did during them (CPU,
+waiting for a core) and our own wait.
 
     flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3
 """
@@ -55,7 +58,15 @@ PHASES = ("quiet", "arrive", "stall", "closes", "after")
 
 
 def schedstat(path: str) -> tuple[int, int]:
-    """(ns on a CPU, ns waiting on a run queue) of a thread or process (0, 0 once it is gone)."""
+    """(ns on a CPU, ns waiting on a run queue) of a thread or process (0, 0 once it is gone); a
+    process's ``task`` directory: summed over its threads."""
+    if path.endswith("/task"):
+        try:
+            tasks = os.listdir(path)
+        except OSError:
+            return 0, 0
+        parts = [schedstat(f"{path}/{task}/schedstat") for task in tasks]
+        return sum(cpu for cpu, _ in parts), sum(wait for _, wait in parts)
     try:
         with open(path) as handle:
             on_cpu, waiting, _ = handle.read().split()
@@ -131,11 +142,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode.startswith(("base", "share")) or mode == "errlog" else nodes["node"]
+    node = nodes[mode] if mode.startswith(("base", "share", "thread")) or mode == "errlog" else nodes["node"]
     target = nodes["peer"] if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
     me = f"/proc/self/task/{os.getpid()}/schedstat"
-    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat", "me": me}
+    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat", "me": me,
+             "node_all": f"/proc/{node.process.pid}/task"}
     if "peer" in nodes:
         peer = nodes["peer"].process.pid
         paths["peer"] = f"/proc/{peer}/task/{peer}/schedstat"
@@ -211,6 +223,7 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
         span = got[-1].at + got[-1].rtt - got[0].at  # the phase's length (its round trips run back to back)
         out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall, "span": span,
                       "node_cpu": share("node", 0, got), "node_wait": share("node", 1, got),
+                      "node_all_cpu": share("node_all", 0, got),
                       "me_wait": share("me", 1, got), "clients_cpu": share("clients", 0, got),
                       "peer_cpu": share("peer", 0, got),
                       "slow_rtt": sum(s.rtt for s in slow) / len(slow),
@@ -219,12 +232,13 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
     return out
 
 
-def with_share(config: NodeConfig, share: float | None) -> NodeConfig:
-    """``config`` with ``[broker.limits] handshake_cpu_share`` set (None: as it is)."""
-    if share is None:
+def with_limits(config: NodeConfig, **limits: object) -> NodeConfig:
+    """``config`` with these ``[broker.limits]`` set (None: as it is)."""
+    update = {key: value for key, value in limits.items() if value is not None}
+    if not update:
         return config
-    limits = config.broker.limits.model_copy(update={"handshake_cpu_share": share})
-    return config.model_copy(update={"broker": config.broker.model_copy(update={"limits": limits})})
+    new = config.broker.limits.model_copy(update=update)
+    return config.model_copy(update={"broker": config.broker.model_copy(update={"limits": new})})
 
 
 def load() -> str:
@@ -234,7 +248,7 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
-    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2, thread2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
@@ -242,6 +256,9 @@ def main() -> None:
     parser.add_argument("--handshake-cpu-share", type=float, action="append",
                         help="this tree's node: [broker.limits] handshake_cpu_share (default: the config's); "
                              "given again: modes share2, share3, ... (this tree with the second, third... share)")
+    parser.add_argument("--handshake-thread", action="append", choices=["idle", "nice", "normal", "loop"],
+                        help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
+                             "given again: modes thread2, thread3, ...")
     parser.add_argument("--quiet", type=int, default=400)
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
@@ -251,13 +268,15 @@ def main() -> None:
         (root / "a").mkdir()
         (root / "b").mkdir()
         modes = args.modes.split(",")
-        shares = args.handshake_cpu_share or [None]
-        nodes = {"node": Node(with_share(deadline_node_config(pki, BROKER_CN, root / "a"), shares[0]), HERE)}
-        for index, share in enumerate(shares[1:], start=2):  # modes share2, ...: this tree, another share
-            if f"share{index}" in modes:
-                (root / f"share{index}").mkdir()
-                nodes[f"share{index}"] = Node(with_share(deadline_node_config(pki, BROKER_CN, root / f"share{index}"),
-                                                         share), HERE)
+        shares, threads = args.handshake_cpu_share or [None], args.handshake_thread or [None]
+        nodes = {"node": Node(with_limits(deadline_node_config(pki, BROKER_CN, root / "a"),
+                                          handshake_cpu_share=shares[0], handshake_thread=threads[0]), HERE)}
+        variants = [(f"share{i}", {"handshake_cpu_share": v}) for i, v in enumerate(shares[1:], start=2)]
+        variants += [(f"thread{i}", {"handshake_thread": v}) for i, v in enumerate(threads[1:], start=2)]
+        for name, limits in variants:  # modes share2, thread2, ...: this tree with other limits
+            if name in modes:
+                (root / name).mkdir()
+                nodes[name] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / name), **limits), HERE)
         if "peer" in modes:
             nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE)
         if "errlog" in modes:
@@ -270,9 +289,9 @@ def main() -> None:
                 nodes[name] = Node(deadline_node_config(pki, BROKER_CN, root / name), tree.resolve())
         print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
               "s: the phase's length; p99 ms (ratio to the run's quiet p99); "
-              "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core); "
+              "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core; allCPU: every thread of the node); "
               "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
-        print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}"
+        print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}{'allCPU':>7}"
               f"{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
               flush=True)
         try:
@@ -283,7 +302,8 @@ def main() -> None:
                     for phase, r in result.items():
                         print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}"
                               f"{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
-                              f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['me_wait']:>7.2f}"
+                              f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}"
+                              f"{r['node_all_cpu']:>7.2f}{r['me_wait']:>7.2f}"
                               f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
                               f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
                               f"{r['slow_clients_cpu']:>6.2f}", flush=True)

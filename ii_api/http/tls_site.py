@@ -15,8 +15,10 @@ a request that does not arrive in time is answered 408 with a JSON body and clos
 ``request_timeout``. One timer per connection follows the current deadline (the handshake's, then
 the request clock's).
 Handshake steps wait their turn in a :class:`~interchange.broker.handshake_queue.HandshakeQueue`
-(the node passes the BI server's, so both interfaces share one bound of handshake work per loop
-turn): a burst of arriving connections does not hold up the established ones of either interface.
+(the node passes the BI server's, so both interfaces share its low-priority worker and its pace): a
+burst of arriving connections does not hold up the established ones of either interface. While a
+step is out on the worker the session is the worker's: input waits, and a deadline or a close marks
+the connection so that the step's outcome is dropped.
 
 :class:`TlsServerProtocol` owns the socket: ciphertext in and out. Once the handshake completes it
 starts aiohttp's request handler on a :class:`TlsTransport`, which looks to aiohttp like asyncio's
@@ -29,6 +31,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -36,7 +39,7 @@ from aiohttp import web
 from certs.tls import certificate_lifetime_problem
 from ii_api.http.request_clock import RequestClock, timeout_response
 from interchange.broker.handshake_queue import HandshakeQueue
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +149,8 @@ class TlsServerProtocol(asyncio.Protocol):
         self._peer = "?"
         #: handshake input waiting for its turn in the HandshakeQueue (None: not queued)
         self._handshake_input: bytearray | None = None
+        self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
+        self._dropped = False  #: refused or closed while a step was out: its outcome is dropped
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -177,6 +182,10 @@ class TlsServerProtocol(asyncio.Protocol):
         self._timer, self._timer_at = None, None
         now = _now()
         if self._clock is None:
+            if self._step_out:  # the session is the worker's: refused now, the step's outcome dropped
+                self._dropped = True
+                self._refuse(HANDSHAKE_TIMEOUT)
+                return
             if self._session is not None and self._session.on_timer(now) is not None:
                 self._refuse(HANDSHAKE_TIMEOUT)
                 return
@@ -201,31 +210,55 @@ class TlsServerProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         session = self._session
         assert session is not None
-        if not session.established:  # a handshake step: in the queue's turn (ordered after what waits)
+        if self._step_out or not session.established:  # a handshake step: in the queue's turn
             if self._handshake_input is None:
                 self._handshake_input = bytearray(data)
-                self._handshakes.submit(self)
+                if not self._step_out:  # else submitted again when the step comes back
+                    self._handshakes.submit(self)
             else:
                 self._handshake_input += data
             return
         self._received(data)
 
-    def handshake_step(self) -> None:
-        """The handshake input that waited for the :class:`HandshakeQueue`, now fed."""
-        data, raw = self._handshake_input, self._raw
-        if data is None or raw is None or raw.is_closing():
-            return  # closed meanwhile (its deadline, the peer): nothing more to do for it
-        self._handshake_input = None
+    def handshake_work(self) -> Callable[[], TlsStep] | None:
+        """The waiting handshake input as a step for the :class:`HandshakeQueue` (None: closing)."""
+        data, raw, session = self._handshake_input, self._raw, self._session
+        if data is None or raw is None or session is None or raw.is_closing():
+            return None  # closed meanwhile (its deadline, the peer): nothing more to do for it
+        self._handshake_input, self._step_out = None, True
+        return partial(session.receive, bytes(data))
+
+    def handshake_done(self, outcome: TlsStep | BaseException) -> None:
+        """A handshake step's outcome, back on the loop: applied unless the connection was closed meanwhile."""
+        self._step_out = False
+        raw, session = self._raw, self._session
+        assert raw is not None and session is not None
+        if self._dropped or raw.is_closing():
+            self._handshake_input = None
+            return
         try:
-            self._received(bytes(data))
-        except Exception:  # as asyncio does for data_received: logged, this connection dropped, the queue goes on
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self._step(outcome)
+            more = self._handshake_input
+            if more is not None and session.established and not raw.is_closing():
+                self._handshake_input = None  # the rest is records (a request): read here
+                self._received(bytes(more))
+            elif more is not None:
+                self._handshakes.submit(self)  # closing meanwhile: the queue skips it
+        except Exception:  # as asyncio does for data_received: logged, this connection dropped
             log.exception("II connection from %s: its input failed", self._peer)
+            self._handshake_input = None
             raw.abort()
 
     def _received(self, data: bytes) -> None:
-        raw, session = self._raw, self._session
-        assert raw is not None and session is not None
-        step = session.receive(data)
+        session = self._session
+        assert session is not None
+        self._step(session.receive(data))
+
+    def _step(self, step: TlsStep) -> None:
+        raw = self._raw
+        assert raw is not None
         if step.send:
             raw.write(step.send)
         if step.error is not None:
@@ -270,6 +303,7 @@ class TlsServerProtocol(asyncio.Protocol):
         return None  # the socket closes: a TLS peer that sent EOF is gone
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._dropped = self._dropped or self._step_out
         self._cancel_timer()
         if self._inner is not None:
             self._inner.connection_lost(exc)
@@ -292,6 +326,7 @@ class TlsSite(web.BaseSite):
                  body_timeout_s: float = BODY_TIMEOUT_S, handshakes: HandshakeQueue | None = None) -> None:
         super().__init__(runner)
         #: shared with the BI server in a node; a site of its own gets its own queue
+        self._own_queue = handshakes is None
         self._handshakes = handshakes if handshakes is not None else HandshakeQueue()
         self._host, self._port, self._context = host, port, context
         self._event, self._max_days = event, max_certificate_days
@@ -312,6 +347,11 @@ class TlsSite(web.BaseSite):
 
         self._server = await asyncio.get_running_loop().create_server(protocol, self._host, self._port,
                                                                        reuse_address=True)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._own_queue:  # a node's queue is the BI server's: it closes it
+            self._handshakes.close()
 
 
 def _now() -> float:

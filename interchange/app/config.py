@@ -20,7 +20,14 @@ from interchange.bridges.tlex.config import TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits, refusal
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.engine import EngineLimits
-from interchange.broker.handshake_queue import CPU_SHARE, HANDSHAKE_CPU_S, MIN_BURST_HANDSHAKES, burst_capacity
+from interchange.broker.handshake_queue import (
+    CPU_SHARE,
+    HANDSHAKE_CPU_S,
+    MIN_BURST_HANDSHAKES,
+    THREAD,
+    HandshakeThread,
+    burst_capacity,
+)
 from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.errors import CliError
@@ -57,13 +64,17 @@ class LimitsConfig(BaseModel):
     #: interchange.broker.handshake_queue: the pace of arriving connections' TLS handshakes (BI and II)
     handshake_cpu_share: float = Field(default=CPU_SHARE, gt=0, le=1, description="seconds of TLS handshake CPU "
                                        "per second a broker process spends at most (of one core); the rest wait")
+    handshake_thread: HandshakeThread = Field(default=THREAD, description="where TLS handshake steps run: a "
+                                              "worker thread scheduled SCHED_IDLE (idle), at nice 19 (nice), or "
+                                              "as the loop (normal); or in the event loop's turns (loop)")
 
     def engine_limits(self) -> EngineLimits:
         return EngineLimits(publisher_credit=self.publisher_credit, max_message_size=self.max_message_size,
                             max_frame_size=self.max_frame_size, idle_timeout_ms=self.idle_timeout_ms,
                             handshake_timeout_s=self.handshake_timeout_s, header_timeout_s=self.header_timeout_s,
                             sasl_timeout_s=self.sasl_timeout_s, open_timeout_s=self.open_timeout_s,
-                            handshake_cpu_share=self.handshake_cpu_share)
+                            handshake_cpu_share=self.handshake_cpu_share,
+                            handshake_thread=self.handshake_thread)
 
     def handshake_pace_problem(self, handshake_timeout_s: float, where: str) -> str | None:
         """Why the handshake pace and a handshake deadline cannot both hold (None: they can): at

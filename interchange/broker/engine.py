@@ -20,7 +20,7 @@ from cproton_ffi import ffi, lib
 from proton import Data, Described, symbol, ulong
 
 from interchange.broker.deadlines import Deadline, StageTimeouts, stage_deadline
-from interchange.broker.handshake_queue import CPU_SHARE
+from interchange.broker.handshake_queue import CPU_SHARE, THREAD, HandshakeThread
 from interchange.broker.message import BrokerMessage
 from interchange.broker.open_frame import MIN_MAX_FRAME_SIZE, OpenFrameCheck, open_and_close
 from interchange.broker.proton_io import ProtonConnection
@@ -177,6 +177,8 @@ class EngineLimits:
     open_timeout_s: float = 10.0
     #: handshake CPU seconds per second (:mod:`interchange.broker.handshake_queue`)
     handshake_cpu_share: float = CPU_SHARE
+    #: where handshake steps run: a worker thread at a low priority, or the loop's turns
+    handshake_thread: HandshakeThread = THREAD
 
     @property
     def stage_timeouts(self) -> StageTimeouts:

@@ -1,24 +1,38 @@
-"""Arriving connections' TLS handshakes: a bounded amount per event-loop turn, and a bounded share
-of a core per second.
+"""Arriving connections' TLS handshakes: off the event loop's thread at a low scheduling priority,
+and a bounded share of a core per second.
 
-A server handshake step costs the loop a fraction of a millisecond of CPU (its key share and
-signature; then the client's certificate chain, about 0.9 ms a connection in all with the test
-PKI's keys). When many connections arrive at once, asyncio would run every readable one's step back
-to back in one turn, ahead of the established connections' I/O. Here a connection whose handshake
-has input waiting is queued (FIFO, once) and two bounds apply:
+A server handshake step costs a fraction of a millisecond of CPU in one call that cannot be split
+(its key share and signature; then the client's certificate chain and its CRL check, about 0.9 ms a
+connection in all). When many connections arrive at once, asyncio would run every readable one's
+step back to back, ahead of the established connections' I/O. Here a connection whose handshake has
+input waiting is queued (FIFO, once) and its step (:meth:`Handshaking.handshake_work`: the sans-I/O
+:meth:`~interchange.broker.tls_stream.TlsSession.receive` with that input) runs where
+:data:`THREAD` (``[broker.limits] handshake_thread``) says:
 
-- per turn: the queue steps connections until :data:`BUDGET_S` of work is done (at least one
-  step); the rest wait for the next turn, after the loop has polled its sockets and served what
-  came meanwhile. A turn is a due timer (``call_later``), not a ``call_soon`` callback: asyncio runs
-  due timers after the turn's I/O callbacks and after what the previous turn scheduled (the
-  broker's output flush), so input that arrived during a handshake turn is read, and its answer
-  flushed, with one handshake turn in between instead of two;
-- per second: a token bucket (:class:`HandshakeBudget`) of handshake CPU seconds, refilled at
-  ``cpu_share`` seconds per second (:data:`CPU_SHARE`, ``[broker.limits] handshake_cpu_share``) up
-  to :data:`BURST_S`; each step is charged what it cost the thread, and when the bucket is empty
-  the next turn waits until it is not. A client waiting for its ServerHello, or for the answer to
-  its certificate, uses no CPU either, so this paces the handshake work of the whole machine
-  (clients and server) that established connections share the cores with, not only the node's.
+- ``idle`` / ``nice`` / ``normal``: on one worker thread of its own, scheduled ``SCHED_IDLE``, at
+  nice 19, or as the loop. ``SSLObject.do_handshake`` releases the GIL for the crypto, so the loop
+  serves established connections meanwhile; at a low priority the kernel also runs the loop's thread
+  at once when a steady client's bytes arrive, instead of after the step that holds a core, and the
+  worker still uses whatever CPU is left. When that is none for :data:`STARVED_S` (a busy machine),
+  the loop steps the waiting connections itself, as in the ``loop`` mode, until the worker is back,
+  so arriving connections are not starved past their deadlines. At most :data:`IN_FLIGHT` steps are
+  out at once (one running, one ready: a flood waits here, in order); each outcome comes back to the loop
+  (``call_soon_threadsafe``) and :meth:`Handshaking.handshake_done` applies it there. While a
+  connection's step is out its session is the worker's: the connection touches neither it nor its
+  BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The listener
+  context's switch to the current TLS context (``ReloadingTls``: file checks) runs in the step, on the
+  worker;
+- ``loop``: in the loop, until :data:`BUDGET_S` of work is done in a turn (at least one step); the
+  rest waits for the next turn, a due timer (``call_later``), which asyncio runs after the turn's I/O
+  callbacks and after what the previous turn scheduled (the broker's output flush), so input that
+  arrived during a handshake turn is read, and answered, with one handshake turn in between.
+
+Either way the steps are paced by a token bucket (:class:`HandshakeBudget`) of handshake CPU seconds,
+refilled at ``cpu_share`` seconds per second (:data:`CPU_SHARE`, ``[broker.limits]
+handshake_cpu_share``) up to :data:`BURST_S`; each step is charged the CPU time of the thread it ran
+on, and when the bucket is empty the next step waits until it is not. A client waiting for its
+ServerHello, or for the answer to its certificate, uses no CPU either, so this paces the handshake
+work of the whole machine (clients and server), not only the node's.
 
 The handshake deadline still runs from the accepted socket (:mod:`interchange.broker.deadlines`):
 waiting here counts against it. ``N`` connections arriving at once are through in about
@@ -28,12 +42,29 @@ checked together at start (:func:`burst_capacity`, :data:`MIN_BURST_HANDSHAKES`)
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Any, Literal, Protocol
 
-#: Handshake work per loop turn (seconds of wall time; at least one step runs per turn).
+log = logging.getLogger(__name__)
+
+#: Where handshake steps run: a worker thread scheduled SCHED_IDLE, at nice 19, or as the loop's
+#: thread; or in the loop's own turns.
+HandshakeThread = Literal["idle", "nice", "normal", "loop"]
+THREAD: HandshakeThread = "idle"
+#: Steps out on the worker at once: one running, one ready so the worker never waits for the loop.
+IN_FLIGHT = 2
+#: No step back from the worker for this long while steps wait (seconds; a step takes ~1 ms of CPU):
+#: the worker gets no CPU (a busy machine, whose other work comes first at its low priority), and the
+#: loop steps the waiting connections itself, a turn at a time as in the ``loop`` mode, until it is back.
+STARVED_S = 0.05
+#: Handshake work per loop turn in the ``loop`` mode (seconds of wall time; at least one step per turn).
 BUDGET_S = 0.001
 #: Handshake CPU seconds per second of time (of one core), by default: a whole core, so by default
 #: only the per-turn bound applies. A smaller share (e.g. 0.25) halves an established client's p99
@@ -54,6 +85,20 @@ def burst_capacity(cpu_share: float, handshake_timeout_s: float) -> int:
     """How many handshakes arriving at once finish within ``handshake_timeout_s`` at ``cpu_share``
     (the bucket's burst, then the pace)."""
     return int((BURST_S + cpu_share * handshake_timeout_s) / HANDSHAKE_CPU_S)
+
+
+def lower_priority(thread: HandshakeThread) -> str:
+    """Schedule the calling thread as ``thread`` says (Linux: per thread); returns what applies, or
+    why not (a system without it: the thread stays as it is)."""
+    try:
+        if thread == "idle":
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread
+        elif thread == "nice":
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError) as exc:
+        log.warning("the TLS handshake worker cannot be scheduled %s (%s): it runs as the loop", thread, exc)
+        return f"normal ({exc})"
+    return thread
 
 
 class HandshakeBudget:
@@ -85,29 +130,72 @@ class HandshakeBudget:
 
 
 class Handshaking(Protocol):
-    """A connection with handshake input waiting (implemented by :class:`~interchange.broker.server.AmqpConnection`)."""
+    """A connection with handshake input waiting (:class:`~interchange.broker.server.AmqpConnection`,
+    :class:`~ii_api.http.tls_site.TlsServerProtocol`)."""
 
-    def handshake_step(self) -> None:
-        """Feed the waiting input to the TLS session (and what follows from it)."""
+    def handshake_work(self) -> Callable[[], Any] | None:
+        """Take the waiting input: the step to run (it touches only the TLS session), or None (closing)."""
+
+    def handshake_done(self, outcome: Any) -> None:
+        """The step's result, or the exception it raised, on the loop's thread."""
+
+
+def _run(work: Callable[[], Any]) -> Any:
+    try:
+        return work()
+    except Exception as exc:  # noqa: BLE001 - handed to the connection, which logs it and drops itself
+        return exc
+
+
+def _timed(work: Callable[[], Any], cpu_clock: Callable[[], float]) -> tuple[Any, float]:
+    """On the worker: the step's outcome (or its exception) and the CPU it cost this thread."""
+    cpu = cpu_clock()
+    outcome = _run(work)
+    return outcome, cpu_clock() - cpu
+
+
+def _apply(connection: Handshaking, outcome: Any) -> None:
+    try:
+        connection.handshake_done(outcome)
+    except Exception:  # as asyncio does for data_received: logged, the queue goes on
+        log.exception("a handshake outcome failed to apply")
+
+
+def _back(loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Future], None],
+          connection: Handshaking, future: Future) -> None:
+    """On the worker: hand the finished step to the loop (closed already at shutdown: dropped)."""
+    try:
+        loop.call_soon_threadsafe(done, connection, future)
+    except RuntimeError:
+        pass
 
 
 class HandshakeQueue:
-    """The connections waiting for their next handshake step, stepped :data:`BUDGET_S` per turn
-    and paced by a :class:`HandshakeBudget`.
+    """The connections waiting for their next handshake step, the steps out on the worker, and the
+    :class:`HandshakeBudget` that paces them.
 
-    ``clock`` is wall time (the turn's budget, the bucket's refill); ``cpu_clock`` is this thread's
-    CPU time (what a step is charged)."""
+    ``clock`` is wall time (the turn's budget, the bucket's refill); ``cpu_clock`` is the CPU time of
+    the thread that calls it (what a step is charged: read on the worker for its steps)."""
 
     def __init__(self, budget_s: float = BUDGET_S, clock: Callable[[], float] = time.perf_counter,
-                 cpu_share: float = CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time) -> None:
+                 cpu_share: float = CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
+                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S) -> None:
         self._waiting: deque[Handshaking] = deque()
         self._scheduled = False
         self._budget_s = budget_s
         self._clock, self._cpu_clock = clock, cpu_clock
         self.budget = HandshakeBudget(cpu_share, now=clock())
+        self.thread: HandshakeThread = thread
+        self._in_flight, self._starved_s = in_flight, starved_s
+        self._guarded = False  #: the starvation check is scheduled
+        self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
+        self._executor: ThreadPoolExecutor | None = None
+        self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
+        self.out = 0  #: steps on the worker now
         self.stepped = 0  #: handshake steps run since start
-        self.deferred_turns = 0  #: turns that left steps for the next one
-        self.paced_turns = 0  #: turns that waited for the bucket
+        self.deferred_turns = 0  #: ``loop`` mode: turns that left steps for the next one
+        self.paced_turns = 0  #: turns (or dispatches) that waited for the bucket
+        self.rescued_turns = 0  #: turns the loop ran while the worker got no CPU
         self.most_waiting = 0  #: the longest the queue has been
 
     def __len__(self) -> int:
@@ -117,20 +205,101 @@ class HandshakeQueue:
         """Queue ``connection`` (once: it keeps its own input until stepped)."""
         self._waiting.append(connection)
         self.most_waiting = max(self.most_waiting, len(self._waiting))
-        if not self._scheduled:
+        if self.thread != "loop":
+            self._dispatch()
+        elif not self._scheduled:
             self._schedule()
 
     def delay_s(self) -> float:
-        """Seconds until the next turn may run (the bucket's wait)."""
+        """Seconds until the next step may run (the bucket's wait)."""
         return self.budget.wait_s(self._clock())
 
+    def close(self) -> None:
+        """Stop the worker (a step out finishes; its outcome is dropped with the loop)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    # on the worker (threads idle, nice, normal) --------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        waiting = self._waiting
+        while waiting and self.out < self._in_flight:
+            if self._scheduled:
+                return  # waiting for the bucket: the timer dispatches
+            delay = self.delay_s()
+            if delay > 0:
+                self._scheduled = True
+                self.paced_turns += 1
+                asyncio.get_running_loop().call_later(delay, self._paced)
+                return
+            connection = waiting.popleft()
+            work = connection.handshake_work()
+            if work is None:
+                continue
+            if not self.out:
+                self._last_back = self._clock()
+            self.out += 1
+            future = self._worker().submit(_timed, work, self._cpu_clock)
+            future.add_done_callback(partial(_back, asyncio.get_running_loop(), self._done, connection))
+        if waiting and self.out and not self._guarded:
+            self._guard_in(self._starved_s)
+
+    def _guard_in(self, delay: float) -> None:
+        self._guarded = True
+        asyncio.get_running_loop().call_later(delay, self._guard)
+
+    def _guard(self) -> None:
+        """Steps wait and the worker has handed none back for :data:`STARVED_S`: a loop turn steps them."""
+        self._guarded = False
+        if not self._waiting or not self.out:
+            return
+        quiet = self._clock() - self._last_back
+        if quiet < self._starved_s:
+            self._guard_in(self._starved_s - quiet)
+            return
+        delay = self.delay_s()
+        if delay <= 0:
+            self.rescued_turns += 1
+            self.run_turn()
+        if self._waiting:
+            self._guard_in(max(delay, 0.0))
+
+    def _paced(self) -> None:
+        self._scheduled = False
+        self._dispatch()
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="tls-handshake", initializer=self._started)
+        return self._executor
+
+    def _started(self) -> None:
+        """The worker thread's first act: its scheduling."""
+        self.priority = lower_priority(self.thread)
+
+    def _done(self, connection: Handshaking, future: Future) -> None:
+        self.out -= 1
+        self._last_back = self._clock()
+        self.stepped += 1
+        try:
+            outcome, cost = future.result()
+        except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown: handed on like any failure
+            outcome, cost = exc, 0.0
+        self.budget.spend(cost, self._clock())
+        _apply(connection, outcome)
+        self._dispatch()
+
+    # in the loop's turns ----------------------------------------------------------------
     def run_turn(self) -> bool:
         """Step connections until the turn's budget or the bucket is spent; True if some are left."""
         waiting, clock, cpu_clock, budget = self._waiting, self._clock, self._cpu_clock, self.budget
         started = clock()
         while waiting:
             cpu = cpu_clock()
-            waiting.popleft().handshake_step()
+            connection = waiting.popleft()
+            work = connection.handshake_work()
+            if work is not None:
+                _apply(connection, _run(work))
             now = clock()
             budget.spend(cpu_clock() - cpu, now)
             self.stepped += 1
@@ -143,9 +312,9 @@ class HandshakeQueue:
         delay = self.delay_s()
         if delay > 0:
             self.paced_turns += 1
-        asyncio.get_running_loop().call_later(delay, self._run)
+        asyncio.get_running_loop().call_later(delay, self._turn)
 
-    def _run(self) -> None:
+    def _turn(self) -> None:
         self._scheduled = False
         if self.run_turn():
             self.deferred_turns += 1

@@ -6,8 +6,11 @@ TLS 1.3 only, client certificate required and checked against the trust bundle a
 refused handshake gets its alert and a ``tls_refused`` log event; the connection's identity is
 the peer certificate's CN.
 Output is flushed once per event-loop turn for every connection that has something to send
-(batching per I/O wake-up). Arriving connections' handshake steps run a bounded amount per turn
-(:mod:`interchange.broker.handshake_queue`), so a burst of them does not hold up established ones.
+(batching per I/O wake-up). Arriving connections' handshake steps wait in a queue and run on a
+worker thread at a low priority (:mod:`interchange.broker.handshake_queue`), so a burst of them does
+not hold up established ones. While a step is out the session is the worker's: input waits, a
+deadline refuses the connection and drops the step's outcome, and a peer that left while its last
+step was out is heard out when the step comes back (its records once, in order).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import logging
 import ssl
 import traceback
 from collections.abc import Callable
+from functools import partial
 
 from certs.errors import PeerIdentityError
 from certs.revocation import Revocations
@@ -24,7 +28,7 @@ from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimit
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
 from interchange.ground.timing import now_ms
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,11 @@ class AmqpConnection(asyncio.Protocol):
         self._preamble = True  #: until the peer's open: a stage deadline may be pending
         #: handshake input waiting for its turn in the server's HandshakeQueue (None: not queued)
         self._handshake_input: bytearray | None = None
+        self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
+        self._dropped = False  #: refused (its deadline, a failed step) while a step was out: its outcome is dropped
+        self._lost: tuple[Exception | None] | None = None  #: connection_lost while a step was out
+        #: a step's outcome that came back while the socket was closing: heard out by connection_lost
+        self._unheard: TlsStep | None = None
         self.engine: ConnectionEngine | None = None
         self.identity = ""
         self.peer = ""
@@ -99,7 +108,7 @@ class AmqpConnection(asyncio.Protocol):
         self._timer = asyncio.get_running_loop().call_at(at, self._deadline_passed)
 
     def _layer(self) -> TlsSession | SaslServer | ConnectionEngine | None:
-        if self._tls is not None and not self._tls.established:
+        if self._tls is not None and (self._step_out or not self._tls.established):
             return self._tls
         return self.engine if self.engine is not None else self._sasl
 
@@ -107,6 +116,11 @@ class AmqpConnection(asyncio.Protocol):
         self._timer, self._timer_at = None, None
         now, layer = _now(), self._layer()
         if isinstance(layer, TlsSession):
+            if self._step_out:  # the session is the worker's: refused now, the step's outcome dropped
+                self._dropped = True
+                self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
+                self.abort()
+                return
             if layer.on_timer(now) is not None:
                 self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
                 self.abort()
@@ -130,29 +144,56 @@ class AmqpConnection(asyncio.Protocol):
         if tls is None:
             self._plain_received(data)
             return
-        if not tls.established:  # a handshake step: in the queue's turn (ordered after what waits)
+        if self._step_out or not tls.established:  # a handshake step: in the queue's turn
             if self._handshake_input is None:
                 self._handshake_input = bytearray(data)
-                self._server.handshakes.submit(self)
+                if not self._step_out:  # else submitted again when the step comes back
+                    self._server.handshakes.submit(self)
             else:
                 self._handshake_input += data
             return
-        self._tls_received(tls, data)
+        self._tls_step(tls, tls.receive(data))
 
-    def handshake_step(self) -> None:
-        """The handshake input that waited for the server's :class:`HandshakeQueue`, now fed."""
+    def handshake_work(self) -> Callable[[], TlsStep] | None:
+        """The waiting handshake input as a step for the server's :class:`HandshakeQueue` (None: closing)."""
         data, tls, transport = self._handshake_input, self._tls, self._transport
         if data is None or tls is None or transport is None or transport.is_closing():
-            return  # closing meanwhile (its deadline, the peer): connection_lost hears the input out
-        self._handshake_input = None
-        try:
-            self._tls_received(tls, bytes(data))
-        except Exception:  # as asyncio does for data_received: logged, this connection dropped, the queue goes on
-            log.exception("connection from %s: its input failed", self.peer)
-            self.abort()
+            return None  # closing meanwhile (its deadline, the peer): connection_lost hears the input out
+        self._handshake_input, self._step_out = None, True
+        return partial(tls.receive, bytes(data))
 
-    def _tls_received(self, tls: TlsSession, data: bytes) -> None:
-        step = tls.receive(data)
+    def handshake_done(self, outcome: TlsStep | BaseException) -> None:
+        """A handshake step's outcome, back on the loop: applied unless the connection was refused meanwhile;
+        a peer that left meanwhile is finished now (whatever applying the outcome raised)."""
+        self._step_out = False
+        try:
+            self._apply_step(outcome)
+        except Exception as exc:  # noqa: BLE001 - as asyncio does for data_received: logged, this connection dropped
+            outcome = exc
+        if isinstance(outcome, BaseException) and not self._dropped:
+            log.error("connection from %s: its input failed", self.peer, exc_info=outcome)
+            self._handshake_input, self._dropped = None, True
+            self.abort()
+        if self._lost is not None:
+            self._finish_lost(*self._lost)
+
+    def _apply_step(self, outcome: TlsStep | BaseException) -> None:
+        tls, transport = self._tls, self._transport
+        assert tls is not None
+        if self._dropped:  # refused meanwhile (its deadline)
+            self._handshake_input = None
+        elif transport is not None and transport.is_closing() and isinstance(outcome, TlsStep):
+            self._unheard = outcome  # the peer reset or closed: connection_lost comes next and hears it out
+        elif not isinstance(outcome, BaseException):
+            self._tls_step(tls, outcome)
+            more = self._handshake_input
+            if more is not None and (self._lost is not None or tls.established):
+                self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here
+                self._tls_step(tls, tls.receive(bytes(more)))
+            elif more is not None:
+                self._server.handshakes.submit(self)
+
+    def _tls_step(self, tls: TlsSession, step: TlsStep) -> None:
         transport = self._transport
         if step.send and transport is not None:
             transport.write(step.send)
@@ -264,12 +305,22 @@ class AmqpConnection(asyncio.Protocol):
         self._timer, self._timer_at, self._preamble = None, None, False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._handshake_input is not None and self._tls is not None:
+        self._transport = None
+        if self._step_out:  # finished when the step comes back (its outcome heard out, or dropped)
+            self._lost = (exc,)
+            return
+        self._finish_lost(exc)
+
+    def _finish_lost(self, exc: Exception | None) -> None:
+        self._lost = None
+        unheard, self._unheard = self._unheard, None
+        if unheard is not None and self._tls is not None:
+            self._tls_step(self._tls, unheard)
+        if self._handshake_input is not None and self._tls is not None and not self._dropped:
             # The peer's last handshake bytes came before it went: heard out (its identity, the
             # connect and disconnect records), nothing written back (no transport any more).
             data, self._handshake_input = self._handshake_input, None
-            self._transport = None
-            self._tls_received(self._tls, bytes(data))
+            self._tls_step(self._tls, self._tls.receive(bytes(data)))
         self._cancel_timer()
         if self.engine is not None:
             self.engine.release()
@@ -354,8 +405,9 @@ class BrokerServer:
         self.limits = limits or EngineLimits()
         self._event = event
         self.connections: set[AmqpConnection] = set()
-        #: arriving connections' handshake steps, bounded per loop turn and paced (CPU share per second)
-        self.handshakes = HandshakeQueue(cpu_share=self.limits.handshake_cpu_share)
+        #: arriving connections' handshake steps, on a low-priority worker and paced (CPU share per second)
+        self.handshakes = HandshakeQueue(cpu_share=self.limits.handshake_cpu_share,
+                                         thread=self.limits.handshake_thread)
         self._dirty: set[AmqpConnection] = set()
         self._flush_scheduled = False
         self._servers: list[asyncio.base_events.Server] = []
@@ -484,3 +536,4 @@ class BrokerServer:
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             self._housekeeping = None
+        self.handshakes.close()

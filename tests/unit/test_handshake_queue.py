@@ -1,9 +1,10 @@
-"""Arriving connections' handshake steps run a bounded amount per loop turn, in order, and the
-loop serves other callbacks between turns (interchange.broker.handshake_queue)."""
+"""In the ``loop`` mode, arriving connections' handshake steps run a bounded amount per loop turn, in
+order, and the loop serves other callbacks between turns (interchange.broker.handshake_queue)."""
 from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 
 from interchange.broker.handshake_queue import HandshakeQueue
 
@@ -24,20 +25,26 @@ class Arriving:
     def __init__(self, name: str, clock: Clock, log: list[str]) -> None:
         self.name, self.clock, self.log = name, clock, log
 
+    def handshake_work(self) -> Callable[[], None]:
+        return self.handshake_step
+
     def handshake_step(self) -> None:
         self.clock.now += STEP_S
         self.log.append(self.name)
 
+    def handshake_done(self, outcome: object) -> None:
+        pass
+
 
 def test_a_turn_steps_until_its_budget_is_spent_in_arrival_order() -> None:
     clock, log = Clock(), []
-    queue = HandshakeQueue(budget_s=0.001, clock=clock)
+    queue = HandshakeQueue(budget_s=0.001, clock=clock, thread="loop")
     waiting = [Arriving(f"c{i}", clock, log) for i in range(7)]
     queue._waiting.extend(waiting)  # the turn alone, without a loop
     assert queue.run_turn() and log == ["c0", "c1", "c2"]  # 1.2 ms >= 1 ms: the rest waits
     assert queue.run_turn() and log[3:] == ["c3", "c4", "c5"]
     assert not queue.run_turn() and log[6:] == ["c6"] and len(queue) == 0
-    slow = HandshakeQueue(budget_s=0.0001, clock=clock)
+    slow = HandshakeQueue(budget_s=0.0001, clock=clock, thread="loop")
     slow._waiting.extend(waiting[:2])
     assert slow.run_turn() and log[7:] == ["c0"]  # at least one step per turn, however slow
 
@@ -46,7 +53,7 @@ def test_the_loop_serves_others_between_turns() -> None:
     clock, log = Clock(), []
 
     async def main() -> None:
-        queue = HandshakeQueue(budget_s=0.001, clock=clock)
+        queue = HandshakeQueue(budget_s=0.001, clock=clock, thread="loop")
         for i in range(9):
             queue.submit(Arriving(f"c{i}", clock, log))
         loop = asyncio.get_running_loop()
@@ -76,7 +83,7 @@ def test_input_that_arrives_during_a_turn_is_answered_after_one_more_turn_not_tw
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair()
         ours.setblocking(False)
-        queue = HandshakeQueue(budget_s=0.0, clock=clock)  # one step per turn
+        queue = HandshakeQueue(budget_s=0.0, clock=clock, thread="loop")  # one step per turn
 
         class Sending(Arriving):
             def handshake_step(self) -> None:

@@ -1,4 +1,5 @@
-"""The II's TLS termination (ii_api.http.tls_site) runs handshake steps in a HandshakeQueue's turns,
+"""The II's TLS termination (ii_api.http.tls_site) runs handshake steps in a HandshakeQueue's turns (its
+``loop`` mode; on the worker: tests/unit/test_handshake_worker.py),
 not in ``data_received``, while an established connection's requests are served at once; a
 connection closed while it waits is skipped. Real TLS in memory (no sockets), a budget of 0 (one step
 per loop turn)."""
@@ -101,7 +102,7 @@ async def turn(queue: HandshakeQueue) -> None:
 
 def test_handshake_steps_wait_for_the_queue_and_an_established_connection_does_not(pki_main: TestPki) -> None:
     async def main() -> None:
-        queue = HandshakeQueue(budget_s=0.0)
+        queue = HandshakeQueue(budget_s=0.0, thread="loop")
         first = Connection(pki_main, queue)
         first.server.data_received(first.client.step())  # ClientHello
         assert first.raw.out == b"" and len(queue) == 1  # not in data_received: in the queue's turn
@@ -133,7 +134,7 @@ def test_handshake_steps_wait_for_the_queue_and_an_established_connection_does_n
 
 def test_input_arriving_while_queued_is_fed_in_one_step(pki_main: TestPki) -> None:
     async def main() -> None:
-        queue = HandshakeQueue(budget_s=0.0)
+        queue = HandshakeQueue(budget_s=0.0, thread="loop")
         connection = Connection(pki_main, queue)
         hello = connection.client.step()
         connection.server.data_received(hello[:10])

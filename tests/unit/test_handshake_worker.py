@@ -1,0 +1,469 @@
+"""Handshake steps on the HandshakeQueue's worker thread (interchange.broker.handshake_queue), for the
+BI (interchange.broker.server.AmqpConnection) and the II (ii_api.http.tls_site.TlsServerProtocol):
+the step runs off the loop's thread at the priority asked for, input that arrives meanwhile waits
+for it, a deadline or a close while it is out drops its outcome (nothing written, each record logged
+once), and no more than ``in_flight`` steps are out at once. Real TLS in memory (no sockets); a step
+is held on the worker by a gate (fault injection: a slow handshake) so that each race happens on
+purpose."""
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from certs import TestPki
+from certs.tls import client_context, server_context
+from ii_api.http.tls_site import TlsServerProtocol
+from interchange.broker.addresses import AddressBook
+from interchange.broker.admission import Admission
+from interchange.broker.handshake_queue import HandshakeQueue, HandshakeThread
+from interchange.broker.router import BrokerCore
+from interchange.broker.server import AmqpConnection, BrokerServer
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
+from interchange.broker.ttl_policy import TtlPolicy
+from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
+
+
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+
+
+class Raw(asyncio.Transport):
+    """The socket's side: what the protocol wrote, and whether it closed it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = bytearray()
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        assert not self.closed, "written after the close"
+        self.out += data
+
+    def take(self) -> bytes:
+        data = bytes(self.out)
+        self.out.clear()
+        return data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+
+class Client:
+    """A TLS client over memory BIOs."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
+
+    def step(self, data: bytes = b"") -> bytes:
+        self.incoming.write(data)
+        try:
+            self.obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        return self.outgoing.read()
+
+
+class Gate:
+    """Holds a session's steps on the worker until opened; records the threads they ran on."""
+
+    def __init__(self, session: TlsSession, hold_after: bool = False) -> None:
+        self.open = threading.Event()
+        self.entered = threading.Event()
+        self.threads: list[int] = []
+        receive = session.receive
+
+        def held(data: bytes) -> TlsStep:
+            self.threads.append(threading.get_ident())
+            step = receive(data) if hold_after else None  # held done: the session's flags already moved
+            self.entered.set()
+            assert self.open.wait(5), "the gate was never opened"
+            return step if step is not None else receive(data)
+
+        session.receive = held  # type: ignore[method-assign]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.002)
+    raise AssertionError("condition not reached in 4 s")
+
+
+def core() -> BrokerCore:
+    return BrokerCore(AddressBook(), Admission(TtlPolicy(), accelerated=False))
+
+
+class BiConnection:
+    def __init__(self, pki: TestPki, server: BrokerServer) -> None:
+        self.raw = Raw()
+        self.protocol = AmqpConnection(server, None, server_context(files_for(pki, SERVER)))
+        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.protocol.connection_made(self.raw)
+        assert self.protocol._tls is not None
+        self.session = self.protocol._tls
+
+    async def hello(self) -> None:
+        """ClientHello in, ServerHello ... Finished back to the client."""
+        self.protocol.data_received(self.client.step())
+        await until(lambda: bool(self.raw.out))
+        self.flight = self.client.step(self.raw.take())  # client certificate, Finished
+
+
+def bi_server() -> tuple[BrokerServer, list[tuple[str, dict]]]:
+    events: list[tuple[str, dict]] = []
+    server = BrokerServer(core(), event=lambda level, kind, fields: events.append((kind, fields)))
+    return server, events
+
+
+def test_a_bi_handshake_runs_on_the_worker_and_input_waits_for_its_step(pki_main: TestPki) -> None:
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        gate = Gate(connection.session)
+        hello = connection.client.step()
+        connection.protocol.data_received(hello[:10])
+        await asyncio.to_thread(gate.entered.wait, 5)  # the first part is out on the worker
+        connection.protocol.data_received(hello[10:])  # the rest waits: the session is the worker's
+        assert server.handshakes.out == 1 and len(server.handshakes) == 0 and len(gate.threads) == 1
+        gate.open.set()
+        await until(lambda: bool(connection.raw.out))  # the rest stepped after the first came back
+        assert len(gate.threads) == 2 and threading.get_ident() not in gate.threads
+        connection.protocol.data_received(connection.client.step(connection.raw.take()))
+        await until(lambda: connection.protocol in server.connections)
+        assert [kind for kind, _ in events] == ["connect"] and connection.protocol.identity == ACTOR
+        assert connection.client.obj.version() == "TLSv1.3" and not connection.raw.closed
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_bi_input_after_the_finishing_flight_waits_for_its_outcome(pki_main: TestPki) -> None:
+    """The client's first AMQP bytes come while the step that establishes the session is still out
+    (done on the worker, not yet back): they wait, and reach SASL once the outcome is applied."""
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session, hold_after=True)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.client.obj.write(SASL_HEADER)
+        connection.protocol.data_received(connection.client.outgoing.read())
+        gate.open.set()
+        await until(lambda: connection.protocol in server.connections and bool(connection.raw.out))
+        await asyncio.sleep(0.01)
+        connection.client.incoming.write(connection.raw.take())
+        assert connection.client.obj.read(4096).startswith(SASL_HEADER)  # the SASL server answered
+        assert [kind for kind, _ in events] == ["connect"]
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_a_bi_deadline_while_the_step_is_out_drops_its_outcome(pki_main: TestPki) -> None:
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.protocol._deadline_passed()  # as its timer does when the handshake deadline passes
+        assert connection.raw.closed
+        connection.protocol.connection_lost(None)  # the aborted socket's, while the step is out
+        gate.open.set()
+        await until(lambda: server.handshakes.out == 0)
+        await asyncio.sleep(0.01)
+        assert connection.raw.out == b""  # the established handshake's outcome was not applied
+        assert events == [("tls_refused", {"peer": "127.0.0.1:40000", "reason": HANDSHAKE_TIMEOUT})]
+        assert not server.connections
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_a_bi_peer_gone_while_its_last_step_is_out_is_heard_out_once_in_order(pki_main: TestPki) -> None:
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.raw.closed = True
+        connection.protocol.connection_lost(None)  # the peer sent its flight and went
+        assert events == []  # not yet: the step is still out
+        gate.open.set()
+        await until(lambda: len(events) == 2)
+        await asyncio.sleep(0.01)
+        assert [kind for kind, _ in events] == ["connect", "disconnect"]
+        assert events[0][1]["identity"] == ACTOR and not server.connections and connection.raw.out == b""
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_a_failing_step_drops_its_connection_and_the_queue_goes_on(pki_main: TestPki) -> None:
+    async def main() -> None:
+        server, events = bi_server()
+        broken, healthy = BiConnection(pki_main, server), BiConnection(pki_main, server)
+
+        def fails(data: bytes) -> TlsStep:
+            raise ValueError("a defect")
+
+        broken.session.receive = fails  # type: ignore[method-assign]
+        broken.protocol.data_received(broken.client.step())
+        await healthy.hello()
+        await until(lambda: broken.raw.closed)
+        healthy.protocol.data_received(healthy.flight)
+        await until(lambda: healthy.protocol in server.connections)
+        assert [kind for kind, _ in events] == ["connect"]
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_no_more_than_in_flight_steps_are_out_and_the_rest_wait_in_order(pki_main: TestPki) -> None:
+    async def main() -> None:
+        server, _ = bi_server()
+        server.handshakes = HandshakeQueue(in_flight=2)
+        arriving = [BiConnection(pki_main, server) for _ in range(5)]
+        gates = [Gate(c.session) for c in arriving]
+        for connection in arriving:
+            connection.protocol.data_received(connection.client.step())
+        await asyncio.to_thread(gates[0].entered.wait, 5)
+        assert server.handshakes.out == 2 and len(server.handshakes) == 3
+        assert not any(g.entered.is_set() for g in gates[1:])  # one worker: the second waits its turn
+        for gate in gates:
+            gate.open.set()
+        await until(lambda: all(c.raw.out for c in arriving))
+        assert server.handshakes.out == 0 and server.handshakes.stepped == 5
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+class IiConnection:
+    def __init__(self, pki: TestPki, queue: HandshakeQueue, events: list[tuple[str, dict]]) -> None:
+        self.raw, self.made = Raw(), False
+        self.protocol = TlsServerProtocol(self._inner, server_context(files_for(pki, SERVER)),
+                                          lambda level, kind, fields: events.append((kind, fields)),
+                                          None, (10.0, 10.0, 10.0), queue)
+        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.protocol.connection_made(self.raw)
+        assert self.protocol._session is not None
+        self.session = self.protocol._session
+
+    def _inner(self) -> asyncio.Protocol:
+        self.made = True
+        return Inner()
+
+
+class Inner(asyncio.Protocol):
+    """Stands for aiohttp's request handler: what reached it in plaintext."""
+
+    received = b""
+
+    def data_received(self, data: bytes) -> None:
+        Inner.received += data
+
+
+def test_ii_a_request_during_the_finishing_step_waits_for_its_outcome(pki_main: TestPki) -> None:
+    async def main() -> None:
+        queue, events = HandshakeQueue(), []
+        connection = IiConnection(pki_main, queue, events)
+        connection.protocol.data_received(connection.client.step())
+        await until(lambda: bool(connection.raw.out))
+        gate = Gate(connection.session, hold_after=True)
+        connection.protocol.data_received(connection.client.step(connection.raw.take()))
+        await asyncio.to_thread(gate.entered.wait, 5)
+        Inner.received = b""
+        connection.client.obj.write(b"GET / HTTP/1.1\r\n\r\n")
+        connection.protocol.data_received(connection.client.outgoing.read())
+        gate.open.set()
+        await until(lambda: Inner.received == b"GET / HTTP/1.1\r\n\r\n")
+        assert connection.made and events == [] and not connection.raw.closed
+        queue.close()
+
+    asyncio.run(main())
+
+
+def test_ii_a_deadline_or_a_close_while_the_step_is_out_drops_its_outcome(pki_main: TestPki) -> None:
+    async def main() -> None:
+        queue, events = HandshakeQueue(in_flight=3), []
+        timed_out, gone, healthy = (IiConnection(pki_main, queue, events) for _ in range(3))
+        for connection in (timed_out, gone, healthy):
+            connection.protocol.data_received(connection.client.step())
+        await until(lambda: all(c.raw.out for c in (timed_out, gone, healthy)))
+        gates = [Gate(timed_out.session), Gate(gone.session)]
+        for connection in (timed_out, gone, healthy):
+            connection.protocol.data_received(connection.client.step(connection.raw.take()))
+        await asyncio.to_thread(gates[0].entered.wait, 5)  # one worker: the others wait behind it
+        timed_out.protocol._deadline_passed()  # as its timer does
+        gates[0].open.set()
+        await asyncio.to_thread(gates[1].entered.wait, 5)
+        gone.raw.closed = True
+        gone.protocol.connection_lost(None)
+        gates[1].open.set()
+        await until(lambda: healthy.made and queue.out == 0)
+        await asyncio.sleep(0.01)
+        assert not timed_out.made and not gone.made and timed_out.raw.out == gone.raw.out == b""
+        assert events == [("tls_refused", {"interface": "ii", "peer": "127.0.0.1:40000",
+                                           "reason": HANDSHAKE_TIMEOUT})]
+        queue.close()
+
+    asyncio.run(main())
+
+
+def scheduling() -> tuple[int, int]:
+    """The calling thread's scheduling policy and nice value."""
+    return os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+class Probe:
+    """A connection whose step reports the scheduling of the thread it runs on."""
+
+    def __init__(self) -> None:
+        self.outcome: Any = None
+
+    def handshake_work(self) -> Callable[[], tuple[int, int, int]]:
+        return lambda: (threading.get_ident(), *scheduling())
+
+    def handshake_done(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+
+@pytest.mark.parametrize(("thread", "policy", "nice"), [("idle", os.SCHED_IDLE, None), ("nice", os.SCHED_OTHER, 19),
+                                                        ("normal", os.SCHED_OTHER, None)])
+def test_the_worker_runs_at_the_priority_asked_for_and_the_loop_as_it_was(thread: HandshakeThread, policy: int,
+                                                                         nice: int | None) -> None:
+    before = scheduling()
+
+    async def main() -> tuple[int, int, int]:
+        queue, probe = HandshakeQueue(thread=thread), Probe()
+        queue.submit(probe)
+        await until(lambda: probe.outcome is not None)
+        queue.close()
+        assert queue.priority == thread
+        return probe.outcome
+
+    ident, got_policy, got_nice = asyncio.run(main())
+    assert ident != threading.get_ident() and got_policy == policy
+    assert got_nice == (nice if nice is not None else before[1])
+    assert scheduling() == before  # only the worker's thread was lowered
+
+
+class Held(Probe):
+    """A step that does not finish until ``gate`` opens: a worker that gets no CPU (a busy machine)."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def handshake_work(self) -> Callable[[], tuple[int, int, int]]:
+        def held() -> tuple[int, int, int]:
+            assert self.gate.wait(5), "the gate was never opened"
+            return (threading.get_ident(), *scheduling())
+        return held
+
+
+def test_a_starved_worker_leaves_the_waiting_steps_to_the_loop_until_it_is_back() -> None:
+    async def main() -> None:
+        queue, gate = HandshakeQueue(thread="normal", in_flight=1, starved_s=0.02), threading.Event()
+        held, waiting = Held(gate), [Probe() for _ in range(3)]
+        for connection in (held, *waiting):
+            queue.submit(connection)
+        await until(lambda: all(p.outcome is not None for p in waiting))
+        assert [p.outcome[0] for p in waiting] == [threading.get_ident()] * 3  # stepped by the loop's turns
+        assert queue.rescued_turns >= 1 and held.outcome is None and queue.out == 1
+        gate.set()
+        await until(lambda: held.outcome is not None and queue.out == 0)
+        later = [Probe() for _ in range(5)]  # the worker is back: it takes the next ones
+        rescued = queue.rescued_turns
+        for connection in later:
+            queue.submit(connection)
+        await until(lambda: all(p.outcome is not None for p in later))
+        assert threading.get_ident() not in {p.outcome[0] for p in later} and queue.rescued_turns == rescued
+        queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_worker_that_keeps_up_is_left_alone() -> None:
+    async def main() -> None:
+        queue = HandshakeQueue(thread="normal", starved_s=1.0)
+        probes = [Probe() for _ in range(50)]
+        for connection in probes:
+            queue.submit(connection)
+        await until(lambda: all(p.outcome is not None for p in probes))
+        assert threading.get_ident() not in {p.outcome[0] for p in probes} and queue.rescued_turns == 0
+        queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_bi_outcome_that_fails_to_apply_still_finishes_a_peer_that_left(pki_main: TestPki) -> None:
+    """Fault injection: opening the connection raises once the step is back; the peer left while the
+    step was out. The connection is logged as failed and finished (not kept in the server's set)."""
+    async def main() -> None:
+        server, events = bi_server()
+        opened = server.connection_opened
+
+        def fails(connection: AmqpConnection) -> None:
+            opened(connection)
+            raise RuntimeError("a defect")
+
+        server.connection_opened = fails  # type: ignore[method-assign]
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.raw.closed = True
+        connection.protocol.connection_lost(None)
+        gate.open.set()
+        await until(lambda: server.handshakes.out == 0)
+        await asyncio.sleep(0.01)
+        assert [kind for kind, _ in events] == ["connect", "disconnect"] and not server.connections
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_a_bi_step_back_while_the_socket_closes_is_heard_out_when_it_is_lost(pki_main: TestPki) -> None:
+    """The peer sent its last flight and reset the socket: asyncio marks the transport closing at once
+    and calls connection_lost a turn later. A step that comes back in between is kept, not dropped:
+    connection_lost hears it out (connect, then disconnect, once)."""
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.raw.closed = True  # closing: the reset seen, connection_lost not yet called
+        gate.open.set()
+        await until(lambda: server.handshakes.out == 0)
+        await asyncio.sleep(0.01)
+        assert events == [] and connection.raw.out == b""
+        connection.protocol.connection_lost(ConnectionResetError())
+        assert [kind for kind, _ in events] == ["connect", "disconnect"] and not server.connections
+        assert events[0][1]["identity"] == ACTOR
+        server.handshakes.close()
+
+    asyncio.run(main())
