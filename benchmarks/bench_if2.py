@@ -28,7 +28,10 @@ CPU by process (publishers, consumers or the C-ITS actor, RabbitMQ, the node; µ
 seconds) with each bridge path's extra over RabbitMQ alone. The import's C-Roads consumer is the C
 load generator (``--import-consumer c``, accepting each delivery; ``c-presettled``: sent settled, as
 RabbitMQ alone's auto-ack consumers; ``python``: this process), the export's C-ITS actor too
-(``--actor``); both report their own CPU.
+(``--actor``); both report their own CPU. The consumers at RabbitMQ (RabbitMQ alone's, and the
+export's IF2 back-office) are C processes too (``--rabbit-consumer c``: ``loadgen/if2_consume.c``,
+rabbitmq-c, auto-ack as pika's; ``python``: pika processes), so each side of a ratio is measured
+with consumers of the same cost.
 Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
 a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
 alone, import and export N times (alternated; ``--directions import`` leaves the export out);
@@ -70,6 +73,8 @@ from node_process import actor_api, start_node
 
 LOADGEN_SRC = node_process.ROOT / "benchmarks" / "loadgen" / "loadgen.c"
 LOADGEN_BIN = node_process.ROOT / "build" / "loadgen"
+CONSUME_SRC = LOADGEN_SRC.with_name("if2_consume.c")
+CONSUME_BIN = LOADGEN_BIN.with_name("if2_consume")  # build.sh builds it next to the load generator
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
                                           "if2-backoffice", "croads-actor")
 TILE = "120202130121133020"
@@ -302,10 +307,10 @@ def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: 
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
-                 pids: tuple[int, int]) -> Result:
+                 pids: tuple[int, int], kind: loadgen.ConsumerKind) -> Result:
     """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone)."""
     per = max(1, count // args.processes)
-    consumers = loadgen.Consumers(endpoint, "bench-ivi", args.consumers)
+    consumers = kind.start(endpoint, "bench-ivi", args.consumers)
     cpu0 = [cpu_s(pid) for pid in pids]
     pubs = loadgen.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
@@ -408,9 +413,11 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
 
 
 def ensure_c_actor() -> Path | None:
-    """The C load generator (benchmarks/loadgen, built into build/ when missing or older than its
-    source), or None where it cannot be built (no gcc or libqpid-proton11-dev)."""
-    if not LOADGEN_BIN.exists() or LOADGEN_BIN.stat().st_mtime < LOADGEN_SRC.stat().st_mtime:
+    """The C load generator (benchmarks/loadgen, built into build/ with if2_consume when either is
+    missing or older than its source), or None where they cannot be built (no gcc, libqpid-proton11-dev
+    or librabbitmq-dev)."""
+    if any(not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime
+           for binary, source in ((LOADGEN_BIN, LOADGEN_SRC), (CONSUME_BIN, CONSUME_SRC))):
         try:
             subprocess.run(["sh", str(LOADGEN_SRC.parent / "build.sh"), str(LOADGEN_BIN)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -469,10 +476,11 @@ class CActor:
 
 
 async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
-                       rate: float, send: Any, pids: tuple[int, int], c_actor: CActor | None = None) -> Result:
+                       rate: float, send: Any, pids: tuple[int, int], kind: loadgen.ConsumerKind,
+                       c_actor: CActor | None = None) -> Result:
     """The C-ITS actor (the C generator, or this process) -> BI -> bridge -> SPAT exchange -> consumer
     processes."""
-    consumers = await asyncio.to_thread(loadgen.Consumers, endpoint, "bench-spat", args.consumers)
+    consumers = await asyncio.to_thread(kind.start, endpoint, "bench-spat", args.consumers)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "export", pids[0])
     if c_actor is not None:
         report, cpu0 = await asyncio.to_thread(c_actor.run, count, rate, pids)
@@ -511,7 +519,8 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 await asyncio.wait_for(asyncio.shield(actor.done.wait()), 1.0)
             if actor.done.is_set():
                 break
-        binary = ensure_c_actor() if "c" in (args.actor, args.import_consumer[0]) else None
+        binary = ensure_c_actor() if "c" in (args.actor, args.import_consumer[0], args.rabbit_consumer) else None
+        kind = loadgen.ConsumerKind(CONSUME_BIN if binary is not None and args.rabbit_consumer == "c" else None)
         c_actor = CActor(binary, pki.directory, amqps, target) if binary is not None and args.actor == "c" else None
         importer: CroadsActor | CConsumer = actor
         if binary is not None and args.import_consumer[0] == "c":  # the source's only consumer from now on
@@ -522,7 +531,8 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
         sender = amqp.open_sender(target)
         print(f"# the export's C-ITS actor: {'the C load generator' if c_actor else 'this process (Python)'}; "
               f"the import's C-Roads consumer: " + ("this process (Python)" if importer is actor else
-                                                    f"the C load generator ({args.import_consumer})"))
+                                                    f"the C load generator ({args.import_consumer})")
+              + f"; RabbitMQ's consumers (RabbitMQ alone, the export's back-office): {kind} x {args.consumers}")
 
         async def send_spatem(i: int, at_ns: int | None = None) -> None:
             message = Message(body=stamp3(i, at_ns), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
@@ -535,14 +545,14 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 amqp.flush()
         for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
             for phase in phases:
-                result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids)
+                result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids, kind)
                 results.append(result)
             for phase in phases if "import" in args.directions else ():
                 results.append(await import_phase(endpoint, args, *phase, importer, pids))
             for name, count, rate in phases if "export" in args.directions else ():
                 if not rate and c_actor is not None and args.export_messages:
                     count = args.export_messages  # (the BI's buffer: see --export-messages)
-                results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, c_actor))
+                results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor))
             for result in results[-(1 + len(args.directions)) * len(phases):]:
                 result.round = round_
     finally:
@@ -637,6 +647,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --processes: the import's C-Roads consumer on the BI, the C load generator "
                         "(benchmarks/loadgen; accepting each delivery, or asking for them settled as RabbitMQ alone's "
                         "auto-ack consumers take theirs) or this process (Python proton, accepting each)")
+    parser.add_argument("--rabbit-consumer", choices=("c", "python"), default="c",
+                        help="with --processes: the competing consumers at RabbitMQ (RabbitMQ alone's and the "
+                        "export's back-office), C processes (benchmarks/loadgen/if2_consume.c, rabbitmq-c; pika "
+                        "when it cannot be built) or pika processes; auto-ack either way")
     parser.add_argument("--directions", type=lambda text: text.split(","), default=["import", "export"],
                         help="with --processes: the bridge's directions to measure (comma-separated: import "
                         "= if2->croads, export = croads->if2); RabbitMQ alone is measured in every round")

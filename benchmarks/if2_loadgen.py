@@ -12,21 +12,29 @@ time is the stamp (coordinated omission avoided: a late publisher shows up as la
 queue (auto-ack, prefetch window) that keep ``(sent ns, received ns, publisher, index)`` per body;
 the caller counts lost and duplicated messages from the (publisher, index) pairs. Every process
 reports its own CPU (``resource.getrusage``), so a run shows the generator's cost per message.
+``CConsumers`` are the same competing consumers as C processes (``loadgen/if2_consume.c``, rabbitmq-c:
+the same TLS 1.3 client certificate, SASL EXTERNAL, prefetch, auto-ack and (sent, received, publisher,
+index) records, at a tenth of pika's CPU per message), so that RabbitMQ alone is measured with a
+consumer as cheap as the C AMQP 1.0 one the bridge's import is measured with.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import resource
+import signal
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pika
 
@@ -157,22 +165,83 @@ class Consumers:
                 raise RuntimeError("a consumer process did not start")
 
     def collect(self, expected: int, timeout: float, idle: float = 3.0) -> list[ProcessReport]:
-        deadline, last, last_change = time.monotonic() + timeout, -1, time.monotonic()
-        while time.monotonic() < deadline:
-            total = sum(self.counts)
-            if total >= expected:
-                time.sleep(0.3)  # a duplicate, if any, would arrive now
-                break
-            if total != last:
-                last, last_change = total, time.monotonic()
-            elif time.monotonic() - last_change > idle:
-                break
-            time.sleep(0.02)
+        wait_for(lambda: sum(self.counts), expected, timeout, idle)
         self.stop.set()
         reports = [self.out.get(timeout=60) for _ in self.procs]
         for proc in self.procs:
             proc.join(10)
         return reports
+
+
+def wait_for(received: Callable[[], int], expected: int, timeout: float, idle: float) -> None:
+    """Until ``received()`` reached ``expected`` (then 0.3 s more), stayed put ``idle`` s, or ``timeout``."""
+    deadline, last, last_change = time.monotonic() + timeout, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        total = received()
+        if total >= expected:
+            time.sleep(0.3)  # a duplicate, if any, would arrive now
+            return
+        if total != last:
+            last, last_change = total, time.monotonic()
+        elif time.monotonic() - last_change > idle:
+            return
+        time.sleep(0.02)
+
+
+#: if2_consume's record: sent ns, received ns (CLOCK_REALTIME, as time.time_ns), publisher, index.
+SAMPLE = struct.Struct("=qqii")
+
+
+class CConsumers:
+    """``n`` if2_consume processes on ``queue`` (the interface of ``Consumers``); each appends its
+    records to its own file, whose size ``collect`` follows, and stops on SIGTERM with a JSON report."""
+
+    def __init__(self, binary: Path, endpoint: Endpoint, queue: str, n: int, prefetch: int = 2000) -> None:
+        from certs.tls import TlsFiles
+
+        files = TlsFiles.from_pki(endpoint.pki_dir, endpoint.cn, with_crls=False)
+        self.dir = Path(tempfile.mkdtemp(prefix="if2-consume-"))
+        self.samples = [self.dir / f"{i}.samples" for i in range(n)]
+        self.procs = [subprocess.Popen(
+            [str(binary), "--host", endpoint.host, "--port", str(endpoint.port), "--identity", endpoint.cn, "--cert", str(files.cert_chain),
+             "--key", str(files.key), "--ca", str(files.trust_bundle), "--queue", queue, "--prefetch", str(prefetch),
+             "--samples", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for path in self.samples]
+        for proc in self.procs:
+            assert proc.stderr is not None
+            if proc.stderr.readline().strip() != "READY":
+                out, err = proc.communicate(timeout=10)
+                raise RuntimeError(f"a C consumer did not start: {out.strip()} {err.strip()}")
+
+    def _received(self) -> int:
+        return sum(path.stat().st_size // SAMPLE.size for path in self.samples if path.exists())
+
+    def collect(self, expected: int, timeout: float, idle: float = 3.0) -> list[ProcessReport]:
+        wait_for(self._received, expected, timeout, idle)
+        reports = []
+        for proc, path in zip(self.procs, self.samples):
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+            report = json.loads(out)
+            if report["errors"] or proc.returncode:
+                print(f"# C consumer: {report['errors']} ({err.strip()})", file=sys.stderr)
+            pairs = [(s, r, p, i) for s, r, p, i in SAMPLE.iter_unpack(path.read_bytes())]
+            reports.append(ProcessReport("consumer", len(pairs), float(report["cpu_s"]), pairs))
+            path.unlink()
+        self.dir.rmdir()
+        return reports
+
+
+@dataclass(frozen=True)
+class ConsumerKind:
+    """Which competing consumers read RabbitMQ's queues: ``binary`` (if2_consume) or, when None, pika."""
+    binary: Path | None = None
+
+    def start(self, endpoint: Endpoint, queue: str, n: int) -> Consumers | CConsumers:
+        return Consumers(endpoint, queue, n) if self.binary is None else CConsumers(self.binary, endpoint, queue, n)
+
+    def __str__(self) -> str:
+        return "Python (pika)" if self.binary is None else f"C ({self.binary.name}, rabbitmq-c)"
 
 
 def publish(endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,

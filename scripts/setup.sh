@@ -28,6 +28,7 @@ command -v npm >/dev/null || need npm
 command -v chromium >/dev/null || need chromium                # the audit report's test loads it in a real headless browser
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need rabbitmq-server   # the IF2 bridge tests' RabbitMQ (a private node each run)
 [ -f /usr/include/proton/connection.h ] || need libqpid-proton11-dev   # the benchmarks' C load generator (benchmarks/loadgen)
+[ -f /usr/include/amqp_ssl_socket.h ] || need librabbitmq-dev           # the IF2 benchmark's C AMQP 0-9-1 consumer (benchmarks/loadgen/if2_consume.c)
 command -v promtool >/dev/null || need prometheus              # deploy/monitoring's tests: promtool and a real Prometheus
 
 if ((${#missing[@]})); then
