@@ -202,11 +202,12 @@ class CConsumers:
         files = TlsFiles.from_pki(endpoint.pki_dir, endpoint.cn, with_crls=False)
         self.dir = Path(tempfile.mkdtemp(prefix="if2-consume-"))
         self.samples = [self.dir / f"{i}.samples" for i in range(n)]
-        self.procs = [subprocess.Popen(
-            [str(binary), "--host", endpoint.host, "--port", str(endpoint.port), "--identity", endpoint.cn, "--cert", str(files.cert_chain),
-             "--key", str(files.key), "--ca", str(files.trust_bundle), "--queue", queue, "--prefetch", str(prefetch),
-             "--samples", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for path in self.samples]
+        common = [str(binary), "--host", endpoint.host, "--port", str(endpoint.port), "--identity", endpoint.cn,
+                  "--cert", str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle),
+                  "--queue", queue, "--prefetch", str(prefetch)]
+        self.procs = [subprocess.Popen([*common, "--samples", str(path)], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+                      for path in self.samples]
         for proc in self.procs:
             assert proc.stderr is not None
             if proc.stderr.readline().strip() != "READY":

@@ -110,14 +110,23 @@ def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
 
 
 def test_if2_benchmark_with_generator_processes() -> None:
-    """bench_if2.py's --processes path (pika processes at RabbitMQ, the C load generator as the import's
-    C-Roads consumer when it builds): its loss counts and the CPU by process of each flat-out phase."""
-    output = run("bench_if2.py", "--processes", "1", "--consumers", "1", "--messages", "200", "--rates", "100",
+    """bench_if2.py's --processes path (pika publisher processes at RabbitMQ; the C load generator as the
+    import's C-Roads consumer and if2_consume, rabbitmq-c, as RabbitMQ alone's competing consumers, when
+    they build): loss counts of both and the C consumers' CPU in each flat-out phase's CPU by process."""
+    output = run("bench_if2.py", "--processes", "1", "--consumers", "2", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import")
     assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
-                                           "if2->croads over RabbitMQ alone, µs per message: publishers"))
-    flat = next(line.split() for line in output.splitlines() if "if2->croads    flat out" in line)
-    assert flat[4] == "200" and flat[-3:-1] == ["0", "0"], flat  # every message, none lost or duplicated
+                                           "if2->croads over RabbitMQ alone, µs per message: publishers",
+                                           "RabbitMQ's consumers (RabbitMQ alone, the export's back-office): "
+                                           "C (if2_consume, rabbitmq-c) x 2"))
+    lines = output.splitlines()
+    for scenario in ("rabbitmq", "if2->croads"):
+        for phase, sent in (("flat out", "200"), ("100/s", "50")):
+            row = next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} {phase}"))
+            assert row[-9] == sent and row[-3:-1] == ["0", "0"], row  # every message, none lost or duplicated
+    cpu = next(line for line in lines if line.startswith("# round 1  rabbitmq "))
+    consumers_us = float(cpu.split(")")[1].split("(")[0])
+    assert consumers_us > 0, cpu  # the C consumers' own CPU (getrusage), per message
 
 
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
