@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -26,55 +25,10 @@ from interchange.broker.server import AmqpConnection, BrokerServer
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
+from interchange.testing.memory_transport import MemoryTlsClient, MemoryTransport
 
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
-
-
-class Raw(asyncio.Transport):
-    """The socket's side: what the protocol wrote, and whether it closed it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.out = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        assert not self.closed, "written after the close"
-        self.out += data
-
-    def take(self) -> bytes:
-        data = bytes(self.out)
-        self.out.clear()
-        return data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-
-class Client:
-    """A TLS client over memory BIOs."""
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
-
-    def step(self, data: bytes = b"") -> bytes:
-        self.incoming.write(data)
-        try:
-            self.obj.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        return self.outgoing.read()
 
 
 class Gate:
@@ -110,9 +64,9 @@ def core() -> BrokerCore:
 
 class BiConnection:
     def __init__(self, pki: TestPki, server: BrokerServer) -> None:
-        self.raw = Raw()
+        self.raw = MemoryTransport(strict=True)
         self.protocol = AmqpConnection(server, None, server_context(files_for(pki, SERVER)))
-        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.client = MemoryTlsClient(client_context(files_for(pki, ACTOR)), SERVER)
         self.protocol.connection_made(self.raw)
         assert self.protocol._tls is not None
         self.session = self.protocol._tls
@@ -122,6 +76,14 @@ class BiConnection:
         self.protocol.data_received(self.client.step())
         await until(lambda: bool(self.raw.out))
         self.flight = self.client.step(self.raw.take())  # client certificate, Finished
+
+    async def last_step_held(self) -> "Gate":
+        """Hello, then the client's last flight in, its step held out on the worker by the gate returned."""
+        await self.hello()
+        gate = Gate(self.session)
+        self.protocol.data_received(self.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        return gate
 
 
 def bi_server() -> tuple[BrokerServer, list[tuple[str, dict]]]:
@@ -179,10 +141,7 @@ def test_a_bi_deadline_while_the_step_is_out_drops_its_outcome(pki_main: TestPki
     async def main() -> None:
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
-        await connection.hello()
-        gate = Gate(connection.session)
-        connection.protocol.data_received(connection.flight)
-        await asyncio.to_thread(gate.entered.wait, 5)
+        gate = await connection.last_step_held()
         connection.protocol._deadline_passed()  # as its timer does when the handshake deadline passes
         assert connection.raw.closed
         connection.protocol.connection_lost(None)  # the aborted socket's, while the step is out
@@ -201,10 +160,7 @@ def test_a_bi_peer_gone_while_its_last_step_is_out_is_heard_out_once_in_order(pk
     async def main() -> None:
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
-        await connection.hello()
-        gate = Gate(connection.session)
-        connection.protocol.data_received(connection.flight)
-        await asyncio.to_thread(gate.entered.wait, 5)
+        gate = await connection.last_step_held()
         connection.raw.closed = True
         connection.protocol.connection_lost(None)  # the peer sent its flight and went
         assert events == []  # not yet: the step is still out
@@ -260,11 +216,11 @@ def test_no_more_than_in_flight_steps_are_out_and_the_rest_wait_in_order(pki_mai
 
 class IiConnection:
     def __init__(self, pki: TestPki, queue: HandshakeQueue, events: list[tuple[str, dict]]) -> None:
-        self.raw, self.made = Raw(), False
+        self.raw, self.made = MemoryTransport(strict=True), False
         self.protocol = TlsServerProtocol(self._inner, server_context(files_for(pki, SERVER)),
                                           lambda level, kind, fields: events.append((kind, fields)),
                                           None, (10.0, 10.0, 10.0), queue)
-        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.client = MemoryTlsClient(client_context(files_for(pki, ACTOR)), SERVER)
         self.protocol.connection_made(self.raw)
         assert self.protocol._session is not None
         self.session = self.protocol._session
@@ -430,10 +386,7 @@ def test_a_bi_outcome_that_fails_to_apply_still_finishes_a_peer_that_left(pki_ma
 
         server.connection_opened = fails  # type: ignore[method-assign]
         connection = BiConnection(pki_main, server)
-        await connection.hello()
-        gate = Gate(connection.session)
-        connection.protocol.data_received(connection.flight)
-        await asyncio.to_thread(gate.entered.wait, 5)
+        gate = await connection.last_step_held()
         connection.raw.closed = True
         connection.protocol.connection_lost(None)
         gate.open.set()
@@ -452,10 +405,7 @@ def test_a_bi_step_back_while_the_socket_closes_is_heard_out_when_it_is_lost(pki
     async def main() -> None:
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
-        await connection.hello()
-        gate = Gate(connection.session)
-        connection.protocol.data_received(connection.flight)
-        await asyncio.to_thread(gate.entered.wait, 5)
+        gate = await connection.last_step_held()
         connection.raw.closed = True  # closing: the reset seen, connection_lost not yet called
         gate.open.set()
         await until(lambda: server.handshakes.out == 0)

@@ -6,45 +6,15 @@ per loop turn)."""
 from __future__ import annotations
 
 import asyncio
-import ssl
-from typing import Any
 
 from certs import TestPki
 from certs.tls import client_context, server_context
 from ii_api.http.tls_site import TlsServerProtocol
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
+from interchange.testing.memory_transport import MemoryTlsClient, MemoryTransport
 
 TIMEOUTS = (10.0, 10.0, 10.0)  #: handshake, headers, body: none passes in these tests
-
-
-class Raw(asyncio.Transport):
-    """The socket's side: what the protocol wrote, and whether it closed it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.out = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.out += data
-
-    def take(self) -> bytes:
-        data = bytes(self.out)
-        self.out.clear()
-        return data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
 
 
 class Inner(asyncio.Protocol):
@@ -61,32 +31,12 @@ class Inner(asyncio.Protocol):
         self.data += data
 
 
-class Client:
-    """A TLS client over memory BIOs."""
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
-
-    def step(self, data: bytes = b"") -> bytes:
-        self.incoming.write(data)
-        try:
-            self.obj.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        return self.outgoing.read()
-
-    def send(self, plaintext: bytes) -> bytes:
-        self.obj.write(plaintext)
-        return self.outgoing.read()
-
-
 class Connection:
     def __init__(self, pki: TestPki, queue: HandshakeQueue) -> None:
-        self.inner, self.raw = Inner(), Raw()
+        self.inner, self.raw = Inner(), MemoryTransport()
         self.server = TlsServerProtocol(lambda: self.inner, server_context(files_for(pki, SERVER)),
                                         lambda *_: None, None, TIMEOUTS, queue)
-        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.client = MemoryTlsClient(client_context(files_for(pki, ACTOR)), SERVER)
         self.server.connection_made(self.raw)
 
 
