@@ -14,8 +14,9 @@ import tomllib
 from pathlib import Path
 
 from certs import create_test_pki
+from interchange.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 ENTRYPOINT = ROOT / "deploy" / "container" / "entrypoint.sh"
 NAME = "ixc.container.test"
 

@@ -14,6 +14,7 @@ from typing import Any
 from certs import TestPki
 from ii_api.peers.discovery import Neighbour
 from interchange.testing.harness import A, B
+from interchange.testing.paths import REPO_ROOT
 from interchange.testing.ii_harness import DOMAIN, Https, denm_capability, node_config, seed_neighbours, start
 
 CAPABILITIES = 4000
@@ -76,7 +77,7 @@ async def test_sigterm_stops_the_node_during_a_bulk_post(pki: TestPki, tmp_path:
     config_path.write_text(node_config(pki, A, workdir).model_dump_json(), encoding="utf-8")
     process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=Path(__file__).parents[2])
+                               cwd=REPO_ROOT)
     try:
         assert process.stdout is not None
         line = await asyncio.to_thread(process.stdout.readline)

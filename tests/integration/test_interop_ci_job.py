@@ -8,15 +8,14 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from interchange.testing.paths import REPO_ROOT
 
-
-CI = ROOT / "deploy" / "ci"
+CI = REPO_ROOT / "deploy" / "ci"
 
 
 def test_job_script_passes_against_the_repository_federation(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    env = {**os.environ, "INTEROP_VENV": str(Path(sys.executable).parent.parent), "INTEROP_OUT": str(out)}
+    env = {**os.environ, "INTEROP_VENV": sys.prefix, "INTEROP_OUT": str(out)}
     done = subprocess.run(["bash", str(CI / "interop.sh")], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "result: OK" in done.stdout

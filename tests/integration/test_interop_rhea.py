@@ -32,8 +32,9 @@ from interchange.testing.broker_harness import (
     send_raw,
 )
 from test_broker_bi import RawCollector
+from interchange.testing.paths import REPO_ROOT
 
-INTEROP_DIR = Path(__file__).resolve().parents[1] / "interop"
+INTEROP_DIR = (REPO_ROOT / "tests") / "interop"
 CLIENT = INTEROP_DIR / "rhea_client.js"
 RHEA_TIMEOUT_MS = 10_000
 

@@ -19,7 +19,9 @@ import yaml
 from grafana_foundation_sdk.cog import plugins
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+from interchange.testing.paths import REPO_ROOT
+
+MONITORING = REPO_ROOT / "deploy" / "monitoring"
 ALERTS = MONITORING / "rules" / "alerts.yml"
 RECORDING = MONITORING / "rules" / "recording.yml"
 RULE_TESTS = MONITORING / "tests" / "alerts.test.yml"

@@ -1,11 +1,11 @@
 """The shipped example config is valid for the node's config model."""
-from pathlib import Path
 
 from interchange.app.config import load_config
+from interchange.testing.paths import REPO_ROOT
 
 
 def test_example_config_loads() -> None:
-    config = load_config(Path(__file__).resolve().parents[2] / "deploy" / "node.example.toml")
+    config = load_config(REPO_ROOT / "deploy" / "node.example.toml")
     assert config.broker.port == 5671 and config.admin.port == 9090
     assert config.tls is not None and config.tls.trust_bundle.name == "trust.pem"
     assert config.log.properties is False
@@ -23,7 +23,7 @@ def test_compose_runs_prometheus_and_grafana_with_the_monitoring_files() -> None
     provisioning expect them, and every file it mounts exists."""
     import yaml
 
-    container = Path(__file__).resolve().parents[2] / "deploy" / "container"
+    container = REPO_ROOT / "deploy" / "container"
     compose = yaml.safe_load((container / "compose.yaml").read_text())
     services = compose["services"]
     assert {"interchange", "prometheus", "grafana"} <= set(services)

@@ -4,12 +4,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from ii_api.wire.errors import describe_validation_error, validation_error_body
+from interchange.testing.paths import REPO_ROOT
 from ii_api.wire.models import (
     CamApplication,
     CapabilitiesMessage,
@@ -462,7 +462,7 @@ def test_delivery_statuses():
 
 
 #: Tables 14 and 15's status property, quoted from the profile (tests/data/spec/).
-_SPEC = Path(__file__).resolve().parents[1] / "data" / "spec" / "subscription_statuses.txt"
+_SPEC = (REPO_ROOT / "tests") / "data" / "spec" / "subscription_statuses.txt"
 
 
 def test_statuses_agree_with_the_spec_text():

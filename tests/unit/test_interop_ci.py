@@ -5,14 +5,14 @@ tests/integration/test_interop_ci_job.py)."""
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from interchange.app.cli import build_parser
+from interchange.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 CI = ROOT / "deploy" / "ci"
 
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from interchange.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 
 #: The namespace package whose sub-packages are units of their own; its ``__init__`` is rank 0.
 NAMESPACE = "interchange"

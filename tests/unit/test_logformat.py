@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from interchange.ground import logformat
+from interchange.testing.paths import REPO_ROOT
 
 V1_RECEIVED = ('{"schemaVersion":1,"timestamp":"2021-07-15T12:30:23.317Z","level":"info","event":"received_message",'
                '"node":"ixc-a","address":"denm-in","identity":"actor-1","publisher":"actor-1",'
@@ -17,7 +17,7 @@ V1_REJECTED = ('{"schemaVersion":1,"timestamp":"2021-07-15T12:30:23.317Z","level
 
 
 def test_every_field_is_documented_and_listed() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "log-format.md").read_text(encoding="utf-8")
+    doc = (REPO_ROOT / "docs" / "log-format.md").read_text(encoding="utf-8")
     names = [field.name for field in logformat.FIELDS]
     assert names == list(logformat.LogRecord.model_fields)
     for name in names:
