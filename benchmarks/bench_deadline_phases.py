@@ -20,7 +20,9 @@ connection is closed, then ``--after`` more. Modes, alternated run by run:
 - ``share2``, ``share3``...: as ``node``, this tree with the second, third... ``--handshake-cpu-share``
   (the first is ``node``'s);
 - ``thread2``, ``thread3``...: as ``node``, this tree with the second, third... ``--handshake-thread``
-  (``[broker.limits] handshake_thread``: idle, nice, normal, loop; the first is ``node``'s).
+  (``[broker.limits] handshake_thread``: idle, nice, normal, loop; the first is ``node``'s);
+- ``switch2``, ``switch3``...: as ``node``, this tree's node with the second, third... ``--switch-interval``
+  (the interpreter's GIL switch interval, ``sys.setswitchinterval``; the first is this tree's other nodes').
 
 Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``arrive`` (their
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
@@ -31,14 +33,23 @@ steady node's run-queue wait (ms per second: ready to run, not running, /proc sc
 own; and for the slowest 1 % of round trips, what the node's main thread did during them (CPU,
 waiting for a core) and our own wait.
 
+``--gil-trace`` (Linux, root, ``perf`` and an interpreter with symbols): Linux perf uprobes on CPython's
+``take_gil`` (entry, return) and ``drop_gil`` in the steady node, recorded through each run with
+``CLOCK_MONOTONIC`` times; per phase the node's main thread's waits for the GIL (ms per second, how many
+over 1 ms, who held it when the wait began: the handshake worker, found by its scheduling, or another
+thread), the same over the slowest 1 % of round trips, and how long the worker held the GIL each time it
+took it. The probes cost the traced node a few µs per GIL hand-off: compare modes within a traced run.
+
     flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3
 """
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,11 +89,14 @@ def schedstat(path: str) -> tuple[int, int]:
 class Node:
     """A node process run from the tree at ``root`` (its directory first on the module path)."""
 
-    def __init__(self, config: NodeConfig, root: Path) -> None:
+    def __init__(self, config: NodeConfig, root: Path, switch_interval: float | None = None) -> None:
         path = config.data_dir / "node.json"
         path.write_text(config.model_dump_json(exclude_defaults=True))  # a --base tree may not know newer fields
         env = {**os.environ, "PYTHONPATH": str(root)}
-        self.process = subprocess.Popen([sys.executable, "-P", "-m", "interchange", "broker", "--config", str(path)],
+        start = ["-m", "interchange"] if switch_interval is None else [
+            "-c", f"import runpy, sys; sys.setswitchinterval({switch_interval!r}); "
+                  "runpy.run_module('interchange', run_name='__main__', alter_sys=True)"]
+        self.process = subprocess.Popen([sys.executable, "-P", *start, "broker", "--config", str(path)],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
         assert self.process.stdout is not None
         words = self.process.stdout.readline().replace(",", "").split()
@@ -136,13 +150,124 @@ class Steady:
         self.consumer.close()
 
 
+#: The uprobes' group, and their events: take_gil entered and returned (the GIL is held), drop_gil entered
+#: and returned (after a forced switch, drop_gil waits until the other thread has taken the GIL).
+GIL_GROUP = "hsgil"
+GIL_PROBES = (("take", "take_gil"), ("took", "take_gil%return"), ("drop", "drop_gil"), ("dropped", "drop_gil%return"))
+
+
+def interpreter_file(pid: int) -> str:
+    """The file holding the process's interpreter: its libpython, or the executable (a static build)."""
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and "libpython" in fields[-1]:
+            return fields[-1]
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def worker_threads(pid: int) -> set[int]:
+    """The node's threads scheduled below the loop (SCHED_IDLE or nice 19): the handshake worker."""
+    found = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # from the state on: field 3 is fields[0]
+        if fields[38] == "5" or fields[16] == "19":  # policy SCHED_IDLE, or nice 19
+            found.add(int(task))
+    return found
+
+
+@dataclass
+class GilTimes:
+    """One traced run: the main thread's waits for the GIL (start, seconds, who held it as the wait
+    began: ``worker``, ``other``, ``free``; or ``handoff``: in drop_gil, a forced switch waiting for the
+    other thread to take it) and the worker's holds (start, seconds)."""
+
+    waits: list[tuple[float, float, str]] = field(default_factory=list)
+    holds: list[tuple[float, float]] = field(default_factory=list)
+
+    def waited(self, start: float, end: float) -> tuple[dict[str, float], int]:
+        """Within [start, end): the main thread's GIL wait (s) by holder, and its waits over 1 ms."""
+        by: dict[str, float] = {}
+        over = 0
+        for at, span, holder in self.waits[bisect.bisect_left(self.waits, (start - 1.0,)):]:
+            if at >= end:
+                break
+            part = min(end, at + span) - max(start, at)
+            if part > 0:
+                by[holder] = by.get(holder, 0.0) + part
+                over += span > 1e-3
+        return by, over
+
+
+def gil_times(lines: list[str], main: int, workers: set[int]) -> GilTimes:
+    """Parse ``perf script -F tid,time,event`` lines of the four probes."""
+    times = GilTimes()
+    holder: int | None = None
+    entered: dict[int, tuple[float, str]] = {}
+    took: dict[int, float] = {}
+    dropping: dict[int, float] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        tid, at, event = int(fields[0]), float(fields[1].rstrip(":")), fields[2]
+        if event.endswith(":take:"):
+            entered[tid] = (at, "free" if holder is None else "worker" if holder in workers else "other")
+        elif event.endswith(":took__return:") and tid in entered:
+            began, held_by = entered.pop(tid)
+            if tid == main:
+                times.waits.append((began, at - began, held_by))
+            holder, took[tid] = tid, at
+        elif event.endswith(":drop:"):
+            if tid in workers and tid in took:
+                times.holds.append((took[tid], at - took.pop(tid)))
+            holder = None if holder == tid else holder
+            dropping[tid] = at
+        elif event.endswith(":dropped__return:") and tid == main and tid in dropping:
+            began = dropping.pop(tid)
+            if at - began > 20e-6:  # a forced switch: waited for the other thread to take the GIL
+                times.waits.append((began, at - began, "handoff"))
+    times.waits.sort()
+    return times
+
+
+class GilTrace:
+    """``perf record`` of the GIL probes on one node process, from start to :meth:`stop`."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.pid, self.out = pid, out
+        lib = interpreter_file(pid)
+        listed = subprocess.run(["perf", "probe", "-l", f"{GIL_GROUP}:*"], capture_output=True, text=True).stdout
+        events = []
+        for name, spec in GIL_PROBES:
+            event = f"{GIL_GROUP}:{name}" + ("__return" if spec.endswith("%return") else "")
+            if f"{event} " not in listed:
+                subprocess.run(["perf", "probe", "-q", "-x", lib, "--add", f"{GIL_GROUP}:{name}={spec}"], check=True)
+            events += ["-e", event]
+        self.workers = worker_threads(pid)
+        self.process = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", *events, "-p", str(pid),
+                                         "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # perf attaches
+
+    def stop(self) -> GilTimes:
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(60)
+        script = subprocess.run(["perf", "script", "-i", str(self.out), "-F", "tid,time,event"],
+                                capture_output=True, text=True).stdout
+        self.out.unlink(missing_ok=True)
+        return gil_times(script.splitlines(), self.pid, self.workers)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode.startswith(("base", "share", "thread")) or mode == "errlog" else nodes["node"]
+    node = nodes[mode] if mode.startswith(("base", "share", "thread", "switch")) or mode == "errlog" else nodes["node"]
     target = nodes["peer"] if mode == "peer" else node
     steady = Steady(pki, node.bi_port)
     me = f"/proc/self/task/{os.getpid()}/schedstat"
@@ -151,9 +276,12 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     if "peer" in nodes:
         peer = nodes["peer"].process.pid
         paths["peer"] = f"/proc/{peer}/task/{peer}/schedstat"
+    trace: GilTrace | None = None
     try:
         for _ in range(50):
             steady.round_trip(Watch(paths))
+        if args.gil_trace:
+            trace = GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data")
         samples = [steady.round_trip(Watch(paths)) for _ in range(args.quiet)]
         ports = {"bi": target.bi_port, "ii": target.ii_port}
         command = [sys.executable, "-m", "interchange.testing.stalled_clients", "--count", str(args.count),
@@ -189,9 +317,10 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         stalled.wait(30)
     finally:
         steady.close()
+        gil = trace.stop() if trace is not None else None
     bounds = {"arrive": spawned, "stall": ready_at or spawned, "closes": min(closes) if closes else ended,
               "after": ended}
-    return summarize(samples, args.quiet, bounds)
+    return summarize(samples, args.quiet, bounds, gil)
 
 
 def phase_of(sample: Sample, index: int, quiet: int, bounds: dict[str, float]) -> str:
@@ -204,7 +333,29 @@ def phase_of(sample: Sample, index: int, quiet: int, bounds: dict[str, float]) -
     return phase
 
 
-def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> dict:
+def gil_summary(gil: GilTimes, got: list[Sample], slow: list[Sample]) -> dict:
+    """The main thread's GIL waits over a phase's round trips and over its slowest 1 % (shares of their
+    time, by holder), and the worker's holds that began during the phase."""
+    start, end = got[0].at, got[-1].at + got[-1].rtt
+    by, over = gil.waited(start, end)
+    slow_by: dict[str, float] = {}
+    slow_over = 0
+    for sample in slow:
+        part, n = gil.waited(sample.at, sample.at + sample.rtt)
+        slow_over += n
+        for holder, wait in part.items():
+            slow_by[holder] = slow_by.get(holder, 0.0) + wait
+    slow_span = sum(s.rtt for s in slow)
+    holds = sorted(span for at, span in gil.holds if start <= at < end)
+    return {"wait": {k: v / (end - start) for k, v in by.items()}, "over": over,
+            "slow": {k: v / slow_span for k, v in slow_by.items()}, "slow_over": slow_over,
+            "slow_longest": max((span for s in slow for at, span, _ in gil.waits if s.at <= at < s.at + s.rtt),
+                                default=0.0),
+            "holds_per_s": len(holds) / (end - start), "hold_p50": pct(holds, 0.5), "hold_p99": pct(holds, 0.99),
+            "hold_max": holds[-1] if holds else float("nan")}
+
+
+def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float], gil: GilTimes | None = None) -> dict:
     by: dict[str, list[Sample]] = {p: [] for p in PHASES}
     for i, sample in enumerate(samples):
         by[phase_of(sample, i, quiet, bounds)].append(sample)
@@ -229,6 +380,8 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float]) -> di
                       "slow_rtt": sum(s.rtt for s in slow) / len(slow),
                       "slow_node_cpu": share("node", 0, slow), "slow_node_wait": share("node", 1, slow),
                       "slow_me_wait": share("me", 1, slow), "slow_clients_cpu": share("clients", 0, slow)}
+        if gil is not None:
+            out[phase]["gil"] = gil_summary(gil, got, slow)
     return out
 
 
@@ -241,6 +394,17 @@ def with_limits(config: NodeConfig, **limits: object) -> NodeConfig:
     return config.model_copy(update={"broker": config.broker.model_copy(update={"limits": new})})
 
 
+def print_gil(g: dict) -> None:
+    def shares(by: dict[str, float]) -> str:  # "free": the GIL was free, the wait is the probes' own cost
+        held = sum(v for k, v in by.items() if k != "free")
+        return f"{held:.3f} (" + ", ".join(f"{k} {v:.3f}" for k, v in sorted(by.items())) + ")"
+
+    print(f"{'':<9}{'GIL':<8}main thread waiting: {shares(g['wait'])} of the phase, {g['over']} waits over 1 ms | "
+          f"slowest 1 %: {shares(g['slow'])} of their time, {g['slow_over']} over 1 ms, longest "
+          f"{g['slow_longest'] * 1e3:.2f} ms | worker holds {g['holds_per_s']:.0f}/s, p50 {g['hold_p50'] * 1e6:.0f} µs, "
+          f"p99 {g['hold_p99'] * 1e6:.0f} µs, max {g['hold_max'] * 1e3:.2f} ms", flush=True)
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -248,7 +412,7 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
-    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2, thread2")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2, thread2, switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
@@ -259,6 +423,11 @@ def main() -> None:
     parser.add_argument("--handshake-thread", action="append", choices=["idle", "nice", "normal", "loop"],
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
                              "given again: modes thread2, thread3, ...")
+    parser.add_argument("--switch-interval", type=float, action="append",
+                        help="this tree's nodes: the interpreter's GIL switch interval in seconds (default: "
+                             "Python's, 0.005); given again: modes switch2, switch3, ...")
+    parser.add_argument("--gil-trace", action="store_true",
+                        help="trace the steady node's GIL hand-offs (perf uprobes: Linux, root)")
     parser.add_argument("--quiet", type=int, default=400)
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
@@ -269,19 +438,27 @@ def main() -> None:
         (root / "b").mkdir()
         modes = args.modes.split(",")
         shares, threads = args.handshake_cpu_share or [None], args.handshake_thread or [None]
+        switch = (args.switch_interval or [None])[0]
         nodes = {"node": Node(with_limits(deadline_node_config(pki, BROKER_CN, root / "a"),
-                                          handshake_cpu_share=shares[0], handshake_thread=threads[0]), HERE)}
+                                          handshake_cpu_share=shares[0], handshake_thread=threads[0]), HERE, switch)}
         variants = [(f"share{i}", {"handshake_cpu_share": v}) for i, v in enumerate(shares[1:], start=2)]
         variants += [(f"thread{i}", {"handshake_thread": v}) for i, v in enumerate(threads[1:], start=2)]
         for name, limits in variants:  # modes share2, thread2, ...: this tree with other limits
             if name in modes:
                 (root / name).mkdir()
-                nodes[name] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / name), **limits), HERE)
+                nodes[name] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / name), **limits), HERE,
+                                   switch)
+        for i, interval in enumerate((args.switch_interval or [])[1:], start=2):  # switch2, ...: other intervals
+            if f"switch{i}" in modes:
+                (root / f"switch{i}").mkdir()
+                nodes[f"switch{i}"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / f"switch{i}"),
+                                                       handshake_cpu_share=shares[0], handshake_thread=threads[0]),
+                                           HERE, interval)
         if "peer" in modes:
-            nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE)
+            nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE, switch)
         if "errlog" in modes:
             (root / "d").mkdir()
-            nodes["errlog"] = Node(deadline_node_config(pki, BROKER_CN, root / "d", "error"), HERE)
+            nodes["errlog"] = Node(deadline_node_config(pki, BROKER_CN, root / "d", "error"), HERE, switch)
         for index, tree in enumerate(args.base or []):  # modes base, base2, ...: one node per --base
             name = "base" if index == 0 else f"base{index + 1}"
             if name in modes:
@@ -307,6 +484,8 @@ def main() -> None:
                               f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
                               f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
                               f"{r['slow_clients_cpu']:>6.2f}", flush=True)
+                        if "gil" in r:
+                            print_gil(r["gil"])
         finally:
             for running in nodes.values():
                 running.stop()
