@@ -31,7 +31,6 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -39,7 +38,7 @@ from aiohttp import web
 from certs.tls import certificate_lifetime_problem
 from ii_api.http.request_clock import RequestClock, timeout_response
 from interchange.broker.handshake_queue import HandshakeQueue
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep, step_error
 
 log = logging.getLogger(__name__)
 
@@ -220,15 +219,17 @@ class TlsServerProtocol(asyncio.Protocol):
             return
         self._received(data)
 
-    def handshake_work(self) -> Callable[[], TlsStep] | None:
-        """The waiting handshake input as a step for the :class:`HandshakeQueue` (None: closing)."""
+    def handshake_work(self) -> Callable[[], ssl.SSLError | None] | None:
+        """The waiting handshake input fed to the session, and its OpenSSL call as the step for the
+        :class:`HandshakeQueue` (None: closing)."""
         data, raw, session = self._handshake_input, self._raw, self._session
         if data is None or raw is None or session is None or raw.is_closing():
             return None  # closed meanwhile (its deadline, the peer): nothing more to do for it
         self._handshake_input, self._step_out = None, True
-        return partial(session.receive, bytes(data))
+        session.feed(bytes(data))
+        return session.handshake
 
-    def handshake_done(self, outcome: TlsStep | BaseException) -> None:
+    def handshake_done(self, outcome: ssl.SSLError | BaseException | None) -> None:
         """A handshake step's outcome, back on the loop: applied unless the connection was closed meanwhile."""
         self._step_out = False
         raw, session = self._raw, self._session
@@ -237,9 +238,10 @@ class TlsServerProtocol(asyncio.Protocol):
             self._handshake_input = None
             return
         try:
-            if isinstance(outcome, BaseException):
-                raise outcome
-            self._step(outcome)
+            failure = step_error(outcome)
+            if failure is not None:
+                raise failure
+            self._step(session.handshook(outcome if isinstance(outcome, ssl.SSLError) else None))
             more = self._handshake_input
             if more is not None and session.established and not raw.is_closing():
                 self._handshake_input = None  # the rest is records (a request): read here

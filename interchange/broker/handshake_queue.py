@@ -5,9 +5,10 @@ A server handshake step costs a fraction of a millisecond of CPU in one call tha
 (its key share and signature; then the client's certificate chain and its CRL check, about 0.9 ms a
 connection in all). When many connections arrive at once, asyncio would run every readable one's
 step back to back, ahead of the established connections' I/O. Here a connection whose handshake has
-input waiting is queued (FIFO, once) and its step (:meth:`Handshaking.handshake_work`: the sans-I/O
-:meth:`~interchange.broker.tls_stream.TlsSession.receive` with that input) runs where
-:data:`THREAD` (``[broker.limits] handshake_thread``) says:
+input waiting is queued (FIFO, once) and its step (:meth:`Handshaking.handshake_work`: that input fed
+to the sans-I/O session, and the session's OpenSSL call alone,
+:meth:`~interchange.broker.tls_stream.TlsSession.handshake`; the outcome made a step back on the
+loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) says:
 
 - ``idle`` / ``nice`` / ``normal``: on one worker thread of its own, scheduled ``SCHED_IDLE``, at
   nice 19, or as the loop. ``SSLObject.do_handshake`` releases the GIL for the crypto, so the loop
@@ -17,7 +18,9 @@ input waiting is queued (FIFO, once) and its step (:meth:`Handshaking.handshake_
   the loop steps the waiting connections itself, as in the ``loop`` mode, until the worker is back,
   so arriving connections are not starved past their deadlines. At most :data:`IN_FLIGHT` steps are
   out at once (one running, one ready: a flood waits here, in order); each outcome comes back to the loop
-  (``call_soon_threadsafe``) and :meth:`Handshaking.handshake_done` applies it there. While a
+  (``call_soon_threadsafe``) and :meth:`Handshaking.handshake_done` applies it there. The worker holds
+  the GIL only around that call (no futures, no session bookkeeping): at its low priority the kernel
+  may stop it while it holds the GIL, and the loop's thread then waits for it. While a
   connection's step is out its session is the worker's: the connection touches neither it nor its
   BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The listener
   context's switch to the current TLS context (``ReloadingTls``: file checks) runs in the step, on the
@@ -48,8 +51,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
+from queue import SimpleQueue
 from typing import Any, Literal, Protocol
 
 log = logging.getLogger(__name__)
@@ -147,13 +149,6 @@ def _run(work: Callable[[], Any]) -> Any:
         return exc
 
 
-def _timed(work: Callable[[], Any], cpu_clock: Callable[[], float]) -> tuple[Any, float]:
-    """On the worker: the step's outcome (or its exception) and the CPU it cost this thread."""
-    cpu = cpu_clock()
-    outcome = _run(work)
-    return outcome, cpu_clock() - cpu
-
-
 def _apply(connection: Handshaking, outcome: Any) -> None:
     try:
         connection.handshake_done(outcome)
@@ -161,13 +156,40 @@ def _apply(connection: Handshaking, outcome: Any) -> None:
         log.exception("a handshake outcome failed to apply")
 
 
-def _back(loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Future], None],
-          connection: Handshaking, future: Future) -> None:
-    """On the worker: hand the finished step to the loop (closed already at shutdown: dropped)."""
-    try:
-        loop.call_soon_threadsafe(done, connection, future)
-    except RuntimeError:
-        pass
+class _Worker:
+    """The worker thread: steps in through a queue, each outcome and the thread CPU it cost back to the
+    loop with ``call_soon_threadsafe``. It holds the GIL only around the step's call (for a TLS session,
+    the OpenSSL call alone): at its low priority the kernel may stop it while it holds the GIL, and the
+    loop's thread then waits for it, so it does as little Python as there can be (no futures)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Any, float], None],
+                 cpu_clock: Callable[[], float], started: Callable[[], None]) -> None:
+        self._inbox: SimpleQueue[tuple[Handshaking, Callable[[], Any]] | None] = SimpleQueue()
+        self._loop, self._done, self._cpu_clock, self._started = loop, done, cpu_clock, started
+        threading.Thread(target=self._run, name="tls-handshake", daemon=True).start()
+
+    def submit(self, connection: Handshaking, work: Callable[[], Any]) -> None:
+        self._inbox.put((connection, work))
+
+    def close(self) -> None:
+        """The thread ends after the step it runs, if any (that outcome is handed back, or dropped with
+        the loop)."""
+        self._inbox.put(None)
+
+    def _run(self) -> None:
+        self._started()
+        get, cpu_clock, back = self._inbox.get, self._cpu_clock, self._loop.call_soon_threadsafe
+        while (item := get()) is not None:
+            connection, work = item
+            cpu = cpu_clock()
+            try:
+                outcome = work()
+            except Exception as exc:  # noqa: BLE001 - handed to the connection, which logs it and drops itself
+                outcome = exc
+            try:
+                back(self._done, connection, outcome, cpu_clock() - cpu)
+            except RuntimeError:  # the loop is closed (shutdown): the outcome is dropped
+                return
 
 
 class HandshakeQueue:
@@ -189,7 +211,7 @@ class HandshakeQueue:
         self._in_flight, self._starved_s = in_flight, starved_s
         self._guarded = False  #: the starvation check is scheduled
         self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: _Worker | None = None
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
         self.out = 0  #: steps on the worker now
         self.stepped = 0  #: handshake steps run since start
@@ -217,7 +239,7 @@ class HandshakeQueue:
     def close(self) -> None:
         """Stop the worker (a step out finishes; its outcome is dropped with the loop)."""
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.close()
             self._executor = None
 
     # on the worker (threads idle, nice, normal) --------------------------------------------------------------------
@@ -239,8 +261,7 @@ class HandshakeQueue:
             if not self.out:
                 self._last_back = self._clock()
             self.out += 1
-            future = self._worker().submit(_timed, work, self._cpu_clock)
-            future.add_done_callback(partial(_back, asyncio.get_running_loop(), self._done, connection))
+            self._worker().submit(connection, work)
         if waiting and self.out and not self._guarded:
             self._guard_in(self._starved_s)
 
@@ -268,24 +289,20 @@ class HandshakeQueue:
         self._scheduled = False
         self._dispatch()
 
-    def _worker(self) -> ThreadPoolExecutor:
+    def _worker(self) -> _Worker:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="tls-handshake", initializer=self._started)
+            self._executor = _Worker(asyncio.get_running_loop(), self._done, self._cpu_clock, self._started)
         return self._executor
 
     def _started(self) -> None:
         """The worker thread's first act: its scheduling."""
         self.priority = lower_priority(self.thread)
 
-    def _done(self, connection: Handshaking, future: Future) -> None:
+    def _done(self, connection: Handshaking, outcome: Any, cost: float) -> None:
         self.out -= 1
         self._last_back = self._clock()
         self.stepped += 1
-        try:
-            outcome, cost = future.result()
-        except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown: handed on like any failure
-            outcome, cost = exc, 0.0
-        self.budget.spend(cost, self._clock())
+        self.budget.spend(cost, self._last_back)
         _apply(connection, outcome)
         self._dispatch()
 

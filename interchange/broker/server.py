@@ -19,7 +19,6 @@ import logging
 import ssl
 import traceback
 from collections.abc import Callable
-from functools import partial
 
 from certs.errors import PeerIdentityError
 from certs.revocation import Revocations
@@ -28,7 +27,7 @@ from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimit
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep, step_error
 from interchange.ground.timing import now_ms
 
 log = logging.getLogger(__name__)
@@ -154,44 +153,51 @@ class AmqpConnection(asyncio.Protocol):
             return
         self._tls_step(tls, tls.receive(data))
 
-    def handshake_work(self) -> Callable[[], TlsStep] | None:
-        """The waiting handshake input as a step for the server's :class:`HandshakeQueue` (None: closing)."""
+    def handshake_work(self) -> Callable[[], ssl.SSLError | None] | None:
+        """The waiting handshake input fed to the session, and its OpenSSL call as the step for the
+        server's :class:`HandshakeQueue` (None: closing)."""
         data, tls, transport = self._handshake_input, self._tls, self._transport
         if data is None or tls is None or transport is None or transport.is_closing():
             return None  # closing meanwhile (its deadline, the peer): connection_lost hears the input out
         self._handshake_input, self._step_out = None, True
-        return partial(tls.receive, bytes(data))
+        tls.feed(bytes(data))
+        return tls.handshake
 
-    def handshake_done(self, outcome: TlsStep | BaseException) -> None:
+    def handshake_done(self, outcome: ssl.SSLError | BaseException | None) -> None:
         """A handshake step's outcome, back on the loop: applied unless the connection was refused meanwhile;
         a peer that left meanwhile is finished now (whatever applying the outcome raised)."""
         self._step_out = False
+        failure = step_error(outcome)
         try:
             self._apply_step(outcome)
         except Exception as exc:  # noqa: BLE001 - as asyncio does for data_received: logged, this connection dropped
-            outcome = exc
-        if isinstance(outcome, BaseException) and not self._dropped:
-            log.error("connection from %s: its input failed", self.peer, exc_info=outcome)
+            failure = exc
+        if failure is not None and not self._dropped:
+            log.error("connection from %s: its input failed", self.peer, exc_info=failure)
             self._handshake_input, self._dropped = None, True
             self.abort()
         if self._lost is not None:
             self._finish_lost(*self._lost)
 
-    def _apply_step(self, outcome: TlsStep | BaseException) -> None:
+    def _apply_step(self, outcome: ssl.SSLError | BaseException | None) -> None:
         tls, transport = self._tls, self._transport
         assert tls is not None
         if self._dropped:  # refused meanwhile (its deadline)
             self._handshake_input = None
-        elif transport is not None and transport.is_closing() and isinstance(outcome, TlsStep):
-            self._unheard = outcome  # the peer reset or closed: connection_lost comes next and hears it out
-        elif not isinstance(outcome, BaseException):
-            self._tls_step(tls, outcome)
-            more = self._handshake_input
-            if more is not None and (self._lost is not None or tls.established):
-                self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here
-                self._tls_step(tls, tls.receive(bytes(more)))
-            elif more is not None:
-                self._server.handshakes.submit(self)
+            return
+        if step_error(outcome) is not None:
+            return  # the step failed: handshake_done drops the connection
+        step = tls.handshook(outcome if isinstance(outcome, ssl.SSLError) else None)
+        if transport is not None and transport.is_closing():
+            self._unheard = step  # the peer reset or closed: connection_lost comes next and hears it out
+            return
+        self._tls_step(tls, step)
+        more = self._handshake_input
+        if more is not None and (self._lost is not None or tls.established):
+            self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here
+            self._tls_step(tls, tls.receive(bytes(more)))
+        elif more is not None:
+            self._server.handshakes.submit(self)
 
     def _tls_step(self, tls: TlsSession, step: TlsStep) -> None:
         transport = self._transport

@@ -7,6 +7,10 @@ is written before the close and the reason is logged (IP_009). The caller moves 
 - :meth:`TlsSession.receive` takes what came from the socket and returns a :class:`TlsStep`:
   the plaintext received, the bytes to write back (handshake flights, alerts), whether the
   handshake just completed, whether the peer closed (close_notify), or why it failed;
+- a handshake step in three parts, :meth:`TlsSession.feed`, :meth:`TlsSession.handshake` (the
+  OpenSSL call alone: a worker thread runs it with as little Python around it as there can be,
+  :mod:`interchange.broker.handshake_queue`) and :meth:`TlsSession.handshook` (its
+  :class:`TlsStep`), is :meth:`TlsSession.receive` during the handshake;
 - :meth:`TlsSession.send` encrypts plaintext; :meth:`TlsSession.close` gives close_notify;
 - :attr:`TlsSession.deadline` is when the handshake must be complete (from the session's start,
   :mod:`interchange.broker.deadlines`); :meth:`TlsSession.on_timer` fails it once that has passed.
@@ -50,6 +54,12 @@ def describe(error: ssl.SSLError) -> str:
     if reason:
         return REASONS.get(reason, reason.lower().replace("_", " "))
     return str(error) or type(error).__name__
+
+
+def step_error(outcome: object) -> BaseException | None:
+    """What a handshake step raised, if it did: not a TLS outcome of :meth:`TlsSession.handshake`
+    (None or an ``ssl.SSLError``, for :meth:`TlsSession.handshook`) but a failure of the step itself."""
+    return outcome if isinstance(outcome, BaseException) and not isinstance(outcome, ssl.SSLError) else None
 
 
 @dataclass(slots=True)
@@ -96,19 +106,50 @@ class TlsSession:
         if self.failed:
             return TlsStep()
         self._incoming.write(data)
-        step = TlsStep()
-        obj = self.ssl_object
         if not self.established:
-            try:
-                obj.do_handshake()
-            except ssl.SSLWantReadError:
-                step.send = self._outgoing.read()
-                return step
-            except ssl.SSLError as exc:
-                self.failed = True
-                step.send, step.error = self._outgoing.read(), describe(exc)
-                return step
+            return self.handshook(self.handshake())
+        return self._records(TlsStep())
+
+    # a handshake step in three parts, for a worker thread: feed and handshook on the loop's thread,
+    # handshake (the crypto, which releases the GIL) on the worker, with nothing else of the session
+    # touched meanwhile
+    def feed(self, data: bytes) -> None:
+        """Handshake input from the peer, for the next :meth:`handshake`."""
+        if not self.failed:
+            self._incoming.write(data)
+
+    def handshake(self) -> ssl.SSLError | None:
+        """The handshake's OpenSSL call alone (``SSLObject.do_handshake``, which releases the GIL for
+        the crypto): None once complete, else what it raised (wanting more input, or a failure), for
+        :meth:`handshook`. It reads the input fed and writes the flight to send, nothing else."""
+        if self.failed or self.established:
+            return None
+        try:
+            self.ssl_object.do_handshake()
+        except ssl.SSLError as exc:
+            return exc
+        return None
+
+    def handshook(self, outcome: ssl.SSLError | None) -> TlsStep:
+        """The step that :meth:`handshake`'s ``outcome`` makes: the flight to send, the handshake
+        complete (then the records that came with the peer's last flight) or why it failed."""
+        step = TlsStep()
+        if self.failed:
+            return step
+        if isinstance(outcome, ssl.SSLWantReadError):
+            step.send = self._outgoing.read()
+            return step
+        if outcome is not None:
+            self.failed = True
+            step.send, step.error = self._outgoing.read(), describe(outcome)
+            return step
+        if not self.established:
             self.established = step.established = True
+        return self._records(step)
+
+    def _records(self, step: TlsStep) -> TlsStep:
+        """The plaintext of the records received (and close_notify, or a failure), and what to send."""
+        obj = self.ssl_object
         chunks: list[bytes] = []
         read = obj.read
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ from interchange.broker.admission import Admission
 from interchange.broker.handshake_queue import HandshakeQueue, HandshakeThread
 from interchange.broker.router import BrokerCore
 from interchange.broker.server import AmqpConnection, BrokerServer
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
 from interchange.testing.memory_transport import MemoryTlsClient, MemoryTransport
@@ -32,22 +33,24 @@ SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 
 
 class Gate:
-    """Holds a session's steps on the worker until opened; records the threads they ran on."""
+    """Holds a session's steps (their OpenSSL call) on the worker until opened; records the threads
+    they ran on."""
 
     def __init__(self, session: TlsSession, hold_after: bool = False) -> None:
         self.open = threading.Event()
         self.entered = threading.Event()
         self.threads: list[int] = []
-        receive = session.receive
+        handshake = session.handshake
 
-        def held(data: bytes) -> TlsStep:
+        def held() -> ssl.SSLError | None:
             self.threads.append(threading.get_ident())
-            step = receive(data) if hold_after else None  # held done: the session's flags already moved
+            if hold_after:  # the call done, its outcome not yet back on the loop
+                outcome = handshake()
             self.entered.set()
             assert self.open.wait(5), "the gate was never opened"
-            return step if step is not None else receive(data)
+            return outcome if hold_after else handshake()
 
-        session.receive = held  # type: ignore[method-assign]
+        session.handshake = held  # type: ignore[method-assign]
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -109,6 +112,35 @@ def test_a_bi_handshake_runs_on_the_worker_and_input_waits_for_its_step(pki_main
         await until(lambda: connection.protocol in server.connections)
         assert [kind for kind, _ in events] == ["connect"] and connection.protocol.identity == ACTOR
         assert connection.client.obj.version() == "TLSv1.3" and not connection.raw.closed
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_only_the_openssl_call_runs_on_the_worker_the_rest_of_a_step_on_the_loop(pki_main: TestPki) -> None:
+    """The worker holds the GIL as little as there can be (at its low priority the kernel may stop it
+    while it does, and the loop's thread then waits): the input is fed to the session and the step's
+    outcome (the flight, the established session) made on the loop's thread; the worker runs the
+    OpenSSL call alone."""
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        threads: dict[str, set[int]] = {"feed": set(), "handshake": set(), "handshook": set()}
+        for name in threads:
+            part = getattr(connection.session, name)
+
+            def recorded(*args: Any, part: Callable[..., Any] = part, name: str = name) -> Any:
+                threads[name].add(threading.get_ident())
+                return part(*args)
+
+            setattr(connection.session, name, recorded)
+        await connection.hello()
+        connection.protocol.data_received(connection.flight)
+        await until(lambda: connection.protocol in server.connections)
+        loop = threading.get_ident()
+        assert threads["feed"] == threads["handshook"] == {loop}
+        assert len(threads["handshake"]) == 1 and loop not in threads["handshake"]
+        assert [kind for kind, _ in events] == ["connect"]
         server.handshakes.close()
 
     asyncio.run(main())
@@ -179,10 +211,10 @@ def test_a_failing_step_drops_its_connection_and_the_queue_goes_on(pki_main: Tes
         server, events = bi_server()
         broken, healthy = BiConnection(pki_main, server), BiConnection(pki_main, server)
 
-        def fails(data: bytes) -> TlsStep:
+        def fails() -> ssl.SSLError | None:
             raise ValueError("a defect")
 
-        broken.session.receive = fails  # type: ignore[method-assign]
+        broken.session.handshake = fails  # type: ignore[method-assign]
         broken.protocol.data_received(broken.client.step())
         await healthy.hello()
         await until(lambda: broken.raw.closed)

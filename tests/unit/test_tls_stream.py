@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ssl
+import threading
 
 from certs import TestPki
 from certs.tls import client_context, peer_common_name, server_context
@@ -132,3 +133,35 @@ def test_garbage_is_refused_with_a_reason(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
     step = server.receive(b"GET / HTTP/1.1\r\n\r\n")
     assert step.error is not None and "HTTP" in step.error
+
+
+def in_parts(server: TlsSession, data: bytes) -> TlsStep:
+    """A handshake step as the worker thread runs it: fed here, the OpenSSL call on another thread,
+    its outcome made a step here."""
+    server.feed(data)
+    outcome: list[ssl.SSLError | None] = []
+    thread = threading.Thread(target=lambda: outcome.append(server.handshake()))
+    thread.start()
+    thread.join(5)
+    return server.handshook(outcome[0])
+
+
+def test_a_handshake_step_in_parts_is_the_same_as_receive(pki_main: TestPki) -> None:
+    server = TlsSession(server_context(files_for(pki_main, SERVER)))
+    client = Client(client_context(files_for(pki_main, ACTOR)))
+    flight = in_parts(server, client.step())
+    assert flight.send and not flight.established and not server.established  # ServerHello ... Finished
+    finished = client.step(flight.send)
+    client.obj.write(b"AMQP\x03\x01\x00\x00")
+    step = in_parts(server, finished + client.outgoing.read())
+    assert step.established and step.error is None and step.data == b"AMQP\x03\x01\x00\x00"
+    assert server.handshake() is None and server.handshook(None) == TlsStep()  # nothing left to do
+
+
+def test_a_refused_handshake_in_parts_sends_its_alert(pki_main: TestPki) -> None:
+    server = TlsSession(server_context(files_for(pki_main, SERVER)))
+    client = Client(plain_client_context(pki_main.trust_bundle))
+    flight = in_parts(server, client.step())
+    last = in_parts(server, client.step(flight.send))
+    assert not last.established and last.error == "no client certificate" and last.send  # the alert
+    assert server.failed and server.handshake() is None and in_parts(server, b"more") == TlsStep()
