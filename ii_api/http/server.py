@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -64,6 +63,7 @@ from ii_api.wire.models import (
     WireModel,
 )
 from interchange.broker.handshake_queue import HandshakeQueue
+from interchange.broker.tls_stream import ContextSource
 
 log = logging.getLogger(__name__)
 
@@ -421,7 +421,7 @@ def build_app(service: IIOperations, *, limits: RequestLimits = RequestLimits())
     return app
 
 
-async def start_server(service: IIOperations, host: str, port: int, context: ssl.SSLContext, *,
+async def start_server(service: IIOperations, host: str, port: int, context: ContextSource, *,
                        limits: RequestLimits = RequestLimits(),
                        max_certificate_days: int | None = None,
                        handshakes: HandshakeQueue | None = None) -> tuple[web.AppRunner, int]:

@@ -7,8 +7,9 @@ handshake without writing the alert OpenSSL produced and reports the reason nowh
 interfaces behave alike: a refused handshake gets its alert and a ``tls_refused`` record (with
 ``interface: ii`` and the reason), a handshake that does not finish in time is dropped and logged,
 and, with ``tls.max_certificate_days``, a client certificate valid for longer is refused (IP_051).
-The listener context is the node's (``ReloadingTls.listener_context``): each handshake switches to
-the context current at that moment, so a TLS reload applies to new connections.
+The context is the node's source of the current one (``ReloadingTls.current``): each accepted
+connection's session is made from the context current at that moment, so a TLS reload applies to new
+connections.
 Once the handshake is done, a :class:`~ii_api.http.request_clock.RequestClock` times each request's
 headers and body (the request handlers tell it their progress through ``get_extra_info("request_clock")``);
 a request that does not arrive in time is answered 408 with a JSON body and closed, and logged as
@@ -38,7 +39,7 @@ from aiohttp import web
 from certs.tls import certificate_lifetime_problem
 from ii_api.http.request_clock import RequestClock, timeout_response
 from interchange.broker.handshake_queue import HandshakeQueue
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep, step_error
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, ContextSource, TlsSession, TlsStep, step_error
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class TlsTransport(asyncio.Transport):
 class TlsServerProtocol(asyncio.Protocol):
     """One accepted socket: the TLS session, then the inner (HTTP) protocol over plaintext."""
 
-    def __init__(self, inner: Callable[[], asyncio.Protocol], context: ssl.SSLContext,
+    def __init__(self, inner: Callable[[], asyncio.Protocol], context: ContextSource,
                  event: EventSink, max_certificate_days: int | None, timeouts: tuple[float, float, float],
                  handshakes: HandshakeQueue) -> None:
         self._inner_factory, self._event, self._handshakes = inner, event, handshakes
@@ -322,7 +323,7 @@ class TlsServerProtocol(asyncio.Protocol):
 class TlsSite(web.BaseSite):
     """``aiohttp.web.TCPSite`` with :class:`TlsServerProtocol` in place of asyncio's TLS."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, context: ssl.SSLContext, *,
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, context: ContextSource, *,
                  event: EventSink, max_certificate_days: int | None = None,
                  handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S, header_timeout_s: float = HEADER_TIMEOUT_S,
                  body_timeout_s: float = BODY_TIMEOUT_S, handshakes: HandshakeQueue | None = None) -> None:

@@ -83,7 +83,7 @@ async def start_ii(name: str, ii: IIConfig, data_dir: str | Path, tls: NodeTls, 
                             amqp_ports=[ii.public_port + k for k in range(len(amqps_ports))] if ii.public_port
                             else amqps_ports, placement=placement, event=event,
                             max_certificate_days=tls.max_certificate_days)
-        runner, port = await start_server(service, ii.host, ii.port, tls.server.listener_context(),
+        runner, port = await start_server(service, ii.host, ii.port, tls.server.current,
                                           limits=ii.limits, max_certificate_days=tls.max_certificate_days,
                                           handshakes=handshakes)
         try:

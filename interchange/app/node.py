@@ -268,7 +268,7 @@ async def _listen(node: RunningNode) -> None:
     if config.tls is not None:
         node.tls = NodeTls(tls_files(config), config.tls.max_certificate_days)
         node.amqps_port = await server.listen_tls(config.broker.host, config.broker.port,
-                                                  node.tls.server.listener_context())
+                                                  node.tls.server.current)
     if config.broker.plain_port is not None:
         if not config.broker.plain_identity:
             raise ValueError("broker.plain_port needs broker.plain_identity (the identity of plain connections)")

@@ -22,8 +22,8 @@ loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) 
   the GIL only around that call (no futures, no session bookkeeping): at its low priority the kernel
   may stop it while it holds the GIL, and the loop's thread then waits for it. While a
   connection's step is out its session is the worker's: the connection touches neither it nor its
-  BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The listener
-  context's switch to the current TLS context (``ReloadingTls``: file checks) runs in the step, on the
+  BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The session's context
+  is chosen when it is made, on the loop (``ReloadingTls.current``: file checks), not in the step on the
   worker;
 - ``loop``: in the loop, until :data:`BUDGET_S` of work is done in a turn (at least one step); the
   rest waits for the next turn, a due timer (``call_later``), which asyncio runs after the turn's I/O

@@ -27,7 +27,7 @@ from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimit
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
-from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession, TlsStep, step_error
+from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, ContextSource, TlsSession, TlsStep, step_error
 from interchange.ground.timing import now_ms
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class AmqpConnection(asyncio.Protocol):
     """One client connection: TCP transport -> TLS session -> SASL -> proton engine."""
 
     def __init__(self, server: "BrokerServer", plain_identity: str | None,
-                 context: ssl.SSLContext | None = None) -> None:
+                 context: ContextSource | None = None) -> None:
         self._server = server
         self._plain_identity = plain_identity
         self._context = context
@@ -72,7 +72,7 @@ class AmqpConnection(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         if self._context is not None:
-            # A listener context from ReloadingTls switches to the current one (CRL) per handshake.
+            # The node's context source (ReloadingTls.current) gives the current context (CRL) here.
             self._tls = TlsSession(self._context, _now(), self._server.limits.handshake_timeout_s)
             self._arm()
             return
@@ -441,7 +441,7 @@ class BrokerServer:
         if self._event is not None:
             self._event(level, kind, fields)
 
-    async def listen_tls(self, host: str, port: int, context: ssl.SSLContext) -> int:
+    async def listen_tls(self, host: str, port: int, context: ContextSource) -> int:
         """Listen for AMQP over TLS 1.3 (IP_019); returns the bound port.
 
         TLS is terminated by each connection's own TlsSession over a plain TCP server, so that a

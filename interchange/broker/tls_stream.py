@@ -18,9 +18,16 @@ is written before the close and the reason is logged (IP_009). The caller moves 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from interchange.broker.deadlines import Deadline, stage_deadline
+
+#: A listener's TLS context: one context, or what gives the one current for each new connection (the
+#: node's ``ReloadingTls.current``: rebuilt when a file changed, e.g. a new CRL). Asked when the session
+#: is made (on the loop's thread), not by an SNI callback inside the handshake: that would run Python
+#: (its file checks) in the handshake's OpenSSL call, on the low-priority worker thread.
+ContextSource = ssl.SSLContext | Callable[[], ssl.SSLContext]
 
 #: The reason logged when a handshake is not complete in time.
 HANDSHAKE_TIMEOUT = "handshake timeout"
@@ -80,9 +87,11 @@ class TlsStep:
 class TlsSession:
     """One server-side TLS connection over memory BIOs."""
 
-    def __init__(self, context: ssl.SSLContext, now: float = 0.0, handshake_timeout_s: float = 10.0) -> None:
+    def __init__(self, context: ContextSource, now: float = 0.0, handshake_timeout_s: float = 10.0) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
+        if not isinstance(context, ssl.SSLContext):
+            context = context()
         self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.established = False
         self.failed = False
