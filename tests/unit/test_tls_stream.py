@@ -165,3 +165,21 @@ def test_a_refused_handshake_in_parts_sends_its_alert(pki_main: TestPki) -> None
     last = in_parts(server, client.step(flight.send))
     assert not last.established and last.error == "no client certificate" and last.send  # the alert
     assert server.failed and server.handshake() is None and in_parts(server, b"more") == TlsStep()
+
+
+def test_a_session_from_a_context_source_asks_it_once_when_made(pki_main: TestPki) -> None:
+    """The node passes ReloadingTls.current: the session is made from the context current at accept, on
+    the loop's thread; nothing inside the handshake (on the worker) asks again."""
+    contexts = [server_context(files_for(pki_main, SERVER))]
+    asked: list[int] = []
+
+    def current() -> ssl.SSLContext:
+        asked.append(threading.get_ident())
+        return contexts[-1]
+
+    server = TlsSession(current)
+    assert asked == [threading.get_ident()] and server.ssl_object.context is contexts[0]
+    contexts.append(server_context(files_for(pki_main, SERVER)))  # a reload: for new sessions only
+    last = handshake(Client(client_context(files_for(pki_main, ACTOR))), server)
+    assert last.established and len(asked) == 1 and server.ssl_object.context is contexts[0]
+    assert TlsSession(current).ssl_object.context is contexts[1]
