@@ -34,7 +34,7 @@ own; and for the slowest 1 % of round trips, what the node's main thread did dur
 waiting for a core) and our own wait.
 
 ``--gil-trace`` (Linux, root, ``perf`` and an interpreter with symbols): Linux perf uprobes on CPython's
-``take_gil`` (entry, return) and ``drop_gil`` in the steady node, recorded through each run with
+``take_gil`` and ``drop_gil`` (entry, return) in the steady node, recorded through each run with
 ``CLOCK_MONOTONIC`` times; per phase the node's main thread's waits for the GIL (ms per second, how many
 over 1 ms, who held it when the wait began: the handshake worker, found by its scheduling, or another
 thread), the same over the slowest 1 % of round trips, and how long the worker held the GIL each time it
