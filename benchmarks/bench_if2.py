@@ -75,6 +75,8 @@ LOADGEN_SRC = node_process.ROOT / "benchmarks" / "loadgen" / "loadgen.c"
 LOADGEN_BIN = node_process.ROOT / "build" / "loadgen"
 CONSUME_SRC = LOADGEN_SRC.with_name("if2_consume.c")
 CONSUME_BIN = LOADGEN_BIN.with_name("if2_consume")  # build.sh builds it next to the load generator
+PUBLISH_SRC, PUBLISH_BIN = LOADGEN_SRC.with_name("if2_publish.c"), LOADGEN_BIN.with_name("if2_publish")
+AMQP_091_HEADER = LOADGEN_SRC.with_name("if2_amqp.h")  # if2_consume's and if2_publish's connection
 NODE, RABBIT, BRIDGE, BACKOFFICE, ACTOR = ("a.interchange.test", "rabbitmq.if2.test", "if2-bridge",
                                           "if2-backoffice", "croads-actor")
 TILE = "120202130121133020"
@@ -100,6 +102,7 @@ class Result:
     round: int = 1  # (--rounds: RabbitMQ alone and the bridge alternated)
     pub_cpu_us: float = 0.0  # of gen_cpu_us: the publishing end (pika processes, or the C-ITS actor)
     cons_cpu_us: float = 0.0  # of gen_cpu_us: the consuming end (pika processes, or the C-ITS actor)
+    pub_failed: int = 0  # publishes RabbitMQ did not confirm (C publishers ask; pika's do not)
 
 
 def cpu_s(pid: int) -> float:
@@ -303,16 +306,17 @@ def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: 
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
-                  run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us)
+                  run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
+                  pub_failed=run.publish_failed)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
-                 pids: tuple[int, int], kind: loadgen.ConsumerKind) -> Result:
+                 pids: tuple[int, int], kind: loadgen.ConsumerKind, publishers: loadgen.PublisherKind) -> Result:
     """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone)."""
     per = max(1, count // args.processes)
     consumers = kind.start(endpoint, "bench-ivi", args.consumers)
     cpu0 = [cpu_s(pid) for pid in pids]
-    pubs = loadgen.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
+    pubs = publishers.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
     run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
     return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
@@ -384,7 +388,8 @@ class CConsumer:
 
 
 async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
-                       rate: float, actor: CroadsActor | CConsumer, pids: tuple[int, int]) -> Result:
+                       rate: float, actor: CroadsActor | CConsumer, pids: tuple[int, int],
+                       publishers: loadgen.PublisherKind) -> Result:
     """IF2 publisher processes -> DENM exchange -> bridge -> BI -> the C-Roads consumer (the C load
     generator, or this process)."""
     per = max(1, count // args.processes)
@@ -394,7 +399,7 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
         actor.expect(per * args.processes)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "import", pids[0])
     cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
-    pubs = await asyncio.to_thread(loadgen.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
+    pubs = await asyncio.to_thread(publishers.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
                                    rate / args.processes)
     if isinstance(actor, CConsumer):
         report, pairs = await asyncio.to_thread(actor.finish, proc, samples)
@@ -413,11 +418,12 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
 
 
 def ensure_c_actor() -> Path | None:
-    """The C load generator (benchmarks/loadgen, built into build/ with if2_consume when either is
-    missing or older than its source), or None where they cannot be built (no gcc, libqpid-proton11-dev
-    or librabbitmq-dev)."""
+    """The C load generator (benchmarks/loadgen, built into build/ with if2_consume and if2_publish when
+    one is missing or older than its sources), or None where they cannot be built (no gcc,
+    libqpid-proton11-dev or librabbitmq-dev)."""
     if any(not binary.exists() or binary.stat().st_mtime < source.stat().st_mtime
-           for binary, source in ((LOADGEN_BIN, LOADGEN_SRC), (CONSUME_BIN, CONSUME_SRC))):
+           for binary, source in ((LOADGEN_BIN, LOADGEN_SRC), (CONSUME_BIN, CONSUME_SRC), (CONSUME_BIN, AMQP_091_HEADER),
+                                  (PUBLISH_BIN, PUBLISH_SRC), (PUBLISH_BIN, AMQP_091_HEADER))):
         try:
             subprocess.run(["sh", str(LOADGEN_SRC.parent / "build.sh"), str(LOADGEN_BIN)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -519,8 +525,10 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 await asyncio.wait_for(asyncio.shield(actor.done.wait()), 1.0)
             if actor.done.is_set():
                 break
-        binary = ensure_c_actor() if "c" in (args.actor, args.import_consumer[0], args.rabbit_consumer) else None
+        binary = (ensure_c_actor() if "c" in (args.actor, args.import_consumer[0], args.rabbit_consumer,
+                                              args.rabbit_publisher) else None)
         kind = loadgen.ConsumerKind(CONSUME_BIN if binary is not None and args.rabbit_consumer == "c" else None)
+        pubs = loadgen.PublisherKind(PUBLISH_BIN if binary is not None and args.rabbit_publisher == "c" else None)
         c_actor = CActor(binary, pki.directory, amqps, target) if binary is not None and args.actor == "c" else None
         importer: CroadsActor | CConsumer = actor
         if binary is not None and args.import_consumer[0] == "c":  # the source's only consumer from now on
@@ -532,7 +540,8 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
         print(f"# the export's C-ITS actor: {'the C load generator' if c_actor else 'this process (Python)'}; "
               f"the import's C-Roads consumer: " + ("this process (Python)" if importer is actor else
                                                     f"the C load generator ({args.import_consumer})")
-              + f"; RabbitMQ's consumers (RabbitMQ alone, the export's back-office): {kind} x {args.consumers}")
+              + f"; RabbitMQ's consumers (RabbitMQ alone, the export's back-office): {kind} x {args.consumers}"
+              + f"; RabbitMQ's publishers (RabbitMQ alone, the import's back-office): {pubs} x {args.processes}")
 
         async def send_spatem(i: int, at_ns: int | None = None) -> None:
             message = Message(body=stamp3(i, at_ns), properties=SPATEM_PROPS, inferred=True, ttl=60.0)
@@ -545,10 +554,10 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 amqp.flush()
         for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
             for phase in phases:
-                result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids, kind)
+                result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids, kind, pubs)
                 results.append(result)
             for phase in phases if "import" in args.directions else ():
-                results.append(await import_phase(endpoint, args, *phase, importer, pids))
+                results.append(await import_phase(endpoint, args, *phase, importer, pids, pubs))
             for name, count, rate in phases if "export" in args.directions else ():
                 if not rate and c_actor is not None and args.export_messages:
                     count = args.export_messages  # (the BI's buffer: see --export-messages)
@@ -651,6 +660,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --processes: the competing consumers at RabbitMQ (RabbitMQ alone's and the "
                         "export's back-office), C processes (benchmarks/loadgen/if2_consume.c, rabbitmq-c; pika "
                         "when it cannot be built) or pika processes; auto-ack either way")
+    parser.add_argument("--rabbit-publisher", choices=("c", "python"), default="c",
+                        help="with --processes: the IF2 back-office's publishers (RabbitMQ alone's and the "
+                        "import's), C processes (benchmarks/loadgen/if2_publish.c, rabbitmq-c, publisher confirms, "
+                        "at most 1,000 unconfirmed each; pika when it cannot be built) or pika processes (no "
+                        "confirms)")
     parser.add_argument("--directions", type=lambda text: text.split(","), default=["import", "export"],
                         help="with --processes: the bridge's directions to measure (comma-separated: import "
                         "= if2->croads, export = croads->if2); RabbitMQ alone is measured in every round")
@@ -683,11 +697,11 @@ def main(argv: list[str] | None = None) -> int:
             broker.close()
     print(f"# {machine_notes()}")
     print(f"{'rd':>2} {'scenario':<14} {'phase':<11} {'msgs':>6} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'node us/msg':>12} {'rabbit us/msg':>14} {'lost':>5} {'dup':>5} {'gen us/msg':>11}")
+          f"{'node us/msg':>12} {'rabbit us/msg':>14} {'lost':>5} {'dup':>5} {'gen us/msg':>11} {'unconf':>6}")
     for r in results:
         print(f"{r.round:>2} {r.scenario:<14} {r.phase:<11} {r.messages:>6} {r.rate:>9.0f} {r.p50_ms:>8.2f} "
               f"{r.p99_ms:>8.2f} {r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f} {r.lost:>5} {r.duplicated:>5} "
-              f"{r.gen_cpu_us:>11.1f}")
+              f"{r.gen_cpu_us:>11.1f} {r.pub_failed:>6}")
     summary(results)
     cpu_breakdown(results)
     if args.json:

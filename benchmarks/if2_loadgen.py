@@ -58,6 +58,7 @@ class ProcessReport:
     messages: int
     cpu_s: float
     pairs: list[tuple[int, int, int, int]] = field(default_factory=list)  # consumers: sent, received, pub, idx
+    failed: int = 0  # C publishers: not confirmed by RabbitMQ (nacked, returned, or no confirm at the end)
 
 
 def _connect(endpoint: Endpoint) -> pika.BlockingConnection:
@@ -134,6 +135,7 @@ class Run:
     p99_ms: float
     publisher_cpu_us: float  # per message, all publisher processes
     consumer_cpu_us: float  # per message, all consumer processes (0 when the sink is not ours)
+    publish_failed: int = 0  # publishes RabbitMQ did not confirm (C publishers; pika's do not ask)
 
 
 def summarize(sent_per_publisher: int, publishers: int, pairs: list[tuple[int, int, int, int]],
@@ -146,7 +148,8 @@ def summarize(sent_per_publisher: int, publishers: int, pairs: list[tuple[int, i
     cpu = {role: sum(r.cpu_s for r in reports if r.role == role) for role in ("publisher", "consumer")}
     return Run(sent, len(pairs), sent - unique, len(pairs) - unique, len(pairs) / span if span > 0 else 0.0,
                statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-               cpu["publisher"] / max(1, sent) * 1e6, cpu["consumer"] / max(1, len(pairs)) * 1e6)
+               cpu["publisher"] / max(1, sent) * 1e6, cpu["consumer"] / max(1, len(pairs)) * 1e6,
+               sum(r.failed for r in reports if r.role == "publisher"))
 
 
 class Consumers:
@@ -260,6 +263,56 @@ def publish(endpoint: Endpoint, exchange: str, key: str, publishers: int, per_pu
     for proc in procs:
         proc.join(10)
     return reports
+
+
+def c_publish(binary: Path, endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,
+              rate: float = 0.0, window: int = 1000) -> list[ProcessReport]:
+    """``publish`` with if2_publish processes (rabbitmq-c): the same bodies, routing key and properties,
+    in confirm mode with at most ``window`` unconfirmed each; all connected (READY) before any starts."""
+    from certs.tls import TlsFiles
+
+    files = TlsFiles.from_pki(endpoint.pki_dir, endpoint.cn, with_crls=False)
+    common = [str(binary), "--host", endpoint.host, "--port", str(endpoint.port), "--identity", endpoint.cn,
+              "--cert", str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle),
+              "--exchange", exchange, "--routing-key", key, "--messages", str(per_publisher), "--rate", str(rate),
+              "--window", str(window), "--timeout", str(120 + per_publisher * publishers / 500)]
+    procs = [subprocess.Popen([*common, "--publisher", str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(publishers)]
+    for proc in procs:
+        assert proc.stderr is not None
+        if proc.stderr.readline().strip() != "READY":
+            out, err = proc.communicate(timeout=10)
+            raise RuntimeError(f"a C publisher did not connect: {out.strip()} {err.strip()}")
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        report = json.loads(out)
+        if report["errors"] or report["failed"] or proc.returncode:
+            print(f"# C publisher: {report['failed']} of {report['messages']} not confirmed ({report['nacked']} "
+                  f"nacked, {report['returned']} returned) {report['errors']} {err.strip()}", file=sys.stderr)
+        reports.append(ProcessReport("publisher", int(report["published"]), float(report["cpu_s"]),
+                                     failed=int(report["failed"])))
+    return reports
+
+
+@dataclass(frozen=True)
+class PublisherKind:
+    """Which publishers feed RabbitMQ's exchanges: ``binary`` (if2_publish, confirm mode) or, when None,
+    pika (no confirms)."""
+    binary: Path | None = None
+
+    def publish(self, endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,
+                rate: float = 0.0) -> list[ProcessReport]:
+        if self.binary is None:
+            return publish(endpoint, exchange, key, publishers, per_publisher, rate)
+        return c_publish(self.binary, endpoint, exchange, key, publishers, per_publisher, rate)
+
+    def __str__(self) -> str:
+        return "Python (pika)" if self.binary is None else f"C ({self.binary.name}, rabbitmq-c, confirms)"
 
 
 def cpu_s(pid: int) -> float:

@@ -4,10 +4,8 @@
  *   if2_consume --host H --port P --identity CN --cert CHAIN --key KEY --ca TRUST --queue Q --samples FILE
  *               [--prefetch 2000] [--timeout 600]
  *
- * One connection: TLS 1.3 only, the client certificate (CHAIN + KEY), the server's chain verified
- * against TRUST (its host name is not: the benchmark connects to 127.0.0.1 while the certificate
- * names the broker), SASL EXTERNAL as CN (the certificate's); basic.qos prefetch, basic.consume on Q with auto-ack (as the
- * pika consumers of if2_loadgen.py). Prints READY on stderr once consuming. Every body
+ * One connection (if2_amqp.h: TLS 1.3, the client certificate, SASL EXTERNAL); basic.qos prefetch,
+ * basic.consume on Q with auto-ack (as the pika consumers of if2_loadgen.py). Prints READY on stderr once consuming. Every body
  * "<send ns>:<publisher>:<index>:..." is kept as one record (sent ns int64, received ns int64 from
  * CLOCK_REALTIME as the publishers' time.time_ns stamps, publisher int32, index int32, native byte
  * order: Python's struct "=qqii"), appended to FILE and flushed every 50 ms, so the caller can follow
@@ -15,16 +13,10 @@
  * the connection and prints one JSON line on stdout: {"messages": N, "cpu_s": S, "errors": "..."},
  * S being this process's CPU (getrusage) from consuming to the end.
  */
-#include <amqp.h>
-#include <amqp_ssl_socket.h>
-#include <openssl/ssl.h>
+#include "if2_amqp.h"
+
 #include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 typedef struct {
   int64_t sent_ns, received_ns;
@@ -33,25 +25,6 @@ typedef struct {
 
 static volatile sig_atomic_t stopping;
 static void on_signal(int sig) { (void)sig; stopping = 1; }
-
-static int64_t now_ns(clockid_t clock) {
-  struct timespec ts;
-  clock_gettime(clock, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-static void die(const char *what) {
-  printf("{\"messages\": 0, \"cpu_s\": 0, \"errors\": \"%s\"}\n", what);
-  exit(1);
-}
-
-static int rpc_ok(amqp_rpc_reply_t r) { return r.reply_type == AMQP_RESPONSE_NORMAL; }
 
 /* "<sent>:<publisher>:<index>:" at the start of the body; 0 when it is not that. */
 static int parse(const char *p, size_t n, sample_t *s) {
@@ -66,26 +39,6 @@ static int parse(const char *p, size_t n, sample_t *s) {
   if (*end != ':') return 0;
   s->index = (int32_t)strtol(end + 1, &end, 10);
   return *end == ':';
-}
-
-static amqp_connection_state_t open_connection(const char *host, int port, const char *cert, const char *key,
-                                               const char *ca, const char *identity) {
-  amqp_connection_state_t conn = amqp_new_connection();
-  amqp_socket_t *sock = amqp_ssl_socket_new(conn);
-  if (!sock) die("cannot create the TLS socket");
-  SSL_CTX_set_min_proto_version(amqp_ssl_socket_get_context(sock), TLS1_3_VERSION);
-  amqp_ssl_socket_set_verify_peer(sock, 1);
-  amqp_ssl_socket_set_verify_hostname(sock, 0);
-  if (amqp_ssl_socket_set_cacert(sock, ca) || amqp_ssl_socket_set_key(sock, cert, key)) die("cannot load the PKI files");
-  if (amqp_socket_open(sock, host, port)) die("cannot connect (TCP or TLS)");
-  amqp_rpc_reply_t r = amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_EXTERNAL, identity);
-  if (!rpc_ok(r)) {
-    fprintf(stderr, "login: reply %d, %s\n", r.reply_type, amqp_error_string2(r.library_error));
-    die("SASL EXTERNAL login refused");
-  }
-  amqp_channel_open(conn, 1);
-  if (!rpc_ok(amqp_get_rpc_reply(conn))) die("channel.open failed");
-  return conn;
 }
 
 int main(int argc, char **argv) {

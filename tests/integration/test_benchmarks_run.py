@@ -110,23 +110,28 @@ def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
 
 
 def test_if2_benchmark_with_generator_processes() -> None:
-    """bench_if2.py's --processes path (pika publisher processes at RabbitMQ; the C load generator as the
-    import's C-Roads consumer and if2_consume, rabbitmq-c, as RabbitMQ alone's competing consumers, when
-    they build): loss counts of both and the C consumers' CPU in each flat-out phase's CPU by process."""
-    output = run("bench_if2.py", "--processes", "1", "--consumers", "2", "--messages", "200", "--rates", "100",
+    """bench_if2.py's --processes path (if2_publish, rabbitmq-c, as the back-office's publishers at
+    RabbitMQ and if2_consume as RabbitMQ alone's competing consumers; the C load generator as the
+    import's C-Roads consumer): every message published by two publisher processes arrives once
+    (none lost or duplicated, the publishers' own count: none unconfirmed), and both C ends' CPU
+    shows in each flat-out phase's CPU by process."""
+    output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import")
     assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
                                            "if2->croads over RabbitMQ alone, µs per message: publishers",
                                            "RabbitMQ's consumers (RabbitMQ alone, the export's back-office): "
-                                           "C (if2_consume, rabbitmq-c) x 2"))
+                                           "C (if2_consume, rabbitmq-c) x 2",
+                                           "RabbitMQ's publishers (RabbitMQ alone, the import's back-office): "
+                                           "C (if2_publish, rabbitmq-c, confirms) x 2"))
     lines = output.splitlines()
     for scenario in ("rabbitmq", "if2->croads"):
         for phase, sent in (("flat out", "200"), ("100/s", "50")):
             row = next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} {phase}"))
-            assert row[-9] == sent and row[-3:-1] == ["0", "0"], row  # every message, none lost or duplicated
+            assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
+            assert row[-1] == "0", row  # RabbitMQ confirmed every publish (none nacked, returned or unanswered)
     cpu = next(line for line in lines if line.startswith("# round 1  rabbitmq "))
-    consumers_us = float(cpu.split(")")[1].split("(")[0])
-    assert consumers_us > 0, cpu  # the C consumers' own CPU (getrusage), per message
+    publishers_us, consumers_us = (float(cell.split("(")[0].split()[-1]) for cell in cpu.split(")")[:2])
+    assert publishers_us > 0 and consumers_us > 0, cpu  # the C publishers' and consumers' own CPU, per message
 
 
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
