@@ -21,8 +21,8 @@ N / (last receive - first send); and a latency phase, M messages paced at a fixe
     .venv/bin/python benchmarks/bench_if2.py [--messages 3000] [--paced 400 --rate 200] [--json FILE]
 
 With ``--processes P [--consumers C]`` the IF2 side is the multi-process generator of
-``if2_loadgen.py`` (P pika publisher processes, C pika consumer processes, every body naming its
-publisher and index): the same scenarios, plus lost and duplicated counts and the generator's own
+``if2_loadgen.py`` (P publisher processes, C consumer processes, every body naming its publisher
+and index): the same scenarios, plus lost and duplicated counts and the generator's own
 CPU per message, so a run shows whether the generator was the bottleneck, and each flat-out phase's
 CPU by process (publishers, consumers or the C-ITS actor, RabbitMQ, the node; µs per message and CPU
 seconds) with each bridge path's extra over RabbitMQ alone. The import's C-Roads consumer is the C
@@ -31,7 +31,10 @@ RabbitMQ alone's auto-ack consumers; ``python``: this process), the export's C-I
 (``--actor``); both report their own CPU. The consumers at RabbitMQ (RabbitMQ alone's, and the
 export's IF2 back-office) are C processes too (``--rabbit-consumer c``: ``loadgen/if2_consume.c``,
 rabbitmq-c, auto-ack as pika's; ``python``: pika processes), so each side of a ratio is measured
-with consumers of the same cost.
+with consumers of the same cost; and so are the publishers at RabbitMQ (RabbitMQ alone's, and the
+import's IF2 back-office: ``--rabbit-publisher c``, ``loadgen/if2_publish.c``, rabbitmq-c in confirm
+mode, at most 1,000 unconfirmed each, the unconfirmed counted per phase; ``python``: pika processes,
+no confirms), as the export's C-ITS actor publishes in C.
 Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
 a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
 alone, import and export N times (alternated; ``--directions import`` leaves the export out);
