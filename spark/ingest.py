@@ -23,7 +23,7 @@ from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from interchange.ground.errors import CliError
 from spark import parse, tables
@@ -154,9 +154,10 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
     written from the parse's disk copy, and the rows that are not messages (events and corrupt lines, a
     few) are copied aside in one scan for the two small writes."""
     layout = Layout(output)
-    if mode == "append" and not has_standard_columns(spark, layout.messages):
-        raise CliError(f"{layout.messages} was written by an earlier ingest (no columns of tables 1-7's "
-                       "properties): ingest into a new output, or again with --mode overwrite")
+    if mode == "append" and (version := messages_layout(spark, layout.messages)) != tables.LAYOUT_VERSION:
+        raise CliError(f"{layout.messages} was written by an earlier ingest (layout {version}, not "
+                       f"{tables.LAYOUT_VERSION}: each property is stored once now): ingest into a new output, "
+                       "or again with --mode overwrite")
     files = resolve_inputs(inputs)
     parsed = parse.parse(read_lines(spark, files))
     # the line text is only needed for corrupt lines: dropping it elsewhere keeps the disk copy small
@@ -187,21 +188,29 @@ def read_table(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
     return spark.read.schema(schema).parquet(path)
 
 
-def has_standard_columns(spark: SparkSession, path: str) -> bool:
-    """False only for a messages table written before the typed columns of tables 1-7 (2026-11-26)."""
+def messages_layout(spark: SparkSession, path: str) -> int:
+    """The layout (:func:`spark.tables.layout_version`) of the messages table at ``path`` (no table yet: this one's)."""
     try:
-        return set(tables.PROPERTY_COLUMNS) <= set(spark.read.parquet(path).schema.fieldNames())
-    except AnalysisException:  # no table (or no file in it) yet: nothing was written without them
-        return True
+        return tables.layout_version(spark.read.parquet(path).schema.fieldNames())
+    except AnalysisException:  # no table (or no file in it) yet: whatever is written now is this layout
+        return tables.LAYOUT_VERSION
+
+
+#: The columns that a messages table of an earlier layout is read with: the two maps of every property
+#: instead of :data:`spark.tables.PROPERTY_COLUMNS` (the structs a layout-2 table has beside them are not read).
+_EARLIER = StructType([field for field in tables.MESSAGES.fields if field.name not in {*tables.PROPERTY_COLUMNS, "node", "date"}]
+                      + [StructField(name, tables.STRING_MAP, True) for name in tables.EARLIER_PROPERTY_COLUMNS]
+                      + [tables.MESSAGES["node"], tables.MESSAGES["date"]])
 
 
 def read_messages(spark: SparkSession, path: str) -> DataFrame:
-    """The messages table; from a table written before the typed columns of tables 1-7 they are
-    derived from the two property maps (as ingest writes them now)."""
-    messages = read_table(spark, path, tables.MESSAGES)
-    if has_standard_columns(spark, path):
-        return messages
-    return messages.withColumns(parse.standard_columns(F.col("applicationProperties"), F.col("propertyKinds")))
+    """The messages table in the layout of :data:`spark.tables.MESSAGES`; from a table of an earlier layout the
+    property columns are derived from the two maps it stored (as ingest writes them now)."""
+    if messages_layout(spark, path) == tables.LAYOUT_VERSION:
+        return read_table(spark, path, tables.MESSAGES)
+    earlier = read_table(spark, path, _EARLIER)
+    return earlier.withColumns(parse.split_properties(*map(F.col, tables.EARLIER_PROPERTY_COLUMNS))).select(
+        *tables.MESSAGES.fieldNames())
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:

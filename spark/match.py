@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 import jms_selectors
 from interchange.ground.errors import CliError
 from interchange.ground.logformat import iso_ms
-from spark import ingest, parse, selector_sql, tables
+from spark import ingest, parse, selector_sql
 from spark.replay_args import check_range
 from spark.report import in_period
 from spark.tables import Layout
@@ -67,7 +67,7 @@ class MatchSummary:
 def received(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     """Every received_message of an ingest output's messages table or of JSON-lines logs."""
     if len(inputs) == 1 and Layout(inputs[0]).is_ingested():
-        messages = ingest.read_table(spark, Layout(inputs[0]).messages, tables.MESSAGES)
+        messages = ingest.read_messages(spark, Layout(inputs[0]).messages)
     else:
         messages = parse.messages(ingest.read_records(spark, inputs))
     return (messages.where(F.col("event") == "received_message")
@@ -81,7 +81,7 @@ def match(spark: SparkSession, inputs: Sequence[str], selector: str, period: tup
     except jms_selectors.SelectorError as exc:
         raise CliError(f"--selector: {exc}") from None
     chosen = in_period(received(spark, inputs), period, "arrivalMs").withColumn(
-        "evaluated", F.col("applicationProperties").isNotNull()).withColumn(
+        "evaluated", F.col("otherProperties").isNotNull()).withColumn(  # null: no properties logged
         "matched", F.col("evaluated") & condition).withColumn(
         "hour", (F.floor(F.col("arrivalMs") / HOUR_MS) * HOUR_MS).cast("long")).persist()
     try:

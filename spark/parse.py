@@ -3,8 +3,9 @@
 The line schema is derived from :class:`interchange.ground.logformat.LogRecord` (its field names) plus
 the version-2 fields of the log contract, so nothing is inferred. Each line is read once, strictly, by
 a Spark SQL function in Java (``spark/jvm``, :data:`PARSE_FUNCTION`, built by ``scripts/setup.sh``):
-one pass over its bytes gives every field as text, the two nested objects as maps (the properties with
-the JSON kind of each value) and, for a line that is not exactly one JSON object, its reason. This
+one pass over its bytes gives every field as text, ``details`` as a map, the application properties each
+once (tables 1-7's in two structs, the others in two maps: value texts and JSON kinds) and, for a line
+that is not exactly one JSON object, its reason. This
 module owns the contract the parser is handed: the fields, the reasons and their order. Every field
 is then cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGES`: a field of the
 wrong type becomes null instead of making the whole line unreadable. A line is corrupt (kept aside
@@ -90,12 +91,11 @@ JSON_REASONS = (NOT_UTF8, SURROGATE, NON_NUMBER, TRAILING, NOT_OBJECT, MALFORMED
 REASONS = (TOO_LONG, *JSON_REASONS, VERSION_MISSING, VERSION_UNKNOWN, "timestamp missing or invalid", "event missing",
            "level missing or unknown")
 
-#: Columns of :func:`parse` that :func:`messages` and :func:`events` read: ``applicationProperties``
-#: (a map of value texts), the JSON kind of each of its values, and ``details``;
-#: the columns of tables 1-7's properties (:data:`spark.tables.PROPERTY_COLUMNS`, read by the parser:
-#: a struct field filled by name in Java, where a Spark map is searched key by key for each field).
-PROPERTY_MAP, PROPERTY_KINDS, DETAILS_MAP = "_propertyMap", "_propertyKinds", "_details"
-STANDARD, STANDARD_KINDS, OTHER_NAMES = "_standard", "_standardKinds", "_otherNames"
+#: Columns of :func:`parse` that :func:`messages` and :func:`events` read: the application properties as
+#: :data:`spark.tables.MESSAGES` stores them (tables 1-7's values and kinds as struct fields filled by name
+#: in Java; the other properties' values and kinds as maps), and ``details``.
+STANDARD, STANDARD_KINDS, OTHER_PROPERTIES, OTHER_KINDS = "_standard", "_standardKinds", "_otherProperties", "_otherKinds"
+DETAILS_MAP = "_details"
 
 #: The Java line parser's name as a SQL function of the session (registered by :func:`parse`).
 PARSE_FUNCTION = "croads_parse_log_line"
@@ -121,9 +121,9 @@ def register_parser(spark: SparkSession) -> None:
 
 def parse(lines: DataFrame) -> DataFrame:
     """``value`` (a line) and ``file`` -> those columns plus ``r`` (the line's fields as text),
-    ``timestampMs`` and ``corruptReason``; also :data:`PROPERTY_MAP`, :data:`PROPERTY_KINDS`,
-    :data:`DETAILS_MAP`, :data:`STANDARD`, :data:`STANDARD_KINDS` and :data:`OTHER_NAMES` (for
-    :func:`messages` and :func:`events`).
+    ``timestampMs`` and ``corruptReason``; also :data:`STANDARD`, :data:`STANDARD_KINDS`,
+    :data:`OTHER_PROPERTIES`, :data:`OTHER_KINDS` and :data:`DETAILS_MAP` (for :func:`messages` and
+    :func:`events`).
 
     One pass of the Java parser per line gives the fields, or a reason of :data:`JSON_REASONS`; the
     record's own checks follow in the order of :data:`REASONS`, each only on the lines no earlier one
@@ -136,9 +136,9 @@ def parse(lines: DataFrame) -> DataFrame:
     read = F.call_function(PARSE_FUNCTION, F.when(~too_long, value.cast("binary")))
     parsed = lines.withColumn("_read", read).select(
         "*", F.col("_read.r").alias("r"), F.col("_read.reason").alias("_reason"),
-        F.col("_read.properties").alias(PROPERTY_MAP), F.col("_read.kinds").alias(PROPERTY_KINDS),
-        F.col("_read.details").alias(DETAILS_MAP), F.col("_read.standard").alias(STANDARD),
-        F.col("_read.standardKinds").alias(STANDARD_KINDS), F.col("_read.otherNames").alias(OTHER_NAMES)).drop("_read")
+        F.col("_read.standard").alias(STANDARD), F.col("_read.standardKinds").alias(STANDARD_KINDS),
+        F.col("_read.properties").alias(OTHER_PROPERTIES), F.col("_read.kinds").alias(OTHER_KINDS),
+        F.col("_read.details").alias(DETAILS_MAP)).drop("_read")
     r = F.col("r")
     timestamp_ms = F.coalesce(r.timestampMs.try_cast("long"), _iso_ms(r.timestamp))
     version = r.schemaVersion.try_cast("int")
@@ -156,14 +156,35 @@ def parse(lines: DataFrame) -> DataFrame:
             .withColumn("value", kept).drop("_reason"))
 
 
-def standard_columns(props: Column, kinds: Column) -> dict[str, Column]:
-    """The columns of tables 1-7's properties (:data:`spark.tables.MESSAGES`) from the two property maps."""
+def split_properties(props: Column, kinds: Column) -> dict[str, Column]:
+    """The property columns of :data:`spark.tables.MESSAGES` (:data:`spark.tables.PROPERTY_COLUMNS`) from the
+    two maps of every property that earlier layouts stored (values, kinds)."""
     names = tables.STANDARD_FIELDS.names
     # "?": a property whose kind is not known (not expected: both maps come from the same object)
     kind_of = [F.when(F.map_contains_key(props, name), F.coalesce(kinds[name], F.lit("?"))).alias(name) for name in names]
     return {"standardProperties": F.struct(*[props[name].alias(name) for name in names]),
             "standardKinds": F.struct(*kind_of),
-            "otherPropertyNames": F.filter(F.map_keys(props), lambda name: ~name.isin(*names))}
+            "otherProperties": F.map_filter(props, lambda name, _: ~name.isin(*names)),
+            "otherKinds": F.map_filter(kinds, lambda name, _: ~name.isin(*names))}
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def all_properties(kinds: bool = False) -> Column:
+    """Every application property of a row of :data:`spark.tables.MESSAGES` as one map: name -> value text
+    (``kinds``: name -> JSON kind). Tables 1-7's properties that were logged (a kind, even "null") in
+    their tables' order, then the others in the order written; null when no properties were logged. For
+    the readers that need every property by name (the selector what-if, replay); the table checks read
+    the struct fields."""
+    column = "standardKinds" if kinds else "standardProperties"
+    others = "otherKinds" if kinds else "otherProperties"
+    entries = ", ".join(f"named_struct('k', {_sql_text(name)}, 'v', {column}.`{name}`, 't', standardKinds.`{name}`)"
+                        for name in tables.STANDARD_FIELDS.names)
+    # SQL text with fixed lambda names: the same generated code for every job (Spark's cache of compiled classes)
+    logged = f"map_from_entries(transform(filter(array({entries}), e -> e.t IS NOT NULL), e -> struct(e.k, e.v)))"
+    return F.expr(f"CASE WHEN {others} IS NOT NULL THEN map_concat({logged}, {others}) END")
 
 
 def _message_columns(r: Column, standard: Column) -> dict[str, Column]:
@@ -192,26 +213,18 @@ def is_message(corrupt_reason: Column, r: Column) -> Column:
 def messages(parsed: DataFrame) -> DataFrame:
     """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
-    # the two maps of parse as columns: each expression below reads them, nothing is parsed again
-    records = (parsed.where(is_message(F.col("corruptReason"), r))
-               .withColumn("applicationProperties", F.col(PROPERTY_MAP))
-               .withColumn("propertyKinds", F.col(PROPERTY_KINDS)))
-    props, kinds = F.col("applicationProperties"), F.col("propertyKinds")
+    records = parsed.where(is_message(F.col("corruptReason"), r))
     derived = _message_columns(r, F.col(STANDARD))
-    standard = {"standardProperties": F.col(STANDARD), "standardKinds": F.col(STANDARD_KINDS),
-                "otherPropertyNames": F.col(OTHER_NAMES)}
+    stored = {"standardProperties": STANDARD, "standardKinds": STANDARD_KINDS, "otherProperties": OTHER_PROPERTIES,
+              "otherKinds": OTHER_KINDS}
     columns: list[Column] = []
     for field in tables.MESSAGES.fields:
         name = field.name
         match name:
             case "timestampMs":
                 column = F.col("timestampMs")
-            case "applicationProperties":
-                column = props
-            case "propertyKinds":
-                column = kinds
-            case _ if name in standard:
-                column = standard[name]
+            case _ if name in stored:
+                column = F.col(stored[name])
             case "file":
                 column = F.col("file")
             case "node":

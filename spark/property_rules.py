@@ -7,12 +7,12 @@ profile becomes an expression here, in the profile's order and with the requirem
 gives it: the findings are those of
 :func:`interchange.broker.validation.validate_application_properties` without a capability (a
 differential test holds them together). Types: the log keeps each value's JSON kind
-(``propertyKinds``), which is what a JSON reader can know of its AMQP type: a string is "a
+(``standardKinds``), which is what a JSON reader can know of its AMQP type: a string is "a
 string", an integer number "an integer", a number with a fraction or exponent "a float or double".
 
 The checks read the messages table's columns of tables 1-7 (``standardProperties``,
-``standardKinds``, ``otherPropertyNames``), never the two maps: a struct field is read where a map
-lookup searches the keys, 23 times per message. They are written as Spark SQL text, parsed once
+``standardKinds``) and the names of the other properties (the keys of ``otherProperties``): a struct
+field is read where a map lookup searches the keys, 23 times per message. They are written as Spark SQL text, parsed once
 (:func:`findings` and :func:`valid` are one ``F.expr`` each): built as Column objects they took
 ~65,000 calls from Python into the JVM, ~2 s before every validate. No Python UDF: regular
 expressions (Java's, anchored with ``\\z`` because ``$`` would accept a trailing newline, and
@@ -47,10 +47,13 @@ from interchange.ground.profile import (
 )
 from spark.tables import PROPERTY_COLUMNS
 
-#: The JSON kind (``propertyKinds``) a value of each kind of the tables has in the log.
+#: The JSON kind (``standardKinds``) a value of each kind of the tables has in the log.
 JSON_KINDS = {Kind.STRING: "string", Kind.INTEGER: "integer", Kind.FLOATING: "float"}
-#: The messages table's columns of tables 1-7's values and JSON kinds, and of the other names (spark.tables.MESSAGES).
-VALUES, KINDS, OTHER_NAMES = COLUMNS = PROPERTY_COLUMNS
+#: The messages table's columns of tables 1-7's values and JSON kinds, and of the other properties' values
+#: (spark.tables.MESSAGES; null when no properties were logged). The checks read these three.
+VALUES, KINDS, OTHERS = COLUMNS = PROPERTY_COLUMNS[:3]
+#: The names of the other properties, in the order written (SQL).
+OTHER_NAMES = f"map_keys({OTHERS})"
 
 #: Spark SQL expression text.
 Sql = str

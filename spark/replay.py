@@ -32,21 +32,20 @@ from pyspark.sql import functions as F
 from certs.tls import TlsFiles, client_context
 from interchange.ground.errors import CliError
 from interchange.ground.logformat import iso_ms
-from spark import ingest, parse, tables
+from spark import ingest, parse
 from spark.replay_args import FILTERS, check_range
 from spark.replay_plan import LoggedMessage, build_plan, describe
 from spark.replay_publish import Endpoint, ReplayError, ReplaySummary, publish, summary_of
 from spark.tables import Layout
 
 _COLUMNS = ("messageId", "node", "process", "arrivalMs", "address", "publisher", "messageType", "publicationId",
-            "shardKey", "rawMessageHex", "applicationProperties", "propertyKinds", "bodyContentHex",
-            "expiryMs", "expirySource")
+            "shardKey", "rawMessageHex", "properties", "kinds", "bodyContentHex", "expiryMs", "expirySource")
 
 
 def received_messages(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
     """Every ``received_message`` of the logs (or of an ingest output's messages table)."""
     if len(inputs) == 1 and Layout(inputs[0]).is_ingested():
-        messages = ingest.read_table(spark, Layout(inputs[0]).messages, tables.MESSAGES)
+        messages = ingest.read_messages(spark, Layout(inputs[0]).messages)
     else:
         messages = parse.messages(ingest.read_records(spark, inputs))
     return (messages.where(F.col("event") == "received_message")
@@ -73,7 +72,7 @@ def earlier_mapems(received: DataFrame, args: argparse.Namespace, spatem_publish
                             & F.col("publisherId").isin(*spatem_publishers))
     if args.node:
         mapems = mapems.where(F.col("node").isin(*args.node))
-    per_id = mapems.withColumn("intersection", F.explode(F.split(F.col("applicationProperties")["id"], ",")))
+    per_id = mapems.withColumn("intersection", F.explode(F.split(F.col("standardProperties")["id"], ",")))
     latest = Window.partitionBy("publisherId", "intersection").orderBy(F.col("arrivalMs").desc(),
                                                                        F.col("messageId").desc())
     return (per_id.where(F.col("intersection") != "").withColumn("rank", F.row_number().over(latest))
@@ -85,13 +84,14 @@ def logged(row: Row) -> LoggedMessage:
         message_id=row["messageId"], node=row["node"], arrival_ms=row["arrivalMs"], address=row["address"],
         process=row["process"], publisher=row["publisher"], message_type=row["messageType"],
         publication_id=row["publicationId"], shard_key=row["shardKey"], raw_hex=row["rawMessageHex"],
-        properties=row["applicationProperties"], kinds=row["propertyKinds"], body_hex=row["bodyContentHex"],
+        properties=row["properties"], kinds=row["kinds"], body_hex=row["bodyContentHex"],
         expiry_ms=row["expiryMs"], expiry_source=row["expirySource"])
 
 
 def collect(frame: DataFrame, limit: int | None = None) -> list[LoggedMessage]:
     """The rows to the driver (the slice is what the driver publishes; the plan orders it)."""
-    rows = frame.select(*_COLUMNS)
+    rows = frame.withColumns({"properties": parse.all_properties(), "kinds": parse.all_properties(kinds=True)}).select(
+        *_COLUMNS)
     if limit is not None:  # the first by arrival: one take-ordered job, no global sort
         rows = rows.orderBy("arrivalMs", "messageId").limit(limit)
     return [logged(row) for row in rows.collect()]

@@ -364,7 +364,7 @@ def open_input(spark: SparkSession, inputs: Sequence[str], period: tuple[int | N
         layout = Layout(inputs[0])
         corrupt = ingest.read_table(spark, layout.corrupt, tables.CORRUPT).count() \
             if Path(layout.corrupt).is_dir() else None
-        messages = in_period(ingest.read_table(spark, layout.messages, tables.MESSAGES), period).drop(
+        messages = in_period(ingest.read_messages(spark, layout.messages), period).drop(
             *tables.PROPERTY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)  # those are validate's
         return Input(messages, in_period(ingest.read_table(spark, layout.events, tables.EVENTS), period), corrupt, layout)
     parsed = ingest.read_records(spark, inputs).persist(StorageLevel.MEMORY_AND_DISK)  # every line parsed once

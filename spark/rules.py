@@ -190,12 +190,12 @@ def admission() -> Column:
 
 def records(m: DataFrame) -> DataFrame:
     """Every record, without the values and kinds of the properties (only the table checks read them;
-    the other names tell whether the properties were logged, for :func:`counts`)."""
+    the other properties' map tells whether the properties were logged, for :func:`counts`)."""
     return m.drop(property_rules.VALUES, property_rules.KINDS)
 
 
 def _properties_logged() -> Column:
-    return _event("received_message") & F.col(property_rules.OTHER_NAMES).isNotNull()
+    return _event("received_message") & F.col(property_rules.OTHERS).isNotNull()
 
 
 def received_properties(m: DataFrame) -> DataFrame:

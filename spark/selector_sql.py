@@ -7,8 +7,8 @@ semantics (:mod:`jms_selectors.reference`, the definition): three-valued logic (
 ``IN`` and ``LIKE`` are unknown or FALSE off strings, exact arithmetic stays exact (up to 38
 digits here), exact division truncates toward zero, ``NOT BETWEEN`` is ``x < a OR x > b``.
 
-A message's property values come from the log (``applicationProperties`` as text and
-``propertyKinds``, its JSON kind): a JSON string is a string, an integer an exact number, a number
+A message's property values come from the log (each value as text and its JSON kind, put together
+by :func:`spark.parse.all_properties` from the messages table): a JSON string is a string, an integer an exact number, a number
 with a fraction or exponent an approximate one (the broker's AMQP float/double), ``true``/``false``
 a boolean, ``null`` or a missing name null; an object or array is a value unlike every literal.
 """
@@ -22,6 +22,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 import jms_selectors
+from spark import parse
 from jms_selectors.ast import (
     And,
     Arithmetic,
@@ -155,7 +156,8 @@ def like_regex(pattern: str, escape: str | None) -> str:
 
 
 class Compiler:
-    """The columns of one selector over the messages table's ``applicationProperties``/``propertyKinds``."""
+    """The columns of one selector over a map of every property's value text and one of its JSON kind
+    (:func:`spark.parse.all_properties`)."""
 
     def __init__(self, values: Column, kinds: Column) -> None:
         self.values, self.kinds = values, kinds
@@ -214,6 +216,6 @@ def matches(text: str, values: Column | None = None, kinds: Column | None = None
     selector = jms_selectors.compile(text)
     if not selector.text.strip():
         return F.lit(True)
-    compiler = Compiler(F.col("applicationProperties") if values is None else values,
-                        F.col("propertyKinds") if kinds is None else kinds)
+    compiler = Compiler(parse.all_properties() if values is None else values,
+                        parse.all_properties(kinds=True) if kinds is None else kinds)
     return F.coalesce(compiler.condition(selector.ast), F.lit(False))

@@ -16,11 +16,11 @@ the names of tables 1-7 (:mod:`interchange.ground.profile`).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql.types import (
-    ArrayType,
     DoubleType,
     IntegerType,
     LongType,
@@ -45,8 +45,24 @@ def _fields(*spec: tuple[str, object]) -> list[StructField]:
 #: struct<publisherId: string, ...>: one field per property of tables 1-7 (value text or JSON kind).
 STANDARD_FIELDS = StructType(_fields(*[(name, _S) for name in STANDARD_PROPERTY_NAMES]))
 
-#: The messages table's columns of tables 1-7 (see :data:`MESSAGES`).
-PROPERTY_COLUMNS = ("standardProperties", "standardKinds", "otherPropertyNames")
+#: The messages table's columns of the application properties (see :data:`MESSAGES`): tables 1-7's
+#: values and kinds, every other property's value and kind.
+PROPERTY_COLUMNS = ("standardProperties", "standardKinds", "otherProperties", "otherKinds")
+#: The two maps of every property that earlier layouts stored (:func:`layout_version`).
+EARLIER_PROPERTY_COLUMNS = ("applicationProperties", "propertyKinds")
+
+#: The messages table's layout written now (:func:`layout_version`).
+LAYOUT_VERSION = 3
+
+
+def layout_version(columns: Sequence[str]) -> int:
+    """The layout of a messages table with these columns: 1 the two maps of every property only (before
+    2026-11-26), 2 the maps and tables 1-7's columns beside them, :data:`LAYOUT_VERSION` each value once
+    (:data:`MESSAGES`). Layouts 1 and 2 are read (:func:`spark.ingest.read_messages`), not appended to."""
+    if set(PROPERTY_COLUMNS) <= set(columns):
+        return LAYOUT_VERSION
+    return 2 if "standardProperties" in columns else 1
+
 
 #: Message events (interchange.ground.logformat v2; v1 records fill what they have).
 MESSAGE_EVENTS = ("received_message", "sent_message", "rejected_message",
@@ -54,16 +70,18 @@ MESSAGE_EVENTS = ("received_message", "sent_message", "rejected_message",
 
 _COMMON = (("schemaVersion", _I), ("timestampMs", _L), ("level", _S), ("event", _S), ("process", _I))
 
-#: The ingested message records. ``applicationProperties`` holds each value as text (a JSON
-#: string unquoted, a number as written); ``propertyKinds`` the JSON kind of each value
-#: ("string", "integer", "float", "boolean", "null", "object", "array"), because the log keeps
-#: AMQP types only as JSON kinds and the table checks depend on them.
-#: The properties of tables 1-7 are also columns of their own (since 2026-11-26, for the table
-#: checks: a struct field is read directly where a map is searched key by key for every lookup):
-#: ``standardProperties.<name>`` the value text (null when absent or JSON null),
-#: ``standardKinds.<name>`` its JSON kind (null when absent), ``otherPropertyNames`` every
-#: other name (null when no properties were logged).
-#: Tables written before have not these columns: :func:`spark.ingest.read_messages` derives them.
+#: The ingested message records. Each application property is stored once, its value as text (a
+#: JSON string unquoted, a number as written, JSON null as null) beside its JSON kind ("string",
+#: "integer", "float", "boolean", "null", "object", "array"), because the log keeps AMQP types only
+#: as JSON kinds and the table checks depend on them:
+#: - the properties of tables 1-7 as struct fields (validate's table checks read a field directly,
+#:   where a map is searched key by key for every lookup): ``standardProperties.<name>`` the value
+#:   text (null when absent or JSON null), ``standardKinds.<name>`` its kind (null when absent);
+#: - every other property in two maps, ``otherProperties`` (name -> value text) and ``otherKinds``
+#:   (name -> kind), in the order written; both null when no properties were logged.
+#: :func:`spark.parse.all_properties` puts the whole set back together as one map (the selector
+#: what-if, replay). Tables of earlier layouts (:func:`layout_version`) are read through
+#: :func:`spark.ingest.read_messages`, which derives these columns.
 MESSAGES = StructType(_fields(
     *_COMMON,
     ("messageId", _S), ("amqpMessageId", _S), ("address", _S), ("identity", _S), ("publisher", _S),
@@ -72,9 +90,8 @@ MESSAGES = StructType(_fields(
     ("arrivalMs", _L), ("departureMs", _L), ("settledMs", _L), ("attempt", _I), ("outcome", _S),
     ("size", _L), ("bodySha256", _S), ("expiryMs", _L), ("expirySource", _S),
     ("origin", _S), ("neighbour", _S), ("reason", _S),
-    ("applicationProperties", _STRING_MAP), ("propertyKinds", _STRING_MAP),
     ("standardProperties", STANDARD_FIELDS), ("standardKinds", STANDARD_FIELDS),
-    ("otherPropertyNames", ArrayType(_S)),
+    ("otherProperties", _STRING_MAP), ("otherKinds", _STRING_MAP),
     ("bodyContentHex", _S), ("rawMessageHex", _S),
     ("file", _S),
     ("node", _S), ("date", _S),  # partition columns, last

@@ -8,16 +8,18 @@ from pathlib import Path
 import pyarrow.parquet
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from interchange.app.cli import main
 from interchange.broker.validation import validate_application_properties
 from interchange.ground.errors import CliError
-from spark import loggen, rules, tables
+from spark import loggen, parse, rules, tables
 from spark.ingest import (
     CLUSTERED_BY,
     MAX_SPLIT_BYTES,
     balanced_splits,
     ingest,
+    messages_layout,
     read_messages,
     read_table,
     split_bytes,
@@ -62,8 +64,8 @@ def test_ingest_writes_partitioned_tables_and_keeps_corrupt_lines(spark: SparkSe
     assert (sent.messageId, sent.consumer, sent.source, sent.attempt, sent.outcome) == (
         "ixc-a/1/1700000000000/1", "actor-2", "actor-2-src", 1, "accepted")
     assert (sent.arrivalMs, sent.departureMs, sent.shardSeq, sent.shardKey) == (T0, T0 + 4, 1, "NL00001:1#1")
-    assert sent.applicationProperties["causeCode"] == "3" and sent.propertyKinds["causeCode"] == "integer"
-    assert sent.propertyKinds["longitude"] == "float" and sent.propertyKinds["messageType"] == "string"
+    assert sent.standardProperties.causeCode == "3" and sent.standardKinds.causeCode == "integer"
+    assert sent.standardKinds.longitude == "float" and sent.standardKinds.messageType == "string"
     assert sent.file.endswith("node-20261123T100000000000-0001.jsonl")
     assert rows["rejected_message"].reason == "messageType: missing (IP_022)"
 
@@ -116,49 +118,71 @@ def test_audit_cli_ingest_and_bad_input(spark: SparkSession, tmp_path: Path,
     assert "ingest: 1 message records, 0 other events, 1 corrupt lines" in capsys.readouterr().out
 
 
-def test_columns_of_tables_1_7_and_tables_written_without_them(spark: SparkSession, tmp_path: Path) -> None:
+def test_each_property_stored_once_and_tables_of_earlier_layouts(spark: SparkSession, tmp_path: Path) -> None:
     props = loggen.properties("DENM", **{"custom-acme-x": 1, "x-bad": "a", "iviStatus": None})
     line = loggen.lines([loggen.received(loggen.Message("ixc-a", 1, T0, props))])
     (tmp_path / "logs").mkdir()
     # a name written with a JSON escape is the name (Spark's JSON reader decodes it before the kinds are read)
     (tmp_path / "logs" / "a.jsonl").write_text(line.replace('"quadTree"', '"quad\\u0054ree"'))
-    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    new = str(tmp_path / "new")
     ingest(spark, [str(tmp_path / "logs")], new)
-    row = read_messages(spark, tables.Layout(new).messages).collect()[0]
+    assert tables.layout_version(spark.read.parquet(tables.Layout(new).messages).schema.fieldNames()) == tables.LAYOUT_VERSION
+    # a map's order is Spark's (a Python dict of a collected row has its own): its keys as an array
+    with_names = {"names": F.map_keys("otherProperties"), "kindNames": F.map_keys("otherKinds")}
+    row = read_messages(spark, tables.Layout(new).messages).withColumns(with_names).collect()[0]
     assert (row.standardProperties.causeCode, row.standardKinds.causeCode) == ("3", "integer")
     assert (row.standardKinds.longitude, row.standardKinds.messageType, row.standardKinds.vehicleRole) == (
         "float", "string", None)
     assert (row.standardProperties.quadTree, row.standardKinds.quadTree) == (props["quadTree"], "string")
     assert (row.standardProperties.iviStatus, row.standardKinds.iviStatus) == (None, "null")
-    assert row.otherPropertyNames == ["custom-acme-x", "x-bad"]
+    # only the properties outside tables 1-7 in the maps, in the order written
+    assert (row.otherProperties, row.otherKinds) == ({"custom-acme-x": "1", "x-bad": "a"},
+                                                     {"custom-acme-x": "integer", "x-bad": "string"})
+    assert row.names == row.kindNames == ["custom-acme-x", "x-bad"]
 
-    # a table written before these columns: readers derive them from the two maps
-    columns = ("standardProperties", "standardKinds", "otherPropertyNames")
-    read_table(spark, tables.Layout(new).messages, tables.MESSAGES).drop(*columns).write.partitionBy(
-        "node", "date").parquet(tables.Layout(old).messages)
-    derived = read_messages(spark, tables.Layout(old).messages).collect()[0]
-    assert [derived[c] for c in columns] == [row[c] for c in columns]
+    # tables of the earlier layouts (1: the two maps of every property; 2: the maps and tables 1-7's columns
+    # beside them): readers derive the columns of this layout from the maps
+    whole = read_table(spark, tables.Layout(new).messages, tables.MESSAGES).withColumns(
+        {"applicationProperties": parse.all_properties(), "propertyKinds": parse.all_properties(kinds=True)})
+    earlier = {1: whole.drop(*tables.PROPERTY_COLUMNS),
+               2: whole.withColumn("otherPropertyNames", F.map_keys("otherProperties")).drop("otherProperties", "otherKinds")}
+    layouts = {new: tables.LAYOUT_VERSION}
+    for version, frame in earlier.items():
+        old = str(tmp_path / f"layout{version}")
+        frame.write.partitionBy("node", "date").parquet(tables.Layout(old).messages)
+        assert messages_layout(spark, tables.Layout(old).messages) == version
+        derived = read_messages(spark, tables.Layout(old).messages).withColumns(with_names).collect()[0]
+        assert [derived[c] for c in (*tables.PROPERTY_COLUMNS, "names", "kindNames")] == [
+            row[c] for c in (*tables.PROPERTY_COLUMNS, "names", "kindNames")]
+        layouts[old] = version
+        with pytest.raises(CliError, match=f"written by an earlier ingest \\(layout {version}"):
+            ingest(spark, [str(tmp_path / "logs")], old, mode="append")
     found = {layout: validate(spark, load_messages(spark, [layout]), layout, "t", rule_set=[rules.properties]).metrics
-             for layout in (new, old)}
+             for layout in layouts}
     # x-bad (IP_131) and iviStatus null (IP_029), as the broker's validation finds
-    assert found[new] == found[old] and sum(m.violations for m in found[new]) == len(validate_application_properties(props)) == 2
-    with pytest.raises(CliError, match="written by an earlier ingest"):
-        ingest(spark, [str(tmp_path / "logs")], old, mode="append")
+    assert sum(m.violations for m in found[new]) == len(validate_application_properties(props)) == 2
+    assert all(metrics == found[new] for metrics in found.values())
 
 
-def test_property_kinds_with_objects_inside_values(spark: SparkSession, tmp_path: Path) -> None:
+def test_every_property_put_back_together(spark: SparkSession, tmp_path: Path) -> None:
     """A property whose value is an object of several keys (another writer's log: the node writes such
-    values as text): each property, and only those, has its kind."""
+    values as text), tables 1-7's null and absent ones: the map of every property has each logged one
+    and its kind, and only those; a record without properties has none."""
     record = loggen.received(loggen.Message("ixc-a", 1, T0, loggen.properties("DENM")))
-    props = {**record["applicationProperties"], "x-shape": {"kind": "circle", "r": 2.5, "at": [1, 2]}, "x-n": 7}  # type: ignore[dict-item]
+    props = {**record["applicationProperties"], "x-shape": {"kind": "circle", "r": 2.5, "at": [1, 2]}, "x-n": 7,  # type: ignore[dict-item]
+             "iviStatus": None}
+    bare = {**loggen.received(loggen.Message("ixc-a", 2, T0 + 1, loggen.properties("DENM"))), "applicationProperties": None}
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "a.jsonl").write_text(loggen.lines([{**record, "applicationProperties": props}]))
+    (tmp_path / "logs" / "a.jsonl").write_text(loggen.lines([{**record, "applicationProperties": props}, bare]))
     ingest(spark, [str(tmp_path / "logs")], str(tmp_path / "out"))
-    row = read_messages(spark, tables.Layout(str(tmp_path / "out")).messages).collect()[0]
-    assert set(row.propertyKinds) == set(row.applicationProperties) == set(props)
-    kinds = row.propertyKinds
+    rows = read_messages(spark, tables.Layout(str(tmp_path / "out")).messages).orderBy("timestampMs").select(
+        parse.all_properties().alias("values"), parse.all_properties(kinds=True).alias("kinds")).collect()
+    values, kinds = rows[0]["values"], rows[0]["kinds"]
+    assert set(kinds) == set(values) == set(props)
     assert (kinds["x-shape"], kinds["x-n"], kinds["causeCode"], kinds["longitude"]) == ("object", "integer", "integer", "float")
-    assert json.loads(row.applicationProperties["x-shape"]) == props["x-shape"]
+    assert json.loads(values["x-shape"]) == props["x-shape"]
+    assert (values["iviStatus"], kinds["iviStatus"], values["causeCode"], values["x-n"]) == (None, "null", "3", "7")
+    assert (rows[1]["values"], rows[1]["kinds"]) == (None, None)
 
 
 def test_input_splits_give_every_core_equal_tasks() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from spark import parse
 from spark.ingest import read_lines
@@ -50,7 +51,9 @@ def parsed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dic
                  '"x-o":{"p":[1,2.0e1,"s\\"q"]},"x-a":[ ],"quad\\u0054ree":"t"},"details":{"reason":"r","n":-0}}')
     path.write_bytes(b"".join(line.encode("utf-8") + b"\n" for line in lines)
                      + (_OK + ',"x":"').encode() + b"\xc0\xaf" + b'"}\n')
-    rows = parse.parse(read_lines(spark, [str(path)])).collect()
+    parsed = parse.parse(read_lines(spark, [str(path)]))
+    # a map's order is Spark's (a Python dict of a collected row has its own): its keys as an array
+    rows = parsed.withColumn("otherNames", F.map_keys(parse.OTHER_PROPERTIES)).collect()
     assert len(rows) == len(lines) + 1
     return {i: row for i, row in enumerate(rows)}  # one file, one task: the lines' order
 
@@ -68,14 +71,17 @@ def test_each_line_is_a_record_or_corrupt_with_its_reason(parsed: dict[int, obje
 def test_values_as_text_and_kinds_as_written(parsed: dict[int, object]) -> None:
     row = parsed[len(CASES)]
     assert row.corruptReason is None  # type: ignore[attr-defined]
-    props, kinds = dict(getattr(row, parse.PROPERTY_MAP)), dict(getattr(row, parse.PROPERTY_KINDS))
-    # as Spark's from_json reads a string column: numbers as Jackson reads them, structures compact
-    assert props == {"messageType": "DENM", "causeCode": "3", "x-f": "100000.0", "x-g": "1.5", "x-n": None, "x-b": "true",
-                     "x-big": "12345678901234567890", "x-o": '{"p":[1,20.0,"s\\"q"]}', "x-a": "[]", "quadTree": "t"}
-    assert kinds == {"messageType": "string", "causeCode": "integer", "x-f": "float", "x-g": "float", "x-n": "null",
-                     "x-b": "boolean", "x-big": "integer", "x-o": "object", "x-a": "array", "quadTree": "string"}
+    # each property once: the other properties in the two maps, in the order written (the values as Spark's
+    # from_json reads a string column: numbers as Jackson reads them, structures compact) ...
+    props, kinds = getattr(row, parse.OTHER_PROPERTIES), getattr(row, parse.OTHER_KINDS)
+    assert props == {"x-f": "100000.0", "x-g": "1.5", "x-n": None, "x-b": "true", "x-big": "12345678901234567890",
+                     "x-o": '{"p":[1,20.0,"s\\"q"]}', "x-a": "[]"}
+    assert kinds == {"x-f": "float", "x-g": "float", "x-n": "null", "x-b": "boolean", "x-big": "integer", "x-o": "object",
+                     "x-a": "array"}
+    assert row.otherNames == ["x-f", "x-g", "x-n", "x-b", "x-big", "x-o", "x-a"]  # type: ignore[attr-defined]
     assert dict(getattr(row, parse.DETAILS_MAP)) == {"reason": "r", "n": "0"}
+    # ... tables 1-7's by name in the structs
     standard, standard_kinds = getattr(row, parse.STANDARD), getattr(row, parse.STANDARD_KINDS)
     assert (standard.messageType, standard.causeCode, standard.quadTree) == ("DENM", "3", "t")
-    assert (standard_kinds.causeCode, standard_kinds.publisherId, standard.publisherId) == ("integer", None, None)
-    assert list(getattr(row, parse.OTHER_NAMES)) == ["x-f", "x-g", "x-n", "x-b", "x-big", "x-o", "x-a"]
+    assert (standard_kinds.messageType, standard_kinds.causeCode, standard_kinds.quadTree) == ("string", "integer", "string")
+    assert (standard_kinds.publisherId, standard.publisherId) == (None, None)

@@ -12,7 +12,7 @@ import json
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StringType, StructField, StructType
+from pyspark.sql.types import MapType, StringType, StructField, StructType
 
 from interchange.ground import logformat
 from interchange.ground.profile import TABLES, Tables
@@ -38,17 +38,18 @@ def _json_kind(value: object) -> str:
 
 def _as_columns(spark: SparkSession, tables: Tables, sets: list[dict[str, object]]):
     """The messages table's property columns of ``sets`` for ``tables``: value text and JSON kind per
-    standard name (as spark.parse writes them), the other names."""
+    standard name (as spark.parse writes them), the other properties' values."""
     names = [p.name for p in tables.properties]
     fields = StructType([StructField(name, StringType(), True) for name in names])
     schema = StructType([StructField("messageId", StringType()), StructField("standardProperties", fields),
-                         StructField("standardKinds", fields), StructField("otherPropertyNames", ArrayType(StringType()))])
+                         StructField("standardKinds", fields),
+                         StructField("otherProperties", MapType(StringType(), StringType()))])
     rows = []
     for i, props in enumerate(sets):
         text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in props.items()}
         rows.append((loggen.message_id(NODE, i + 1), tuple(text.get(n) for n in names),
                      tuple(_json_kind(props[n]) if n in props else None for n in names),
-                     [k for k in props if k not in names]))
+                     {k: v for k, v in text.items() if k not in names}))
     return spark.createDataFrame(rows, schema)
 
 

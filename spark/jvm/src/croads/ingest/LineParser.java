@@ -31,8 +31,9 @@ import java.util.regex.Pattern;
  *
  * <p>The field values are text as Spark's {@code from_json} gives a string column: a JSON string decoded,
  * any other value as compact JSON (numbers as Jackson reads them: {@code 1e5} is {@code 100000.0}), JSON null
- * as null. {@code applicationProperties} and {@code details}, when objects, are returned as maps of such
- * texts in the order written, the properties with the JSON kind of each value.
+ * as null. {@code details}, when an object, is returned as a map of such texts in the order written;
+ * {@code applicationProperties}, when an object, as the values and JSON kinds of tables 1-7's properties by
+ * position and two maps of the other properties' values and kinds in the order written (each value once).
  *
  * <p>Not thread-safe (it reuses buffers): one instance per task.
  */
@@ -44,10 +45,9 @@ public final class LineParser {
         public Map<String, String> properties;
         public Map<String, String> kinds;
         public Map<String, String> details;
-        /** The values and kinds of the properties of tables 1-7 by position (null: absent), the other names. */
+        /** The values and kinds of the properties of tables 1-7 by position (null: absent). */
         public String[] standard;
         public String[] standardKinds;
-        public List<String> otherNames;
 
         Result(int width) {
             fields = new String[width];
@@ -157,8 +157,8 @@ public final class LineParser {
     }
 
     /**
-     * The properties of tables 1-7 by position, and the names of the others in the order written (all null
-     * without properties: no names).
+     * The properties of tables 1-7 by position; {@link Result#properties} and {@link Result#kinds} keep only the
+     * others, in the order written (each value is returned once; without properties all stay null).
      */
     private void byPosition(Result result) {
         result.standard = new String[standardWidth];
@@ -166,16 +166,21 @@ public final class LineParser {
         if (result.properties == null) {
             return;
         }
-        result.otherNames = new ArrayList<>();
+        Map<String, String> others = new LinkedHashMap<>();
+        Map<String, String> otherKinds = new LinkedHashMap<>();
         for (Map.Entry<String, String> property : result.properties.entrySet()) {
-            Integer at = standardIndex.get(property.getKey());
+            String name = property.getKey();
+            Integer at = standardIndex.get(name);
             if (at == null) {
-                result.otherNames.add(property.getKey());
+                others.put(name, property.getValue());
+                otherKinds.put(name, result.kinds.get(name));
             } else {
                 result.standard[at] = property.getValue();
-                result.standardKinds[at] = result.kinds.get(property.getKey());
+                result.standardKinds[at] = result.kinds.get(name);
             }
         }
+        result.properties = others;
+        result.kinds = otherKinds;
     }
 
     private static boolean hasBom(byte[] line) {
@@ -189,7 +194,6 @@ public final class LineParser {
         result.details = null;
         result.standard = null;
         result.standardKinds = null;
-        result.otherNames = null;
     }
 
     // ---- the byte scan: UTF-8 validity and lone surrogate escapes, in one pass ----

@@ -11,7 +11,8 @@ import org.apache.spark.sql.types.StructField;
 /**
  * {@link LineParser} as a Spark SQL function: a line's bytes (null: no line) to
  * {@code struct<reason, r struct<fields...>, properties map, kinds map, details map, standard struct<names...>,
- * standardKinds struct<names...>, otherNames array>}, all text (the last three only when the properties are an object).
+ * standardKinds struct<names...>>}, all text: {@code properties}/{@code kinds} the properties that are not in
+ * {@code standard} (null when the properties are not an object).
  * spark/parse.py registers it with {@link #register} (the field names and the reasons are its contract).
  */
 public final class ParseLineUdf implements UDF1<byte[], Row> {
@@ -67,7 +68,6 @@ public final class ParseLineUdf implements UDF1<byte[], Row> {
             DataTypes.createStructField("details", map, true),
             DataTypes.createStructField("standard", textStruct(standard), true),
             DataTypes.createStructField("standardKinds", textStruct(standard), true),
-            DataTypes.createStructField("otherNames", DataTypes.createArrayType(DataTypes.StringType, true), true),
         });
     }
 
@@ -95,6 +95,6 @@ public final class ParseLineUdf implements UDF1<byte[], Row> {
         Row standardRow = result.standard == null ? null : RowFactory.create((Object[]) result.standard);
         Row kindsRow = result.standardKinds == null ? null : RowFactory.create((Object[]) result.standardKinds);
         return RowFactory.create(result.reason, record, result.properties, result.kinds, result.details, standardRow,
-                kindsRow, result.otherNames);
+                kindsRow);
     }
 }
