@@ -1,4 +1,4 @@
-"""Build of the optional C accelerator; all other project metadata is in pyproject.toml."""
+"""Build of the optional C accelerators; all other project metadata is in pyproject.toml."""
 from setuptools import Extension, setup
 
 setup(
@@ -9,6 +9,12 @@ setup(
             depends=["interchange/broker/_admit_profile.h"],  # generated from the profile (admit_header.py)
             optional=True,  # without a compiler the pure-Python admission is used
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "interchange.bridges.if2._deliveries",
+            ["interchange/bridges/if2/_deliveries.c"],
+            optional=True,  # without a compiler amqp091 reads every delivery in Python
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

@@ -867,7 +867,7 @@ typedef struct {
     int has_ttl, has_absolute, has_ap;
     int64_t ttl, absolute;
     uint64_t ap_count;
-    pos_t ap_first, ap_stop;
+    pos_t ap_start, ap_first, ap_stop; /* ap_start: the map's constructor (the section's encoded value) */
 } scanned;
 
 /* scan_message(decode_properties=False), with smallulong descriptors only: 0 or -1. */
@@ -984,6 +984,7 @@ scan(const uint8_t *d, pos_t end, scanned *out)
                 if (count & 1)
                     return -1;
                 out->has_ap = 1;
+                out->ap_start = pos;
                 out->ap_count = count;
                 out->ap_first = first;
                 out->ap_stop = stop;
@@ -1002,12 +1003,34 @@ optional_int(int present, int64_t value)
     return PyLong_FromLongLong(value);
 }
 
+/* The result tuple of admit(); steals props, verdict, ttl and absolute (NULL: an error is set). */
 static PyObject *
-admit_impl(PyObject *module, const uint8_t *d, pos_t end, PyObject *capability)
+admit_result(PyObject *props, PyObject *verdict, PyObject *ttl, PyObject *absolute)
+{
+    PyObject *result = PyTuple_New(4);
+    if (result == NULL) {
+        Py_DECREF(props);
+        Py_DECREF(verdict);
+        Py_DECREF(ttl);
+        Py_DECREF(absolute);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, props);
+    PyTuple_SET_ITEM(result, 1, verdict);
+    PyTuple_SET_ITEM(result, 2, ttl);
+    PyTuple_SET_ITEM(result, 3, absolute);
+    return result;
+}
+
+/* Most application-properties sections kept in a cache dict given to admit() (then it is emptied). */
+#define ADMIT_CACHE_MAX 4096
+
+static PyObject *
+admit_impl(PyObject *module, const uint8_t *d, pos_t end, PyObject *capability, PyObject *cache)
 {
 #if !ADMIT_PROFILE_HANDLED
     /* the profile has a rule across properties or a custom-name rule the C code cannot follow */
-    (void)module, (void)d, (void)end, (void)capability;
+    (void)module, (void)d, (void)end, (void)capability, (void)cache;
     Py_RETURN_NONE;
 #endif
     int has_cap = 0;
@@ -1030,6 +1053,31 @@ admit_impl(PyObject *module, const uint8_t *d, pos_t end, PyObject *capability)
     if (scan(d, end, &sc) < 0)
         Py_RETURN_NONE;
 
+    PyObject *ttl = optional_int(sc.has_ttl, sc.ttl);
+    PyObject *absolute = ttl ? optional_int(sc.has_absolute, sc.absolute) : NULL;
+    if (absolute == NULL) {
+        Py_XDECREF(ttl);
+        return NULL;
+    }
+    /* the same section read before, for the same capability shard count (the cache is the caller's,
+       one per count): its properties object and verdict again */
+    PyObject *key = NULL;
+    if (cache != NULL && sc.has_ap) {
+        key = PyBytes_FromStringAndSize((const char *)d + sc.ap_start, (Py_ssize_t)(sc.ap_stop - sc.ap_start));
+        if (key == NULL)
+            goto error;
+        PyObject *known = PyDict_GetItemWithError(cache, key); /* borrowed */
+        if (known != NULL && PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 2) {
+            Py_DECREF(key);
+            PyObject *props = PyTuple_GET_ITEM(known, 0), *verdict = PyTuple_GET_ITEM(known, 1);
+            Py_INCREF(props);
+            Py_INCREF(verdict);
+            return admit_result(props, verdict, ttl, absolute);
+        }
+        if (PyErr_Occurred())
+            goto error;
+    }
+
     /* presized for the usual property count (no resize while filling); bounded for hostile counts */
 #if PY_VERSION_HEX < 0x030D0000 && !defined(Py_LIMITED_API)
     PyObject *props = _PyDict_NewPresized(sc.has_ap ? (Py_ssize_t)(sc.ap_count >> 1 < 32 ? sc.ap_count >> 1 : 32) : 0);
@@ -1037,7 +1085,7 @@ admit_impl(PyObject *module, const uint8_t *d, pos_t end, PyObject *capability)
     PyObject *props = PyDict_New();
 #endif
     if (props == NULL)
-        return NULL;
+        goto error;
     int ok = 1;
     if (sc.has_ap) {
         slot slots[N_COUNT];
@@ -1045,6 +1093,9 @@ admit_impl(PyObject *module, const uint8_t *d, pos_t end, PyObject *capability)
         int rc = read_properties(get_state(module), d, sc.ap_first, sc.ap_stop, sc.ap_count >> 1, props, slots, &ok);
         if (rc < 0) {
             Py_DECREF(props);
+            Py_XDECREF(key);
+            Py_DECREF(ttl);
+            Py_DECREF(absolute);
             if (rc == -2)
                 return NULL;
             Py_RETURN_NONE;
@@ -1055,54 +1106,63 @@ admit_impl(PyObject *module, const uint8_t *d, pos_t end, PyObject *capability)
     else {
         ok = 0; /* the mandatory properties are missing */
     }
-
-    PyObject *ttl = optional_int(sc.has_ttl, sc.ttl);
-    PyObject *absolute = ttl ? optional_int(sc.has_absolute, sc.absolute) : NULL;
-    if (absolute == NULL) {
-        Py_XDECREF(ttl);
-        Py_DECREF(props);
-        return NULL;
-    }
-    PyObject *result = PyTuple_New(4);
-    if (result == NULL) {
-        Py_DECREF(props);
-        Py_DECREF(ttl);
-        Py_DECREF(absolute);
-        return NULL;
-    }
     PyObject *verdict = ok ? Py_True : Py_False;
     Py_INCREF(verdict);
-    PyTuple_SET_ITEM(result, 0, props);
-    PyTuple_SET_ITEM(result, 1, verdict);
-    PyTuple_SET_ITEM(result, 2, ttl);
-    PyTuple_SET_ITEM(result, 3, absolute);
-    return result;
+    if (key != NULL) {
+        if (PyDict_GET_SIZE(cache) >= ADMIT_CACHE_MAX)
+            PyDict_Clear(cache);
+        PyObject *entry = PyTuple_Pack(2, props, verdict);
+        int stored = entry != NULL ? PyDict_SetItem(cache, key, entry) : -1;
+        Py_XDECREF(entry);
+        Py_DECREF(key);
+        if (stored < 0) {
+            Py_DECREF(props);
+            Py_DECREF(verdict);
+            Py_DECREF(ttl);
+            Py_DECREF(absolute);
+            return NULL;
+        }
+    }
+    return admit_result(props, verdict, ttl, absolute);
+error:
+    Py_XDECREF(key);
+    Py_DECREF(ttl);
+    Py_DECREF(absolute);
+    return NULL;
 }
 
 PyDoc_STRVAR(admit_doc,
-"admit(raw, capability_shard_count, /) -> (properties, valid, ttl_ms, absolute_expiry_time_ms) | None\n"
+"admit(raw, capability_shard_count, cache=None, /) -> (properties, valid, ttl_ms, absolute_expiry_time_ms) | None\n"
 "\n"
 "Scan an encoded AMQP 1.0 message, decode its application properties and check them against\n"
 "tables 1-7, as amqp_scan.scan_message, amqp_scan.decode_application_properties and\n"
 "validation.validate_application_properties do. None: not handled here (malformed or unusual\n"
-"input), use the Python path. ``raw`` is any contiguous bytes-like object.");
+"input), use the Python path. ``raw`` is any contiguous bytes-like object. ``cache``: a dict the\n"
+"caller keeps for one capability_shard_count: a section read before gives the same properties\n"
+"object (read-only) and verdict again, without decoding; at most 4096 sections, then emptied.");
 
 static PyObject *
 admit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "admit() takes exactly 2 arguments (%zd given)", nargs);
+    if (nargs != 2 && nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "admit() takes 2 or 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *cache = nargs == 3 && args[2] != Py_None ? args[2] : NULL;
+    if (cache != NULL && !PyDict_CheckExact(cache)) {
+        PyErr_SetString(PyExc_TypeError, "admit(): cache must be a dict or None");
         return NULL;
     }
     PyObject *raw = args[0];
     if (PyBytes_CheckExact(raw))
-        return admit_impl(module, (const uint8_t *)PyBytes_AS_STRING(raw), (pos_t)PyBytes_GET_SIZE(raw), args[1]);
+        return admit_impl(module, (const uint8_t *)PyBytes_AS_STRING(raw), (pos_t)PyBytes_GET_SIZE(raw), args[1],
+                          cache);
     Py_buffer view;
     if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0) {
         PyErr_Clear();
         Py_RETURN_NONE; /* not a contiguous buffer: the Python path decides */
     }
-    PyObject *result = admit_impl(module, (const uint8_t *)view.buf, (pos_t)view.len, args[1]);
+    PyObject *result = admit_impl(module, (const uint8_t *)view.buf, (pos_t)view.len, args[1], cache);
     PyBuffer_Release(&view);
     return result;
 }

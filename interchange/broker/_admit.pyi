@@ -1,6 +1,9 @@
 """Types of the optional C accelerator built from ``_admit.c`` (see :mod:`interchange.broker.admission`)."""
 
 def admit(
-    raw: bytes | bytearray | memoryview, capability_shard_count: int | None, /
+    raw: bytes | bytearray | memoryview, capability_shard_count: int | None,
+    cache: dict[bytes, object] | None = None, /
 ) -> tuple[dict[str, object], bool, int | None, int | None] | None:
-    """(properties, valid, ttl_ms, absolute_expiry_time_ms), or None: not handled here, use the Python path."""
+    """(properties, valid, ttl_ms, absolute_expiry_time_ms), or None: not handled here, use the Python path.
+    ``cache``: the caller's, one per capability shard count: the same section gives the same properties
+    object again (read-only)."""

@@ -8,7 +8,9 @@ IP_033/034: TTL from the header or absolute-expiry-time, else the per-messageTyp
 Two paths give the same results: the C accelerator ``_admit`` (``INTERCHANGE_PURE_PYTHON=1`` or
 ``accelerated=False`` turns it off) and the Python path (the reference, with a cache keyed by the
 application-properties bytes). Both number messages for the audit log (``seq``, per-shard number,
-IP_128-130; ``expiry_source``). How and why: docs/broker.md ("Admission").
+IP_128-130; ``expiry_source``). Both give the messages whose application-properties sections are
+byte for byte the same one properties dict (read-only, never changed: the router keeps what it
+derived from it by the object, :mod:`interchange.broker.router`). How and why: docs/broker.md ("Admission").
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from interchange.broker.ttl_policy import TtlPolicy, expiry_ms
 from interchange.broker.validation import MESSAGE_TYPES, validate_application_properties
 
 #: interchange.broker._admit.admit (typed in _admit.pyi), or None when the module is not built
-_c_admit: Callable[[bytes | bytearray, int | None], tuple[dict[str, object], bool, int | None, int | None] | None] | None
+_c_admit: Callable[[bytes | bytearray, int | None, dict[bytes, object] | None],
+                   tuple[dict[str, object], bool, int | None, int | None] | None] | None
 try:
     from interchange.broker._admit import admit as _c_admit
 except ImportError:  # not built (no compiler): the Python path alone
@@ -65,12 +68,18 @@ class Admission:
         self.last_seq = 0  #: the last message number given (admitted or rejected)
         #: per shard seen since the process started: its key object and its last number
         self._shard_seqs: dict[tuple, list] = {}
+        #: the C path's sections read (properties object and verdict by the section's bytes), one per
+        #: capability shard count (the verdict depends on it); bounded by the C code
+        self._c_caches: dict[int | None, dict[bytes, object]] = {}
 
     def admit(self, raw: bytes | bytearray, publisher: str, federated: bool, shard_count: int | None,
               now_ms: int) -> BrokerMessage:
         accelerator = self._accelerator
         if accelerator is not None:
-            result = accelerator(raw, shard_count)
+            cache = self._c_caches.get(shard_count)
+            if cache is None:
+                cache = self._c_caches[shard_count] = {}
+            result = accelerator(raw, shard_count, cache)
             if result is not None:
                 properties, valid, ttl, absolute = result
                 if valid:

@@ -5,6 +5,13 @@ and reacts to :class:`~interchange.broker.addresses.AddressBook` changes made by
 With a :class:`~interchange.broker.durable.Durability`, durable messages are stored before they are
 accepted and come back after a restart, and are refused before routing while the store
 cannot write (full disk); without one every message is memory-only.
+
+What the core derives from a message's application properties alone (whether a publisher's target
+accepts them; which sources' node selectors take them, by ``federated``) is kept by the properties
+object (:data:`DERIVED` of each): the admission gives every message of the same properties section
+the same read-only dict (:mod:`interchange.broker.admission`), so a publication's messages are
+checked and routed once per section, not once per message. Kept with the object (its id is no
+other's while kept); forgotten when a target or source changes.
 """
 from __future__ import annotations
 
@@ -33,6 +40,8 @@ from interchange.ground.timing import now_ms
 
 
 Acceptor = Callable[[dict], bool]  #: whether a target accepts a message (its application properties)
+#: properties objects whose verdict (per publisher link) and routes (per core) are kept, at most
+DERIVED = 1024
 
 
 def target_acceptor(spec: TargetSpec, previous: CoverageMatcher | None = None) -> tuple[Acceptor | None,
@@ -62,14 +71,39 @@ class ConsumerLinkState(ConsumerLink, DeliveryLink, Protocol):
 class PublisherLink:
     """A publisher's link on a target (what the router knows of it: who, which target, how to close it)."""
 
-    __slots__ = ("identity", "spec", "federated", "matches", "closer")
+    __slots__ = ("identity", "spec", "federated", "_matches", "_verdicts", "closer")
 
     def __init__(self, identity: str, spec: TargetSpec, matches: Acceptor | None) -> None:
         self.identity = identity
         self.spec = spec
         self.federated = spec.origin is Origin.FEDERATED
-        self.matches = matches
+        self._matches = matches
+        #: id(properties) -> (properties, whether the target accepts them), for :data:`DERIVED` objects
+        self._verdicts: dict[int, tuple[dict, bool]] = {}
         self.closer: Callable[[str, str], None] | None = None
+
+    @property
+    def matches(self) -> Acceptor | None:
+        return self._matches
+
+    @matches.setter
+    def matches(self, matches: Acceptor | None) -> None:
+        self._matches = matches
+        self._verdicts = {}
+
+    def accepts(self, properties: dict) -> bool:
+        """Whether the target takes a message of these properties (its acceptor's verdict, kept per object)."""
+        matches = self._matches
+        if matches is None:
+            return True
+        known = self._verdicts.get(id(properties))
+        if known is not None and known[0] is properties:
+            return known[1]
+        verdict = bool(matches(properties))
+        if len(self._verdicts) >= DERIVED:
+            self._verdicts.clear()
+        self._verdicts[id(properties)] = (properties, verdict)
+        return verdict
 
 
 class _DurableLosses:
@@ -128,6 +162,9 @@ class BrokerCore:
         self._acceptors: dict[str, tuple[TargetSpec, Acceptor | None]] = {}
         self._coverages: dict[str, CoverageMatcher] = {}
         self._index = RoutingIndex()
+        #: id(properties) -> (properties, the sources routed to), for a message published (0) and an
+        #: imported one (1: no LOCAL source); emptied when a source changes (:data:`DERIVED` each)
+        self._routes: tuple[dict[int, tuple[dict, tuple[Source, ...]]], ...] = ({}, {})
         self.link_selectors = LinkSelectors()  #: bounded, cached link selector compilation
         addresses.subscribe(self._on_address_change)
         for spec in addresses.sources.values():
@@ -136,6 +173,8 @@ class BrokerCore:
     # ------------------------------------------------------------ address book changes
     def _on_address_change(self, kind: str, address: str, spec: TargetSpec | SourceSpec | None) -> None:
         if kind == "source":
+            for routes in self._routes:
+                routes.clear()
             old = self.sources.get(address)
             if spec is None:
                 if old is not None:
@@ -275,7 +314,7 @@ class BrokerCore:
             observer.rejected(publisher.identity, address, raw, exc.description, self.admission.number_rejected(),
                               publisher.federated)
             raise
-        if publisher.matches is not None and not publisher.matches(message.properties):
+        if not publisher.accepts(message.properties):
             refusal = Rejected("message does not fit the capabilities registered for this target")
             observer.rejected(publisher.identity, address, raw, refusal.description, message.seq,
                               publisher.federated, message)
@@ -374,21 +413,34 @@ class BrokerCore:
 
     def _route(self, message: BrokerMessage, now: int, address: str) -> None:
         properties = message.properties
-        federated = message.federated
+        routes = self._routes[message.federated]
+        known = routes.get(id(properties))
+        if known is not None and known[0] is properties:
+            targets = known[1]
+        else:
+            targets = self._targets(properties, message.federated)
+            if len(routes) >= DERIVED:
+                routes.clear()
+            routes[id(properties)] = (properties, targets)
         holders = message.holders  # a durable message: which sources hold it
-        routed = 0
+        for source in targets:
+            if holders is not None:
+                holders.add(source.spec.address)
+            source.offer(message, now)
+        self.observer.routed(len(targets), message, address)
+        if self.budget.used > self.budget.limit:
+            self._enforce_budget()
+
+    def _targets(self, properties: dict, federated: bool) -> tuple[Source, ...]:
+        """The sources whose node selector takes these properties."""
+        targets = []
         for source in self._index.candidates(properties):
             if federated and source.spec.scope is Scope.LOCAL:
                 continue  # IP_109: imported data is never served to a third interchange
             residual = source.residual  # the node selector less what the index already matched
             if residual is None or residual(properties):
-                if holders is not None:
-                    holders.add(source.spec.address)
-                source.offer(message, now)
-                routed += 1
-        self.observer.routed(routed, message, address)
-        if self.budget.used > self.budget.limit:
-            self._enforce_budget()
+                targets.append(source)
+        return tuple(targets)
 
     def _enforce_budget(self) -> None:
         """The sources hold more than the node's budget: the fullest give up their oldest messages

@@ -345,3 +345,20 @@ def test_a_content_header_seen_before_with_a_broken_frame_end_is_refused() -> No
                        + wire((2, body.ContentBody(b"x"))))
     with pytest.raises(ProtocolError, match="cannot read"):
         connection.receive(wire((2, commands.Basic.Deliver("ctag", 2, False, "DENM", KEY))) + content[:-1] + b"\x00")
+
+
+@pytest.mark.parametrize("accelerated", [False, None])
+def test_a_body_frame_without_its_content_header_is_refused(accelerated: bool | None) -> None:
+    """A body after a delivery was whole, or right after a basic.deliver, has no content header: it is
+    refused, not delivered with the properties of the delivery before it (read in Python, and with the
+    C reader where it is built)."""
+    properties = commands.Basic.Properties(app_id="b")
+    whole = wire((2, commands.Basic.Deliver("c", 1, False, "DENM", KEY)), (2, header.ContentHeader(0, 1, properties)),
+                 (2, body.ContentBody(b"x")))
+    for stray in (wire((2, body.ContentBody(b"y"))),
+                  wire((2, commands.Basic.Deliver("c", 2, False, "DENM", KEY)), (2, body.ContentBody(b"y")))):
+        connection = opened()
+        connection._c_read = None if accelerated is False else connection._c_read
+        assert [e.delivery_tag for e in connection.receive(whole + whole) if isinstance(e, Delivery)] == [1, 1]
+        with pytest.raises(ProtocolError, match="without its content header"):
+            connection.receive(stray)

@@ -8,6 +8,11 @@ socket, no task, no future: :class:`Connection.receive` turns what arrived into 
 every method that sends appends frames to :meth:`Connection.take_output`, so a caller writes once
 per loop turn however many messages it handled.
 
+The deliveries that come whole in a row (``basic.deliver``, a content header whose properties were
+decoded before, one body frame) are read by the C reader ``_deliveries`` when it is built (not with
+``INTERCHANGE_PURE_PYTHON=1``, or ``accelerated=False``): it stops at any other frame, which the
+Python code below reads (and judges), so both paths give the same events and the same errors.
+
 Events: :class:`Reply` (a synchronous method's answer, the opening's ``connection.open-ok``
 included), :class:`Delivery` (one whole message of a consumer), :class:`Confirmed` (publisher
 confirms: the tokens :meth:`Connection.publish` was given, acked or nacked by the broker, AMQP
@@ -16,12 +21,23 @@ the connection, or its heartbeats stopped; the tokens of unconfirmed publishes c
 """
 from __future__ import annotations
 
+import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from pamqp import base, body, commands, constants, frame, header, heartbeat
 from pamqp.exceptions import PAMQPException
+
+from interchange.broker.admission import PURE_PYTHON_ENV
+
+#: interchange.bridges.if2._deliveries.read (_deliveries.pyi), or None when the module is not built
+_c_read: Callable[..., int] | None
+try:
+    from interchange.bridges.if2._deliveries import read as _c_read
+except ImportError:  # not built (no compiler): every delivery is read in Python
+    _c_read = None
 
 __all__ = ["Closed", "Confirmed", "Connection", "Delivery", "ProtocolError", "Reply"]
 
@@ -139,7 +155,13 @@ class Connection:
     :meth:`take_output`; ``opened`` once the broker's ``connection.open-ok`` came."""
 
     def __init__(self, vhost: str = "/", mechanism: Literal["EXTERNAL", "PLAIN"] = "EXTERNAL",
-                 username: str = "", password: str = "", heartbeat_s: int = 60, product: str = "c-roads-if2") -> None:
+                 username: str = "", password: str = "", heartbeat_s: int = 60, product: str = "c-roads-if2",
+                 accelerated: bool | None = None) -> None:
+        if accelerated is None:
+            accelerated = _c_read is not None and os.environ.get(PURE_PYTHON_ENV) != "1"
+        elif accelerated and _c_read is None:
+            raise ImportError("the C reader interchange.bridges.if2._deliveries is not built")
+        self._c_read = _c_read if accelerated else None
         self.vhost, self.mechanism, self._credentials = vhost, mechanism, (username, password)
         self.heartbeat_s, self.product = heartbeat_s, product
         self.frame_max = 131072
@@ -249,7 +271,13 @@ class Connection:
         buffer += data
         events: list[Event] = []
         offset, end = 0, len(buffer)
+        c_read = self._c_read
         while end - offset >= 8:
+            if c_read is not None:  # the whole deliveries from here (C); then the frame it stopped at
+                offset = c_read(buffer, offset, self._channels, self._decoded_properties, self._deliver_names,
+                                Delivery, events)
+                if end - offset < 8:
+                    break
             if buffer[offset:offset + 4] == b"AMQP":
                 raise ProtocolError(f"the broker wants protocol {bytes(buffer[offset:offset + 8])!r}")
             kind, channel, size = _FRAME.unpack_from(buffer, offset)
@@ -305,7 +333,7 @@ class Connection:
         else:
             payload = b""
         deliver = _deliver(buffer, start + 4, stop, self._deliver_names)  # (raises on a frame not 0-9-1)
-        state.deliver, state.content, state.size, state.parts = None, properties, 0, []
+        state.deliver, state.content, state.size, state.parts = None, None, 0, []
         events.append(_tuple_new(Delivery, (channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
                                              deliver.routing_key, properties, payload)))
         return at
@@ -322,7 +350,8 @@ class Connection:
             self._body(channel, bytes(buffer[start:stop]), events)
             return True
         if kind == FRAME_METHOD and buffer[start:start + 4] == _BASIC_DELIVER:
-            self._state(channel).deliver = _deliver(buffer, start + 4, stop, self._deliver_names)
+            state = self._state(channel)
+            state.deliver, state.content = _deliver(buffer, start + 4, stop, self._deliver_names), None
             return True
         if kind == FRAME_HEADER and stop - start >= 14 and buffer[start:start + 2] == _BASIC_CLASS:
             properties = self._decoded_properties.get(bytes(buffer[start + 12:stop]))
@@ -351,6 +380,8 @@ class Connection:
 
     def _body(self, channel: int, value: bytes, events: list[Event]) -> None:
         state = self._state(channel)
+        if state.content is None:
+            raise ProtocolError(f"a content body frame on channel {channel} without its content header")
         state.parts.append(value)
         state.size -= len(value)
         if state.size <= 0:
@@ -362,10 +393,13 @@ class Connection:
         elif isinstance(value, body.ContentBody):
             self._body(channel, value.value, events)
         elif isinstance(value, commands.Basic.Deliver):
-            self._state(channel).deliver = _Deliver(value.delivery_tag or 0, bool(value.redelivered), value.exchange,
-                                                    value.routing_key or "")
+            state = self._state(channel)
+            state.deliver = _Deliver(value.delivery_tag or 0, bool(value.redelivered), value.exchange,
+                                     value.routing_key or "")
+            state.content = None  # (a body before its content header is refused)
         elif isinstance(value, commands.Basic.Return):
-            self._state(channel).deliver = None
+            state = self._state(channel)
+            state.deliver = state.content = None
         elif isinstance(value, commands.Basic.Ack | commands.Basic.Nack):
             self._confirmed(channel, value, events)
         elif channel == 0:
@@ -376,10 +410,10 @@ class Connection:
     def _delivered(self, channel: int, state: _Channel, events: list[Event]) -> None:
         deliver, state.deliver = state.deliver, None
         payload = state.parts[0] if len(state.parts) == 1 else b"".join(state.parts)
-        state.parts = []
+        content, state.content, state.parts = state.content, None, []
         if deliver is not None:  # (a basic.return's content is dropped: the bridge publishes without mandatory)
             events.append(Delivery(channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
-                                   deliver.routing_key, state.content, payload))
+                                   deliver.routing_key, content, payload))
 
     def _confirmed(self, channel: int, value: commands.Basic.Ack | commands.Basic.Nack, events: list[Event]) -> None:
         pending = self._state(channel).unconfirmed
