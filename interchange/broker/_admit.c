@@ -864,7 +864,8 @@ enum {
 
 /* What the section walk found; the application-properties entries are [ap_first, ap_stop). */
 typedef struct {
-    int has_ttl, has_absolute, has_ap;
+    int has_ttl, has_absolute, has_ap, has_body;
+    pos_t body; /* the first body section's descriptor (has_body) */
     int64_t ttl, absolute;
     uint64_t ap_count;
     pos_t ap_start, ap_first, ap_stop; /* ap_start: the map's constructor (the section's encoded value) */
@@ -891,6 +892,8 @@ scan(const uint8_t *d, pos_t end, scanned *out)
             return -1;
         if (code >= S_DATA) {
             if (code != S_FOOTER) { /* the first body section: its value must fit */
+                out->has_body = 1;
+                out->body = pos - 3;
                 uint8_t c = d[pos];
                 if (!(code == S_DATA && c == 0xA0 && pos + 2 <= end && pos + 2 + d[pos + 1] <= end)) {
                     pos_t after;
@@ -1167,8 +1170,45 @@ admit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+PyDoc_STRVAR(locate_doc,
+"locate(raw, /) -> (properties_start, properties_end, ttl_ms, body_offset) | None\n"
+"\n"
+"Where amqp_scan.scan_message(raw, decode_properties=False) finds the application-properties\n"
+"section (its descriptor to its end; None, None without one), the header ttl (None: absent)\n"
+"and the first body section (None: no body). None: not handled here (malformed or unusual\n"
+"input), use scan_message.");
+
+static PyObject *
+optional_pos(int present, pos_t value)
+{
+    if (!present)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(value);
+}
+
+static PyObject *
+locate(PyObject *module, PyObject *raw)
+{
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    scanned sc;
+    memset(&sc, 0, sizeof sc);
+    int rc = scan((const uint8_t *)view.buf, (pos_t)view.len, &sc);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        Py_RETURN_NONE;
+    /* the section from its descriptor (a smallulong: 3 bytes before the map), as scan_message gives it */
+    return Py_BuildValue("(NNNN)", optional_pos(sc.has_ap, sc.ap_start - 3), optional_pos(sc.has_ap, sc.ap_stop),
+                         optional_int(sc.has_ttl, sc.ttl), optional_pos(sc.has_body, sc.body));
+}
+
 static PyMethodDef admit_methods[] = {
     {"admit", (PyCFunction)(void (*)(void))admit, METH_FASTCALL, admit_doc},
+    {"locate", (PyCFunction)locate, METH_O, locate_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,3 +7,7 @@ def admit(
     """(properties, valid, ttl_ms, absolute_expiry_time_ms), or None: not handled here, use the Python path.
     ``cache``: the caller's, one per capability shard count: the same section gives the same properties
     object again (read-only)."""
+
+def locate(raw: bytes | bytearray | memoryview, /) -> tuple[int | None, int | None, int | None, int | None] | None:
+    """(application-properties start, end, header ttl_ms, body offset) as scan_message finds them, or None:
+    not handled here, use scan_message."""

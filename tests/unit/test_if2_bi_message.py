@@ -8,6 +8,7 @@ from proton import Message
 from collections.abc import Callable
 from typing import Any
 
+from interchange.bridges.if2 import bi_message
 from interchange.bridges.if2.bi_message import Reader, application_properties, message, read
 
 PROPERTIES = {"messageType": "DENM", "publisherId": "NL00001", "publicationId": "NL00001:if2-DENM-1.2.1",
@@ -40,7 +41,8 @@ def test_a_ttl_that_ran_out_is_sent_as_zero() -> None:
 
 Read = Callable[[bytes | bytearray], tuple[dict[str, Any], int | None, bytes]]
 #: :func:`read`, and the bridge's :class:`Reader` (one for all the reads of a test, as in the bridge)
-READERS = pytest.mark.parametrize("read", [read, Reader().read], ids=["read", "Reader"])
+READERS = pytest.mark.parametrize("read", [read, Reader(accelerated=False).read, Reader().read],
+                                  ids=["read", "Reader", "Reader-default"])
 
 def _by_proton(raw: bytes) -> tuple[dict, int | None, bytes]:
     """What the bridge read of a message with proton alone (the reference)."""
@@ -106,3 +108,25 @@ def test_a_reader_gives_each_message_its_own_properties() -> None:
         reader.read(bad)
     with pytest.raises(ValueError, match="not an AMQP 1.0 message"):
         read(bad)
+
+
+@pytest.mark.skipif(bi_message._c_locate is None, reason="the broker's C scanner is not built (no compiler)")
+def test_a_reader_finding_the_sections_in_c_reads_every_changed_byte_as_the_python_one() -> None:
+    """Every byte of a message (and of proton's encoding of it) changed, and every cut: the reader
+    that finds the sections with the C scanner gives what the one with ``scan_message`` gives, or
+    refuses it alike (ValueError, never another error)."""
+    ours = message(application_properties(PROPERTIES), b"abc", 5000)
+    theirs = Message(body=b"abc", properties=PROPERTIES, inferred=True, durable=True, ttl=5).encode()
+    python, c = Reader(accelerated=False), Reader(accelerated=True)
+
+    def outcome(reader: Reader, raw: bytes) -> object:
+        try:
+            return reader.read(raw)
+        except ValueError:
+            return ValueError
+
+    for raw in (ours, theirs):
+        variants = [raw[:stop] for stop in range(len(raw))]
+        variants += [raw[:at] + bytes([value]) + raw[at + 1:] for at in range(len(raw)) for value in (0x00, 0xFF, raw[at] ^ 1)]
+        for variant in variants:
+            assert outcome(c, variant) == outcome(python, variant), variant

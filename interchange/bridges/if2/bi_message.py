@@ -17,7 +17,9 @@ ttl) when its body is one data section at its end, the shape every C-Roads messa
 other shape goes to proton's ``Message.decode``, which decides as before (a ``Message`` built the
 proton way spent ~25 µs per message converting each property). The bridge reads with a
 :class:`Reader`, which decodes an application-properties section once and gives its dict again
-for the same bytes (decoding them was half of :func:`read`'s cost).
+for the same bytes (decoding them was half of :func:`read`'s cost), and finds the sections with the
+broker's C scanner (``_admit.locate``, where it is built: the same offsets as ``scan_message``, which
+decides whatever it does not handle).
 """
 from __future__ import annotations
 
@@ -27,7 +29,15 @@ from typing import Any
 
 from proton import Data, Message, ProtonException, ulong
 
+from interchange.broker.admission import accelerator_available
 from interchange.broker.amqp_scan import ScanError, decode_application_properties, scan_message
+
+#: interchange.broker._admit.locate (typed in _admit.pyi), or None when the module is not built
+_c_locate: Callable[[bytes | bytearray], tuple[int | None, int | None, int | None, int | None] | None] | None
+try:
+    from interchange.broker._admit import locate as _c_locate
+except ImportError:  # not built (no compiler): scan_message alone
+    _c_locate = None
 
 __all__ = ["Reader", "application_properties", "message", "read"]
 
@@ -92,11 +102,25 @@ class Reader:
     kept): the messages of one publication repeat them. The dict returned for a section is the same
     for every message that carries it, so it is read, never changed."""
 
-    def __init__(self, limit: int = 4096) -> None:
+    def __init__(self, limit: int = 4096, accelerated: bool | None = None) -> None:
         self.limit = limit
         self._known: dict[bytes, dict[str, Any]] = {}
+        if accelerated is None:
+            accelerated = _c_locate is not None and accelerator_available()
+        self._locate = _c_locate if accelerated else None
 
     def read(self, raw: bytes | bytearray) -> tuple[dict[str, Any], int | None, bytes]:
+        located = self._locate(raw) if self._locate is not None else None
+        if located is not None:  # (C: the sections where scan_message finds them; else scan_message decides)
+            start, end, ttl_ms, body_at = located
+            try:
+                properties = {} if start is None or end is None else self._properties(raw, start, end)
+            except ScanError as exc:
+                raise ValueError(f"not an AMQP 1.0 message: {exc}") from None
+            body = _data_body(raw, body_at)
+            if body is None:
+                return _read_by_proton(raw)
+            return properties, ttl_ms or None, body
         try:
             scanned = scan_message(raw, decode_properties=False)
             start, end = scanned.application_properties_offset, scanned.application_properties_end
