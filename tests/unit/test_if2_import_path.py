@@ -153,3 +153,24 @@ def test_a_refused_mapping_is_refused_every_time(path: ImportPath) -> None:
     path.deliver(key(), properties())
     assert path.session.outcomes == [(1, False), (2, False), (3, True)]
     assert path.bridge.counts["import_refused"] == 2
+
+
+def test_the_bis_refusal_and_release_through_the_door_reject_or_retry(path: ImportPath) -> None:
+    """The door's answers as they are (not only accepted): a message the target refuses is rejected at
+    RabbitMQ without requeue and counted; one the broker releases (shutting down) is sent again later,
+    neither acked nor rejected meanwhile."""
+    path.deliver(key(), properties())
+    path.core.addresses.put_target(TargetSpec(address=TARGET, publishers=frozenset({BRIDGE}), selector="causeCode = 99"))
+    path.deliver(key(), properties())
+    assert path.session.outcomes == [(1, True), (2, False)]
+    assert path.bridge.counts["import_refused"] == 1 and path.bridge.counts["imported"] == 1
+    path.core.addresses.put_target(TargetSpec(address=TARGET, publishers=frozenset({BRIDGE}), selector="TRUE"))
+    publisher = path.bridge.bi._door_publisher()
+    assert publisher is not None
+    publisher._accepting = lambda: False  # (the broker shutting down: it releases what comes)
+
+    async def released() -> None:  # (a retry is scheduled on the running loop)
+        path.deliver(key(), properties())
+
+    asyncio.get_event_loop().run_until_complete(released())
+    assert path.session.outcomes == [(1, True), (2, False)] and path.bridge.counts["bi_retried"] == 1

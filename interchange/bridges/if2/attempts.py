@@ -12,14 +12,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
-from interchange.broker.client import Outcome
 from interchange.ground.timing import backoff_s
 
-__all__ = ["ACCEPTED", "Attempts", "Decision", "Fate", "RetryPolicy", "SizeLimit", "SIZE_EXCEEDED"]
+__all__ = ["ACCEPTED", "Answer", "Attempts", "Decision", "Fate", "RetryPolicy", "SizeLimit", "SIZE_EXCEEDED"]
 
 #: The AMQP 1.0 link error condition of a message over the receiver's max-message-size (2.8.15).
 SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+
+
+class Answer(Protocol):
+    """The BI's answer to one attempt: an AMQP link's :class:`~interchange.broker.client.Outcome` or the
+    in-process door's :class:`~interchange.broker.local_door.DoorOutcome` (the same three fields)."""
+
+    @property
+    def accepted(self) -> bool: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def final(self) -> bool: ...
 
 
 class Fate(StrEnum):
@@ -72,7 +86,7 @@ class Attempts:
             return Decision(Fate.EXPIRED, f"its ttl of {self.ttl} ms ran out after {self.made} attempts")
         return None
 
-    def after(self, outcome: Outcome, now: float) -> Decision:
+    def after(self, outcome: Answer, now: float) -> Decision:
         """What to do after the BI's answer to one attempt."""
         self.made += 1
         if outcome.accepted:

@@ -20,15 +20,13 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from interchange.bridges.if2.attempts import SIZE_EXCEEDED, SizeLimit
+from interchange.bridges.if2.attempts import SIZE_EXCEEDED, Answer, SizeLimit
 from interchange.broker.client import ClientConnection, Outcome, ReceiverState, SenderState
 from interchange.broker.engine import AttachRefused
 from interchange.broker.local_door import ConsumingDoor, DoorOutcome, LocalConsumer, LocalPublisher
 from interchange.ground.timing import backoff_s
 
 __all__ = ["BiLink"]
-
-_DOOR_ACCEPTED = Outcome(True)
 
 EventSink = Callable[[str, str, dict[str, Any]], None]
 #: a BI delivery's handler: its bytes and its delivery (settled later by :meth:`BiLink.settle`)
@@ -167,13 +165,13 @@ class BiLink:
                                       self.size_limit.limit) if limit is not None]
         return min(limits) if limits else None
 
-    def submit(self, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
-        """One attempt, as :meth:`send`, answered through ``on_outcome``: through the door or on the
-        link at once when it can take the message now (no task, no future), else by :meth:`send`."""
+    def submit(self, raw: bytes, on_outcome: Callable[[Answer], None]) -> None:
+        """One attempt, as :meth:`send`, answered through ``on_outcome``: through the door (its
+        :class:`DoorOutcome` as it is) or on the link at once when it can take the message now (no
+        task, no future), else by :meth:`send`."""
         publisher = self._door_publisher()
         if publisher is not None:
-            publisher.publish(raw, lambda outcome: on_outcome(_DOOR_ACCEPTED if outcome.accepted else
-                                                              Outcome(False, outcome.error, final=outcome.final)))
+            publisher.publish(raw, on_outcome)
             return
         connection, sender = self._connection, self._sender
         if (self._queued or connection is None or sender is None or not self._up.is_set() or sender.credit <= 0
@@ -194,7 +192,7 @@ class BiLink:
         connection.engine.send(sender, raw, lambda outcome: on_outcome(self._answered(flight, token, outcome)))
         self._flush_soon()
 
-    async def _send_later(self, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
+    async def _send_later(self, raw: bytes, on_outcome: Callable[[Answer], None]) -> None:
         self._queued += 1
         try:
             outcome = await self.send(raw)

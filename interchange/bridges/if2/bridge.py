@@ -33,7 +33,7 @@ from interchange.bridges.if2 import bi_message
 from interchange.bridges.if2.actor_api import ActorApi, ActorApiError
 from interchange.bridges.if2.amqp091 import Delivery
 from interchange.bridges.if2.backoff import NackBackoff
-from interchange.bridges.if2.attempts import Attempts, Decision, Fate, RetryPolicy
+from interchange.bridges.if2.attempts import Answer, Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config
 from interchange.bridges.if2.copies import IF2Copies
@@ -51,7 +51,7 @@ from interchange.bridges.if2.keys import (
 )
 from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
-from interchange.broker.client import RELEASE, Outcome, ReceiverState
+from interchange.broker.client import RELEASE, ReceiverState
 from interchange.broker.local_door import ConsumingDoor, LocalConsumer
 
 __all__ = ["If2Bridge", "NodeView"]
@@ -212,7 +212,7 @@ class If2Bridge:
             return
         pid = mapping.publication_id
         self._last_import[pid] = taken
-        flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms))
+        flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered)
         if pid in self._registered and self._delivery_known:
             self._attempt(flight, taken)
             return
@@ -235,21 +235,24 @@ class If2Bridge:
             return
         if now is None:
             now = time.monotonic()
-        if (stop := flight.attempts.before_send(now)) is not None:
+        attempts = flight.attempts
+        if attempts.made and (stop := attempts.before_send(now)) is not None:  # (none before the first)
             self._refuse(flight.session, flight.delivery, stop)
             return
-        raw = bi_message.message(flight.mapping.section, flight.delivery.body, flight.attempts.ttl_ms(now))
-        self.bi.submit(raw, functools.partial(self._answered, flight))
+        raw = bi_message.message(flight.mapping.section, flight.delivery.body, attempts.ttl_ms(now))
+        self.bi.submit(raw, flight.answered)
 
-    def _answered(self, flight: "_Import", outcome: Outcome) -> None:
+    def _answered(self, flight: "_Import", outcome: Answer) -> None:
         """Acked once the BI accepted, sent again after a back-off, or rejected without requeue (:mod:`.attempts`)."""
+        if outcome.accepted:  # (the usual answer: no clock needed)
+            flight.attempts.made += 1
+            self.counts["imported"] += 1
+            flight.session.settle(flight.delivery, True)
+            return
         decision = flight.attempts.after(outcome, time.monotonic())
         if decision.unanswered:
             self.counts["bi_unanswered"] += 1
-        if decision.fate is Fate.ACCEPTED:
-            self.counts["imported"] += 1
-            flight.session.settle(flight.delivery, True)
-        elif decision.fate is Fate.RETRY:
+        if decision.fate is Fate.RETRY:
             self.counts["bi_retried"] += 1
             asyncio.get_running_loop().call_later(decision.delay_s, self._attempt, flight)
         else:
@@ -506,11 +509,17 @@ class _Mapping(NamedTuple):
 
 
 class _Import:
-    """An IF2 message on its way to the BI: where to settle it, what to send, its attempts."""
-    __slots__ = ("session", "delivery", "mapping", "attempts")
+    """An IF2 message on its way to the BI: where to settle it, what to send, its attempts, and where
+    the BI's answer to each goes (:meth:`answered`: no partial or closure made per attempt)."""
+    __slots__ = ("session", "delivery", "mapping", "attempts", "_on_answer")
 
-    def __init__(self, session: Session, delivery: Delivery, mapping: _Mapping, attempts: Attempts) -> None:
+    def __init__(self, session: Session, delivery: Delivery, mapping: _Mapping, attempts: Attempts,
+                 on_answer: Callable[["_Import", Answer], None]) -> None:
         self.session, self.delivery, self.mapping, self.attempts = session, delivery, mapping, attempts
+        self._on_answer = on_answer
+
+    def answered(self, outcome: Answer) -> None:
+        self._on_answer(self, outcome)
 
 
 class _Export:
