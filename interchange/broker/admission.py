@@ -55,6 +55,7 @@ class Admission:
         # IP_033 defaults per messageType, computed once (the common case: no TTL on the message)
         self._default_ttl: dict[object, int] = {t: ttl_policy.default_ttl_ms(t) for t in MESSAGE_TYPES}
         self._fallback_ttl = ttl_policy.default_ttl_ms(None)
+        self._maximum_ttl = ttl_policy.maximum_ttl_ms
         self._cache: dict[tuple[bytes, int | None], tuple[dict[str, object], str | None]] = {}
         self._cache_size = cache_size
         self.cache_hits = 0
@@ -84,7 +85,11 @@ class Admission:
                 properties, valid, ttl, absolute = result
                 if valid:
                     message = BrokerMessage(raw, properties, now_ms, federated, publisher, now_ms)
-                    if ttl or absolute:
+                    if ttl and not absolute:  # a header ttl alone (a bridge's messages): expiry_ms's result
+                        cap = self._maximum_ttl
+                        message.expiry_ms = now_ms + (ttl if cap is None or ttl <= cap else cap)
+                        message.expiry_source = "ttl"
+                    elif ttl or absolute:
                         self._explicit_expiry(message, ttl, absolute)
                     else:  # the common case: the messageType's default (IP_033)
                         message.expiry_ms = now_ms + self._default_ttl.get(properties.get("messageType"),

@@ -55,6 +55,15 @@ def test_header_ttl_wins_over_default(accelerated: bool) -> None:
     assert admitted.expiry_ms == 12_500
 
 
+@pytest.mark.parametrize(("ttl_s", "cap_ms", "expiry_ms"), [(2.5, None, 12_500), (2.5, 3_000, 12_500),
+                                                        (2.5, 2_000, 12_000), (2.5, 2_500, 12_500)])
+def test_a_header_ttl_alone_is_capped_by_the_policy(ttl_s: float, cap_ms: int | None, expiry_ms: int,
+                                                     accelerated: bool) -> None:
+    admitted = Admission(TtlPolicy(maximum_ttl_ms=cap_ms), accelerated=accelerated).admit(
+        encoded(ttl=ttl_s), "a", False, None, 10_000)
+    assert (admitted.expiry_ms, admitted.expiry_source) == (expiry_ms, "ttl")
+
+
 def test_absolute_expiry_and_policy_cap(accelerated: bool) -> None:
     message = Message(body=b"x", properties=PROPS, inferred=True)
     message.expiry_time = 20.0  # absolute-expiry-time, in seconds
