@@ -20,7 +20,7 @@ import functools
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -106,6 +106,9 @@ class If2Bridge:
         #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads (:class:`_ImportMaps`);
         #: C-Roads -> IF2 the envelope by the properties it reads, and the 0-9-1 properties by lat, lon, ttl
         self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
+        #: and in front of that by the properties object (the reader gives one per section, read-only):
+        #: id -> (properties, envelope less its ttl, the republishing identity)
+        self._by_section: OrderedDict[int, tuple[dict[str, Any], If2Envelope, tuple[str, Any]]] = OrderedDict()
         self._reader = bi_message.Reader(MAPPINGS)  #: BI messages read, their properties decoded once per section
         self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
@@ -315,14 +318,18 @@ class If2Bridge:
         assert receiver is not None
         try:
             properties, ttl_ms, body = self._reader.read(raw)
-            envelope = self._envelope(properties, ttl_ms)
+            section = self._by_section.get(id(properties))
+            if section is None or section[0] is not properties:
+                envelope = self._envelope(properties, ttl_ms)
+                section = (properties, envelope, (str(envelope.key), properties.get("publicationId")))
+                _keep(self._by_section, id(properties), section)
+            envelope = If2Envelope(section[1].key, ttl_ms, section[1].lat, section[1].lon)
         except (If2KeyError, ValueError, TypeError) as exc:
             self.counts["export_refused"] += 1
             self._event("warning", "if2_export_refused", {"error": str(exc)})
             self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
             return
-        identity = (str(envelope.key), properties.get("publicationId"))
-        export = _Export(receiver, delivery, envelope, body, identity, ttl_ms)
+        export = _Export(receiver, delivery, envelope, body, section[2], ttl_ms)
         known = self.copies.known(export.copy)
         if isinstance(known, asyncio.Future):  # being published by an earlier delivery: wait for it
             task = asyncio.get_running_loop().create_task(self._export_after(export, known))
@@ -537,7 +544,7 @@ class _Export:
         self.held: asyncio.TimerHandle | None = None  #: its release, while a nack holds it
 
 
-def _keep(cache: "OrderedDict[tuple[Any, ...], Any]", key: tuple[Any, ...], value: Any) -> None:
+def _keep(cache: "OrderedDict[Any, Any]", key: Hashable, value: Any) -> None:
     """Remember ``value``, forgetting the oldest beyond :data:`MAPPINGS`."""
     cache[key] = value
     if len(cache) > MAPPINGS:
