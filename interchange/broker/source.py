@@ -222,17 +222,17 @@ class Source:
         links = self.links
         if not links:
             return _NO_TAKER
-        properties = message.properties
         n = len(links)
-        if n == 1:
+        if n == 1:  # (the properties read only for a link selector: a buffered message decodes them again)
             link = links[0]
-            if link.selector is not None and not link.selector(properties):
+            if link.selector is not None and not link.selector(message.properties):
                 return _NO_TAKER
             if not link.can_send():
                 return _BLOCKED
             link.send(message)
             self.delivered += 1
             return _SENT
+        properties = message.properties
         key = message.shard_key
         owner = self._shard_owner.get(key)
         if owner is not None and (owner.selector is None or owner.selector(properties)):

@@ -193,3 +193,28 @@ def test_a_message_expires_at_its_expiry(form: Form) -> None:
     source.add_link(link)
     source.credit_changed(1_001)
     assert form.bodies(link) == ["never"] and source.expired == 2 and source.depth_bytes == 0
+
+
+def test_a_buffered_message_is_not_decoded_again_for_a_link_without_selector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compact message leaves the buffer without its properties; handed to the one link, which has no
+    selector, they are not decoded again (only a link selector reads them)."""
+    form = Form("compact")
+    source = Source(SourceSpec(address="s"), None)
+    plain, choosy = FakeLink(credit=0), FakeLink(credit=0, selector="messageType = 'DENM'")
+    source.add_link(plain)
+    for body in ("a", "b"):
+        source.offer(form.msg(body), 0)
+
+    def decoded(raw: bytes | bytearray) -> dict[str, object]:
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr("interchange.broker.message.decode_properties", decoded)
+    plain.credit = 2
+    source.credit_changed(0)
+    assert form.bodies(plain) == ["a", "b"]
+    source.remove_link(plain)
+    source.add_link(choosy)
+    source.offer(form.msg("c"), 0)  # buffered: no credit
+    choosy.credit = 1
+    with pytest.raises(AssertionError, match="decoded again"):  # a selector reads them
+        source.credit_changed(0)
