@@ -35,6 +35,22 @@ async def test_a_copy_being_published_is_waited_for() -> None:
     assert await asking
 
 
+async def test_a_copy_waited_for_whose_publish_failed_is_published_again() -> None:
+    """The waiter learns the failure (it publishes the copy itself); the copy being published again
+    is a new publish, which an older publish's end does not touch."""
+    copies = IF2Copies()
+    first = copies.publishing("a")
+    asking = asyncio.ensure_future(copies.at_if2("a"))
+    await asyncio.sleep(0)
+    copies.published("a", first, confirmed=False)
+    assert not await asking
+    again = copies.publishing("a")
+    copies.published("a", first, confirmed=True)  # (late: the first publish's end again)
+    assert isinstance(copies.known("a"), asyncio.Future)
+    copies.published("a", again, confirmed=True)
+    assert copies.known("a") is True
+
+
 async def test_at_most_limit_copies_are_remembered() -> None:
     copies = IF2Copies(limit=2)
     for name in "abc":

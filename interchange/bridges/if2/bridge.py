@@ -36,7 +36,7 @@ from interchange.bridges.if2.backoff import NackBackoff
 from interchange.bridges.if2.attempts import Answer, Attempts, Decision, Fate, RetryPolicy
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.config import If2Config
-from interchange.bridges.if2.copies import IF2Copies
+from interchange.bridges.if2.copies import IF2Copies, Publishing
 from interchange.bridges.if2.keys import (
     AreaCover,
     If2Envelope,
@@ -539,7 +539,7 @@ class _Export:
         self.receiver, self.delivery, self.envelope, self.body = receiver, delivery, envelope, body
         self.identity, self.ttl_ms = identity, ttl_ms
         self.copy = (identity, hashlib.blake2b(body, digest_size=16).digest())
-        self.publishing: asyncio.Future[bool] | None = None
+        self.publishing: Publishing | None = None
         self.published_at = 0.0  #: when it was last published (monotonic)
         self.held: asyncio.TimerHandle | None = None  #: its release, while a nack holds it
 

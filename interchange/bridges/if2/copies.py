@@ -4,7 +4,9 @@ A BI delivery is settled only after RabbitMQ confirmed its IF2 copy; when the BI
 the settlement got through, the source gives the message out again. :class:`IF2Copies` keeps, per
 copy (publication, routing key, body digest), whether it is being published or is at IF2; a
 delivery asks :meth:`IF2Copies.at_if2` first, and one IF2 has is settled without publishing. At
-most ``limit`` copies are remembered (the oldest forgotten). Details: docs/if2-bridge.md.
+most ``limit`` copies are remembered (the oldest forgotten). A copy being published is a
+:class:`Publishing`, whose future is made only when a delivery of the same copy waits for it (the
+rare case: a message given out again while its first copy is unconfirmed). Details: docs/if2-bridge.md.
 """
 from __future__ import annotations
 
@@ -12,16 +14,35 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Hashable
 
-__all__ = ["IF2Copies"]
+__all__ = ["IF2Copies", "Publishing"]
 
 _AT_IF2 = "at IF2"
+
+
+class Publishing:
+    """A copy's publish under way: what :meth:`IF2Copies.published` ends; a waiter's future on demand."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[bool] | None = None
+
+    def waiter(self) -> "asyncio.Future[bool]":
+        """The future of this publish's confirm (made when first asked for)."""
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        return self._future
+
+    def end(self, confirmed: bool) -> None:
+        if self._future is not None and not self._future.done():
+            self._future.set_result(confirmed)
 
 
 class IF2Copies:
     def __init__(self, limit: int = 10_000) -> None:
         self.limit = limit
         #: oldest first (an OrderedDict: forgetting the oldest is O(1), a dict's first key is not after many deletes)
-        self._entries: OrderedDict[Hashable, asyncio.Future[bool] | str] = OrderedDict()
+        self._entries: OrderedDict[Hashable, Publishing | str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -32,8 +53,8 @@ class IF2Copies:
         entry = self._entries.get(copy)
         if entry is None:
             return False
-        if isinstance(entry, asyncio.Future):
-            if not await asyncio.shield(entry):
+        if isinstance(entry, Publishing):
+            if not await asyncio.shield(entry.waiter()):
                 return False  # that publish failed: this delivery publishes it
         if self._entries.get(copy) == _AT_IF2:
             del self._entries[copy]
@@ -45,8 +66,8 @@ class IF2Copies:
         entry = self._entries.get(copy)
         if entry is None:
             return False
-        if isinstance(entry, asyncio.Future):
-            return entry if not entry.done() else entry.result()
+        if isinstance(entry, Publishing):
+            return entry.waiter()  # (an entry is a Publishing only until its publish ended)
         return True
 
     def forget(self, copy: Hashable) -> None:
@@ -54,17 +75,15 @@ class IF2Copies:
         if self._entries.get(copy) == _AT_IF2:
             del self._entries[copy]
 
-    def publishing(self, copy: Hashable) -> asyncio.Future[bool]:
-        """``copy`` is being published now; resolve the future with :meth:`published`."""
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._entries[copy] = future
-        return future
+    def publishing(self, copy: Hashable) -> Publishing:
+        """``copy`` is being published now; end it with :meth:`published`."""
+        publishing = self._entries[copy] = Publishing()
+        return publishing
 
-    def published(self, copy: Hashable, future: asyncio.Future[bool], confirmed: bool) -> None:
+    def published(self, copy: Hashable, publishing: Publishing, confirmed: bool) -> None:
         """Its publish ended, ``confirmed`` by RabbitMQ or not: a confirmed copy is remembered as at IF2."""
-        if not future.done():
-            future.set_result(confirmed)
-        if self._entries.get(copy) is not future:
+        publishing.end(confirmed)
+        if self._entries.get(copy) is not publishing:
             return  # (a newer publish of the same copy took its place)
         if confirmed:
             self._entries[copy] = _AT_IF2
