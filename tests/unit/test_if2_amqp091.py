@@ -132,6 +132,24 @@ def test_publishes_are_confirmed_by_multiple_single_and_nack() -> None:
     assert isinstance(sent(connection)[0][1], commands.Connection.CloseOk) and connection.closed
 
 
+def test_confirms_single_out_of_order_then_multiple_each_token_once() -> None:
+    """Single confirms out of order, a multiple nack over them, a multiple ack past the last publish
+    (a broker's tag of 2^63 - 1: nothing past what was published is looked for), and a
+    confirm frame whose end octet is not 0xce, which pamqp refuses."""
+    connection = confirming(8)
+    connection.take_output()
+    assert connection.receive(wire((1, commands.Basic.Ack(4)), (1, commands.Basic.Ack(2)))) == [
+        Confirmed(1, (4,), True), Confirmed(1, (2,), True)]
+    assert connection.receive(wire((1, commands.Basic.Nack(5, multiple=True)))) == [Confirmed(1, (1, 3, 5), False)]
+    assert connection.receive(wire((1, commands.Basic.Ack(7)))) == [Confirmed(1, (7,), True)]
+    assert connection.receive(wire((1, commands.Basic.Ack(2**63 - 1, multiple=True)))) == [Confirmed(1, (6, 8), True)]
+    assert connection.receive(wire((1, commands.Basic.Ack(8, multiple=True)))) == []
+    broken = bytearray(wire((1, commands.Basic.Ack(9))))
+    broken[-1] = 0
+    with pytest.raises(ProtocolError, match="cannot read"):
+        connection.receive(bytes(broken))
+
+
 def test_each_publish_names_its_own_exchange_and_key() -> None:
     connection = opened()
     routes = [("SPAT", KEY), ("MAP", KEY), ("SPAT", KEY.replace(".5.", ".0.")), ("SPAT", KEY)] * 2

@@ -47,6 +47,8 @@ _CONTENT_HEADER = struct.Struct(">BHIHxxQ")  #: frame start, then class id, weig
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY = constants.FRAME_METHOD, constants.FRAME_HEADER, constants.FRAME_BODY
 _BASIC, _FRAME_END, _FRAME_END_BYTE = 60, constants.FRAME_END_CHAR, constants.FRAME_END
 _BASIC_CLASS, _BASIC_DELIVER = b"\x00\x3c", b"\x00\x3c\x00\x3c"  #: class basic (60), method deliver (60)
+#: publisher confirms: basic.ack (60, 80) and basic.nack (60, 120), each a delivery tag and one octet of bits
+_BASIC_ACK, _BASIC_NACK = b"\x00\x3c\x00\x50", b"\x00\x3c\x00\x78"
 _BODY_SIZE, _TAG_AND_BITS = struct.Struct(">Q"), struct.Struct(">QB")
 _HEARTBEAT = frame.marshal(heartbeat.Heartbeat(), 0)
 PUBLISH_FRAMES = 4096
@@ -93,6 +95,8 @@ class Closed:
 
 Event = Reply | Delivery | Confirmed | Closed
 
+
+_NONE = object()  #: (no token: a sequence number confirmed before)
 
 #: a NamedTuple of its fields in order, without its generated ``__new__`` (two of them per message read)
 _tuple_new = tuple.__new__
@@ -144,6 +148,9 @@ class _Channel:
     confirming: bool = False
     published: int = 0  #: the last publish sequence number (confirm mode)
     unconfirmed: dict[int, Any] = field(default_factory=dict)  #: sequence number -> token, in order
+    #: every sequence number below this one is confirmed: a ``multiple`` confirm looks from here, not
+    #: from the dict's first key (found by skipping the slots of every key popped before it)
+    confirmed_below: int = 1
     deliver: "_Deliver | None" = None  #: a delivery whose content is being assembled
     content: Any = None
     size: int = 0
@@ -265,7 +272,8 @@ class Connection:
         """Events for what arrived; raises :class:`ProtocolError` on bytes that are not AMQP 0-9-1.
 
         The three frames of each delivery are read here, at once when they are whole in the buffer
-        (:meth:`_whole_delivery`), else one by one (:meth:`_content_frame`); any other frame by pamqp."""
+        (:meth:`_whole_delivery`), else one by one (:meth:`_content_frame`), and so are publisher confirms
+        (``basic.ack``/``basic.nack``); any other frame by pamqp."""
         self._received_at = now
         buffer = self._in
         buffer += data
@@ -349,6 +357,10 @@ class Connection:
         if kind == FRAME_BODY:
             self._body(channel, bytes(buffer[start:stop]), events)
             return True
+        if kind == FRAME_METHOD and stop - start == 13 and (ids := buffer[start:start + 4]) in (_BASIC_ACK, _BASIC_NACK):
+            tag, bits = _TAG_AND_BITS.unpack_from(buffer, start + 4)  # (a confirm: read as pamqp reads it)
+            self._confirmed(channel, tag, bool(bits & 1), ids == _BASIC_ACK, events)
+            return True
         if kind == FRAME_METHOD and buffer[start:start + 4] == _BASIC_DELIVER:
             state = self._state(channel)
             state.deliver, state.content = _deliver(buffer, start + 4, stop, self._deliver_names), None
@@ -401,7 +413,8 @@ class Connection:
             state = self._state(channel)
             state.deliver = state.content = None
         elif isinstance(value, commands.Basic.Ack | commands.Basic.Nack):
-            self._confirmed(channel, value, events)
+            self._confirmed(channel, value.delivery_tag, bool(value.multiple), isinstance(value, commands.Basic.Ack),
+                            events)
         elif channel == 0:
             self._connection_method(value, events)
         else:
@@ -415,17 +428,18 @@ class Connection:
             events.append(Delivery(channel, deliver.delivery_tag, deliver.redelivered, deliver.exchange,
                                    deliver.routing_key, content, payload))
 
-    def _confirmed(self, channel: int, value: commands.Basic.Ack | commands.Basic.Nack, events: list[Event]) -> None:
-        pending = self._state(channel).unconfirmed
-        tag = value.delivery_tag
-        if value.multiple:
-            tokens = []
-            while pending and (first := next(iter(pending))) <= tag:
-                tokens.append(pending.pop(first))
+    def _confirmed(self, channel: int, tag: int, multiple: bool, ack: bool, events: list[Event]) -> None:
+        state = self._state(channel)
+        pending = state.unconfirmed
+        if multiple:  # (every number up to the tag, of those published: never more than were published)
+            last = min(tag, state.published)
+            tokens = [token for number in range(state.confirmed_below, last + 1)
+                      if (token := pending.pop(number, _NONE)) is not _NONE]
+            state.confirmed_below = max(state.confirmed_below, last + 1)
         else:
             tokens = [pending.pop(tag)] if tag in pending else []
         if tokens:
-            events.append(Confirmed(channel, tuple(tokens), isinstance(value, commands.Basic.Ack)))
+            events.append(Confirmed(channel, tuple(tokens), ack))
 
     def _channel_method(self, channel: int, value: base.Frame, events: list[Event]) -> None:
         if isinstance(value, commands.Channel.Close):
