@@ -33,6 +33,9 @@ except ImportError:  # not built (no compiler): the Python path alone
 
 _NO_PROPERTIES: dict[str, object] = {}
 
+#: The C path's section caches are used while at least one in WORTH of a WINDOW of admissions repeats a section.
+WINDOW, WORTH = 1024, 16
+
 #: Environment variable that, set to 1, turns the C accelerator off.
 PURE_PYTHON_ENV = "INTERCHANGE_PURE_PYTHON"
 
@@ -72,18 +75,26 @@ class Admission:
         #: the C path's sections read (properties object and verdict by the section's bytes), one per
         #: capability shard count (the verdict depends on it); bounded by the C code
         self._c_caches: dict[int | None, dict[bytes, object]] = {}
+        #: whether the last message admitted shares its properties dict with an earlier one (its section
+        #: read before): what the router keeps by that dict is worth keeping only then
+        self.repeated = False
+        self._caching, self._window_left, self._window_repeats = True, WINDOW, 0  #: (:meth:`_section_cache`)
 
     def admit(self, raw: bytes | bytearray, publisher: str, federated: bool, shard_count: int | None,
               now_ms: int) -> BrokerMessage:
         accelerator = self._accelerator
         if accelerator is not None:
-            cache = self._c_caches.get(shard_count)
-            if cache is None:
-                cache = self._c_caches[shard_count] = {}
+            cache = self._section_cache(shard_count)
+            known = len(cache) if cache is not None else -1
             result = accelerator(raw, shard_count, cache)
             if result is not None:
                 properties, valid, ttl, absolute = result
                 if valid:
+                    if cache is not None:  # (a section not read before is added)
+                        self.repeated = repeated = len(cache) == known
+                        self._window_repeats += repeated
+                    else:
+                        self.repeated = False
                     message = BrokerMessage(raw, properties, now_ms, federated, publisher, now_ms)
                     if ttl and not absolute:  # a header ttl alone (a bridge's messages): expiry_ms's result
                         cap = self._maximum_ttl
@@ -100,6 +111,25 @@ class Admission:
         message = self._admit_python(raw, publisher, federated, shard_count, now_ms)
         self._number(message)
         return message
+
+    def _section_cache(self, shard_count: int | None) -> dict[bytes, object] | None:
+        """The C path's cache for ``shard_count``, or None while the caches do not pay: a window of
+        :data:`WINDOW` admissions in which fewer than one in :data:`WORTH` sections was read before
+        (messages of distinct properties) turns them off for ``WORTH - 1`` windows, then one tries again."""
+        self._window_left -= 1
+        if self._window_left < 0:
+            if self._caching:
+                self._caching = self._window_repeats * WORTH >= WINDOW
+                self._window_left = WINDOW - 1 if self._caching else WINDOW * (WORTH - 1) - 1
+            else:
+                self._caching, self._window_left = True, WINDOW - 1
+            self._window_repeats = 0
+        if not self._caching:
+            return None
+        cache = self._c_caches.get(shard_count)
+        if cache is None:
+            cache = self._c_caches[shard_count] = {}
+        return cache
 
     def _number(self, message: BrokerMessage) -> None:
         """Give an admitted message its process-wide and its per-shard number, and its shard's key
@@ -126,6 +156,7 @@ class Admission:
         key = (bytes(raw[start:end]) if start is not None else b"", shard_count)
         cache = self._cache
         entry = cache.get(key)
+        self.repeated = entry is not None
         if entry is None:
             self.cache_misses += 1
             entry = self._check(raw, start, end, shard_count)

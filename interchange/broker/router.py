@@ -11,12 +11,13 @@ accepts them; which sources' node selectors take them, by ``federated``) is kept
 object (:data:`DERIVED` of each): the admission gives every message of the same properties section
 the same read-only dict (:mod:`interchange.broker.admission`), so a publication's messages are
 checked and routed once per section, not once per message. Kept with the object (its id is no
-other's while kept); forgotten when a target or source changes.
+other's while kept), from the second message of a section on (a section seen once, as every
+message of distinct properties is, is not kept); forgotten when a target or source changes.
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol, cast
 
 import jms_selectors
@@ -91,8 +92,9 @@ class PublisherLink:
         self._matches = matches
         self._verdicts = {}
 
-    def accepts(self, properties: dict) -> bool:
-        """Whether the target takes a message of these properties (its acceptor's verdict, kept per object)."""
+    def accepts(self, properties: dict, keep: bool = True) -> bool:
+        """Whether the target takes a message of these properties (its acceptor's verdict, kept per
+        object when ``keep``: the admission saw the section before)."""
         matches = self._matches
         if matches is None:
             return True
@@ -100,6 +102,8 @@ class PublisherLink:
         if known is not None and known[0] is properties:
             return known[1]
         verdict = bool(matches(properties))
+        if not keep:
+            return verdict
         if len(self._verdicts) >= DERIVED:
             self._verdicts.clear()
         self._verdicts[id(properties)] = (properties, verdict)
@@ -314,7 +318,8 @@ class BrokerCore:
             observer.rejected(publisher.identity, address, raw, exc.description, self.admission.number_rejected(),
                               publisher.federated)
             raise
-        if not publisher.accepts(message.properties):
+        repeated = self.admission.repeated
+        if not publisher.accepts(message.properties, repeated):
             refusal = Rejected("message does not fit the capabilities registered for this target")
             observer.rejected(publisher.identity, address, raw, refusal.description, message.seq,
                               publisher.federated, message)
@@ -328,7 +333,7 @@ class BrokerCore:
             return None
         if durability is not None:
             message.holders = set()
-        self._route(message, now, address)
+        self._route(message, now, address, repeated)
         if timed:
             observer.routing_latency(time.perf_counter() - started)
         return durability.store_routed(message) if message.holders is not None and durability is not None else None
@@ -375,7 +380,7 @@ class BrokerCore:
                 self.observer.log.event("info", "duplicate_import", {"neighbour": neighbour, "seq": message.seq,
                                                                      "count": durability.duplicate_imports})
         if only is None:
-            self._route(message, now, address)
+            self._route(message, now, address, self.admission.repeated)
         else:
             digest = None if self.duplicates is None else bare_digest(
                 routed_raw, verdict.bare_at if verdict is not None else -1)  # the hop guard found it
@@ -411,36 +416,44 @@ class BrokerCore:
         self.observer.duplicate_dropped(message, target)
         return False
 
-    def _route(self, message: BrokerMessage, now: int, address: str) -> None:
+    def _route(self, message: BrokerMessage, now: int, address: str, keep: bool = True) -> None:
+        """Offer ``message`` to every source whose node selector takes it (the sources kept by its
+        properties object when ``keep``: the admission saw its section before)."""
         properties = message.properties
         routes = self._routes[message.federated]
         known = routes.get(id(properties))
         if known is not None and known[0] is properties:
-            targets = known[1]
-        else:
+            targets: Iterable[Source] = known[1]
+        elif keep:
             targets = self._targets(properties, message.federated)
             if len(routes) >= DERIVED:
                 routes.clear()
             routes[id(properties)] = (properties, targets)
+        else:
+            targets = self._taking(properties, message.federated)
         holders = message.holders  # a durable message: which sources hold it
+        routed = 0
         for source in targets:
             if holders is not None:
                 holders.add(source.spec.address)
             source.offer(message, now)
-        self.observer.routed(len(targets), message, address)
+            routed += 1
+        self.observer.routed(routed, message, address)
         if self.budget.used > self.budget.limit:
             self._enforce_budget()
 
     def _targets(self, properties: dict, federated: bool) -> tuple[Source, ...]:
-        """The sources whose node selector takes these properties."""
-        targets = []
+        """The sources whose node selector takes these properties (to keep)."""
+        return tuple(self._taking(properties, federated))
+
+    def _taking(self, properties: dict, federated: bool) -> Iterator[Source]:
+        """The sources whose node selector takes these properties, one by one."""
         for source in self._index.candidates(properties):
             if federated and source.spec.scope is Scope.LOCAL:
                 continue  # IP_109: imported data is never served to a third interchange
             residual = source.residual  # the node selector less what the index already matched
             if residual is None or residual(properties):
-                targets.append(source)
-        return tuple(targets)
+                yield source
 
     def _enforce_budget(self) -> None:
         """The sources hold more than the node's budget: the fullest give up their oldest messages

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
-from interchange.broker.admission import Admission, accelerator_available
+from interchange.broker.admission import WINDOW, WORTH, Admission, accelerator_available
 from interchange.broker.engine import Rejected
 from interchange.broker.observer import BrokerObserver
 from interchange.broker.router import DERIVED, BrokerCore
@@ -96,10 +96,40 @@ def test_a_target_changed_under_a_publisher_judges_the_same_section_again(accele
     assert len(held(broker, "a")) == 2
 
 
+@pytest.mark.parametrize("accelerated", PATHS)
+def test_a_section_is_kept_from_its_second_message_on(accelerated: bool) -> None:
+    """Messages of distinct properties (a CAM's position, say) each bring a section seen once: nothing
+    is kept for them; the second message of a section is routed by what is kept from then on."""
+    book, broker = core(accelerated, selector="messageType = 'DENM'")
+    publisher = broker.attach_publisher(BRIDGE, TARGET)
+    for n in range(50):
+        broker.publish(publisher, denm(publicationId=f"NO00001:denm-{n}").encode())
+    assert broker._routes == ({}, {}) and publisher._verdicts == {}
+    for body in (b"1", b"2", b"3"):
+        broker.publish(publisher, denm(body=body).encode())
+    assert len(broker._routes[0]) == 1 and len(publisher._verdicts) == 1
+
+
 def test_what_is_kept_stays_bounded() -> None:
     book, broker = core(False, selector="messageType = 'DENM'")
     publisher = broker.attach_publisher(BRIDGE, TARGET)
-    for n in range(DERIVED + 10):  # as many sections
-        broker.publish(publisher, denm(publicationId=f"NO00001:denm-{n}").encode())
+    for n in range(DERIVED + 10):  # as many sections, each twice
+        for body in (b"1", b"2"):
+            broker.publish(publisher, denm(body=body, publicationId=f"NO00001:denm-{n}").encode())
     assert 0 < len(broker._routes[0]) <= DERIVED and 0 < len(publisher._verdicts) <= DERIVED
-    assert len(held(broker, "a")) == DERIVED + 10
+    assert len(held(broker, "a")) == 2 * (DERIVED + 10)
+
+
+@pytest.mark.skipif(not accelerator_available(), reason="the C accelerator is not built (no compiler)")
+def test_the_c_section_cache_is_used_while_sections_repeat() -> None:
+    """Messages of distinct properties only: after a window the C path stops keeping sections (none
+    repeats: each kept one would cost and never serve); a publication's repeated messages later: after
+    the pause the caches are tried again, and kept while they serve."""
+    admission = Admission(TtlPolicy(), accelerated=True)
+    for n in range(WINDOW + 1):
+        admission.admit(denm(publicationId=f"NO00001:d{n}").encode(), "p", False, None, 1)
+    assert not admission._caching and not admission.repeated
+    same = denm().encode()
+    seen = [admission.admit(same, "p", False, None, 1).properties for _ in range(WINDOW * WORTH)]
+    assert admission._caching and admission.repeated
+    assert seen[-1] is seen[-2] and seen[0] is not seen[1]  # (kept once the caches are on again)
