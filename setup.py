@@ -6,13 +6,15 @@ setup(
         Extension(
             "interchange.broker._admit",
             ["interchange/broker/_admit.c"],
-            depends=["interchange/broker/_admit_profile.h"],  # generated from the profile (admit_header.py)
+            # _admit_profile.h is generated from the profile (admit_header.py)
+            depends=["interchange/broker/_admit_profile.h", "interchange/broker/_be_bytes.h"],
             optional=True,  # without a compiler the pure-Python admission is used
             extra_compile_args=["-O2"],
         ),
         Extension(
             "interchange.bridges.if2._deliveries",
             ["interchange/bridges/if2/_deliveries.c"],
+            depends=["interchange/broker/_be_bytes.h"],
             optional=True,  # without a compiler amqp091 reads every delivery in Python
             extra_compile_args=["-O2"],
         ),

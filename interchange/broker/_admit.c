@@ -38,17 +38,7 @@ typedef uint64_t pos_t;
 
 /* ---- byte helpers ----------------------------------------------------------------------- */
 
-static inline uint32_t
-be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-static inline uint64_t
-be64(const uint8_t *p)
-{
-    return ((uint64_t)be32(p) << 32) | (uint64_t)be32(p + 4);
-}
+#include "_be_bytes.h"
 
 /* Encoded width by constructor, as amqp_scan._SKIP: 0 invalid, 1..17 fixed width + 1,
  * W8 a 1-byte size prefix, W32 a 4-byte size prefix. */

@@ -27,17 +27,7 @@
 
 enum { FRAME_METHOD = 1, FRAME_HEADER = 2, FRAME_BODY = 3, FRAME_END = 0xCE };
 
-static inline uint32_t
-be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-static inline uint64_t
-be64(const uint8_t *p)
-{
-    return ((uint64_t)be32(p) << 32) | (uint64_t)be32(p + 4);
-}
+#include "../../broker/_be_bytes.h"
 
 /* The value of ``mapping[key]`` for the ``size`` bytes at ``p`` (borrowed), NULL when absent (or an
  * error is set: the caller checks PyErr_Occurred). */
