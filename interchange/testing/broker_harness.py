@@ -26,6 +26,7 @@ from proton.reactor import Selector
 from proton.utils import BlockingConnection
 
 from certs import TestPki
+from interchange.testing.paths import REPO_ROOT
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import RunningNode, start_node
 from interchange.broker.addresses import SourceSpec, TargetSpec
@@ -232,7 +233,7 @@ def start_node_process(config_path: Path) -> tuple[subprocess.Popen, str]:
     """``python -m interchange broker --config ...`` as operators run it (so that it can be signalled), and
     the line it prints once listening ("... AMQPS port <ports>, plain ..."); its stderr if it stops instead."""
     process = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(config_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     assert process.stdout is not None
     line = process.stdout.readline()
     if "AMQPS port" not in line:
