@@ -38,7 +38,9 @@ def compile_accelerator(tables: Tables, directory: Path) -> ModuleType:
     (directory / "_admit_profile.h").write_text(header_text(tables), encoding="utf-8")
     target = directory / f"_admit{sysconfig.get_config_var('EXT_SUFFIX')}"
     compiler = (sysconfig.get_config_var("CC") or "cc").split()
+    # the generated header beside the copy comes first ("..." includes); the shared ones from the package
     subprocess.run([*compiler, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", f"-I{sysconfig.get_paths()['include']}",
+                    f"-I{ADMIT_C.parent}",
                     str(directory / "_admit.c"), "-o", str(target)], check=True, capture_output=True, timeout=120)
     spec = importlib.util.spec_from_file_location("changed_profile._admit", target)
     assert spec is not None and spec.loader is not None
