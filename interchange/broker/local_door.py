@@ -33,7 +33,7 @@ Sans-I/O: no socket, no task.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,29 +116,48 @@ class LocalPublisher:
     def publish(self, raw: bytes, on_outcome: Callable[[DoorOutcome], None]) -> None:
         """Route ``raw`` (an encoded AMQP message); ``on_outcome`` is called with the broker's answer,
         now, or for a durable message once the store has it."""
+        answer = self._take(raw)
+        if isinstance(answer, DoorOutcome):
+            on_outcome(answer)
+        else:
+            answer.add(self._stored, (answer, on_outcome))
+
+    def publish_all(self, raws: Sequence[bytes], later: Callable[[int], Callable[[DoorOutcome], None]]
+                    ) -> list[DoorOutcome | None]:
+        """:meth:`publish` for each of ``raws``, in order, as one call (the messages of one read of a
+        bridge): the answers known now, and None for each message ``i`` whose answer comes later (a
+        durable one, once stored), to the callback ``later(i)`` gives."""
+        take, stored = self._take, self._stored
+        answers: list[DoorOutcome | None] = []
+        for i, raw in enumerate(raws):
+            answer = take(raw)
+            if isinstance(answer, DoorOutcome):
+                answers.append(answer)
+            else:
+                answer.add(stored, (answer, later(i)))
+                answers.append(None)
+        return answers
+
+    def _take(self, raw: bytes) -> DoorOutcome | StoreReceipt:
+        """The broker's answer to ``raw`` now, or the store's receipt it waits for."""
         if self.closed:
-            on_outcome(DoorOutcome(False, f"not sent: {self.error or 'the door is closed'}"))
-            return
+            return DoorOutcome(False, f"not sent: {self.error or 'the door is closed'}")
         if not self._accepting():  # shutting down: not taken, as the engine releases it
-            on_outcome(DoorOutcome(False, "released"))
-            return
+            return DoorOutcome(False, "released")
         if len(raw) > self.max_message_size:
             self.rejected += 1
-            on_outcome(DoorOutcome(False, f"not sent: amqp:link:message-size-exceeded: {len(raw)} bytes, over the "
-                                          f"broker's max-message-size of {self.max_message_size}", final=True))
-            return
+            return DoorOutcome(False, f"not sent: amqp:link:message-size-exceeded: {len(raw)} bytes, over the "
+                                      f"broker's max-message-size of {self.max_message_size}", final=True)
         self.sent += 1
         try:
             receipt = self._core.publish(self._link, raw)
         except Rejected as exc:
             self.rejected += 1
-            on_outcome(DoorOutcome(False, f"rejected: {exc.condition}: {exc.description}", final=True))
-            return
+            return DoorOutcome(False, f"rejected: {exc.condition}: {exc.description}", final=True)
         if receipt is None:
             self.accepted += 1
-            on_outcome(ACCEPTED)
-            return
-        receipt.add(self._stored, (receipt, on_outcome))
+            return ACCEPTED
+        return receipt
 
     def _stored(self, arg: tuple[StoreReceipt, Callable[[DoorOutcome], None]], ok: bool) -> None:
         receipt, on_outcome = arg

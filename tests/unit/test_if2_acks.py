@@ -51,3 +51,15 @@ def test_settlements_after_a_flush_continue_from_there() -> None:
     window.settled(m[1], True)
     assert window.flush() == [Ack("m1", False), Reject("m2")]
     assert window.flush() == []
+
+
+def test_a_read_received_and_settled_at_once_is_as_one_by_one() -> None:
+    window: AckWindow[str] = AckWindow()
+    m = [f"m{i}" for i in range(4)]
+    window.received_all(m[:2])
+    window.received_all(m[2:])
+    window.settled_all([m[0], m[1], m[3]], True)
+    assert window.settled_count == 3
+    assert window.flush() == [Ack("m1", True)]  # m3 waits behind m2, still in flight
+    window.settled_all([m[2]], False)
+    assert window.flush() == [Reject("m2"), Ack("m3", False)] and len(window) == 0 and window.settled_count == 0

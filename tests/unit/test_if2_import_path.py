@@ -48,6 +48,9 @@ class Settled:
     def settle(self, delivery: Delivery, accepted: bool) -> None:
         self.outcomes.append((delivery.delivery_tag, accepted))
 
+    def settle_all(self, deliveries: list[Delivery], accepted: bool) -> None:
+        self.outcomes.extend((delivery.delivery_tag, accepted) for delivery in deliveries)
+
 
 class ImportPath:
     """0-9-1 connection -> bridge -> door -> broker core; ``source`` holds what the BI took."""
@@ -86,11 +89,23 @@ class ImportPath:
         which decodes the same bytes to the same object)."""
         self.tag += 1
         payload = b"body %d" % self.tag
-        for delivery in self.connection.receive(_frames(
-                (2, commands.Basic.Deliver("if2-DENM", self.tag, False, exchange, routing_key)),
-                (2, header.ContentHeader(0, len(payload), properties)), (2, body.ContentBody(payload)))):
-            assert isinstance(delivery, Delivery)
-            self.bridge._on_if2(self.session, delivery)  # type: ignore[arg-type]
+        deliveries = self.connection.receive(_frames(
+            (2, commands.Basic.Deliver("if2-DENM", self.tag, False, exchange, routing_key)),
+            (2, header.ContentHeader(0, len(payload), properties)), (2, body.ContentBody(payload))))
+        assert all(isinstance(delivery, Delivery) for delivery in deliveries)
+        self.bridge._on_if2(self.session, deliveries)  # type: ignore[arg-type]
+
+    def deliver_read(self, *routes: tuple[str, Any, str]) -> None:
+        """Several deliveries (routing key, properties, exchange) in one read: one call to the bridge."""
+        frames = []
+        for routing_key, props, exchange in routes:
+            self.tag += 1
+            payload = b"body %d" % self.tag
+            frames += [(2, commands.Basic.Deliver("if2-DENM", self.tag, False, exchange, routing_key)),
+                       (2, header.ContentHeader(0, len(payload), props)), (2, body.ContentBody(payload))]
+        deliveries = self.connection.receive(_frames(*frames))
+        assert len(deliveries) == len(routes)
+        self.bridge._on_if2(self.session, deliveries)  # type: ignore[arg-type]
 
     def taken(self) -> list[tuple[dict[str, Any], int | None, bytes]]:
         """What the BI took, in order: application properties, header ttl (ms), body."""
@@ -174,3 +189,24 @@ def test_the_bis_refusal_and_release_through_the_door_reject_or_retry(path: Impo
 
     asyncio.get_event_loop().run_until_complete(released())
     assert path.session.outcomes == [(1, True), (2, False)] and path.bridge.counts["bi_retried"] == 1
+
+
+def test_one_read_is_sent_as_one_batch_each_message_its_own_fate(path: ImportPath) -> None:
+    """The deliveries of one read go to the BI together: the accepted ones acked, one the mapping refuses
+    and one the BI refuses rejected, one the broker releases sent again later; none takes another's fate."""
+    path.core.addresses.put_target(TargetSpec(address=TARGET, publishers=frozenset({BRIDGE}), selector="causeCode = 5"))
+    same, outside = properties(), properties(lat=40.0, lon=4.5)
+    path.deliver_read((key(), same, "DENM"), (key(cause=6), same, "DENM"), (key(), outside, "DENM"),
+                      (key(), same, "IVI"), (key(), properties(5_000), "DENM"))
+    assert sorted(path.session.outcomes) == [(1, True), (2, False), (3, False), (4, False), (5, True)]
+    assert [(p["causeCode"], ttl, b) for p, ttl, b in path.taken()] == [(5, 60_000, b"body 1"), (5, 5_000, b"body 5")]
+    assert path.bridge.counts["imported"] == 2 and path.bridge.counts["import_refused"] == 3
+    publisher = path.bridge.bi._door_publisher()
+    assert publisher is not None
+    publisher._accepting = lambda: False  # (the broker shutting down: it releases what comes)
+
+    async def released() -> None:  # (a retry is scheduled on the running loop)
+        path.deliver_read((key(), same, "DENM"), (key(), same, "DENM"))
+
+    asyncio.get_event_loop().run_until_complete(released())
+    assert len(path.session.outcomes) == 5 and path.bridge.counts["bi_retried"] == 2

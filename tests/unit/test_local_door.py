@@ -138,3 +138,67 @@ def test_too_large_is_refused_for_good_and_shutdown_releases() -> None:
     door.publish(messages()[0], outcomes.append)
     assert outcomes[1] == DoorOutcome(False, "released")
     assert broker.core.observer.received_count == 0 and broker.held() == []
+
+
+def test_publish_all_answers_as_publish_does_one_by_one() -> None:
+    """One call for the messages of a bridge's read: the same outcomes, in order, the same held and counted."""
+    one_by_one, batched = Broker(), Broker()
+    single = LocalDoor(one_by_one.core, LIMITS.max_message_size, lambda: True).open(BRIDGE, TARGET)
+    door = LocalDoor(batched.core, LIMITS.max_message_size, lambda: True).open(BRIDGE, TARGET)
+    outcomes: list[DoorOutcome] = []
+    for raw in messages():
+        single.publish(raw, outcomes.append)
+    answers = door.publish_all(messages(), lambda i: pytest.fail(f"message {i} answered later"))
+    assert answers == outcomes and [a.accepted for a in outcomes] == [True, False, False, True]
+    assert batched.held() == one_by_one.held() == [messages()[0], messages()[3]]
+    assert (door.sent, door.accepted, door.rejected) == (single.sent, single.accepted, single.rejected) == (4, 2, 2)
+
+
+class _Receipt:
+    """A durable message's store commit (what :class:`StoreReceipt` gives): ``done`` runs the callbacks."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[tuple[Callable[[Any, bool], None], Any]] = []
+        self.reason, self.full = "disk", False
+
+    def add(self, callback: Callable[[Any, bool], None], arg: Any) -> None:
+        self.callbacks.append((callback, arg))
+
+    def done(self, ok: bool) -> None:
+        for callback, arg in self.callbacks:
+            callback(arg, ok)
+
+
+class _StoringCore:
+    """A core whose every second message is durable: its answer waits for the store (:class:`_Receipt`)."""
+
+    def __init__(self) -> None:
+        self.receipts: list[_Receipt] = []
+        self.count = 0
+
+    def attach_publisher(self, identity: str, address: str | None) -> Any:
+        return type("Link", (), {"closer": None})()
+
+    def publish(self, publisher: Any, raw: bytes | bytearray) -> _Receipt | None:
+        self.count += 1
+        if self.count % 2:
+            return None
+        self.receipts.append(_Receipt())
+        return self.receipts[-1]
+
+
+def test_publish_all_hands_a_stored_messages_answer_to_its_own_callback() -> None:
+    core = _StoringCore()
+    door = LocalPublisher.open(core, BRIDGE, TARGET, LIMITS.max_message_size)  # type: ignore[arg-type]
+    later: dict[int, list[DoorOutcome]] = {}
+
+    def callback(i: int) -> Callable[[DoorOutcome], None]:
+        return later.setdefault(i, []).append
+
+    answers = door.publish_all([b"a", b"b", b"c", b"d"], callback)
+    assert answers == [DoorOutcome(True), None, DoorOutcome(True), None] and later == {1: [], 3: []}
+    core.receipts[0].done(True)
+    core.receipts[1].done(False)  # the store could not write it: rejected, not final
+    assert later[1] == [DoorOutcome(True)]
+    assert not later[3][0].accepted and not later[3][0].final and (later[3][0].error or "").startswith("rejected")
+    assert (door.sent, door.accepted, door.rejected) == (4, 3, 1)

@@ -43,8 +43,21 @@ class AckWindow(Generic[M]):
     def received(self, message: M) -> None:
         self._order.append(message)
 
+    @property
+    def settled_count(self) -> int:
+        """Deliveries whose fate is known and not sent yet (some may wait behind one still in flight)."""
+        return len(self._fate)
+
+    def received_all(self, messages: list[M]) -> None:
+        """:meth:`received` for each, in delivery order."""
+        self._order.extend(messages)
+
     def settled(self, message: M, accepted: bool) -> None:
         self._fate[id(message)] = accepted
+
+    def settled_all(self, messages: list[M], accepted: bool) -> None:
+        """:meth:`settled` for each (one fate for all)."""
+        self._fate.update(dict.fromkeys(map(id, messages), accepted))
 
     def flush(self) -> list[Ack[M] | Reject[M]]:
         """What to send now: one ack (multiple when it covers several) per run of accepted deliveries,

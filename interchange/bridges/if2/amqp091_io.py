@@ -4,7 +4,7 @@ loop turn (:meth:`Client.flush_soon`), so a batch of deliveries read at once is 
 write however many acks and publishes it caused.
 
 Synchronous methods (declarations, bindings, qos, consume, confirm.select) are awaited with
-:meth:`Client.call`; deliveries go to ``on_delivery`` as they are read; a publish's ``on_confirm``
+:meth:`Client.call`; the deliveries of each read go to ``on_deliveries`` as one list, in order; a publish's ``on_confirm``
 is called with True once the broker confirmed it, with False when it nacked it or the connection
 went first. Any channel the broker closes ends the whole connection (the bridge opens a new one,
 with new Table 3 queues): :attr:`Client.closed` then holds the reason.
@@ -33,7 +33,8 @@ class AmqpClosed(ConnectionError):
 class Client(asyncio.Protocol):
     def __init__(self, connection: Connection) -> None:
         self.amqp = connection
-        self.on_delivery: Callable[[Delivery], None] = lambda delivery: None
+        #: the deliveries of one read, in order (one call per read, not per delivery)
+        self.on_deliveries: Callable[[list[Delivery]], None] = lambda deliveries: None
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters: defaultdict[int, deque[asyncio.Future[base.Frame]]] = defaultdict(deque)
@@ -132,20 +133,28 @@ class Client(asyncio.Protocol):
             if self._transport is not None:
                 self._transport.abort()
             return
-        closed, on_delivery = self.closed, self.on_delivery
+        deliveries: list[Delivery] = []
         for event in events:
-            if closed.done():  # (what came after a close is not handed on: RabbitMQ redelivers it)
-                break
             if type(event) is Delivery:  # (nearly every event: no match statement for it)
-                on_delivery(event)
-            else:
+                deliveries.append(event)
+                continue
+            if deliveries:  # (in order: what came before this event first)
+                self._deliver(deliveries)
+                deliveries = []
+            if not self.closed.done():
                 self._dispatch(event)
+        if deliveries:
+            self._deliver(deliveries)
         self.flush()
+
+    def _deliver(self, deliveries: list[Delivery]) -> None:
+        if not self.closed.done():  # (what came after a close is not handed on: RabbitMQ redelivers it)
+            self.on_deliveries(deliveries)
 
     def _dispatch(self, event: Delivery | Confirmed | Reply | Closed) -> None:
         match event:
             case Delivery():
-                self.on_delivery(event)
+                self._deliver([event])
             case Confirmed(tokens=tokens, ack=ack):
                 for on_confirm in tokens:
                     on_confirm(ack)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from interchange.bridges.if2.attempts import SIZE_EXCEEDED, Answer, SizeLimit
@@ -191,6 +191,19 @@ class BiLink:
         flight[token] = len(raw)
         connection.engine.send(sender, raw, lambda outcome: on_outcome(self._answered(flight, token, outcome)))
         self._flush_soon()
+
+    def submit_all(self, raws: Sequence[bytes], later: Callable[[int], Callable[[Answer], None]]
+                   ) -> Sequence[Answer | None]:
+        """:meth:`submit` for each of ``raws``, in order: through the door as one call
+        (:meth:`LocalPublisher.publish_all`), the answers known now, None for each message ``i`` whose
+        answer goes later to the callback ``later(i)`` gives (a durable message, once stored; every
+        message sent on the AMQPS link)."""
+        publisher = self._door_publisher()
+        if publisher is not None:
+            return publisher.publish_all(raws, later)
+        for i, raw in enumerate(raws):
+            self.submit(raw, later(i))
+        return [None] * len(raws)
 
     async def _send_later(self, raw: bytes, on_outcome: Callable[[Answer], None]) -> None:
         self._queued += 1

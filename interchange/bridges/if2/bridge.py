@@ -8,8 +8,9 @@ export keys' selector (:mod:`.bindings`) minus what came from IF2 (IP_109), the 
 rules (:mod:`.republish`), durable topic exchanges (IF2 Table 2) with publisher confirms, the BI
 settled after the confirm, a copy IF2 has not published twice (:mod:`.copies`). RabbitMQ through
 the bridge's own AMQP 0-9-1 client (:mod:`.rabbit`, on pamqp's codec) in the node's event loop;
-each message is handled as it is read, without a task: the BI's outcome (through the broker's
-in-process door by default) and RabbitMQ's confirm come back as callbacks. Details and the choice
+the deliveries of one read are mapped and sent through the broker's in-process door (the default)
+as one batch, without a task, and the accepted ones acked together; any other BI outcome and
+RabbitMQ's confirms come back as callbacks. Details and the choice
 of client: docs/if2-bridge.md.
 """
 from __future__ import annotations
@@ -199,29 +200,57 @@ class If2Bridge:
             self._delivery_known = True
 
     # ------------------------------------------------------------------ IF2 -> C-Roads
-    def _on_if2(self, session: Session, delivery: Delivery) -> None:
-        """Each delivery as it is read: mapped and sent to the BI at once when its capability is
-        registered (no task: the BI's answer settles it, :meth:`_answered`), in delivery order;
-        a message of a capability not registered yet waits for its registration in a task."""
-        properties = delivery.properties
-        if properties.app_id == self.app_id:  # what we exported ourselves
-            session.settle(delivery, True)
-            return
+    def _on_if2(self, session: Session, deliveries: list[Delivery]) -> None:
+        """The deliveries of one read, in order: each mapped; those whose capability is registered sent
+        to the BI as one batch (:meth:`_send_all`, no task); a message of a capability not registered
+        yet waits for its registration in a task; what the bridge exported itself is acked."""
         taken = time.monotonic()
-        try:
-            mapping, ttl_ms = self._import_maps.map(delivery)
-        except (If2KeyError, ValueError) as exc:
-            self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
-            return
-        pid = mapping.publication_id
-        self._last_import[pid] = taken
-        flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered)
-        if pid in self._registered and self._delivery_known:
-            self._attempt(flight, taken)
-            return
-        task = asyncio.get_running_loop().create_task(self._register_first(mapping.envelope, flight))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        maps, last_import, registered, app_id = self._import_maps.map, self._last_import, self._registered, self.app_id
+        ready: list[_Ready] = []
+        own: list[Delivery] = []
+        for delivery in deliveries:
+            if delivery.properties.app_id == app_id:  # what we exported ourselves
+                own.append(delivery)
+                continue
+            try:
+                mapping, ttl_ms = maps(delivery)
+            except (If2KeyError, ValueError) as exc:
+                self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
+                continue
+            pid = mapping.publication_id
+            last_import[pid] = taken
+            if pid in registered and self._delivery_known:
+                ready.append((delivery, mapping, ttl_ms))
+                continue
+            flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered)
+            task = asyncio.get_running_loop().create_task(self._register_first(mapping.envelope, flight))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if own:
+            session.settle_all(own, True)
+        if ready and not self._closing:
+            self._send_all(session, ready, taken)
+
+    def _send_all(self, session: Session, ready: list["_Ready"], taken: float) -> None:
+        """The first send of each message of one read, as one batch through the door
+        (:meth:`BiLink.submit_all`): the accepted ones acked together; a message the BI did not
+        accept at once, or answers later, gets its :class:`_Import` (retries, refusal) only then."""
+        message = bi_message.message
+        raws = [message(mapping.section, delivery.body, ttl_ms) for delivery, mapping, ttl_ms in ready]
+
+        def flight(i: int) -> Callable[[Answer], None]:
+            delivery, mapping, ttl_ms = ready[i]
+            return _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered).answered
+
+        answers = self.bi.submit_all(raws, flight)
+        accepted = [entry[0] for entry, answer in zip(ready, answers) if answer is not None and answer.accepted]
+        if accepted:
+            self.counts["imported"] += len(accepted)
+            session.settle_all(accepted, True)
+        if len(accepted) < len(ready):  # (refused or released at once: what :meth:`_answered` decides)
+            for i, answer in enumerate(answers):
+                if answer is not None and not answer.accepted:
+                    flight(i)(answer)
 
     async def _register_first(self, envelope: If2Envelope, flight: "_Import") -> None:
         try:
@@ -513,6 +542,10 @@ class _Mapping(NamedTuple):
     properties: dict[str, Any]
     section: bytes
     publication_id: str  #: (``properties["publicationId"]``)
+
+
+#: an IF2 message ready for its first send: the delivery, its mapping and its ttl (ms)
+_Ready = tuple[Delivery, _Mapping, int | None]
 
 
 class _Import:

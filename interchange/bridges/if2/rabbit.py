@@ -4,10 +4,12 @@ One connection (:mod:`.amqp091_io` on the sans-I/O :mod:`.amqp091`): channel 1 p
 publisher confirms to the durable topic exchanges (Table 2), channel 2 consumes the import queues
 (Table 3: server-named, exclusive, non-durable, auto-delete, with ``x-max-length`` and
 ``x-message-ttl``, IF2 6.3) with ``prefetch`` unacknowledged deliveries. A :class:`Session` is one
-such connection: deliveries go to the bridge with their session, and their acks come back to it
-(:meth:`Session.settle`) to be batched by :class:`~.acks.AckWindow`: one ``basic.ack
-multiple=true`` per loop turn for the longest accepted run. When the connection goes, the session
-ends (RabbitMQ redelivers what it did not acknowledge) and a new one declares new queues: "queues
+such connection: the deliveries of each read go to the bridge with their session, and their acks
+come back to it (:meth:`Session.settle`) to be batched by :class:`~.acks.AckWindow`: one ``basic.ack
+multiple=true`` for the longest accepted run, once an eighth of ``prefetch`` is settled or
+:data:`ACK_DELAY_S` after the first settlement (each ack frame costs the bridge a TLS write and
+RabbitMQ a frame to read). When the connection goes, the session ends (RabbitMQ redelivers what it
+did not acknowledge) and a new one declares new queues: "queues
 will be recreated every time a client connects". Details: docs/if2-bridge.md.
 """
 from __future__ import annotations
@@ -31,34 +33,59 @@ __all__ = ["RabbitLink", "Session"]
 
 EventSink = Callable[[str, str, dict[str, Any]], None]
 PUBLISH, CONSUME = 1, 2  #: the channels
+#: the longest settled deliveries wait for their ack (fewer than the batch: a quiet consumer, or the end of a burst)
+ACK_DELAY_S = 0.005
 
 
 class Session:
-    """One connection to RabbitMQ and the acknowledgements of its consumer channel."""
+    """One connection to RabbitMQ and the acknowledgements of its consumer channel: sent once
+    ``ack_batch`` deliveries are settled (in the next loop turn, with every settlement of this one),
+    else at most :data:`ACK_DELAY_S` after the first settlement not sent yet."""
 
-    def __init__(self, client: Client, exchanges: set[str]) -> None:
+    def __init__(self, client: Client, exchanges: set[str], ack_batch: int = 1) -> None:
         self.client = client
         self.exchanges = exchanges  #: declared on this connection
         self.window: AckWindow[Delivery] = AckWindow()  # delivery tags are the channel's
-        self._acking = False
+        self.ack_batch = ack_batch
+        self._acking: asyncio.Handle | None = None  #: the scheduled :meth:`_send_acks` (soon, or a timer)
+        self._soon = False  #: it is scheduled for the next loop turn
 
     @property
     def open(self) -> bool:
         return not self.client.closed.done()
 
     def settle(self, delivery: Delivery, accepted: bool) -> None:
-        """Acked (accepted) or rejected without requeue, batched (:mod:`.acks`): sent next loop turn,
-        so every settlement of this turn joins one ack."""
+        """Acked (accepted) or rejected without requeue, batched (:mod:`.acks`, :meth:`_ack_soon`)."""
         self.window.settled(delivery, accepted)
-        if not self._acking:
-            self._acking = True
-            asyncio.get_running_loop().call_soon(self._send_acks)
+        self._ack_soon()
+
+    def settle_all(self, deliveries: list[Delivery], accepted: bool) -> None:
+        """:meth:`settle` for each of ``deliveries`` (one fate for all)."""
+        self.window.settled_all(deliveries, accepted)
+        self._ack_soon()
+
+    def _ack_soon(self) -> None:
+        """The acks in the next loop turn once ``ack_batch`` are due, else after :data:`ACK_DELAY_S`: one
+        ack frame (and one write, one frame for RabbitMQ to read) covers a run of deliveries."""
+        if self._soon:
+            return
+        loop = asyncio.get_running_loop()
+        if self.window.settled_count >= self.ack_batch:
+            if self._acking is not None:
+                self._acking.cancel()
+            self._soon = True
+            self._acking = loop.call_soon(self._send_acks)
+        elif self._acking is None:
+            self._acking = loop.call_later(ACK_DELAY_S, self._send_acks)
 
     def _send_acks(self) -> None:
-        self._acking = False
+        self._acking, self._soon = None, False
         if not self.open:  # RabbitMQ redelivers what was not acknowledged
             return
-        for action in self.window.flush():
+        actions = self.window.flush()  # (settled ones behind one still in flight: sent once it is settled)
+        if not actions:
+            return
+        for action in actions:
             if isinstance(action, Ack):
                 self.client.ack(CONSUME, action.message.delivery_tag, action.multiple)
             else:
@@ -70,11 +97,12 @@ class Session:
 
 
 class RabbitLink:
-    """The supervised connection: :attr:`session` while it is up, ``on_delivery`` for each import."""
+    """The supervised connection: :attr:`session` while it is up, ``on_deliveries`` with the imports of
+    each read, in delivery order."""
 
     def __init__(self, config: If2Config, context: ssl.SSLContext, event: EventSink,
-                 on_delivery: Callable[[Session, Delivery], None]) -> None:
-        self.config, self._context, self._event, self._on_delivery = config, context, event, on_delivery
+                 on_deliveries: Callable[[Session, list[Delivery]], None]) -> None:
+        self.config, self._context, self._event, self._on_deliveries = config, context, event, on_deliveries
         url = urlsplit(config.url)
         self.host, self.tls = url.hostname or "localhost", url.scheme == "amqps"
         self.port = url.port or (5671 if self.tls else 5672)
@@ -121,14 +149,14 @@ class RabbitLink:
             for name in sorted({*config.exports, *config.imports}):  # Table 2
                 await client.call(PUBLISH, commands.Exchange.Declare(exchange=name, exchange_type="topic",
                                                                      durable=True, auto_delete=False))
-            session = Session(client, {*config.exports, *config.imports})
-            on_delivery, received = self._on_delivery, session.window.received
+            session = Session(client, {*config.exports, *config.imports}, max(1, config.prefetch // 8))
+            on_deliveries, received = self._on_deliveries, session.window.received_all
 
-            def delivered(delivery: Delivery) -> None:
-                received(delivery)  # in delivery order, before its fate is known
-                on_delivery(session, delivery)
+            def delivered(deliveries: list[Delivery]) -> None:
+                received(deliveries)  # in delivery order, before their fate is known
+                on_deliveries(session, deliveries)
 
-            client.on_delivery = delivered
+            client.on_deliveries = delivered
             await client.channel(CONSUME)
             await client.call(CONSUME, commands.Basic.Qos(prefetch_count=config.prefetch))
             for name, keys in config.imports.items():

@@ -1,0 +1,59 @@
+"""The bridge's AMQP 0-9-1 client hands the deliveries of one read on as one list, in delivery order,
+and nothing that came after the broker closed the connection (RabbitMQ delivers it again)."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pamqp import body, commands, frame, header
+
+from interchange.bridges.if2.amqp091 import Connection, Delivery
+from interchange.bridges.if2.amqp091_io import Client
+
+
+def _frames(*frames: tuple[int, Any]) -> bytes:
+    return b"".join(frame.marshal(value, channel) for channel, value in frames)
+
+
+def _delivery(tag: int) -> bytes:
+    payload = b"body %d" % tag
+    return _frames((2, commands.Basic.Deliver("c", tag, False, "DENM", "k")),
+                   (2, header.ContentHeader(0, len(payload), commands.Basic.Properties(expiration="60000"))),
+                   (2, body.ContentBody(payload)))
+
+
+def _client() -> tuple[Client, list[list[Delivery]]]:
+    connection = Connection()
+    connection.start()
+    connection.receive(_frames((0, commands.Connection.Start(mechanisms="EXTERNAL")),
+                               (0, commands.Connection.Tune(frame_max=131072, heartbeat=0)),
+                               (0, commands.Connection.OpenOk())))
+    connection.send(2, commands.Channel.Open())
+    connection.receive(_frames((2, commands.Channel.OpenOk())))
+    client = Client(connection)
+    reads: list[list[Delivery]] = []
+    client.on_deliveries = reads.append
+    return client, reads
+
+
+def test_one_call_per_read_in_delivery_order() -> None:
+    async def run() -> None:
+        client, reads = _client()
+        client.data_received(b"".join(_delivery(tag) for tag in (1, 2, 3)))
+        client.data_received(_delivery(4)[:30])  # (a delivery split across reads: handed on once whole)
+        client.data_received(_delivery(4)[30:] + _delivery(5))
+        assert [[d.delivery_tag for d in read] for read in reads] == [[1, 2, 3], [4, 5]]
+        assert [d.body for d in reads[0]] == [b"body 1", b"body 2", b"body 3"]
+
+    asyncio.run(run())
+
+
+def test_what_came_after_a_close_is_not_handed_on() -> None:
+    async def run() -> None:
+        client, reads = _client()
+        close = _frames((2, commands.Basic.Cancel("c")))  # (its queue deleted: the session ends)
+        client.data_received(_delivery(1) + _delivery(2) + close + _delivery(3))
+        assert [[d.delivery_tag for d in read] for read in reads] == [[1, 2]]
+        assert client.closed.done() and "cancelled" in client.closed.result()
+
+    asyncio.run(run())
