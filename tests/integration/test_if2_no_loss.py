@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,9 @@ from interchange.testing.if2_harness import (
     spatem,
 )
 from interchange.app.node import RunningNode
+from interchange.bridges.if2.attempts import Answer
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.bridges.if2.bridge import If2Bridge
-from interchange.broker.client import Outcome
 from interchange.broker.local_door import LocalConsumer
 from interchange.testing.ii_harness import Consumer, publish, start, wait_for
 from interchange.testing.rabbitmq import RabbitMQ
@@ -86,14 +86,17 @@ async def test_nothing_is_acknowledged_at_rabbitmq_before_the_bi_accepted_it(
     gate = asyncio.Event()
     submit = BiLink.submit
 
-    def held(self: BiLink, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
-        async def later() -> None:
+    def held(self: BiLink, raws: Sequence[bytes], answer: Callable[[int], Callable[[Answer], None]]) -> list[None]:
+        async def later() -> None:  # (each message's answer then goes to its callback, as a stored one's would)
             await gate.wait()
-            submit(self, raw, on_outcome)
+            for i, raw in enumerate(raws):
+                submit(self, raw, answer(i))
         waiting.add(asyncio.ensure_future(later()))
+        return [None] * len(raws)
 
     waiting: set[asyncio.Future[None]] = set()
-    monkeypatch.setattr(BiLink, "submit", held)
+    monkeypatch.setattr(BiLink, "submit_all", held)  # (the messages of a read)
+    monkeypatch.setattr(BiLink, "submit", lambda self, raw, on_outcome: held(self, [raw], lambda _: on_outcome))
     vhost, count = "if2-acks", 40
     node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost, dead_letter_exchange="if2.dead-letter")
     office = await connect_backoffice(vhost)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,12 +168,19 @@ def _ignores_the_bi_limit(monkeypatch: pytest.MonkeyPatch) -> None:
 def _sends_refusals_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection: the bridge takes every refusal for a passing failure, so it tries the message
     again until it gives up (dead-lettered all the same, but counted as given up, not refused)."""
-    submit = BiLink.submit
+    submit, submit_all = BiLink.submit, BiLink.submit_all
 
     def transient(self: BiLink, raw: bytes, on_outcome: Callable[[Outcome], None]) -> None:
         submit(self, raw, lambda outcome: on_outcome(replace(outcome, final=False)))
 
+    def transient_all(self: BiLink, raws: Sequence[bytes], later: Callable[[int], Callable[[Any], None]]) -> list[Any]:
+        def answer_later(i: int) -> Callable[[Any], None]:
+            on_outcome = later(i)
+            return lambda outcome: on_outcome(replace(outcome, final=False))
+        return [None if a is None else replace(a, final=False) for a in submit_all(self, raws, answer_later)]
+
     monkeypatch.setattr(BiLink, "submit", transient)
+    monkeypatch.setattr(BiLink, "submit_all", transient_all)
 
 
 SMALL = 300  #: the broken variants' stream (the conforming run sends 5,000)
