@@ -4,9 +4,13 @@ comes from.
 
 A node process (the test's stage deadlines: 3-4.5 s) serves one steady client (publish, accepted,
 delivered: one round trip at a time, from this process's main thread). Each run makes ``--quiet``
-round trips alone, then starts :mod:`interchange.testing.stalled_clients` (500 per interface,
-every preamble stage, trickling every 0.5 s) and keeps making round trips until every stalled
-connection is closed, then ``--after`` more. Modes, alternated run by run:
+round trips alone, then starts the stalled clients (500 per interface, every preamble stage, trickling
+every 0.5 s; ``--clients c``: ``benchmarks/loadgen/stalled.c``, built into build/ when missing or older
+than its source; ``--clients python``: :mod:`interchange.testing.stalled_clients`, asyncio + ssl, a few
+times the CPU per connection) and keeps making round trips until every stalled connection is closed,
+then ``--after`` more. After each run: the clients' own CPU per connection, and how many connections
+the node's deadlines closed as they should (:func:`interchange.testing.stalled_clients.check_closed`).
+Modes, alternated run by run:
 
 - ``node``: the stalled clients connect to the node the steady client uses;
 - ``peer``: they connect to a second node process (same config): the same clients' and server's
@@ -40,7 +44,7 @@ over 1 ms, who held it when the wait began: the handshake worker, found by its s
 thread), the same over the slowest 1 % of round trips, and how long the worker held the GIL each time it
 took it. The probes cost the traced node a few µs per GIL hand-off: compare modes within a traced run.
 
-    flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3
+    flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3 --clients c
 """
 from __future__ import annotations
 
@@ -59,7 +63,8 @@ from pathlib import Path
 
 from certs import TestPki
 from interchange.app.config import NodeConfig
-from interchange.testing.broker_harness import BROKER_CN, client_connection, denm
+from interchange.testing import stalled_clients
+from interchange.testing.broker_harness import BROKER_CN, client_connection, complete_records, denm
 from interchange.testing.harness import make_pki
 from interchange.testing.stalled_clients import BI_DEADLINES, II_DEADLINES, deadline_node_config
 
@@ -91,6 +96,7 @@ class Node:
 
     def __init__(self, config: NodeConfig, root: Path, switch_interval: float | None = None) -> None:
         path = config.data_dir / "node.json"
+        self.log = config.log.path
         path.write_text(config.model_dump_json(exclude_defaults=True))  # a --base tree may not know newer fields
         env = {**os.environ, "PYTHONPATH": str(root)}
         start = ["-m", "interchange"] if switch_interval is None else [
@@ -284,11 +290,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
             trace = GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data")
         samples = [steady.round_trip(Watch(paths)) for _ in range(args.quiet)]
         ports = {"bi": target.bi_port, "ii": target.ii_port}
-        command = [sys.executable, "-m", "interchange.testing.stalled_clients", "--count", str(args.count),
-                   "--pki", str(pki.directory), "--server-name", BROKER_CN, "--trickle-s", "0.5",
-                   "--path", "/actor-1/subscriptions"]
-        for interface in args.interfaces.split(","):
-            command += [f"--{interface}", f"127.0.0.1:{ports[interface]}"]
+        command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
+                                          args.count, pki.directory, BROKER_CN, binary=args.c_binary)
         if mode == "nice":
             command = ["nice", "-n", "19", *command]
         spawned = time.monotonic()
@@ -296,7 +299,7 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         watch = Watch({**paths, "clients": f"/proc/{stalled.pid}/schedstat"})
         fd = stalled.stdout.fileno()  # type: ignore[union-attr]
         os.set_blocking(fd, False)
-        partial, ready_at, closes, done = b"", None, [], False
+        partial, ready_at, closes, results, done, clients_cpu = b"", None, [], [], False, float("nan")
         while not done:
             if select.select([fd], [], [], 0)[0]:
                 data = os.read(fd, 1 << 20)
@@ -306,9 +309,11 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
                     if "ready" in record:
                         ready_at = record["at"]
                     elif "done" in record:
-                        done = True
-                    elif record.get("closed") is not None:
-                        closes.append(record["closed"])
+                        done, clients_cpu = True, record.get("cpu_s", clients_cpu)
+                    else:
+                        results.append(record)
+                        if record.get("closed") is not None:
+                            closes.append(record["closed"])
                 if not data:
                     done = True
             samples.append(steady.round_trip(watch))
@@ -320,7 +325,10 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         gil = trace.stop() if trace is not None else None
     bounds = {"arrive": spawned, "stall": ready_at or spawned, "closes": min(closes) if closes else ended,
               "after": ended}
-    return summarize(samples, args.quiet, bounds, gil)
+    summary = summarize(samples, args.quiet, bounds, gil)
+    problems = stalled_clients.check_closed(results, complete_records(target.log))
+    summary["clients"] = {"connections": len(results), "cpu_s": clients_cpu, "problems": problems}
+    return summary
 
 
 def phase_of(sample: Sample, index: int, quiet: int, bounds: dict[str, float]) -> str:
@@ -405,6 +413,14 @@ def print_gil(g: dict) -> None:
           f"p99 {g['hold_p99'] * 1e6:.0f} µs, max {g['hold_max'] * 1e3:.2f} ms", flush=True)
 
 
+def print_clients(name: str, clients: dict) -> None:
+    """The stalled clients' own CPU per connection, and how many the node's deadlines closed as they should."""
+    n, problems = clients["connections"], clients["problems"]
+    print(f"{name:<9}clients: {n} connections, {clients['cpu_s']:.2f} s CPU ({clients['cpu_s'] / max(n, 1) * 1e3:.2f} ms "
+          f"each); {n - len(problems)} of {n} closed by their deadline" + (f"; {problems[:3]}" if problems else ""),
+          flush=True)
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -416,6 +432,8 @@ def main() -> None:
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
+    parser.add_argument("--clients", choices=["c", "python"], default="c",
+                        help="the stalled clients: c (benchmarks/loadgen/stalled.c) or python (asyncio + ssl)")
     parser.add_argument("--interfaces", default="bi,ii", help="the interfaces the stalled clients connect to")
     parser.add_argument("--handshake-cpu-share", type=float, action="append",
                         help="this tree's node: [broker.limits] handshake_cpu_share (default: the config's); "
@@ -431,6 +449,7 @@ def main() -> None:
     parser.add_argument("--quiet", type=int, default=400)
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
+    args.c_binary = stalled_clients.ensure_c_clients() if args.clients == "c" else None
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         pki = make_pki(root / "pki")
@@ -464,7 +483,7 @@ def main() -> None:
             if name in modes:
                 (root / name).mkdir()
                 nodes[name] = Node(deadline_node_config(pki, BROKER_CN, root / name), tree.resolve())
-        print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}); "
+        print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}), {args.clients} clients; "
               "s: the phase's length; p99 ms (ratio to the run's quiet p99); "
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core; allCPU: every thread of the node); "
               "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
@@ -475,6 +494,7 @@ def main() -> None:
             for run in range(args.runs):
                 for mode in modes:
                     result = run_once(mode, nodes, pki, args)
+                    clients = result.pop("clients")
                     quiet = result["quiet"]["p99"]
                     for phase, r in result.items():
                         print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}"
@@ -486,6 +506,7 @@ def main() -> None:
                               f"{r['slow_clients_cpu']:>6.2f}", flush=True)
                         if "gil" in r:
                             print_gil(r["gil"])
+                    print_clients(mode + str(run + 1), clients)
         finally:
             for running in nodes.values():
                 running.stop()

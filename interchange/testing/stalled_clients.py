@@ -8,10 +8,16 @@ AMQP header without an open, and an open trickled. Improved Interface stalls (:d
 alone, TLS then nothing, request headers trickled, a body trickled after complete headers.
 
 Command line (one JSON object per line on stdout: ``{"ready": n}`` once every connection stalled,
-then one result per connection as it closes, then ``{"done": n}``)::
+then one result per connection as it closes, with its local ``port`` (the ``peer`` of the node's
+records), then ``{"done": n, "cpu_s": s}``, the CPU seconds from the first connection on)::
 
     python -m interchange.testing.stalled_clients --bi 127.0.0.1:5671 --ii 127.0.0.1:8443 \\
-        --count 500 --cert pki/issued/actor-1 --trust pki/trust.pem --server-name ixc-a ...
+        --count 500 --pki pki --server-name ixc-a ...
+
+The same clients in C (``benchmarks/loadgen/stalled.c``, the same command line and output, a fraction of
+the CPU: :func:`command` with ``kind="c"``, built by :func:`ensure_c_clients`) stand for actors on other
+hosts in the benchmarks. :func:`check_closed` checks each connection's result against the node's log:
+closed by its stage's deadline, the record of that stage for its port.
 """
 from __future__ import annotations
 
@@ -19,9 +25,12 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import ssl
+import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,6 +40,7 @@ from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeCo
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER, init_frame
 from interchange.ground.logformat import Level
+from interchange.testing.paths import REPO_ROOT
 from ii_api.settings.config import IIConfig, RequestLimits
 
 BI_STALLS = ("tcp", "tls-idle", "header-trickle", "sasl-header", "sasl-init-part", "open-missing", "open-trickle")
@@ -42,6 +52,26 @@ BI_DEADLINES = LimitsConfig(handshake_timeout_s=3.0, header_timeout_s=4.0, sasl_
 II_DEADLINES = RequestLimits(handshake_timeout_s=3.0, header_timeout_s=4.0, body_timeout_s=3.5)
 #: How many connections are being set up at once (the II's listen backlog is asyncio's default, 100).
 _CONNECTING = 50
+#: The deadline each stall runs into, the node's record of it (event, its stage or reason), and whether
+#: the node answers it (SASL header and mechanisms, the SASL outcome and the close; the II's 408 to a
+#: request begun). A partial protocol header is, to the node, no header: header-trickle and tls-idle
+#: look alike to it on the BI.
+EXPECTED: dict[tuple[str, str], tuple[float, str, str, bool]] = {
+    ("bi", "tcp"): (BI_DEADLINES.handshake_timeout_s, "tls_refused", "handshake timeout", False),
+    ("bi", "tls-idle"): (BI_DEADLINES.header_timeout_s, "preamble_timeout", "protocol header", False),
+    ("bi", "header-trickle"): (BI_DEADLINES.header_timeout_s, "preamble_timeout", "protocol header", False),
+    ("bi", "sasl-header"): (BI_DEADLINES.sasl_timeout_s, "preamble_timeout", "SASL exchange (sasl-init)", True),
+    ("bi", "sasl-init-part"): (BI_DEADLINES.sasl_timeout_s, "preamble_timeout", "SASL exchange (sasl-init)", True),
+    ("bi", "open-missing"): (BI_DEADLINES.open_timeout_s, "preamble_timeout", "open", True),
+    ("bi", "open-trickle"): (BI_DEADLINES.open_timeout_s, "preamble_timeout", "open", True),
+    ("ii", "tcp"): (II_DEADLINES.handshake_timeout_s, "tls_refused", "handshake timeout", False),
+    ("ii", "tls-idle"): (II_DEADLINES.header_timeout_s, "request_timeout", "request headers", False),
+    ("ii", "header-trickle"): (II_DEADLINES.header_timeout_s, "request_timeout", "request headers", True),
+    ("ii", "body-trickle"): (II_DEADLINES.body_timeout_s, "request_timeout", "request body", True),
+}
+#: The C clients' source and the binary :func:`ensure_c_clients` builds (build/ is not in git).
+C_SOURCE = REPO_ROOT / "benchmarks" / "loadgen" / "stalled.c"
+C_BINARY = REPO_ROOT / "build" / "stalled"
 
 
 @dataclass
@@ -53,6 +83,8 @@ class Stalled:
     stalled: float | None = None
     closed: float | None = None
     error: str | None = None
+    port: int | None = None  #: the local port (the node's records name it in their ``peer``)
+    received: int = 0  #: plaintext bytes the server sent
 
 
 @dataclass(frozen=True)
@@ -65,11 +97,11 @@ class Target:
     path: str = "/"  #: II: the path of the body-trickle POST (one whose handler reads its body)
 
 
-async def _wait_closed(reader: asyncio.StreamReader) -> None:
-    """Until the server closes (EOF or reset); what it sends meanwhile is read and dropped."""
+async def _wait_closed(reader: asyncio.StreamReader, result: Stalled) -> None:
+    """Until the server closes (EOF or reset); what it sends meanwhile is read, counted and dropped."""
     with contextlib.suppress(OSError, ssl.SSLError, asyncio.IncompleteReadError):
-        while await reader.read(65536):
-            pass
+        while data := await reader.read(65536):
+            result.received += len(data)
 
 
 async def _trickle(writer: asyncio.StreamWriter, pieces: list[bytes], every_s: float) -> None:
@@ -81,7 +113,7 @@ async def _trickle(writer: asyncio.StreamWriter, pieces: list[bytes], every_s: f
             writer.write(piece)
 
 
-async def _sasl_done(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _sasl_done(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, result: Stalled) -> None:
     """Run SASL EXTERNAL to its outcome (the server's header, mechanisms, outcome: read until it came)."""
     writer.write(SASL_HEADER + init_frame("EXTERNAL"))
     seen = b""
@@ -90,10 +122,11 @@ async def _sasl_done(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
         if not chunk:
             raise ConnectionError("closed during SASL")
         seen += chunk
+    result.received += len(seen)
 
 
 async def _bi_stage(mode: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    target: Target) -> list[bytes]:
+                    result: Stalled) -> list[bytes]:
     """Bring a TLS connection to the BI to its stall; the bytes to trickle from there."""
     match mode:
         case "header-trickle":
@@ -103,7 +136,7 @@ async def _bi_stage(mode: str, reader: asyncio.StreamReader, writer: asyncio.Str
         case "sasl-init-part":
             writer.write(SASL_HEADER + init_frame("EXTERNAL")[:6])
         case "open-missing" | "open-trickle":
-            await _sasl_done(reader, writer)
+            await _sasl_done(reader, writer, result)
             writer.write(AMQP_HEADER)
             if mode == "open-trickle":
                 return [_OPEN[i:i + 1] for i in range(len(_OPEN) - 1)]
@@ -136,8 +169,9 @@ async def stall(interface: str, mode: str, target: Target, limit: asyncio.Semaph
             context = None if mode == "tcp" else target.context
             reader, writer = await asyncio.open_connection(target.host, target.port, ssl=context,
                                                            server_hostname=target.server_name if context else None)
+            result.port = writer.get_extra_info("sockname")[1]
             stage: Callable[[], Awaitable[list[bytes]]] = (
-                (lambda: _bi_stage(mode, reader, writer, target)) if interface == "bi"
+                (lambda: _bi_stage(mode, reader, writer, result)) if interface == "bi"
                 else (lambda: _ii_stage(mode, writer, target)))
             pieces = await stage()
             await writer.drain()
@@ -145,7 +179,7 @@ async def stall(interface: str, mode: str, target: Target, limit: asyncio.Semaph
         reached()
         if pieces:
             trickler = loop.create_task(_trickle(writer, pieces, target.trickle_s))
-        await _wait_closed(reader)
+        await _wait_closed(reader, result)
         result.closed = loop.time()
     except (OSError, ssl.SSLError, ConnectionError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
@@ -164,6 +198,7 @@ async def run(targets: dict[str, Target], count: int, out: Callable[[dict], None
     """``count`` connections to each target interface, spread over its stalls; ``out`` gets the
     ready line, each result as it comes, then the done line."""
     limit = asyncio.Semaphore(_CONNECTING)
+    cpu = time.process_time()  # the connections' CPU, without the interpreter's start
     total = count * len(targets)
     waiting = [total]
 
@@ -182,13 +217,65 @@ async def run(targets: dict[str, Target], count: int, out: Callable[[dict], None
         modes = BI_STALLS if interface == "bi" else II_STALLS
         tasks += [reported(interface, modes[i % len(modes)], target) for i in range(count)]
     results = list(await asyncio.gather(*tasks))
-    out({"done": len(results)})
+    out({"done": len(results), "cpu_s": time.process_time() - cpu})
     return results
 
 
 def _target(spec: str, context: ssl.SSLContext, args: argparse.Namespace) -> Target:
     host, _, port = spec.rpartition(":")
     return Target(host, int(port), context, args.server_name, args.trickle_s, args.path)
+
+
+def ensure_c_clients(binary: Path = C_BINARY, cflags: str = "") -> Path:
+    """The C clients at ``binary``, built by ``benchmarks/loadgen/build.sh --stalled`` when missing or older
+    than their source (gcc and libssl-dev; ``cflags``: extra gcc flags, e.g. a mutant's ``-DMUTE_MODE``)."""
+    if cflags or not binary.exists() or binary.stat().st_mtime < C_SOURCE.stat().st_mtime:
+        subprocess.run(["sh", str(C_SOURCE.parent / "build.sh"), "--stalled", str(binary)], check=True,
+                       stdout=subprocess.DEVNULL, env={**os.environ, "STALLED_CFLAGS": cflags})
+    return binary
+
+
+def command(kind: str, ports: dict[str, int], count: int, pki: Path, server_name: str, trickle_s: float = 0.5,
+            path: str = "/actor-1/subscriptions", binary: Path | None = None) -> list[str]:
+    """The command line of ``count`` stalled clients per interface in ``ports`` ("bi", "ii": a port on
+    127.0.0.1): ``kind`` "python" (this module) or "c" (``binary``, else :func:`ensure_c_clients`' one)."""
+    start = ([sys.executable, "-m", "interchange.testing.stalled_clients"] if kind == "python"
+             else [str(binary or ensure_c_clients())])
+    start += ["--count", str(count), "--pki", str(pki), "--server-name", server_name,
+              "--trickle-s", str(trickle_s), "--path", path]
+    for interface, port in ports.items():
+        start += [f"--{interface}", f"127.0.0.1:{port}"]
+    return start
+
+
+def check_closed(results: Iterable[dict], records: Iterable[dict], slack_s: float = 2.0) -> list[str]:
+    """What is wrong with the stalled connections' ``results`` given the node's log ``records``: each must
+    have reached its stall, been closed within its deadline + ``slack_s`` of that (and not a second or more
+    before the deadline), the node must have logged that stage's record for its port, and answered it
+    or not as :data:`EXPECTED` says."""
+    logged: dict[str, set[tuple[str, str]]] = {}
+    for record in records:
+        details = record.get("details") or {}
+        peer = details.get("peer")
+        if peer:
+            logged.setdefault(peer, set()).add((record["event"], details.get("stage") or details.get("reason") or ""))
+    problems = []
+    for result in results:
+        key = (result["interface"], result["mode"])
+        deadline, event, stage, answered = EXPECTED[key]
+        if result["stalled"] is None or result["closed"] is None:
+            problems.append(f"{key} did not reach its stall: {result}")
+            continue
+        held = result["closed"] - result["stalled"]
+        if not deadline - 1.0 <= held <= deadline + slack_s:
+            problems.append(f"{key} held {held:.2f} s, its deadline {deadline} s ({result['error']})")
+        if (result["received"] > 0) != answered:
+            problems.append(f"{key} port {result['port']}: {result['received']} bytes from the node, "
+                            f"{'an answer' if answered else 'none'} expected")
+        seen = logged.get(f"127.0.0.1:{result['port']}", set())
+        if (event, stage) not in seen:
+            problems.append(f"{key} port {result['port']}: no {event} {stage!r} record, but {sorted(seen)}")
+    return problems
 
 
 def deadline_node_config(pki: TestPki, name: str, directory: Path, level: Level = "info") -> NodeConfig:

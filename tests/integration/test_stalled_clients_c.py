@@ -1,0 +1,76 @@
+"""The C stalled clients (``benchmarks/loadgen/stalled.c``, the benchmark's stand-in for actors on other
+hosts) stall where the Python ones do, and the node's deadlines close them.
+
+500 per interface against a real node process (the test deadlines, 3-4.5 s): every connection reaches
+its stall, is closed within its stage's deadline + 2 s, the node logged that stage's record for the
+connection's port and answered it or not (SASL frames, a 408) as it answers the Python clients
+(:func:`interchange.testing.stalled_clients.check_closed`, also used by test_preamble_deadlines).
+Mutants built with ``-DMUTE_MODE`` (one stall sends nothing after TLS) must fail those checks, on
+that stall only.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from certs import TestPki
+from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records
+from interchange.testing.stalled_clients import EXPECTED, check_closed, command, deadline_node_config, ensure_c_clients
+
+COUNT = 500  #: per interface
+
+
+@pytest.fixture(scope="module")
+def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    running = NodeProcess(deadline_node_config(pki, BROKER_CN, tmp_path_factory.mktemp("stalled-c")))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def run_clients(binary: Path, node: NodeProcess, pki: TestPki, count: int) -> tuple[list[dict], list[str]]:
+    """The clients' lines (ready, one per connection, done) and the problems :func:`check_closed` finds,
+    against the node's records of this run only (a port may come again in a later run)."""
+    assert node.log is not None
+    before = len(complete_records(node.log))
+    done = subprocess.run(command("c", {"bi": node.bi_port, "ii": node.ii_port}, count, pki.directory, BROKER_CN,
+                                  binary=binary), capture_output=True, text=True, timeout=60, check=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    results = [line for line in lines if "mode" in line]
+    ports = {f"127.0.0.1:{r['port']}" for r in results}
+    events = {event for _, event, _, _ in EXPECTED.values()}
+    deadline = time.monotonic() + 3.0  # the node's log is written by a thread, every 5 ms
+    while True:
+        records = complete_records(node.log)[before:]
+        logged = {r["details"].get("peer") for r in records if r["event"] in events}
+        if ports <= logged or time.monotonic() > deadline:
+            return lines, check_closed(results, records)
+        time.sleep(0.1)
+
+
+def test_every_stall_reached_and_closed_by_its_deadline(node: NodeProcess, pki: TestPki) -> None:
+    lines, problems = run_clients(ensure_c_clients(), node, pki, COUNT)
+    results = [line for line in lines if "mode" in line]
+    assert lines[-1]["done"] == len(results) == 2 * COUNT
+    assert [line["ready"] for line in lines if "ready" in line] == [2 * COUNT]
+    assert {(r["interface"], r["mode"]) for r in results} == set(EXPECTED)
+    assert not problems, f"{len(problems)} of {len(results)}: {problems[:10]}"
+    assert not [line for line in node.stderr if "Traceback" in line], "".join(node.stderr)[-3000:]
+    print(f"\nC clients: {lines[-1]['cpu_s']:.2f} s CPU for {len(results)} connections")
+
+
+@pytest.mark.parametrize("mute", ["sasl-init-part", "open-trickle", "header-trickle", "body-trickle"])
+def test_a_stall_that_sends_nothing_fails_the_checks(mute: str, node: NodeProcess, pki: TestPki,
+                                                     tmp_path: Path) -> None:
+    """header-trickle is muted on both interfaces: the BI's looks like tls-idle to the node (a partial
+    protocol header is no header), the II's is caught (no request begun: no 408)."""
+    binary = ensure_c_clients(tmp_path / "stalled-mute", f'-DMUTE_MODE="{mute}"')
+    lines, problems = run_clients(binary, node, pki, 8)  # each BI stall at least once, each II stall twice
+    assert problems, f"the mutant muting {mute} passed every check"
+    assert all(f"'{mute}')" in problem for problem in problems), problems
