@@ -6,8 +6,8 @@ A node process (the test's stage deadlines: 3-4.5 s) serves one steady client (p
 delivered: one round trip at a time, from this process's main thread). Each run makes ``--quiet``
 round trips alone, then starts the stalled clients (500 per interface, every preamble stage, trickling
 every 0.5 s; ``--clients c``: ``benchmarks/loadgen/stalled.c``, built into build/ when missing or older
-than its source; ``--clients python``: :mod:`interchange.testing.stalled_clients`, asyncio + ssl, a few
-times the CPU per connection) and keeps making round trips until every stalled connection is closed,
+than its source; ``--clients python``: :mod:`interchange.testing.stalled_clients`, asyncio + ssl, about
+twice the CPU per connection) and keeps making round trips until every stalled connection is closed,
 then ``--after`` more. After each run: the clients' own CPU per connection, and how many connections
 the node's deadlines closed as they should (:func:`interchange.testing.stalled_clients.check_closed`).
 Modes, alternated run by run:

@@ -17,7 +17,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need python3-venv
 python3 -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)' 2>/dev/null || need python3-dev
 command -v cc >/dev/null || need gcc
 command -v pkg-config >/dev/null || need pkg-config
-[ -f /usr/include/openssl/ssl.h ] || need libssl-dev          # python-qpid-proton builds against OpenSSL
+[ -f /usr/include/openssl/ssl.h ] || need libssl-dev          # python-qpid-proton builds against OpenSSL; so do the stalled clients (benchmarks/loadgen/stalled.c)
 command -v java >/dev/null || need openjdk-17-jre-headless    # PySpark (local mode) runs on the JVM
 command -v javac >/dev/null || need openjdk-17-jdk-headless   # builds spark/jvm, the ingest's line parser
 command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || need dnsmasq-base   # real DNS server for SRV discovery tests

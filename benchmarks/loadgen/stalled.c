@@ -3,8 +3,9 @@
  * benchmarks/bench_deadline_phases.py --clients c and tests/integration/test_stalled_clients_c.py.
  *
  * The same connections, stalls and output as interchange/testing/stalled_clients.py (the Python clients,
- * asyncio + ssl), at a fraction of their CPU: they stand for C-ITS actors on other hosts, so a load
- * generator that takes the cores from the node under test would measure itself.
+ * asyncio + ssl), at about half their CPU per connection (OpenSSL 3.0's client handshake is most of what
+ * is left): they stand for C-ITS actors on other hosts, so a load generator that takes the cores from the
+ * node under test measures itself.
  *
  * Each connection stops at one stage, idle or trickling a piece every --trickle-s seconds, and reports
  * when it reached that stage (stalled) and when the server closed it (closed), in seconds of
