@@ -32,7 +32,8 @@ Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
 close); ``closes`` (the deadlines' closes, until the last); ``after``. Per phase: round trips,
 p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's main thread and of
-all its threads (the handshake worker's too), of the stalled clients and of the peer node; the
+all its threads (the handshake worker's too), of the steady client (this process's main thread), of the
+stalled clients and of the peer node; the
 steady node's run-queue wait (ms per second: ready to run, not running, /proc schedstat) and our
 own; and for the slowest 1 % of round trips, what the node's main thread did during them (CPU,
 waiting for a core) and our own wait.
@@ -267,6 +268,28 @@ class GilTrace:
         return gil_times(script.splitlines(), self.pid, self.workers)
 
 
+class Pacer:
+    """One round trip per ``every_s`` (0: back to back), so that the steady client's own CPU is a fraction of
+    a core instead of most of one: :meth:`after` takes the next slot (a late round trip lets the next start
+    at once, without catching up), :meth:`wait_s` is the time until it, :meth:`paced` also sleeps it."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s, self._next = every_s, 0.0
+
+    def wait_s(self) -> float:
+        return max(0.0, self._next - time.monotonic())
+
+    def after(self, sample: Sample) -> Sample:
+        if self.every_s:
+            self._next = max(self._next + self.every_s, sample.at)
+        return sample
+
+    def paced(self, sample: Sample) -> Sample:
+        self.after(sample)
+        time.sleep(self.wait_s())
+        return sample
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
@@ -289,7 +312,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
             steady.round_trip(Watch(paths))
         if args.gil_trace:
             trace = GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data")
-        samples = [steady.round_trip(Watch(paths)) for _ in range(args.quiet)]
+        pacer = Pacer(args.pace_ms / 1e3)
+        samples = [pacer.paced(steady.round_trip(Watch(paths))) for _ in range(args.quiet)]
         ports = {"bi": target.bi_port, "ii": target.ii_port}
         command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
                                           args.count, pki.directory, BROKER_CN, binary=args.c_binary)
@@ -302,7 +326,7 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         os.set_blocking(fd, False)
         partial, ready_at, closes, results, done, clients_cpu = b"", None, [], [], False, float("nan")
         while not done:
-            if select.select([fd], [], [], 0)[0]:
+            if select.select([fd], [], [], pacer.wait_s())[0]:
                 data = os.read(fd, 1 << 20)
                 *lines, partial = (partial + data).split(b"\n")
                 for line in filter(None, lines):
@@ -317,9 +341,11 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
                             closes.append(record["closed"])
                 if not data:
                     done = True
-            samples.append(steady.round_trip(watch))
+            if pacer.wait_s() > 0:
+                continue  # the next round trip's slot is not yet: the clients' lines meanwhile
+            samples.append(pacer.after(steady.round_trip(watch)))
         ended = time.monotonic()
-        samples += [steady.round_trip(Watch(paths)) for _ in range(args.after)]
+        samples += [pacer.paced(steady.round_trip(Watch(paths))) for _ in range(args.after)]
         stalled.wait(30)
     finally:
         steady.close()
@@ -384,7 +410,8 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float], gil: 
         out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall, "span": span,
                       "node_cpu": share("node", 0, got), "node_wait": share("node", 1, got),
                       "node_all_cpu": share("node_all", 0, got),
-                      "me_wait": share("me", 1, got), "clients_cpu": share("clients", 0, got),
+                      "me_cpu": share("me", 0, got), "me_wait": share("me", 1, got),
+                      "clients_cpu": share("clients", 0, got),
                       "peer_cpu": share("peer", 0, got),
                       "slow_rtt": sum(s.rtt for s in slow) / len(slow),
                       "slow_node_cpu": share("node", 0, slow), "slow_node_wait": share("node", 1, slow),
@@ -448,6 +475,9 @@ def main() -> None:
     parser.add_argument("--gil-trace", action="store_true",
                         help="trace the steady node's GIL hand-offs (perf uprobes: Linux, root)")
     parser.add_argument("--quiet", type=int, default=400)
+    parser.add_argument("--pace-ms", type=float, default=0.0,
+                        help="one steady round trip every this many ms (default 0: back to back, the steady "
+                             "client then takes most of a core)")
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
     args.c_binary = stalled_clients.ensure_c_clients() if args.clients == "c" else None
@@ -489,7 +519,7 @@ def main() -> None:
               "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core; allCPU: every thread of the node); "
               "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
         print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}{'allCPU':>7}"
-              f"{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
+              f"{'meCPU':>6}{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
               flush=True)
         try:
             for run in range(args.runs):
@@ -501,7 +531,7 @@ def main() -> None:
                         print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}"
                               f"{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
                               f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}"
-                              f"{r['node_all_cpu']:>7.2f}{r['me_wait']:>7.2f}"
+                              f"{r['node_all_cpu']:>7.2f}{r['me_cpu']:>6.2f}{r['me_wait']:>7.2f}"
                               f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
                               f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
                               f"{r['slow_clients_cpu']:>6.2f}", flush=True)
