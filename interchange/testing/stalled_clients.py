@@ -14,9 +14,9 @@ records), then ``{"done": n, "cpu_s": s}``, the CPU seconds from the first conne
     python -m interchange.testing.stalled_clients --bi 127.0.0.1:5671 --ii 127.0.0.1:8443 \\
         --count 500 --pki pki --server-name ixc-a ...
 
-The same clients in C (``benchmarks/loadgen/stalled.c``, the same command line and output, a fraction of
-the CPU: :func:`command` with ``kind="c"``, built by :func:`ensure_c_clients`) stand for actors on other
-hosts in the benchmarks. :func:`check_closed` checks each connection's result against the node's log:
+The same clients in C (``benchmarks/loadgen/stalled.c``, the same command line and output, about half
+the CPU per connection: :func:`command` with ``kind="c"``, built by :func:`ensure_c_clients`) stand for
+actors on other hosts in the benchmarks. :func:`check_closed` checks each connection's result against the node's log:
 closed by its stage's deadline, the record of that stage for its port.
 """
 from __future__ import annotations
