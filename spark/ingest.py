@@ -16,12 +16,13 @@ import math
 import os
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
@@ -142,9 +143,12 @@ WRITE_OPTIONS: dict[str, str] = {
 }
 
 
-def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> None:
-    writer = frame.write.mode(mode).options(**WRITE_OPTIONS)
+def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> int:
+    """Writes ``frame`` to ``path``; returns the rows written (counted on the way, by the write's own job)."""
+    rows = Observation()
+    writer = frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.mode(mode).options(**WRITE_OPTIONS)
     (writer.partitionBy("node", "date") if partitioned else writer).parquet(path)
+    return int(rows.get["rows"])
 
 
 def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite") -> IngestSummary:
@@ -152,7 +156,8 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
 
     Two passes over the parsed rows, none over the lines again: the messages (nearly every row) are
     written from the parse's disk copy, and the rows that are not messages (events and corrupt lines, a
-    few) are copied aside in one scan for the two small writes."""
+    few) are copied aside in one scan for the two small writes, in a job of their own beside the
+    messages write (their tasks take a core when one is free; the jobs' planning and commits overlap)."""
     layout = Layout(output)
     if mode == "append" and (version := messages_layout(spark, layout.messages)) != tables.LAYOUT_VERSION:
         raise CliError(f"{layout.messages} was written by an earlier ingest (layout {version}, not "
@@ -166,21 +171,31 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
     # its partitions are the input splits, and every later stage's tasks are its partitions
     with balanced_splits(spark, files):
         parsed = parsed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
-    others = None
     try:
-        _write(parse.messages(parsed).sortWithinPartitions("node", "date", *CLUSTERED_BY), mode, layout.messages)
-        others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).localCheckpoint(
-            eager=True, storageLevel=StorageLevel.DISK_ONLY)
-        _write(parse.events(others), mode, layout.events)
-        _write(parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt, partitioned=False)
+        with ThreadPoolExecutor(1, thread_name_prefix="ingest-others") as pool:
+            others = pool.submit(_write_others, parsed, mode, layout)
+            messages = _write(parse.messages(parsed).sortWithinPartitions("node", "date", *CLUSTERED_BY), mode,
+                              layout.messages)
+            events, corrupt = others.result()
     finally:
-        for frame in (parsed, others):
-            if frame is not None:  # a local checkpoint's blocks have no public release in PySpark: its RDD holds them
-                frame._jdf.queryExecution().logical().rdd().unpersist(False)  # noqa: SLF001
-    # the tables' schemas are known: read with them (no footer read to infer one), counts from the footers
-    return IngestSummary(read_table(spark, layout.messages, tables.MESSAGES).count(),
-                         read_table(spark, layout.events, tables.EVENTS).count(),
-                         read_table(spark, layout.corrupt, tables.CORRUPT).count())
+        _release(parsed)
+    return IngestSummary(messages, events, corrupt)
+
+
+def _write_others(parsed: DataFrame, mode: str, layout: Layout) -> tuple[int, int]:
+    """The events and corrupt tables of the parsed rows that are not messages; their row counts."""
+    others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).localCheckpoint(
+        eager=True, storageLevel=StorageLevel.DISK_ONLY)
+    try:
+        return (_write(parse.events(others), mode, layout.events),
+                _write(parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt, partitioned=False))
+    finally:
+        _release(others)
+
+
+def _release(checkpointed: DataFrame) -> None:
+    """Drops a local checkpoint's blocks (PySpark has no public call for it: its RDD holds them)."""
+    checkpointed._jdf.queryExecution().logical().rdd().unpersist(False)  # noqa: SLF001
 
 
 def read_table(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
