@@ -16,7 +16,6 @@ import math
 import os
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -151,13 +150,20 @@ def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> 
     return int(rows.get["rows"])
 
 
-def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite") -> IngestSummary:
+#: The bytes of rows that are not messages (events and corrupt lines) each task of the messages write may keep
+#: aside for the driver (:func:`spark.parse.keep_aside`): a node's log has a few (connections, links, II events);
+#: a task over it (a log of mostly other records, or of garbage) leaves them, and they are read again.
+ASIDE_BYTES_PER_TASK = 8 * 1024 * 1024
+
+
+def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite",
+           aside_bytes: int = ASIDE_BYTES_PER_TASK) -> IngestSummary:
     """Write the three tables of ``inputs`` under ``output``; returns the row counts written.
 
-    Two passes over the parsed rows, none over the lines again: the messages (nearly every row) are
-    written from the parse's disk copy, and the rows that are not messages (events and corrupt lines, a
-    few) are copied aside in one scan for the two small writes, in a job of their own beside the
-    messages write (their tasks take a core when one is free; the jobs' planning and commits overlap)."""
+    One pass over the lines: each is parsed once, the messages (nearly every row) go to their write, and the
+    rows that are not messages are kept aside on the way (:func:`spark.parse.keep_aside`, up to
+    ``aside_bytes`` a task) for the two small writes. Only when a task had more than that are the lines read
+    and parsed again for them."""
     layout = Layout(output)
     if mode == "append" and (version := messages_layout(spark, layout.messages)) != tables.LAYOUT_VERSION:
         raise CliError(f"{layout.messages} was written by an earlier ingest (layout {version}, not "
@@ -165,32 +171,23 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
                        "or again with --mode overwrite")
     files = resolve_inputs(inputs)
     parsed = parse.parse(read_lines(spark, files))
-    # the line text is only needed for corrupt lines: dropping it elsewhere keeps the disk copy small
-    parsed = parsed.withColumn("value", F.when(F.col("corruptReason").isNotNull(), F.col("value")))
-    # rows kept on local disk as they are (a checkpoint: no columnar cache batches to build in the heap);
-    # its partitions are the input splits, and every later stage's tasks are its partitions
-    with balanced_splits(spark, files):
-        parsed = parsed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
+    aside = parse.keep_aside(parsed, aside_bytes)
+    with balanced_splits(spark, files):  # the messages write plans the scan of the lines
+        messages = _write(parse.messages(parsed.where(aside.keep)).sortWithinPartitions("node", "date", *CLUSTERED_BY),
+                          mode, layout.messages)
+    others = aside.rows()
+    again = None
+    if others is None:  # a task had more than aside_bytes of them: read and parse the lines again
+        with balanced_splits(spark, files):
+            again = parse.parse(read_lines(spark, files)).where(~parse.is_message(F.col("corruptReason"), F.col("r")))
+            others = again = again.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
     try:
-        with ThreadPoolExecutor(1, thread_name_prefix="ingest-others") as pool:
-            others = pool.submit(_write_others, parsed, mode, layout)
-            messages = _write(parse.messages(parsed).sortWithinPartitions("node", "date", *CLUSTERED_BY), mode,
-                              layout.messages)
-            events, corrupt = others.result()
+        events = _write(parse.events(others), mode, layout.events)
+        corrupt = _write(parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt, partitioned=False)
     finally:
-        _release(parsed)
+        if again is not None:
+            _release(again)
     return IngestSummary(messages, events, corrupt)
-
-
-def _write_others(parsed: DataFrame, mode: str, layout: Layout) -> tuple[int, int]:
-    """The events and corrupt tables of the parsed rows that are not messages; their row counts."""
-    others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).localCheckpoint(
-        eager=True, storageLevel=StorageLevel.DISK_ONLY)
-    try:
-        return (_write(parse.events(others), mode, layout.events),
-                _write(parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt, partitioned=False))
-    finally:
-        _release(others)
 
 
 def _release(checkpointed: DataFrame) -> None:
