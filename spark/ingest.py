@@ -4,7 +4,8 @@ Input: files, directories (every file in them, e.g. the rotated ``*.jsonl`` and 
 globs, from several nodes, log schema versions 1 and 2. Output (:mod:`spark.tables`): ``messages``
 and ``events`` partitioned by ``node`` and ``date`` with epoch-ms columns and the source ``file`` of
 every row, and ``corrupt``: lines that are not records (truncated, malformed) with file and reason.
-A bad line is never fatal. The parse runs once: its rows are kept on local disk for the three writes.
+A bad line is never fatal. Each line is read and parsed once, in the messages write's job: the rows that
+are not messages (a few) are kept aside on the way for the events and corrupt writes.
 Within a node and date the messages are written clustered (:data:`CLUSTERED_BY`), so that a job
 reading some events or message types skips the Parquet pages of the others.
 """
@@ -16,6 +17,7 @@ import math
 import os
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -181,13 +183,15 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
         with balanced_splits(spark, files):
             again = parse.parse(read_lines(spark, files)).where(~parse.is_message(F.col("corruptReason"), F.col("r")))
             others = again = again.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
-    try:
-        events = _write(parse.events(others), mode, layout.events)
-        corrupt = _write(parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt, partitioned=False)
+    try:  # two small jobs at once: their planning and commits overlap
+        with ThreadPoolExecutor(1, thread_name_prefix="ingest-corrupt") as pool:
+            corrupt = pool.submit(_write, parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt,
+                                  partitioned=False)
+            events = _write(parse.events(others), mode, layout.events)
+        return IngestSummary(messages, events, corrupt.result())
     finally:
         if again is not None:
             _release(again)
-    return IngestSummary(messages, events, corrupt)
 
 
 def _release(checkpointed: DataFrame) -> None:

@@ -10,7 +10,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -74,9 +73,9 @@ public final class LineParser {
     static final String PROPERTIES = "applicationProperties";
     static final String DETAILS = "details";
 
-    private final Map<String, Integer> index = new HashMap<>();
+    private final KeyIndex index;
     private final int width;
-    private final Map<String, Integer> standardIndex = new HashMap<>();
+    private final KeyIndex standardIndex;
     private final int standardWidth;
     private final Reasons reasons;
     private final Pattern nonNumber;
@@ -97,14 +96,10 @@ public final class LineParser {
      * @param nonNumber a regex whose group 1 is non-empty at a NaN/Infinity value outside strings
      */
     public LineParser(String[] fields, String[] standard, Reasons reasons, String nonNumber) {
-        for (int i = 0; i < fields.length; i++) {
-            index.put(fields[i], i);
-        }
+        this.index = new KeyIndex(fields);
         this.width = fields.length;
         this.seenField = new long[fields.length];
-        for (int i = 0; i < standard.length; i++) {
-            standardIndex.put(standard[i], i);
-        }
+        this.standardIndex = new KeyIndex(standard);
         this.standardWidth = standard.length;
         this.reasons = reasons;
         this.nonNumber = Pattern.compile(nonNumber);
@@ -294,15 +289,17 @@ public final class LineParser {
                 return false;
             }
             String name;
+            int at = index.start();
             while ((name = p.nextFieldName()) != null) {
-                Integer at = index.get(name);
-                if (at != null ? !firstTime(at) : !otherTopKeys.add(name)) {
+                at = index.of(name, at);
+                boolean known = at < width;
+                if (known ? !firstTime(at) : !otherTopKeys.add(name)) {
                     if (!repeated.contains(name)) {
                         repeated.add(name);
                     }
                 }
                 JsonToken token = p.nextToken();
-                if (at != null) {
+                if (known) {
                     result.fields[at] = text(p, token);
                 } else if (name.equals(PROPERTIES)) {
                     readProperties(p, token, result);
@@ -346,14 +343,16 @@ public final class LineParser {
         Map<String, String> others = new LinkedHashMap<>();
         Map<String, String> otherKinds = new LinkedHashMap<>();
         String name;
+        int at = standardIndex.start();
         while ((name = p.nextFieldName()) != null) {
             JsonToken value = p.nextToken();
-            Integer at = standardIndex.get(name);
-            boolean again = at != null ? standardKinds[at] != null : others.containsKey(name);
+            at = standardIndex.of(name, at);
+            boolean standardName = at < standardWidth;
+            boolean again = standardName ? standardKinds[at] != null : others.containsKey(name);
             if (again && !repeatedProperties.contains(name)) {
                 repeatedProperties.add(name);
             }
-            if (at != null) {
+            if (standardName) {
                 standard[at] = text(p, value);
                 standardKinds[at] = kind(value);  // never null: also marks the name seen
             } else {
