@@ -412,12 +412,10 @@ public final class LineParser {
         }
     }
 
+    /** An integer as written: JSON's grammar (no plus sign, no leading zero) leaves only -0 to write as 0. */
     private static String integerText(JsonParser p) throws IOException {
-        switch (p.getNumberType()) {
-            case INT: return Integer.toString(p.getIntValue());
-            case LONG: return Long.toString(p.getLongValue());
-            default: return p.getBigIntegerValue().toString();
-        }
+        String text = p.getText();
+        return text.equals("-0") ? "0" : text;
     }
 
     /** A float's value; the first number in exponent form too large for a double is remembered. */
