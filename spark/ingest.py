@@ -153,19 +153,21 @@ def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> 
 
 
 #: The bytes of rows that are not messages (events and corrupt lines) each task of the messages write may keep
-#: aside for the driver (:func:`spark.parse.keep_aside`): a node's log has a few (connections, links, II events);
-#: a task over it (a log of mostly other records, or of garbage) leaves them, and they are read again.
+#: aside for the driver, and the driver in all (:func:`spark.parse.keep_aside`): a node's log has a few
+#: (connections, links, II events); over either (a log of mostly other records, or of garbage) they are read
+#: again. The driver's budget bounds its memory whatever the number of tasks.
 ASIDE_BYTES_PER_TASK = 8 * 1024 * 1024
+ASIDE_BYTES_IN_DRIVER = 64 * 1024 * 1024
 
 
 def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite",
-           aside_bytes: int = ASIDE_BYTES_PER_TASK) -> IngestSummary:
+           aside_bytes: tuple[int, int] = (ASIDE_BYTES_PER_TASK, ASIDE_BYTES_IN_DRIVER)) -> IngestSummary:
     """Write the three tables of ``inputs`` under ``output``; returns the row counts written.
 
     One pass over the lines: each is parsed once, the messages (nearly every row) go to their write, and the
     rows that are not messages are kept aside on the way (:func:`spark.parse.keep_aside`, up to
-    ``aside_bytes`` a task) for the two small writes. Only when a task had more than that are the lines read
-    and parsed again for them."""
+    ``aside_bytes``: a task's, the driver's) for the two small writes. Only when they were more than that are
+    the lines read and parsed again for them."""
     layout = Layout(output)
     if mode == "append" and (version := messages_layout(spark, layout.messages)) != tables.LAYOUT_VERSION:
         raise CliError(f"{layout.messages} was written by an earlier ingest (layout {version}, not "
@@ -173,13 +175,13 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
                        "or again with --mode overwrite")
     files = resolve_inputs(inputs)
     parsed = parse.parse(read_lines(spark, files))
-    aside = parse.keep_aside(parsed, aside_bytes)
+    aside = parse.keep_aside(parsed, *aside_bytes)
     with balanced_splits(spark, files):  # the messages write plans the scan of the lines
         messages = _write(parse.messages(parsed.where(aside.keep)).sortWithinPartitions("node", "date", *CLUSTERED_BY),
                           mode, layout.messages)
     others = aside.rows()
     again = None
-    if others is None:  # a task had more than aside_bytes of them: read and parse the lines again
+    if others is None:  # more than aside_bytes of them: read and parse the lines again
         with balanced_splits(spark, files):
             again = parse.parse(read_lines(spark, files)).where(~parse.is_message(F.col("corruptReason"), F.col("r")))
             others = again = again.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)

@@ -172,8 +172,8 @@ class Aside:
     _java: Any
 
     def rows(self) -> DataFrame | None:
-        """Once that job is done: the rows kept aside, as :func:`parse` has them; None when a task had more
-        than its budget (some were left)."""
+        """Once that job is done: the rows kept aside, as :func:`parse` has them; None when they were more than
+        a budget (some were left)."""
         if not self._java.complete():
             return None
         spark = self._parsed.sparkSession
@@ -181,11 +181,13 @@ class Aside:
                          spark)
 
 
-def keep_aside(parsed: DataFrame, budget: int) -> Aside:
+def keep_aside(parsed: DataFrame, task_bytes: int, driver_bytes: int) -> Aside:
     """A filter (:attr:`Aside.keep`) that is true for the messages (:func:`is_message`) and keeps every other
-    row of ``parsed`` aside (up to ``budget`` bytes a task), for :meth:`Aside.rows` after the job."""
+    row of ``parsed`` aside, for :meth:`Aside.rows` after the job: up to ``task_bytes`` a task and
+    ``driver_bytes`` in all (estimated: a row's line and 512 bytes)."""
     spark = parsed.sparkSession
-    java = _java_class(spark, KEEP_ASIDE_CLASS).register(spark._jsparkSession, KEEP_ASIDE_FUNCTION, budget)  # noqa: SLF001
+    java = _java_class(spark, KEEP_ASIDE_CLASS).register(spark._jsparkSession, KEEP_ASIDE_FUNCTION,  # noqa: SLF001
+                                                         task_bytes, driver_bytes)
     # the line text only for corrupt lines (the others' rows need none)
     columns = [F.when(F.col("corruptReason").isNotNull(), F.col("value")).alias("value") if name == "value"
                else F.col(name) for name in parsed.columns]

@@ -15,6 +15,7 @@ from interchange.broker.validation import validate_application_properties
 from interchange.ground.errors import CliError
 from spark import loggen, parse, rules, tables
 from spark.ingest import (
+    ASIDE_BYTES_IN_DRIVER,
     ASIDE_BYTES_PER_TASK,
     CLUSTERED_BY,
     MAX_SPLIT_BYTES,
@@ -96,13 +97,11 @@ def test_rows_that_are_not_messages_kept_aside_or_read_again(spark: SparkSession
     inputs = [str(logs / "a"), str(logs / "*.log")]
     parsed = parse.parse(read_lines(spark, resolve_inputs(inputs)))
     others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r")))
-    for budget, complete in ((1 << 20, True), (0, False)):
-        aside = parse.keep_aside(parsed, budget)
+    for task, driver, complete in ((1 << 20, 1 << 20, True), (0, 1 << 20, False), (1 << 20, 0, False)):
+        aside = parse.keep_aside(parsed, task, driver)
         assert parsed.where(aside.keep).count() == 4  # the messages pass the filter, no other row does
-        rows = aside.rows()
-        assert (rows is not None) == complete
-    assert rows is None
-    kept = parse.keep_aside(parsed, 1 << 20)
+        assert (aside.rows() is not None) == complete
+    kept = parse.keep_aside(parsed, 1 << 20, 1 << 20)
     parsed.where(kept.keep).count()
     aside_rows = kept.rows()
     assert aside_rows is not None and aside_rows.columns == parsed.columns
@@ -111,7 +110,7 @@ def test_rows_that_are_not_messages_kept_aside_or_read_again(spark: SparkSession
     written = {}
     for budget in (ASIDE_BYTES_PER_TASK, 0):
         out = tables.Layout(str(tmp_path / f"out-{budget}"))
-        summary = ingest(spark, inputs, out.root, aside_bytes=budget)
+        summary = ingest(spark, inputs, out.root, aside_bytes=(budget, ASIDE_BYTES_IN_DRIVER))
         written[budget] = (summary, *(sorted(map(str, read_table(spark, path, schema).drop("ingestedMs").collect()))
                                       for path, schema in ((out.messages, tables.MESSAGES), (out.events, tables.EVENTS),
                                                            (out.corrupt, tables.CORRUPT))))
