@@ -4,7 +4,8 @@ Input: files, directories (every file in them, e.g. the rotated ``*.jsonl`` and 
 globs, from several nodes, log schema versions 1 and 2. Output (:mod:`spark.tables`): ``messages``
 and ``events`` partitioned by ``node`` and ``date`` with epoch-ms columns and the source ``file`` of
 every row, and ``corrupt``: lines that are not records (truncated, malformed) with file and reason.
-A bad line is never fatal. The parse runs once: its rows are kept on local disk for the three writes.
+A bad line is never fatal. Each line is read and parsed once, in the messages write's job: the rows that
+are not messages (a few) are kept aside on the way for the events and corrupt writes.
 Within a node and date the messages are written clustered (:data:`CLUSTERED_BY`), so that a job
 reading some events or message types skips the Parquet pages of the others.
 """
@@ -16,12 +17,13 @@ import math
 import os
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
@@ -76,9 +78,9 @@ LINE_SEPARATOR = "\n"
 
 def not_blank(value: Column) -> Column:
     """A line with something but spaces, tabs and carriage returns on it."""
-    # ltrim stops at the first other character (a record's "{"): btrim with a trim string walks the
-    # whole line and allocates two int arrays of its length (6 % of ingest's CPU at 500,000 lines)
-    return F.ltrim(value, F.lit(" \t\r")) != ""
+    # a record starts with "{": no trimmed copy of it. ltrim stops at the first other character: btrim with a
+    # trim string walks the whole line and allocates two int arrays of its length
+    return value.startswith("{") | (F.ltrim(value, F.lit(" \t\r")) != "")
 
 
 #: Spark's default largest input split (``spark.sql.files.maxPartitionBytes``).
@@ -142,17 +144,30 @@ WRITE_OPTIONS: dict[str, str] = {
 }
 
 
-def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> None:
-    writer = frame.write.mode(mode).options(**WRITE_OPTIONS)
+def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> int:
+    """Writes ``frame`` to ``path``; returns the rows written (counted on the way, by the write's own job)."""
+    rows = Observation()
+    writer = frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.mode(mode).options(**WRITE_OPTIONS)
     (writer.partitionBy("node", "date") if partitioned else writer).parquet(path)
+    return int(rows.get["rows"])
 
 
-def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite") -> IngestSummary:
+#: The bytes of rows that are not messages (events and corrupt lines) each task of the messages write may keep
+#: aside for the driver, and the driver in all (:func:`spark.parse.keep_aside`): a node's log has a few
+#: (connections, links, II events); over either (a log of mostly other records, or of garbage) they are read
+#: again. The driver's budget bounds its memory whatever the number of tasks.
+ASIDE_BYTES_PER_TASK = 8 * 1024 * 1024
+ASIDE_BYTES_IN_DRIVER = 64 * 1024 * 1024
+
+
+def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = "overwrite",
+           aside_bytes: tuple[int, int] = (ASIDE_BYTES_PER_TASK, ASIDE_BYTES_IN_DRIVER)) -> IngestSummary:
     """Write the three tables of ``inputs`` under ``output``; returns the row counts written.
 
-    Two passes over the parsed rows, none over the lines again: the messages (nearly every row) are
-    written from the parse's disk copy, and the rows that are not messages (events and corrupt lines, a
-    few) are copied aside in one scan for the two small writes."""
+    One pass over the lines: each is parsed once, the messages (nearly every row) go to their write, and the
+    rows that are not messages are kept aside on the way (:func:`spark.parse.keep_aside`, up to
+    ``aside_bytes``: a task's, the driver's) for the two small writes. Only when they were more than that are
+    the lines read and parsed again for them."""
     layout = Layout(output)
     if mode == "append" and (version := messages_layout(spark, layout.messages)) != tables.LAYOUT_VERSION:
         raise CliError(f"{layout.messages} was written by an earlier ingest (layout {version}, not "
@@ -160,27 +175,30 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
                        "or again with --mode overwrite")
     files = resolve_inputs(inputs)
     parsed = parse.parse(read_lines(spark, files))
-    # the line text is only needed for corrupt lines: dropping it elsewhere keeps the disk copy small
-    parsed = parsed.withColumn("value", F.when(F.col("corruptReason").isNotNull(), F.col("value")))
-    # rows kept on local disk as they are (a checkpoint: no columnar cache batches to build in the heap);
-    # its partitions are the input splits, and every later stage's tasks are its partitions
-    with balanced_splits(spark, files):
-        parsed = parsed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
-    others = None
-    try:
-        _write(parse.messages(parsed).sortWithinPartitions("node", "date", *CLUSTERED_BY), mode, layout.messages)
-        others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).localCheckpoint(
-            eager=True, storageLevel=StorageLevel.DISK_ONLY)
-        _write(parse.events(others), mode, layout.events)
-        _write(parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt, partitioned=False)
+    aside = parse.keep_aside(parsed, *aside_bytes)
+    with balanced_splits(spark, files):  # the messages write plans the scan of the lines
+        messages = _write(parse.messages(parsed.where(aside.keep)).sortWithinPartitions("node", "date", *CLUSTERED_BY),
+                          mode, layout.messages)
+    others = aside.rows()
+    again = None
+    if others is None:  # more than aside_bytes of them: read and parse the lines again
+        with balanced_splits(spark, files):
+            again = parse.parse(read_lines(spark, files)).where(~parse.is_message(F.col("corruptReason"), F.col("r")))
+            others = again = again.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
+    try:  # two small jobs at once: their planning and commits overlap
+        with ThreadPoolExecutor(1, thread_name_prefix="ingest-corrupt") as pool:
+            corrupt = pool.submit(_write, parse.corrupt(others, time.time_ns() // 1_000_000), mode, layout.corrupt,
+                                  partitioned=False)
+            events = _write(parse.events(others), mode, layout.events)
+        return IngestSummary(messages, events, corrupt.result())
     finally:
-        for frame in (parsed, others):
-            if frame is not None:  # a local checkpoint's blocks have no public release in PySpark: its RDD holds them
-                frame._jdf.queryExecution().logical().rdd().unpersist(False)  # noqa: SLF001
-    # the tables' schemas are known: read with them (no footer read to infer one), counts from the footers
-    return IngestSummary(read_table(spark, layout.messages, tables.MESSAGES).count(),
-                         read_table(spark, layout.events, tables.EVENTS).count(),
-                         read_table(spark, layout.corrupt, tables.CORRUPT).count())
+        if again is not None:
+            _release(again)
+
+
+def _release(checkpointed: DataFrame) -> None:
+    """Drops a local checkpoint's blocks (PySpark has no public call for it: its RDD holds them)."""
+    checkpointed._jdf.queryExecution().logical().rdd().unpersist(False)  # noqa: SLF001
 
 
 def read_table(spark: SparkSession, path: str, schema: StructType) -> DataFrame:

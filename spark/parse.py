@@ -19,6 +19,7 @@ not at top level; a v1 ``sent_message``'s identity is its consumer and its addre
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -154,6 +155,54 @@ def parse(lines: DataFrame) -> DataFrame:
     kept = F.when(too_long, F.substring(value, 1, KEPT_BYTES)).otherwise(value)
     return (parsed.withColumn("timestampMs", timestamp_ms).withColumn("corruptReason", reason)
             .withColumn("value", kept).drop("_reason"))
+
+
+#: The Java function that keeps rows aside (spark/jvm/src/croads/ingest/KeepAside.java): its class, and the
+#: name it is registered under (one per ingest: each has its own accumulators).
+KEEP_ASIDE_CLASS = "croads.ingest.KeepAside"
+KEEP_ASIDE_FUNCTION = "croads_keep_aside"
+
+
+@dataclass(frozen=True)
+class Aside:
+    """The rows of :func:`parse` that are not messages, kept aside by the job that filters with :attr:`keep`."""
+
+    keep: Column
+    _parsed: DataFrame
+    _java: Any
+
+    def rows(self) -> DataFrame | None:
+        """Once that job is done: the rows kept aside, as :func:`parse` has them; None when they were more than
+        a budget (some were left)."""
+        if not self._java.complete():
+            return None
+        spark = self._parsed.sparkSession
+        return DataFrame(spark._jsparkSession.createDataFrame(self._java.rows(), self._parsed._jdf.schema()),  # noqa: SLF001
+                         spark)
+
+
+def keep_aside(parsed: DataFrame, task_bytes: int, driver_bytes: int) -> Aside:
+    """A filter (:attr:`Aside.keep`) that is true for the messages (:func:`is_message`) and keeps every other
+    row of ``parsed`` aside, for :meth:`Aside.rows` after the job: up to ``task_bytes`` a task and
+    ``driver_bytes`` in all (estimated: a row's line and 512 bytes)."""
+    spark = parsed.sparkSession
+    java = _java_class(spark, KEEP_ASIDE_CLASS).register(spark._jsparkSession, KEEP_ASIDE_FUNCTION,  # noqa: SLF001
+                                                         task_bytes, driver_bytes)
+    # the line text only for corrupt lines (the others' rows need none)
+    columns = [F.when(F.col("corruptReason").isNotNull(), F.col("value")).alias("value") if name == "value"
+               else F.col(name) for name in parsed.columns]
+    if parsed.columns[0] != "value":
+        raise ValueError("the line must be the first column of the parsed rows")
+    kept = F.call_function(KEEP_ASIDE_FUNCTION, F.struct(*columns))
+    return Aside(is_message(F.col("corruptReason"), F.col("r")) | kept, parsed, java)
+
+
+def _java_class(spark: SparkSession, name: str) -> Any:
+    """A class of the ingest's jar (PySpark has no public door to a JVM class's static methods: py4j's gateway is it)."""
+    java: Any = spark._jvm  # noqa: SLF001
+    for part in name.split("."):
+        java = getattr(java, part)
+    return java
 
 
 def split_properties(props: Column, kinds: Column) -> dict[str, Column]:

@@ -15,13 +15,17 @@ from interchange.broker.validation import validate_application_properties
 from interchange.ground.errors import CliError
 from spark import loggen, parse, rules, tables
 from spark.ingest import (
+    ASIDE_BYTES_IN_DRIVER,
+    ASIDE_BYTES_PER_TASK,
     CLUSTERED_BY,
     MAX_SPLIT_BYTES,
     balanced_splits,
     ingest,
     messages_layout,
     read_messages,
+    read_lines,
     read_table,
+    resolve_inputs,
     split_bytes,
 )
 from spark.validate import load_messages, validate
@@ -84,6 +88,34 @@ def test_ingest_writes_partitioned_tables_and_keeps_corrupt_lines(spark: SparkSe
         ("not a JSON object", "not json at all"),
         ("timestamp missing or invalid", '{"schemaVersion":2,"'),
     ]
+
+
+def test_rows_that_are_not_messages_kept_aside_or_read_again(spark: SparkSession, tmp_path: Path) -> None:
+    """Events and corrupt lines come out of the messages write's pass (kept aside up to a budget per task);
+    over the budget the lines are read again for them: the same tables either way."""
+    logs = _write_logs(tmp_path)
+    inputs = [str(logs / "a"), str(logs / "*.log")]
+    parsed = parse.parse(read_lines(spark, resolve_inputs(inputs)))
+    others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r")))
+    for task, driver, complete in ((1 << 20, 1 << 20, True), (0, 1 << 20, False), (1 << 20, 0, False)):
+        aside = parse.keep_aside(parsed, task, driver)
+        assert parsed.where(aside.keep).count() == 4  # the messages pass the filter, no other row does
+        assert (aside.rows() is not None) == complete
+    kept = parse.keep_aside(parsed, 1 << 20, 1 << 20)
+    parsed.where(kept.keep).count()
+    aside_rows = kept.rows()
+    assert aside_rows is not None and aside_rows.columns == parsed.columns
+    assert sorted(map(str, aside_rows.drop("value").collect())) == sorted(map(str, others.drop("value").collect()))
+
+    written = {}
+    for budget in (ASIDE_BYTES_PER_TASK, 0):
+        out = tables.Layout(str(tmp_path / f"out-{budget}"))
+        summary = ingest(spark, inputs, out.root, aside_bytes=(budget, ASIDE_BYTES_IN_DRIVER))
+        written[budget] = (summary, *(sorted(map(str, read_table(spark, path, schema).drop("ingestedMs").collect()))
+                                      for path, schema in ((out.messages, tables.MESSAGES), (out.events, tables.EVENTS),
+                                                           (out.corrupt, tables.CORRUPT))))
+    assert written[0] == written[ASIDE_BYTES_PER_TASK]
+    assert (written[0][0].messages, written[0][0].events, written[0][0].corrupt) == (4, 1, 4)
 
 
 def test_messages_are_written_clustered_by_event_type_and_time(spark: SparkSession, tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ CASES = [
     (_OK + ',"x":1e300,"y":"1e400"}', None),
     (_OK + ',"event":"x","details":{"b":1,"b":2},"node":"y"}', f"{parse.DUPLICATE_KEY}: event, node, details.b"),
     (_OK + ',"applicationProperties":{"a":{"a":1,"a":2}}}', None),  # only the record and its two objects are checked
+    (_OK + ',"applicationProperties":{"messageType":"DENM","x-a":1,"messageType":"IVIM","x-a":2,"x-a":3}}',
+     f"{parse.DUPLICATE_KEY}: applicationProperties.messageType, applicationProperties.x-a"),  # tables 1-7's and others
     (_OK.replace('"schemaVersion":2', '"schemaVersion":"2"') + "}", None),
     (_OK.replace('"schemaVersion":2', '"schemaVersion":0') + "}", parse.VERSION_MISSING),
     (_OK.replace('"level":"info"', '"level":"loud"') + "}", "level missing or unknown"),

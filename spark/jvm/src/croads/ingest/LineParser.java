@@ -10,7 +10,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -74,15 +73,18 @@ public final class LineParser {
     static final String PROPERTIES = "applicationProperties";
     static final String DETAILS = "details";
 
-    private final Map<String, Integer> index = new HashMap<>();
+    private final KeyIndex index;
     private final int width;
-    private final Map<String, Integer> standardIndex = new HashMap<>();
+    private final KeyIndex standardIndex;
     private final int standardWidth;
     private final Reasons reasons;
     private final Pattern nonNumber;
     private final JsonFactory factory;
     private final ByteArrayOutputStream buffer = new ByteArrayOutputStream(256);
-    private final Set<String> topKeys = new HashSet<>();
+    /** The top-level keys seen on this line: the known fields by index (the line's number), the others by name. */
+    private final long[] seenField;
+    private long lineNumber;
+    private final Set<String> otherTopKeys = new HashSet<>();
     private final List<String> repeated = new ArrayList<>();
     private final List<String> repeatedProperties = new ArrayList<>();
     private final List<String> repeatedDetails = new ArrayList<>();
@@ -94,13 +96,10 @@ public final class LineParser {
      * @param nonNumber a regex whose group 1 is non-empty at a NaN/Infinity value outside strings
      */
     public LineParser(String[] fields, String[] standard, Reasons reasons, String nonNumber) {
-        for (int i = 0; i < fields.length; i++) {
-            index.put(fields[i], i);
-        }
+        this.index = new KeyIndex(fields);
         this.width = fields.length;
-        for (int i = 0; i < standard.length; i++) {
-            standardIndex.put(standard[i], i);
-        }
+        this.seenField = new long[fields.length];
+        this.standardIndex = new KeyIndex(standard);
         this.standardWidth = standard.length;
         this.reasons = reasons;
         this.nonNumber = Pattern.compile(nonNumber);
@@ -150,37 +149,11 @@ public final class LineParser {
         } else if (firstHuge != null) {
             clear(result);
             result.reason = reasons.outOfRange + ": " + firstHuge;
-        } else {
-            byPosition(result);
+        } else if (result.standard == null) {  // no properties object: tables 1-7's all absent
+            result.standard = new String[standardWidth];
+            result.standardKinds = new String[standardWidth];
         }
         return result;
-    }
-
-    /**
-     * The properties of tables 1-7 by position; {@link Result#properties} and {@link Result#kinds} keep only the
-     * others, in the order written (each value is returned once; without properties all stay null).
-     */
-    private void byPosition(Result result) {
-        result.standard = new String[standardWidth];
-        result.standardKinds = new String[standardWidth];
-        if (result.properties == null) {
-            return;
-        }
-        Map<String, String> others = new LinkedHashMap<>();
-        Map<String, String> otherKinds = new LinkedHashMap<>();
-        for (Map.Entry<String, String> property : result.properties.entrySet()) {
-            String name = property.getKey();
-            Integer at = standardIndex.get(name);
-            if (at == null) {
-                others.put(name, property.getValue());
-                otherKinds.put(name, result.kinds.get(name));
-            } else {
-                result.standard[at] = property.getValue();
-                result.standardKinds[at] = result.kinds.get(name);
-            }
-        }
-        result.properties = others;
-        result.kinds = otherKinds;
     }
 
     private static boolean hasBom(byte[] line) {
@@ -305,7 +278,8 @@ public final class LineParser {
 
     /** Reads the line as exactly one object into {@code result}; false when it is not (any JSON error). */
     private boolean readObject(byte[] line, int start, Result result) {
-        topKeys.clear();
+        lineNumber++;
+        otherTopKeys.clear();
         repeated.clear();
         repeatedProperties.clear();
         repeatedDetails.clear();
@@ -315,22 +289,24 @@ public final class LineParser {
                 return false;
             }
             String name;
+            int at = index.start();
             while ((name = p.nextFieldName()) != null) {
-                if (!topKeys.add(name) && !repeated.contains(name)) {
-                    repeated.add(name);
+                at = index.of(name, at);
+                boolean known = at < width;
+                if (known ? !firstTime(at) : !otherTopKeys.add(name)) {
+                    if (!repeated.contains(name)) {
+                        repeated.add(name);
+                    }
                 }
                 JsonToken token = p.nextToken();
-                if (name.equals(PROPERTIES)) {
+                if (known) {
+                    result.fields[at] = text(p, token);
+                } else if (name.equals(PROPERTIES)) {
                     readProperties(p, token, result);
                 } else if (name.equals(DETAILS)) {
-                    result.details = token == JsonToken.START_OBJECT ? readMap(p, null, repeatedDetails) : skipValue(p, token);
+                    result.details = token == JsonToken.START_OBJECT ? readMap(p, repeatedDetails) : skipValue(p, token);
                 } else {
-                    Integer at = index.get(name);
-                    if (at == null) {
-                        skipValue(p, token);
-                    } else {
-                        result.fields[at] = text(p, token);
-                    }
+                    skipValue(p, token);
                 }
             }
             return p.nextToken() == null;  // nothing but whitespace after the object
@@ -339,19 +315,61 @@ public final class LineParser {
         }
     }
 
+    /** Whether the known field at {@code at} is seen for the first time on this line (it is marked seen). */
+    private boolean firstTime(int at) {
+        if (seenField[at] == lineNumber) {
+            return false;
+        }
+        seenField[at] = lineNumber;
+        return true;
+    }
+
+    /**
+     * The properties object: tables 1-7's values and kinds by position, the others' in two maps in the order
+     * written (each value goes to one place; a key given twice makes the line corrupt, its name is remembered).
+     * Not an object: no properties (the maps null, tables 1-7's absent).
+     */
     private void readProperties(JsonParser p, JsonToken token, Result result) throws IOException {
+        String[] standard = new String[standardWidth];
+        String[] standardKinds = new String[standardWidth];
+        result.standard = standard;
+        result.standardKinds = standardKinds;
         if (token != JsonToken.START_OBJECT) {
             result.properties = skipValue(p, token);
             result.kinds = null;
             return;
         }
-        repeatedProperties.clear();  // a key given twice keeps the last value (and is a duplicate anyway)
-        result.kinds = new LinkedHashMap<>();
-        result.properties = readMap(p, result.kinds, repeatedProperties);
+        repeatedProperties.clear();
+        Map<String, String> others = new LinkedHashMap<>();
+        Map<String, String> otherKinds = new LinkedHashMap<>();
+        String name;
+        int at = standardIndex.start();
+        while ((name = p.nextFieldName()) != null) {
+            JsonToken value = p.nextToken();
+            at = standardIndex.of(name, at);
+            boolean standardName = at < standardWidth;
+            boolean again = standardName ? standardKinds[at] != null : others.containsKey(name);
+            if (again && !repeatedProperties.contains(name)) {
+                repeatedProperties.add(name);
+            }
+            if (standardName) {
+                standard[at] = text(p, value);
+                standardKinds[at] = kind(value);  // never null: also marks the name seen
+            } else {
+                if (again) {  // the last value, in the last position (as a map built key by key)
+                    others.remove(name);
+                    otherKinds.remove(name);
+                }
+                others.put(name, text(p, value));
+                otherKinds.put(name, kind(value));
+            }
+        }
+        result.properties = others;
+        result.kinds = otherKinds;
     }
 
-    /** The object at the parser (its START_OBJECT read) as a map of value texts; kinds into {@code kinds}. */
-    private Map<String, String> readMap(JsonParser p, Map<String, String> kinds, List<String> repeatedKeys) throws IOException {
+    /** The object at the parser (its START_OBJECT read) as a map of value texts, in the order written. */
+    private Map<String, String> readMap(JsonParser p, List<String> repeatedKeys) throws IOException {
         Map<String, String> values = new LinkedHashMap<>();
         String name;
         while ((name = p.nextFieldName()) != null) {
@@ -361,14 +379,8 @@ public final class LineParser {
                     repeatedKeys.add(name);
                 }
                 values.remove(name);  // the last value, in the last position (as a map built key by key)
-                if (kinds != null) {
-                    kinds.remove(name);
-                }
             }
             values.put(name, text(p, token));
-            if (kinds != null) {
-                kinds.put(name, kind(token));
-            }
         }
         return values;
     }
@@ -400,12 +412,10 @@ public final class LineParser {
         }
     }
 
+    /** An integer as written: JSON's grammar (no plus sign, no leading zero) leaves only -0 to write as 0. */
     private static String integerText(JsonParser p) throws IOException {
-        switch (p.getNumberType()) {
-            case INT: return Integer.toString(p.getIntValue());
-            case LONG: return Long.toString(p.getLongValue());
-            default: return p.getBigIntegerValue().toString();
-        }
+        String text = p.getText();
+        return text.equals("-0") ? "0" : text;
     }
 
     /** A float's value; the first number in exponent form too large for a double is remembered. */
