@@ -12,21 +12,28 @@ string", an integer number "an integer", a number with a fraction or exponent "a
 
 The checks read the messages table's columns of tables 1-7 (``standardProperties``,
 ``standardKinds``) and the names of the other properties (the keys of ``otherProperties``): a struct
-field is read where a map lookup searches the keys, 23 times per message. They are written as Spark SQL text, parsed once
-(:func:`findings` and :func:`valid` are one ``F.expr`` each): built as Column objects they took
-~65,000 calls from Python into the JVM, ~2 s before every validate. No Python UDF: regular
-expressions (Java's, anchored with ``\\z`` because ``$`` would accept a trailing newline, and
-``(?s)`` so that ``.`` matches any character as in the profile), casts and higher-order
-functions, evaluated in the JVM.
+field is read where a map lookup searches the keys, 23 times per message. Two forms of the same checks:
+- validate runs a Java function (``spark/jvm/src/croads/validate``, :data:`FUNCTION`) that reads the
+  tables as data (:meth:`TableRules.function_spec`, built here from the profile, every text of a finding
+  included): no SQL to parse, analyse and optimise per validate, and no 231 KB generated class for the
+  JIT to compile in every new JVM;
+- the Spark SQL text (:func:`findings_sql`, :func:`valid_sql`) is the reference it is tested against
+  (same findings, order and texts, on every entry of the profile broken once and on a changed profile).
+Both use Java's regular expressions (anchored with ``\\z`` because ``$`` would accept a trailing newline,
+and ``(?s)`` so that ``.`` matches any character as in the profile, found as RLIKE finds), integers as
+``DECIMAL(38,0)`` and floats as ``DOUBLE`` (try_cast). No Python UDF.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import assert_never
+import json
+from dataclasses import dataclass
+from typing import Any, assert_never
 
-from pyspark.sql import Column
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from interchange.ground.errors import CliError
 from interchange.ground.profile import (
     TABLES,
     CancellationRule,
@@ -54,6 +61,13 @@ JSON_KINDS = {Kind.STRING: "string", Kind.INTEGER: "integer", Kind.FLOATING: "fl
 VALUES, KINDS, OTHERS = COLUMNS = PROPERTY_COLUMNS[:3]
 #: The names of the other properties, in the order written (SQL).
 OTHER_NAMES = f"map_keys({OTHERS})"
+
+#: The Java function of the tables (spark/jvm/src/croads/validate/TableChecksUdf.java): (the values' and kinds'
+#: structs, the other names) -> what :func:`findings_sql` gives; and its name in the session (:meth:`TableRules.register`).
+FUNCTION_CLASS = "croads.validate.TableChecksUdf"
+FUNCTION = "croads_table_findings"
+#: The function's arguments (SQL).
+FUNCTION_ARGUMENTS = f"{VALUES}, {KINDS}, {OTHER_NAMES}"
 
 #: Spark SQL expression text.
 Sql = str
@@ -98,67 +112,93 @@ def _matches(value: Sql, regex: str) -> Sql:
 
 # --- value rules ----------------------------------------------------------------------------------
 
-def _range(rule: Range, kind: Kind, requirement: str) -> ValueCheck:
-    def check(value: Sql) -> list[tuple[Sql, str, str]]:
-        if kind is Kind.FLOATING:
-            inside = f"try_cast({value} AS DOUBLE) BETWEEN {float(rule.low)!r}D AND {float(rule.high)!r}D"
-        else:
+@dataclass(frozen=True)
+class ValueTest:
+    """One test of a property's value: what makes it bad, the requirement it breaks and what is expected.
+
+    ``kind``: nonEmpty, oneOf (``values``), floatRange / intRange (``low``-``high``, or ``also``),
+    pattern (``regex`` found in the value, as RLIKE does), publisherId (``regex``, and the number of
+    up to ``max_digits`` digits after ``letters`` letters at most ``high``). The SQL of :func:`_bad`
+    and the Java function (:meth:`TableRules.function_spec`) evaluate the same test.
+    """
+
+    kind: str
+    requirement: str
+    expected: str
+    regex: str | None = None
+    values: tuple[str, ...] = ()
+    low: int | float | None = None
+    high: int | float | None = None
+    also: int | None = None
+    letters: int = 0
+    max_digits: int = 0
+
+
+def _bad(test: ValueTest, value: Sql) -> Sql:
+    """The SQL that is true when ``value`` fails ``test`` (null is taken as false by its users)."""
+    match test.kind:
+        case "nonEmpty":
+            return f"({value} = '')"
+        case "oneOf":
+            return _not(f"({value} IN ({', '.join(map(_lit, test.values))}))")
+        case "floatRange":
+            low, high = float(test.low or 0), float(test.high or 0)
+            return f"coalesce(NOT (try_cast({value} AS DOUBLE) BETWEEN {low!r}D AND {high!r}D), true)"
+        case "intRange":
             number = _number(value)
-            inside = f"{number} BETWEEN {rule.low} AND {rule.high}"
-            if rule.also is not None:
-                inside = _any(f"{number} = {rule.also}", inside)
-        return [(f"coalesce(NOT ({inside}), true)", requirement, rule.expected)]
-    return check
+            inside = f"{number} BETWEEN {test.low} AND {test.high}"
+            if test.also is not None:
+                inside = _any(f"{number} = {test.also}", inside)
+            return f"coalesce(NOT ({inside}), true)"
+        case "pattern":
+            return _not(_matches(value, test.regex or ""))
+        case "publisherId":
+            number = _number(f"substring({value}, {test.letters + 1}, {test.max_digits + 5})")
+            return _any(_not(_matches(value, test.regex or "")), f"coalesce({number} > {test.high}, true)")
+    raise ValueError(test.kind)
 
 
-def _pattern(regex: str, requirement: str, expected: str) -> ValueCheck:
-    return lambda value: [(_not(_matches(value, regex)), requirement, expected)]
-
-
-def _comma_list(rule: CommaList, requirement: str) -> ValueCheck:
+def _comma_list(rule: CommaList, requirement: str) -> ValueTest:
     # an item regex matches no ',' (the profile's lists split at every comma), so one pattern
     # checks the form and every item
     item = "[^,]+" if rule.item_regex is None else f"(?:{rule.item_regex})"
-    return _pattern(_whole(f",(?:{item},)+"), rule.requirement or requirement, rule.expected)
+    return ValueTest("pattern", rule.requirement or requirement, rule.expected, regex=_whole(f",(?:{item},)+"))
 
 
-def _publisher_id(rule: PublisherId, requirement: str) -> ValueCheck:
-    def check(value: Sql) -> list[tuple[Sql, str, str]]:
-        number = _number(f"substring({value}, {rule.letters + 1}, {rule.max_digits + 5})")
-        bad = _any(_not(_matches(value, _whole(rule.regex))), f"coalesce({number} > {rule.max_number}, true)")
-        return [(bad, requirement, rule.expected)]
-    return check
-
-
-def _quadtree(rule: QuadTreeTiles) -> ValueCheck:
-    return lambda value: [
-        (_not(_matches(value, _whole(rule.form_regex))), rule.form_requirement, rule.form_expected),
-        (_not(_matches(value, rule.reference_regex)), rule.zoom_requirement, rule.zoom_expected)]
+def _value_tests(prop: Property) -> list[ValueTest]:
+    """The tests of a property's value rule, in order (none: any value of its kind)."""
+    rule, requirement = prop.rule, prop.requirement
+    match rule:
+        case None:
+            return []
+        case NonEmpty():
+            return [ValueTest("nonEmpty", requirement, rule.expected)]
+        case OneOf(values=values):
+            return [ValueTest("oneOf", requirement, rule.expected, values=values)]
+        case Range():
+            kind = "floatRange" if prop.kind is Kind.FLOATING else "intRange"
+            return [ValueTest(kind, requirement, rule.expected, low=rule.low, high=rule.high,
+                              also=None if prop.kind is Kind.FLOATING else rule.also)]
+        case Pattern(regex=regex):
+            return [ValueTest("pattern", requirement, rule.expected, regex=_whole(regex))]
+        case CommaList():
+            return [_comma_list(rule, requirement)]
+        case PublisherId():
+            return [ValueTest("publisherId", requirement, rule.expected, regex=_whole(rule.regex), high=rule.max_number,
+                              letters=rule.letters, max_digits=rule.max_digits)]
+        case QuadTreeTiles():
+            return [ValueTest("pattern", rule.form_requirement, rule.form_expected, regex=_whole(rule.form_regex)),
+                    ValueTest("pattern", rule.zoom_requirement, rule.zoom_expected, regex=rule.reference_regex)]
+        case _:
+            assert_never(rule)
 
 
 def _value_check(prop: Property) -> ValueCheck | None:
     """The SQL of a property's value rule (None: any value of its kind)."""
-    rule, requirement = prop.rule, prop.requirement
-    match rule:
-        case None:
-            return None
-        case NonEmpty():
-            return lambda value: [(f"({value} = '')", requirement, rule.expected)]
-        case OneOf(values=values):
-            listed = ", ".join(map(_lit, values))
-            return lambda value: [(_not(f"({value} IN ({listed}))"), requirement, rule.expected)]
-        case Range():
-            return _range(rule, prop.kind, requirement)
-        case Pattern(regex=regex):
-            return _pattern(_whole(regex), requirement, rule.expected)
-        case CommaList():
-            return _comma_list(rule, requirement)
-        case PublisherId():
-            return _publisher_id(rule, requirement)
-        case QuadTreeTiles():
-            return _quadtree(rule)
-        case _:
-            assert_never(rule)
+    tests = _value_tests(prop)
+    if not tests:
+        return None
+    return lambda value: [(_bad(t, value), t.requirement, t.expected) for t in tests]
 
 
 def _rule_requirements(rule: CrossRule) -> tuple[str, ...]:
@@ -169,6 +209,14 @@ def _rule_requirements(rule: CrossRule) -> tuple[str, ...]:
             return (rule.first_requirement, rule.count_requirement)
         case _:
             assert_never(rule)
+
+
+#: What a mandatory property's absence expects.
+EVERY_MESSAGE = "present (every C-ITS message)"
+
+
+def _mandatory_for(message_type: str) -> str:
+    return f"present (mandatory for {message_type})"
 
 
 def _finding(name: str, requirement: str, observed: Sql, expected: str, rule_sql: Sql | None = None) -> Sql:
@@ -183,6 +231,17 @@ def _requirement_by_type(prop: Property, message_type: Sql) -> Sql | None:
         return None
     return "CASE " + " ".join(f"WHEN {message_type} IN ({', '.join(_lit(t.value) for t in types)}) THEN {_lit(r)}"
                               for types, r in prop.by_type) + f" ELSE {_lit(prop.requirement)} END"
+
+
+def _test_spec(test: ValueTest, requirement: str) -> dict[str, object]:
+    """A value test as the Java function reads it; ``own``: it breaks the property's own requirement (which may
+    depend on the messageType)."""
+    def number(x: float | None) -> str | None:  # the SQL's literals: a float's repr, an integer's digits
+        return None if x is None else repr(float(x)) if test.kind == "floatRange" else str(x)
+    return {"type": test.kind, "requirement": test.requirement, "expected": test.expected,
+            "own": test.requirement == requirement, "regex": test.regex, "values": list(test.values),
+            "low": number(test.low), "high": number(test.high), "also": number(test.also),
+            "letters": test.letters, "maxDigits": test.max_digits}
 
 
 class TableRules:
@@ -213,11 +272,11 @@ class TableRules:
         message_type = _case((m.valid("messageType"), m.value("messageType")))
         items = [m.property_finding(p.name, self.expected_kind[p.name], _requirement_by_type(p, message_type))
                  for p in self.tables.properties]
-        items += [_case((_not(m.present(name)), _finding(name, requirement, "'absent'", "present (every C-ITS message)")))
+        items += [_case((_not(m.present(name)), _finding(name, requirement, "'absent'", EVERY_MESSAGE)))
                   for name, requirement in self.mandatory_all]
         for type_name, names in self.mandatory_by_type.items():
             items += [_case((_all(f"({message_type} = {_lit(type_name)})", _not(m.present(name))),
-                             _finding(name, requirement, "'absent'", f"present (mandatory for {type_name})")))
+                             _finding(name, requirement, "'absent'", _mandatory_for(type_name))))
                       for name, requirement in names]
         items += [finding for rule in self.tables.cross_rules for finding in _cross_findings(rule, m, message_type)]
         custom = self.tables.custom_names
@@ -246,6 +305,34 @@ class TableRules:
                                    _all(*[f"{value(n)} IS NOT NULL" for n, _ in names])))
         conditions += [condition for rule in self.tables.cross_rules for condition in _cross_valid(rule, m)]
         return f"coalesce({_all(*conditions)}, false)"
+
+    def function_spec(self) -> str:
+        """The tables as the JSON the Java function reads (:func:`register`): every text a finding holds is here."""
+        properties = [{"name": p.name, "kind": JSON_KINDS[p.kind], "requirement": p.requirement,
+                       "expectedKind": p.kind.value,
+                       "byType": [{"types": [t.value for t in types], "requirement": r} for types, r in p.by_type],
+                       "tests": [_test_spec(t, p.requirement) for t in _value_tests(p)]}
+                      for p in self.tables.properties]
+        mandatory = [{"name": n, "requirement": r, "expected": EVERY_MESSAGE} for n, r in self.mandatory_all]
+        mandatory += [{"messageType": t, "name": n, "requirement": r, "expected": _mandatory_for(t)}
+                      for t, names in self.mandatory_by_type.items() for n, r in names]
+        custom = self.tables.custom_names
+        return json.dumps({"properties": properties, "messageType": "messageType", "mandatory": mandatory,
+                           "cross": [_cross_spec(rule) for rule in self.tables.cross_rules],
+                           "custom": {"regex": self.custom_name, "requirement": custom.requirement, "form": custom.form}})
+
+    def register(self, spark: SparkSession, name: str = FUNCTION) -> None:
+        """Registers the Java function of these tables as ``name`` in ``spark`` (again: replaced by the same)."""
+        # PySpark has no public door to a JVM class's static method: py4j's gateway is it
+        udf_class: Any = spark._jvm  # noqa: SLF001
+        for part in FUNCTION_CLASS.split("."):
+            udf_class = getattr(udf_class, part)
+        try:
+            udf_class.register(spark._jsparkSession, name, self.function_spec())  # noqa: SLF001
+        except TypeError as error:  # py4j found a package, not the class: the jar is not on the class path
+            raise CliError(f"the table checks ({FUNCTION_CLASS}) are not in this Spark session: build "
+                           "spark/jvm/target/croads-ingest.jar with scripts/setup.sh and start the session with "
+                           "spark.session.build_session (or give spark-submit the jar with --jars)") from error
 
 
 class _Message:
@@ -322,6 +409,36 @@ def valid() -> Column:
 
 # --- the rules across properties: the findings, and the conditions of valid_sql -----------------------
 
+def _expected(rule: CrossRule) -> list[str]:
+    """What a rule across properties expects, for each of its findings in order."""
+    match rule:
+        case PublicationIdRule():
+            return [repr(rule.form), f"starts with the {rule.publisher}"]
+        case CancellationRule():
+            return [f"{rule.value} together with {rule.first} for a cancellation"]
+        case ShardRule():
+            return [f"present while {rule.shard_count} is set", f"{rule.first} or more", f"at most {rule.shard_count}"]
+        case _:
+            assert_never(rule)
+
+
+def _cross_spec(rule: CrossRule) -> dict[str, object]:
+    """A rule across properties as the Java function reads it (``first``/``second``: the properties it relates)."""
+    match rule:
+        case PublicationIdRule():
+            fields: dict[str, object] = {"type": "publicationId", "first": rule.publication, "second": rule.publisher,
+                                         "separator": rule.separator, "requirement": rule.requirement}
+        case CancellationRule():
+            fields = {"type": "cancellation", "messageType": rule.message_type.value, "first": rule.first,
+                      "second": rule.second, "value": str(rule.value), "requirement": rule.requirement}
+        case ShardRule():
+            fields = {"type": "shard", "first": rule.shard_id, "second": rule.shard_count, "value": str(rule.first),
+                      "requirement": rule.first_requirement, "otherRequirement": rule.count_requirement}
+        case _:
+            assert_never(rule)
+    return {**fields, "expected": _expected(rule)}
+
+
 def _cross_findings(rule: CrossRule, m: _Message, message_type: Sql) -> list[Sql]:
     match rule:
         case PublicationIdRule():
@@ -365,9 +482,9 @@ def _publication_id(rule: PublicationIdRule, m: _Message) -> Sql:
     local = f"substring({value}, {at} + {len(rule.separator)}, length({value}))"
     malformed = _any(f"{at} = 0", f"{publisher} = ''", f"{local} = ''")
     checked = m.valid(name)
-    return _case((_all(checked, malformed), _finding(name, rule.requirement, m.observed(name), repr(rule.form))),
+    return _case((_all(checked, malformed), _finding(name, rule.requirement, m.observed(name), _expected(rule)[0])),
                  (_all(checked, m.valid(rule.publisher), _not(f"({publisher} = {m.value(rule.publisher)})")),
-                  _finding(name, rule.requirement, m.observed(name), f"starts with the {rule.publisher}")))
+                  _finding(name, rule.requirement, m.observed(name), _expected(rule)[1])))
 
 
 def _cancellation(rule: CancellationRule, m: _Message, message_type: Sql) -> Sql:
@@ -375,7 +492,7 @@ def _cancellation(rule: CancellationRule, m: _Message, message_type: Sql) -> Sql
     mismatch = _not(f"(({first} = {rule.value}) = ({second} = {rule.value}))")
     both = _all(f"({message_type} = {_lit(rule.message_type.value)})", m.valid(rule.first), m.valid(rule.second))
     return _case((_all(both, mismatch), _finding(rule.second, rule.requirement, m.observed(rule.second),
-                                                 f"{rule.value} together with {rule.first} for a cancellation")))
+                                                 _expected(rule)[0])))
 
 
 def _shards(rule: ShardRule, m: _Message) -> list[Sql]:
@@ -383,9 +500,9 @@ def _shards(rule: ShardRule, m: _Message) -> list[Sql]:
     shard_id, shard_count = _number(m.value(id_name)), _number(m.value(count_name))
     id_valid, count_valid = m.valid(id_name), m.valid(count_name)
     missing = _case((_all(_not(id_valid), count_valid, _not(m.present(id_name))),
-                     _finding(id_name, rule.count_requirement, "'absent'", f"present while {count_name} is set")))
+                     _finding(id_name, rule.count_requirement, "'absent'", _expected(rule)[0])))
     wrong = _case((_all(id_valid, f"({shard_id} < {rule.first})"),
-                   _finding(id_name, rule.first_requirement, m.observed(id_name), f"{rule.first} or more")),
+                   _finding(id_name, rule.first_requirement, m.observed(id_name), _expected(rule)[1])),
                   (_all(id_valid, count_valid, f"({shard_id} > {shard_count})"),
-                   _finding(id_name, rule.count_requirement, m.observed(id_name), f"at most {count_name}")))
+                   _finding(id_name, rule.count_requirement, m.observed(id_name), _expected(rule)[2])))
     return [missing, wrong]

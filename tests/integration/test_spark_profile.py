@@ -54,8 +54,14 @@ def _as_columns(spark: SparkSession, tables: Tables, sets: list[dict[str, object
 
 
 def _findings(messages, rules: property_rules.TableRules) -> tuple[dict[str, list[tuple[str, str]]], dict[str, bool]]:
+    """The findings and ``valid`` of the SQL; the Java function (what validate runs) must give the same findings,
+    in the same order, texts included."""
+    name = f"table_findings_{abs(hash(rules.function_spec()))}"
+    rules.register(messages.sparkSession, name)
     rows = messages.select("messageId", F.expr(rules.findings_sql()).alias("found"),
+                           F.expr(f"{name}({property_rules.FUNCTION_ARGUMENTS})").alias("java"),
                            F.expr(rules.valid_sql()).alias("valid")).collect()
+    assert {r.messageId: r.java for r in rows} == {r.messageId: r.found for r in rows}
     return ({r.messageId: [(f.property, f.rule) for f in r.found] for r in rows}, {r.messageId: r.valid for r in rows})
 
 
