@@ -177,3 +177,38 @@ def test_an_srem_too_large_for_a_frame_is_rejected_at_the_broker(pki: TestPki) -
     nowhere = Message(body=b"r", inferred=True, properties={**props, "id": ",9-9,"}).encode()
     assert bridge._from_broker(nowhere) == "SREM for intersections ,9-9, that no bridged controller owns"
     assert bridge.counters.srem_dropped == 2
+
+
+def test_spatems_queued_behind_a_mapem_refused_at_sending_are_not_published(pki: TestPki) -> None:
+    """IP_104 when the broker's limit is learnt late: a MAPEM too large for it and the SPATEMs that
+    followed it are queued before the link is attached (no limit known yet); when the drain refuses
+    the MAPEM, those SPATEMs are taken out of the queue and counted as waiting for a MAPEM, while
+    another controller's messages go out."""
+    import asyncio
+
+    from interchange.bridges.tlex.bridge import TlexBridge
+
+    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=pki.identity("tlex-bridge").directory,
+                              publisher_id="NL00001", originating_country="NL", controllers=[
+                                  ControllerConfig(tlc_id=tlc, intersections=[f"5-{i}"], latitude=51.4, longitude=4.7)
+                                  for i, tlc in enumerate(["NLZH0023", "NLZH0024"])])
+    bridge = TlexBridge(config, node_name="a.interchange.test", ii_port=1, amqps_port=1, event=lambda *_: None)
+
+    async def controllers_send() -> None:
+        for tlc, intersection, size in (("NLZH0023", "5-0", 3000), ("NLZH0024", "5-1", None)):
+            bridge._from_controller(Payload(5, 1, stand_in("MAPEM", 1, intersection, 1, size), tlc))
+            for seq in range(2, 5):
+                bridge._from_controller(Payload(4, 1, stand_in("SPATEM", 1, intersection, seq), tlc))
+        await asyncio.sleep(0)  # the scheduled drain runs: no link yet, all stay queued
+
+    asyncio.run(controllers_send())
+    assert len(bridge.outbound.queue) == 8
+    engine = FakeEngine()
+    bridge.outbound.attach(Flushes(), engine, FakeSender(max_message_size=2048))  # type: ignore[arg-type]
+    bridge.outbound.drain()
+    assert len(engine.sent) == 4 and not bridge.outbound.queue
+    first, second = bridge.counters.tlc("NLZH0023"), bridge.counters.tlc("NLZH0024")
+    assert (first.published, first.refused, first.dropped, first.held_for_mapem) == (0, 1, 3, 3)
+    assert (second.published, second.refused, second.dropped) == (4, 0, 0)
+    assert first.payloads_in == first.published + first.refused + first.dropped
+    assert bridge.counters.dropped == {"refused": 1, WAITS_FOR_MAPEM: 3}

@@ -25,7 +25,7 @@ from proton import Message
 
 from certs.tls import TlsFiles, client_context, peer_common_name, streaming_client_context, web_client_context
 from interchange.bridges.tlex.codec import Payload
-from interchange.bridges.tlex.config import MAPEM, TlexBridgeConfig
+from interchange.bridges.tlex.config import MAPEM, SPATEM, TlexBridgeConfig
 from interchange.bridges.tlex.limits import ActorLimits
 from interchange.bridges.tlex.mapem_store import MapemStore
 from interchange.bridges.tlex.door import DoorSender
@@ -238,6 +238,11 @@ class TlexBridge:
         self.counters.tlc(message.tlc).refused += 1
         self.counters.dropped["refused"] = self.counters.dropped.get("refused", 0) + 1
         waits = message.kind == MAPEM and self.translator.mapem_refused(message.tlc, message.body)
+        if waits:  # SPATEMs queued behind it while the broker's limit was not known yet: not published now
+            for _ in self.outbound.withdraw(message.tlc, SPATEM):
+                self.counters.tlc(message.tlc).dropped += 1
+                self.counters.dropped[WAITS_FOR_MAPEM] = self.counters.dropped.get(WAITS_FOR_MAPEM, 0) + 1
+                self._held_for_mapem(message.tlc)
         self._warn("tlex_message_refused", (message.tlc, message.kind, reason.split(":")[0]), {
             "tlc": message.tlc, "message_type": message.kind, "reason": reason, "spatems_wait": waits})
 

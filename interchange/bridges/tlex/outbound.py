@@ -97,6 +97,16 @@ class Outbound:
         self.queue.append((message, 0))
         return True
 
+    def withdraw(self, tlc: str, kind: str) -> list[BiMessage]:
+        """Take the queued messages of controller ``tlc`` and type ``kind`` out of the queue, in place
+        (a drain in progress goes on with what is left), and return them."""
+        taken = [message for message, _ in self.queue if message.tlc == tlc and message.kind == kind]
+        if taken:
+            kept = [entry for entry in self.queue if not (entry[0].tlc == tlc and entry[0].kind == kind)]
+            self.queue.clear()
+            self.queue.extend(kept)
+        return taken
+
     def drain(self) -> None:
         """Send what the credit allows; the retried ones first."""
         self._requeue()
