@@ -3,9 +3,10 @@
 # test suite in its two parts: the unit part (tests/unit: no network socket, no process, no JVM;
 # under a minute), then the integration part (tests/integration: real sockets, node processes,
 # dnsmasq, RabbitMQ, PySpark, Chromium, the benchmarks at their smallest size). It stops at the
-# first step that fails and says which. The integration part runs on INTEGRATION_WORKERS pytest-xdist
-# workers (default 2): most of its tests wait on sockets, timers and other processes, so two workers
-# on two cores take about half the time; the tests that use the Spark session share one worker
+# first step that fails and says which. Each part runs on pytest-xdist workers, UNIT_WORKERS and
+# INTEGRATION_WORKERS (default 2 each): the unit part is CPU only and two workers on two cores take
+# about half its time; most integration tests wait on sockets, timers and other processes, so two
+# workers take about half the time there too; the tests that use the Spark session share one worker
 # (tests/integration/conftest.py), so a run still starts one JVM.
 #
 #   scripts/test.sh                      set-up, the linters, the unit part, then the integration part
@@ -38,7 +39,10 @@ for part in "${parts[@]}"; do
   start=$SECONDS
   status=0
   workers=()
-  [ "$part" = integration ] && workers=(-n "${INTEGRATION_WORKERS:-2}" --dist loadgroup)
+  case "$part" in
+    unit) workers=(-n "${UNIT_WORKERS:-2}") ;;
+    integration) workers=(-n "${INTEGRATION_WORKERS:-2}" --dist loadgroup) ;;
+  esac
   .venv/bin/python -m pytest "tests/$part" "${workers[@]}" "$@" | tee "$log" || status=${PIPESTATUS[0]}
   passed=$((passed + $(count passed))) failed=$((failed + $(count failed) + $(count error)))
   skipped=$((skipped + $(count skipped)))
