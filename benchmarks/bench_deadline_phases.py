@@ -3,13 +3,21 @@ scheduler did meanwhile: where the loaded p99 of ``tests/integration/test_preamb
 comes from.
 
 A node process (the test's stage deadlines: 3-4.5 s) serves one steady client (publish, accepted,
-delivered: one round trip at a time, from this process's main thread). Each run makes ``--quiet``
-round trips alone, then starts the stalled clients (500 per interface, every preamble stage, trickling
-every 0.5 s; ``--clients c``: ``benchmarks/loadgen/stalled.c``, built into build/ when missing or older
-than its source; ``--clients python``: :mod:`interchange.testing.stalled_clients`, asyncio + ssl, about
-twice the CPU per connection) and keeps making round trips until every stalled connection is closed,
-then ``--after`` more. After each run: the clients' own CPU per connection, and how many connections
-the node's deadlines closed as they should (:func:`interchange.testing.stalled_clients.check_closed`).
+delivered back on its own receiver: one round trip at a time). ``--steady c`` (the default):
+``benchmarks/loadgen/steady.c`` (proton-C, its own process, built into build/ when missing or older than
+its source; about a tenth of the Python client's CPU per round trip), which reads the watched threads'
+schedstat around each round trip and prints its times; ``--steady python``: python-qpid-proton in this
+process's main thread (0.65 ms CPU per round trip: on two cores the measuring client is then a third of
+the load). Each run makes 50 round trips of warm-up and ``--quiet`` (3,000) alone, then starts the stalled
+clients (500 per interface, every preamble stage, trickling every 0.5 s; ``--clients c``:
+``benchmarks/loadgen/stalled.c``; ``--clients python``: :mod:`interchange.testing.stalled_clients`, asyncio
++ ssl, about twice the CPU per connection) and keeps making round trips until every stalled connection is
+closed, then ``--after`` more. After each run: the quiet p99 of each half of the quiet round trips (how much
+the baseline itself moves), the steady client's CPU per round trip, the stalled clients' CPU per connection,
+and how many connections the node's deadlines closed as they should
+(:func:`interchange.testing.stalled_clients.check_closed`); after all runs, per mode, each phase's p99
+over every run's round trips against the pooled quiet p99. Every ratio comes with its 5-95 % bootstrap
+interval (both phases resampled): the noise of a p99 from a few thousand round trips.
 Modes, alternated run by run:
 
 - ``node``: the stalled clients connect to the node the steady client uses;
@@ -32,11 +40,10 @@ Phases (from the stalled clients' own times, monotonic like ours): ``quiet``; ``
 TLS handshakes and stages, until all stalled); ``stall`` (idle and trickling, until the first
 close); ``closes`` (the deadlines' closes, until the last); ``after``. Per phase: round trips,
 p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's main thread and of
-all its threads (the handshake worker's too), of the steady client (this process's main thread), of the
-stalled clients and of the peer node; the
-steady node's run-queue wait (ms per second: ready to run, not running, /proc schedstat) and our
-own; and for the slowest 1 % of round trips, what the node's main thread did during them (CPU,
-waiting for a core) and our own wait.
+all its threads (the handshake worker's too), of the steady client's thread, of the stalled clients and
+of the peer node; the steady node's run-queue wait (ms per second: ready to run, not running, /proc
+schedstat) and the steady client's; and for the slowest 1 % of round trips, what the node's main thread
+did during them (CPU, waiting for a core) and the steady client's wait.
 
 ``--gil-trace`` (Linux, root, ``perf`` and an interpreter with symbols): Linux perf uprobes on CPython's
 ``take_gil`` and ``drop_gil`` (entry, return) in the steady node, recorded through each run with
@@ -45,7 +52,8 @@ over 1 ms, who held it when the wait began: the handshake worker, found by its s
 thread), the same over the slowest 1 % of round trips, and how long the worker held the GIL each time it
 took it. The probes cost the traced node a few µs per GIL hand-off: compare modes within a traced run.
 
-    flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3 --clients c
+    flock /work/bench.lock .venv/bin/python benchmarks/bench_deadline_phases.py --runs 3 --clients c \\
+        --modes node,nice,base --base /tmp/peer-tree [--steady c]
 """
 from __future__ import annotations
 
@@ -53,12 +61,14 @@ import argparse
 import bisect
 import json
 import os
+import random
 import select
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -295,74 +305,204 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
-def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode.startswith(("base", "share", "thread", "switch")) or mode == "errlog" else nodes["node"]
-    target = nodes["peer"] if mode == "peer" else node
+def bootstrap_ratio(phase: list[float], quiet: list[float], resamples: int = 300) -> tuple[float, float]:
+    """The 5th and 95th percentiles of p99(phase) / p99(quiet) over resamples of both (with replacement):
+    how far the ratio moves with which round trips happened to be drawn."""
+    if not phase or not quiet:
+        return float("nan"), float("nan")
+    draw = random.Random(0)
+    ratios = sorted(pct(draw.choices(phase, k=len(phase)), 0.99) / pct(draw.choices(quiet, k=len(quiet)), 0.99)
+                    for _ in range(resamples))
+    return ratios[int(resamples * 0.05)], ratios[int(resamples * 0.95)]
+
+
+class JsonLines:
+    """A child's JSON lines, read without blocking (what has come)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        self.fd = process.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self._partial, self.eof = b"", False
+
+    def read(self) -> list[dict]:
+        try:
+            data = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return []
+        self.eof = not data
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        return [json.loads(line) for line in lines if line]
+
+
+class StalledClients:
+    """The stalled clients' process and what it reported so far."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.spawned = time.monotonic()
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=HERE)
+        self.lines = JsonLines(self.process)
+        self.ready_at: float | None = None
+        self.closes: list[float] = []
+        self.results: list[dict] = []
+        self.done, self.cpu_s = False, float("nan")
+
+    def read(self) -> None:
+        for record in self.lines.read():
+            if "ready" in record:
+                self.ready_at = record["at"]
+            elif "done" in record:
+                self.done, self.cpu_s = True, record.get("cpu_s", self.cpu_s)
+            else:
+                self.results.append(record)
+                if record.get("closed") is not None:
+                    self.closes.append(record["closed"])
+        self.done = self.done or self.lines.eof
+
+
+@dataclass
+class Measured:
+    """One run's round trips (warm-up left out) and the stalled clients' report."""
+
+    samples: list[Sample]
+    stalled: StalledClients
+    ended: float  #: when the stalled clients were done
+    steady_cpu_s: float  #: the steady client's CPU over the run (its process, or our main thread)
+
+
+def run_python(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
+               tracing: Callable[[], None]) -> Measured:
+    """The steady client in this process's main thread (python-qpid-proton's BlockingConnection)."""
     steady = Steady(pki, node.bi_port)
-    me = f"/proc/self/task/{os.getpid()}/schedstat"
-    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat", "me": me,
-             "node_all": f"/proc/{node.process.pid}/task"}
-    if "peer" in nodes:
-        peer = nodes["peer"].process.pid
-        paths["peer"] = f"/proc/{peer}/task/{peer}/schedstat"
-    trace: GilTrace | None = None
-    logged = len(complete_records(target.log))  # this run's records follow (a port may come again in a later run)
+    cpu = time.thread_time()
     try:
         for _ in range(50):
             steady.round_trip(Watch(paths))
-        if args.gil_trace:
-            trace = GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data")
+        tracing()
         pacer = Pacer(args.pace_ms / 1e3)
         samples = [pacer.paced(steady.round_trip(Watch(paths))) for _ in range(args.quiet)]
-        ports = {"bi": target.bi_port, "ii": target.ii_port}
-        command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
-                                          args.count, pki.directory, BROKER_CN, binary=args.c_binary)
-        if mode == "nice":
-            command = ["nice", "-n", "19", *command]
-        spawned = time.monotonic()
-        stalled = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=HERE)
-        watch = Watch({**paths, "clients": f"/proc/{stalled.pid}/schedstat"})
-        fd = stalled.stdout.fileno()  # type: ignore[union-attr]
-        os.set_blocking(fd, False)
-        partial, ready_at, closes, results, done, clients_cpu = b"", None, [], [], False, float("nan")
-        while not done:
-            if select.select([fd], [], [], pacer.wait_s())[0]:
-                data = os.read(fd, 1 << 20)
-                *lines, partial = (partial + data).split(b"\n")
-                for line in filter(None, lines):
-                    record = json.loads(line)
-                    if "ready" in record:
-                        ready_at = record["at"]
-                    elif "done" in record:
-                        done, clients_cpu = True, record.get("cpu_s", clients_cpu)
-                    else:
-                        results.append(record)
-                        if record.get("closed") is not None:
-                            closes.append(record["closed"])
-                if not data:
-                    done = True
+        stalled = StalledClients(command)
+        watch = Watch({**paths, "clients": f"/proc/{stalled.process.pid}/schedstat"})
+        while not stalled.done:
+            if select.select([stalled.lines.fd], [], [], pacer.wait_s())[0]:
+                stalled.read()
             if pacer.wait_s() > 0:
                 continue  # the next round trip's slot is not yet: the clients' lines meanwhile
             samples.append(pacer.after(steady.round_trip(watch)))
         ended = time.monotonic()
         samples += [pacer.paced(steady.round_trip(Watch(paths))) for _ in range(args.after)]
-        stalled.wait(30)
+        stalled.process.wait(30)
     finally:
         steady.close()
-        gil = trace.stop() if trace is not None else None
-    bounds = {"arrive": spawned, "stall": ready_at or spawned, "closes": min(closes) if closes else ended,
-              "after": ended}
-    summary = summarize(samples, args.quiet, bounds, gil)
-    problems = stalled_clients.check_closed(results, complete_records(target.log)[logged:])
-    summary["clients"] = {"connections": len(results), "cpu_s": clients_cpu, "problems": problems}
+    return Measured(samples, stalled, ended, time.thread_time() - cpu)
+
+
+class CSteady:
+    """The C steady client's process (``benchmarks/loadgen/steady.c``): its round trips as they come."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.lines = JsonLines(self.process)
+        self.cpu_s = float("nan")
+
+    def samples(self, timeout: float = 30.0) -> list[Sample]:
+        """The round trips reported by now (waiting up to ``timeout`` for the first line)."""
+        if not select.select([self.lines.fd], [], [], timeout)[0]:
+            raise RuntimeError(f"the C steady client said nothing for {timeout} s")
+        got = []
+        for record in self.lines.read():
+            if "error" in record:
+                raise RuntimeError(f"C steady client: {record['error']}")
+            if "done" in record:
+                self.cpu_s = record["cpu_s"]
+            elif "rtt" in record:
+                got.append(Sample(record["at"], record["rtt"], {k: tuple(v) for k, v in record["d"].items()}))
+        if self.lines.eof and self.process.wait(30) != 0:
+            raise RuntimeError(f"the C steady client exited {self.process.returncode}")
+        return got
+
+    def tell(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def until(self, count: int, since: float = 0.0) -> list[Sample]:
+        """At least ``count`` more round trips begun at or after ``since`` (and any between)."""
+        got: list[Sample] = []
+        while sum(s.at >= since for s in got) < count:
+            got += self.samples()
+        return got
+
+
+def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
+          tracing: Callable[[], None]) -> Measured:
+    """The steady client in its own process, in C: the benchmark's process only reads its lines."""
+    watched = {k: v for k, v in paths.items() if k != "me"}  # "me": the C client's own thread, always watched
+    steady = CSteady(stalled_clients.steady_command(node.bi_port, pki.directory, BROKER_CN, pace_ms=args.pace_ms,
+                                                    watch=watched, binary=args.steady_binary))
+    try:
+        steady.until(50)  # warm-up
+        tracing()
+        samples = steady.until(args.quiet)
+        stalled = StalledClients(command)
+        steady.tell(f"watch clients /proc/{stalled.process.pid}/schedstat")
+        while not stalled.done:
+            readable = select.select([stalled.lines.fd, steady.lines.fd], [], [], 30.0)[0]
+            if stalled.lines.fd in readable:
+                stalled.read()
+            if steady.lines.fd in readable:
+                samples += steady.samples()
+        ended = time.monotonic()
+        samples += steady.until(args.after, ended)
+        steady.tell("stop")
+        while not steady.lines.eof:
+            samples += steady.samples()
+        stalled.process.wait(30)
+    finally:
+        if steady.process.poll() is None:
+            steady.process.kill()
+        steady.process.wait(30)
+    return Measured(samples, stalled, ended, steady.cpu_s)
+
+
+def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
+    node = nodes[mode] if mode.startswith(("base", "share", "thread", "switch")) or mode == "errlog" else nodes["node"]
+    target = nodes["peer"] if mode == "peer" else node
+    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat",
+             "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{node.process.pid}/task"}
+    if "peer" in nodes:
+        peer = nodes["peer"].process.pid
+        paths["peer"] = f"/proc/{peer}/task/{peer}/schedstat"
+    traces: list[GilTrace] = []
+
+    def tracing() -> None:
+        if args.gil_trace:
+            traces.append(GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data"))
+
+    logged = len(complete_records(target.log))  # this run's records follow (a port may come again in a later run)
+    ports = {"bi": target.bi_port, "ii": target.ii_port}
+    command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
+                                      args.count, pki.directory, BROKER_CN, binary=args.c_binary)
+    if mode == "nice":
+        command = ["nice", "-n", "19", *command]
+    try:
+        got = (run_c if args.steady == "c" else run_python)(node, paths, pki, command, args, tracing)
+    finally:
+        gil = traces[0].stop() if traces else None
+    stalled = got.stalled
+    bounds = {"arrive": stalled.spawned, "stall": stalled.ready_at or stalled.spawned,
+              "closes": min(stalled.closes) if stalled.closes else got.ended, "after": got.ended}
+    summary = summarize(got.samples, bounds, gil)
+    problems = stalled_clients.check_closed(stalled.results, complete_records(target.log)[logged:])
+    summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
+                          "steady_cpu_ms": got.steady_cpu_s / max(1, len(got.samples)) * 1e3,
+                          "steady_n": len(got.samples)}
     return summary
 
 
-def phase_of(sample: Sample, index: int, quiet: int, bounds: dict[str, float]) -> str:
-    if index < quiet:
-        return "quiet"
-    phase = "arrive"
-    for name in ("stall", "closes", "after"):
+def phase_of(sample: Sample, bounds: dict[str, float]) -> str:
+    phase = "quiet"
+    for name in ("arrive", "stall", "closes", "after"):
         if sample.at >= bounds[name]:
             phase = name
     return phase
@@ -390,10 +530,10 @@ def gil_summary(gil: GilTimes, got: list[Sample], slow: list[Sample]) -> dict:
             "hold_max": holds[-1] if holds else float("nan")}
 
 
-def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float], gil: GilTimes | None = None) -> dict:
+def summarize(samples: list[Sample], bounds: dict[str, float], gil: GilTimes | None = None) -> dict:
     by: dict[str, list[Sample]] = {p: [] for p in PHASES}
-    for i, sample in enumerate(samples):
-        by[phase_of(sample, i, quiet, bounds)].append(sample)
+    for sample in samples:
+        by[phase_of(sample, bounds)].append(sample)
     out = {}
     for phase, got in by.items():
         if not got:
@@ -408,6 +548,7 @@ def summarize(samples: list[Sample], quiet: int, bounds: dict[str, float], gil: 
         slow = sorted(got, key=lambda s: s.rtt)[-max(1, len(got) // 100):]
         span = got[-1].at + got[-1].rtt - got[0].at  # the phase's length (its round trips run back to back)
         out[phase] = {"n": len(got), "p50": pct(rtts, 0.5), "p99": pct(rtts, 0.99), "wall": wall, "span": span,
+                      "rtts": rtts,
                       "node_cpu": share("node", 0, got), "node_wait": share("node", 1, got),
                       "node_all_cpu": share("node_all", 0, got),
                       "me_cpu": share("me", 0, got), "me_wait": share("me", 1, got),
@@ -449,6 +590,39 @@ def print_clients(name: str, clients: dict) -> None:
           flush=True)
 
 
+def print_run(name: str, result: dict) -> None:
+    """One run: a line per phase, the quiet p99's halves, the clients' CPU and closes."""
+    clients = result.pop("clients")
+    quiet = result["quiet"]["rtts"]
+    for phase, r in result.items():
+        low, high = bootstrap_ratio(r["rtts"], quiet) if phase != "quiet" else (float("nan"), float("nan"))
+        print(f"{name:<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
+              f"{r['p99'] / pct(quiet, 0.99):>7.2f}{f'{low:.2f}-{high:.2f}' if phase != 'quiet' else '':>11}"
+              f"{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['node_all_cpu']:>7.2f}{r['me_cpu']:>6.2f}"
+              f"{r['me_wait']:>7.2f}{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
+              f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
+              f"{r['slow_clients_cpu']:>6.2f}", flush=True)
+        if "gil" in r:
+            print_gil(r["gil"])
+    half = len(quiet) // 2
+    print(f"{name:<9}quiet p99 of its first / second half {pct(quiet[:half], 0.99) * 1e3:.2f} / "
+          f"{pct(quiet[half:], 0.99) * 1e3:.2f} ms; steady client {clients['steady_cpu_ms']:.3f} ms CPU per round "
+          f"trip ({clients['steady_n']} round trips)", flush=True)
+    print_clients(name, clients)
+
+
+def print_pooled(pooled: dict[str, dict[str, list[float]]]) -> None:
+    """Per mode, every run's round trips together: each phase's p99 against the pooled quiet p99."""
+    print("pooled over the runs: mode, phase, round trips, p99 ms, ratio to the pooled quiet p99 (5-95 % bootstrap)")
+    for mode, phases in pooled.items():
+        quiet = phases.get("quiet", [])
+        for phase, rtts in phases.items():
+            low, high = bootstrap_ratio(rtts, quiet) if phase != "quiet" else (float("nan"), float("nan"))
+            interval = f" ({low:.2f}-{high:.2f})" if phase != "quiet" else ""
+            print(f"{mode:<9}{phase:<8}{len(rtts):>6}{pct(rtts, 0.99) * 1e3:>7.2f}"
+                  f"{pct(rtts, 0.99) / pct(quiet, 0.99):>7.2f}{interval}", flush=True)
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -474,13 +648,17 @@ def main() -> None:
                              "Python's, 0.005); given again: modes switch2, switch3, ...")
     parser.add_argument("--gil-trace", action="store_true",
                         help="trace the steady node's GIL hand-offs (perf uprobes: Linux, root)")
-    parser.add_argument("--quiet", type=int, default=400)
+    parser.add_argument("--steady", choices=["c", "python"], default="c",
+                        help="the steady client: c (benchmarks/loadgen/steady.c, its own process) or python "
+                             "(python-qpid-proton in this process's main thread, about 0.65 ms CPU per round trip)")
+    parser.add_argument("--quiet", type=int, default=3000, help="quiet round trips per run (after 50 of warm-up)")
     parser.add_argument("--pace-ms", type=float, default=0.0,
                         help="one steady round trip every this many ms (default 0: back to back, the steady "
                              "client then takes most of a core)")
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
     args.c_binary = stalled_clients.ensure_c_clients() if args.clients == "c" else None
+    args.steady_binary = stalled_clients.ensure_c_steady() if args.steady == "c" else None
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         pki = make_pki(root / "pki")
@@ -514,33 +692,28 @@ def main() -> None:
             if name in modes:
                 (root / name).mkdir()
                 nodes[name] = Node(deadline_node_config(pki, BROKER_CN, root / name), tree.resolve())
-        print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}), {args.clients} clients; "
-              "s: the phase's length; p99 ms (ratio to the run's quiet p99); "
-              "CPU and run-queue wait as a share of the phase's wall time (1.0 = one core; allCPU: every thread of the node); "
-              "slowest 1 %: mean round trip ms, the node's main thread CPU / wait and ours over them", flush=True)
-        print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'nodeCPU':>8}{'nodeWait':>9}{'allCPU':>7}"
-              f"{'meCPU':>6}{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}{'nWait':>6}{'meW':>6}{'cli':>6}",
+        print(f"load before {load()}; {args.count} stalled per interface ({args.interfaces}), {args.clients} clients, "
+              f"{args.steady} steady client; s: the phase's length; p99 ms (ratio to the run's quiet p99, and its "
+              "5-95 % bootstrap interval); CPU and run-queue wait as a share of the round trips' wall time (1.0 = one "
+              "core; allCPU: every thread of the node; me: the steady client's thread); slowest 1 %: mean round trip "
+              "ms, the node's main thread CPU / wait, the steady client's wait and the stalled clients' CPU over them",
               flush=True)
+        print(f"{'run':<9}{'phase':<8}{'s':>6}{'n':>6}{'p50':>7}{'p99':>7}{'ratio':>7}{'5-95 %':>11}{'nodeCPU':>8}"
+              f"{'nodeWait':>9}{'allCPU':>7}{'meCPU':>6}{'meWait':>7}{'clients':>8}{'peer':>6} | {'slow ms':>7}{'nCPU':>6}"
+              f"{'nWait':>6}{'meW':>6}{'cli':>6}", flush=True)
+        pooled: dict[str, dict[str, list[float]]] = {mode: {} for mode in modes}
         try:
             for run in range(args.runs):
                 for mode in modes:
                     result = run_once(mode, nodes, pki, args)
-                    clients = result.pop("clients")
-                    quiet = result["quiet"]["p99"]
+                    print_run(mode + str(run + 1), result)
                     for phase, r in result.items():
-                        print(f"{mode + str(run + 1):<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}"
-                              f"{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
-                              f"{r['p99'] / quiet:>7.2f}{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}"
-                              f"{r['node_all_cpu']:>7.2f}{r['me_cpu']:>6.2f}{r['me_wait']:>7.2f}"
-                              f"{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
-                              f"{r['slow_node_cpu']:>6.2f}{r['slow_node_wait']:>6.2f}{r['slow_me_wait']:>6.2f}"
-                              f"{r['slow_clients_cpu']:>6.2f}", flush=True)
-                        if "gil" in r:
-                            print_gil(r["gil"])
-                    print_clients(mode + str(run + 1), clients)
+                        if phase != "clients":
+                            pooled[mode].setdefault(phase, []).extend(r["rtts"])
         finally:
             for running in nodes.values():
                 running.stop()
+        print_pooled(pooled)
         print(f"load after {load()}")
 
 

@@ -72,6 +72,10 @@ EXPECTED: dict[tuple[str, str], tuple[float, str, str, bool]] = {
 #: The C clients' source and the binary :func:`ensure_c_clients` builds (build/ is not in git).
 C_SOURCE = REPO_ROOT / "benchmarks" / "loadgen" / "stalled.c"
 C_BINARY = REPO_ROOT / "build" / "stalled"
+#: The C steady client (proton-C: one round trip at a time, its times as JSON lines) and where
+#: :func:`ensure_c_steady` builds it.
+C_STEADY_SOURCE = REPO_ROOT / "benchmarks" / "loadgen" / "steady.c"
+C_STEADY = REPO_ROOT / "build" / "steady"
 
 
 @dataclass
@@ -233,6 +237,30 @@ def ensure_c_clients(binary: Path = C_BINARY, cflags: str = "") -> Path:
         subprocess.run(["sh", str(C_SOURCE.parent / "build.sh"), "--stalled", str(binary)], check=True,
                        stdout=subprocess.DEVNULL, env={**os.environ, "STALLED_CFLAGS": cflags})
     return binary
+
+
+def ensure_c_steady(binary: Path = C_STEADY) -> Path:
+    """The C steady client at ``binary``, built by ``benchmarks/loadgen/build.sh --steady`` when missing or
+    older than its source (gcc and libqpid-proton-dev)."""
+    if not binary.exists() or binary.stat().st_mtime < C_STEADY_SOURCE.stat().st_mtime:
+        subprocess.run(["sh", str(C_STEADY_SOURCE.parent / "build.sh"), "--steady", str(binary)], check=True,
+                       stdout=subprocess.DEVNULL)
+    return binary
+
+
+def steady_command(port: int, pki: Path, server_name: str, *, count: int | None = None, pace_ms: float = 0.0,
+                   watch: dict[str, str] | None = None, binary: Path | None = None) -> list[str]:
+    """The command line of the C steady client against the BI on 127.0.0.1:``port`` (actor-1 publishes to
+    ``in``, actor-2 consumes ``all``: :func:`deadline_node_config`'s), ``count`` round trips (None: until
+    "stop" or the end of its stdin), one per ``pace_ms`` (0: back to back), with the schedstat files of
+    ``watch`` (name: path) read around each round trip."""
+    start = [str(binary or ensure_c_steady()), "--port", str(port), "--pki", str(pki), "--server-name", server_name,
+             "--pace-ms", str(pace_ms)]
+    if count is not None:
+        start += ["--count", str(count)]
+    for name, path in (watch or {}).items():
+        start += ["--watch", f"{name}={path}"]
+    return start
 
 
 def command(kind: str, ports: dict[str, int], count: int, pki: Path, server_name: str, trickle_s: float = 0.5,
