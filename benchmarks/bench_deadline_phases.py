@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
 import os
 import random
 import select
@@ -77,7 +76,7 @@ from interchange.app.config import NodeConfig
 from interchange.testing import stalled_clients
 from interchange.testing.broker_harness import BROKER_CN, client_connection, complete_records, denm
 from interchange.testing.harness import make_pki
-from interchange.testing.stalled_clients import BI_DEADLINES, II_DEADLINES, deadline_node_config
+from interchange.testing.stalled_clients import BI_DEADLINES, II_DEADLINES, JsonLines, SteadyProcess, deadline_node_config
 
 HERE = Path(__file__).resolve().parents[1]
 BI, II = BI_DEADLINES, II_DEADLINES
@@ -316,25 +315,6 @@ def bootstrap_ratio(phase: list[float], quiet: list[float], resamples: int = 300
     return ratios[int(resamples * 0.05)], ratios[int(resamples * 0.95)]
 
 
-class JsonLines:
-    """A child's JSON lines, read without blocking (what has come)."""
-
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stdout is not None
-        self.fd = process.stdout.fileno()
-        os.set_blocking(self.fd, False)
-        self._partial, self.eof = b"", False
-
-    def read(self) -> list[dict]:
-        try:
-            data = os.read(self.fd, 1 << 20)
-        except BlockingIOError:
-            return []
-        self.eof = not data
-        *lines, self._partial = (self._partial + data).split(b"\n")
-        return [json.loads(line) for line in lines if line]
-
-
 class StalledClients:
     """The stalled clients' process and what it reported so far."""
 
@@ -397,53 +377,17 @@ def run_python(node: Node, paths: dict[str, str], pki: TestPki, command: list[st
     return Measured(samples, stalled, ended, time.thread_time() - cpu)
 
 
-class CSteady:
-    """The C steady client's process (``benchmarks/loadgen/steady.c``): its round trips as they come."""
-
-    def __init__(self, command: list[str]) -> None:
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.lines = JsonLines(self.process)
-        self.cpu_s = float("nan")
-
-    def samples(self, timeout: float = 30.0) -> list[Sample]:
-        """The round trips reported by now (waiting up to ``timeout`` for the first line)."""
-        if not select.select([self.lines.fd], [], [], timeout)[0]:
-            raise RuntimeError(f"the C steady client said nothing for {timeout} s")
-        got = []
-        for record in self.lines.read():
-            if "error" in record:
-                raise RuntimeError(f"C steady client: {record['error']}")
-            if "done" in record:
-                self.cpu_s = record["cpu_s"]
-            elif "rtt" in record:
-                got.append(Sample(record["at"], record["rtt"], {k: tuple(v) for k, v in record["d"].items()}))
-        if self.lines.eof and self.process.wait(30) != 0:
-            raise RuntimeError(f"the C steady client exited {self.process.returncode}")
-        return got
-
-    def tell(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line.encode() + b"\n")
-        self.process.stdin.flush()
-
-    def until(self, count: int, since: float = 0.0) -> list[Sample]:
-        """At least ``count`` more round trips begun at or after ``since`` (and any between)."""
-        got: list[Sample] = []
-        while sum(s.at >= since for s in got) < count:
-            got += self.samples()
-        return got
-
-
 def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
           tracing: Callable[[], None]) -> Measured:
     """The steady client in its own process, in C: the benchmark's process only reads its lines."""
     watched = {k: v for k, v in paths.items() if k != "me"}  # "me": the C client's own thread, always watched
-    steady = CSteady(stalled_clients.steady_command(node.bi_port, pki.directory, BROKER_CN, pace_ms=args.pace_ms,
-                                                    watch=watched, binary=args.steady_binary))
+    steady = SteadyProcess(stalled_clients.steady_command(node.bi_port, pki.directory, BROKER_CN,
+                                                          pace_ms=args.pace_ms, watch=watched,
+                                                          binary=args.steady_binary))
     try:
         steady.until(50)  # warm-up
         tracing()
-        samples = steady.until(args.quiet)
+        trips = steady.until(args.quiet)
         stalled = StalledClients(command)
         steady.tell(f"watch clients /proc/{stalled.process.pid}/schedstat")
         while not stalled.done:
@@ -451,17 +395,14 @@ def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], a
             if stalled.lines.fd in readable:
                 stalled.read()
             if steady.lines.fd in readable:
-                samples += steady.samples()
+                trips += steady.trips()
         ended = time.monotonic()
-        samples += steady.until(args.after, ended)
-        steady.tell("stop")
-        while not steady.lines.eof:
-            samples += steady.samples()
+        trips += steady.until(args.after, ended)
+        trips += steady.stop()
         stalled.process.wait(30)
     finally:
-        if steady.process.poll() is None:
-            steady.process.kill()
-        steady.process.wait(30)
+        steady.kill()
+    samples = [Sample(t["at"], t["rtt"], {k: (v[0], v[1]) for k, v in t["d"].items()}) for t in trips]
     return Measured(samples, stalled, ended, steady.cpu_s)
 
 

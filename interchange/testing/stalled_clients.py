@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import ssl
 import subprocess
 import sys
@@ -261,6 +262,79 @@ def steady_command(port: int, pki: Path, server_name: str, *, count: int | None 
     for name, path in (watch or {}).items():
         start += ["--watch", f"{name}={path}"]
     return start
+
+
+class JsonLines:
+    """A child process's JSON lines on its stdout, read without blocking: what has come so far."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        self.fd = process.stdout.fileno()
+        os.set_blocking(self.fd, False)
+        self._partial, self.eof = b"", False
+
+    def read(self) -> list[dict]:
+        try:
+            data = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return []
+        self.eof = not data
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        return [json.loads(line) for line in lines if line]
+
+
+class SteadyProcess:
+    """The C steady client running (:func:`steady_command` without a count): its round trips as they come
+    (``{"at", "rtt", "d"}``), commands to it (``watch NAME PATH``, ``stop``), its CPU once stopped."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.lines = JsonLines(self.process)
+        self.cpu_s = float("nan")
+
+    def trips(self, timeout: float = 30.0) -> list[dict]:
+        """The round trips reported by now, waiting up to ``timeout`` for a line; an error line, an exit
+        other than 0 or ``timeout`` without a line raise RuntimeError."""
+        if not select.select([self.lines.fd], [], [], timeout)[0]:
+            raise RuntimeError(f"the C steady client said nothing for {timeout} s")
+        got = []
+        for record in self.lines.read():
+            if "error" in record:
+                raise RuntimeError(f"C steady client: {record['error']}")
+            if "done" in record:
+                self.cpu_s = record["cpu_s"]
+            elif "rtt" in record:
+                got.append(record)
+        if self.lines.eof and self.process.wait(30) != 0:
+            raise RuntimeError(f"the C steady client exited {self.process.returncode}")
+        return got
+
+    def until(self, count: int, since: float = 0.0) -> list[dict]:
+        """At least ``count`` more round trips begun at or after ``since`` (monotonic), and any between."""
+        got: list[dict] = []
+        while sum(trip["at"] >= since for trip in got) < count:
+            got += self.trips()
+        return got
+
+    def tell(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def stop(self) -> list[dict]:
+        """Stop it; the round trips reported meanwhile."""
+        got: list[dict] = []
+        if self.process.poll() is None:
+            self.tell("stop")
+            while not self.lines.eof:
+                got += self.trips()
+        self.process.wait(30)
+        return got
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
 
 
 def command(kind: str, ports: dict[str, int], count: int, pki: Path, server_name: str, trickle_s: float = 0.5,

@@ -9,13 +9,14 @@ headers trickled a line at a time, a body trickled. Each must be closed within i
 of that stage for its port (:func:`~interchange.testing.stalled_clients.check_closed`), and a steady client
 is served meanwhile (its round-trip p99 under 100 ms; the quiet and loaded p99 are printed).
 
-The loaded phase makes round trips back to back (2,000-3,800 of them), reading the stalled clients'
-lines in between in the same thread.
+The steady client is the C one (``benchmarks/loadgen/steady.c``, its own process: publish, accepted,
+delivered back on its own receiver, one round trip at a time, back to back, ~0.2 ms of its CPU each), so
+its times are the node's latency and the machine's, not a Python client's own (0.65 ms CPU per round trip,
+a third of two loaded cores). The loaded round trips are those begun once every stalled connection
+reached its stall and before the last was closed.
 """
 from __future__ import annotations
 
-import json
-import os
 import select
 import subprocess
 import sys
@@ -23,16 +24,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from proton import Message
-
-from interchange.testing.broker_harness import BROKER_CN, NodeProcess, client_connection, complete_records, denm
-from interchange.testing.stalled_clients import check_closed, deadline_node_config
+from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records
+from interchange.testing.stalled_clients import (JsonLines, SteadyProcess, check_closed, deadline_node_config,
+                                                 steady_command)
 from certs import TestPki
 from interchange.testing.paths import REPO_ROOT
 
 COUNT = 500  #: stalled connections per interface
 SLACK_S = 2.0
-QUIET = 400  #: quiet round trips before the stalled connections
+QUIET = 2000  #: quiet round trips before the stalled connections
 WAIT_S = 60.0
 
 
@@ -45,84 +45,44 @@ def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nod
         running.stop()
 
 
-class Steady:
-    """A publisher and a consumer; round trips one message at a time (sent, accepted, received)."""
-
-    def __init__(self, pki: TestPki, port: int) -> None:
-        self.publisher = client_connection(pki, "actor-1", port)
-        self.consumer = client_connection(pki, "actor-2", port)
-        self.sender = self.publisher.create_sender("in")
-        self.receiver = self.consumer.create_receiver("all", credit=10)
-
-    def round_trip(self) -> float:
-        started = time.perf_counter()
-        self.sender.send(denm())
-        message: Message = self.receiver.receive(timeout=10)
-        self.receiver.accept()
-        assert message.properties["messageType"] == "DENM"
-        return time.perf_counter() - started
-
-    def close(self) -> None:
-        self.publisher.close()
-        self.consumer.close()
-
-
 def p99(samples: list[float]) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-class Lines:
-    """The stalled clients' JSON lines, read by the test's own thread between round trips: a reader
-    thread parsing them could hold the interpreter's lock while a round trip waits (up to its 5 ms
-    switch interval), which the steady client would count as the node's latency."""
-
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stdout is not None
-        self._fd = process.stdout.fileno()
-        os.set_blocking(self._fd, False)
-        self._partial = b""
-
-    def read(self, timeout: float) -> list[dict]:
-        """The complete lines there are, waiting up to ``timeout`` for some."""
-        if not select.select([self._fd], [], [], timeout)[0]:
-            return []
-        try:
-            data = os.read(self._fd, 1 << 20)
-        except BlockingIOError:
-            return []
-        *complete, self._partial = (self._partial + data).split(b"\n")
-        return [json.loads(line) for line in complete if line]
-
-
 def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: TestPki) -> None:
-    steady = Steady(pki, node.bi_port)
+    steady = SteadyProcess(steady_command(node.bi_port, pki.directory, BROKER_CN))
     try:
-        for _ in range(50):
-            steady.round_trip()  # warm up (first deliveries, caches)
-        quiet = [steady.round_trip() for _ in range(QUIET)]
+        steady.until(50)  # warm up (first deliveries, caches)
+        quiet = [trip["rtt"] for trip in steady.until(QUIET)]
         started = time.monotonic()
         stalled = subprocess.Popen(
             [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{node.bi_port}",
              "--ii", f"127.0.0.1:{node.ii_port}", "--count", str(COUNT), "--pki", str(pki.directory),
              "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"],
             stdout=subprocess.PIPE, cwd=REPO_ROOT)
-        lines = Lines(stalled)
-        results, loaded, ready, done = [], [], False, False
+        lines = JsonLines(stalled)
+        results, trips, ready_at, done = [], [], None, False
         while not done:
             assert time.monotonic() - started < WAIT_S, f"not all closed in {WAIT_S} s: {len(results)} reported"
-            for record in lines.read(0.0 if ready else 1.0):
+            readable = select.select([lines.fd, steady.lines.fd], [], [], 1.0)[0]
+            if steady.lines.fd in readable:
+                trips += steady.trips()
+            for record in lines.read() if lines.fd in readable else []:
                 if "done" in record:
                     done = True
                 elif "ready" in record:
-                    ready = True
+                    ready_at = record["at"]
                 else:
                     results.append(record)
-            if ready and not done:
-                loaded.append(steady.round_trip())
+            done = done or lines.eof
+        ended = time.monotonic()
         stalled.wait(WAIT_S)
+        steady.stop()
     finally:
-        steady.close()
+        steady.kill()
+    assert ready_at is not None, "the stalled clients never all stalled"
+    loaded = [trip["rtt"] for trip in trips if ready_at <= trip["at"] < ended]
     assert len(results) == 2 * COUNT
     assert node.log is not None
     time.sleep(0.2)  # the log's thread writes every 5 ms
