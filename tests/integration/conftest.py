@@ -16,8 +16,10 @@ from certs import TestPki, create_test_pki
 from if2_backoffice import BackOffice, Broker, ConnectBackOffice, definitions
 from interchange.app.selfnode import SelfFederation, start_self
 from interchange.testing import rabbitmq
+from interchange.testing.broker_harness import BROKER_CN, NodeProcess
 from interchange.testing.dns_fixtures import DnsmasqServer, find_dnsmasq
 from interchange.testing.if2_harness import BACKOFFICE, BRIDGE, IF2_ACTORS, IF2_NEIGHBOUR, IF2_NODE, RABBITMQ_CN
+from interchange.testing.stalled_clients import deadline_node_config
 from interchange.testing.tlex_harness import Sim, make_sim_pki, start_sim
 
 if TYPE_CHECKING:
@@ -52,6 +54,16 @@ def dnsmasq(tmp_path: Path) -> Iterator[DnsmasqServer]:
 #: (the rule plans are large), so the tests' session interprets; results are the same by design.
 TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.codegen.wholeStage": "false",
              "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@pytest.fixture(scope="module")
+def deadline_node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node process with the stage deadlines of the stalled-client tests (3-4.5 s), one per module."""
+    running = NodeProcess(deadline_node_config(pki, BROKER_CN, tmp_path_factory.mktemp("deadlines")))
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture(scope="session")

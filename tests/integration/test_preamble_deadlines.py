@@ -21,12 +21,9 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
-import pytest
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records
-from interchange.testing.stalled_clients import (JsonLines, SteadyProcess, check_closed, deadline_node_config,
-                                                 steady_command)
+from interchange.testing.stalled_clients import (JsonLines, SteadyProcess, check_closed, steady_command)
 from certs import TestPki
 from interchange.testing.paths import REPO_ROOT
 
@@ -36,29 +33,20 @@ QUIET = 2000  #: quiet round trips before the stalled connections
 WAIT_S = 60.0
 
 
-@pytest.fixture(scope="module")
-def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    running = NodeProcess(deadline_node_config(pki, BROKER_CN, tmp_path_factory.mktemp("deadlines")))
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def p99(samples: list[float]) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: TestPki) -> None:
-    steady = SteadyProcess(steady_command(node.bi_port, pki.directory, BROKER_CN))
+def test_stalled_connections_closed_by_their_deadlines(deadline_node: NodeProcess, pki: TestPki) -> None:
+    steady = SteadyProcess(steady_command(deadline_node.bi_port, pki.directory, BROKER_CN))
     try:
         steady.until(50)  # warm up (first deliveries, caches)
         quiet = [trip["rtt"] for trip in steady.until(QUIET)]
         started = time.monotonic()
         stalled = subprocess.Popen(
-            [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{node.bi_port}",
-             "--ii", f"127.0.0.1:{node.ii_port}", "--count", str(COUNT), "--pki", str(pki.directory),
+            [sys.executable, "-m", "interchange.testing.stalled_clients", "--bi", f"127.0.0.1:{deadline_node.bi_port}",
+             "--ii", f"127.0.0.1:{deadline_node.ii_port}", "--count", str(COUNT), "--pki", str(pki.directory),
              "--server-name", BROKER_CN, "--trickle-s", "0.5", "--path", "/actor-1/subscriptions"],
             stdout=subprocess.PIPE, cwd=REPO_ROOT)
         lines = JsonLines(stalled)
@@ -84,10 +72,10 @@ def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: T
     assert ready_at is not None, "the stalled clients never all stalled"
     loaded = [trip["rtt"] for trip in trips if ready_at <= trip["at"] < ended]
     assert len(results) == 2 * COUNT
-    assert node.log is not None
+    assert deadline_node.log is not None
     time.sleep(0.2)  # the log's thread writes every 5 ms
     # every connection reached its stage, was closed by its deadline (+ SLACK_S), logged as such
-    problems = check_closed(results, complete_records(node.log), SLACK_S)
+    problems = check_closed(results, complete_records(deadline_node.log), SLACK_S)
     assert not problems, f"{len(problems)} not closed by their deadline: {problems[:10]}"
     assert len(loaded) >= 100, f"only {len(loaded)} round trips while the stalled connections were held"
     print(f"\nsteady p99 quiet {p99(quiet) * 1000:.2f} ms, with {2 * COUNT} stalled connections "
@@ -96,4 +84,4 @@ def test_stalled_connections_closed_by_their_deadlines(node: NodeProcess, pki: T
     # docs/performance.md (per phase, benchmarks/bench_deadline_phases.py), not asserted: on two
     # shared cores the ratio follows the machine's load as much as the node's work
     assert p99(loaded) < 0.1, (p99(quiet), p99(loaded))
-    assert not [line for line in node.stderr if "Traceback" in line], "".join(node.stderr)[-3000:]
+    assert not [line for line in deadline_node.stderr if "Traceback" in line], "".join(deadline_node.stderr)[-3000:]

@@ -13,25 +13,15 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from certs import TestPki
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records
-from interchange.testing.stalled_clients import EXPECTED, check_closed, command, deadline_node_config, ensure_c_clients
+from interchange.testing.stalled_clients import EXPECTED, check_closed, command, ensure_c_clients
 
 COUNT = 500  #: per interface
-
-
-@pytest.fixture(scope="module")
-def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    running = NodeProcess(deadline_node_config(pki, BROKER_CN, tmp_path_factory.mktemp("stalled-c")))
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def run_clients(binary: Path, node: NodeProcess, pki: TestPki, count: int) -> tuple[list[dict], list[str]]:
@@ -54,23 +44,23 @@ def run_clients(binary: Path, node: NodeProcess, pki: TestPki, count: int) -> tu
         time.sleep(0.1)
 
 
-def test_every_stall_reached_and_closed_by_its_deadline(node: NodeProcess, pki: TestPki) -> None:
-    lines, problems = run_clients(ensure_c_clients(), node, pki, COUNT)
+def test_every_stall_reached_and_closed_by_its_deadline(deadline_node: NodeProcess, pki: TestPki) -> None:
+    lines, problems = run_clients(ensure_c_clients(), deadline_node, pki, COUNT)
     results = [line for line in lines if "mode" in line]
     assert lines[-1]["done"] == len(results) == 2 * COUNT
     assert [line["ready"] for line in lines if "ready" in line] == [2 * COUNT]
     assert {(r["interface"], r["mode"]) for r in results} == set(EXPECTED)
     assert not problems, f"{len(problems)} of {len(results)}: {problems[:10]}"
-    assert not [line for line in node.stderr if "Traceback" in line], "".join(node.stderr)[-3000:]
+    assert not [line for line in deadline_node.stderr if "Traceback" in line], "".join(deadline_node.stderr)[-3000:]
     print(f"\nC clients: {lines[-1]['cpu_s']:.2f} s CPU for {len(results)} connections")
 
 
 @pytest.mark.parametrize("mute", ["sasl-init-part", "open-trickle", "header-trickle", "body-trickle"])
-def test_a_stall_that_sends_nothing_fails_the_checks(mute: str, node: NodeProcess, pki: TestPki,
+def test_a_stall_that_sends_nothing_fails_the_checks(mute: str, deadline_node: NodeProcess, pki: TestPki,
                                                      tmp_path: Path) -> None:
     """header-trickle is muted on both interfaces: the BI's looks like tls-idle to the node (a partial
     protocol header is no header), the II's is caught (no request begun: no 408)."""
     binary = ensure_c_clients(tmp_path / "stalled-mute", f'-DMUTE_MODE="{mute}"')
-    lines, problems = run_clients(binary, node, pki, 8)  # each BI stall at least once, each II stall twice
+    lines, problems = run_clients(binary, deadline_node, pki, 8)  # each BI stall at least once, each II stall twice
     assert problems, f"the mutant muting {mute} passed every check"
     assert all(f"'{mute}')" in problem for problem in problems), problems
