@@ -79,7 +79,8 @@ SMOKE: dict[str, Smoke] = {
 }
 #: bench_spark.py leaves the log bench_ingest_profile.py and bench_ingest.py read and the Parquet tables
 #: bench_spark_profile.py reads: they run together.
-SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_ingest.py", "bench_spark_profile.py")
+SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_ingest.py", "bench_spark_profile.py",
+                 "bench_validate_pair.py")
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
 #: tlex_loadgen.py is bench_tlex_scale.py's generator; profile_categories.py reads its --profile (py-spy).
 HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py")
@@ -164,4 +165,8 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
     assert_prints("bench_ingest.py", output, ("DuckDB JSON -> Parquet", f"ingest {ROOT}", "x DuckDB", "JVM peak"))
     output = run_in_session("bench_spark_profile.py", capsys, str(tmp_path / "tables"), "--runs", "1")
     assert_prints("bench_spark_profile.py", output, ("load average",))
+    # its own JVM (a process per tree and JDK), as it measures
+    output = run("bench_validate_pair.py", str(tmp_path / "tables"), "--tree", str(ROOT), "--runs", "1",
+                 "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2")
+    assert_prints("bench_validate_pair.py", output, ("validate 1:", "JVM CPU", "findings", "JVM peak"))
     assert not spark.sparkContext._jsc.sc().isStopped()  # the suite's session is still there
