@@ -13,7 +13,12 @@ tree's code is imported from that tree (``PYTHONPATH``) with this interpreter; `
 Spark's tables). The log is read once first, so that every pass finds it in the page cache. Prints the
 seconds, the ratios, the driver JVM's peak resident size and the load average before and after each step.
 
-    .venv/bin/python benchmarks/bench_ingest.py LOG [--tree DIR ...] [--runs 3] [--master local[*]] [--jfr FILE]
+``--variant 'TREE|JAVA OPTIONS|KEY=VALUE ...'`` runs a tree with extra HotSpot options and Spark settings (a
+same-run pair of settings). Each ingest's JVM CPU seconds (all its threads: tasks, JIT, collector) and the
+Parquet bytes written are printed too.
+
+    .venv/bin/python benchmarks/bench_ingest.py LOG [--tree DIR ...] [--variant 'DIR|-XX:...|k=v' ...] [--runs 3]
+        [--master local[*]] [--jfr FILE]
 """
 from __future__ import annotations
 
@@ -25,13 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench_spark import duckdb_pass
 
 #: Run in the tree's process: ingest timed, then the JVM's peak RSS; one JSON line on stdout.
 _CHILD = """
-import json, sys, tempfile, time
+import json, os, sys, tempfile, time
 from pathlib import Path
 from spark.ingest import ingest
 from spark.session import build_session
@@ -41,20 +47,28 @@ try:  # the tree's own HotSpot options (with its class data archive, when it has
 except ImportError:
     from spark.session import JAVA_OPTIONS as options
 conf = {"spark.driver.extraJavaOptions": f"{options} {sys.argv[3]}"} if sys.argv[3] else {}
+conf.update(json.loads(sys.argv[5]))
 start = time.perf_counter()
 spark = build_session(sys.argv[2], "bench-ingest", conf)
 session = time.perf_counter() - start
-runs = []
+pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+tick = os.sysconf("SC_CLK_TCK")
+def cpu():  # the JVM's user + system CPU seconds (its compiler and collector threads included)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+runs, cpus = [], []
 for _ in range(int(sys.argv[4])):
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as out:
-        start = time.perf_counter()
+        start, used = time.perf_counter(), cpu()
         summary = ingest(spark, [sys.argv[1]], out)
         runs.append(time.perf_counter() - start)
-pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        cpus.append(cpu() - used)
+        size = sum(f.stat().st_size for f in Path(out).rglob("*.parquet"))
 status = Path(f"/proc/{pid}/status").read_text().splitlines()
 peak = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
 spark.stop()
-print(json.dumps({"session": session, "runs": runs, "summary": str(summary), "jvm_mb": peak}))
+print(json.dumps({"session": session, "runs": runs, "cpu": cpus, "summary": str(summary), "jvm_mb": peak,
+                  "parquet_mb": size / 1e6}))
 """
 
 #: DuckDB's first pass in a new process, timed from before ``import duckdb``; its seconds on stdout.
@@ -72,9 +86,11 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def run_tree(tree: Path, log: str, master: str, java_options: str, runs: int) -> dict[str, object]:
+def run_tree(tree: Path, log: str, master: str, java_options: str, runs: int,
+             conf: dict[str, str] | None = None) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", _CHILD, log, master, java_options, str(runs)], env=env, cwd=tree,
+    done = subprocess.run([sys.executable, "-c", _CHILD, log, master, java_options, str(runs), json.dumps(conf or {})],
+                          env=env, cwd=tree,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"ingest in {tree} failed:\n{done.stderr[-3000:]}")
@@ -97,15 +113,43 @@ def read_once(log: Path) -> None:
             pass
 
 
+@dataclass(frozen=True)
+class Variant:
+    """A tree to run, with extra HotSpot options and Spark settings for its JVM (``--variant``)."""
+
+    tree: Path
+    java_options: str = ""
+    conf: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        extra = " ".join(filter(None, (self.java_options, *(f"{k}={v}" for k, v in self.conf))))
+        return f"{self.tree}" + (f" [{extra}]" if extra else "")
+
+
+def tree_variant(text: str) -> Variant:
+    return Variant(Path(text).resolve())
+
+
+def parse_variant(text: str) -> Variant:
+    """``TREE|JAVA OPTIONS|KEY=VALUE KEY=VALUE`` (the last two may be empty or left out)."""
+    tree, java, conf = (text.split("|") + ["", ""])[:3]
+    pairs = tuple(tuple(item.split("=", 1)) for item in conf.split())
+    return Variant(Path(tree).resolve(), java.strip(), pairs)  # type: ignore[arg-type]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log")
-    parser.add_argument("--tree", action="append", default=None, help="a source tree (default: this one)")
+    parser.add_argument("--tree", dest="variants", action="append", type=tree_variant, default=None,
+                        help="a source tree (default: this one)")
+    parser.add_argument("--variant", dest="variants", action="append", type=parse_variant,
+                        help="'TREE|JAVA OPTIONS|KEY=VALUE ...': a tree with extra HotSpot options and Spark settings")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--jfr", default=None, help="record a JFR profile of each tree's JVM into FILE.<n>.jfr")
     parser.add_argument("--runs", type=int, default=3, help="ingests per JVM: the first cold, the others warm")
     args = parser.parse_args(argv)
-    trees = [Path(t).resolve() for t in (args.tree or [Path(__file__).resolve().parent.parent])]
+    variants: list[Variant] = args.variants or [Variant(Path(__file__).resolve().parent.parent)]
     log = Path(args.log)
     with tempfile.TemporaryDirectory(prefix="bench-ingest-duck-") as duck:
         target = Path(duck) / "duck.parquet"
@@ -118,15 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"DuckDB JSON -> Parquet: cold {cold:.1f} s (new process), warm {before:.1f} s ({rows} rows); "
               f"load {load()}", flush=True)
         results = []
-        for n, tree in enumerate(trees):
-            options = ""
+        for n, variant in enumerate(variants):
+            options = variant.java_options
             if args.jfr:
-                options = f"-XX:StartFlightRecording=filename={args.jfr}.{n}.jfr,settings=profile"
-            result = run_tree(tree, args.log, args.master, options, args.runs)
+                options += f" -XX:StartFlightRecording=filename={args.jfr}.{n}.jfr,settings=profile"
+            result = run_tree(variant.tree, args.log, args.master, options.strip(), args.runs, dict(variant.conf))
             results.append(result)
             runs = " / ".join(f"{s:.1f}" for s in result["runs"])  # type: ignore[attr-defined]
-            print(f"ingest {tree}: {runs} s (session start {result['session']:.1f} s, not counted), JVM peak "
-                  f"{result['jvm_mb']:.0f} MB ({result['summary']}); load {load()}", flush=True)
+            cpus = " / ".join(f"{s:.1f}" for s in result.get("cpu", []))  # type: ignore[attr-defined]
+            print(f"ingest {variant.label}: {runs} s, JVM CPU {cpus} s (session start {result['session']:.1f} s, "
+                  f"not counted), JVM peak {result['jvm_mb']:.0f} MB, Parquet {result.get('parquet_mb', 0):.0f} MB "
+                  f"({result['summary']}); load {load()}", flush=True)
         start = time.perf_counter()
         duckdb_pass(log, target)
         after = time.perf_counter() - start
@@ -135,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         zstd = time.perf_counter() - start
     duck_s = statistics.mean((before, after))
     print(f"DuckDB again: warm {after:.1f} s; zstd {zstd:.1f} s; load {load()}")
-    for tree, result in zip(trees, results):
+    for variant, result in zip(variants, results):
         seconds: list[float] = result["runs"]  # type: ignore[assignment]
-        line = f"{str(tree):40} cold {seconds[0]:6.1f} s = {seconds[0] / cold:.1f}x DuckDB cold ({cold:.1f} s)"
+        line = f"{variant.label:40} cold {seconds[0]:6.1f} s = {seconds[0] / cold:.1f}x DuckDB cold ({cold:.1f} s)"
         if len(seconds) > 1:
             warm = min(seconds[1:])
             line += (f"; warm {warm:6.1f} s = {warm / duck_s:.1f}x DuckDB warm ({duck_s:.1f} s), "

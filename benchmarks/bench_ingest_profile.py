@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     spark, created = open_session(args.master, "bench-ingest-profile")
     lines = read_lines(spark, [args.log])
     parse.register_parser(spark)
-    read = lines.select(F.call_function(parse.PARSE_FUNCTION, F.col("value").cast("binary")).alias("v"))
+    read = lines.select(F.call_function(parse.PARSE_FUNCTION, F.col("value")).alias("v"))
     steps = [("lines read (spark.read.text)", lambda: noop(lines)),
              ("+ the Java line parser", lambda: noop(read)),
              ("parse: every column and the reason", lambda: noop(parse.parse(lines))),

@@ -100,8 +100,8 @@ DETAILS_MAP = "_details"
 
 #: The Java line parser's name as a SQL function of the session (registered by :func:`parse`).
 PARSE_FUNCTION = "croads_parse_log_line"
-#: The class that registers it (spark/jvm/src/croads/ingest/ParseLineUdf.java).
-PARSE_CLASS = "croads.ingest.ParseLineUdf"
+#: The class that registers it (spark/jvm/src/croads/ingest/ParseLine.java: a Spark SQL expression).
+PARSE_CLASS = "croads.ingest.ParseLine"
 
 
 def register_parser(spark: SparkSession) -> None:
@@ -134,7 +134,7 @@ def parse(lines: DataFrame) -> DataFrame:
     register_parser(lines.sparkSession)
     value = F.col("value")
     too_long = F.octet_length(value) > MAX_LINE_BYTES
-    read = F.call_function(PARSE_FUNCTION, F.when(~too_long, value.cast("binary")))
+    read = F.call_function(PARSE_FUNCTION, F.when(~too_long, value))
     parsed = lines.withColumn("_read", read).select(
         "*", F.col("_read.r").alias("r"), F.col("_read.reason").alias("_reason"),
         F.col("_read.standard").alias(STANDARD), F.col("_read.standardKinds").alias(STANDARD_KINDS),
