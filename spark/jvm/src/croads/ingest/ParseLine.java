@@ -200,6 +200,15 @@ public final class ParseLine extends Expression implements Serializable {
         return line.nullable();
     }
 
+    /**
+     * Expensive, as a user-defined function is: the optimizer then keeps it in its projection, evaluated once per
+     * line, instead of copying it into each filter and field that reads its result.
+     */
+    @Override
+    public boolean expensive() {
+        return true;
+    }
+
     @Override
     public Object eval(InternalRow input) {
         Object text = line.eval(input);
