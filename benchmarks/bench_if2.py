@@ -25,7 +25,8 @@ With ``--processes P [--consumers C]`` the IF2 side is the multi-process generat
 and index): the same scenarios, plus lost and duplicated counts and the generator's own
 CPU per message, so a run shows whether the generator was the bottleneck, and each flat-out phase's
 CPU by process (publishers, consumers or the C-ITS actor, RabbitMQ, the node; µs per message and CPU
-seconds) with each bridge path's extra over RabbitMQ alone. The import's C-Roads consumer is the C
+seconds) with each bridge path's extra over RabbitMQ alone, and the node's event-loop wake-ups per message
+(fewer: more messages per read and per write). The import's C-Roads consumer is the C
 load generator (``--import-consumer c``, accepting each delivery; ``c-presettled``: sent settled, as
 RabbitMQ alone's auto-ack consumers; ``python``: this process), the export's C-ITS actor too
 (``--actor``); both report their own CPU. The consumers at RabbitMQ (RabbitMQ alone's, and the
@@ -106,12 +107,27 @@ class Result:
     pub_cpu_us: float = 0.0  # of gen_cpu_us: the publishing end (pika processes, or the C-ITS actor)
     cons_cpu_us: float = 0.0  # of gen_cpu_us: the consuming end (pika processes, or the C-ITS actor)
     pub_failed: int = 0  # publishes RabbitMQ did not confirm (C publishers ask; pika's do not)
+    node_wakeups: float = 0.0  # the node's event-loop thread: times it slept and was woken, per message
 
 
 def cpu_s(pid: int) -> float:
     """utime + stime of a process (all its threads) in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wakeups(pid: int) -> int:
+    """How often the process's main thread (the node's event loop) gave up the CPU to wait, each a wake-up
+    later (``voluntary_ctxt_switches``: nearly all of them epoll waits that found nothing ready)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
+def usage(pids: tuple[int, int]) -> list[float]:
+    """The CPU seconds of the node and of RabbitMQ (``pids``), then the node's wake-ups (:func:`wakeups`)."""
+    return [*(cpu_s(pid) for pid in pids), float(wakeups(pids[0]))]
 
 
 def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
@@ -308,9 +324,10 @@ def stamp3(index: int, at_ns: int | None = None) -> bytes:
 def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: tuple[int, int],
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
+    woken = (wakeups(pids[0]) - cpu0[2]) / max(1, run.received) if len(cpu0) > 2 else 0.0
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
-                  pub_failed=run.publish_failed)
+                  pub_failed=run.publish_failed, node_wakeups=woken)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
@@ -318,7 +335,7 @@ def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: st
     """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone)."""
     per = max(1, count // args.processes)
     consumers = kind.start(endpoint, "bench-ivi", args.consumers)
-    cpu0 = [cpu_s(pid) for pid in pids]
+    cpu0 = usage(pids)
     pubs = publishers.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
     run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
@@ -401,7 +418,7 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     else:
         actor.expect(per * args.processes)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "import", pids[0])
-    cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
+    cpu0, own0 = usage(pids), time.process_time()
     pubs = await asyncio.to_thread(publishers.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
                                    rate / args.processes)
     if isinstance(actor, CConsumer):
@@ -467,7 +484,7 @@ class CActor:
         try:
             for line in proc.stderr:
                 if line.strip() == "READY":
-                    cpu0 = [cpu_s(pid) for pid in pids]
+                    cpu0 = usage(pids)
                 if line.strip() in ("READY", "DONE"):
                     proc.stdin.write("go\n")
                     proc.stdin.flush()
@@ -481,7 +498,7 @@ class CActor:
         report: dict[str, Any] = json.loads(out)
         if report["accepted"] != count or report["timed_out"] or report["aborted"]:
             print(f"# C actor: {report['accepted']} of {count} accepted ({report.get('errors')})", file=sys.stderr)
-        return report, cpu0 or [cpu_s(pid) for pid in pids]
+        return report, cpu0 or usage(pids)
 
 
 async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
@@ -497,7 +514,7 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
         print(f"# croads->if2 {phase}: the C actor {own / max(1, count) * 1e6:.1f} µs per message, "
               f"{report['accepted']} accepted by the BI ({report['sent_per_s']:,.0f} msgs/s sent)", flush=True)
     else:
-        cpu0, own0 = [cpu_s(pid) for pid in pids], time.process_time()
+        cpu0, own0 = usage(pids), time.process_time()
         await drive(send, count, rate, slots=True)
         own = time.process_time() - own0
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
@@ -618,7 +635,8 @@ def cpu_breakdown(results: list[Result]) -> None:
     for r in flat:
         values = (r.pub_cpu_us, r.cons_cpu_us, r.rabbit_cpu_us, r.node_cpu_us)
         cells = [f"{v:7.1f} ({v * r.messages / 1e6:6.2f} s)" for v in (*values, sum(values))]
-        print(f"# round {r.round:<2} {r.scenario:<12} " + " ".join(f"{c:>17}" for c in cells))
+        print(f"# round {r.round:<2} {r.scenario:<12} " + " ".join(f"{c:>17}" for c in cells)
+              + (f"; node wake-ups {r.node_wakeups:.3f} per message" if r.node_wakeups else ""))
         peer = base.get(r.round)
         if peer is not None and peer is not r:
             extra = [v - w for v, w in zip(values, (peer.pub_cpu_us, peer.cons_cpu_us, peer.rabbit_cpu_us, 0.0))]

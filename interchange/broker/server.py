@@ -5,8 +5,8 @@ This layer only moves bytes and time. TLS is terminated per connection by a sans
 TLS 1.3 only, client certificate required and checked against the trust bundle and CRLs), so a
 refused handshake gets its alert and a ``tls_refused`` log event; the connection's identity is
 the peer certificate's CN.
-Output is flushed once per event-loop turn for every connection that has something to send
-(batching per I/O wake-up). Arriving connections' handshake steps wait in a queue and run on a
+Output is flushed once for every connection that has something to send, after the next loop turn's input
+(batching over wake-ups). Arriving connections' handshake steps wait in a queue and run on a
 worker thread at a low priority (:mod:`interchange.broker.handshake_queue`), so a burst of them does
 not hold up established ones. While a step is out the session is the worker's: input waits, a
 deadline refuses the connection and drops the step's outcome, and a peer that left while its last
@@ -502,7 +502,15 @@ class BrokerServer:
         self._dirty.add(connection)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            # (while handshakes wait, a handshake turn could come between: the flush is not deferred then)
+            asyncio.get_running_loop().call_soon(self._flush if len(self.handshakes) else self._flush_after_input)
+
+    def _flush_after_input(self) -> None:
+        """The flush comes after the input that the next loop turn reads: one write then carries what
+        several reads caused (on a TCP socket each write is a system call that also runs the peer's
+        receive: the largest single cost of a bridged message), and the peers are woken less often; a
+        lone output waits one loop turn more (an idle loop's turn: microseconds)."""
+        asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

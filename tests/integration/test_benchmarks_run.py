@@ -116,11 +116,12 @@ def test_if2_benchmark_with_generator_processes() -> None:
     RabbitMQ and if2_consume as RabbitMQ alone's competing consumers; the C load generator as the
     import's C-Roads consumer): every message published by two publisher processes arrives once
     (none lost or duplicated, the publishers' own count: none unconfirmed), and both C ends' CPU
-    shows in each flat-out phase's CPU by process."""
+    shows in each flat-out phase's CPU by process, with the node's event-loop wake-ups."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import")
     assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
                                            "if2->croads over RabbitMQ alone, µs per message: publishers",
+                                           "; node wake-ups ",  # (in the import row: the node reads and writes)
                                            "RabbitMQ's consumers (RabbitMQ alone, the export's back-office): "
                                            "C (if2_consume, rabbitmq-c) x 2",
                                            "RabbitMQ's publishers (RabbitMQ alone, the import's back-office): "

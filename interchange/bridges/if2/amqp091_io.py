@@ -1,7 +1,7 @@
 """The asyncio side of :mod:`.amqp091`: a Protocol that moves bytes between the socket (TLS) and
-the sans-I/O :class:`~.amqp091.Connection`, and time (heartbeats). Writes are gathered into one per
-loop turn (:meth:`Client.flush_soon`), so a batch of deliveries read at once is answered with one
-write however many acks and publishes it caused.
+the sans-I/O :class:`~.amqp091.Connection`, and time (heartbeats). Writes are gathered
+(:meth:`Client.flush_soon`: after the input of the next loop turn; what a read caused at its end),
+so the publishes of two turns' BI deliveries go in one write however many there are.
 
 Synchronous methods (declarations, bindings, qos, consume, confirm.select) are awaited with
 :meth:`Client.call`; the deliveries of each read go to ``on_deliveries`` as one list, in order; a publish's ``on_confirm``
@@ -91,7 +91,13 @@ class Client(asyncio.Protocol):
         self.flush_soon()
 
     def flush_soon(self) -> None:
+        """:meth:`flush` after the input the next loop turn reads (as the broker's flush): one write
+        carries the publishes of several turns' BI deliveries; with nothing more to read it comes then."""
         if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().call_soon(self._flush_after_input)
+
+    def _flush_after_input(self) -> None:
+        if self._flushing is not None:  # (None: flushed meanwhile)
             self._flushing = asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
