@@ -9,23 +9,13 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from certs import TestPki
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess
-from interchange.testing.stalled_clients import deadline_node_config, ensure_c_steady, steady_command
-
-
-@pytest.fixture(scope="module")
-def node(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    running = NodeProcess(deadline_node_config(pki, BROKER_CN, tmp_path_factory.mktemp("steady-c")))
-    try:
-        yield running
-    finally:
-        running.stop()
+from interchange.testing.stalled_clients import ensure_c_steady, steady_command
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +28,10 @@ def node_schedstat(node: NodeProcess) -> str:
     return f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat"
 
 
-def test_round_trips_against_a_node(binary: Path, node: NodeProcess, pki: TestPki) -> None:
-    done = subprocess.run(steady_command(node.bi_port, pki.directory, BROKER_CN, count=200, binary=binary,
-                                         watch={"node": node_schedstat(node),
-                                                "node_all": f"/proc/{node.process.pid}/task"}),
+def test_round_trips_against_a_node(binary: Path, deadline_node: NodeProcess, pki: TestPki) -> None:
+    done = subprocess.run(steady_command(deadline_node.bi_port, pki.directory, BROKER_CN, count=200, binary=binary,
+                                         watch={"node": node_schedstat(deadline_node),
+                                                "node_all": f"/proc/{deadline_node.process.pid}/task"}),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -60,8 +50,8 @@ def test_round_trips_against_a_node(binary: Path, node: NodeProcess, pki: TestPk
     assert abs(trips[0]["at"] - time.monotonic()) < 120, "CLOCK_MONOTONIC, Python's time.monotonic()"
 
 
-def test_paced_round_trips(binary: Path, node: NodeProcess, pki: TestPki) -> None:
-    done = subprocess.run(steady_command(node.bi_port, pki.directory, BROKER_CN, count=20, pace_ms=25, binary=binary),
+def test_paced_round_trips(binary: Path, deadline_node: NodeProcess, pki: TestPki) -> None:
+    done = subprocess.run(steady_command(deadline_node.bi_port, pki.directory, BROKER_CN, count=20, pace_ms=25, binary=binary),
                           capture_output=True, text=True, timeout=60, check=True)
     starts = [line["at"] for line in map(json.loads, done.stdout.splitlines()) if "rtt" in line]
     assert len(starts) == 20
@@ -70,10 +60,10 @@ def test_paced_round_trips(binary: Path, node: NodeProcess, pki: TestPki) -> Non
 
 @pytest.mark.parametrize("option, value", [("--target", "not-a-target"), ("--source", "not-a-source"),
                                            ("--sub-cn", "actor-1")])
-def test_a_round_trip_the_node_refuses_is_an_error(option: str, value: str, binary: Path, node: NodeProcess,
+def test_a_round_trip_the_node_refuses_is_an_error(option: str, value: str, binary: Path, deadline_node: NodeProcess,
                                                    pki: TestPki) -> None:
     """A target or source the node refuses (actor-1 may not read ``all``): an error line and exit 1."""
-    done = subprocess.run([*steady_command(node.bi_port, pki.directory, BROKER_CN, count=5, binary=binary),
+    done = subprocess.run([*steady_command(deadline_node.bi_port, pki.directory, BROKER_CN, count=5, binary=binary),
                            option, value], capture_output=True, text=True, timeout=60)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 1, lines
@@ -81,15 +71,15 @@ def test_a_round_trip_the_node_refuses_is_an_error(option: str, value: str, bina
     assert "error" in lines[-1], lines
 
 
-def test_commands_on_stdin(binary: Path, node: NodeProcess, pki: TestPki) -> None:
+def test_commands_on_stdin(binary: Path, deadline_node: NodeProcess, pki: TestPki) -> None:
     """``watch NAME PATH`` adds a file from the next round trip on; ``stop`` ends the run."""
-    process = subprocess.Popen(steady_command(node.bi_port, pki.directory, BROKER_CN, pace_ms=5, binary=binary),
+    process = subprocess.Popen(steady_command(deadline_node.bi_port, pki.directory, BROKER_CN, pace_ms=5, binary=binary),
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert process.stdin is not None and process.stdout is not None
     try:
         assert "ready" in json.loads(process.stdout.readline())
         assert set(json.loads(process.stdout.readline())["d"]) == {"me"}
-        process.stdin.write(f"watch node {node_schedstat(node)}\n")
+        process.stdin.write(f"watch node {node_schedstat(deadline_node)}\n")
         process.stdin.flush()
         for _ in range(50):
             line = json.loads(process.stdout.readline())
@@ -106,4 +96,4 @@ def test_commands_on_stdin(binary: Path, node: NodeProcess, pki: TestPki) -> Non
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert os.path.exists(f"/proc/{node.process.pid}")
+    assert os.path.exists(f"/proc/{deadline_node.process.pid}")
