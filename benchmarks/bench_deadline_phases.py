@@ -24,6 +24,10 @@ Modes, alternated run by run:
 - ``peer``: they connect to a second node process (same config): the same clients' and server's
   CPU on the same two cores, but not in the steady client's node: what the machine alone adds;
 - ``nice``: as ``node``, with the stalled clients at ``nice 19``;
+- ``idle``: as ``node``, with the stalled clients scheduled ``SCHED_IDLE`` (``chrt --idle 0``): they run
+  only on CPU that the node, the steady client and everything else leave, nearly as clients on other
+  hosts would (their CPU is not the node's); a figure beside ``node``'s, never instead of it: on a
+  loaded machine the clients may be starved and note their own times late;
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
@@ -426,6 +430,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
                                       args.count, pki.directory, BROKER_CN, binary=args.c_binary)
     if mode == "nice":
         command = ["nice", "-n", "19", *command]
+    elif mode == "idle":
+        command = ["chrt", "--idle", "0", *command]
     try:
         got = (run_c if args.steady == "c" else run_python)(node, paths, pki, command, args, tracing)
     finally:
@@ -571,7 +577,7 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
-    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, errlog, base, share2, thread2, switch2")
+    parser.add_argument("--modes", default="node,peer,nice", help="node, peer, nice, idle, errlog, base, share2, thread2, switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")

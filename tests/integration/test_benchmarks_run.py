@@ -68,7 +68,7 @@ SMOKE: dict[str, Smoke] = {
                                   "bridged (in-process/30)", "added (bridged - peer)", "generator:")),
     "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
     "bench_handshake_cpu.py": Smoke(("--count", "3", "--rounds", "1"), ("ClientHello", "client flight", "node")),
-    "bench_deadline_phases.py": Smoke(("--runs", "1", "--modes", "node", "--interfaces", "bi", "--count", "7",
+    "bench_deadline_phases.py": Smoke(("--runs", "1", "--modes", "node,idle", "--interfaces", "bi", "--count", "7",
                                        "--quiet", "20", "--after", "10", "--pace-ms", "1"),
                                       ("phase", "quiet", "p99", "7 of 7 closed by their deadline", "load after")),
     "soak_faults.py": Smoke(("--minutes", "0.2", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "2",
