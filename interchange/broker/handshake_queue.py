@@ -167,23 +167,15 @@ def _apply(connection: Handshaking, outcome: Any) -> None:
 
 
 class _Worker:
-    """The worker thread: steps in through a queue, outcomes and the thread CPU each cost back to the
-    loop. It holds the GIL only around the step's call (for a TLS session, the OpenSSL call alone): at
-    its low priority the kernel may stop it while it holds the GIL, and the loop's thread then waits for
-    it, so it does as little Python as there can be (no futures).
-
-    Outcomes wait in an outbox; the loop is woken (``call_soon_threadsafe``: a write to its self-pipe)
-    only when none is waiting for it already, and applies them after the I/O callbacks of its next turn
-    (a due timer, which asyncio runs after the turn's I/O): an established connection whose bytes arrived
-    meanwhile is served first, and outcomes that came back together take one wake-up."""
+    """The worker thread: steps in through a queue, each outcome and the thread CPU it cost back to the
+    loop with ``call_soon_threadsafe``. It holds the GIL only around the step's call (for a TLS session,
+    the OpenSSL call alone): at its low priority the kernel may stop it while it holds the GIL, and the
+    loop's thread then waits for it, so it does as little Python as there can be (no futures)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Any, float], None],
                  cpu_clock: Callable[[], float], started: Callable[[], None]) -> None:
         self._inbox: SimpleQueue[tuple[Handshaking, Callable[[], Any]] | None] = SimpleQueue()
-        self._outbox: deque[tuple[Handshaking, Any, float]] = deque()
-        self._woken = False  #: a wake-up is on its way to the loop, or the outbox is being applied
         self._loop, self._done, self._cpu_clock, self._started = loop, done, cpu_clock, started
-        self.wakes = 0  #: wake-ups sent to the loop
         threading.Thread(target=self._run, name="tls-handshake", daemon=True).start()
 
     def submit(self, connection: Handshaking, work: Callable[[], Any]) -> None:
@@ -196,7 +188,7 @@ class _Worker:
 
     def _run(self) -> None:
         self._started()
-        get, cpu_clock, back, outbox = self._inbox.get, self._cpu_clock, self._loop.call_soon_threadsafe, self._outbox
+        get, cpu_clock, back = self._inbox.get, self._cpu_clock, self._loop.call_soon_threadsafe
         while (item := get()) is not None:
             connection, work = item
             cpu = cpu_clock()
@@ -204,25 +196,10 @@ class _Worker:
                 outcome = work()
             except Exception as exc:  # noqa: BLE001 - handed to the connection, which logs it and drops itself
                 outcome = exc
-            outbox.append((connection, outcome, cpu_clock() - cpu))
-            if self._woken:  # the loop clears it before it takes the outbox: this one is taken too
-                continue
-            self._woken = True
-            self.wakes += 1
             try:
-                back(self._wake)
+                back(self._done, connection, outcome, cpu_clock() - cpu)
             except RuntimeError:  # the loop is closed (shutdown): the outcome is dropped
                 return
-
-    def _wake(self) -> None:
-        """On the loop: the outbox is applied after the next turn's I/O callbacks."""
-        self._loop.call_later(0, self._apply)
-
-    def _apply(self) -> None:
-        self._woken = False
-        outbox, done = self._outbox, self._done
-        while outbox:
-            done(*outbox.popleft())
 
 
 class HandshakeQueue:
