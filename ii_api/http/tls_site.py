@@ -38,7 +38,7 @@ from aiohttp import web
 
 from certs.tls import certificate_lifetime_problem
 from ii_api.http.request_clock import RequestClock, timeout_response
-from interchange.broker.handshake_queue import FlightWriter, HandshakeQueue, sending_step, shut
+from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, ContextSource, TlsSession, TlsStep, step_error
 
 log = logging.getLogger(__name__)
@@ -184,8 +184,6 @@ class TlsServerProtocol(asyncio.Protocol):
         if self._clock is None:
             if self._step_out:  # the session is the worker's: refused now, the step's outcome dropped
                 self._dropped = True
-                if self._raw is not None:
-                    shut(self._raw)  # closed now, though the step holds the socket till it is back
                 self._refuse(HANDSHAKE_TIMEOUT)
                 return
             if self._session is not None and self._session.on_timer(now) is not None:
@@ -230,7 +228,7 @@ class TlsServerProtocol(asyncio.Protocol):
             return None  # closed meanwhile (its deadline, the peer): nothing more to do for it
         self._handshake_input, self._step_out = None, True
         session.feed(bytes(data))
-        return sending_step(session, FlightWriter.of(raw))  # the flight written by the step itself
+        return session.handshake
 
     def handshake_done(self, outcome: ssl.SSLError | BaseException | None) -> None:
         """A handshake step's outcome, back on the loop: applied unless the connection was closed meanwhile."""

@@ -22,12 +22,7 @@ loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) 
   the GIL only around that call (no futures, no session bookkeeping): at its low priority the kernel
   may stop it while it holds the GIL, and the loop's thread then waits for it. While a
   connection's step is out its session is the worker's: the connection touches neither it nor its
-  BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The step also writes
-  the flight its OpenSSL call made to the socket (:func:`sending_step`, through a descriptor of its own,
-  :class:`FlightWriter`): that write is a system call which on loopback also runs the client's receive
-  and wakes it, a third of an arriving connection's time on the loop's thread when the loop wrote it;
-  on the worker it runs at the worker's priority. A deadline while the step is out shuts the socket
-  down (:func:`shut`), so the peer sees it closed at once although the step still holds it. The session's context
+  BIOs, keeps further input, and drops the outcome if it was closed meanwhile. The session's context
   is chosen when it is made, on the loop (``ReloadingTls.current``: file checks), not in the step on the
   worker;
 - ``loop``: in the loop, until :data:`BUDGET_S` of work is done in a turn (at least one step); the
@@ -52,17 +47,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
-import ssl
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from interchange.broker.tls_stream import TlsSession
+from typing import Any, Literal, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -346,66 +336,3 @@ class HandshakeQueue:
         if self.run_turn():
             self.deferred_turns += 1
             self._schedule()
-
-
-class FlightWriter:
-    """A descriptor of the connection's socket of its own, for one handshake step off the loop's thread:
-    duplicated on the loop's thread (where the socket is known to be open), written and closed by the
-    step, so that a socket closed meanwhile on the loop (its deadline, the peer) can never have its
-    number reused under the step's write. Writes never block and never raise: what the socket does not
-    take (full, reset, closed) is left to the caller's own write, which meets the same condition."""
-
-    __slots__ = ("_fd",)
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    @classmethod
-    def of(cls, transport: asyncio.Transport) -> FlightWriter | None:
-        """For a transport's socket; None without one (a transport in memory), once closing, or while it
-        still holds earlier bytes (a flight written now would overtake them)."""
-        fileno = getattr(transport.get_extra_info("socket"), "fileno", None)
-        if fileno is None or transport.is_closing() or transport.get_write_buffer_size():
-            return None
-        try:
-            fd = fileno()
-            return cls(os.dup(fd)) if fd >= 0 else None
-        except OSError:
-            return None
-
-    def write(self, data: bytes) -> int:
-        try:
-            return os.write(self._fd, data)
-        except OSError:  # full (EAGAIN), reset, closed: the caller's write meets it
-            return 0
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-def sending_step(session: TlsSession, writer: FlightWriter | None) -> Callable[[], ssl.SSLError | None]:
-    """The session's handshake call for a worker, writing its flight with ``writer`` (then closed)
-    when there is one; :meth:`TlsSession.handshake` alone without."""
-    if writer is None:
-        return session.handshake
-
-    def step() -> ssl.SSLError | None:
-        try:
-            outcome = session.handshake()
-            session.send_flight(writer.write)
-        finally:
-            writer.close()
-        return outcome
-
-    return step
-
-
-def shut(transport: asyncio.Transport) -> None:
-    """Shut a transport's socket down both ways before closing it while a step is out: the peer sees it
-    closed at once although the step still holds a descriptor of it (whose write then fails)."""
-    shutdown = getattr(transport.get_extra_info("socket"), "shutdown", None)
-    if shutdown is not None:
-        try:
-            shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

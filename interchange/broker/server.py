@@ -24,7 +24,7 @@ from certs.errors import PeerIdentityError
 from certs.revocation import Revocations
 from certs.tls import certificate_lifetime_problem, peer_common_name
 from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimits
-from interchange.broker.handshake_queue import FlightWriter, HandshakeQueue, sending_step, shut
+from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, ContextSource, TlsSession, TlsStep, step_error
@@ -118,8 +118,6 @@ class AmqpConnection(asyncio.Protocol):
             if self._step_out:  # the session is the worker's: refused now, the step's outcome dropped
                 self._dropped = True
                 self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
-                if self._transport is not None:
-                    shut(self._transport)  # closed now, though the step holds the socket till it is back
                 self.abort()
                 return
             if layer.on_timer(now) is not None:
@@ -163,7 +161,7 @@ class AmqpConnection(asyncio.Protocol):
             return None  # closing meanwhile (its deadline, the peer): connection_lost hears the input out
         self._handshake_input, self._step_out = None, True
         tls.feed(bytes(data))
-        return sending_step(tls, FlightWriter.of(transport))  # the flight written by the step itself
+        return tls.handshake
 
     def handshake_done(self, outcome: ssl.SSLError | BaseException | None) -> None:
         """A handshake step's outcome, back on the loop: applied unless the connection was refused meanwhile;

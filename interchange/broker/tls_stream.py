@@ -11,9 +11,6 @@ is written before the close and the reason is logged (IP_009). The caller moves 
   OpenSSL call alone: a worker thread runs it with as little Python around it as there can be,
   :mod:`interchange.broker.handshake_queue`) and :meth:`TlsSession.handshook` (its
   :class:`TlsStep`), is :meth:`TlsSession.receive` during the handshake;
-- :meth:`TlsSession.send_flight` hands the flight that call produced to a write function (the
-  handshake worker's own write to the socket, :func:`interchange.broker.handshake_queue.sending_step`);
-  what it does not take stays in the session for :meth:`TlsSession.handshook`'s step, in order;
 - :meth:`TlsSession.send` encrypts plaintext; :meth:`TlsSession.close` gives close_notify;
 - :attr:`TlsSession.deadline` is when the handshake must be complete (from the session's start,
   :mod:`interchange.broker.deadlines`); :meth:`TlsSession.on_timer` fails it once that has passed.
@@ -142,17 +139,6 @@ class TlsSession:
             return exc
         return None
 
-    def send_flight(self, write: Callable[[bytes], int]) -> None:
-        """Write what the handshake has to send with ``write`` (bytes in, how many it took out: a
-        non-blocking socket write); the rest stays for :meth:`handshook`'s step, in order."""
-        outgoing = self._outgoing
-        if not outgoing.pending:
-            return
-        flight = outgoing.read()
-        taken = write(flight)
-        if taken < len(flight):
-            outgoing.write(flight[taken:])
-
     def handshook(self, outcome: ssl.SSLError | None) -> TlsStep:
         """The step that :meth:`handshake`'s ``outcome`` makes: the flight to send, the handshake
         complete (then the records that came with the peer's last flight) or why it failed."""
@@ -210,4 +196,3 @@ class TlsSession:
         except ssl.SSLError:
             pass
         return self._outgoing.read()
-
