@@ -319,6 +319,17 @@ def bootstrap_ratio(phase: list[float], quiet: list[float], resamples: int = 300
     return ratios[int(resamples * 0.05)], ratios[int(resamples * 0.95)]
 
 
+def scheduling(pid: int) -> str:
+    """A process's scheduling policy and nice value, as ``SCHED_OTHER nice 0`` (empty once it is gone)."""
+    try:
+        policy = os.sched_getscheduler(pid)
+        nice = os.getpriority(os.PRIO_PROCESS, pid)
+    except OSError:
+        return ""
+    names = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_IDLE: "SCHED_IDLE", os.SCHED_BATCH: "SCHED_BATCH"}
+    return f"{names.get(policy, str(policy))} nice {nice}"
+
+
 class StalledClients:
     """The stalled clients' process and what it reported so far."""
 
@@ -330,8 +341,11 @@ class StalledClients:
         self.closes: list[float] = []
         self.results: list[dict] = []
         self.done, self.cpu_s = False, float("nan")
+        self.scheduling = ""  #: the clients' scheduling policy, read once they report (after chrt or nice ran)
 
     def read(self) -> None:
+        if not self.scheduling:
+            self.scheduling = scheduling(self.process.pid)
         for record in self.lines.read():
             if "ready" in record:
                 self.ready_at = record["at"]
@@ -442,6 +456,7 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     summary = summarize(got.samples, bounds, gil)
     problems = stalled_clients.check_closed(stalled.results, complete_records(target.log)[logged:])
     summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
+                          "scheduling": stalled.scheduling,
                           "steady_cpu_ms": got.steady_cpu_s / max(1, len(got.samples)) * 1e3,
                           "steady_n": len(got.samples)}
     return summary
@@ -532,9 +547,9 @@ def print_gil(g: dict) -> None:
 def print_clients(name: str, clients: dict) -> None:
     """The stalled clients' own CPU per connection, and how many the node's deadlines closed as they should."""
     n, problems = clients["connections"], clients["problems"]
-    print(f"{name:<9}clients: {n} connections, {clients['cpu_s']:.2f} s CPU ({clients['cpu_s'] / max(n, 1) * 1e3:.2f} ms "
-          f"each); {n - len(problems)} of {n} closed by their deadline" + (f"; {problems[:3]}" if problems else ""),
-          flush=True)
+    print(f"{name:<9}clients: {n} connections ({clients['scheduling'] or '?'}), {clients['cpu_s']:.2f} s CPU "
+          f"({clients['cpu_s'] / max(n, 1) * 1e3:.2f} ms each); {n - len(problems)} of {n} closed by their deadline"
+          + (f"; {problems[:3]}" if problems else ""), flush=True)
 
 
 def print_run(name: str, result: dict) -> None:
