@@ -5,7 +5,8 @@ the version-2 fields of the log contract, so nothing is inferred. Each line is r
 a Spark SQL function in Java (``spark/jvm``, :data:`PARSE_FUNCTION`, built by ``scripts/setup.sh``):
 one pass over its bytes gives every field as text, ``details`` as a map, the application properties each
 once (tables 1-7's in two structs, the others in two maps: value texts and JSON kinds) and, for a line
-that is not exactly one JSON object, its reason. This
+that is not exactly one JSON object, its reason (a plain record is read by a byte scanner straight into
+Spark's UTF-8 strings, any other line by Jackson: the same rows, :data:`REFERENCE_FUNCTION`). This
 module owns the contract the parser is handed: the fields, the reasons and their order. Every field
 is then cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGES`: a field of the
 wrong type becomes null instead of making the whole line unreadable. A line is corrupt (kept aside
@@ -100,6 +101,9 @@ DETAILS_MAP = "_details"
 
 #: The Java line parser's name as a SQL function of the session (registered by :func:`parse`).
 PARSE_FUNCTION = "croads_parse_log_line"
+#: The same parser with every line read by its strict (Jackson) path, none by its byte scanner: the reference the
+#: scanner is tested against (registered with :data:`PARSE_FUNCTION`).
+REFERENCE_FUNCTION = PARSE_FUNCTION + "_reference"
 #: The class that registers it (spark/jvm/src/croads/ingest/ParseLine.java: a Spark SQL expression).
 PARSE_CLASS = "croads.ingest.ParseLine"
 

@@ -1,13 +1,16 @@
 """The ingest's Java line parser (spark/jvm, through spark.parse in a real session): the edges of "exactly one
-JSON object" and the text and kind of each value, beyond the oracle's hostile lines."""
+JSON object" and the text and kind of each value, beyond the oracle's hostile lines; the byte scanner that reads
+the plain records against the strict (Jackson) reading alone, line by line."""
 from __future__ import annotations
 
+import random
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from spark import parse
+from spark import loggen, parse
 from spark.ingest import read_lines
 
 _OK = ('{"schemaVersion":2,"timestamp":"2026-11-30T00:00:00.000Z","timestampMs":1796000000000,"level":"info",'
@@ -87,3 +90,64 @@ def test_values_as_text_and_kinds_as_written(parsed: dict[int, object]) -> None:
     assert (standard.messageType, standard.causeCode, standard.quadTree) == ("DENM", "3", "t")
     assert (standard_kinds.messageType, standard_kinds.causeCode, standard_kinds.quadTree) == ("string", "integer", "string")
     assert (standard_kinds.publisherId, standard.publisherId) == (None, None)
+
+
+#: A record the byte scanner reads (no key twice, no structure returned as text, no escape in a key), with
+#: escapes, raw UTF-8, floats, -0 and whitespace in it.
+_SCANNED = (_OK.replace('"event":"connect"', '"event":"received_message"')
+            + ' , "applicationProperties" : {"messageType":"DENM","latitude":51.480,"longitude":-0.0,"x-s":"a\\/b\\u00e9",'
+            '"x-e":1E-3,"x-i":-0,"x-t":false},"details":{"q":"s\\"q\\\\ \\u00e9\\ud83d\\ude00\\n\\t","raw":"é€😀",'
+            '"n":null},"extra":[1,{"a":[true,null,"x\\"y",{}],"b":2.5e10},[]]}\t')
+
+
+def test_escapes_and_numbers_of_a_scanned_record(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "scanned.jsonl"
+    path.write_text(_SCANNED + "\n", encoding="utf-8")
+    [row] = parse.parse(read_lines(spark, [str(path)])).collect()
+    assert row.corruptReason is None
+    assert dict(getattr(row, parse.DETAILS_MAP)) == {"q": 's"q\\ \u00e9\U0001f600\n\t', "raw": "é€😀", "n": None}
+    standard, kinds = getattr(row, parse.STANDARD), getattr(row, parse.STANDARD_KINDS)
+    assert (standard.latitude, standard.longitude, kinds.latitude) == ("51.48", "-0.0", "float")
+    assert dict(getattr(row, parse.OTHER_PROPERTIES)) == {"x-s": "a/b\u00e9", "x-e": "0.001", "x-i": "0", "x-t": "false"}
+    assert dict(getattr(row, parse.OTHER_KINDS)) == {"x-s": "string", "x-e": "float", "x-i": "integer", "x-t": "boolean"}
+
+
+def _mutated(lines: list[str], count: int, seed: int = 25) -> list[bytes]:
+    """``count`` lines each a little broken: one to three bytes replaced, inserted or deleted (JSON's own characters,
+    digits, letters of its literals, a non-ASCII one)."""
+    rng = random.Random(seed)
+    alphabet = [bytes([c]) for c in b'{}[]",:\\ \t\r0123456789-+.eEtrufalsnux'] + ["é".encode()]
+    out = []
+    for _ in range(count):
+        line = bytearray(rng.choice(lines).encode())
+        for _ in range(rng.randint(1, 3)):
+            at, op, char = rng.randrange(len(line) + 1), rng.randrange(3), rng.choice(alphabet)
+            if op == 0:
+                line[at:at + 1] = char
+            elif op == 1:
+                line[at:at] = char
+            else:
+                del line[at:at + 1]
+        out.append(bytes(line))
+    return out
+
+
+def test_the_scanner_reads_every_line_as_the_strict_path_does(spark: SparkSession, tmp_path: Path) -> None:
+    """The function ingest calls (the byte scanner for plain records, Jackson for the rest) and the reference
+    (Jackson for every line) give the same row, reason and every value, on generated traffic, the cases above and
+    thousands of lines broken at random."""
+    lines = [*loggen.traffic(1500), *(line for line, _ in CASES), _SCANNED,
+             loggen.lines([loggen.event_record("ii_update", "ixc-a", 1, nested={"a": [1, 2.5]}, text="x\\y")]).strip()]
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in [*(line.encode() for line in lines), *_mutated(lines, 6000)]))
+    texts = read_lines(spark, [str(path)])
+    parse.register_parser(spark)
+    options = {"ignoreNullFields": "false"}
+    compared = texts.select(
+        "value", F.to_json(F.call_function(parse.PARSE_FUNCTION, F.col("value")), options).alias("read"),
+        F.to_json(F.call_function(parse.REFERENCE_FUNCTION, F.col("value")), options).alias("reference"))
+    differing = compared.where(~F.col("read").eqNullSafe(F.col("reference"))).limit(5).collect()
+    assert differing == []
+    counts = compared.select(F.count("*").alias("lines"),
+                             F.count(F.when(F.get_json_object("read", "$.reason").isNull(), 1)).alias("records")).first()
+    assert counts is not None and counts.records > 1500 and counts.lines - counts.records > 1000

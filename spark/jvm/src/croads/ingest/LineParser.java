@@ -74,6 +74,7 @@ public final class LineParser {
     static final String DETAILS = "details";
 
     private final KeyIndex index;
+    private final RecordScanner scanner;
     private final int width;
     private final KeyIndex standardIndex;
     private final int standardWidth;
@@ -97,6 +98,7 @@ public final class LineParser {
      */
     public LineParser(String[] fields, String[] standard, Reasons reasons, String nonNumber) {
         this.index = new KeyIndex(fields);
+        this.scanner = new RecordScanner(fields, standard);
         this.width = fields.length;
         this.seenField = new long[fields.length];
         this.standardIndex = new KeyIndex(standard);
@@ -110,7 +112,15 @@ public final class LineParser {
                 .build();
     }
 
-    /** The line (without its line feed) as a record or a reason. */
+    /**
+     * The line (without its line feed) as the values of {@link ParseLine}'s row when it is plainly one record
+     * ({@link RecordScanner}: no Jackson, no Java strings); null when {@link #parse} must read it.
+     */
+    public Object[] scan(byte[] line) {
+        return scanBytes(line) == 0 ? scanner.record(line, hasBom(line) ? 3 : 0) : null;
+    }
+
+    /** The line (without its line feed) as a record or a reason (the strict path: Jackson). */
     public Result parse(byte[] line) {
         Result result = new Result(width);
         int start = hasBom(line) ? 3 : 0;

@@ -30,6 +30,11 @@ import scala.collection.immutable.Seq;
  * <p>An expression rather than a user-defined function: it hands Spark its internal rows itself (UTF8String,
  * map data), so no external {@code Row} is built and converted per line and the generated code calls it
  * directly. spark/parse.py registers it with {@link #register} (the field names and the reasons are its contract).
+ *
+ * <p>A line that is plainly one record is read by {@link RecordScanner} straight from its UTF-8 bytes (its strings
+ * are views of the line's copy: no Java string decoded and encoded back); any other line by the strict Jackson path
+ * of {@link LineParser}, which gives every reason. The reference function ({@link #REFERENCE}) reads every line by
+ * the strict path: the same rows, the tests hold the two equal.
  */
 public final class ParseLine extends Expression implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -79,19 +84,26 @@ public final class ParseLine extends Expression implements Serializable {
     private final Expression line;
     private final Seq<Expression> children;
     private final Contract contract;
+    /** Whether a line that is plainly one record is read by {@link RecordScanner} (false: the reference, Jackson only). */
+    private final boolean scan;
     private final DataType type;
     /** A parser per thread: the generated code of several tasks may share one instance of the expression. */
     private transient volatile ThreadLocal<LineParser> parsers;
 
-    public ParseLine(Expression line, Contract contract) {
+    public ParseLine(Expression line, Contract contract, boolean scan) {
         this.line = line;
         this.children = List$.MODULE$.<Expression>empty().$colon$colon(line);
         this.contract = contract;
+        this.scan = scan;
         this.type = returnType(contract);
     }
 
+    /** The suffix of the reference function's name: every line read by the strict Jackson path alone. */
+    public static final String REFERENCE = "_reference";
+
     /**
-     * Registers the expression as the function {@code name} of the session (one argument: the line).
+     * Registers the expression as the function {@code name} of the session (one argument: the line), and as
+     * {@code name} + {@link #REFERENCE} the same without {@link RecordScanner} (what the scanner is tested against).
      *
      * @param fields    the record's top-level fields read as text, separated by commas
      * @param standard  the properties of tables 1-7, separated by commas
@@ -102,12 +114,15 @@ public final class ParseLine extends Expression implements Serializable {
     public static void register(org.apache.spark.sql.classic.SparkSession spark, String name, String fields,
                                 String standard, String reasons, String nonNumber) {
         Contract contract = new Contract(fields.split(","), standard.split(","), reasons.split("\n", -1), nonNumber);
-        spark.sessionState().functionRegistry().createOrReplaceTempFunction(name, arguments -> {
-            if (arguments.size() != 1) {
-                throw new IllegalArgumentException(name + " takes one argument (the line), not " + arguments.size());
-            }
-            return new ParseLine(arguments.head(), contract);
-        }, "java_udf");
+        for (boolean scan : new boolean[] {true, false}) {
+            String function = scan ? name : name + REFERENCE;
+            spark.sessionState().functionRegistry().createOrReplaceTempFunction(function, arguments -> {
+                if (arguments.size() != 1) {
+                    throw new IllegalArgumentException(function + " takes one argument (the line), not " + arguments.size());
+                }
+                return new ParseLine(arguments.head(), contract, scan);
+            }, "java_udf");
+        }
     }
 
     private static DataType textStruct(String[] names) {
@@ -146,8 +161,15 @@ public final class ParseLine extends Expression implements Serializable {
 
     /** The line's row (called by the generated code); the line is not null. */
     public InternalRow parse(UTF8String text) {
-        LineParser.Result result = parser().parse(text.getBytes());
-        return new GenericInternalRow(new Object[] {
+        byte[] line = text.getBytes();
+        LineParser parser = parser();
+        Object[] row = scan ? parser.scan(line) : null;
+        return new GenericInternalRow(row != null ? row : values(parser.parse(line)));
+    }
+
+    /** The strict path's result as the row's values. */
+    private static Object[] values(LineParser.Result result) {
+        return new Object[] {
             utf8(result.reason),
             result.reason == null ? texts(result.fields) : null,
             map(result.properties),
@@ -155,7 +177,7 @@ public final class ParseLine extends Expression implements Serializable {
             map(result.details),
             result.standard == null ? null : texts(result.standard),
             result.standardKinds == null ? null : texts(result.standardKinds),
-        });
+        };
     }
 
     private static UTF8String utf8(String text) {
@@ -231,12 +253,12 @@ public final class ParseLine extends Expression implements Serializable {
 
     @Override
     public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-        return new ParseLine(newChildren.apply(0), contract);
+        return new ParseLine(newChildren.apply(0), contract, scan);
     }
 
     @Override
     public int productArity() {
-        return 2;
+        return 3;
     }
 
     @Override
@@ -244,6 +266,7 @@ public final class ParseLine extends Expression implements Serializable {
         switch (n) {
             case 0: return line;
             case 1: return contract;
+            case 2: return scan;
             default: throw new IndexOutOfBoundsException(n);
         }
     }
@@ -256,16 +279,16 @@ public final class ParseLine extends Expression implements Serializable {
     @Override
     public boolean equals(Object other) {
         return other instanceof ParseLine && line.equals(((ParseLine) other).line)
-                && contract.equals(((ParseLine) other).contract);
+                && contract.equals(((ParseLine) other).contract) && scan == ((ParseLine) other).scan;
     }
 
     @Override
     public int hashCode() {
-        return line.hashCode() * 31 + contract.hashCode();
+        return (line.hashCode() * 31 + contract.hashCode()) * 2 + (scan ? 1 : 0);
     }
 
     @Override
     public String prettyName() {
-        return "croads_parse_log_line";
+        return scan ? "croads_parse_log_line" : "croads_parse_log_line" + REFERENCE;
     }
 }
