@@ -380,7 +380,7 @@ class Profile:
         self.spy.send_signal(signal.SIGINT)
         self.spy.wait(60)
         if self.raw.name.endswith(".syscalls"):
-            counts = {line.split(",")[2].rsplit("_", 1)[-1]: int(line.split(",")[0])
+            counts = {line.split(",")[2].split("sys_enter_")[-1]: int(line.split(",")[0])
                       for line in self.raw.read_text().splitlines() if line.count(",") > 2 and line[0].isdigit()}
             print(f"# {result.scenario} {result.phase}: the node's system calls per message: "
                   + ", ".join(f"{call} {count / max(1, result.messages):.3f}" for call, count in counts.items()))

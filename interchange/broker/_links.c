@@ -9,8 +9,10 @@
  * bind(functions, delivery_event, released, modified)
  *     ``functions``: the addresses of pn_collector_peek, pn_collector_pop, pn_event_type,
  *     pn_event_delivery, pn_delivery_link, pn_delivery_updated, pn_delivery_remote_state,
- *     pn_delivery_settled, pn_delivery_settle, pn_delivery, pn_link_send and pn_link_advance, in
- *     that order; the PN_DELIVERY event type and the RELEASED and MODIFIED outcomes.
+ *     pn_delivery_settled, pn_delivery_settle, pn_delivery, pn_link_send, pn_link_advance,
+ *     pn_delivery_aborted, pn_delivery_readable, pn_delivery_partial, pn_delivery_pending, pn_link_recv
+ *     and pn_delivery_update, in that order; the PN_DELIVERY event type and the RELEASED and
+ *     MODIFIED outcomes.
  *
  * deliver(link, tag, raw) -> delivery
  *     A delivery on ``link`` (an address) tagged with ``tag`` (8 bytes, big-endian) carrying the
@@ -28,6 +30,17 @@
  *     modified delivery: given back to its source by Python; a connection or link event) and
  *     returns how many it handled: what it stops at is Python's to handle, so this decides nothing
  *     the Python code would decide differently.
+ *
+ * received(collector, publishers, max_size, copy_limit, messages) -> int
+ *     The same for a publisher's deliveries (``publishers``: link address -> any object, given back):
+ *     one not readable yet, or partial and not over ``max_size``, is left as it is (nothing to do);
+ *     a whole message of at most ``min(max_size, copy_limit)`` bytes is read into a bytes object,
+ *     the link advanced, and (that object, the delivery's address, the bytes, whether the
+ *     publisher sent it settled) appended to ``messages`` for Python to route and answer
+ *     (``dispose``). It stops at an aborted delivery, one over a limit, a settlement, any other event.
+ *
+ * dispose(delivery, outcome)
+ *     ``outcome`` (when not 0) as the delivery's disposition, then the delivery settled.
  *
  * Without bind (or without this module) the engine makes the same calls from Python.
  */
@@ -54,6 +67,9 @@ typedef void (*settle_f)(void *);
 typedef void *(*delivery_f)(void *, pn_bytes);
 typedef ssize_t (*link_send_f)(void *, const char *, size_t);
 typedef bool (*advance_f)(void *);
+typedef size_t (*pending_f)(void *);
+typedef ssize_t (*link_recv_f)(void *, char *, size_t);
+typedef void (*update_f)(void *, uint64_t);
 
 static struct {
     peek_f peek;
@@ -68,6 +84,10 @@ static struct {
     delivery_f delivery;
     link_send_f link_send;
     advance_f advance;
+    delivery_bool_f aborted, readable, partial;
+    pending_f pending;
+    link_recv_f link_recv;
+    update_f update;
     int delivery_event;
     uint64_t released, modified;
     bool bound;
@@ -83,12 +103,12 @@ bind(PyObject *self, PyObject *args)
     unsigned long long released, modified;
     if (!PyArg_ParseTuple(args, "O!iKK", &PyTuple_Type, &functions, &delivery_event, &released, &modified))
         return NULL;
-    if (PyTuple_GET_SIZE(functions) != 12) {
-        PyErr_SetString(PyExc_ValueError, "bind: 12 function addresses expected");
+    if (PyTuple_GET_SIZE(functions) != 18) {
+        PyErr_SetString(PyExc_ValueError, "bind: 18 function addresses expected");
         return NULL;
     }
-    void *address[12];
-    for (Py_ssize_t i = 0; i < 12; i++) {
+    void *address[18];
+    for (Py_ssize_t i = 0; i < 18; i++) {
         address[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(functions, i));
         if (address[i] == NULL) {
             if (!PyErr_Occurred())
@@ -108,6 +128,12 @@ bind(PyObject *self, PyObject *args)
     pn.delivery = (delivery_f)address[9];
     pn.link_send = (link_send_f)address[10];
     pn.advance = (advance_f)address[11];
+    pn.aborted = (delivery_bool_f)address[12];
+    pn.readable = (delivery_bool_f)address[13];
+    pn.partial = (delivery_bool_f)address[14];
+    pn.pending = (pending_f)address[15];
+    pn.link_recv = (link_recv_f)address[16];
+    pn.update = (update_f)address[17];
     pn.delivery_event = delivery_event;
     pn.released = released;
     pn.modified = modified;
@@ -245,10 +271,98 @@ settled(PyObject *self, PyObject *args)
     return PyLong_FromLong(handled);
 }
 
+/* A whole message of ``size`` bytes of ``link``'s current delivery as bytes, the link advanced. */
+static PyObject *
+read_message(void *link, size_t size)
+{
+    PyObject *raw = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (raw == NULL)
+        return NULL;
+    ssize_t got = size ? pn.link_recv(link, PyBytes_AS_STRING(raw), size) : 0;
+    pn.advance(link);
+    if (got != (ssize_t)size && _PyBytes_Resize(&raw, got > 0 ? (Py_ssize_t)got : 0) < 0)
+        return NULL;
+    return raw;
+}
+
+static PyObject *
+received(PyObject *self, PyObject *args)
+{
+    PyObject *collector_address, *publishers, *messages;
+    Py_ssize_t max_size, copy_limit;
+    if (!PyArg_ParseTuple(args, "OO!nnO!", &collector_address, &PyDict_Type, &publishers, &max_size, &copy_limit,
+                          &PyList_Type, &messages))
+        return NULL;
+    void *collector = PyLong_AsVoidPtr(collector_address);
+    if ((collector == NULL && PyErr_Occurred()) || check_bound() < 0)
+        return NULL;
+    size_t limit = (size_t)(max_size < copy_limit ? max_size : copy_limit);
+    long handled = 0;
+    void *event;
+    while ((event = pn.peek(collector)) != NULL) {
+        if (pn.event_type(event) != pn.delivery_event)
+            break;
+        void *delivery = pn.event_delivery(event);
+        void *link = pn.delivery_link(delivery);
+        PyObject *publisher = consumer_of(publishers, link); /* (the same lookup) */
+        if (publisher == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            break; /* a consumer's settlement */
+        }
+        if (pn.aborted(delivery))
+            break;
+        if (pn.readable(delivery)) {
+            size_t size = pn.pending(delivery);
+            if (size > (size_t)max_size)
+                break;
+            if (!pn.partial(delivery)) {
+                if (size > limit)
+                    break;
+                PyObject *raw = read_message(link, size);
+                if (raw == NULL)
+                    return NULL;
+                PyObject *key = PyLong_FromVoidPtr(delivery);
+                PyObject *entry = key == NULL ? NULL
+                    : PyTuple_Pack(4, publisher, key, raw, pn.settled(delivery) ? Py_True : Py_False);
+                Py_XDECREF(key);
+                Py_DECREF(raw);
+                if (entry == NULL)
+                    return NULL;
+                int status = PyList_Append(messages, entry);
+                Py_DECREF(entry);
+                if (status < 0)
+                    return NULL;
+            }
+        }
+        pn.pop(collector);
+        handled++;
+    }
+    return PyLong_FromLong(handled);
+}
+
+static PyObject *
+dispose(PyObject *self, PyObject *args)
+{
+    PyObject *delivery_address;
+    unsigned long long outcome;
+    if (!PyArg_ParseTuple(args, "OK", &delivery_address, &outcome))
+        return NULL;
+    void *delivery = PyLong_AsVoidPtr(delivery_address);
+    if ((delivery == NULL && PyErr_Occurred()) || check_bound() < 0)
+        return NULL;
+    if (outcome)
+        pn.update(delivery, (uint64_t)outcome);
+    pn.settle(delivery);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(functions, delivery_event, released, modified): proton's functions"},
     {"deliver", deliver, METH_VARARGS, "deliver(link, tag, raw) -> delivery address"},
     {"settled", settled, METH_VARARGS, "settled(collector, consumers, durable) -> events handled"},
+    {"received", received, METH_VARARGS, "received(collector, publishers, max_size, copy_limit, messages) -> events handled"},
+    {"dispose", dispose, METH_VARARGS, "dispose(delivery, outcome): its disposition (when not 0), settled"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -104,14 +104,22 @@ if _links is not None:
     _links.bind(tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in (
         "pn_collector_peek", "pn_collector_pop", "pn_event_type", "pn_event_delivery", "pn_delivery_link",
         "pn_delivery_updated", "pn_delivery_remote_state", "pn_delivery_settled", "pn_delivery_settle",
-        "pn_delivery", "pn_link_send", "pn_link_advance")), _E_DELIVERY, _RELEASED, lib.PN_MODIFIED)
+        "pn_delivery", "pn_link_send", "pn_link_advance", "pn_delivery_aborted", "pn_delivery_readable",
+        "pn_delivery_partial", "pn_delivery_pending", "pn_link_recv", "pn_delivery_update")),
+        _E_DELIVERY, _RELEASED, lib.PN_MODIFIED)
 _deliver = _links.deliver if _links is not None else None
 _settled_run = _links.settled if _links is not None else None
+_received_run = _links.received if _links is not None else None
 
 
 def pointer_key(pointer: Any) -> int:
     """A proton object's address: the key of a consumer's unsettled deliveries (the C path's too)."""
     return int(ffi.cast("uintptr_t", pointer))
+
+
+def _pointer(delivery: Any) -> Any:
+    """A delivery as cffi's pointer (the C path gives its address)."""
+    return ffi.cast("pn_delivery_t *", delivery) if type(delivery) is int else delivery
 
 
 class AttachRefused(Exception):
@@ -468,14 +476,16 @@ class ConnectionEngine:
         collector = self._collector
         on_delivery = self.links.on_delivery
         handlers = self._handlers
-        consumer_keys = self.links.consumer_keys
+        links = self.links
+        consumer_keys, publisher_keys = links.consumer_keys, links.publisher_keys
         try:
             while True:
                 event = _pn_collector_peek(collector)
                 if event == _NULL:
                     return
-                if (consumer_keys and _settled_run is not None and self.delivery_log is None
-                        and _pn_event_type(event) == _E_DELIVERY and self._settle_run()):
+                if _settled_run is not None and _pn_event_type(event) == _E_DELIVERY and (
+                        (consumer_keys and self.delivery_log is None and self._settle_run())
+                        or (publisher_keys and self._receive_run())):
                     continue
                 try:
                     etype = _pn_event_type(event)
@@ -503,6 +513,24 @@ class ConnectionEngine:
             raise
         for state, message in durable:
             self.router.consumed(state, message)
+        return handled
+
+    def _receive_run(self) -> int:
+        """The publishers' whole messages at the head of the events, read in C (``_links.received``: what
+        :meth:`ConnectionLinks.on_delivery` does up to the routing, stopping at the first event it leaves
+        to it), then routed and answered in order (:meth:`ConnectionLinks.answer_all`); how many events
+        it handled."""
+        assert _received_run is not None
+        links = self.links
+        messages: list[tuple[tuple[Any, Any], int, bytes, bool]] = []
+        try:
+            handled: int = _received_run(self._collector_key, links.publisher_keys, self.limits.max_message_size,
+                                         _COPY_LIMIT, messages)
+        except BaseException:
+            _pn_collector_pop(self._collector)  # (as a handler that raised: never handled twice)
+            raise
+        finally:  # (what was read is answered, whatever came after it)
+            links.answer_all(messages)
         return handled
 
     def _on_session_remote_open(self, event: Any) -> None:
@@ -556,6 +584,8 @@ class ConnectionLinks:
         self._limits = engine.limits
         self._events = events
         self._publishers: dict[Any, Any] = {}
+        #: link address (:func:`pointer_key`) -> (its publisher, the link): what the C path looks them up by
+        self.publisher_keys: dict[int, tuple[Any, Any]] = {}
         self._consumers: dict[Any, ConsumerLinkState] = {}
         #: the same by the link's address (:func:`pointer_key`): what the C path looks them up by
         self.consumer_keys: dict[int, ConsumerLinkState] = {}
@@ -636,6 +666,7 @@ class ConnectionLinks:
     def _forget(self, link: Any) -> None:
         publisher = self._publishers.pop(link, None)
         if publisher is not None:
+            self.publisher_keys.pop(pointer_key(link), None)
             self._router.detach_publisher(publisher)
         state = self._consumers.pop(link, None)
         if state is not None:
@@ -670,6 +701,7 @@ class ConnectionLinks:
         lib.pn_link_open(link)
         _pn_link_flow(link, self._limits.publisher_credit)
         self._publishers[link] = publisher
+        self.publisher_keys[pointer_key(link)] = (publisher, link)
         publisher.closer = lambda condition, description: self.close(link, condition, description)
 
     def _attach_consumer(self, link: Any) -> None:
@@ -756,24 +788,48 @@ class ConnectionLinks:
         # Small messages become bytes (cheap, hashable); large ones stay in the buffer proton
         # filled, which is forwarded as it is (no copy of a 500 KB payload).
         raw = bytes(buf) if size <= _COPY_LIMIT else buf
+        self._answer(publisher, delivery, raw, remote_settled)
+        self._replenish(link)
+
+    def answer_all(self, messages: list[tuple[tuple[Any, Any], int, bytes, bool]]) -> None:
+        """The whole messages the C path read (:meth:`ConnectionEngine._receive_run`: (publisher, link),
+        delivery address, bytes, sent settled), routed and answered in order as :meth:`_receive_message`
+        does; each link's credit topped up once after them."""
+        assert _links is not None
+        links = {}
+        for (publisher, link), delivery, raw, remote_settled in messages:
+            if not self.accepting:  # shutting down: not taken, the publisher may send it again
+                _links.dispose(delivery, 0 if remote_settled else _RELEASED)
+                continue
+            self._answer(publisher, delivery, raw, remote_settled)
+            links[id(link)] = link
+        for link in links.values():
+            self._replenish(link)
+
+    def _answer(self, publisher: Any, delivery: Any, raw: bytes | bytearray, remote_settled: bool) -> None:
+        """Route a publisher's message and answer it: accepted or rejected now, or once stored (a durable
+        one). ``delivery``: proton's (the cffi path), or its address (the C path's)."""
         try:
             receipt = self._router.publish(publisher, raw)
             outcome = _ACCEPTED
             if receipt is not None and not remote_settled:  # accepted once stored
-                self._awaiting_store.add(delivery)
-                receipt.add(self._stored, (delivery, receipt))
-                self._replenish(link)
+                pointer = _pointer(delivery)
+                self._awaiting_store.add(pointer)
+                receipt.add(self._stored, (pointer, receipt))
                 return
         except Rejected as exc:
             outcome = _REJECTED
             if not remote_settled:
-                cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
+                cond = lib.pn_disposition_condition(lib.pn_delivery_local(_pointer(delivery)))
                 cproton.pn_condition_set_name(cond, exc.condition)
                 cproton.pn_condition_set_description(cond, exc.description)
+        if type(delivery) is int:
+            assert _links is not None
+            _links.dispose(delivery, 0 if remote_settled else outcome)
+            return
         if not remote_settled:
             _pn_delivery_update(delivery, outcome)
         _pn_delivery_settle(delivery)
-        self._replenish(link)
 
     def _stored(self, arg: tuple[Any, StoreReceipt], ok: bool) -> None:
         """The store has a durable message (or failed to write it): now its disposition."""
