@@ -483,9 +483,9 @@ class ConnectionEngine:
                 event = _pn_collector_peek(collector)
                 if event == _NULL:
                     return
-                if _settled_run is not None and _pn_event_type(event) == _E_DELIVERY and (
-                        (consumer_keys and self.delivery_log is None and self._settle_run())
-                        or (publisher_keys and self._receive_run())):
+                if _links is not None and _pn_event_type(event) == _E_DELIVERY and (
+                        (consumer_keys and _settled_run is not None and self.delivery_log is None and self._settle_run())
+                        or (publisher_keys and _received_run is not None and self._receive_run())):
                     continue
                 try:
                     etype = _pn_event_type(event)

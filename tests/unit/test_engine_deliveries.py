@@ -24,10 +24,11 @@ from interchange.broker.message import BrokerMessage
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each behaviour through the C path (when built) and through the Python one."""
     if request.param == "c" and engine_module._links is None:
-        pytest.skip("the C path is not built (no compiler)")
+        pytest.skip("the C path is not built (no compiler) or turned off")
     if request.param == "python":
         monkeypatch.setattr(engine_module, "_settled_run", None)
         monkeypatch.setattr(engine_module, "_deliver", None)
+        monkeypatch.setattr(engine_module, "_received_run", None)
     return str(request.param)
 
 
@@ -167,7 +168,7 @@ class Pair:
         return messages
 
 
-@pytest.mark.skipif(engine_module._links is None, reason="the C path is not built (no compiler)")
+@pytest.mark.skipif(engine_module._links is None, reason="the C path is not built (no compiler) or turned off")
 def test_a_reads_settlements_are_handled_in_one_c_call(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     run = engine_module._settled_run
@@ -262,7 +263,7 @@ def test_the_message_log_sees_one_key_per_delivery(path: str) -> None:
     assert log.settled == [(log.sent[0], "accepted"), (log.sent[1], "released")]
 
 
-@pytest.mark.skipif(engine_module._links is None, reason="the C path is not built (no compiler)")
+@pytest.mark.skipif(engine_module._links is None, reason="the C path is not built (no compiler) or turned off")
 def test_a_reads_whole_messages_are_read_in_one_c_call(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     run = engine_module._received_run
