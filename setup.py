@@ -12,6 +12,12 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
+            "interchange.broker._links",
+            ["interchange/broker/_links.c"],
+            optional=True,  # without a compiler the engine makes these proton calls through cffi
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
             "interchange.bridges.if2._deliveries",
             ["interchange/bridges/if2/_deliveries.c"],
             depends=["interchange/broker/_be_bytes.h"],

@@ -52,6 +52,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import struct
@@ -342,21 +343,55 @@ def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: st
     return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
 
 
+#: the system calls ``--profiler syscalls`` counts (the node's socket reads and writes, its loop's waits)
+SYSCALLS = ("sendto", "recvfrom", "write", "read", "epoll_wait")
+
+
+def _py_spy() -> str:
+    """py-spy beside this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else (shutil.which("py-spy") or str(beside))
+
+
 class Profile:
-    """py-spy on the node over one phase (``--profile``): its samples by category (profile_categories)."""
+    """A profiler on the node over one phase (``--profile``): py-spy, its samples by category
+    (profile_categories); or with ``--profiler perf`` Linux perf (the process's CPU, kernel included:
+    py-spy also counts time the node is preempted inside a system call), its top symbols."""
 
     def __init__(self, args: argparse.Namespace, name: str, pid: int) -> None:
-        self.raw = args.profile.with_name(f"{args.profile.name}-{name}.raw") if args.profile else None
-        self.spy = None if self.raw is None else subprocess.Popen(
-            [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", str(args.profile_rate),
-             "--format", "raw", "--nonblocking", "--output", str(self.raw)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.perf = getattr(args, "profiler", "py-spy") == "perf"
+        suffix = {"perf": "perf.data", "syscalls": "syscalls"}.get(getattr(args, "profiler", ""), "raw")
+        self.raw = args.profile.with_name(f"{args.profile.name}-{name}.{suffix}") if args.profile else None
+        self.spy = None
+        if self.raw is None:
+            return
+        command = ["perf", "record", "-F", str(args.profile_rate), "-g", "-p", str(pid), "-o", str(self.raw)] \
+            if self.perf else [_py_spy(), "record", "--pid", str(pid), "--rate", str(args.profile_rate),
+                               "--format", "raw", "--nonblocking", "--output", str(self.raw)]
+        if getattr(args, "profiler", "") == "syscalls":
+            self.perf = False
+            command = ["perf", "stat", "-x", ",", "-o", str(self.raw), "-p", str(pid), "-e",
+                       ",".join(f"syscalls:sys_enter_{call}" for call in SYSCALLS)]
+        self.spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self, result: Result) -> None:
         if self.spy is None or self.raw is None:
             return
         self.spy.send_signal(signal.SIGINT)
         self.spy.wait(60)
+        if self.raw.name.endswith(".syscalls"):
+            counts = {line.split(",")[2].split("sys_enter_")[-1]: int(line.split(",")[0])
+                      for line in self.raw.read_text().splitlines() if line.count(",") > 2 and line[0].isdigit()}
+            print(f"# {result.scenario} {result.phase}: the node's system calls per message: "
+                  + ", ".join(f"{call} {count / max(1, result.messages):.3f}" for call, count in counts.items()))
+            return
+        if self.perf:
+            report = subprocess.run(["perf", "report", "-i", str(self.raw), "--stdio", "--no-children",
+                                     "--sort", "dso,sym", "--percent-limit", "0.7", "-g", "none"],
+                                    capture_output=True, text=True, check=False).stdout
+            print(f"# {result.scenario} {result.phase}: the node's CPU samples (perf, {self.raw})\n"
+                  + "\n".join(line for line in report.splitlines() if line.strip() and not line.startswith("#")))
+            return
         print(f"# {result.scenario} {result.phase}: the node's samples (py-spy, {self.raw})\n"
               + categories.render(categories.categorise(self.raw), result.node_cpu_us))
 
@@ -691,6 +726,9 @@ def main(argv: list[str] | None = None) -> int:
                         "= if2->croads, export = croads->if2); RabbitMQ alone is measured in every round")
     parser.add_argument("--profile", type=Path, help="with --processes: py-spy the node over each throughput phase "
                         "(PROFILE-import.raw, PROFILE-export.raw) and print where its time goes")
+    parser.add_argument("--profiler", choices=("py-spy", "perf", "syscalls"), default="py-spy",
+                        help="with --profile: py-spy (Python frames, by category), Linux perf (CPU samples, "
+                        "kernel included, top symbols) or the node's socket system calls per message (perf stat)")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy's samples per second (--profile)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)

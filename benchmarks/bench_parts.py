@@ -7,7 +7,8 @@ timed with ``time.process_time`` (time other processes take from the core is not
 * engine: a proton client (proton's engine, in memory, no socket, no TLS) publishes N messages of
   200 B through :class:`~interchange.broker.engine.ConnectionEngine`, whose router hands each to
   a pre-settled consumer link on the same connection; the engine's ``receive`` and
-  ``take_output`` are timed, per message;
+  ``take_output`` are timed, per message; and the same with an unsettled consumer link whose client
+  accepts each delivery (its settlements read back by the engine: a C-Roads consumer's);
 * scanner: :func:`~interchange.broker.amqp_scan.scan_message` of bench_scan.py's DENM (200 B and
   500 KB bodies, and locating only), and the pure-Python admission of distinct and repeated
   DENMs (the C accelerator off), per message.
@@ -83,8 +84,9 @@ class _ForwardingRouter:
     def redeliver(self, link: Any, message: Any) -> None: ...
 
 
-def engine_us_per_message(module: ModuleType, number: int) -> float:
-    """CPU µs of the engine's own calls per message published and delivered."""
+def engine_us_per_message(module: ModuleType, number: int, accepting: bool = False) -> float:
+    """CPU µs of the engine's own calls per message published and delivered (``accepting``: the
+    consumer link is unsettled and the client accepts each delivery, its settlement read back)."""
     server = module.ConnectionEngine(_ForwardingRouter(), "actor-1", EngineLimits(), lambda: None)
     transport, connection, collector = Transport(), Connection(), Collector()
     connection.collect(collector)
@@ -98,7 +100,7 @@ def engine_us_per_message(module: ModuleType, number: int) -> float:
     sender.open()
     receiver = session.receiver("out")
     receiver.source.address = "bench-out"
-    receiver.snd_settle_mode = Link.SND_SETTLED
+    receiver.snd_settle_mode = Link.SND_UNSETTLED if accepting else Link.SND_SETTLED
     receiver.open()
     receiver.flow(number)
     cpu = [0.0]
@@ -111,6 +113,8 @@ def engine_us_per_message(module: ModuleType, number: int) -> float:
                 if delivery.link.is_receiver and not delivery.partial:
                     delivery.link.recv(delivery.pending)
                     delivery.link.advance()
+                    if accepting:
+                        delivery.update(delivery.ACCEPTED)
                     delivery.settle()
                     received[0] += 1
                 elif delivery.link.is_sender and delivery.updated:
@@ -149,6 +153,7 @@ def engine_us_per_message(module: ModuleType, number: int) -> float:
         pump()
     server.release()
     assert received[0] == number, f"{received[0]} of {number} messages delivered"
+    assert not server.router.consumer.unsettled, "a settlement not read back"
     return cpu[0] / number * 1e6
 
 
@@ -190,7 +195,8 @@ def main() -> None:
         broker = args.against / "interchange" / "broker"
         sides["against"] = (load("against_engine", broker / "engine.py"), load("against_amqp_scan", broker / "amqp_scan.py"))
     cases: dict[str, Callable[[tuple[ModuleType, ModuleType]], float]] = {
-        "engine, 200 B through a consumer link": lambda parts: engine_us_per_message(parts[0], args.number)}
+        "engine, 200 B through a consumer link": lambda parts: engine_us_per_message(parts[0], args.number),
+        "engine, the same, each one accepted": lambda parts: engine_us_per_message(parts[0], args.number, True)}
     cases.update({name: (lambda parts, case=case: case(parts[1])) for name, case in scanner_cases(args.number).items()})
     print(f"CPU µs per message, median (best) of {args.rounds} rounds of {args.number}; sides alternate each round")
     for name, case in cases.items():

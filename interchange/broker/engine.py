@@ -10,9 +10,10 @@ small interface, and nowhere else.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import MethodType
+from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import cproton
@@ -89,6 +90,36 @@ _pn_link_credit = lib.pn_link_credit
 _pn_link_flow = lib.pn_link_flow
 _pn_link_is_sender = lib.pn_link_is_sender
 _from_buffer = ffi.from_buffer
+
+#: the C path of a consumer's deliveries and settlements (``_links.c``, proton's own functions bound
+#: below), or None: not built, or turned off with ``INTERCHANGE_PURE_PYTHON=1`` (the same calls through cffi)
+_links: ModuleType | None
+try:
+    from interchange.broker import _links
+except ImportError:
+    _links = None
+if os.environ.get("INTERCHANGE_PURE_PYTHON") == "1":
+    _links = None
+if _links is not None:
+    _links.bind(tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in (
+        "pn_collector_peek", "pn_collector_pop", "pn_event_type", "pn_event_delivery", "pn_delivery_link",
+        "pn_delivery_updated", "pn_delivery_remote_state", "pn_delivery_settled", "pn_delivery_settle",
+        "pn_delivery", "pn_link_send", "pn_link_advance", "pn_delivery_aborted", "pn_delivery_readable",
+        "pn_delivery_partial", "pn_delivery_pending", "pn_link_recv", "pn_delivery_update")),
+        _E_DELIVERY, _RELEASED, lib.PN_MODIFIED)
+_deliver = _links.deliver if _links is not None else None
+_settled_run = _links.settled if _links is not None else None
+_received_run = _links.received if _links is not None else None
+
+
+def pointer_key(pointer: Any) -> int:
+    """A proton object's address: the key of a consumer's unsettled deliveries (the C path's too)."""
+    return int(ffi.cast("uintptr_t", pointer))
+
+
+def _pointer(delivery: Any) -> Any:
+    """A delivery as cffi's pointer (the C path gives its address)."""
+    return ffi.cast("pn_delivery_t *", delivery) if type(delivery) is int else delivery
 
 
 class AttachRefused(Exception):
@@ -189,18 +220,20 @@ class EngineLimits:
 class ConsumerLinkState:
     """A consumer's receiver link seen from the broker (our sender link)."""
 
-    __slots__ = ("engine", "link", "address", "selector", "source", "_tag", "presettled", "unsettled", "departures",
-                 "__weakref__")
+    __slots__ = ("engine", "link", "link_address", "address", "selector", "source", "_tag", "presettled",
+                 "unsettled", "departures", "__weakref__")
 
     def __init__(self, engine: "ConnectionEngine", link: Any, address: str | None, presettled: bool) -> None:
         self.engine = engine
         self.link = link
+        self.link_address = pointer_key(link)  #: (for the C path)
         self.address = address
         self.selector: Callable[[dict], bool] | None = None
         self.source: Source | None = None  #: the Source it is attached to (set by the router)
         self._tag = 0
         self.presettled = presettled
-        self.unsettled: dict[Any, BrokerMessage] = {}
+        #: each delivery's address (:func:`pointer_key`) -> its message, until the consumer settles it
+        self.unsettled: dict[int, BrokerMessage] = {}
         #: delivery -> (departure ms, attempt) while message logging is on (kept by the DeliveryLog)
         self.departures: dict[Any, tuple[int, int]] = {}
 
@@ -229,10 +262,12 @@ class ConsumerLinkState:
                 self.engine.router.consumed(self, message)
         else:
             self._tag += 1
-            tag = self._tag.to_bytes(8, "big")
-            delivery = _pn_delivery(link, (8, _from_buffer(tag)))
-            _pn_link_send(link, _from_buffer(raw), len(raw))
-            _pn_link_advance(link)
+            if _deliver is not None:
+                delivery = _deliver(self.link_address, self._tag, raw)
+            else:
+                delivery = pointer_key(_pn_delivery(link, (8, _from_buffer(self._tag.to_bytes(8, "big")))))
+                _pn_link_send(link, _from_buffer(raw), len(raw))
+                _pn_link_advance(link)
             self.unsettled[delivery] = message
         engine = self.engine
         if engine.delivery_log is not None:
@@ -280,6 +315,7 @@ class ConnectionEngine:
         self._transport = self._proton.transport
         self._connection = self._proton.connection
         self._collector = self._proton.collector
+        self._collector_key = pointer_key(self._collector)  #: (for the C path)
         cproton.pn_connection_set_container(self._connection, _CONTAINER)
         self._failed = False  #: closed for the peer's fault (:meth:`fail`), logged once
         self._output_started = False  #: proton wrote something (its protocol header first)
@@ -432,18 +468,25 @@ class ConnectionEngine:
     def _process(self) -> None:
         """Handle proton's pending events: one short method each, the links' (``_LINK_EVENTS``) on
         :attr:`links`, the connection's (``_CONNECTION_EVENTS``) here; a delivery, the hot path, is
-        tested first, without a table lookup."""
+        tested first, without a table lookup; a run of consumers' settlements is handled in C when it
+        is built (:meth:`_settle_run`)."""
         if self._processing:
             return  # called from a handler: the loop below goes on with what it added
         self._processing = True
         collector = self._collector
         on_delivery = self.links.on_delivery
         handlers = self._handlers
+        links = self.links
+        consumer_keys, publisher_keys = links.consumer_keys, links.publisher_keys
         try:
             while True:
                 event = _pn_collector_peek(collector)
                 if event == _NULL:
                     return
+                if _links is not None and _pn_event_type(event) == _E_DELIVERY and (
+                        (consumer_keys and _settled_run is not None and self.delivery_log is None and self._settle_run())
+                        or (publisher_keys and _received_run is not None and self._receive_run())):
+                    continue
                 try:
                     etype = _pn_event_type(event)
                     if etype == _E_DELIVERY:
@@ -456,6 +499,39 @@ class ConnectionEngine:
                     _pn_collector_pop(collector)
         finally:
             self._processing = False
+
+    def _settle_run(self) -> int:
+        """The consumers' settlements at the head of the events, in C (``_links.settled``: what
+        :meth:`ConnectionLinks.on_delivery` does for each, stopping at the first event it leaves to
+        it); the durable messages among them are done with at their sources. How many it handled."""
+        durable: list[tuple[ConsumerLinkState, BrokerMessage]] = []
+        assert _settled_run is not None
+        try:
+            handled: int = _settled_run(self._collector_key, self.links.consumer_keys, durable)
+        except BaseException:
+            _pn_collector_pop(self._collector)  # (as a handler that raised: never handled twice)
+            raise
+        for state, message in durable:
+            self.router.consumed(state, message)
+        return handled
+
+    def _receive_run(self) -> int:
+        """The publishers' whole messages at the head of the events, read in C (``_links.received``: what
+        :meth:`ConnectionLinks.on_delivery` does up to the routing, stopping at the first event it leaves
+        to it), then routed and answered in order (:meth:`ConnectionLinks.answer_all`); how many events
+        it handled."""
+        assert _received_run is not None
+        links = self.links
+        messages: list[tuple[tuple[Any, Any], int, bytes, bool]] = []
+        try:
+            handled: int = _received_run(self._collector_key, links.publisher_keys, self.limits.max_message_size,
+                                         _COPY_LIMIT, messages)
+        except BaseException:
+            _pn_collector_pop(self._collector)  # (as a handler that raised: never handled twice)
+            raise
+        finally:  # (what was read is answered, whatever came after it)
+            links.answer_all(messages)
+        return handled
 
     def _on_session_remote_open(self, event: Any) -> None:
         session = lib.pn_event_session(event)
@@ -508,7 +584,11 @@ class ConnectionLinks:
         self._limits = engine.limits
         self._events = events
         self._publishers: dict[Any, Any] = {}
+        #: link address (:func:`pointer_key`) -> (its publisher, the link): what the C path looks them up by
+        self.publisher_keys: dict[int, tuple[Any, Any]] = {}
         self._consumers: dict[Any, ConsumerLinkState] = {}
+        #: the same by the link's address (:func:`pointer_key`): what the C path looks them up by
+        self.consumer_keys: dict[int, ConsumerLinkState] = {}
         #: deliveries of durable messages waiting for the store before their disposition
         self._awaiting_store: set[Any] = set()
         #: False while the node shuts down: new messages are released (not taken; the publisher sends them again)
@@ -586,9 +666,11 @@ class ConnectionLinks:
     def _forget(self, link: Any) -> None:
         publisher = self._publishers.pop(link, None)
         if publisher is not None:
+            self.publisher_keys.pop(pointer_key(link), None)
             self._router.detach_publisher(publisher)
         state = self._consumers.pop(link, None)
         if state is not None:
+            self.consumer_keys.pop(state.link_address, None)
             self._router.detach_consumer(state)
 
     def _refuse(self, link: Any, condition: str, description: str) -> None:
@@ -619,6 +701,7 @@ class ConnectionLinks:
         lib.pn_link_open(link)
         _pn_link_flow(link, self._limits.publisher_credit)
         self._publishers[link] = publisher
+        self.publisher_keys[pointer_key(link)] = (publisher, link)
         publisher.closer = lambda condition, description: self.close(link, condition, description)
 
     def _attach_consumer(self, link: Any) -> None:
@@ -644,6 +727,7 @@ class ConnectionLinks:
         lib.pn_link_set_snd_settle_mode(link, lib.pn_link_remote_snd_settle_mode(link))
         lib.pn_link_open(link)
         self._consumers[link] = state
+        self.consumer_keys[state.link_address] = state
 
     # ----------------------------------------------------------------- deliveries
     def on_delivery(self, delivery: Any) -> None:
@@ -677,10 +761,11 @@ class ConnectionLinks:
         one consumed leaves the store's holders."""
         outcome = _pn_delivery_remote_state(delivery)
         if outcome or _pn_delivery_settled(delivery):
-            message = state.unsettled.pop(delivery, None)
+            key = pointer_key(delivery)
+            message = state.unsettled.pop(key, None)
             delivery_log = self._engine.delivery_log
             if message is not None and delivery_log is not None:
-                delivery_log.settled(state, message, delivery, _OUTCOME_NAMES.get(outcome, "settled"))
+                delivery_log.settled(state, message, key, _OUTCOME_NAMES.get(outcome, "settled"))
             _pn_delivery_settle(delivery)
             if message is not None:
                 if outcome in _REDELIVER:
@@ -703,24 +788,48 @@ class ConnectionLinks:
         # Small messages become bytes (cheap, hashable); large ones stay in the buffer proton
         # filled, which is forwarded as it is (no copy of a 500 KB payload).
         raw = bytes(buf) if size <= _COPY_LIMIT else buf
+        self._answer(publisher, delivery, raw, remote_settled)
+        self._replenish(link)
+
+    def answer_all(self, messages: list[tuple[tuple[Any, Any], int, bytes, bool]]) -> None:
+        """The whole messages the C path read (:meth:`ConnectionEngine._receive_run`: (publisher, link),
+        delivery address, bytes, sent settled), routed and answered in order as :meth:`_receive_message`
+        does; each link's credit topped up once after them."""
+        assert _links is not None
+        links = {}
+        for (publisher, link), delivery, raw, remote_settled in messages:
+            if not self.accepting:  # shutting down: not taken, the publisher may send it again
+                _links.dispose(delivery, 0 if remote_settled else _RELEASED)
+                continue
+            self._answer(publisher, delivery, raw, remote_settled)
+            links[id(link)] = link
+        for link in links.values():
+            self._replenish(link)
+
+    def _answer(self, publisher: Any, delivery: Any, raw: bytes | bytearray, remote_settled: bool) -> None:
+        """Route a publisher's message and answer it: accepted or rejected now, or once stored (a durable
+        one). ``delivery``: proton's (the cffi path), or its address (the C path's)."""
         try:
             receipt = self._router.publish(publisher, raw)
             outcome = _ACCEPTED
             if receipt is not None and not remote_settled:  # accepted once stored
-                self._awaiting_store.add(delivery)
-                receipt.add(self._stored, (delivery, receipt))
-                self._replenish(link)
+                pointer = _pointer(delivery)
+                self._awaiting_store.add(pointer)
+                receipt.add(self._stored, (pointer, receipt))
                 return
         except Rejected as exc:
             outcome = _REJECTED
             if not remote_settled:
-                cond = lib.pn_disposition_condition(lib.pn_delivery_local(delivery))
+                cond = lib.pn_disposition_condition(lib.pn_delivery_local(_pointer(delivery)))
                 cproton.pn_condition_set_name(cond, exc.condition)
                 cproton.pn_condition_set_description(cond, exc.description)
+        if type(delivery) is int:
+            assert _links is not None
+            _links.dispose(delivery, 0 if remote_settled else outcome)
+            return
         if not remote_settled:
             _pn_delivery_update(delivery, outcome)
         _pn_delivery_settle(delivery)
-        self._replenish(link)
 
     def _stored(self, arg: tuple[Any, StoreReceipt], ok: bool) -> None:
         """The store has a durable message (or failed to write it): now its disposition."""
