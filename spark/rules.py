@@ -521,7 +521,8 @@ def seconds(m: DataFrame) -> DataFrame:
 
     A second with fewer such records has fewer messages and is not one IP_013 checks, so only the
     busy seconds are counted exactly: a count of records per second first (a hash aggregate of
-    fixed-width keys), then the messages of the busy ones alone, each once (broadcast: few seconds).
+    fixed-width keys), then the messages of the busy ones alone, each once (the busy seconds broadcast: at
+    most one per 5000 records). With no busy second adaptive execution skips that second pass.
     A distinct count over every second was a shuffle and hash aggregate of every received message's
     key, the largest aggregate of a validate for the smallest rule.
     """
