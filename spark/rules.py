@@ -523,8 +523,8 @@ def seconds(m: DataFrame) -> DataFrame:
     busy seconds are counted exactly: a count of records per second first (a hash aggregate of
     fixed-width keys), then the messages of the busy ones alone, each once (the busy seconds broadcast: at
     most one per 5000 records). With no busy second adaptive execution skips that second pass.
-    A distinct count over every second was a shuffle and hash aggregate of every received message's
-    key, the largest aggregate of a validate for the smallest rule.
+    A distinct count over every second would shuffle and aggregate every received message's key (at 2M
+    lines 5 s of task CPU, more than any other frame's map stages).
     """
     received = _event("received_message") & small_payload()
     rows = (m.where((received | (first_delivery() & small_payload())) & F.col("arrivalMs").isNotNull())
