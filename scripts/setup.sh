@@ -46,7 +46,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c interchange/broker/_admit_profile.h interchange/broker/_be_bytes.h interchange/bridges/if2/_deliveries.c | sha256sum | cut -c1-16)  # a changed C file is rebuilt
+stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c interchange/broker/_links.c interchange/broker/_admit_profile.h interchange/broker/_be_bytes.h interchange/bridges/if2/_deliveries.c | sha256sum | cut -c1-16)  # a changed C file is rebuilt
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark,if2]' 2>&1 | grep -v "^WARNING: Location" || true

@@ -264,6 +264,26 @@ def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> 
         ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
 
 
+def test_burst_counts_messages_not_records(spark: SparkSession, tmp_path: Path) -> None:
+    """IP_013 checks a second by its messages, each once: 5000 records of 4999 messages (one logged twice)
+    are not a burst, 5000 records of 5000 messages and 5001 records of 5000 messages are, 4999 records are
+    not (validate counts the records of a second first and the messages of the busy seconds alone)."""
+    records = []
+    for second, (messages, twice) in enumerate(((4999, 1), (5000, 0), (5000, 1), (4999, 0))):
+        start = T0 + second * 10_000
+        for i in range(messages):  # each second's last message is available 1001 ms after its first
+            message = Message(NODE, second * 10_000 + i + 1, start + i // 5,
+                              properties("CAM", local_id=f"{second}-{i}"), body=f"{second}-{i}".encode())
+            records += [received(message)] * (1 + (i < twice))
+            records.append(sent(message, start + 1001 if i == messages - 1 else message.arrival_ms + 1))
+    run = validate(spark, _messages(spark, records), str(tmp_path / "out"), "burst", "burst", [rules.bursts])
+    found = read_table(spark, tables.Layout(str(tmp_path / "out")).violations, tables.VIOLATIONS).collect()
+    assert sorted((v.timestampMs, v.observed) for v in found) == [
+        (T0 + second * 10_000, "5000 messages arrived in this second, the last available 1001 ms after the first")
+        for second in (1, 2)]
+    assert [(m.check, m.checked, m.violations) for m in run.metrics] == [("burst", 2, 2)]
+
+
 def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_run: tuple[str, str],
                                                   tmp_path: Path) -> None:
     """A later validate in the JVM finds its code compiled: nothing run-specific is written into the
