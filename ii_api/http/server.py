@@ -165,13 +165,14 @@ def _clock(request: web.Request) -> RequestClock | None:
 
 @web.middleware
 async def _request_clock(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Tell the connection's clock the request's progress: its headers are in (the body's deadline
-    starts when it has one), and when it is answered (the next request's headers may start)."""
+    """Tell the connection's clock the request's progress: its headers are in (a body still to come keeps
+    the deadline that started when the head arrived; one already in has none), and when it is answered
+    (the next request's headers may start)."""
     clock = _clock(request)
     if clock is None:
         return await handler(request)
     loop = asyncio.get_running_loop()
-    clock.head_complete(loop.time(), request.body_exists)
+    clock.head_complete(loop.time(), request.body_exists and not request.content.is_eof())
     try:
         return await handler(request)
     finally:

@@ -11,7 +11,9 @@ The context is the node's source of the current one (``ReloadingTls.current``): 
 connection's session is made from the context current at that moment, so a TLS reload applies to new
 connections.
 Once the handshake is done, a :class:`~ii_api.http.request_clock.RequestClock` times each request's
-headers and body (the request handlers tell it their progress through ``get_extra_info("request_clock")``);
+headers and body (the request handlers tell it their progress through ``get_extra_info("request_clock")``;
+it is told of plaintext with the time its ciphertext arrived on the socket, also when that input waited
+for a handshake step, so a request's head is timed from its arrival, not from when it was decrypted);
 a request that does not arrive in time is answered 408 with a JSON body and closed, and logged as
 ``request_timeout``. One timer per connection follows the current deadline (the handshake's, then
 the request clock's).
@@ -149,6 +151,8 @@ class TlsServerProtocol(asyncio.Protocol):
         self._peer = "?"
         #: handshake input waiting for its turn in the HandshakeQueue (None: not queued)
         self._handshake_input: bytearray | None = None
+        self._input_at = 0.0  #: when the last of the waiting handshake input arrived
+        self._step_at = 0.0  #: when the last of the input in the step that is out arrived
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused or closed while a step was out: its outcome is dropped
 
@@ -211,6 +215,7 @@ class TlsServerProtocol(asyncio.Protocol):
         session = self._session
         assert session is not None
         if self._step_out or not session.established:  # a handshake step: in the queue's turn
+            self._input_at = _now()  # its records' plaintext is timed from here, not from the step
             if self._handshake_input is None:
                 self._handshake_input = bytearray(data)
                 if not self._step_out:  # else submitted again when the step comes back
@@ -218,7 +223,7 @@ class TlsServerProtocol(asyncio.Protocol):
             else:
                 self._handshake_input += data
             return
-        self._received(data)
+        self._received(data, _now())
 
     def handshake_work(self) -> Callable[[], ssl.SSLError | None] | None:
         """The waiting handshake input fed to the session, and its OpenSSL call as the step for the
@@ -226,7 +231,7 @@ class TlsServerProtocol(asyncio.Protocol):
         data, raw, session = self._handshake_input, self._raw, self._session
         if data is None or raw is None or session is None or raw.is_closing():
             return None  # closed meanwhile (its deadline, the peer): nothing more to do for it
-        self._handshake_input, self._step_out = None, True
+        self._handshake_input, self._step_out, self._step_at = None, True, self._input_at
         session.feed(bytes(data))
         return session.handshake
 
@@ -242,11 +247,11 @@ class TlsServerProtocol(asyncio.Protocol):
             failure = step_error(outcome)
             if failure is not None:
                 raise failure
-            self._step(session.handshook(outcome if isinstance(outcome, ssl.SSLError) else None))
+            self._step(session.handshook(outcome if isinstance(outcome, ssl.SSLError) else None), self._step_at)
             more = self._handshake_input
             if more is not None and session.established and not raw.is_closing():
                 self._handshake_input = None  # the rest is records (a request): read here
-                self._received(bytes(more))
+                self._received(bytes(more), self._input_at)
             elif more is not None:
                 self._handshakes.submit(self)  # closing meanwhile: the queue skips it
         except Exception:  # as asyncio does for data_received: logged, this connection dropped
@@ -254,12 +259,13 @@ class TlsServerProtocol(asyncio.Protocol):
             self._handshake_input = None
             raw.abort()
 
-    def _received(self, data: bytes) -> None:
+    def _received(self, data: bytes, at: float) -> None:
         session = self._session
         assert session is not None
-        self._step(session.receive(data))
+        self._step(session.receive(data), at)
 
-    def _step(self, step: TlsStep) -> None:
+    def _step(self, step: TlsStep, at: float) -> None:
+        """Apply a session step; ``at``: when the ciphertext it read arrived."""
         raw = self._raw
         assert raw is not None
         if step.send:
@@ -275,7 +281,7 @@ class TlsServerProtocol(asyncio.Protocol):
             return
         if step.data and self._inner is not None:
             if self._clock is not None:
-                self._clock.received(_now())
+                self._clock.received(at, step.data)
             self._inner.data_received(step.data)
             self._arm()
         if step.closed and self._inner is not None and not self._inner.eof_received():

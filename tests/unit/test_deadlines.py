@@ -123,7 +123,7 @@ def test_undecodable_open_closed_at_once_with_framing_error(hostile: bytes) -> N
 def test_request_headers_deadline_from_the_handshake_then_from_the_first_byte() -> None:
     clock = RequestClock(now=0.0, header_s=4.0, body_s=3.0)
     assert clock.deadline is not None and clock.deadline.at == 4.0  # the first request, from the handshake
-    clock.received(3.0)  # a header line: the deadline does not move
+    clock.received(3.0, b"GET / HTTP/1.1\r\n")  # a header line: the deadline does not move
     timeout = clock.on_timer(4.0)
     assert timeout is not None and timeout.stage == "request headers" and timeout.respond
     assert timeout_response(timeout).startswith(b"HTTP/1.1 408 Request Timeout\r\n")
@@ -137,12 +137,49 @@ def test_idle_connection_timed_out_without_an_answer() -> None:
 
 def test_request_body_deadline_from_the_headers() -> None:
     clock = RequestClock(now=0.0, header_s=4.0, body_s=3.0)
-    clock.received(1.0)
+    clock.received(1.0, b"POST / HTTP/1.1\r\nContent-Length: 9\r\n")  # the head's end not yet seen
     clock.head_complete(2.0, has_body=True)
     assert clock.deadline is not None and clock.deadline.at == 5.0 and clock.deadline.stage == "request body"
-    clock.received(4.0)  # body bytes
+    clock.received(4.0, b"{")  # body bytes
     timeout = clock.on_timer(5.0)
     assert timeout is not None and timeout.stage == "request body" and timeout.respond
+
+
+HEAD = b"POST /actor-1/subscriptions HTTP/1.1\r\nHost: ii\r\nContent-Length: 1000\r\n\r\n"
+
+
+@pytest.mark.parametrize("pieces", [[HEAD + b"{"], [HEAD[:-3], HEAD[-3:] + b"{"], [HEAD[:-1], HEAD[-1:]],
+                                    [b"\r\n", HEAD]])
+def test_request_body_deadline_from_the_heads_arrival_not_its_handlers_start(pieces: list[bytes]) -> None:
+    clock = RequestClock(now=0.0, header_s=4.0, body_s=3.0)
+    for piece in pieces[:-1]:
+        clock.received(0.5, piece)
+    clock.received(1.0, pieces[-1])  # the head's last bytes arrive (its end split across reads or not)
+    assert clock.deadline is not None and clock.deadline.at == 4.0 and clock.deadline.stage == "request body"
+    clock.head_complete(2.5, has_body=True)  # a busy loop starts the handler late: not the client's time
+    assert clock.deadline is not None and clock.deadline.at == 4.0
+    clock.received(3.5, b" ")  # the body trickles
+    timeout = clock.on_timer(4.0)
+    assert timeout is not None and timeout.stage == "request body" and timeout.respond
+
+
+def test_request_waiting_for_its_handler_is_timed_by_the_body_deadline() -> None:
+    clock = RequestClock(now=0.0, header_s=4.0, body_s=3.0)
+    clock.received(1.0, b"GET / HTTP/1.1\r\nHost: ii\r\n\r\n")
+    assert clock.on_timer(3.9) is None  # the header deadline (4.0) no longer applies once the head is in
+    clock.head_complete(2.0, has_body=False)
+    assert clock.deadline is None and clock.on_timer(100.0) is None  # handled: the handler's time is the node's
+    clock.response_done(2.5)
+    clock.received(10.0, b"GET / HTTP/1.1\r\n\r\n")
+    timeout = clock.on_timer(13.0)  # the next request's handler never started
+    assert timeout is not None and timeout.stage == "request body" and timeout.respond
+
+
+def test_empty_lines_before_a_request_do_not_end_its_head() -> None:
+    clock = RequestClock(now=0.0, header_s=4.0, body_s=3.0)
+    clock.received(1.0, b"\r\n\r\n")
+    clock.received(1.5, b"GET / HTTP/1.1\r\nX-Slow: 1\r\n")
+    assert clock.deadline is not None and clock.deadline.stage == "request headers" and clock.deadline.at == 4.0
 
 
 def test_keep_alive_between_requests_has_no_deadline_until_the_next_byte() -> None:
@@ -152,14 +189,14 @@ def test_keep_alive_between_requests_has_no_deadline_until_the_next_byte() -> No
     assert clock.deadline is None  # the handler's own time is not the client's
     clock.response_done(2.0)
     assert clock.deadline is None and clock.on_timer(1000.0) is None  # aiohttp's keep-alive time-out applies
-    clock.received(100.0)
+    clock.received(100.0, b"GET")
     assert clock.deadline is not None and clock.deadline.at == 104.0
 
 
 def test_pipelined_request_starts_its_deadline_when_the_previous_is_answered() -> None:
     clock = RequestClock(now=0.0, header_s=4.0, body_s=3.0)
     clock.head_complete(1.0, has_body=False)
-    clock.received(1.2)  # the next request's bytes while this one is handled
+    clock.received(1.2, b"GET / HT")  # the next request's bytes while this one is handled
     clock.response_done(2.0)
     assert clock.deadline is not None and clock.deadline.at == 6.0
     timeout = clock.on_timer(6.0)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from certs import TestPki
 from certs.tls import client_context, server_context
+from ii_api.http.request_clock import RequestClock
 from ii_api.http.tls_site import TlsServerProtocol
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
@@ -23,19 +26,38 @@ class Inner(asyncio.Protocol):
     def __init__(self) -> None:
         self.made = False
         self.data = b""
+        self.transport: asyncio.BaseTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.made = True
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self.data += data
 
 
+class HeldQueue:
+    """Stands for a :class:`HandshakeQueue` with a flood ahead: a submitted step runs when the test says."""
+
+    def __init__(self) -> None:
+        self.waiting: list[TlsServerProtocol] = []
+
+    def submit(self, connection: TlsServerProtocol) -> None:
+        self.waiting.append(connection)
+
+    def turn(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for connection in waiting:
+            work = connection.handshake_work()
+            if work is not None:
+                connection.handshake_done(work())
+
+
 class Connection:
-    def __init__(self, pki: TestPki, queue: HandshakeQueue) -> None:
+    def __init__(self, pki: TestPki, queue: HandshakeQueue | HeldQueue) -> None:
         self.inner, self.raw = Inner(), MemoryTransport()
         self.server = TlsServerProtocol(lambda: self.inner, server_context(files_for(pki, SERVER)),
-                                        lambda *_: None, None, TIMEOUTS, queue)
+                                        lambda *_: None, None, TIMEOUTS, queue)  # type: ignore[arg-type]
         self.client = MemoryTlsClient(client_context(files_for(pki, ACTOR)), SERVER)
         self.server.connection_made(self.raw)
 
@@ -94,5 +116,45 @@ def test_input_arriving_while_queued_is_fed_in_one_step(pki_main: TestPki) -> No
         connection.server.data_received(connection.client.step(connection.raw.take()))
         await turn(queue)
         assert connection.inner.made and not connection.raw.closed and queue.stepped == 2
+
+    asyncio.run(main())
+
+
+HEAD = b"POST /actor-1/subscriptions HTTP/1.1\r\nHost: ii\r\nContent-Length: 1000\r\n\r\n{"
+
+
+@pytest.mark.parametrize("with_finished", [True, False])
+def test_a_request_that_waited_for_a_handshake_step_is_timed_from_its_arrival(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch, with_finished: bool) -> None:
+    """The client's Finished and its request head arrive at 101 s (together, or the head while the
+    Finished's step is out); the step's turn comes at 103 s: the body's deadline runs from 101 s."""
+    async def main() -> None:
+        now = [100.0]
+        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        queue = HeldQueue()
+        connection = Connection(pki_main, queue)
+        connection.server.data_received(connection.client.step())  # ClientHello
+        queue.turn()
+        finished = connection.client.step(connection.raw.take())
+        request = connection.client.send(HEAD)
+        now[0] = 101.0
+        if with_finished:
+            connection.server.data_received(finished + request)
+            now[0] = 103.0
+            queue.turn()
+        else:
+            connection.server.data_received(finished)
+            (waiting,) = queue.waiting
+            step = waiting.handshake_work()  # out on the worker
+            assert step is not None
+            connection.server.data_received(request)
+            now[0] = 103.0
+            waiting.handshake_done(step())
+        assert connection.inner.data == HEAD
+        assert connection.inner.transport is not None
+        clock = connection.inner.transport.get_extra_info("request_clock")
+        assert isinstance(clock, RequestClock)
+        assert clock.deadline is not None and clock.deadline.stage == "request body"
+        assert clock.deadline.at == 101.0 + TIMEOUTS[2]
 
     asyncio.run(main())
