@@ -44,6 +44,7 @@ class JsonLog:
         self.settings = settings or LogSettings()
         self._on_change: list[Callable[[], None]] = []
         self._writer = LogWriter(path, stream, rotation)
+        self._event_lines = logformat.EventLines(node, process)
         #: lines formatted on the event loop, not yet handed to the writer (see HAND_OVER_S)
         self._pending: list[str] = []
         self._pending_lock = threading.Lock()  # records may come from other threads too
@@ -77,7 +78,9 @@ class JsonLog:
         return logformat.LEVELS[level] >= logformat.LEVELS[self.settings.level]
 
     def _write(self, record: dict) -> None:
-        line = logformat.dumps(record)
+        self._append(logformat.dumps(record))
+
+    def _append(self, line: str) -> None:
         now = time.monotonic()
         with self._pending_lock:
             self._pending.append(line)
@@ -116,9 +119,7 @@ class JsonLog:
         """Connection, link and error events (IP_009)."""
         self._count(level, event)
         if self._enabled(level):
-            record = self._base(level, event)
-            record["details"] = fields
-            self._write(record)
+            self._append(self._event_lines.line(now_ms(), level, event, fields))
 
     def message(self, event: str, message: BrokerMessage, address: str | None, **fields: object) -> None:
         """A message record (IP_010/119/120 and the audit fields of version 2); ``fields`` are the

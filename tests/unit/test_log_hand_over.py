@@ -12,6 +12,7 @@ import pytest
 
 from interchange.broker import message_log
 from interchange.broker.message_log import HAND_OVER_S, JsonLog
+from interchange.ground import logformat
 
 
 class Puts:
@@ -82,3 +83,32 @@ def test_close_hands_over_what_waits(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert [json.loads(line)["details"]["n"] for line in path.read_text().splitlines()] == [0]
+
+
+def test_a_thousand_deadline_closes_keep_every_record_in_order(tmp_path: Path) -> None:
+    """A thousand connections' deadlines pass in bursts (fifty to a loop turn): each one's time-out
+    record, then its disconnect record, all in the file, each a well-formed line."""
+    path = tmp_path / "node.log"
+    peers = [f"127.0.0.1:{40000 + n}" for n in range(1000)]
+
+    async def main() -> None:
+        log = JsonLog("node", path=path)
+        for start in range(0, len(peers), 50):
+            for peer in peers[start:start + 50]:
+                log.event("warning", "preamble_timeout", {"interface": "bi", "peer": peer, "stage": "AMQP header",
+                                                          "timeout_s": 4.0, "reason": "AMQP header not complete"})
+            for peer in peers[start:start + 50]:
+                log.event("info", "disconnect", {"peer": peer, "identity": None, "error": None})
+            await asyncio.sleep(0)
+        await asyncio.sleep(HAND_OVER_S * 3)
+        log.close()
+
+    asyncio.run(main())
+    records = [logformat.parse_line(line) for line in path.read_text().splitlines()]
+    assert len(records) == 2 * len(peers)
+    seen: dict[str, list[str]] = {}
+    for record in records:
+        assert record.node == "node" and record.details is not None
+        seen.setdefault(record.details["peer"], []).append(record.event)
+    assert seen == {peer: ["preamble_timeout", "disconnect"] for peer in peers}
+    assert [r.timestampMs for r in records] == sorted(r.timestampMs or 0 for r in records)

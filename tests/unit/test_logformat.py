@@ -1,6 +1,7 @@
 """The log schema module (interchange.ground.logformat, version 2): fields documented and listed, v1 still read."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -57,3 +58,39 @@ def test_version_2_line_round_trips() -> None:
 def test_malformed_lines_are_refused_with_a_reason(line: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         logformat.parse_line(line)
+
+
+@pytest.mark.parametrize("details", [
+    {"peer": "127.0.0.1:40000", "identity": None, "error": None},
+    {"interface": "bi", "peer": "127.0.0.1:40001", "stage": "AMQP header", "timeout_s": 4.0, "n": 3,
+     "reason": "AMQP header not complete within 4 s"},
+    {"reason": 'quote " backslash \\ newline \n tab \t control \x01 non-ASCII é ✓'},
+    {"ok": True, "nested": {"a": [1, 2.5, None]}, "big": 2**70, "tiny": 1e-300},  # not flat: the encoder's
+    {1: "a non-text key"}, {}, None, ["a", "list"], "text",
+])
+def test_event_lines_are_what_dumps_makes_of_the_record(details: object) -> None:
+    lines = logformat.EventLines("ixc-a", 0)
+    for epoch_ms in (1_795_000_000_000, 1_795_000_000_999, 1_795_000_001_000, 1_795_000_000_001):
+        for level, event in (("info", "disconnect"), ("warning", "preamble_timeout"), ("info", "disconnect")):
+            record = {"schemaVersion": logformat.SCHEMA_VERSION, "timestamp": logformat.iso_ms(epoch_ms),
+                      "timestampMs": epoch_ms, "level": level, "event": event, "node": "ixc-a", "process": 0,
+                      "details": details}
+            line = lines.line(epoch_ms, level, event, details)
+            assert line == logformat.dumps(record)
+            if isinstance(details, dict):
+                assert logformat.parse_line(line).details == json.loads(logformat.dumps(details))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_event_lines_refuse_what_dumps_refuses(bad: float) -> None:
+    with pytest.raises(ValueError):
+        logformat.dumps({"x": bad})
+    with pytest.raises(ValueError):
+        logformat.EventLines("ixc-a", 0).line(1_795_000_000_000, "info", "x", {"x": bad})
+
+
+def test_iso_ms_across_seconds_and_days() -> None:
+    for epoch_ms in [0, 999, 1000, 1_795_000_000_000, 1_795_000_000_999, 1_795_000_001_000, 1_794_959_999_999,
+                     1_794_960_000_000, 1_000, 0]:  # the cached second changes and comes back
+        moment = dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc)
+        assert logformat.iso_ms(epoch_ms) == moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
