@@ -5,7 +5,10 @@ broker's messages and handed to a :class:`~interchange.ground.logfile.LogWriter`
 writes (and rotates) the file. On the event loop they are handed over together every
 :data:`HAND_OVER_S`, not one by one: each hand-over wakes the writer thread, which then takes the
 interpreter's lock from the loop, and on a busy machine a thread preempted while holding it stalls
-the loop for milliseconds (a burst of connection records did so per record).
+the loop for milliseconds (a burst of connection records did so per record). Connection and error
+events come in bursts too (a thousand stage deadlines passing within seconds): their lines are put
+together from parts encoded once (:class:`~interchange.ground.logformat.EventLines`), a third of the
+loop's time of formatting each record whole, and every record is still written, in order.
 :class:`~interchange.ground.logfile.LogSettings` can be replaced at any time (e.g. through the admin
 HTTP endpoint) without a restart.
 """

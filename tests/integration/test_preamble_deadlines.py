@@ -7,7 +7,9 @@ alone, part of a sasl-init, no open after SASL, an open trickled; II TCP alone, 
 headers trickled a line at a time, a body trickled. Each must be closed within its stage's deadline
 + 2 s of reaching that stage (and not long before it: the deadline closed it), with the node's record
 of that stage for its port (:func:`~interchange.testing.stalled_clients.check_closed`), and a steady client
-is served meanwhile (its round-trip p99 under 100 ms; the quiet and loaded p99 are printed).
+is served meanwhile (its round-trip p99 under 100 ms; the quiet and loaded p99 are printed). Every line of
+the node's log is a well-formed record, and each stalled BI connection that got as far as ``connect`` has
+its stage's record, then one ``disconnect``, in that order.
 
 The steady client is the C one (``benchmarks/loadgen/steady.c``, its own process: publish, accepted,
 delivered back on its own receiver, one round trip at a time, back to back, ~0.2 ms of its CPU each), so
@@ -21,9 +23,11 @@ import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records
-from interchange.testing.stalled_clients import (JsonLines, SteadyProcess, check_closed, steady_command)
+from interchange.testing.stalled_clients import (EXPECTED, JsonLines, SteadyProcess, check_closed, steady_command)
+from interchange.ground import logformat
 from certs import TestPki
 from interchange.testing.paths import REPO_ROOT
 
@@ -77,6 +81,7 @@ def test_stalled_connections_closed_by_their_deadlines(deadline_node: NodeProces
     # every connection reached its stage, was closed by its deadline (+ SLACK_S), logged as such
     problems = check_closed(results, complete_records(deadline_node.log), SLACK_S)
     assert not problems, f"{len(problems)} not closed by their deadline: {problems[:10]}"
+    assert not (wrong := connection_records_out_of_order(results, deadline_node.log)), wrong[:10]
     assert len(loaded) >= 100, f"only {len(loaded)} round trips while the stalled connections were held"
     print(f"\nsteady p99 quiet {p99(quiet) * 1000:.2f} ms, with {2 * COUNT} stalled connections "
           f"{p99(loaded) * 1000:.2f} ms ({len(loaded)} round trips)")
@@ -85,3 +90,24 @@ def test_stalled_connections_closed_by_their_deadlines(deadline_node: NodeProces
     # shared cores the ratio follows the machine's load as much as the node's work
     assert p99(loaded) < 0.1, (p99(quiet), p99(loaded))
     assert not [line for line in deadline_node.stderr if "Traceback" in line], "".join(deadline_node.stderr)[-3000:]
+
+
+def connection_records_out_of_order(results: list[dict], log: Path) -> list[str]:
+    """What is wrong with the log's connection records: a line that is not a record, or a stalled BI
+    connection that was opened (``connect``) without its stage's record, then one ``disconnect``."""
+    records = [logformat.parse_line(line) for line in log.read_text().split("\n")[:-1] if line]
+    events: dict[str, list[str]] = {}
+    for record in records:
+        peer = (record.details or {}).get("peer")
+        if peer:
+            events.setdefault(peer, []).append(record.event)
+    problems = []
+    for result in results:
+        if result["interface"] != "bi":
+            continue
+        seen = events.get(f"127.0.0.1:{result['port']}", [])
+        stage_event = EXPECTED[("bi", result["mode"])][1]
+        if "connect" in seen and not (seen.count("disconnect") == 1 and seen[-1] == "disconnect"
+                                      and stage_event in seen[seen.index("connect"):-1]):
+            problems.append(f"{result['mode']} port {result['port']}: {seen}")
+    return problems
