@@ -5,7 +5,8 @@ every stage has a deadline, measured from the stage's start to its end (not from
 a peer trickling one byte a second is no better than a silent one):
 
 - the TLS handshake, from the accepted socket (:class:`~interchange.broker.tls_stream.TlsSession`);
-- the AMQP or SASL protocol header, from the end of the handshake, and the SASL exchange
+- the AMQP or SASL protocol header, from the end of the handshake (the arrival of the client's last
+  flight, however long its handshake step then waited for its turn), and the SASL exchange
   (sasl-init), from the header (:class:`~interchange.broker.sasl.SaslServer`);
 - the peer's ``open`` frame, from the end of SASL (:class:`~interchange.broker.engine.ConnectionEngine`).
 

@@ -56,6 +56,10 @@ class AmqpConnection(asyncio.Protocol):
         self._preamble = True  #: until the peer's open: a stage deadline may be pending
         #: handshake input waiting for its turn in the server's HandshakeQueue (None: not queued)
         self._handshake_input: bytearray | None = None
+        #: when the waiting handshake input's first bytes came, and the input of the step that is out:
+        #: the protocol header's deadline runs from the client's last flight, not from its turn
+        self._input_at: float | None = None
+        self._step_input_at: float | None = None
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused (its deadline, a failed step) while a step was out: its outcome is dropped
         self._lost: tuple[Exception | None] | None = None  #: connection_lost while a step was out
@@ -84,7 +88,8 @@ class AmqpConnection(asyncio.Protocol):
             self._server.event("warning", "connection_refused", {"peer": self.peer, "reason": "no identity"})
             self._close()
             return
-        self._sasl = SaslServer(now=_now(), timeouts=self._server.limits.stage_timeouts)
+        since = self._step_input_at if self._step_input_at is not None else _now()
+        self._sasl = SaslServer(now=since, timeouts=self._server.limits.stage_timeouts)
         self._server.connection_opened(self)
         self._arm()
 
@@ -145,7 +150,7 @@ class AmqpConnection(asyncio.Protocol):
             return
         if self._step_out or not tls.established:  # a handshake step: in the queue's turn
             if self._handshake_input is None:
-                self._handshake_input = bytearray(data)
+                self._handshake_input, self._input_at = bytearray(data), _now()
                 if not self._step_out:  # else submitted again when the step comes back
                     self._server.handshakes.submit(self)
             else:
@@ -160,6 +165,7 @@ class AmqpConnection(asyncio.Protocol):
         if data is None or tls is None or transport is None or transport.is_closing():
             return None  # closing meanwhile (its deadline, the peer): connection_lost hears the input out
         self._handshake_input, self._step_out = None, True
+        self._step_input_at, self._input_at = self._input_at, None
         tls.feed(bytes(data))
         return tls.handshake
 

@@ -22,6 +22,7 @@ from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
 from interchange.broker.handshake_queue import HandshakeQueue, HandshakeThread
 from interchange.broker.router import BrokerCore
+from interchange.broker import server as server_module
 from interchange.broker.server import AmqpConnection, BrokerServer
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
 from interchange.broker.ttl_policy import TtlPolicy
@@ -164,6 +165,35 @@ def test_bi_input_after_the_finishing_flight_waits_for_its_outcome(pki_main: Tes
         connection.client.incoming.write(connection.raw.take())
         assert connection.client.obj.read(4096).startswith(SASL_HEADER)  # the SASL server answered
         assert [kind for kind, _ in events] == ["connect"]
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_the_bi_protocol_header_deadline_runs_from_the_last_flight_not_from_its_turn(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's last flight arrives at t; its step's outcome is applied 3 s later (a flood of
+    handshakes ahead of it, a busy loop): the protocol header's deadline is t + header_s, as the
+    client, which sent the flight at t, counts it."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        late = [0.0]
+        real = loop.time
+        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
+        server, _ = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session, hold_after=True)
+        arrived = server_module._now()
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
+        late[0] = 3.0  # the outcome comes back 3 s after the flight
+        gate.open.set()
+        await until(lambda: connection.protocol in server.connections)
+        sasl = connection.protocol._sasl
+        assert sasl is not None and sasl.deadline is not None
+        header_s = server.limits.stage_timeouts.header_s
+        assert sasl.deadline.at == pytest.approx(arrived + header_s, abs=0.5)
         server.handshakes.close()
 
     asyncio.run(main())
