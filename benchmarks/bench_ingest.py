@@ -15,7 +15,9 @@ seconds, the ratios, the driver JVM's peak resident size and the load average be
 
 ``--variant 'TREE|JAVA OPTIONS|KEY=VALUE ...'`` runs a tree with extra HotSpot options and Spark settings (a
 same-run pair of settings). Each ingest's JVM CPU seconds (all its threads: tasks, JIT, collector) and the
-Parquet bytes written are printed too.
+Parquet bytes written are printed too, and where that CPU went (:func:`cpu_split`: the tasks, HotSpot's C2 and
+C1 compilers, the collector, the rest; and the seconds Janino compiled Spark's generated classes): a first
+ingest's extra cost is mostly the compilers'.
 
     .venv/bin/python benchmarks/bench_ingest.py LOG [--tree DIR ...] [--variant 'DIR|-XX:...|k=v' ...] [--runs 3]
         [--master local[*]] [--jfr FILE]
@@ -56,19 +58,36 @@ tick = os.sysconf("SC_CLK_TCK")
 def cpu():  # the JVM's user + system CPU seconds (its compiler and collector threads included)
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / tick
-runs, cpus = [], []
+def threads():  # CPU seconds per JVM thread name (its 15 first characters, as Linux keeps them)
+    seconds = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+jvm = spark.sparkContext._jvm
+codegen = jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator  # Janino's compile time (ns)
+runs, cpus, splits = [], [], []
 for _ in range(int(sys.argv[4])):
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as out:
-        start, used = time.perf_counter(), cpu()
+        start, used, before, janino = time.perf_counter(), cpu(), threads(), codegen.compileTime()
         summary = ingest(spark, [sys.argv[1]], out)
         runs.append(time.perf_counter() - start)
         cpus.append(cpu() - used)
+        after = threads()
+        split = {name: after[name] - before.get(name, 0.0) for name in after}
+        split["janino"] = (codegen.compileTime() - janino) / 1e9
+        splits.append(split)
         size = sum(f.stat().st_size for f in Path(out).rglob("*.parquet"))
 status = Path(f"/proc/{pid}/status").read_text().splitlines()
 peak = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
 spark.stop()
 print(json.dumps({"session": session, "runs": runs, "cpu": cpus, "summary": str(summary), "jvm_mb": peak,
-                  "parquet_mb": size / 1e6}))
+                  "parquet_mb": size / 1e6, "threads": splits}))
 """
 
 #: DuckDB's first pass in a new process, timed from before ``import duckdb``; its seconds on stdout.
@@ -80,6 +99,28 @@ from bench_spark import duckdb_pass
 duckdb_pass(Path(sys.argv[1]), Path(sys.argv[2]))
 print(time.perf_counter() - start)
 """
+
+
+#: JVM thread names (as Linux keeps them: the first 15 characters) -> the part of an ingest's CPU they spend.
+THREAD_GROUPS = (("Executor task", "tasks"), ("C2 CompilerThre", "C2"), ("C1 CompilerThre", "C1"), ("GC Thread", "GC"))
+
+
+def cpu_split(threads: dict[str, float]) -> dict[str, float]:
+    """An ingest's CPU seconds per JVM thread name -> per part: the tasks, HotSpot's two compilers (JIT), the
+    collector, and the rest (the driver's planning and scheduling, Spark's code generation, HotSpot's VM thread);
+    ``janino`` (Spark's generated classes compiled, seconds inside the driver's and the tasks' threads) is kept."""
+    split = {"tasks": 0.0, "C2": 0.0, "C1": 0.0, "GC": 0.0, "rest": 0.0}
+    for name, seconds in threads.items():
+        if name == "janino":
+            continue
+        group = next((part for prefix, part in THREAD_GROUPS if name.startswith(prefix)), "rest")
+        split[group] += seconds
+    return {**split, "janino": threads.get("janino", 0.0)}
+
+
+def describe_split(split: dict[str, float]) -> str:
+    return (f"tasks {split['tasks']:.1f}, JIT C2 {split['C2']:.1f} + C1 {split['C1']:.1f}, GC {split['GC']:.1f}, "
+            f"rest {split['rest']:.1f} s of CPU; Janino {split['janino']:.1f} s")
 
 
 def load() -> str:
@@ -173,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ingest {variant.label}: {runs} s, JVM CPU {cpus} s (session start {result['session']:.1f} s, "
                   f"not counted), JVM peak {result['jvm_mb']:.0f} MB, Parquet {result.get('parquet_mb', 0):.0f} MB "
                   f"({result['summary']}); load {load()}", flush=True)
+            splits: list[dict[str, float]] = result.get("threads", [])  # type: ignore[assignment]
+            for n_run, threads in enumerate(splits):
+                print(f"  ingest {n_run + 1} ({'cold' if n_run == 0 else 'warm'}): {describe_split(cpu_split(threads))}",
+                      flush=True)
         start = time.perf_counter()
         duckdb_pass(log, target)
         after = time.perf_counter() - start

@@ -165,7 +165,8 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
                                                       "load average"))
     # its own JVM (a process per tree), as it measures: this tree against DuckDB
     output = run("bench_ingest.py", str(log), "--tree", str(ROOT), "--master", "local[2]")
-    assert_prints("bench_ingest.py", output, ("DuckDB JSON -> Parquet", f"ingest {ROOT}", "x DuckDB", "JVM peak"))
+    assert_prints("bench_ingest.py", output, ("DuckDB JSON -> Parquet", f"ingest {ROOT}", "x DuckDB", "JVM peak",
+                                              "ingest 1 (cold): tasks", "JIT C2", "Janino"))
     output = run_in_session("bench_spark_profile.py", capsys, str(tmp_path / "tables"), "--runs", "1")
     assert_prints("bench_spark_profile.py", output, ("load average",))
     # its own JVM (a process per tree and JDK), as it measures
