@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from interchange.broker.client import RELEASE
 from interchange.broker.engine import Rejected, StoreReceipt, store_refusal
@@ -68,6 +68,9 @@ class Core(Protocol):
     def detach_publisher(self, publisher: PublisherLink) -> None: ...
 
     def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> StoreReceipt | None: ...
+
+    def publish_all(self, publisher: PublisherLink, raws: Sequence[bytes | bytearray]
+                    ) -> list[StoreReceipt | Rejected | None]: ...
 
     def attach_consumer(self, identity: str, address: str | None, selector: str | None,
                         link: ConsumerLinkState) -> Source: ...
@@ -125,16 +128,28 @@ class LocalPublisher:
     def publish_all(self, raws: Sequence[bytes], later: Callable[[int], Callable[[DoorOutcome], None]]
                     ) -> list[DoorOutcome | None]:
         """:meth:`publish` for each of ``raws``, in order, as one call (the messages of one read of a
-        bridge): the answers known now, and None for each message ``i`` whose answer comes later (a
-        durable one, once stored), to the callback ``later(i)`` gives."""
-        take, stored = self._take, self._stored
+        bridge, routed by one :meth:`~interchange.broker.router.BrokerCore.publish_all`): the answers
+        known now, and None for each message ``i`` whose answer comes later (a durable one, once
+        stored), to the callback ``later(i)`` gives."""
+        if self.closed or not self._accepting():  # (the same answer for each: :meth:`_take`'s)
+            return [cast(DoorOutcome, self._take(raw)) for raw in raws]
+        limit = self.max_message_size
+        fitting = [raw for raw in raws if len(raw) <= limit]
         answers: list[DoorOutcome | None] = []
+        routed = iter(self._core.publish_all(self._link, fitting))
+        self.sent += len(fitting)
         for i, raw in enumerate(raws):
-            answer = take(raw)
-            if isinstance(answer, DoorOutcome):
+            answer = next(routed) if len(raw) <= limit else self._take(raw)
+            if answer is None:
+                self.accepted += 1
+                answers.append(ACCEPTED)
+            elif isinstance(answer, DoorOutcome):
                 answers.append(answer)
+            elif isinstance(answer, Rejected):
+                self.rejected += 1
+                answers.append(DoorOutcome(False, f"rejected: {answer.condition}: {answer.description}", final=True))
             else:
-                answer.add(stored, (answer, later(i)))
+                answer.add(self._stored, (answer, later(i)))
                 answers.append(None)
         return answers
 

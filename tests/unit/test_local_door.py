@@ -186,6 +186,9 @@ class _StoringCore:
         self.receipts.append(_Receipt())
         return self.receipts[-1]
 
+    def publish_all(self, publisher: Any, raws: list[bytes]) -> list[_Receipt | None]:
+        return [self.publish(publisher, raw) for raw in raws]
+
 
 def test_publish_all_hands_a_stored_messages_answer_to_its_own_callback() -> None:
     core = _StoringCore()
