@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 
 import pytest
 from interchange.broker.addresses import AddressBook, SourceSpec, TargetSpec
@@ -75,7 +76,7 @@ def one_by_one(core: Core, raws: list[bytes]) -> list[object]:
     return answers
 
 
-def described(answers: list[object]) -> list[object]:
+def described(answers: Sequence[object]) -> list[object]:
     return [(type(a).__name__, a.condition, a.description) if isinstance(a, Rejected) else a for a in answers]
 
 
