@@ -12,7 +12,9 @@ of a bridged payload's CPU. The door gives the same publisher the same router ca
   routing, metrics and log records (``received``, ``rejected`` with the reason); its outcome
   (:class:`DoorOutcome`) comes at once, or once stored for a durable message, as the disposition
   would over AMQP; a message over the broker's max-message-size is refused, not routed (over AMQP
-  it would detach the link), and while the node shuts down messages are released;
+  it would detach the link), and while the node shuts down messages are released; the messages of
+  one read of a bridge (:meth:`LocalPublisher.publish_all`) go to the core in one call
+  (:meth:`BrokerCore.publish_all`: the same per message, one arrival time for all);
 - the broker closes the door as it detaches a link (target deleted, grant withdrawn): ``closed``
   and ``error`` say so and nothing more is taken; the bridge attaches again, as after a detach.
 
