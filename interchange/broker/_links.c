@@ -237,27 +237,46 @@ take_settlement(PyObject *state, void *delivery, PyObject *durable)
     return status;
 }
 
+/* The collector at ``address`` (an int), the proton functions bound; NULL with a Python error. */
+static void *
+collector_at(PyObject *address)
+{
+    void *collector = PyLong_AsVoidPtr(address);
+    if ((collector == NULL && PyErr_Occurred()) || check_bound() < 0)
+        return NULL;
+    return collector;
+}
+
+/* 1 when the event at the head of ``collector`` is a delivery's on a link of ``links`` (the delivery
+ * in ``*delivery``, the link's value in ``*state``, borrowed); 0 at any other event or none (the
+ * caller stops there, the event left for Python); -1 with a Python error. */
+static int
+next_delivery(void *collector, PyObject *links, void **delivery, PyObject **state)
+{
+    void *event = pn.peek(collector);
+    if (event == NULL || pn.event_type(event) != pn.delivery_event)
+        return 0;
+    *delivery = pn.event_delivery(event);
+    *state = consumer_of(links, pn.delivery_link(*delivery));
+    if (*state == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return 1;
+}
+
 static PyObject *
 settled(PyObject *self, PyObject *args)
 {
     PyObject *collector_address, *consumers, *durable;
     if (!PyArg_ParseTuple(args, "OO!O!", &collector_address, &PyDict_Type, &consumers, &PyList_Type, &durable))
         return NULL;
-    void *collector = PyLong_AsVoidPtr(collector_address);
-    if ((collector == NULL && PyErr_Occurred()) || check_bound() < 0)
+    void *collector = collector_at(collector_address);
+    if (collector == NULL)
         return NULL;
     long handled = 0;
-    void *event;
-    while ((event = pn.peek(collector)) != NULL) {
-        if (pn.event_type(event) != pn.delivery_event)
-            break;
-        void *delivery = pn.event_delivery(event);
-        PyObject *state = consumer_of(consumers, pn.delivery_link(delivery));
-        if (state == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            break; /* a publisher's delivery */
-        }
+    void *delivery;
+    PyObject *state;
+    int next;
+    while ((next = next_delivery(collector, consumers, &delivery, &state)) > 0) { /* (0: a publisher's delivery) */
         if (pn.updated(delivery)) {
             uint64_t outcome = pn.remote_state(delivery);
             if (outcome == pn.released || outcome == pn.modified)
@@ -268,7 +287,7 @@ settled(PyObject *self, PyObject *args)
         pn.pop(collector);
         handled++;
     }
-    return PyLong_FromLong(handled);
+    return next < 0 ? NULL : PyLong_FromLong(handled);
 }
 
 /* A whole message of ``size`` bytes of ``link``'s current delivery as bytes, the link advanced. */
@@ -293,23 +312,16 @@ received(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!nnO!", &collector_address, &PyDict_Type, &publishers, &max_size, &copy_limit,
                           &PyList_Type, &messages))
         return NULL;
-    void *collector = PyLong_AsVoidPtr(collector_address);
-    if ((collector == NULL && PyErr_Occurred()) || check_bound() < 0)
+    void *collector = collector_at(collector_address);
+    if (collector == NULL)
         return NULL;
     size_t limit = (size_t)(max_size < copy_limit ? max_size : copy_limit);
     long handled = 0;
-    void *event;
-    while ((event = pn.peek(collector)) != NULL) {
-        if (pn.event_type(event) != pn.delivery_event)
-            break;
-        void *delivery = pn.event_delivery(event);
+    void *delivery;
+    PyObject *publisher;
+    int next;
+    while ((next = next_delivery(collector, publishers, &delivery, &publisher)) > 0) { /* (0: a consumer's settlement) */
         void *link = pn.delivery_link(delivery);
-        PyObject *publisher = consumer_of(publishers, link); /* (the same lookup) */
-        if (publisher == NULL) {
-            if (PyErr_Occurred())
-                return NULL;
-            break; /* a consumer's settlement */
-        }
         if (pn.aborted(delivery))
             break;
         if (pn.readable(delivery)) {
@@ -338,7 +350,7 @@ received(PyObject *self, PyObject *args)
         pn.pop(collector);
         handled++;
     }
-    return PyLong_FromLong(handled);
+    return next < 0 ? NULL : PyLong_FromLong(handled);
 }
 
 static PyObject *

@@ -12,7 +12,9 @@ of a bridged payload's CPU. The door gives the same publisher the same router ca
   routing, metrics and log records (``received``, ``rejected`` with the reason); its outcome
   (:class:`DoorOutcome`) comes at once, or once stored for a durable message, as the disposition
   would over AMQP; a message over the broker's max-message-size is refused, not routed (over AMQP
-  it would detach the link), and while the node shuts down messages are released;
+  it would detach the link), and while the node shuts down messages are released; the messages of
+  one read of a bridge (:meth:`LocalPublisher.publish_all`) go to the core in one call
+  (:meth:`BrokerCore.publish_all`: the same per message, one arrival time for all);
 - the broker closes the door as it detaches a link (target deleted, grant withdrawn): ``closed``
   and ``error`` say so and nothing more is taken; the bridge attaches again, as after a detach.
 
@@ -35,7 +37,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from interchange.broker.client import RELEASE
 from interchange.broker.engine import Rejected, StoreReceipt, store_refusal
@@ -68,6 +70,9 @@ class Core(Protocol):
     def detach_publisher(self, publisher: PublisherLink) -> None: ...
 
     def publish(self, publisher: PublisherLink, raw: bytes | bytearray) -> StoreReceipt | None: ...
+
+    def publish_all(self, publisher: PublisherLink, raws: Sequence[bytes | bytearray]
+                    ) -> list[StoreReceipt | Rejected | None]: ...
 
     def attach_consumer(self, identity: str, address: str | None, selector: str | None,
                         link: ConsumerLinkState) -> Source: ...
@@ -125,16 +130,28 @@ class LocalPublisher:
     def publish_all(self, raws: Sequence[bytes], later: Callable[[int], Callable[[DoorOutcome], None]]
                     ) -> list[DoorOutcome | None]:
         """:meth:`publish` for each of ``raws``, in order, as one call (the messages of one read of a
-        bridge): the answers known now, and None for each message ``i`` whose answer comes later (a
-        durable one, once stored), to the callback ``later(i)`` gives."""
-        take, stored = self._take, self._stored
+        bridge, routed by one :meth:`~interchange.broker.router.BrokerCore.publish_all`): the answers
+        known now, and None for each message ``i`` whose answer comes later (a durable one, once
+        stored), to the callback ``later(i)`` gives."""
+        if self.closed or not self._accepting():  # (the same answer for each: :meth:`_take`'s)
+            return [cast(DoorOutcome, self._take(raw)) for raw in raws]
+        limit = self.max_message_size
+        fitting = [raw for raw in raws if len(raw) <= limit]
         answers: list[DoorOutcome | None] = []
+        routed = iter(self._core.publish_all(self._link, fitting))
+        self.sent += len(fitting)
         for i, raw in enumerate(raws):
-            answer = take(raw)
-            if isinstance(answer, DoorOutcome):
+            answer = next(routed) if len(raw) <= limit else self._take(raw)
+            if answer is None:
+                self.accepted += 1
+                answers.append(ACCEPTED)
+            elif isinstance(answer, DoorOutcome):
                 answers.append(answer)
+            elif isinstance(answer, Rejected):
+                self.rejected += 1
+                answers.append(DoorOutcome(False, f"rejected: {answer.condition}: {answer.description}", final=True))
             else:
-                answer.add(stored, (answer, later(i)))
+                answer.add(self._stored, (answer, later(i)))
                 answers.append(None)
         return answers
 

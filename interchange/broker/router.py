@@ -338,6 +338,53 @@ class BrokerCore:
             observer.routing_latency(time.perf_counter() - started)
         return durability.store_routed(message) if message.holders is not None and durability is not None else None
 
+    def publish_all(self, publisher: PublisherLink, raws: Iterable[bytes | bytearray]
+                    ) -> list[StoreReceipt | Rejected | None]:
+        """:meth:`publish` for each of ``raws``, in order, as one call (the messages an in-process
+        publisher read at once): one clock reading for all, as they arrived together; per message the
+        same admission, target check, routing, metrics and log records, and in its place the store's
+        commit, None (settled now) or the :class:`Rejected` that :meth:`publish` would raise."""
+        observer, admission, durability = self.observer, self.admission, self.durability
+        now = self.clock_ms()
+        address, identity, federated = publisher.spec.address, publisher.identity, publisher.federated
+        shard_count, admit, accepts, route = publisher.spec.shard_count, admission.admit, publisher.accepts, self._route
+        answers: list[StoreReceipt | Rejected | None] = []
+        for raw in raws:
+            timed = observer.received_count % LATENCY_SAMPLE == 0
+            started = time.perf_counter() if timed else 0.0
+            try:
+                message = admit(raw, identity, federated, shard_count, now)
+            except Rejected as exc:
+                observer.rejected(identity, address, raw, exc.description, admission.number_rejected(), federated)
+                answers.append(exc)
+                continue
+            repeated = admission.repeated
+            if not accepts(message.properties, repeated):
+                refusal = Rejected("message does not fit the capabilities registered for this target")
+                observer.rejected(identity, address, raw, refusal.description, message.seq, federated, message)
+                answers.append(refusal)
+                continue
+            durable = durability if durability is not None and header_durable(raw) else None
+            if durable is not None:
+                try:
+                    durable.check_writable()  # a store that cannot write: refused here, not routed
+                except Rejected as exc:
+                    answers.append(exc)
+                    continue
+            observer.received(message, address)
+            if message.expiry_ms is not None and message.expiry_ms <= now:
+                observer.expired_on_arrival(message, address)
+                answers.append(None)
+                continue
+            if durable is not None:
+                message.holders = set()
+            route(message, now, address, repeated)
+            if timed:
+                observer.routing_latency(time.perf_counter() - started)
+            answers.append(durable.store_routed(message) if message.holders is not None and durable is not None
+                           else None)
+        return answers
+
     def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> StoreReceipt | None:
         """Route a message received from another interchange's source (federation).
 

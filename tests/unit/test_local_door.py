@@ -186,6 +186,9 @@ class _StoringCore:
         self.receipts.append(_Receipt())
         return self.receipts[-1]
 
+    def publish_all(self, publisher: Any, raws: list[bytes]) -> list[_Receipt | None]:
+        return [self.publish(publisher, raw) for raw in raws]
+
 
 def test_publish_all_hands_a_stored_messages_answer_to_its_own_callback() -> None:
     core = _StoringCore()
@@ -202,3 +205,39 @@ def test_publish_all_hands_a_stored_messages_answer_to_its_own_callback() -> Non
     assert later[1] == [DoorOutcome(True)]
     assert not later[3][0].accepted and not later[3][0].final and (later[3][0].error or "").startswith("rejected")
     assert (door.sent, door.accepted, door.rejected) == (4, 3, 1)
+
+
+class _CountingCore(_StoringCore):
+    """A core that counts its calls: the batch's messages must reach it in one call, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[bytes]] = []
+
+    def publish_all(self, publisher: Any, raws: list[bytes]) -> list[_Receipt | None]:
+        self.calls.append(list(raws))
+        return [None for _ in raws]
+
+    def detach_publisher(self, publisher: Any) -> None: ...
+
+
+def test_publish_all_routes_a_batch_in_one_call_and_answers_an_oversized_message_in_its_place() -> None:
+    core = _CountingCore()
+    door = LocalPublisher.open(core, BRIDGE, TARGET, 10)  # type: ignore[arg-type]
+    answers = door.publish_all([b"a", b"b" * 11, b"c"], lambda i: pytest.fail(f"message {i} answered later"))
+    assert core.calls == [[b"a", b"c"]]
+    assert answers[0] == answers[2] == DoorOutcome(True)
+    assert answers[1] is not None and answers[1].final and "message-size-exceeded" in (answers[1].error or "")
+    assert (door.sent, door.accepted, door.rejected) == (2, 2, 1)
+
+
+def test_publish_all_on_a_closed_or_stopping_door_routes_nothing() -> None:
+    core = _CountingCore()
+    accepting = [False]
+    door = LocalPublisher.open(core, BRIDGE, TARGET, 10, lambda: accepting[0])  # type: ignore[arg-type]
+    assert door.publish_all([b"a", b"b"], lambda i: pytest.fail("later")) == [DoorOutcome(False, "released")] * 2
+    accepting[0] = True
+    door.close()
+    answers = door.publish_all([b"a"], lambda i: pytest.fail("later"))
+    assert answers[0] is not None and not answers[0].accepted and not answers[0].final
+    assert core.calls == [] and door.sent == 0
