@@ -46,7 +46,11 @@ def test_round_trips_against_a_node(binary: Path, deadline_node: NodeProcess, pk
     assert all(value >= 0 for trip in trips for pair in trip["d"].values() for value in pair)
     node_cpu = sum(trip["d"]["node"][0] for trip in trips)
     assert node_cpu > 0, "the node's main thread ran during the round trips"
-    assert sum(trip["d"]["node_all"][0] for trip in trips) >= node_cpu
+    # the process's threads include the main thread (its other threads are nearly idle here, so without it
+    # the sum would be a small part). Not >= node_cpu to the nanosecond: the two files are read one after the
+    # other around each round trip, and a thread running on the other CPU has its schedstat runtime brought
+    # up to date only at its next tick or switch, so each pair of readings can disagree by up to a tick
+    assert sum(trip["d"]["node_all"][0] for trip in trips) >= 0.5 * node_cpu
     assert abs(trips[0]["at"] - time.monotonic()) < 120, "CLOCK_MONOTONIC, Python's time.monotonic()"
 
 
