@@ -56,7 +56,7 @@ class AmqpConnection(asyncio.Protocol):
         self._preamble = True  #: until the peer's open: a stage deadline may be pending
         #: handshake input waiting for its turn in the server's HandshakeQueue (None: not queued)
         self._handshake_input: bytearray | None = None
-        #: when the waiting handshake input's first bytes came, and the input of the step that is out:
+        #: when the last of the waiting handshake input came, and of the input of the step that is out:
         #: the protocol header's deadline runs from the client's last flight, not from its turn
         self._input_at: float | None = None
         self._step_input_at: float | None = None
@@ -149,8 +149,9 @@ class AmqpConnection(asyncio.Protocol):
             self._plain_received(data)
             return
         if self._step_out or not tls.established:  # a handshake step: in the queue's turn
+            self._input_at = _now()  # the header's stage starts when the last of the flight arrived
             if self._handshake_input is None:
-                self._handshake_input, self._input_at = bytearray(data), _now()
+                self._handshake_input = bytearray(data)
                 if not self._step_out:  # else submitted again when the step comes back
                     self._server.handshakes.submit(self)
             else:
