@@ -3,7 +3,7 @@
 A client that sends its request headers one line every few seconds, or a body a byte at a time,
 holds a connection and a handler for ever unless each part has a deadline from its start:
 
-- the request's headers: from the end of the TLS handshake (the first request) or from the first
+- the request's headers: from the arrival of the client's last TLS handshake flight (the first request) or from the first
   byte after the previous response (the next ones), ``header_s``;
 - its body: from the arrival of the headers' last bytes until the handler has read it, ``body_s``.
   The end of the headers is found in the bytes as they come (the empty line after a request line,

@@ -10,13 +10,13 @@ and, with ``tls.max_certificate_days``, a client certificate valid for longer is
 The context is the node's source of the current one (``ReloadingTls.current``): each accepted
 connection's session is made from the context current at that moment, so a TLS reload applies to new
 connections.
-Once the handshake is done, a :class:`~ii_api.http.request_clock.RequestClock` times each request's
-headers and body (the request handlers tell it their progress through ``get_extra_info("request_clock")``;
-it is told of plaintext with the time its ciphertext arrived on the socket, also when that input waited
-for a handshake step, so a request's head is timed from its arrival, not from when it was decrypted);
-a request that does not arrive in time is answered 408 with a JSON body and closed, and logged as
-``request_timeout``. One timer per connection follows the current deadline (the handshake's, then
-the request clock's).
+Once the handshake is done, a :class:`~ii_api.http.request_clock.RequestClock` times each request's headers
+(the first from the arrival of the client's last handshake flight) and body (the request handlers tell it
+their progress through ``get_extra_info("request_clock")``; it is told of plaintext with the time its
+ciphertext arrived on the socket, also when that input waited for a handshake step, so a request's head is
+timed from its arrival, not from when it was decrypted); a request that does not arrive in time is answered
+408 with a JSON body and closed, and logged as ``request_timeout``. One timer per connection follows the
+current deadline (the handshake's, then the request clock's).
 Handshake steps wait their turn in a :class:`~interchange.broker.handshake_queue.HandshakeQueue`
 (the node passes the BI server's, so both interfaces share its low-priority worker and its pace): a
 burst of arriving connections does not hold up the established ones of either interface. While a
@@ -277,7 +277,7 @@ class TlsServerProtocol(asyncio.Protocol):
                 self._event("warning", "tls_error", {"interface": "ii", "peer": self._peer, "reason": step.error})
                 raw.close()
             return
-        if step.established and not self._established():
+        if step.established and not self._established(at):
             return
         if step.data and self._inner is not None:
             if self._clock is not None:
@@ -287,8 +287,9 @@ class TlsServerProtocol(asyncio.Protocol):
         if step.closed and self._inner is not None and not self._inner.eof_received():
             raw.close()
 
-    def _established(self) -> bool:
-        """Start the inner protocol, unless the client certificate is refused (IP_051)."""
+    def _established(self, at: float) -> bool:
+        """Start the inner protocol, unless the client certificate is refused (IP_051); the first request's
+        headers are timed from ``at``, when the client's last handshake flight arrived, not from this turn."""
         assert self._raw is not None and self._session is not None
         self._cancel_timer()
         problem = (certificate_lifetime_problem(self._session.ssl_object, self._max_days)
@@ -297,7 +298,7 @@ class TlsServerProtocol(asyncio.Protocol):
             self._refuse(problem)
             return False
         inner = self._inner_factory()
-        self._clock = RequestClock(_now(), self._timeouts[1], self._timeouts[2])
+        self._clock = RequestClock(at, self._timeouts[1], self._timeouts[2])
         self._clock.on_change = self._arm
         transport = TlsTransport(self._raw, self._session, self._clock)
         transport.set_protocol(inner)

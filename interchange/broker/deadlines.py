@@ -7,8 +7,12 @@ a peer trickling one byte a second is no better than a silent one):
 - the TLS handshake, from the accepted socket (:class:`~interchange.broker.tls_stream.TlsSession`);
 - the AMQP or SASL protocol header, from the end of the handshake (the arrival of the client's last
   flight, however long its handshake step then waited for its turn), and the SASL exchange
-  (sasl-init), from the header (:class:`~interchange.broker.sasl.SaslServer`);
-- the peer's ``open`` frame, from the end of SASL (:class:`~interchange.broker.engine.ConnectionEngine`).
+  (sasl-init), from the header's arrival (:class:`~interchange.broker.sasl.SaslServer`);
+- the peer's ``open`` frame, from the arrival of the end of SASL
+  (:class:`~interchange.broker.engine.ConnectionEngine`).
+
+Each stage starts when the bytes that began it reached the socket: bytes that waited behind a handshake
+step on a busy node are not given the wait as extra time (the client counts from when it sent them).
 
 Each object exposes the deadline of its current stage (:class:`Deadline`, absolute, in the
 caller's monotonic seconds) and answers ``on_timer(now)`` with what to do when it has passed; the

@@ -81,14 +81,15 @@ class AmqpConnection(asyncio.Protocol):
             self._arm()
             return
         self.identity = self._plain_identity or ""
-        self._opened()
+        self._opened(_now())
 
-    def _opened(self) -> None:
+    def _opened(self, since: float) -> None:
+        """The peer is known (TLS established, or a plain listener's identity); ``since``: when the input that
+        established it arrived, where the protocol header's stage starts."""
         if not self.identity:
             self._server.event("warning", "connection_refused", {"peer": self.peer, "reason": "no identity"})
             self._close()
             return
-        since = self._step_input_at if self._step_input_at is not None else _now()
         self._sasl = SaslServer(now=since, timeouts=self._server.limits.stage_timeouts)
         self._server.connection_opened(self)
         self._arm()
@@ -146,7 +147,7 @@ class AmqpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         tls = self._tls
         if tls is None:
-            self._plain_received(data)
+            self._plain_received(data, _now())
             return
         if self._step_out or not tls.established:  # a handshake step: in the queue's turn
             self._input_at = _now()  # the header's stage starts when the last of the flight arrived
@@ -157,7 +158,7 @@ class AmqpConnection(asyncio.Protocol):
             else:
                 self._handshake_input += data
             return
-        self._tls_step(tls, tls.receive(data))
+        self._tls_step(tls, tls.receive(data), _now())
 
     def handshake_work(self) -> Callable[[], ssl.SSLError | None] | None:
         """The waiting handshake input fed to the session, and its OpenSSL call as the step for the
@@ -198,15 +199,17 @@ class AmqpConnection(asyncio.Protocol):
         if transport is not None and transport.is_closing():
             self._unheard = step  # the peer reset or closed: connection_lost comes next and hears it out
             return
-        self._tls_step(tls, step)
+        step_at = self._step_input_at if self._step_input_at is not None else _now()
+        self._tls_step(tls, step, step_at)
         more = self._handshake_input
         if more is not None and (self._lost is not None or tls.established):
             self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here
-            self._tls_step(tls, tls.receive(bytes(more)))
+            self._tls_step(tls, tls.receive(bytes(more)), self._input_at if self._input_at is not None else _now())
         elif more is not None:
             self._server.handshakes.submit(self)
 
-    def _tls_step(self, tls: TlsSession, step: TlsStep) -> None:
+    def _tls_step(self, tls: TlsSession, step: TlsStep, at: float) -> None:
+        """Apply a session step; ``at``: when the ciphertext it read arrived (its plaintext's stage starts then)."""
         transport = self._transport
         if step.send and transport is not None:
             transport.write(step.send)
@@ -233,9 +236,9 @@ class AmqpConnection(asyncio.Protocol):
                 self.identity = ""
                 self._close()
                 return
-            self._opened()
+            self._opened(at)
         if step.data and self.identity and transport is not None and not transport.is_closing():
-            self._plain_received(step.data)
+            self._plain_received(step.data, at)
         if step.closed:
             self._peer_closed()
 
@@ -259,11 +262,13 @@ class AmqpConnection(asyncio.Protocol):
                 transport.write(goodbye)
         transport.close()
 
-    def _plain_received(self, data: bytes) -> None:
+    def _plain_received(self, data: bytes, at: float) -> None:
+        """Plaintext in; ``at``: when it arrived on the socket, where each preamble stage's deadline starts
+        (bytes that waited behind a handshake step are not given the wait as extra time)."""
         if self.engine is None:
             if self._sasl is None or self._sasl.finished:
                 return  # refused or failed: the socket is closing
-            step = self._sasl.receive(data, _now())
+            step = self._sasl.receive(data, at)
             if step.send:
                 self._write(step.send)
             if step.error is not None:
@@ -275,7 +280,7 @@ class AmqpConnection(asyncio.Protocol):
                 self._arm()
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
-                                           self._mark_dirty, self._engine_event, now=_now())
+                                           self._mark_dirty, self._engine_event, now=at)
             self.engine.links.accepting = self._server.accepting
             self.engine.delivery_log = self._server.delivery_log  # IP_010 departure times, while logged
             data = step.amqp_bytes
@@ -328,12 +333,12 @@ class AmqpConnection(asyncio.Protocol):
         self._lost = None
         unheard, self._unheard = self._unheard, None
         if unheard is not None and self._tls is not None:
-            self._tls_step(self._tls, unheard)
+            self._tls_step(self._tls, unheard, _now())
         if self._handshake_input is not None and self._tls is not None and not self._dropped:
             # The peer's last handshake bytes came before it went: heard out (its identity, the
             # connect and disconnect records), nothing written back (no transport any more).
             data, self._handshake_input = self._handshake_input, None
-            self._tls_step(self._tls, self._tls.receive(bytes(data)))
+            self._tls_step(self._tls, self._tls.receive(bytes(data)), _now())
         self._cancel_timer()
         if self.engine is not None:
             self.engine.release()

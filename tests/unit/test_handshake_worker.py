@@ -199,6 +199,44 @@ def test_the_bi_protocol_header_deadline_runs_from_the_last_flight_not_from_its_
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("with_finished", [True, False])
+def test_the_bi_sasl_exchange_deadline_runs_from_the_sasl_header_arrival_not_from_its_turn(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch, with_finished: bool) -> None:
+    """The client's SASL header arrives at t, with its Finished or while the Finished's step is out; the
+    step's outcome is applied 3 s later: the SASL exchange's deadline is t + sasl_s, not the turn's + sasl_s."""
+    async def main() -> None:
+        late = [0.0]
+        real = asyncio.get_running_loop().time
+        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
+        server, _ = bi_server()
+        connection = BiConnection(pki_main, server)
+        await connection.hello()
+        gate = Gate(connection.session, hold_after=True)
+        connection.client.obj.write(SASL_HEADER)
+        header = connection.client.outgoing.read()
+        arrived = server_module._now()
+        if with_finished:
+            connection.protocol.data_received(connection.flight + header)
+            await asyncio.to_thread(gate.entered.wait, 5)
+        else:
+            connection.protocol.data_received(connection.flight)
+            await asyncio.to_thread(gate.entered.wait, 5)
+            arrived = server_module._now()
+            connection.protocol.data_received(header)
+        late[0] = 3.0  # the outcome comes back 3 s after the header
+        gate.open.set()
+        await until(lambda: connection.protocol in server.connections and bool(connection.raw.out))
+        await asyncio.sleep(0.01)
+        sasl = connection.protocol._sasl
+        assert sasl is not None and sasl.deadline is not None
+        assert sasl.deadline.stage == "SASL exchange (sasl-init)"
+        sasl_s = server.limits.stage_timeouts.sasl_s
+        assert sasl.deadline.at == pytest.approx(arrived + sasl_s, abs=0.5)
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
 def test_a_bi_deadline_while_the_step_is_out_drops_its_outcome(pki_main: TestPki) -> None:
     async def main() -> None:
         server, events = bi_server()

@@ -158,3 +158,28 @@ def test_a_request_that_waited_for_a_handshake_step_is_timed_from_its_arrival(
         assert clock.deadline.at == 101.0 + TIMEOUTS[2]
 
     asyncio.run(main())
+
+
+def test_the_first_request_headers_are_timed_from_the_last_handshake_flight(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's Finished arrives at 101 s and nothing after it (a client that holds the connection
+    idle); its step's turn comes at 103 s: the headers' deadline runs from 101 s, as the client counts it."""
+    async def main() -> None:
+        now = [100.0]
+        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        queue = HeldQueue()
+        connection = Connection(pki_main, queue)
+        connection.server.data_received(connection.client.step())  # ClientHello
+        queue.turn()
+        finished = connection.client.step(connection.raw.take())
+        now[0] = 101.0
+        connection.server.data_received(finished)
+        now[0] = 103.0
+        queue.turn()
+        assert connection.inner.made and connection.inner.transport is not None
+        clock = connection.inner.transport.get_extra_info("request_clock")
+        assert isinstance(clock, RequestClock)
+        assert clock.deadline is not None and clock.deadline.stage == "request headers"
+        assert clock.deadline.at == 101.0 + TIMEOUTS[1]
+
+    asyncio.run(main())
