@@ -41,6 +41,7 @@ from aiohttp import web
 from certs.tls import certificate_lifetime_problem
 from ii_api.http.request_clock import RequestClock, timeout_response
 from interchange.broker.handshake_queue import HandshakeQueue
+from interchange.broker.deadlines import came_in_time
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, ContextSource, TlsSession, TlsStep, step_error
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,8 @@ class TlsServerProtocol(asyncio.Protocol):
         self._step_at = 0.0  #: when the last of the input in the step that is out arrived
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused or closed while a step was out: its outcome is dropped
+        #: the handshake's deadline passed while input that came before it waited for its step: judged then
+        self._overdue = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -173,7 +176,7 @@ class TlsServerProtocol(asyncio.Protocol):
     # deadlines: the handshake's, then the request clock's ------------------------------
     def _arm(self) -> None:
         deadline = self._clock.deadline if self._clock is not None else (
-            self._session.deadline if self._session is not None else None)
+            self._session.deadline if self._session is not None and not self._overdue else None)
         at = deadline.at if deadline is not None else None
         if at == self._timer_at:
             return
@@ -186,6 +189,12 @@ class TlsServerProtocol(asyncio.Protocol):
         self._timer, self._timer_at = None, None
         now = _now()
         if self._clock is None:
+            waiting = self._step_at if self._step_out else (
+                self._input_at if self._handshake_input is not None else None)
+            if came_in_time(self._session.deadline if self._session is not None else None, waiting):
+                # the node is late, not the client: its step decides
+                self._overdue = True
+                return
             if self._step_out:  # the session is the worker's: refused now, the step's outcome dropped
                 self._dropped = True
                 self._refuse(HANDSHAKE_TIMEOUT)
@@ -247,7 +256,13 @@ class TlsServerProtocol(asyncio.Protocol):
             failure = step_error(outcome)
             if failure is not None:
                 raise failure
-            self._step(session.handshook(outcome if isinstance(outcome, ssl.SSLError) else None), self._step_at)
+            step = session.handshook(outcome if isinstance(outcome, ssl.SSLError) else None)
+            waiting = self._input_at if self._handshake_input is not None else None
+            if self._overdue and not (step.established or step.error or came_in_time(session.deadline, waiting)):
+                self._handshake_input = None  # its deadline passed before the rest of its input came
+                self._refuse(HANDSHAKE_TIMEOUT)
+                return
+            self._step(step, self._step_at)
             more = self._handshake_input
             if more is not None and session.established and not raw.is_closing():
                 self._handshake_input = None  # the rest is records (a request): read here

@@ -8,11 +8,12 @@ a peer trickling one byte a second is no better than a silent one):
 - the AMQP or SASL protocol header, from the end of the handshake (the arrival of the client's last
   flight, however long its handshake step then waited for its turn), and the SASL exchange
   (sasl-init), from the header's arrival (:class:`~interchange.broker.sasl.SaslServer`);
-- the peer's ``open`` frame, from the arrival of the end of SASL
-  (:class:`~interchange.broker.engine.ConnectionEngine`).
+- the peer's ``open`` frame, from the end of SASL, when its outcome is sent (the client may wait for it;
+  :class:`~interchange.broker.engine.ConnectionEngine`).
 
-Each stage starts when the bytes that began it reached the socket: bytes that waited behind a handshake
-step on a busy node are not given the wait as extra time (the client counts from when it sent them).
+The handshake's deadline is judged at the arrival of the client's bytes, and the header and SASL stages
+start at it: bytes that waited behind a handshake step on a busy node are not given the wait as extra
+time, nor refused for it (the client counts from when it sent them).
 
 Each object exposes the deadline of its current stage (:class:`Deadline`, absolute, in the
 caller's monotonic seconds) and answers ``on_timer(now)`` with what to do when it has passed; the
@@ -52,3 +53,10 @@ class Deadline:
 
 def stage_deadline(started: float, timeout_s: float, stage: str) -> Deadline:
     return Deadline(started + timeout_s, stage, timeout_s)
+
+
+def came_in_time(deadline: Deadline | None, arrived: float | None) -> bool:
+    """Input that ``arrived`` (None: none waits) before a pending ``deadline`` and still waits to be applied
+    (for a handshake step's turn): the deadline is judged at its arrival, as nginx reads ready sockets
+    before it expires timers, so a client is not refused for the time its bytes waited on a busy node."""
+    return deadline is not None and arrived is not None and arrived <= deadline.at

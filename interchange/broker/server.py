@@ -27,6 +27,7 @@ from interchange.broker.engine import ConnectionEngine, DeliveryLog, EngineLimit
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.router import BrokerCore
 from interchange.broker.sasl import SaslServer
+from interchange.broker.deadlines import came_in_time
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, ContextSource, TlsSession, TlsStep, step_error
 from interchange.ground.timing import now_ms
 
@@ -62,6 +63,8 @@ class AmqpConnection(asyncio.Protocol):
         self._step_input_at: float | None = None
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused (its deadline, a failed step) while a step was out: its outcome is dropped
+        #: the handshake's deadline passed while input that came before it waited for its step: judged then
+        self._overdue = False
         self._lost: tuple[Exception | None] | None = None  #: connection_lost while a step was out
         #: a step's outcome that came back while the socket was closing: heard out by connection_lost
         self._unheard: TlsStep | None = None
@@ -101,7 +104,7 @@ class AmqpConnection(asyncio.Protocol):
             return
         layer = self._layer()
         deadline = layer.deadline if layer is not None else None
-        at = deadline.at if deadline is not None else None
+        at = deadline.at if deadline is not None and not (self._overdue and layer is self._tls) else None
         if at == self._timer_at:
             return
         if self._timer is not None:
@@ -121,6 +124,11 @@ class AmqpConnection(asyncio.Protocol):
         self._timer, self._timer_at = None, None
         now, layer = _now(), self._layer()
         if isinstance(layer, TlsSession):
+            waiting = self._step_input_at if self._step_out else (
+                self._input_at if self._handshake_input is not None else None)
+            if came_in_time(layer.deadline, waiting):  # the node is late, not the client: its step decides
+                self._overdue = True
+                return
             if self._step_out:  # the session is the worker's: refused now, the step's outcome dropped
                 self._dropped = True
                 self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
@@ -199,8 +207,13 @@ class AmqpConnection(asyncio.Protocol):
         if transport is not None and transport.is_closing():
             self._unheard = step  # the peer reset or closed: connection_lost comes next and hears it out
             return
-        step_at = self._step_input_at if self._step_input_at is not None else _now()
-        self._tls_step(tls, step, step_at)
+        waiting = self._input_at if self._handshake_input is not None else None
+        if self._overdue and not (step.established or step.error or came_in_time(tls.deadline, waiting)):
+            self._handshake_input = None  # its deadline passed before the rest of its input came
+            self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
+            self.abort()
+            return
+        self._tls_step(tls, step, self._step_input_at if self._step_input_at is not None else _now())
         more = self._handshake_input
         if more is not None and (self._lost is not None or tls.established):
             self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here
@@ -263,8 +276,9 @@ class AmqpConnection(asyncio.Protocol):
         transport.close()
 
     def _plain_received(self, data: bytes, at: float) -> None:
-        """Plaintext in; ``at``: when it arrived on the socket, where each preamble stage's deadline starts
-        (bytes that waited behind a handshake step are not given the wait as extra time)."""
+        """Plaintext in; ``at``: when it arrived on the socket, where the SASL exchange's deadline starts
+        (bytes that waited behind a handshake step are not given the wait as extra time). The open's starts
+        when SASL's outcome is sent: the client may wait for it."""
         if self.engine is None:
             if self._sasl is None or self._sasl.finished:
                 return  # refused or failed: the socket is closing
@@ -280,7 +294,7 @@ class AmqpConnection(asyncio.Protocol):
                 self._arm()
                 return
             self.engine = ConnectionEngine(self._server.core, self.identity, self._server.limits,
-                                           self._mark_dirty, self._engine_event, now=at)
+                                           self._mark_dirty, self._engine_event, now=_now())
             self.engine.links.accepting = self._server.accepting
             self.engine.delivery_log = self._server.delivery_log  # IP_010 departure times, while logged
             data = step.amqp_bytes

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from certs import TestPki
 from certs.tls import client_context, server_context
+from ii_api.http import tls_site as tls_site_module
 from ii_api.http.tls_site import TlsServerProtocol
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
@@ -237,11 +238,21 @@ def test_the_bi_sasl_exchange_deadline_runs_from_the_sasl_header_arrival_not_fro
     asyncio.run(main())
 
 
-def test_a_bi_deadline_while_the_step_is_out_drops_its_outcome(pki_main: TestPki) -> None:
+def test_a_bi_flight_that_came_after_the_deadline_is_refused_and_its_outcome_dropped(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's last flight arrives after the handshake's deadline (in the loop turn whose timer is
+    due): its step is out when the timer runs; refused then, the step's outcome never written."""
     async def main() -> None:
+        late = [0.0]
+        real = asyncio.get_running_loop().time
+        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
-        gate = await connection.last_step_held()
+        await connection.hello()
+        gate = Gate(connection.session)
+        late[0] = server.limits.handshake_timeout_s + 1.0
+        connection.protocol.data_received(connection.flight)
+        await asyncio.to_thread(gate.entered.wait, 5)
         connection.protocol._deadline_passed()  # as its timer does when the handshake deadline passes
         assert connection.raw.closed
         connection.protocol.connection_lost(None)  # the aborted socket's, while the step is out
@@ -251,6 +262,44 @@ def test_a_bi_deadline_while_the_step_is_out_drops_its_outcome(pki_main: TestPki
         assert connection.raw.out == b""  # the established handshake's outcome was not applied
         assert events == [("tls_refused", {"peer": "127.0.0.1:40000", "reason": HANDSHAKE_TIMEOUT})]
         assert not server.connections
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_a_bi_flight_that_came_in_time_is_judged_by_its_step_when_the_deadline_passes_meanwhile(
+        pki_main: TestPki) -> None:
+    """The last flight came before the deadline; its step is still out (a slow worker) when the timer
+    runs: the node is late, not the client, so the step's outcome decides: established, connected."""
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        gate = await connection.last_step_held()
+        connection.protocol._deadline_passed()  # as its timer does when the handshake deadline passes
+        assert not connection.raw.closed and events == []
+        gate.open.set()
+        await until(lambda: connection.protocol in server.connections)
+        assert [kind for kind, _ in events] == ["connect"] and not connection.raw.closed
+        server.handshakes.close()
+
+    asyncio.run(main())
+
+
+def test_a_bi_step_that_came_in_time_but_does_not_finish_is_refused_once_it_is_back(pki_main: TestPki) -> None:
+    """Part of the ClientHello came before the deadline and nothing after it: once its step is back,
+    unfinished, the connection is refused for its deadline and nothing of the step is written."""
+    async def main() -> None:
+        server, events = bi_server()
+        connection = BiConnection(pki_main, server)
+        gate = Gate(connection.session)
+        connection.protocol.data_received(connection.client.step()[:10])
+        await asyncio.to_thread(gate.entered.wait, 5)
+        connection.protocol._deadline_passed()  # as its timer does
+        assert not connection.raw.closed and events == []
+        gate.open.set()
+        await until(lambda: connection.raw.closed)
+        assert connection.raw.out == b""
+        assert events == [("tls_refused", {"peer": "127.0.0.1:40000", "reason": HANDSHAKE_TIMEOUT})]
         server.handshakes.close()
 
     asyncio.run(main())
@@ -359,18 +408,29 @@ def test_ii_a_request_during_the_finishing_step_waits_for_its_outcome(pki_main: 
     asyncio.run(main())
 
 
-def test_ii_a_deadline_or_a_close_while_the_step_is_out_drops_its_outcome(pki_main: TestPki) -> None:
+def test_ii_a_late_flight_or_a_close_while_the_step_is_out_drops_its_outcome(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three connections' last flights, one worker: the first came after its handshake's deadline and its
+    timer runs while its step is out (refused, outcome dropped); the second's peer goes while its step is
+    out (dropped, nothing logged); the third came in time and its timer also ran meanwhile (established)."""
     async def main() -> None:
+        late = [0.0]
+        real = asyncio.get_running_loop().time
+        monkeypatch.setattr(tls_site_module, "_now", lambda: real() + late[0])
         queue, events = HandshakeQueue(in_flight=3), []
         timed_out, gone, healthy = (IiConnection(pki_main, queue, events) for _ in range(3))
         for connection in (timed_out, gone, healthy):
             connection.protocol.data_received(connection.client.step())
         await until(lambda: all(c.raw.out for c in (timed_out, gone, healthy)))
         gates = [Gate(timed_out.session), Gate(gone.session)]
-        for connection in (timed_out, gone, healthy):
+        late[0] = 11.0  # after the 10 s handshake deadline
+        timed_out.protocol.data_received(timed_out.client.step(timed_out.raw.take()))
+        late[0] = 0.0
+        for connection in (gone, healthy):
             connection.protocol.data_received(connection.client.step(connection.raw.take()))
         await asyncio.to_thread(gates[0].entered.wait, 5)  # one worker: the others wait behind it
         timed_out.protocol._deadline_passed()  # as its timer does
+        healthy.protocol._deadline_passed()  # a busy loop ran its timer late: its flight came in time
         gates[0].open.set()
         await asyncio.to_thread(gates[1].entered.wait, 5)
         gone.raw.closed = True

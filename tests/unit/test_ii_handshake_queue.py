@@ -183,3 +183,28 @@ def test_the_first_request_headers_are_timed_from_the_last_handshake_flight(
         assert clock.deadline.at == 101.0 + TIMEOUTS[1]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("arrived", [105.0, 111.0])
+def test_a_flight_waiting_for_its_turn_when_the_handshake_deadline_passes_is_judged_at_its_arrival(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch, arrived: float) -> None:
+    """Accepted at 100 s (deadline 110 s); the client's Finished arrives at ``arrived`` and waits in the
+    queue; the timer runs at 111 s, before its turn: a flight that came in time is stepped and the
+    connection established, one that came late is refused and never stepped."""
+    async def main() -> None:
+        now = [100.0]
+        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        queue = HeldQueue()
+        connection = Connection(pki_main, queue)
+        connection.server.data_received(connection.client.step())  # ClientHello
+        queue.turn()
+        finished = connection.client.step(connection.raw.take())
+        now[0] = arrived
+        connection.server.data_received(finished)
+        now[0] = 111.0
+        connection.server._deadline_passed()  # as its timer does
+        queue.turn()
+        assert connection.inner.made == (arrived < 110.0)
+        assert connection.raw.closed == (arrived > 110.0)
+
+    asyncio.run(main())
