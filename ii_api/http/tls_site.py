@@ -156,7 +156,8 @@ class TlsServerProtocol(asyncio.Protocol):
         self._step_at = 0.0  #: when the last of the input in the step that is out arrived
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused or closed while a step was out: its outcome is dropped
-        #: the handshake's deadline passed while input that came before it waited for its step: judged then
+        #: the handshake's deadline passed while input that came before it waited for its step: no timer
+        #: until the step is back (the deadline then moves by the node's time with that input)
         self._overdue = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -257,12 +258,10 @@ class TlsServerProtocol(asyncio.Protocol):
             if failure is not None:
                 raise failure
             step = session.handshook(outcome if isinstance(outcome, ssl.SSLError) else None)
-            waiting = self._input_at if self._handshake_input is not None else None
-            if self._overdue and not (step.established or step.error or came_in_time(session.deadline, waiting)):
-                self._handshake_input = None  # its deadline passed before the rest of its input came
-                self._refuse(HANDSHAKE_TIMEOUT)
-                return
+            session.postpone(_now() - self._step_at)  # the node's time with the peer's input is not the peer's
+            self._overdue = False
             self._step(step, self._step_at)
+            self._arm()
             more = self._handshake_input
             if more is not None and session.established and not raw.is_closing():
                 self._handshake_input = None  # the rest is records (a request): read here

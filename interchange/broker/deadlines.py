@@ -11,9 +11,10 @@ a peer trickling one byte a second is no better than a silent one):
 - the peer's ``open`` frame, from the end of SASL, when its outcome is sent (the client may wait for it;
   :class:`~interchange.broker.engine.ConnectionEngine`).
 
-The handshake's deadline is judged at the arrival of the client's bytes, and the header and SASL stages
-start at it: bytes that waited behind a handshake step on a busy node are not given the wait as extra
-time, nor refused for it (the client counts from when it sent them).
+A deadline counts the client's time, not the node's: the handshake's moves by the time the node held the
+client's input (waiting for a handshake step's turn, out on the low-priority worker) and is judged at the
+input's arrival; the header and SASL stages start at the arrival of the bytes that began them. A busy
+node neither gives a client its own wait as extra time nor refuses it for that wait.
 
 Each object exposes the deadline of its current stage (:class:`Deadline`, absolute, in the
 caller's monotonic seconds) and answers ``on_timer(now)`` with what to do when it has passed; the

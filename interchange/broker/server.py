@@ -63,7 +63,8 @@ class AmqpConnection(asyncio.Protocol):
         self._step_input_at: float | None = None
         self._step_out = False  #: a handshake step is on the worker: the session is not ours meanwhile
         self._dropped = False  #: refused (its deadline, a failed step) while a step was out: its outcome is dropped
-        #: the handshake's deadline passed while input that came before it waited for its step: judged then
+        #: the handshake's deadline passed while input that came before it waited for its step: no timer
+        #: until the step is back (the deadline then moves by the node's time with that input)
         self._overdue = False
         self._lost: tuple[Exception | None] | None = None  #: connection_lost while a step was out
         #: a step's outcome that came back while the socket was closing: heard out by connection_lost
@@ -207,13 +208,11 @@ class AmqpConnection(asyncio.Protocol):
         if transport is not None and transport.is_closing():
             self._unheard = step  # the peer reset or closed: connection_lost comes next and hears it out
             return
-        waiting = self._input_at if self._handshake_input is not None else None
-        if self._overdue and not (step.established or step.error or came_in_time(tls.deadline, waiting)):
-            self._handshake_input = None  # its deadline passed before the rest of its input came
-            self._server.event("warning", "tls_refused", {"peer": self.peer, "reason": HANDSHAKE_TIMEOUT})
-            self.abort()
-            return
-        self._tls_step(tls, step, self._step_input_at if self._step_input_at is not None else _now())
+        step_at = self._step_input_at if self._step_input_at is not None else _now()
+        tls.postpone(_now() - step_at)  # the node's time with the peer's input is not the peer's
+        self._overdue = False
+        self._tls_step(tls, step, step_at)
+        self._arm()
         more = self._handshake_input
         if more is not None and (self._lost is not None or tls.established):
             self._handshake_input = None  # the rest is records (cheap), or the peer is gone: here

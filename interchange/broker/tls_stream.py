@@ -102,6 +102,13 @@ class TlsSession:
         """When the handshake must be complete; None once it is (or failed)."""
         return None if self.established or self.failed else self._deadline
 
+    def postpone(self, by: float) -> None:
+        """The node held the peer's input for ``by`` seconds (waiting for a handshake step's turn, out on
+        the worker): the deadline counts the peer's time, not the node's, so it moves by as much."""
+        if by > 0:
+            self._deadline = stage_deadline(self._deadline.at - self._deadline.timeout_s + by,
+                                            self._deadline.timeout_s, self._deadline.stage)
+
     def on_timer(self, now: float) -> TlsStep | None:
         """The handshake's deadline passed: the session fails (close the socket, log the reason)."""
         deadline = self.deadline

@@ -285,20 +285,36 @@ def test_a_bi_flight_that_came_in_time_is_judged_by_its_step_when_the_deadline_p
     asyncio.run(main())
 
 
-def test_a_bi_step_that_came_in_time_but_does_not_finish_is_refused_once_it_is_back(pki_main: TestPki) -> None:
-    """Part of the ClientHello came before the deadline and nothing after it: once its step is back,
-    unfinished, the connection is refused for its deadline and nothing of the step is written."""
+def test_the_bi_handshake_deadline_counts_the_clients_time_not_the_nodes(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Part of a ClientHello arrives at t; its step is held on the worker (a starved worker) until
+    t + T + 1: the timer that ran meanwhile waits for the step; once it is back the deadline has moved
+    by the node's T + 1 s, so the client keeps its own T; when that has passed too, with nothing more
+    from it, it is refused, and nothing of the step was written."""
     async def main() -> None:
+        late = [0.0]
+        real = asyncio.get_running_loop().time
+        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
+        handshake_s = server.limits.handshake_timeout_s
         gate = Gate(connection.session)
+        arrived = server_module._now()
         connection.protocol.data_received(connection.client.step()[:10])
         await asyncio.to_thread(gate.entered.wait, 5)
+        late[0] = handshake_s + 1.0
         connection.protocol._deadline_passed()  # as its timer does
         assert not connection.raw.closed and events == []
         gate.open.set()
-        await until(lambda: connection.raw.closed)
-        assert connection.raw.out == b""
+        await until(lambda: server.handshakes.out == 0)
+        await asyncio.sleep(0.01)
+        deadline = connection.session.deadline
+        assert deadline is not None and deadline.at == pytest.approx(arrived + 2 * handshake_s + 1.0, abs=0.5)
+        connection.protocol._deadline_passed()  # before the moved deadline: nothing happens
+        assert not connection.raw.closed and events == []
+        late[0] = 2 * handshake_s + 2.0
+        connection.protocol._deadline_passed()
+        assert connection.raw.closed and connection.raw.out == b""
         assert events == [("tls_refused", {"peer": "127.0.0.1:40000", "reason": HANDSHAKE_TIMEOUT})]
         server.handshakes.close()
 

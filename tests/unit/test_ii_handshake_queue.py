@@ -208,3 +208,24 @@ def test_a_flight_waiting_for_its_turn_when_the_handshake_deadline_passes_is_jud
         assert connection.raw.closed == (arrived > 110.0)
 
     asyncio.run(main())
+
+
+def test_the_handshake_deadline_moves_by_the_time_the_clients_input_waited_for_its_turn(
+        pki_main: TestPki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accepted at 100 s with a 10 s handshake deadline; the ClientHello arrives at 101 s and its turn comes
+    at 109 s: the node held it 8 s, so the client's deadline is 118 s, and the timer is armed there."""
+    async def main() -> None:
+        now = [100.0]
+        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        queue = HeldQueue()
+        connection = Connection(pki_main, queue)
+        now[0] = 101.0
+        connection.server.data_received(connection.client.step())  # ClientHello
+        now[0] = 109.0
+        queue.turn()
+        assert connection.raw.out  # ServerHello ... server Finished
+        session = connection.server._session
+        assert session is not None and session.deadline is not None
+        assert session.deadline.at == 118.0 and connection.server._timer_at == 118.0
+
+    asyncio.run(main())
