@@ -79,7 +79,8 @@ class LimitsConfig(BaseModel):
     def handshake_pace_problem(self, handshake_timeout_s: float, where: str) -> str | None:
         """Why the handshake pace and a handshake deadline cannot both hold (None: they can): at
         ``handshake_cpu_share``, :data:`MIN_BURST_HANDSHAKES` connections arriving at once must all
-        finish their handshakes within the deadline (queued ones' deadlines run from accept)."""
+        finish their handshakes within the deadline (the node's wait is not counted against a client's
+        deadline, but it is the client's connect time: a burst is set up within what the node asks of a client)."""
         fits = burst_capacity(self.handshake_cpu_share, handshake_timeout_s)
         if fits >= MIN_BURST_HANDSHAKES:
             return None
