@@ -362,7 +362,9 @@ def test_a_failing_step_drops_its_connection_and_the_queue_goes_on(pki_main: Tes
 def test_no_more_than_in_flight_steps_are_out_and_the_rest_wait_in_order(pki_main: TestPki) -> None:
     async def main() -> None:
         server, _ = bi_server()
-        server.handshakes = HandshakeQueue(in_flight=2)
+        # The bound alone: no rescue by the loop (a busy host may keep the worker from its first step
+        # longer than STARVED_S, and the loop would then step the waiting ones itself, as it should).
+        server.handshakes = HandshakeQueue(thread="normal", in_flight=2, starved_s=60.0)
         arriving = [BiConnection(pki_main, server) for _ in range(5)]
         gates = [Gate(c.session) for c in arriving]
         for connection in arriving:
@@ -374,6 +376,7 @@ def test_no_more_than_in_flight_steps_are_out_and_the_rest_wait_in_order(pki_mai
             gate.open.set()
         await until(lambda: all(c.raw.out for c in arriving))
         assert server.handshakes.out == 0 and server.handshakes.stepped == 5
+        assert server.handshakes.rescued_turns == 0
         server.handshakes.close()
 
     asyncio.run(main())
