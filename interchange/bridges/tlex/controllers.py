@@ -130,7 +130,8 @@ class VirtualControllers:
     """Controllers the streaming service plays itself (``interchange tlex-sim --virtual``): each sends
     MAPEM then SPATEM on its own phase, MAPEM again every ``mapem_interval``, and answers an SREM
     with an SSEM per intersection, as :class:`FakeController` does. One task ticks them all: it sends
-    every payload due and sleeps until the next is (a loaded service sends late ones together)."""
+    every payload due and sleeps until the next is (a loaded service sends late ones together, and
+    gives the loop a turn between batches)."""
 
     def __init__(self, specs: list[ControllerSpec], *, spatem_hz: float = 10.0, mapem_interval: float = 60.0,
                  factory: Callable[[ControllerSpec], PayloadFactory] | None = None,
@@ -207,10 +208,10 @@ class VirtualControllers:
             if index == len(phases):
                 index, cycle = 0, cycle + 1
             due = cycle * period + phases[index]
+            # a late batch yields too (sleep(0)): a host that cannot keep up still serves its
+            # sessions and stops, between batches of at most one period's payloads
+            await asyncio.sleep(max(0.0, due - loop.time()))
             now = loop.time()
-            if due > now:
-                await asyncio.sleep(due - now)
-                now = loop.time()
             while index < len(phases) and cycle * period + phases[index] <= now:
                 self._tick(self._order[index][1], now, spatem=True)
                 index += 1
