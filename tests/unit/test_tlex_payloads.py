@@ -10,7 +10,8 @@ import pytest
 
 from interchange.bridges.tlex.codec import Payload
 from interchange.bridges.tlex.config import ControllerConfig, TlexBridgeConfig
-from interchange.bridges.tlex.payloads import Identified, PayloadTypes, Unidentified, identify, stand_in
+from interchange.bridges.tlex.payloads import (MESSAGE_IDS, TYPICAL_SIZE, Identified, PayloadTypes, Unidentified, identify,
+                                                stand_in)
 from interchange.bridges.tlex.publication import NOT_BRIDGED, UNIDENTIFIED, Dropped, Translator
 from interchange.ground.throttle import Throttle
 
@@ -100,3 +101,12 @@ def test_throttle_lets_the_first_through_then_one_per_interval_with_the_count() 
     assert throttle.hit("b", 63.0) is None and throttle.hit("a", 63.0) == 1
     with pytest.raises(ValueError):
         Throttle(-1)
+
+
+@pytest.mark.parametrize("sequence", [0, 1, 219, 256, 1000, 2**40 + 7])
+@pytest.mark.parametrize("size", [0, 30, 255, 256, 257, 1300])
+def test_a_stand_in_is_its_header_marker_then_the_padding_of_its_sequence(sequence: int, size: int) -> None:
+    body = bytes([2, MESSAGE_IDS["MAPEM"]]) + (7).to_bytes(4, "big") + f"MAPEM 5-57 #{sequence};".encode()
+    padding = bytes((i * 37 + sequence) & 0xFF for i in range(max(0, size - len(body))))
+    assert stand_in("MAPEM", 7, "5-57", sequence, size) == body + padding
+    assert len(stand_in("MAPEM", 7, "5-57", sequence)) == TYPICAL_SIZE["MAPEM"]
