@@ -23,8 +23,10 @@ in under a minute.
 from __future__ import annotations
 
 import _posixsubprocess
+import ast
+import functools
 import sys
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
@@ -122,3 +124,14 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     with GUARD:
         return (yield)
+
+
+@pytest.fixture(scope="session")
+def source_tree() -> Callable[[Path], ast.Module]:
+    """The syntax tree of a Python file, read and parsed once per test process (the layer and size
+    checks each walk the whole library); trees are shared, so a test must not change one."""
+    @functools.cache
+    def parse(path: Path) -> ast.Module:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+    return parse

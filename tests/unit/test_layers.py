@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,9 +129,14 @@ def _literal_import(node: ast.Call) -> str | None:
     return None
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Import]:
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path],
+               tree: Callable[[Path], ast.Module] = parse) -> Iterator[Import]:
     """Every import of ours in one module, wherever it is in the file."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(tree(path)):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -146,7 +151,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Im
                 yield Import(path, node.lineno, module, target)
 
 
-def violations(root: Path, packages: frozenset[str] = PACKAGES) -> list[str]:
+def violations(root: Path, packages: frozenset[str] = PACKAGES, tree: Callable[[Path], ast.Module] = parse) -> list[str]:
     """Every import that does not run downwards, and every module without a rank, as one line each."""
     found = []
     modules = module_files(root, packages)
@@ -156,7 +161,7 @@ def violations(root: Path, packages: frozenset[str] = PACKAGES) -> list[str]:
         if unit is None:
             found.append(f"{where}: module {module} belongs to no ranked unit (add it to RANKS and the layer map)")
             continue
-        for imp in imports_of(module, path, modules):
+        for imp in imports_of(module, path, modules, tree):
             target_unit = unit_of(imp.target)
             if target_unit is None:
                 found.append(f"{where}:{imp.line}: {module} imports {imp.target}, which belongs to no ranked unit")
@@ -171,15 +176,15 @@ def violations(root: Path, packages: frozenset[str] = PACKAGES) -> list[str]:
     return found
 
 
-def test_imports_run_downwards_only() -> None:
-    found = violations(ROOT)
+def test_imports_run_downwards_only(source_tree: Callable[[Path], ast.Module]) -> None:
+    found = violations(ROOT, tree=source_tree)
     assert not found, "imports that do not run downwards (docs/architecture.md, Layers):\n" + "\n".join(found)
 
 
-def test_the_walk_sees_the_whole_library() -> None:
+def test_the_walk_sees_the_whole_library(source_tree: Callable[[Path], ast.Module]) -> None:
     """A check on the walk itself: it reads hundreds of imports, the hidden kinds included."""
     modules = module_files(ROOT)
-    imports = [imp for module, path in modules.items() for imp in imports_of(module, path, modules)]
+    imports = [imp for module, path in modules.items() for imp in imports_of(module, path, modules, source_tree)]
     assert len(modules) > 150 and len(imports) > 400
     seen = {(imp.module, imp.target) for imp in imports}
     assert ("interchange.app.node", "interchange.bridges.if2.bridge") in seen  # inside a function (pamqp is an extra)
