@@ -1,6 +1,8 @@
 """The routing index only rules sources out: index + selector == selector alone (brute force)."""
 from __future__ import annotations
 
+from typing import Any
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
@@ -33,9 +35,14 @@ def test_index_keys(text: str, key: tuple) -> None:
 
 
 def _source(i: int, text: str | None) -> Source:
+    return _compiled_source(i, text)[0]
+
+
+def _compiled_source(i: int, text: str | None) -> tuple[Source, Any]:
+    """The source and its selector's syntax tree (None without one), the selector compiled once."""
     spec = SourceSpec(address=f"s{i}", selector=text)
     compiled = jms_selectors.compile(text) if text else None
-    return Source(spec, compiled.matches if compiled else None)
+    return Source(spec, compiled.matches if compiled else None), compiled.ast if compiled else None
 
 
 conjunct = st.one_of(
@@ -57,10 +64,11 @@ message = st.fixed_dictionaries({
 @settings(max_examples=300, deadline=None)
 @given(selectors=st.lists(selector_text, max_size=12), messages=st.lists(message, min_size=1, max_size=5))
 def test_index_never_loses_a_match(selectors: list[str | None], messages: list[dict]) -> None:
-    sources = [_source(i, text) for i, text in enumerate(selectors)]
+    compiled = [_compiled_source(i, text) for i, text in enumerate(selectors)]
+    sources = [source for source, _ in compiled]
     index = RoutingIndex()
-    for source in sources:
-        index.add(source, jms_selectors.compile(source.spec.selector).ast if source.spec.selector else None)
+    for source, tree in compiled:
+        index.add(source, tree)
     for props in messages:
         expected = {s.spec.address for s in sources if s.node_selector is None or s.node_selector(props)}
         candidates = list(index.candidates(props))
@@ -74,9 +82,9 @@ def test_index_rules_out_most_sources() -> None:
     sources = []
     for i in range(1000):
         tile = f"{i % 4}{(i // 4) % 4}{(i // 16) % 4}{(i // 64) % 4}"
-        source = _source(i, f"messageType = 'DENM' AND quadTree LIKE '%,{tile}%'")
+        source, tree = _compiled_source(i, f"messageType = 'DENM' AND quadTree LIKE '%,{tile}%'")
         sources.append(source)
-        index.add(source, jms_selectors.compile(source.spec.selector).ast)
+        index.add(source, tree)
     candidates = list(index.candidates({"messageType": "DENM", "quadTree": ",120202130121133020,"}))
     assert sorted(s.spec.address for s in candidates) == ["s137", "s393", "s649", "s905"]  # tile 1202 only
     for source in sources[:500]:
