@@ -73,7 +73,8 @@ SMOKE: dict[str, Smoke] = {
                                       ("phase", "quiet", "p99", "7 of 7 closed by their deadline", "load after",
                                        "node1    clients: 7 connections (SCHED_OTHER nice 0)",
                                        "idle1    clients: 7 connections (SCHED_IDLE nice 0)")),
-    "soak_faults.py": Smoke(("--minutes", "0.2", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "2",
+    # (its faults run one after another, each once its time has come: at 6 s they all still come)
+    "soak_faults.py": Smoke(("--minutes", "0.1", "--rate", "20", "--stalled", "10", "--fuzz", "10", "--full-s", "1",
                              "--drain", "20"), ("disk full", "kill -9", "restarted", "accepted durable messages lost:",
                                                 "node RSS MB")),
     "soak_federation.py": Smoke(("--minutes", "0.2", "--rate", "20", "--drain", "10"),
