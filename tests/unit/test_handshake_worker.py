@@ -21,7 +21,7 @@ from ii_api.http import tls_site as tls_site_module
 from ii_api.http.tls_site import TlsServerProtocol
 from interchange.broker.addresses import AddressBook
 from interchange.broker.admission import Admission
-from interchange.broker.handshake_queue import HandshakeQueue, HandshakeThread
+from interchange.broker.handshake_queue import IN_FLIGHT, HandshakeQueue, HandshakeThread
 from interchange.broker.router import BrokerCore
 from interchange.broker import server as server_module
 from interchange.broker.server import AmqpConnection, BrokerServer
@@ -91,9 +91,17 @@ class BiConnection:
         return gate
 
 
+def held_queue(in_flight: int = IN_FLIGHT) -> HandshakeQueue:
+    """A queue whose worker runs at the loop's priority and is never rescued: these tests hold its steps
+    on purpose, and a busy host must neither starve a SCHED_IDLE worker past the tests' waits nor make
+    the loop step the waiting connections itself (the scheduling and the rescue have tests of their own)."""
+    return HandshakeQueue(thread="normal", in_flight=in_flight, starved_s=60.0)
+
+
 def bi_server() -> tuple[BrokerServer, list[tuple[str, dict]]]:
     events: list[tuple[str, dict]] = []
     server = BrokerServer(core(), event=lambda level, kind, fields: events.append((kind, fields)))
+    server.handshakes = held_queue()
     return server, events
 
 
@@ -364,7 +372,7 @@ def test_no_more_than_in_flight_steps_are_out_and_the_rest_wait_in_order(pki_mai
         server, _ = bi_server()
         # The bound alone: no rescue by the loop (a busy host may keep the worker from its first step
         # longer than STARVED_S, and the loop would then step the waiting ones itself, as it should).
-        server.handshakes = HandshakeQueue(thread="normal", in_flight=2, starved_s=60.0)
+        server.handshakes = held_queue(in_flight=2)
         arriving = [BiConnection(pki_main, server) for _ in range(5)]
         gates = [Gate(c.session) for c in arriving]
         for connection in arriving:
@@ -409,7 +417,7 @@ class Inner(asyncio.Protocol):
 
 def test_ii_a_request_during_the_finishing_step_waits_for_its_outcome(pki_main: TestPki) -> None:
     async def main() -> None:
-        queue, events = HandshakeQueue(), []
+        queue, events = held_queue(), []
         connection = IiConnection(pki_main, queue, events)
         connection.protocol.data_received(connection.client.step())
         await until(lambda: bool(connection.raw.out))
@@ -436,7 +444,7 @@ def test_ii_a_late_flight_or_a_close_while_the_step_is_out_drops_its_outcome(
         late = [0.0]
         real = asyncio.get_running_loop().time
         monkeypatch.setattr(tls_site_module, "_now", lambda: real() + late[0])
-        queue, events = HandshakeQueue(in_flight=3), []
+        queue, events = held_queue(in_flight=3), []
         timed_out, gone, healthy = (IiConnection(pki_main, queue, events) for _ in range(3))
         for connection in (timed_out, gone, healthy):
             connection.protocol.data_received(connection.client.step())
