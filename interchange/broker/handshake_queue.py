@@ -15,8 +15,12 @@ loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) 
   serves established connections meanwhile; at a low priority the kernel also runs the loop's thread
   at once when a steady client's bytes arrive, instead of after the step that holds a core, and the
   worker still uses whatever CPU is left. When that is none for :data:`STARVED_S` (a busy machine),
-  the loop steps the waiting connections itself, as in the ``loop`` mode, until the worker is back,
-  so arriving connections are not starved past their deadlines. At most :data:`IN_FLIGHT` steps are
+  the waiting steps go to a second thread, the rescue thread, which runs at the loop's own priority
+  (a thread lowered to ``SCHED_IDLE`` or nice 19 cannot be raised again without privileges), until
+  the worker is back, so arriving connections are not starved past their deadlines. The rescue is
+  not done in the loop's turns: there each step (0.3-1 ms of OpenSSL) would hold up the established
+  connections' input behind it, where on its own thread the kernel shares the cores between it and
+  the loop, and the loop's thread, woken by input, runs first. At most :data:`IN_FLIGHT` steps are
   out at once (one running, one ready: a flood waits here, in order); each outcome comes back to the loop
   (``call_soon_threadsafe``) and :meth:`Handshaking.handshake_done` applies it there. The worker holds
   the GIL only around that call (no futures, no session bookkeeping): at its low priority the kernel
@@ -163,10 +167,10 @@ class _Worker:
     loop's thread then waits for it, so it does as little Python as there can be (no futures)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Any, float], None],
-                 cpu_clock: Callable[[], float], started: Callable[[], None]) -> None:
+                 cpu_clock: Callable[[], float], started: Callable[[], None], name: str = "tls-handshake") -> None:
         self._inbox: SimpleQueue[tuple[Handshaking, Callable[[], Any]] | None] = SimpleQueue()
         self._loop, self._done, self._cpu_clock, self._started = loop, done, cpu_clock, started
-        threading.Thread(target=self._run, name="tls-handshake", daemon=True).start()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
 
     def submit(self, connection: Handshaking, work: Callable[[], Any]) -> None:
         self._inbox.put((connection, work))
@@ -212,12 +216,14 @@ class HandshakeQueue:
         self._guarded = False  #: the starvation check is scheduled
         self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
         self._executor: _Worker | None = None
+        self._rescuer: _Worker | None = None  #: the rescue thread, at the loop's priority (made when first needed)
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
         self.out = 0  #: steps on the worker now
+        self.rescuing = 0  #: steps on the rescue thread now
         self.stepped = 0  #: handshake steps run since start
         self.deferred_turns = 0  #: ``loop`` mode: turns that left steps for the next one
         self.paced_turns = 0  #: turns (or dispatches) that waited for the bucket
-        self.rescued_turns = 0  #: turns the loop ran while the worker got no CPU
+        self.rescued_turns = 0  #: steps handed to the rescue thread while the worker got no CPU
         self.most_waiting = 0  #: the longest the queue has been
 
     def __len__(self) -> int:
@@ -237,15 +243,17 @@ class HandshakeQueue:
         return self.budget.wait_s(self._clock())
 
     def close(self) -> None:
-        """Stop the worker (a step out finishes; its outcome is dropped with the loop)."""
-        if self._executor is not None:
-            self._executor.close()
-            self._executor = None
+        """Stop the worker and the rescue thread (a step out finishes; its outcome is dropped with the loop)."""
+        for worker in (self._executor, self._rescuer):
+            if worker is not None:
+                worker.close()
+        self._executor = self._rescuer = None
 
     # on the worker (threads idle, nice, normal) --------------------------------------------------------------------
     def _dispatch(self) -> None:
+        """Waiting steps to the worker, or to the rescue thread while the worker is starved."""
         waiting = self._waiting
-        while waiting and self.out < self._in_flight:
+        while waiting and (self.out < self._in_flight or (self.rescuing < self._in_flight and self._starved())):
             if self._scheduled:
                 return  # waiting for the bucket: the timer dispatches
             delay = self.delay_s()
@@ -258,10 +266,15 @@ class HandshakeQueue:
             work = connection.handshake_work()
             if work is None:
                 continue
-            if not self.out:
-                self._last_back = self._clock()
-            self.out += 1
-            self._worker().submit(connection, work)
+            if self.out < self._in_flight:
+                if not self.out:
+                    self._last_back = self._clock()
+                self.out += 1
+                self._worker().submit(connection, work)
+            else:
+                self.rescuing += 1
+                self.rescued_turns += 1
+                self._rescue_thread().submit(connection, work)
         if waiting and self.out and not self._guarded:
             self._guard_in(self._starved_s)
 
@@ -269,8 +282,13 @@ class HandshakeQueue:
         self._guarded = True
         asyncio.get_running_loop().call_later(delay, self._guard)
 
+    def _starved(self) -> bool:
+        """The worker has all it may take and has handed nothing back for :data:`STARVED_S`."""
+        return self.out >= self._in_flight and self._clock() - self._last_back >= self._starved_s
+
     def _guard(self) -> None:
-        """Steps wait and the worker has handed none back for :data:`STARVED_S`: a loop turn steps them."""
+        """Steps wait and the worker has handed none back for :data:`STARVED_S`: the rescue thread takes
+        them (:meth:`_dispatch`), and each of its outcomes hands it the next while the worker is starved."""
         self._guarded = False
         if not self._waiting or not self.out:
             return
@@ -278,12 +296,7 @@ class HandshakeQueue:
         if quiet < self._starved_s:
             self._guard_in(self._starved_s - quiet)
             return
-        delay = self.delay_s()
-        if delay <= 0:
-            self.rescued_turns += 1
-            self.run_turn()
-        if self._waiting:
-            self._guard_in(max(delay, 0.0))
+        self._dispatch()
 
     def _paced(self) -> None:
         self._scheduled = False
@@ -294,6 +307,12 @@ class HandshakeQueue:
             self._executor = _Worker(asyncio.get_running_loop(), self._done, self._cpu_clock, self._started)
         return self._executor
 
+    def _rescue_thread(self) -> _Worker:
+        if self._rescuer is None:  # made by the loop's thread: it runs at the loop's priority
+            self._rescuer = _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock, lambda: None,
+                                    name="tls-handshake-rescue")
+        return self._rescuer
+
     def _started(self) -> None:
         """The worker thread's first act: its scheduling."""
         self.priority = lower_priority(self.thread)
@@ -303,6 +322,13 @@ class HandshakeQueue:
         self._last_back = self._clock()
         self.stepped += 1
         self.budget.spend(cost, self._last_back)
+        _apply(connection, outcome)
+        self._dispatch()
+
+    def _rescued(self, connection: Handshaking, outcome: Any, cost: float) -> None:
+        self.rescuing -= 1
+        self.stepped += 1
+        self.budget.spend(cost, self._clock())
         _apply(connection, outcome)
         self._dispatch()
 

@@ -40,8 +40,8 @@ class BrokerCollector:
         yield CounterMetricFamily("interchange_handshake_paced_turns", "Handshake turns that waited for the "
                                   "handshake CPU budget (broker.limits.handshake_cpu_share)",
                                   value=handshakes.paced_turns)
-        yield CounterMetricFamily("interchange_handshake_rescued_turns", "Handshake turns the event loop ran "
-                                  "because the low-priority handshake worker got no CPU (broker.limits.handshake_thread)",
+        yield CounterMetricFamily("interchange_handshake_rescued_turns", "TLS handshake steps run on the rescue thread "
+                                  "because the low-priority worker got no CPU (broker.limits.handshake_thread)",
                                   value=handshakes.rescued_turns)
         yield GaugeMetricFamily("interchange_sources", "Number of sources (message queues)", value=len(core.sources))
         yield GaugeMetricFamily("interchange_targets", "Number of targets", value=len(core.addresses.targets))

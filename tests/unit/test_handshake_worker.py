@@ -525,23 +525,28 @@ class Held(Probe):
         return held
 
 
-def test_a_starved_worker_leaves_the_waiting_steps_to_the_loop_until_it_is_back() -> None:
+def test_a_starved_worker_leaves_the_waiting_steps_to_a_rescue_thread_at_the_loop_s_priority_until_it_is_back() -> None:
+    """Not to the loop's turns: there each step would hold up the established connections' input."""
+    loop_thread = (threading.get_ident(), *scheduling())
+
     async def main() -> None:
-        queue, gate = HandshakeQueue(thread="normal", in_flight=1, starved_s=0.02), threading.Event()
+        queue, gate = HandshakeQueue(thread="idle", in_flight=1, starved_s=0.02), threading.Event()
         held, waiting = Held(gate), [Probe() for _ in range(3)]
         for connection in (held, *waiting):
             queue.submit(connection)
         await until(lambda: all(p.outcome is not None for p in waiting))
-        assert [p.outcome[0] for p in waiting] == [threading.get_ident()] * 3  # stepped by the loop's turns
-        assert queue.rescued_turns >= 1 and held.outcome is None and queue.out == 1
+        rescuers = {p.outcome for p in waiting}
+        assert len(rescuers) == 1 and loop_thread not in rescuers  # one thread, not the loop's
+        assert next(iter(rescuers))[1:] == loop_thread[1:]  # at the loop's scheduling, not SCHED_IDLE
+        assert queue.rescued_turns == 3 and held.outcome is None and queue.out == 1
         gate.set()
         await until(lambda: held.outcome is not None and queue.out == 0)
+        assert held.outcome[1] == os.SCHED_IDLE
         later = [Probe() for _ in range(5)]  # the worker is back: it takes the next ones
-        rescued = queue.rescued_turns
         for connection in later:
             queue.submit(connection)
         await until(lambda: all(p.outcome is not None for p in later))
-        assert threading.get_ident() not in {p.outcome[0] for p in later} and queue.rescued_turns == rescued
+        assert later[0].outcome == held.outcome  # the worker, not starved now, is handed steps again
         queue.close()
 
     asyncio.run(main())
