@@ -142,7 +142,7 @@ def test_if2_benchmark_with_generator_processes() -> None:
 def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
     """``--rabbit-ack-every``: RabbitMQ alone's C consumer acknowledges (multiple) instead of auto-ack,
     within the bridge's prefetch: with a prefetch of 20 and 200 messages it receives every one only
-    because it acks (a consumer that did not would stop after 20, and the phase would time out)."""
+    because it acks (one that did not would get 20)."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "1", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import", "--prefetch", "20", "--rabbit-ack-every", "7")
     assert_prints("bench_if2.py", output, ("C (if2_consume, rabbitmq-c, acks every 7, prefetch 20) x 1",))
