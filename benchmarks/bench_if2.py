@@ -35,7 +35,10 @@ rabbitmq-c, auto-ack as pika's; ``python``: pika processes), so each side of a r
 with consumers of the same cost; and so are the publishers at RabbitMQ (RabbitMQ alone's, and the
 import's IF2 back-office: ``--rabbit-publisher c``, ``loadgen/if2_publish.c``, rabbitmq-c in confirm
 mode, at most 1,000 unconfirmed each, the unconfirmed counted per phase; ``python``: pika processes,
-no confirms), as the export's C-ITS actor publishes in C.
+no confirms), as the export's C-ITS actor publishes in C. ``--rabbit-ack-every N`` makes RabbitMQ
+alone's C consumers acknowledge as the bridge does (``basic.ack`` multiple every N deliveries and
+whenever their input is drained, ``--prefetch`` unacknowledged) instead of auto-ack: with
+``--consumers 1`` RabbitMQ alone then does what the import asks of it, less the node.
 Its phases: flat out (``--messages``), then each of ``--rates`` msgs/s for ``--paced-s`` seconds on
 a grid whose slot is the stamp (coordinated omission avoided); ``--rounds N`` repeats RabbitMQ
 alone, import and export N times (alternated; ``--directions import`` leaves the export out);
@@ -582,7 +585,8 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 break
         binary = (ensure_c_actor() if "c" in (args.actor, args.import_consumer[0], args.rabbit_consumer,
                                               args.rabbit_publisher) else None)
-        kind = loadgen.ConsumerKind(CONSUME_BIN if binary is not None and args.rabbit_consumer == "c" else None)
+        kind = loadgen.ConsumerKind(CONSUME_BIN if binary is not None and args.rabbit_consumer == "c" else None,
+                                    args.rabbit_ack_every, args.prefetch if args.rabbit_ack_every else 2000)
         pubs = loadgen.PublisherKind(PUBLISH_BIN if binary is not None and args.rabbit_publisher == "c" else None)
         c_actor = CActor(binary, pki.directory, amqps, target) if binary is not None and args.actor == "c" else None
         importer: CroadsActor | CConsumer = actor
@@ -716,6 +720,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --processes: the competing consumers at RabbitMQ (RabbitMQ alone's and the "
                         "export's back-office), C processes (benchmarks/loadgen/if2_consume.c, rabbitmq-c; pika "
                         "when it cannot be built) or pika processes; auto-ack either way")
+    parser.add_argument("--rabbit-ack-every", type=int, default=0,
+                        help="with the C consumers at RabbitMQ: acknowledge as the bridge does (basic.ack "
+                        "multiple=true every N deliveries and whenever a consumer's input is drained, --prefetch "
+                        "unacknowledged) instead of auto-ack: RabbitMQ alone with the bridge's ack semantics "
+                        "(0: auto-ack, the reference)")
     parser.add_argument("--rabbit-publisher", choices=("c", "python"), default="c",
                         help="with --processes: the IF2 back-office's publishers (RabbitMQ alone's and the "
                         "import's), C processes (benchmarks/loadgen/if2_publish.c, rabbitmq-c, publisher confirms, "

@@ -202,7 +202,8 @@ class CConsumers:
     """``n`` if2_consume processes on ``queue`` (the interface of ``Consumers``); each appends its
     records to its own file, whose size ``collect`` follows, and stops on SIGTERM with a JSON report."""
 
-    def __init__(self, binary: Path, endpoint: Endpoint, queue: str, n: int, prefetch: int = 2000) -> None:
+    def __init__(self, binary: Path, endpoint: Endpoint, queue: str, n: int, prefetch: int = 2000,
+                 ack_every: int = 0) -> None:
         from certs.tls import TlsFiles
 
         files = TlsFiles.from_pki(endpoint.pki_dir, endpoint.cn, with_crls=False)
@@ -210,7 +211,7 @@ class CConsumers:
         self.samples = [self.dir / f"{i}.samples" for i in range(n)]
         common = [str(binary), "--host", endpoint.host, "--port", str(endpoint.port), "--identity", endpoint.cn,
                   "--cert", str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle),
-                  "--queue", queue, "--prefetch", str(prefetch)]
+                  "--queue", queue, "--prefetch", str(prefetch), "--ack-every", str(ack_every)]
         self.procs = [subprocess.Popen([*common, "--samples", str(path)], stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
                       for path in self.samples]
@@ -241,14 +242,21 @@ class CConsumers:
 
 @dataclass(frozen=True)
 class ConsumerKind:
-    """Which competing consumers read RabbitMQ's queues: ``binary`` (if2_consume) or, when None, pika."""
+    """Which competing consumers read RabbitMQ's queues: ``binary`` (if2_consume) or, when None, pika;
+    ``ack_every`` > 0: the C consumers acknowledge (multiple, every that many deliveries and whenever
+    their input is drained) with ``prefetch``, as the IF2 bridge does, instead of auto-ack."""
     binary: Path | None = None
+    ack_every: int = 0
+    prefetch: int = 2000
 
     def start(self, endpoint: Endpoint, queue: str, n: int) -> Consumers | CConsumers:
-        return Consumers(endpoint, queue, n) if self.binary is None else CConsumers(self.binary, endpoint, queue, n)
+        if self.binary is None:
+            return Consumers(endpoint, queue, n)
+        return CConsumers(self.binary, endpoint, queue, n, self.prefetch, self.ack_every)
 
     def __str__(self) -> str:
-        return "Python (pika)" if self.binary is None else f"C ({self.binary.name}, rabbitmq-c)"
+        acks = f", acks every {self.ack_every}, prefetch {self.prefetch}" if self.ack_every else ""
+        return "Python (pika)" if self.binary is None else f"C ({self.binary.name}, rabbitmq-c{acks})"
 
 
 def publish(endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,

@@ -2,10 +2,12 @@
  * alone is measured with a consumer as cheap as the import's C AMQP 1.0 one (loadgen.c).
  *
  *   if2_consume --host H --port P --identity CN --cert CHAIN --key KEY --ca TRUST --queue Q --samples FILE
- *               [--prefetch 2000] [--timeout 600]
+ *               [--prefetch 2000] [--timeout 600] [--ack-every N]
  *
  * One connection (if2_amqp.h: TLS 1.3, the client certificate, SASL EXTERNAL); basic.qos prefetch,
- * basic.consume on Q with auto-ack (as the pika consumers of if2_loadgen.py). Prints READY on stderr once consuming. Every body
+ * basic.consume on Q with auto-ack (as the pika consumers of if2_loadgen.py); with --ack-every N > 0
+ * the consumer acknowledges instead, as the IF2 bridge does once the BI accepted: one basic.ack
+ * multiple=true for every N deliveries, and for what is left whenever its read buffer is empty. Prints READY on stderr once consuming. Every body
  * "<send ns>:<publisher>:<index>:..." is kept as one record (sent ns int64, received ns int64 from
  * CLOCK_REALTIME as the publishers' time.time_ns stamps, publisher int32, index int32, native byte
  * order: Python's struct "=qqii"), appended to FILE and flushed every 50 ms, so the caller can follow
@@ -43,7 +45,7 @@ static int parse(const char *p, size_t n, sample_t *s) {
 
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1", *identity = "", *cert = 0, *key = 0, *ca = 0, *queue = 0, *path = 0;
-  int port = 5671, prefetch = 2000;
+  int port = 5671, prefetch = 2000, ack_every = 0;
   double timeout_s = 600;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *a = argv[i], *v = argv[i + 1];
@@ -57,6 +59,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--samples")) path = v;
     else if (!strcmp(a, "--prefetch")) prefetch = atoi(v);
     else if (!strcmp(a, "--timeout")) timeout_s = atof(v);
+    else if (!strcmp(a, "--ack-every")) ack_every = atoi(v);
     else die("unknown option");
   }
   if (!cert || !key || !ca || !queue || !path) die("--cert, --key, --ca, --queue and --samples are required");
@@ -67,13 +70,15 @@ int main(int argc, char **argv) {
   amqp_connection_state_t conn = open_connection(host, port, cert, key, ca, identity);
   amqp_basic_qos(conn, 1, 0, (uint16_t)prefetch, 0);
   if (!rpc_ok(amqp_get_rpc_reply(conn))) die("basic.qos failed");
-  amqp_basic_consume(conn, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, 1 /* no-ack */, 0, amqp_empty_table);
+  amqp_basic_consume(conn, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, ack_every <= 0 /* no-ack */, 0,
+                     amqp_empty_table);
   if (!rpc_ok(amqp_get_rpc_reply(conn))) die("basic.consume failed");
   fprintf(stderr, "READY\n");
   fflush(stderr);
   double cpu0 = cpu_s();
   int64_t deadline = now_ns(CLOCK_MONOTONIC) + (int64_t)(timeout_s * 1e9), next_flush = 0;
-  long messages = 0;
+  long messages = 0, unacked = 0;
+  uint64_t last_tag = 0;
   const char *error = "";
   struct timeval wait = {0, 50000};
   while (!stopping && now_ns(CLOCK_MONOTONIC) < deadline) {
@@ -86,6 +91,17 @@ int main(int argc, char **argv) {
       next_flush = mono + 50000000;
     }
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) continue;
+    if (r.reply_type == AMQP_RESPONSE_NORMAL && ack_every > 0) {
+      last_tag = env.delivery_tag;
+      if (++unacked >= ack_every || (!amqp_data_in_buffer(conn) && !amqp_frames_enqueued(conn))) {
+        if (amqp_basic_ack(conn, 1, last_tag, 1) != AMQP_STATUS_OK) {
+          error = "basic.ack failed";
+          amqp_destroy_envelope(&env);
+          break;
+        }
+        unacked = 0;
+      }
+    }
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
       error = "the connection failed while consuming";
       break;

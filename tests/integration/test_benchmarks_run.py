@@ -140,6 +140,19 @@ def test_if2_benchmark_with_generator_processes() -> None:
     assert publishers_us > 0 and consumers_us > 0, cpu  # the C publishers' and consumers' own CPU, per message
 
 
+def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
+    """``--rabbit-ack-every``: RabbitMQ alone's C consumer acknowledges (multiple) instead of auto-ack,
+    within the bridge's prefetch: with a prefetch of 20 and 200 messages it receives every one only
+    because it acks (one that did not would get 20)."""
+    output = run("bench_if2.py", "--processes", "2", "--consumers", "1", "--messages", "200", "--rates", "100",
+                 "--paced-s", "0.5", "--directions", "import", "--prefetch", "20", "--rabbit-ack-every", "7")
+    assert_prints("bench_if2.py", output, ("C (if2_consume, rabbitmq-c, acks every 7, prefetch 20) x 1",))
+    lines = output.splitlines()
+    for phase, sent in (("flat out", "200"), ("100/s", "50")):
+        row = next(line.split() for line in lines if line.startswith(f" 1 {'rabbitmq':<14} {phase}"))
+        assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
+
+
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """A Spark script's output once its ``main(args)`` returned 0, run in this process (its session
     is the suite's, which it leaves running)."""
