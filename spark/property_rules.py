@@ -16,7 +16,9 @@ field is read where a map lookup searches the keys, 23 times per message. Two fo
 - validate runs a Java function (``spark/jvm/src/croads/validate``, :data:`FUNCTION`) that reads the
   tables as data (:meth:`TableRules.function_spec`, built here from the profile, every text of a finding
   included): no SQL to parse, analyse and optimise per validate, and no 231 KB generated class for the
-  JIT to compile in every new JVM;
+  JIT to compile in every new JVM. It is a Catalyst expression (``TableChecks.java``), not a user-defined
+  function: it reads the structs' strings from Spark's internal rows, with no external ``Row`` of 46
+  strings built per message;
 - the Spark SQL text (:func:`findings_sql`, :func:`valid_sql`) is the reference it is tested against
   (same findings, order and texts, on every entry of the profile broken once and on a changed profile).
 Both use Java's regular expressions (anchored with ``\\z`` because ``$`` would accept a trailing newline,
@@ -62,8 +64,9 @@ VALUES, KINDS, OTHERS = COLUMNS = PROPERTY_COLUMNS[:3]
 #: The names of the other properties, in the order written (SQL).
 OTHER_NAMES = f"map_keys({OTHERS})"
 
-#: The Java function of the tables (spark/jvm/src/croads/validate/TableChecksUdf.java): (the values' and kinds'
-#: structs, the other names) -> what :func:`findings_sql` gives; and its name in the session (:meth:`TableRules.register`).
+#: The class registering the Java function of the tables (spark/jvm/src/croads/validate/, the expression
+#: TableChecks.java): (the values' and kinds' structs, the other names) -> what :func:`findings_sql` gives; and its
+#: name in the session (:meth:`TableRules.register`).
 FUNCTION_CLASS = "croads.validate.TableChecksUdf"
 FUNCTION = "croads_table_findings"
 #: The function's arguments (SQL).

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from interchange.testing.paths import REPO_ROOT
 from spark.class_archive import maps
@@ -53,3 +55,23 @@ def test_class_archive_is_built_by_a_training_run_and_checked(tmp_path: Path) ->
     truncated = tmp_path / "truncated.jsa"
     truncated.write_bytes(archive.read_bytes()[:1_000_000])
     assert not maps(truncated)
+
+
+def test_a_whole_stage_is_compiled_once_in_local_mode(spark: SparkSession) -> None:
+    """The driver compiles a whole stage's class (to check it) where the local tasks look for it: the tasks
+    find it compiled (before, each stage was compiled twice: the driver's and the tasks' class loaders)."""
+    compiles = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()  # type: ignore[union-attr]
+    unique = time.time_ns()  # a long literal is written into the generated Java: code no earlier query compiled
+    generated = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}  # the defaults
+    saved = {key: str(spark.conf.get(key)) for key in generated}
+    try:
+        for key, value in generated.items():
+            spark.conf.set(key, value)
+        before = compiles.getCount()
+        rows = spark.range(0, 10, 1, 2).select((F.col("id") + F.lit(unique)).alias("x")).collect()
+        compiled = compiles.getCount() - before
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    assert sorted(row.x for row in rows) == [unique + i for i in range(10)]
+    assert compiled == 1  # one class: the stage's, compiled by the driver, run by both tasks

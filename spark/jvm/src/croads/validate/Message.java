@@ -3,7 +3,6 @@ package croads.validate;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.math.BigDecimal;
 import java.util.List;
-import org.apache.spark.sql.Row;
 
 /** A property mandatory in every message ({@code type} null) or for one messageType. */
 final class Mandatory implements java.io.Serializable {
@@ -61,23 +60,12 @@ final class Message {
     /** Each property's {@link #valid}, once known: 0 not yet, 1 valid, 2 not. */
     private final byte[] validity;
 
-    Message(TableChecksUdf.Rules rules, Row values, Row kinds) {
+    /** {@code values}, {@code kinds}: each property's value and JSON kind, by the tables' order (null: absent). */
+    Message(TableChecksUdf.Rules rules, String[] values, String[] kinds) {
         this.rules = rules;
-        this.values = fields(rules, values);
-        this.kinds = fields(rules, kinds);
+        this.values = values;
+        this.kinds = kinds;
         this.validity = new byte[rules.properties.length];
-    }
-
-    /** The struct's text fields in the order of the tables' properties (found by name in its schema). */
-    private static String[] fields(TableChecksUdf.Rules rules, Row row) {
-        String[] out = new String[rules.properties.length];
-        if (row != null) {
-            int[] order = rules.order(row.schema());
-            for (int i = 0; i < out.length; i++) {
-                out[i] = order[i] < 0 ? null : row.getString(order[i]);
-            }
-        }
-        return out;
     }
 
     boolean present(int i) {
@@ -113,10 +101,10 @@ final class Message {
         return rules.properties[i].name + "=" + (values[i] == null ? "null" : values[i]);
     }
 
-    void findings(List<Row> found) {
+    void findings(List<String[]> found) {
         String messageType = valid(rules.messageType) ? values[rules.messageType] : null;
         for (int i = 0; i < rules.properties.length; i++) {
-            Row f = propertyFinding(i, messageType);
+            String[] f = propertyFinding(i, messageType);
             if (f != null) {
                 found.add(f);
             }
@@ -144,14 +132,14 @@ final class Message {
         }
     }
 
-    private static void add(List<Row> found, Row finding) {
+    private static void add(List<String[]> found, String[] finding) {
         if (finding != null) {
             found.add(finding);
         }
     }
 
     /** The first problem of one property (its kind, then its value tests in order), or null. */
-    private Row propertyFinding(int i, String messageType) {
+    private String[] propertyFinding(int i, String messageType) {
         if (!present(i)) {
             validity[i] = 2;
             return null;
@@ -172,7 +160,7 @@ final class Message {
     }
 
     /** first: the publicationId; second: the publisherId. expected: [malformed, not the publisher's]. */
-    private Row publicationId(Cross c) {
+    private String[] publicationId(Cross c) {
         String value = values[c.first];
         if (!valid(c.first) || value == null) {
             return null;
@@ -188,7 +176,7 @@ final class Message {
         return null;
     }
 
-    private Row cancellation(Cross c, String messageType) {
+    private String[] cancellation(Cross c, String messageType) {
         if (!c.messageType.equals(messageType) || !valid(c.first) || !valid(c.second)) {
             return null;
         }
@@ -202,14 +190,14 @@ final class Message {
 
     /** first: shardId; second: shardCount; requirement: the first shard's, otherRequirement: the count's;
      * expected: [absent, below the first, above the count]. */
-    private Row shardMissing(Cross c) {
+    private String[] shardMissing(Cross c) {
         if (!valid(c.first) && valid(c.second) && !present(c.first)) {
             return TableChecksUdf.finding(rules.properties[c.first].name, c.otherRequirement, ABSENT, c.expected[0]);
         }
         return null;
     }
 
-    private Row shardWrong(Cross c) {
+    private String[] shardWrong(Cross c) {
         if (!valid(c.first)) {
             return null;
         }

@@ -6,49 +6,43 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
-import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.regex.Pattern;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.api.java.UDF3;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Tables 1-7 of the IP profile as one Spark SQL function: (the values struct, the JSON kinds struct, the names
- * of the other properties) to {@code array<struct<property, rule, observed, expected>>}, every problem of one
- * message's properties (empty: none; null when the names are null).
+ * Tables 1-7 of the IP profile as data, and their registration as one Spark SQL function ({@link TableChecks}):
+ * (the values struct, the JSON kinds struct, the names of the other properties) to
+ * {@code array<struct<property, rule, observed, expected>>}, every problem of one message's properties (empty:
+ * none; null when the names are null).
  *
- * <p>The tables come as data (JSON, built by spark/property_rules.py from the profile), and this class
+ * <p>The tables come as data (JSON, built by spark/property_rules.py from the profile), and {@link Message}
  * evaluates exactly what that module's SQL ({@code findings_sql}) does, clause by clause and with Spark's
  * semantics: Java regular expressions found anywhere in the value (RLIKE), integers as
  * {@code try_cast(v AS DECIMAL(38,0))}, floats as {@code try_cast(v AS DOUBLE)}, a null test as false (a range
  * and a publisherId test as true). A differential test holds the two together. The SQL, as generated Java,
  * was a 231 KB class to compile in every new JVM and 29 KB of text to parse and analyse in every validate.
  */
-public final class TableChecksUdf implements UDF3<Row, Row, scala.collection.Seq<String>, Row[]> {
-    private static final long serialVersionUID = 1L;
-    private static final Row[] NONE = new Row[0];
-
-    private final String spec;
-    private transient volatile Rules rules;
-
-    TableChecksUdf(String spec) {
-        this.spec = spec;
+public final class TableChecksUdf {
+    private TableChecksUdf() {
     }
 
     /** Registers the function as {@code name} in the session; {@code spec}: the tables as JSON (property_rules.py). */
-    public static void register(SparkSession spark, String name, String spec) {
-        TableChecksUdf udf = new TableChecksUdf(spec);
-        udf.rules();  // a bad spec fails here, not in a task
-        spark.udf().register(name, udf, returnType());
+    public static void register(org.apache.spark.sql.classic.SparkSession spark, String name, String spec) {
+        Rules rules = rules(spec);  // a bad spec fails here, not in a task
+        spark.sessionState().functionRegistry().createOrReplaceTempFunction(name, arguments -> {
+            if (arguments.size() != 3) {
+                throw new IllegalArgumentException(name + " takes 3 arguments (values, kinds, other names), not "
+                        + arguments.size());
+            }
+            return new TableChecks(name, spec, rules, arguments.apply(0), arguments.apply(1), arguments.apply(2));
+        }, "java_udf");
     }
 
     static DataType returnType() {
@@ -60,39 +54,12 @@ public final class TableChecksUdf implements UDF3<Row, Row, scala.collection.Seq
         return DataTypes.createArrayType(DataTypes.createStructType(fields), true);
     }
 
-    private Rules rules() {
-        Rules local = rules;
-        if (local == null) {
-            synchronized (this) {
-                if (rules == null) {
-                    try {
-                        rules = new Rules(new ObjectMapper().readTree(spec));
-                    } catch (IOException error) {
-                        throw new UncheckedIOException(error);
-                    }
-                }
-                local = rules;
-            }
+    static Rules rules(String spec) {
+        try {
+            return new Rules(new ObjectMapper().readTree(spec));
+        } catch (IOException error) {
+            throw new UncheckedIOException(error);
         }
-        return local;
-    }
-
-    @Override
-    public Row[] call(Row values, Row kinds, scala.collection.Seq<String> others) {
-        if (others == null) {
-            return null;
-        }
-        Rules r = rules();
-        Message m = new Message(r, values, kinds);
-        List<Row> found = new ArrayList<>(0);
-        for (int i = 0; i < others.length(); i++) {
-            String name = others.apply(i);
-            if (name != null && !r.customName.matcher(name).find()) {
-                found.add(RowFactory.create(name, r.customRequirement, name, r.customForm));
-            }
-        }
-        m.findings(found);
-        return found.isEmpty() ? NONE : found.toArray(NONE);
     }
 
     /** One test of a value: the SQL of property_rules.py's value checks. */
@@ -245,28 +212,13 @@ public final class TableChecksUdf implements UDF3<Row, Row, scala.collection.Seq
             }
         }
 
-        /** The last two schemas seen (the values' and the kinds' structs) and where each property is in them, by
-         * identity: one array per schema, so that threads see a schema with its order or not at all. */
-        private transient volatile Object[] first;
-        private transient volatile Object[] second;
-
         /** Where each property is in a struct of {@code schema} (-1: not there). */
         int[] order(StructType schema) {
-            Object[] a = first;
-            if (a != null && a[0] == schema) {
-                return (int[]) a[1];
-            }
-            Object[] b = second;
-            if (b != null && b[0] == schema) {
-                return (int[]) b[1];
-            }
             List<String> names = java.util.Arrays.asList(schema.fieldNames());
             int[] found = new int[properties.length];
             for (int i = 0; i < properties.length; i++) {
                 found[i] = names.indexOf(properties[i].name);
             }
-            second = a;
-            first = new Object[] {schema, found};
             return found;
         }
 
@@ -333,7 +285,7 @@ public final class TableChecksUdf implements UDF3<Row, Row, scala.collection.Seq
         return value.substring(start, end);
     }
 
-    static Row finding(String property, String rule, String observed, String expected) {
-        return RowFactory.create(property, rule, observed, expected);
+    static String[] finding(String property, String rule, String observed, String expected) {
+        return new String[] {property, rule, observed, expected};
     }
 }
