@@ -12,6 +12,7 @@ import os
 import ssl
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -89,6 +90,14 @@ class BiConnection:
         self.protocol.data_received(self.flight)
         await asyncio.to_thread(gate.entered.wait, 5)
         return gate
+
+
+def late_clock(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[float]:
+    """``module``'s deadline clock (its ``_now``) ahead of the loop's by ``late[0]`` seconds, set by the test."""
+    late = [0.0]
+    real = asyncio.get_running_loop().time
+    monkeypatch.setattr(module, "_now", lambda: real() + late[0])
+    return late
 
 
 def held_queue(in_flight: int = IN_FLIGHT) -> HandshakeQueue:
@@ -185,10 +194,7 @@ def test_the_bi_protocol_header_deadline_runs_from_the_last_flight_not_from_its_
     handshakes ahead of it, a busy loop): the protocol header's deadline is t + header_s, as the
     client, which sent the flight at t, counts it."""
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        late = [0.0]
-        real = loop.time
-        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
+        late = late_clock(monkeypatch, server_module)
         server, _ = bi_server()
         connection = BiConnection(pki_main, server)
         await connection.hello()
@@ -214,9 +220,7 @@ def test_the_bi_sasl_exchange_deadline_runs_from_the_sasl_header_arrival_not_fro
     """The client's SASL header arrives at t, with its Finished or while the Finished's step is out; the
     step's outcome is applied 3 s later: the SASL exchange's deadline is t + sasl_s, not the turn's + sasl_s."""
     async def main() -> None:
-        late = [0.0]
-        real = asyncio.get_running_loop().time
-        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
+        late = late_clock(monkeypatch, server_module)
         server, _ = bi_server()
         connection = BiConnection(pki_main, server)
         await connection.hello()
@@ -251,9 +255,7 @@ def test_a_bi_flight_that_came_after_the_deadline_is_refused_and_its_outcome_dro
     """The client's last flight arrives after the handshake's deadline (in the loop turn whose timer is
     due): its step is out when the timer runs; refused then, the step's outcome never written."""
     async def main() -> None:
-        late = [0.0]
-        real = asyncio.get_running_loop().time
-        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
+        late = late_clock(monkeypatch, server_module)
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
         await connection.hello()
@@ -300,9 +302,7 @@ def test_the_bi_handshake_deadline_counts_the_clients_time_not_the_nodes(
     by the node's T + 1 s, so the client keeps its own T; when that has passed too, with nothing more
     from it, it is refused, and nothing of the step was written."""
     async def main() -> None:
-        late = [0.0]
-        real = asyncio.get_running_loop().time
-        monkeypatch.setattr(server_module, "_now", lambda: real() + late[0])
+        late = late_clock(monkeypatch, server_module)
         server, events = bi_server()
         connection = BiConnection(pki_main, server)
         handshake_s = server.limits.handshake_timeout_s
@@ -441,9 +441,7 @@ def test_ii_a_late_flight_or_a_close_while_the_step_is_out_drops_its_outcome(
     timer runs while its step is out (refused, outcome dropped); the second's peer goes while its step is
     out (dropped, nothing logged); the third came in time and its timer also ran meanwhile (established)."""
     async def main() -> None:
-        late = [0.0]
-        real = asyncio.get_running_loop().time
-        monkeypatch.setattr(tls_site_module, "_now", lambda: real() + late[0])
+        late = late_clock(monkeypatch, tls_site_module)
         queue, events = held_queue(in_flight=3), []
         timed_out, gone, healthy = (IiConnection(pki_main, queue, events) for _ in range(3))
         for connection in (timed_out, gone, healthy):

@@ -62,6 +62,20 @@ class Connection:
         self.server.connection_made(self.raw)
 
 
+def loop_clock(monkeypatch: pytest.MonkeyPatch, start: float = 100.0) -> list[float]:
+    """The running loop's clock, set by the test: ``now[0]``."""
+    now = [start]
+    monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+    return now
+
+
+def client_finished(connection: Connection, queue: HeldQueue) -> bytes:
+    """The ClientHello in and stepped; the client's last flight (certificate, Finished), not yet sent."""
+    connection.server.data_received(connection.client.step())
+    queue.turn()
+    return connection.client.step(connection.raw.take())
+
+
 async def turn(queue: HandshakeQueue) -> None:
     """Until the queue's next turn ran (a budget of 0: one step)."""
     stepped = queue.stepped
@@ -129,13 +143,10 @@ def test_a_request_that_waited_for_a_handshake_step_is_timed_from_its_arrival(
     """The client's Finished and its request head arrive at 101 s (together, or the head while the
     Finished's step is out); the step's turn comes at 103 s: the body's deadline runs from 101 s."""
     async def main() -> None:
-        now = [100.0]
-        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        now = loop_clock(monkeypatch)
         queue = HeldQueue()
         connection = Connection(pki_main, queue)
-        connection.server.data_received(connection.client.step())  # ClientHello
-        queue.turn()
-        finished = connection.client.step(connection.raw.take())
+        finished = client_finished(connection, queue)
         request = connection.client.send(HEAD)
         now[0] = 101.0
         if with_finished:
@@ -165,13 +176,10 @@ def test_the_first_request_headers_are_timed_from_the_last_handshake_flight(
     """The client's Finished arrives at 101 s and nothing after it (a client that holds the connection
     idle); its step's turn comes at 103 s: the headers' deadline runs from 101 s, as the client counts it."""
     async def main() -> None:
-        now = [100.0]
-        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        now = loop_clock(monkeypatch)
         queue = HeldQueue()
         connection = Connection(pki_main, queue)
-        connection.server.data_received(connection.client.step())  # ClientHello
-        queue.turn()
-        finished = connection.client.step(connection.raw.take())
+        finished = client_finished(connection, queue)
         now[0] = 101.0
         connection.server.data_received(finished)
         now[0] = 103.0
@@ -192,13 +200,10 @@ def test_a_flight_waiting_for_its_turn_when_the_handshake_deadline_passes_is_jud
     queue; the timer runs at 111 s, before its turn: a flight that came in time is stepped and the
     connection established, one that came late is refused and never stepped."""
     async def main() -> None:
-        now = [100.0]
-        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        now = loop_clock(monkeypatch)
         queue = HeldQueue()
         connection = Connection(pki_main, queue)
-        connection.server.data_received(connection.client.step())  # ClientHello
-        queue.turn()
-        finished = connection.client.step(connection.raw.take())
+        finished = client_finished(connection, queue)
         now[0] = arrived
         connection.server.data_received(finished)
         now[0] = 111.0
@@ -215,8 +220,7 @@ def test_the_handshake_deadline_moves_by_the_time_the_clients_input_waited_for_i
     """Accepted at 100 s with a 10 s handshake deadline; the ClientHello arrives at 101 s and its turn comes
     at 109 s: the node held it 8 s, so the client's deadline is 118 s, and the timer is armed there."""
     async def main() -> None:
-        now = [100.0]
-        monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+        now = loop_clock(monkeypatch)
         queue = HeldQueue()
         connection = Connection(pki_main, queue)
         now[0] = 101.0
