@@ -741,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy's samples per second (--profile)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    if args.rabbit_ack_every < 0:
+        parser.error(f"--rabbit-ack-every must be 0 (auto-ack) or more, not {args.rabbit_ack_every}")
     rabbitmq.ensure_installed()
     with tempfile.TemporaryDirectory(prefix="bench-if2-") as tmp:
         work = Path(tmp)

@@ -153,6 +153,13 @@ def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
         assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
 
 
+def test_if2_benchmark_refuses_a_negative_ack_interval_before_it_starts() -> None:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_if2.py"), "--rabbit-ack-every", "-1"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "--rabbit-ack-every must be 0 (auto-ack) or more, not -1" in done.stderr
+
+
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """A Spark script's output once its ``main(args)`` returned 0, run in this process (its session
     is the suite's, which it leaves running)."""
