@@ -70,11 +70,6 @@ IN_FLIGHT = 2
 #: the worker gets no CPU (a busy machine, whose other work comes first at its low priority), and the
 #: loop steps the waiting connections itself, a turn at a time as in the ``loop`` mode, until it is back.
 STARVED_S = 0.05
-#: How much lower than the loop's thread the rescue thread runs (nice values, added to the loop's; 0: as the
-#: loop). Lower than the loop, so that the loop's thread, woken by an established connection's input,
-#: takes the core from a rescued step at once; above the worker's ``SCHED_IDLE``, so that other work at
-#: the normal priority does not starve it.
-RESCUE_NICE = 0
 #: Handshake work per loop turn in the ``loop`` mode (seconds of wall time; at least one step per turn).
 BUDGET_S = 0.001
 #: Handshake CPU seconds per second of time (of one core), by default: a whole core, so by default
@@ -96,17 +91,6 @@ def burst_capacity(cpu_share: float, handshake_timeout_s: float) -> int:
     """How many handshakes arriving at once finish within ``handshake_timeout_s`` at ``cpu_share``
     (the bucket's burst, then the pace)."""
     return int((BURST_S + cpu_share * handshake_timeout_s) / HANDSHAKE_CPU_S)
-
-
-def lower_nice(by: int) -> None:
-    """Lower the calling thread's priority by ``by`` nice values (Linux: per thread; at most nice 19)."""
-    if by <= 0:
-        return
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
-    except (AttributeError, OSError) as exc:
-        log.warning("the TLS handshake rescue thread cannot be lowered by %d (%s): it runs as the loop", by, exc)
 
 
 def lower_priority(thread: HandshakeThread) -> str:
@@ -221,15 +205,14 @@ class HandshakeQueue:
 
     def __init__(self, budget_s: float = BUDGET_S, clock: Callable[[], float] = time.perf_counter,
                  cpu_share: float = CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
-                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S,
-                 rescue_nice: int = RESCUE_NICE) -> None:
+                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S) -> None:
         self._waiting: deque[Handshaking] = deque()
         self._scheduled = False
         self._budget_s = budget_s
         self._clock, self._cpu_clock = clock, cpu_clock
         self.budget = HandshakeBudget(cpu_share, now=clock())
         self.thread: HandshakeThread = thread
-        self._in_flight, self._starved_s, self._rescue_nice = in_flight, starved_s, rescue_nice
+        self._in_flight, self._starved_s = in_flight, starved_s
         self._guarded = False  #: the starvation check is scheduled
         self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
         self._executor: _Worker | None = None
@@ -325,10 +308,9 @@ class HandshakeQueue:
         return self._executor
 
     def _rescue_thread(self) -> _Worker:
-        if self._rescuer is None:  # made by the loop's thread: it starts at the loop's priority
-            nice = self._rescue_nice
-            self._rescuer = _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock,
-                                    lambda: lower_nice(nice), name="tls-handshake-rescue")
+        if self._rescuer is None:  # made by the loop's thread: it runs at the loop's priority
+            self._rescuer = _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock, lambda: None,
+                                    name="tls-handshake-rescue")
         return self._rescuer
 
     def _started(self) -> None:
