@@ -42,7 +42,11 @@ class AmqpClosed(ConnectionError):
     """The AMQP 0-9-1 connection (or one of its channels) was closed; the message says why."""
 
 
-class Client(asyncio.Protocol):
+#: the bytes one socket read takes at most (into one buffer kept for the connection's reads)
+READ_BUFFER = 64 * 1024
+
+
+class Client(asyncio.BufferedProtocol):
     def __init__(self, connection: Connection, tls: TlsClient | None = None) -> None:
         self.amqp = connection
         self._tls = tls  #: TLS over the plain transport (:mod:`.tls_client`), None for plain AMQP
@@ -56,6 +60,7 @@ class Client(asyncio.Protocol):
         self._heartbeat: asyncio.TimerHandle | None = None
         self.rest_after, self.rest_s = REST_AFTER, REST_S  #: (rest_s 0: never rests)
         self._resting: asyncio.TimerHandle | None = None
+        self._buffer = memoryview(bytearray(READ_BUFFER))  #: each socket read goes here (no bytes made per read)
 
     @classmethod
     async def open(cls, host: str, port: int, connection: Connection, context: ssl.SSLContext | None,
@@ -158,13 +163,19 @@ class Client(asyncio.Protocol):
         self.amqp.start(asyncio.get_running_loop().time())
         self.flush()
 
-    def data_received(self, data: bytes) -> None:
-        if self._tls is not None:
-            data = self._decrypt(data)
-            if not data:
-                return
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """One socket read (into :attr:`_buffer`): decrypted from there, or copied once for plain AMQP."""
+        self.data_received(self._buffer[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        plaintext = self._decrypt(data) if self._tls is not None else bytes(data)
+        if not plaintext:
+            return
         try:
-            events = self.amqp.receive(data, asyncio.get_running_loop().time())
+            events = self.amqp.receive(plaintext, asyncio.get_running_loop().time())
         except ProtocolError as exc:
             self._end(str(exc))
             if self._transport is not None:
@@ -203,7 +214,7 @@ class Client(asyncio.Protocol):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.resume_reading()
 
-    def _decrypt(self, data: bytes) -> bytes:
+    def _decrypt(self, data: bytes | memoryview) -> bytes:
         """The plaintext of what the socket gave (b"" when none): handshake replies written, AMQP started
         once the handshake completed, the connection ended on a TLS failure or the peer's close_notify."""
         assert self._tls is not None and self._transport is not None

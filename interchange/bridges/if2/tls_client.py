@@ -43,7 +43,7 @@ class TlsClient:
         """The first handshake flight (ClientHello)."""
         return self._handshake()
 
-    def receive(self, data: bytes) -> Received:
+    def receive(self, data: bytes | memoryview) -> Received:
         self._incoming.write(data)
         opened, flight = False, b""
         if not self.open:
