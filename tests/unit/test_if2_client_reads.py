@@ -57,3 +57,58 @@ def test_what_came_after_a_close_is_not_handed_on() -> None:
         assert client.closed.done() and "cancelled" in client.closed.result()
 
     asyncio.run(run())
+
+
+class _Transport:
+    """What the client does with its transport's reading (no socket)."""
+
+    def __init__(self) -> None:
+        self.reading, self.changes = True, 0
+
+    def pause_reading(self) -> None:
+        self.reading, self.changes = False, self.changes + 1
+
+    def resume_reading(self) -> None:
+        self.reading, self.changes = True, self.changes + 1
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+
+def test_a_read_of_many_deliveries_rests_the_socket_then_reads_on() -> None:
+    """After a read of ``rest_after`` deliveries or more the socket is not read for ``rest_s``, then read
+    again; a smaller read (paced traffic) never waits."""
+    async def run() -> None:
+        client, reads = _client()
+        transport = _Transport()
+        client._transport = transport  # type: ignore[assignment]
+        client.rest_after, client.rest_s = 3, 0.02
+        client.data_received(_delivery(1) + _delivery(2))
+        assert transport.reading and transport.changes == 0
+        client.data_received(b"".join(_delivery(tag) for tag in (3, 4, 5)))
+        assert not transport.reading
+        client.data_received(b"".join(_delivery(tag) for tag in (6, 7, 8)))  # (what the TLS buffer still held)
+        assert transport.changes == 1  # one rest at a time
+        await asyncio.sleep(0.05)
+        assert transport.reading and transport.changes == 2
+        assert [len(read) for read in reads] == [2, 3, 3]
+
+    asyncio.run(run())
+
+
+def test_a_closed_connection_does_not_rest() -> None:
+    async def run() -> None:
+        client, _ = _client()
+        transport = _Transport()
+        client._transport = transport  # type: ignore[assignment]
+        client.rest_after = 1
+        client.data_received(_delivery(1))
+        assert not transport.reading
+        client._end("gone")  # (the rest's timer cancelled with the connection)
+        await asyncio.sleep(0.01)
+        assert client._resting is None and transport.changes == 1
+
+    asyncio.run(run())
