@@ -1,4 +1,6 @@
-"""Server-side TLS as a plain object fed bytes (sans-I/O): ciphertext in, plaintext and replies out.
+"""TLS as a plain object fed bytes (sans-I/O): ciphertext in, plaintext and replies out. The server
+side of the BI and the II; the client side of the IF2 bridge's connection to RabbitMQ (``server_side=False``:
+:meth:`TlsSession.start` gives its first flight).
 
 asyncio's own TLS (``create_server(ssl=...)``) closes a refused connection without sending the
 alert OpenSSL produced and reports the failure nowhere; with the session in our hands the alert
@@ -85,14 +87,17 @@ class TlsStep:
 
 
 class TlsSession:
-    """One server-side TLS connection over memory BIOs."""
+    """One TLS connection over memory BIOs (the server's side unless ``server_side`` is False: then the
+    context's checks of the server's certificate, for ``server_hostname``)."""
 
-    def __init__(self, context: ContextSource, now: float = 0.0, handshake_timeout_s: float = 10.0) -> None:
+    def __init__(self, context: ContextSource, now: float = 0.0, handshake_timeout_s: float = 10.0, *,
+                 server_side: bool = True, server_hostname: str | None = None) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         if not isinstance(context, ssl.SSLContext):
             context = context()
-        self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=server_side,
+                                           server_hostname=server_hostname)
         self.established = False
         self.failed = False
         self._deadline = stage_deadline(now, handshake_timeout_s, "TLS handshake")
@@ -117,7 +122,11 @@ class TlsSession:
         self.failed = True
         return TlsStep(error=HANDSHAKE_TIMEOUT)
 
-    def receive(self, data: bytes) -> TlsStep:
+    def start(self) -> TlsStep:
+        """The first flight before any input (a client's ClientHello)."""
+        return self.handshook(self.handshake())
+
+    def receive(self, data: bytes | bytearray | memoryview) -> TlsStep:
         """Feed bytes from the peer; returns the decrypted data and what to send back."""
         if self.failed:
             return TlsStep()

@@ -27,7 +27,7 @@ from typing import Any
 from pamqp import base, commands
 
 from interchange.bridges.if2.amqp091 import Closed, Confirmed, Connection, Delivery, ProtocolError, Reply
-from interchange.bridges.if2.tls_client import TlsClient
+from interchange.broker.tls_stream import TlsSession
 
 __all__ = ["AmqpClosed", "Client"]
 
@@ -47,9 +47,9 @@ READ_BUFFER = 64 * 1024
 
 
 class Client(asyncio.BufferedProtocol):
-    def __init__(self, connection: Connection, tls: TlsClient | None = None) -> None:
+    def __init__(self, connection: Connection, tls: TlsSession | None = None) -> None:
         self.amqp = connection
-        self._tls = tls  #: TLS over the plain transport (:mod:`.tls_client`), None for plain AMQP
+        self._tls = tls  #: TLS over the plain transport (the client's side), None for plain AMQP
         #: the deliveries of one read, in order (one call per read, not per delivery)
         self.on_deliveries: Callable[[list[Delivery]], None] = lambda deliveries: None
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -67,7 +67,7 @@ class Client(asyncio.BufferedProtocol):
                    server_hostname: str | None, timeout: float = 10.0) -> "Client":
         """Connected, the handshake done and the virtual host open; AmqpClosed/OSError otherwise."""
         loop = asyncio.get_running_loop()
-        tls = TlsClient(context, server_hostname) if context is not None else None
+        tls = TlsSession(context, server_side=False, server_hostname=server_hostname) if context is not None else None
         async with asyncio.timeout(timeout):
             _, client = await loop.create_connection(lambda: cls(connection, tls), host, port)
             try:
@@ -123,7 +123,7 @@ class Client(asyncio.BufferedProtocol):
     def flush(self) -> None:
         self._flushing = None
         transport = self._transport
-        if transport is None or transport.is_closing() or (self._tls is not None and not self._tls.open):
+        if transport is None or transport.is_closing() or (self._tls is not None and not self._tls.established):
             return  # (before the TLS handshake completed: AMQP starts once it has)
         out = self.amqp.take_output()
         if out:
@@ -140,7 +140,7 @@ class Client(asyncio.BufferedProtocol):
                     await asyncio.shield(self.closed)
             except TimeoutError:
                 pass
-        if self._tls is not None and self._tls.open and self._transport is not None \
+        if self._tls is not None and self._tls.established and self._transport is not None \
                 and not self._transport.is_closing():
             self._transport.write(self._tls.close())  # (close_notify, as asyncio's TLS transport gives)
         self.abort()
@@ -155,7 +155,7 @@ class Client(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         if self._tls is not None:
-            transport.write(self._tls.start())
+            transport.write(self._tls.start().send)
             return  # (AMQP starts once the handshake completed)
         self._start()
 
@@ -216,21 +216,21 @@ class Client(asyncio.BufferedProtocol):
 
     def _decrypt(self, data: bytes | memoryview) -> bytes:
         """The plaintext of what the socket gave (b"" when none): handshake replies written, AMQP started
-        once the handshake completed, the connection ended on a TLS failure or the peer's close_notify."""
+        once the handshake completed, the connection ended on a TLS failure (its alert written first) or
+        the peer's close_notify."""
         assert self._tls is not None and self._transport is not None
-        try:
-            received = self._tls.receive(data)
-        except ssl.SSLError as exc:
-            self._end(f"TLS: {exc}")
+        step = self._tls.receive(data)
+        if step.send:
+            self._transport.write(step.send)
+        if step.error is not None:
+            self._end(f"TLS: {step.error}")
             self._transport.abort()
             return b""
-        if received.reply:
-            self._transport.write(received.reply)
-        if received.opened:
+        if step.established:
             self._start()
-        if received.closed:
+        if step.closed:
             self._transport.close()
-        return received.plaintext
+        return step.data
 
     def _deliver(self, deliveries: list[Delivery]) -> None:
         if not self.closed.done():  # (what came after a close is not handed on: RabbitMQ redelivers it)
