@@ -134,8 +134,8 @@ class IngestSummary:
 #:   each value (dictionaries were ~10 % of a warm ingest's JFR samples at 500,000 lines, all columns);
 #:   the repeating columns keep theirs;
 #: - no page checksums. Min/max statistics and the column index (validate's page skipping) are kept;
-#: - no size statistics (the per-page histograms of parquet-mr 1.15+: nothing here reads them) is asked, but
-#:   parquet-mr 1.17's output format does not hand that setting to its writer (it has no
+#: - size statistics (the per-page histograms of parquet-mr 1.15+: nothing here reads them) are asked off,
+#:   but parquet-mr 1.17's output format does not hand that setting to its writer (it has no
 #:   ``withSizeStatisticsEnabled`` call): they are still built, ~5 % of a warm ingest's task samples.
 WRITE_OPTIONS: dict[str, str] = {
     "parquet.size.statistics.enabled": "false",
