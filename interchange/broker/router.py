@@ -340,22 +340,17 @@ class BrokerCore:
 
     def publish_all(self, publisher: PublisherLink, raws: Iterable[bytes | bytearray]
                     ) -> list[StoreReceipt | Rejected | None]:
-        """:meth:`publish` for each of ``raws``, in order, as one call (the messages an in-process
-        publisher read at once): one clock reading for all, as they arrived together; per message the
-        same admission, target check, routing, metrics and log records, and in its place the store's
-        commit, None (settled now) or the :class:`Rejected` that :meth:`publish` would raise.
-
-        Messages of one properties object in a row (a bridge's read of one publication: the admission
-        gives them the same dict) share what is derived from that object alone: the target's verdict
-        and the sources, looked up once for the run, and their ``received`` counts added once (while
-        message records are off; with them on, each message's record is written in its place)."""
+        """:meth:`publish` for each of ``raws`` in order (an in-process publisher's read), one clock reading
+        for all; in each one's place the store's commit, None (settled now) or the :class:`Rejected` it would
+        raise. A run of one properties object (a publication's messages) has the target's verdict and its
+        sources looked up once and, while message records are off, its ``received`` counts added once."""
         observer, admission, durability, budget = self.observer, self.admission, self.durability, self.budget
         now = self.clock_ms()
         address, identity, federated = publisher.spec.address, publisher.identity, publisher.federated
         shard_count, admit, accepts = publisher.spec.shard_count, admission.admit, publisher.accepts
         each = observer.records_received()
         answers: list[StoreReceipt | Rejected | None] = []
-        run: dict | None = None  # the properties object of the run, its verdict, its sources, its count
+        run: dict | None = None  # the run's properties object, verdict, sources, count and first message
         run_ok, run_targets, run_count, run_first = False, None, 0, cast(BrokerMessage, None)
         for raw in raws:
             timed = (observer.received_count + run_count) % LATENCY_SAMPLE == 0
