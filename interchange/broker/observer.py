@@ -81,6 +81,20 @@ class BrokerObserver:
         if log is not None and log.messages_on:
             log.message("received_message", message, address)
 
+    def received_run(self, message: BrokerMessage, count: int) -> None:
+        """:meth:`received` for ``count`` messages of ``message``'s type, publisher and origin, counted
+        at once: only while message records are off (:meth:`records_received` False), when
+        :meth:`received` would write nothing else."""
+        self.received_count += count
+        key = (message.properties.get("messageType"), message.publisher, message.federated)
+        by = self.received_by
+        by[key] = by.get(key, 0) + count
+
+    def records_received(self) -> bool:
+        """Whether :meth:`received` writes a record per message now (message logging on)."""
+        log = self.log
+        return log is not None and log.messages_on
+
     # ------------------------------------------------------------ deliveries (IP_010)
     def sent(self, link: DeliveryLink, message: BrokerMessage, delivery: object | None) -> None:
         """A message handed to a consumer (called only while message logging is on).

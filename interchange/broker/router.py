@@ -340,17 +340,20 @@ class BrokerCore:
 
     def publish_all(self, publisher: PublisherLink, raws: Iterable[bytes | bytearray]
                     ) -> list[StoreReceipt | Rejected | None]:
-        """:meth:`publish` for each of ``raws``, in order, as one call (the messages an in-process
-        publisher read at once): one clock reading for all, as they arrived together; per message the
-        same admission, target check, routing, metrics and log records, and in its place the store's
-        commit, None (settled now) or the :class:`Rejected` that :meth:`publish` would raise."""
-        observer, admission, durability = self.observer, self.admission, self.durability
+        """:meth:`publish` for each of ``raws`` in order (an in-process publisher's read), one clock reading
+        for all; in each one's place the store's commit, None (settled now) or the :class:`Rejected` it would
+        raise. A run of one properties object (a publication's messages) has the target's verdict and its
+        sources looked up once and, while message records are off, its ``received`` counts added once."""
+        observer, admission, durability, budget = self.observer, self.admission, self.durability, self.budget
         now = self.clock_ms()
         address, identity, federated = publisher.spec.address, publisher.identity, publisher.federated
-        shard_count, admit, accepts, route = publisher.spec.shard_count, admission.admit, publisher.accepts, self._route
+        shard_count, admit, accepts = publisher.spec.shard_count, admission.admit, publisher.accepts
+        each = observer.records_received()
         answers: list[StoreReceipt | Rejected | None] = []
+        run: dict | None = None  # the run's properties object, verdict, sources, count and first message
+        run_ok, run_targets, run_count, run_first = False, None, 0, cast(BrokerMessage, None)
         for raw in raws:
-            timed = observer.received_count % LATENCY_SAMPLE == 0
+            timed = (observer.received_count + run_count) % LATENCY_SAMPLE == 0
             started = time.perf_counter() if timed else 0.0
             try:
                 message = admit(raw, identity, federated, shard_count, now)
@@ -358,8 +361,13 @@ class BrokerCore:
                 observer.rejected(identity, address, raw, exc.description, admission.number_rejected(), federated)
                 answers.append(exc)
                 continue
-            repeated = admission.repeated
-            if not accepts(message.properties, repeated):
+            properties = message.properties
+            if properties is not run:  # (a new run: what the last one counted is added first)
+                if run_count:
+                    observer.received_run(run_first, run_count)
+                repeated = admission.repeated
+                run, run_ok, run_targets, run_count, run_first = properties, accepts(properties, repeated), None, 0, message
+            if not run_ok:
                 refusal = Rejected("message does not fit the capabilities registered for this target")
                 observer.rejected(identity, address, raw, refusal.description, message.seq, federated, message)
                 answers.append(refusal)
@@ -371,19 +379,55 @@ class BrokerCore:
                 except Rejected as exc:
                     answers.append(exc)
                     continue
-            observer.received(message, address)
+            if each:
+                observer.received(message, address)
+            else:
+                run_count += 1
             if message.expiry_ms is not None and message.expiry_ms <= now:
                 observer.expired_on_arrival(message, address)
                 answers.append(None)
                 continue
-            if durable is not None:
-                message.holders = set()
-            route(message, now, address, repeated)
+            if run_targets is None:
+                run_targets = self._targets_of(properties, federated, admission.repeated)
+            answers.append(self._offer(message, now, address, run_targets, durable))
+            if budget.used > budget.limit:
+                self._enforce_budget()
             if timed:
                 observer.routing_latency(time.perf_counter() - started)
-            answers.append(durable.store_routed(message) if message.holders is not None and durable is not None
-                           else None)
+        if run_count:
+            observer.received_run(run_first, run_count)
         return answers
+
+    def _offer(self, message: BrokerMessage, now: int, address: str, targets: tuple[Source, ...],
+               durable: Durability | None) -> StoreReceipt | None:
+        """:meth:`_route`'s offers to ``targets`` (the sources already found), and the store's commit
+        of a durable message."""
+        if durable is not None:
+            holders = message.holders = set()
+            for source in targets:
+                holders.add(source.spec.address)
+                source.offer(message, now)
+        else:
+            for source in targets:
+                source.offer(message, now)
+        if targets:
+            self.observer.routed_count += 1
+        else:
+            self.observer.routed(0, message, address)
+        return durable.store_routed(message) if durable is not None else None
+
+    def _targets_of(self, properties: dict, federated: bool, keep: bool) -> tuple[Source, ...]:
+        """The sources :meth:`_route` offers a message of ``properties`` to (kept by the object when ``keep``)."""
+        routes = self._routes[federated]
+        known = routes.get(id(properties))
+        if known is not None and known[0] is properties:
+            return known[1]
+        targets = self._targets(properties, federated)
+        if keep:
+            if len(routes) >= DERIVED:
+                routes.clear()
+            routes[id(properties)] = (properties, targets)
+        return targets
 
     def publish_imported(self, raw: bytes, neighbour: str, only: Iterable[str] | None = None) -> StoreReceipt | None:
         """Route a message received from another interchange's source (federation).

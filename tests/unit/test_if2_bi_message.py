@@ -130,3 +130,17 @@ def test_a_reader_finding_the_sections_in_c_reads_every_changed_byte_as_the_pyth
         variants += [raw[:at] + bytes([value]) + raw[at + 1:] for at in range(len(raw)) for value in (0x00, 0xFF, raw[at] ^ 1)]
         for variant in variants:
             assert outcome(c, variant) == outcome(python, variant), variant
+
+
+def test_messages_of_a_read_are_byte_for_byte_each_message_alone() -> None:
+    """:func:`bi_message.messages` puts each distinct header and section together once per batch: every
+    message still gets its own section, ttl and body (sections shared or not, ttls equal or not, bodies
+    either side of the data section's one-byte length, bytearray sections and bodies)."""
+    a, b = application_properties({"messageType": "DENM", "n": 1}), application_properties({"messageType": "IVIM"})
+    a_copy = bytearray(a)  # (equal bytes, another object)
+    parts: list[tuple[Any, Any, int | None]] = [
+        (a, b"x", 60_000), (a, b"y" * 255, 60_000), (a, b"z" * 256, 5_000), (b, b"w", 60_000), (a, b"v", None),
+        (a_copy, bytearray(b"u" * 300), 60_000), (b, memoryview(b"t"), -5), (a, b"s", 2**33), (b, b"", None)]
+    assert bi_message.messages(parts) == [message(section, body, ttl) for section, body, ttl in parts]
+    assert all(type(raw) is bytes for raw in bi_message.messages(parts))
+    assert [read(raw)[2] for raw in bi_message.messages(parts)][:3] == [b"x", b"y" * 255, b"z" * 256]

@@ -26,14 +26,14 @@ PATHS = [False, True] if accelerator_available() else [False]
 class Core:
     """A core with one target (DENM only), one source taking all, its JSON log in memory and a counted clock."""
 
-    def __init__(self, accelerated: bool) -> None:
+    def __init__(self, accelerated: bool, records: bool = True, sources: Sequence[SourceSpec] = ()) -> None:
         self.stream = io.StringIO()
-        log = JsonLog("node.test", stream=self.stream, settings=LogSettings(level="debug", properties=True))
+        log = JsonLog("node.test", stream=self.stream, settings=LogSettings(level="debug", properties=records))
         log.boot_ms = 0
         self.log = log
         book = AddressBook()
         book.load([TargetSpec(address=TARGET, publishers=frozenset({BRIDGE}), selector="messageType = 'DENM'")],
-                  [SourceSpec(address=SOURCE, consumers=frozenset({"consumer"}))])
+                  [SourceSpec(address=SOURCE, consumers=frozenset({"consumer"})), *sources])
         self.clock_reads = 0
         self.core = BrokerCore(book, Admission(TtlPolicy(), accelerated=accelerated), BrokerObserver(log),
                                clock_ms=self._clock)
@@ -105,3 +105,51 @@ def test_an_empty_batch_routes_nothing() -> None:
     core = Core(False)
     assert core.core.publish_all(core.publisher, []) == [] and core.counts() == (0, 0, 0, 0)
 
+
+
+def runs() -> list[bytes]:
+    """Runs of one properties section (A A, B, A, C C), another type inside (refused), one expired on
+    arrival in a run, one malformed, and a section no source takes (``unroutable``) twice."""
+    expired = denm(body=b"old")
+    expired.expiry_time = (NOW - 1000) / 1000
+    a, c = (lambda body: denm(body=body).encode()), (lambda body: denm(body=body, causeCode=2).encode())
+    nobody = denm(body=b"n", messageType="IVIM")  # (refused: the target takes DENM only)
+    lonely = denm(body=b"l", causeCode=9)  # (the extra source below takes causeCode 1 or 2 only)
+    return [a(b"1"), a(b"2"), nobody.encode(), a(b"3"), c(b"4"), c(b"5"), expired.encode(), a(b"6"),
+            b"\x00\x53\x77\xff", lonely.encode(), lonely.encode(), c(b"7")]
+
+
+@pytest.mark.parametrize("accelerated", PATHS)
+@pytest.mark.parametrize("records", [False, True])
+def test_runs_of_one_section_count_route_and_log_as_one_by_one(accelerated: bool, records: bool) -> None:
+    """With message records off a run's ``received`` counts are added at once: the same counts (per
+    type and publisher too), the same sources, numbers and records as each message alone."""
+    sources = [SourceSpec(address="some", consumers=frozenset({"consumer"}), selector="causeCode < 3")]
+    alone, batched = Core(accelerated, records, sources), Core(accelerated, records, sources)
+    expected = one_by_one(alone, runs())
+    answers = batched.core.publish_all(batched.publisher, runs())
+    assert described(answers) == described(expected)
+    assert batched.held() == alone.held() and len(batched.held()) == 9
+    held = [(bytes(m.raw), m.seq) for m in batched.core.sources["some"].buffered()]
+    assert held == [(bytes(m.raw), m.seq) for m in alone.core.sources["some"].buffered()] and len(held) == 7
+    observer, reference = batched.core.observer, alone.core.observer
+    assert batched.counts() == alone.counts() == (10, 2, 1, 9)
+    assert observer.received_by == reference.received_by and sum(observer.received_by.values()) == 10
+    assert observer.unroutable == reference.unroutable == 0
+    assert batched.records() == alone.records()
+
+
+@pytest.mark.parametrize("accelerated", PATHS)
+def test_a_run_is_counted_once_while_records_are_off(accelerated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of one properties object (the admission gives a repeated section the same dict) is counted
+    once with message records off, not message by message."""
+    core = Core(accelerated, records=False)
+    core.core.publish_all(core.publisher, [denm(body=b"0").encode()])  # (its section read before: repeated)
+    counted: list[int] = []
+    observer = core.core.observer
+    received_run = observer.received_run
+    monkeypatch.setattr(observer, "received_run", lambda m, n: counted.append(n) or received_run(m, n))
+    monkeypatch.setattr(observer, "received", lambda *_: counted.append(-1))
+    answers = core.core.publish_all(core.publisher, [denm(body=b"%d" % i).encode() for i in range(5)])
+    assert answers == [None] * 5 and len(core.held()) == 6
+    assert counted == [5] and core.counts()[0] == 6

@@ -39,7 +39,7 @@ try:
 except ImportError:  # not built (no compiler): scan_message alone
     _c_locate = None
 
-__all__ = ["Reader", "application_properties", "message", "read"]
+__all__ = ["Reader", "application_properties", "message", "messages", "read"]
 
 APPLICATION_PROPERTIES = ulong(0x74)  #: its AMQP 1.0 3.2 descriptor
 
@@ -82,6 +82,26 @@ def message(application: bytes, body: bytes, ttl_ms: int | None) -> bytes:
     and ``body`` as one data section."""
     head = _header(min(max(0, ttl_ms), 2**32 - 1)) if ttl_ms is not None else b""
     return head + application + _data(bytes(body))
+
+
+def messages(parts: list[tuple[bytes, bytes, int | None]]) -> list[bytes]:
+    """:func:`message` of each (application, body, ttl_ms), the same bytes: the messages of one read
+    mostly share their mapping and ttl, so each distinct header and application properties are put
+    together once for the batch and each message adds its data section."""
+    prefixes: dict[tuple[int, int | None], bytes] = {}  # (by the section's id: ``parts`` keeps each alive)
+    out = []
+    pack8, pack32 = _DATA8.pack, _DATA32.pack
+    for application, body, ttl_ms in parts:
+        prefix = prefixes.get((id(application), ttl_ms))
+        if prefix is None:
+            head = _header(min(max(0, ttl_ms), 2**32 - 1)) if ttl_ms is not None else b""
+            prefix = prefixes[(id(application), ttl_ms)] = bytes(head + application)
+        if type(body) is not bytes:
+            body = bytes(body)
+        size = len(body)
+        data = pack8(_DATA_DESCRIPTOR, 0xA0, size) if size < 256 else pack32(_DATA_DESCRIPTOR, 0xB0, size)
+        out.append(b"".join((prefix, data, body)))
+    return out
 
 
 def read(raw: bytes | bytearray) -> tuple[dict[str, Any], int | None, bytes]:

@@ -53,7 +53,7 @@ from interchange.bridges.if2.keys import (
 from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE, ReceiverState
-from interchange.broker.local_door import ConsumingDoor, LocalConsumer
+from interchange.broker.local_door import ACCEPTED, ConsumingDoor, LocalConsumer
 
 __all__ = ["If2Bridge", "NodeView"]
 
@@ -235,15 +235,17 @@ class If2Bridge:
         """The first send of each message of one read, as one batch through the door
         (:meth:`BiLink.submit_all`): the accepted ones acked together; a message the BI did not
         accept at once, or answers later, gets its :class:`_Import` (retries, refusal) only then."""
-        message = bi_message.message
-        raws = [message(mapping.section, delivery.body, ttl_ms) for delivery, mapping, ttl_ms in ready]
+        raws = bi_message.messages([(mapping.section, delivery.body, ttl_ms) for delivery, mapping, ttl_ms in ready])
 
         def flight(i: int) -> Callable[[Answer], None]:
             delivery, mapping, ttl_ms = ready[i]
             return _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered).answered
 
         answers = self.bi.submit_all(raws, flight)
-        accepted = [entry[0] for entry, answer in zip(ready, answers) if answer is not None and answer.accepted]
+        if answers.count(ACCEPTED) == len(ready):  # (the usual read: the door took them all at once)
+            accepted = [entry[0] for entry in ready]
+        else:
+            accepted = [entry[0] for entry, answer in zip(ready, answers) if answer is not None and answer.accepted]
         if accepted:
             self.counts["imported"] += len(accepted)
             session.settle_all(accepted, True)
