@@ -29,7 +29,9 @@ message log's ``sent_message`` records while it is on (IP_010); when the link go
 closes it, the source is deleted, the grant withdrawn) every unsettled message goes back to its
 source, and a later settlement of one of them changes nothing (False), so nothing is lost or
 settled twice. Deliveries are handed to the bridge in a later loop turn (``schedule``), never from
-inside the source's hand-off, so a settlement made at once does not re-enter it.
+inside the source's hand-off, so a settlement made at once does not re-enter it: one call per
+message (``on_message``), or with ``on_messages`` one call with all of a turn's (the bridge then
+reads, maps and publishes them in one loop, and accepts many at once with :meth:`LocalConsumer.accept_all`).
 Sans-I/O: no socket, no task.
 """
 from __future__ import annotations
@@ -206,6 +208,8 @@ class LocalPublisher:
 
 #: A consumer's handler: the message's bytes (unchanged, as an AMQP delivery carries them) and its tag.
 OnMessage = Callable[[bytes | bytearray, int], None]
+#: A consumer's handler of a turn's deliveries at once: their bytes and their tags, in order.
+OnMessages = Callable[[list[bytes | bytearray], list[int]], None]
 #: The outcomes a settlement names (None: accepted; any other text rejects with it as the reason).
 _REDELIVERED = (RELEASE, "modified")
 
@@ -214,18 +218,19 @@ class LocalConsumer:
     """One in-process consumer link (see the module docstring): opened by :meth:`LocalDoor.consume`,
     which raises :class:`~interchange.broker.engine.AttachRefused` as an AMQP attach would be refused."""
 
-    __slots__ = ("_core", "_identity", "address", "selector", "source", "_window", "_on_message", "_schedule",
-                 "_log", "_tag", "unsettled", "departures", "_handing", "_starved", "_refilling", "closed", "error",
+    __slots__ = ("_core", "_identity", "address", "selector", "source", "_window", "_on_message", "_on_messages",
+                 "_schedule", "_log", "_tag", "unsettled", "departures", "_handing", "_starved", "_refilling", "closed", "error",
                  "on_closed")
 
     def __init__(self, core: Core, identity: str, address: str, on_message: OnMessage, credit: int,
                  schedule: Callable[[Callable[[], None]], object],
-                 log: Callable[[], DeliveryLog | None] = lambda: None) -> None:
+                 log: Callable[[], DeliveryLog | None] = lambda: None, on_messages: OnMessages | None = None) -> None:
         self._core, self._identity = core, identity
         self.address: str | None = address
         self.selector: Matcher | None = None  #: the link selector (set by the core)
         self.source: Source | None = None  #: the source attached to (set by the core)
         self._window, self._on_message, self._schedule, self._log = credit, on_message, schedule, log
+        self._on_messages = on_messages  #: when given, a turn's deliveries go to it in one call
         self._tag = 0
         self.unsettled: dict[int, BrokerMessage] = {}  #: tag -> message handed out (or about to be)
         self.departures: dict[object, tuple[int, int]] = {}  #: kept by the message log (IP_010)
@@ -263,10 +268,16 @@ class LocalConsumer:
 
     def _hand_over(self) -> None:
         handing, self._handing = self._handing, []
-        unsettled, on_message = self.unsettled, self._on_message
+        unsettled = self.unsettled
+        if self._on_messages is not None:
+            tags = [tag for tag in handing if tag in unsettled]  # (not given back meanwhile: the link closed)
+            if tags:
+                self._on_messages([unsettled[tag].raw for tag in tags], tags)
+            return
+        on_message = self._on_message
         for tag in handing:
             message = unsettled.get(tag)
-            if message is not None:  # (not given back meanwhile: the link closed)
+            if message is not None:
                 on_message(message.raw, tag)
 
     def settle(self, tag: int, outcome: str | None) -> bool:
@@ -288,6 +299,25 @@ class LocalConsumer:
             self._refilling = True
             self._schedule(self._refill)
         return True
+
+    def accept_all(self, tags: list[int]) -> int:
+        """:meth:`settle` each of ``tags`` as accepted (the source told once of the credit): how many were
+        out on this link (the others were given back or settled before, and nothing happens to them)."""
+        unsettled, log, core = self.unsettled, self._log(), self._core
+        settled = 0
+        for tag in tags:
+            message = unsettled.pop(tag, None)
+            if message is None:
+                continue
+            settled += 1
+            if log is not None:
+                log.settled(self, message, tag, "accepted")
+            if message.holders is not None:  # durable: the source is done with it
+                core.consumed(self, message)
+        if settled and self._starved and not self._refilling:
+            self._refilling = True
+            self._schedule(self._refill)
+        return settled
 
     def _refill(self) -> None:
         """Credit again, as a receiver's flow frame would bring it: once for a turn's settlements."""
@@ -320,7 +350,7 @@ class ConsumingDoor(Door, Protocol):
     """A door that also opens in-process consumer links (:class:`LocalDoor`)."""
 
     def consume(self, identity: str, address: str, on_message: OnMessage, credit: int,
-                selector: str | None = None) -> LocalConsumer: ...
+                selector: str | None = None, on_messages: OnMessages | None = None) -> LocalConsumer: ...
 
 
 class LocalDoor:
@@ -337,13 +367,16 @@ class LocalDoor:
         return LocalPublisher.open(self._core, identity, address, self._max, self._accepting)
 
     def consume(self, identity: str, address: str, on_message: OnMessage, credit: int,
-                selector: str | None = None) -> LocalConsumer:
-        """A deferred consumer on source ``address`` with a window of ``credit`` unsettled messages."""
+                selector: str | None = None, on_messages: OnMessages | None = None) -> LocalConsumer:
+        """A deferred consumer on source ``address`` with a window of ``credit`` unsettled messages (each
+        turn's deliveries to ``on_messages`` in one call when it is given, else to ``on_message``)."""
         schedule = self._schedule or asyncio.get_running_loop().call_soon
-        consumer = LocalConsumer(self._core, identity, address, on_message, credit, schedule, self._delivery_log)
+        consumer = LocalConsumer(self._core, identity, address, on_message, credit, schedule, self._delivery_log,
+                                 on_messages)
         self._core.attach_consumer(identity, address, selector, consumer)
         self._core.credit_available(consumer)  # what waits in the source comes now
         return consumer
 
 
-__all__ = ["ACCEPTED", "ConsumingDoor", "Door", "DoorOutcome", "LocalConsumer", "LocalDoor", "LocalPublisher", "OnMessage"]
+__all__ = ["ACCEPTED", "ConsumingDoor", "Door", "DoorOutcome", "LocalConsumer", "LocalDoor", "LocalPublisher", "OnMessage",
+           "OnMessages"]

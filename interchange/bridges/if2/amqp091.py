@@ -222,13 +222,18 @@ class Connection:
                 self._encoded_properties.clear()
             kept = self._encoded_properties[id(properties)] = (properties, properties.marshal())
         encoded = kept[1]
-        # the content header frame as pamqp writes it: class basic, weight 0, the body size, the properties
-        out.append(_CONTENT_HEADER.pack(FRAME_HEADER, channel, 12 + len(encoded), _BASIC, len(payload)) + encoded
-                   + _FRAME_END)
-        step = self.frame_max - 8 if self.frame_max else len(payload) or 1
-        for start in range(0, len(payload), step):
-            chunk = payload[start:start + step]
-            out.append(_FRAME_START.pack(FRAME_BODY, channel, len(chunk)) + chunk + _FRAME_END)
+        # the content header frame as pamqp writes it: class basic, weight 0, the body size, the properties;
+        # each frame's parts go to the output as they are (the body not copied before :meth:`take_output`)
+        size = len(payload)
+        out += (_CONTENT_HEADER.pack(FRAME_HEADER, channel, 12 + len(encoded), _BASIC, size), encoded, _FRAME_END)
+        step = self.frame_max - 8 if self.frame_max else size or 1
+        if size <= step:  # (one body frame: nearly every message)
+            if size:
+                out += (_FRAME_START.pack(FRAME_BODY, channel, size), payload, _FRAME_END)
+        else:
+            for start in range(0, size, step):
+                chunk = payload[start:start + step]
+                out += (_FRAME_START.pack(FRAME_BODY, channel, len(chunk)), chunk, _FRAME_END)
         if state.confirming:
             state.published += 1
             state.unconfirmed[state.published] = token

@@ -11,17 +11,20 @@ handful of deliveries at a time, so a node that keeps up reads a handful at a ti
 share per handful. A read of few deliveries (paced traffic) never rests: its latency is untouched.
 
 Synchronous methods (declarations, bindings, qos, consume, confirm.select) are awaited with
-:meth:`Client.call`; the deliveries of each read go to ``on_deliveries`` as one list, in order; a publish's ``on_confirm``
-is called with True once the broker confirmed it, with False when it nacked it or the connection
-went first. Any channel the broker closes ends the whole connection (the bridge opens a new one,
-with new Table 3 queues): :attr:`Client.closed` then holds the reason.
+:meth:`Client.call`; the deliveries of each read go to ``on_deliveries`` as one list, in order; a
+publish's ``on_confirm`` is called with True once the broker confirmed it, with False when it nacked
+it or the connection went first. A publisher that handles many confirms at once sets
+:attr:`Client.on_confirmed` instead: it is then given the tokens of each ``basic.ack``/``basic.nack``
+(a run of publishes) in one call, and a publish's token is whatever that publisher wants back. Any
+channel the broker closes ends the whole connection (the bridge opens a new one, with new Table 3
+queues): :attr:`Client.closed` then holds the reason.
 """
 from __future__ import annotations
 
 import asyncio
 import ssl
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pamqp import base, commands
@@ -29,9 +32,11 @@ from pamqp import base, commands
 from interchange.bridges.if2.amqp091 import Closed, Confirmed, Connection, Delivery, ProtocolError, Reply
 from interchange.broker.tls_stream import TlsSession
 
-__all__ = ["AmqpClosed", "Client"]
+__all__ = ["AmqpClosed", "Client", "OnConfirmed", "confirm_each"]
 
 Confirm = Callable[[bool], None]
+#: the tokens of publishes that the broker confirmed (True) or did not (False), in publishing order
+OnConfirmed = Callable[[Sequence[Any], bool], None]
 #: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`)
 REST_AFTER = 16
 #: how long it rests (RabbitMQ keeps up to ``prefetch`` unacknowledged deliveries coming meanwhile): at
@@ -53,6 +58,8 @@ class Client(asyncio.BufferedProtocol):
         self._tls = tls  #: TLS over the plain transport (the client's side), None for plain AMQP
         #: the deliveries of one read, in order (one call per read, not per delivery)
         self.on_deliveries: Callable[[list[Delivery]], None] = lambda deliveries: None
+        #: the confirms of each ack or nack frame (or of every unconfirmed publish when the connection went)
+        self.on_confirmed: OnConfirmed = confirm_each
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters: defaultdict[int, deque[asyncio.Future[base.Frame]]] = defaultdict(deque)
@@ -96,9 +103,11 @@ class Client(asyncio.BufferedProtocol):
             await self.call(number, commands.Confirm.Select())
 
     def publish(self, channel: int, exchange: str, routing_key: str, properties: Any, body: bytes,
-                on_confirm: Confirm) -> None:
+                on_confirm: Any) -> None:
+        """basic.publish; ``on_confirm`` (a :data:`Confirm`, or a token of :attr:`on_confirmed`'s) comes back
+        with its confirm."""
         if self.closed.done():
-            on_confirm(False)
+            self.on_confirmed((on_confirm,), False)
             return
         self.amqp.publish(channel, exchange, routing_key, properties, body, on_confirm)
         self.flush_soon()
@@ -242,8 +251,7 @@ class Client(asyncio.BufferedProtocol):
             case Delivery():
                 self._deliver([event])
             case Confirmed(tokens=tokens, ack=ack):
-                for on_confirm in tokens:
-                    on_confirm(ack)
+                self.on_confirmed(tokens, ack)
             case Reply(channel=channel, method=method):
                 if isinstance(method, commands.Connection.OpenOk):
                     if not self.opened.done():
@@ -253,8 +261,8 @@ class Client(asyncio.BufferedProtocol):
                     if not waiter.done():
                         waiter.set_result(method)
             case Closed(channel=channel, code=code, text=text, unconfirmed=unconfirmed):
-                for on_confirm in unconfirmed:
-                    on_confirm(False)
+                if unconfirmed:
+                    self.on_confirmed(unconfirmed, False)
                 what = "connection" if channel == 0 else f"channel {channel}"
                 self._end(f"the broker closed the {what}: {code} {text}")
                 if self._transport is not None:
@@ -281,8 +289,8 @@ class Client(asyncio.BufferedProtocol):
             while waiters:
                 if not (waiter := waiters.popleft()).done():
                     waiter.set_exception(AmqpClosed(reason))
-        for on_confirm in self.amqp.lost():
-            on_confirm(False)
+        if lost := self.amqp.lost():
+            self.on_confirmed(lost, False)
 
     def beat(self) -> None:
         """Every half heartbeat interval: a heartbeat if the connection was quiet, or its end if the broker was."""
@@ -297,3 +305,9 @@ class Client(asyncio.BufferedProtocol):
             return
         self.flush()
         self._heartbeat = loop.call_later(self.amqp.heartbeat_s / 2, self.beat)
+
+
+def confirm_each(tokens: Sequence[Any], ack: bool) -> None:
+    """The default :attr:`Client.on_confirmed`: each token is a :data:`Confirm`, called with the outcome."""
+    for on_confirm in tokens:
+        on_confirm(ack)

@@ -23,7 +23,7 @@ from typing import Any
 from interchange.bridges.if2.attempts import SIZE_EXCEEDED, Answer, SizeLimit
 from interchange.broker.client import ClientConnection, Outcome, ReceiverState, SenderState
 from interchange.broker.engine import AttachRefused
-from interchange.broker.local_door import ConsumingDoor, DoorOutcome, LocalConsumer, LocalPublisher
+from interchange.broker.local_door import ConsumingDoor, DoorOutcome, LocalConsumer, LocalPublisher, OnMessages
 from interchange.ground.timing import backoff_s
 
 __all__ = ["BiLink"]
@@ -63,6 +63,7 @@ class BiLink:
         self._publisher: LocalPublisher | None = None
         #: the subscription's consumer at the door (with a door the subscription is not read over AMQPS)
         self._consumer: LocalConsumer | None = None
+        self._on_messages: OnMessages | None = None  #: the consumer's handler of a turn's deliveries at the door
         self._reattach: asyncio.TimerHandle | None = None
         self._refusals = 0  #: attaches at the door refused since the last one that worked
         self._flushing = False  #: a flush of the connection is scheduled for this loop turn
@@ -100,8 +101,12 @@ class BiLink:
         if self._connection is not None and self._up.is_set():
             self._open_sender(self._connection, address)
 
-    def set_source(self, address: str, selector: str | None, on_message: OnDelivery) -> None:
+    def set_source(self, address: str, selector: str | None, on_message: OnDelivery,
+                   on_messages: OnMessages | None = None) -> None:
+        """Consume ``address``: each delivery to ``on_message``; through the door, with ``on_messages``,
+        a loop turn's deliveries in one call (their bytes and their deliveries, to settle each later)."""
         self.source = (address, selector, on_message)
+        self._on_messages = on_messages
         if self._consuming is not None:
             self._attach_consumer()
         elif self._connection is not None and self._up.is_set():
@@ -116,7 +121,8 @@ class BiLink:
             return
         address, selector, on_message = self.source
         try:
-            consumer = self._consuming.consume(self._identity, address, on_message, self._credit, selector)
+            consumer = self._consuming.consume(self._identity, address, on_message, self._credit, selector,
+                                               self._on_messages)
         except AttachRefused as exc:
             self._refusals += 1
             self._event("warning", "if2_door_consumer_refused", {"source": address, "reason": exc.description})
@@ -142,6 +148,13 @@ class BiLink:
         connection.engine.settle(receiver, delivery, outcome)
         self._flush_soon()
         return True
+
+    def accept_all(self, receiver: ReceiverState | LocalConsumer, deliveries: list[Any]) -> int:
+        """:meth:`settle` each of ``deliveries`` of ``receiver`` as accepted (at the door in one call): how many
+        were settled (the others' link or connection is gone: the source gives them out again)."""
+        if isinstance(receiver, LocalConsumer):
+            return receiver.accept_all(deliveries)
+        return sum(self.settle(receiver, delivery, None) for delivery in deliveries)
 
     def _flush_soon(self) -> None:
         if not self._flushing:

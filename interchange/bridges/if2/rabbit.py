@@ -25,7 +25,7 @@ from pamqp import commands
 
 from interchange.bridges.if2.acks import Ack, AckWindow
 from interchange.bridges.if2.amqp091 import Connection, Delivery, Properties
-from interchange.bridges.if2.amqp091_io import AmqpClosed, Client, Confirm
+from interchange.bridges.if2.amqp091_io import AmqpClosed, Client, Confirm, OnConfirmed, confirm_each
 from interchange.bridges.if2.config import If2Config
 from interchange.ground.timing import backoff_s
 
@@ -92,17 +92,21 @@ class Session:
                 self.client.reject(CONSUME, action.message.delivery_tag)
         self.client.flush()
 
-    def publish(self, exchange: str, routing_key: str, properties: Any, body: bytes, on_confirm: Confirm) -> None:
+    def publish(self, exchange: str, routing_key: str, properties: Any, body: bytes, on_confirm: Confirm | Any) -> None:
+        """On the confirm channel; ``on_confirm`` comes back with the confirm (:meth:`Client.publish`)."""
         self.client.publish(PUBLISH, exchange, routing_key, properties, body, on_confirm)
 
 
 class RabbitLink:
     """The supervised connection: :attr:`session` while it is up, ``on_deliveries`` with the imports of
-    each read, in delivery order."""
+    each read, in delivery order; ``on_confirmed`` (when given) with the publisher confirms of each
+    ack or nack frame (:attr:`Client.on_confirmed`)."""
 
     def __init__(self, config: If2Config, context: ssl.SSLContext, event: EventSink,
-                 on_deliveries: Callable[[Session, list[Delivery]], None]) -> None:
+                 on_deliveries: Callable[[Session, list[Delivery]], None],
+                 on_confirmed: OnConfirmed = confirm_each) -> None:
         self.config, self._context, self._event, self._on_deliveries = config, context, event, on_deliveries
+        self._on_confirmed = on_confirmed
         url = urlsplit(config.url)
         self.host, self.tls = url.hostname or "localhost", url.scheme == "amqps"
         self.port = url.port or (5671 if self.tls else 5672)
@@ -144,6 +148,7 @@ class RabbitLink:
         amqp = Connection(self.vhost, "PLAIN" if config.auth == "plain" else "EXTERNAL", config.username or "",
                           config.password or "")
         client = await Client.open(self.host, self.port, amqp, self._context if self.tls else None, self.host)
+        client.on_confirmed = self._on_confirmed
         try:
             await client.channel(PUBLISH, confirms=True)
             for name in sorted({*config.exports, *config.imports}):  # Table 2
