@@ -311,14 +311,14 @@ async def test_confirms_late_after_the_consuming_door_closed_lose_and_duplicate_
     is gone) and the copies given out again are not published twice: IF2 gets each exactly once."""
     vhost, count = "if2-door-late", 300
     gate, held = asyncio.Event(), []
-    confirmed = If2Bridge._confirmed
+    confirmed = If2Bridge._on_confirmed
 
-    def late(self: If2Bridge, export: Any, ack: bool) -> None:
+    def late(self: If2Bridge, tokens: Any, ack: bool) -> None:
         if gate.is_set():
-            confirmed(self, export, ack)
+            confirmed(self, tokens, ack)
         else:
-            held.append((self, export, ack))
-    monkeypatch.setattr(If2Bridge, "_confirmed", late)
+            held.append((self, tokens, ack))
+    monkeypatch.setattr(If2Bridge, "_on_confirmed", late)
     node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
     office = await connect_backoffice(vhost)
     try:
@@ -357,13 +357,13 @@ async def test_rabbitmq_nacks_while_messages_are_out_on_the_consuming_door_lose_
     queue, it gets every message exactly once."""
     vhost, count = "if2-nacks", 300
     nacked: list[bool] = []
-    confirmed = If2Bridge._confirmed
+    confirmed = If2Bridge._on_confirmed
 
-    def counted(self: If2Bridge, export: Any, ack: bool) -> None:  # (a spy: the confirm as it came)
+    def counted(self: If2Bridge, tokens: Any, ack: bool) -> None:  # (a spy: the confirms as they came)
         if not ack:
-            nacked.append(True)
-        confirmed(self, export, ack)
-    monkeypatch.setattr(If2Bridge, "_confirmed", counted)
+            nacked.extend(True for _ in tokens)
+        confirmed(self, tokens, ack)
+    monkeypatch.setattr(If2Bridge, "_on_confirmed", counted)
     node = await _started(if2_pki, rabbitmq_if2, tmp_path, if2_vhost, vhost)
     office = await connect_backoffice(vhost)
     try:
