@@ -171,7 +171,8 @@ async def test_a_republish_and_exports_confirmed_by_one_frame_each_get_their_con
     for _ in range(3):
         await asyncio.sleep(0)
     envelope = next(iter(bridge.policy._entries.values())).payload  # (what the republishing loop publishes)
-    republished = asyncio.ensure_future(bridge._published(envelope, b"again"))
+    republished: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    bridge._publish(envelope, b"again", republished.set_result)
     await asyncio.sleep(0)
     client.data_received(wire((1, commands.Basic.Ack(2, True))))
     assert await republished is True

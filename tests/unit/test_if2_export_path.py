@@ -79,7 +79,7 @@ async def export_path(pki: TestPki) -> tuple[If2Bridge, Client, Wire, Any]:
               [SourceSpec(address=SOURCE, consumers=frozenset({BRIDGE}), selector="messageType = 'SPATEM'")])
     door = LocalDoor(BrokerCore(book, Admission(TtlPolicy()), BrokerObserver(None)), 1 << 20, lambda: True)
     bridge = If2Bridge(config, NodeView("node.test", "127.0.0.1", 1, "https://127.0.0.1:1", door), lambda *_: None)
-    bridge.bi.set_source(SOURCE, None, bridge._on_croads, bridge._on_croads_all)
+    bridge.bi.set_source(SOURCE, None, lambda raw, tag: bridge._on_croads_all([raw], [tag]), bridge._on_croads_all)
     client, transport = Client(Connection()), Wire()
     client.on_confirmed = bridge._on_confirmed  # (as the bridge's RabbitMQ link sets it)
     client.connection_made(transport)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 from collections import OrderedDict
@@ -104,12 +105,8 @@ class If2Bridge:
         #: RabbitMQ down); every other message is handled as it is read, without a task
         self._tasks: set[asyncio.Task[None]] = set()
         #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads (:class:`_ImportMaps`);
-        #: C-Roads -> IF2 the envelope by the properties it reads, and the 0-9-1 properties by lat, lon, ttl
-        self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
-        #: and in front of that by the properties object (the reader gives one per section, read-only):
-        #: id -> (properties, the last envelope made for them, the republishing identity)
-        self._by_section: OrderedDict[int, tuple[dict[str, Any], If2Envelope, tuple[str, Any]]] = OrderedDict()
-        self._reader = bi_message.Reader(MAPPINGS)  #: BI messages read, their properties decoded once per section
+        #: C-Roads -> IF2 (:class:`_ExportMaps`), and the 0-9-1 properties by lat, lon, ttl
+        self._export_maps = _ExportMaps(self.providers)
         self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
         self._closing = False
@@ -176,7 +173,8 @@ class If2Bridge:
             subscription = await self.api.subscription(f"({selector}\n) AND {NOT_FROM_IF2}")
             if not subscription.endpoints:
                 raise ActorApiError(f"subscription {subscription.id} has no endpoint: {subscription.errorMessage}")
-            self.bi.set_source(subscription.endpoints[0].source, None, self._on_croads, self._on_croads_all)
+            self.bi.set_source(subscription.endpoints[0].source, None,
+                               lambda raw, delivery: self._on_croads_all([raw], [delivery]), self._on_croads_all)
 
     async def close(self) -> None:
         self._closing = True
@@ -341,14 +339,10 @@ class If2Bridge:
                 self._event("info", "if2_capability_withdrawn", {"publicationId": pid, "idle_s": idle_s})
 
     # ------------------------------------------------------------------ C-Roads -> IF2
-    def _on_croads(self, raw: bytes | bytearray, delivery: Any) -> None:
-        """One BI delivery (the AMQPS link hands them over one at a time): :meth:`_on_croads_all`."""
-        self._on_croads_all([raw], [delivery])
-
     def _on_croads_all(self, raws: list[bytes | bytearray], deliveries: list[Any]) -> None:
-        """A loop turn's BI deliveries (the door's, in one call), in order: each mapped and published at
-        once (no task; the confirm settles it, :meth:`_on_confirmed`); one whose copy is being published
-        already waits for it in a task."""
+        """A loop turn's BI deliveries (the door's in one call, the AMQPS link's one at a time), in order:
+        each mapped and published at once (no task; the confirm settles it, :meth:`_on_confirmed`); one
+        whose copy is being published already waits for it in a task."""
         receiver = self.bi.receiver
         assert receiver is not None
         now, known = time.monotonic(), self.copies.known
@@ -358,7 +352,8 @@ class If2Bridge:
                 continue
             at_if2 = known(export.copy)
             if isinstance(at_if2, asyncio.Future):  # being published by an earlier delivery: wait for it
-                task = asyncio.get_running_loop().create_task(self._export_after(export, at_if2))
+                then = functools.partial(self._export, export)
+                task = asyncio.get_running_loop().create_task(_then(at_if2, then))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 continue
@@ -368,43 +363,19 @@ class If2Bridge:
                    ) -> "_Export | None":
         """What a BI delivery is published as; None when it cannot be mapped to IF2 (rejected at the BI)."""
         try:
-            properties, ttl_ms, body = self._reader.read(raw)
-            section = self._by_section.get(id(properties))
-            if section is None or section[0] is not properties:
-                envelope = self._envelope(properties, ttl_ms)
-                section = (properties, envelope, (str(envelope.key), properties.get("publicationId")))
-                _keep(self._by_section, id(properties), section)
-            envelope = section[1]
-            if envelope.ttl_ms != ttl_ms:  # (the section keeps the last one: a publisher repeats its ttl too)
-                envelope = If2Envelope(envelope.key, ttl_ms, envelope.lat, envelope.lon)
-                section = (properties, envelope, section[2])
-                _keep(self._by_section, id(properties), section)
+            envelope, body, identity, ttl_ms = self._export_maps.map(raw)
         except (If2KeyError, ValueError, TypeError) as exc:
             self.counts["export_refused"] += 1
             self._event("warning", "if2_export_refused", {"error": str(exc)})
             self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
             return None
-        return _Export(receiver, delivery, envelope, body, section[2], ttl_ms)
+        return _Export(receiver, delivery, envelope, body, identity, ttl_ms)
 
-    def _envelope(self, properties: dict[str, Any], ttl_ms: int | None) -> If2Envelope:
-        """:func:`if2_envelope`, kept for the last :data:`MAPPINGS` combinations of the properties it reads."""
-        values = tuple(map(properties.get, _ENVELOPE_PROPERTIES))
-        cached = (values, tuple(map(type, values)))
-        try:
-            known = self._envelopes.get(cached)
-        except TypeError:  # (a value that is not hashable: not kept)
-            return if2_envelope(properties, self.providers, ttl_ms)
-        if known is not None:
-            return If2Envelope(known.key, ttl_ms, known.lat, known.lon)
-        envelope = if2_envelope(properties, self.providers, ttl_ms)
-        _keep(self._envelopes, cached, envelope)
-        return envelope
-
-    async def _export_after(self, export: "_Export", publishing: "asyncio.Future[bool]") -> None:
-        self._export(export, await asyncio.shield(publishing), time.monotonic())
-
-    def _export(self, export: "_Export", at_if2: bool, now: float) -> None:
-        """Settled when IF2 has the copy or nothing new for IF2 is in it, else published (``now``: monotonic)."""
+    def _export(self, export: "_Export", at_if2: bool, now: float | None = None) -> None:
+        """Settled when IF2 has the copy or nothing new for IF2 is in it, else published (``now``: monotonic,
+        when the caller read the clock)."""
+        if now is None:
+            now = time.monotonic()
         if at_if2 is True and not self.policy.holds(export.identity, export.body):
             # given out again after a lost settlement, and newer content went out since: IF2 has it
             self.copies.forget(export.copy)
@@ -421,10 +392,11 @@ class If2Bridge:
         self._exporting += 1
         self._publish(export.envelope, export.body, export)
 
-    def _on_confirmed(self, tokens: Sequence[Any], ack: bool) -> None:
-        """RabbitMQ's confirms of one ack or nack frame (or every unconfirmed publish of a lost connection):
-        the exports' BI deliveries accepted together (:meth:`_exported`), a nacked one held
-        (:meth:`_nacked`); any other publish's (the republishing loop's) callback called."""
+    def _on_confirmed(self, tokens: Sequence[Any], ack: bool, warn: bool = True) -> None:
+        """RabbitMQ's confirms of one ack or nack frame (or every unconfirmed publish of a lost connection,
+        or a publish that never reached RabbitMQ: ``warn`` False, logged before): the exports' BI
+        deliveries accepted together (:meth:`_exported`), a nacked one held (:meth:`_nacked`); any other
+        publish's (the republishing loop's) callback called."""
         exports: list[_Export] = []
         for token in tokens:
             if type(token) is _Export:
@@ -436,8 +408,9 @@ class If2Bridge:
                 self._exported(exports)
             return
         for export in exports:
-            self._event("warning", "if2_publish_failed", {"routing_key": str(export.envelope.key),
-                                                          "error": "not confirmed"})
+            if warn:
+                self._event("warning", "if2_publish_failed", {"routing_key": str(export.envelope.key),
+                                                              "error": "not confirmed"})
             self._nacked(export)
 
     def _exported(self, exports: "list[_Export]") -> None:
@@ -489,7 +462,7 @@ class If2Bridge:
             task.add_done_callback(self._tasks.discard)
             return
         if envelope.key.message_type not in session.exchanges:
-            self._not_published(done)
+            self._on_confirmed((done,), False, warn=False)
             return
         cached = (envelope.lat, envelope.lon, envelope.ttl_ms)
         properties = self._outgoing.get(cached)
@@ -508,13 +481,6 @@ class If2Bridge:
 
         session.publish(envelope.key.message_type, key, properties, body, confirmed)
 
-    def _not_published(self, done: "Callable[[bool], None] | _Export") -> None:
-        """A publish that never reached RabbitMQ."""
-        if isinstance(done, _Export):
-            self._nacked(done)
-        else:
-            done(False)
-
     async def _publish_when_up(self, envelope: If2Envelope, body: bytes,
                                done: "Callable[[bool], None] | _Export") -> None:
         with contextlib.suppress(TimeoutError):
@@ -524,15 +490,9 @@ class If2Bridge:
         if session is None or not session.open:
             self._event("warning", "if2_publish_failed", {"routing_key": str(envelope.key),
                                                           "error": "RabbitMQ not connected"})
-            self._not_published(done)
+            self._on_confirmed((done,), False, warn=False)
             return
         self._publish(envelope, body, done)
-
-    async def _published(self, envelope: If2Envelope, body: bytes) -> bool:
-        """:meth:`_publish`, awaited (the republishing loop)."""
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._publish(envelope, body, lambda ok: None if answer.done() else answer.set_result(ok))
-        return await answer
 
     async def _republish_loop(self) -> None:
         """IF2 6.4 rules 2 and 3 between copies from C-Roads (:meth:`RepublishPolicy.due`)."""
@@ -541,7 +501,9 @@ class If2Bridge:
             for due in self.policy.due(now):
                 envelope = due.payload
                 again = If2Envelope(envelope.key, due.ttl_ms, envelope.lat, envelope.lon)
-                if await self._published(again, due.body):
+                answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+                self._publish(again, due.body, functools.partial(_answer, answer))
+                if await answer:
                     self.counts["republished"] += 1
                 else:
                     self.policy.failed(due.key)
@@ -597,6 +559,48 @@ class _ImportMaps:
         return mapping, ttl_ms
 
 
+class _ExportMaps:
+    """C-Roads -> IF2: what a BI message maps to (its envelope, body, republishing identity and ttl), the
+    envelope kept (:data:`MAPPINGS`) by the values of the properties it reads, and in front of that by
+    the properties object: the reader gives one per distinct section, read-only."""
+
+    def __init__(self, providers: ProviderTable) -> None:
+        self.providers = providers
+        self._reader = bi_message.Reader(MAPPINGS)  #: BI messages read, their properties decoded once per section
+        self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
+        #: id -> (properties, the last envelope made for them, the republishing identity)
+        self._by_section: OrderedDict[int, tuple[dict[str, Any], If2Envelope, tuple[str, Any]]] = OrderedDict()
+
+    def map(self, raw: bytes | bytearray) -> tuple[If2Envelope, bytes, tuple[str, Any], int | None]:
+        """The envelope, body, identity and ttl of a BI message; If2KeyError, ValueError or TypeError when
+        it cannot be mapped to IF2."""
+        properties, ttl_ms, body = self._reader.read(raw)
+        section = self._by_section.get(id(properties))
+        if section is None or section[0] is not properties:
+            envelope = self._envelope(properties, ttl_ms)
+            section = (properties, envelope, (str(envelope.key), properties.get("publicationId")))
+            _keep(self._by_section, id(properties), section)
+        envelope = section[1]
+        if envelope.ttl_ms != ttl_ms:  # (the section keeps the last one: a publisher repeats its ttl too)
+            envelope = If2Envelope(envelope.key, ttl_ms, envelope.lat, envelope.lon)
+            _keep(self._by_section, id(properties), (properties, envelope, section[2]))
+        return envelope, body, section[2], ttl_ms
+
+    def _envelope(self, properties: dict[str, Any], ttl_ms: int | None) -> If2Envelope:
+        """:func:`if2_envelope`, kept for the last :data:`MAPPINGS` combinations of the properties it reads."""
+        values = tuple(map(properties.get, _ENVELOPE_PROPERTIES))
+        cached = (values, tuple(map(type, values)))
+        try:
+            known = self._envelopes.get(cached)
+        except TypeError:  # (a value that is not hashable: not kept)
+            return if2_envelope(properties, self.providers, ttl_ms)
+        if known is not None:
+            return If2Envelope(known.key, ttl_ms, known.lat, known.lon)
+        envelope = if2_envelope(properties, self.providers, ttl_ms)
+        _keep(self._envelopes, cached, envelope)
+        return envelope
+
+
 class _Mapping(NamedTuple):
     """What an IF2 routing key and position map to: the envelope (its ttl not kept), the C-Roads
     properties and their application-properties section (:mod:`.bi_message`)."""
@@ -638,6 +642,16 @@ class _Export:
         self.publishing: Publishing | None = None
         self.published_at = 0.0  #: when it was last published (monotonic)
         self.held: asyncio.TimerHandle | None = None  #: its release, while a nack holds it
+
+
+def _answer(future: "asyncio.Future[bool]", ok: bool) -> None:
+    if not future.done():
+        future.set_result(ok)
+
+
+async def _then(future: "asyncio.Future[bool]", call: Callable[[bool], None]) -> None:
+    """``call`` with the future's result once it is done (the future itself not cancelled with the task)."""
+    call(await asyncio.shield(future))
 
 
 def _keep(cache: "OrderedDict[Any, Any]", key: Hashable, value: Any) -> None:
