@@ -4,7 +4,7 @@ the sans-I/O :class:`~.amqp091.Connection`, and time (heartbeats). Writes are ga
 so the publishes of two turns' BI deliveries go in one write however many there are.
 
 Under load the socket rests between reads (:data:`REST_AFTER`, :data:`REST_S`): after a read that
-carried many deliveries it is not read again for a few milliseconds, so the next read takes what came
+carried many deliveries it is not read again for a millisecond, so the next read takes what came
 meanwhile in one go. Each read costs the node a fixed share (the TLS read, a loop turn, the BI
 write it causes and the dispositions that come back for it) whatever it carries; RabbitMQ writes a
 handful of deliveries at a time, so a node that keeps up reads a handful at a time and pays that
@@ -38,10 +38,9 @@ Confirm = Callable[[bool], None]
 #: the tokens of publishes that the broker confirmed (True) or did not (False), in publishing order
 OnConfirmed = Callable[[Sequence[Any], bool], None]
 #: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`)
-REST_AFTER = 16
-#: how long it rests (RabbitMQ keeps up to ``prefetch`` unacknowledged deliveries coming meanwhile): at
-#: 10,000 msgs/s a read of ~30; a read of :data:`REST_AFTER` takes a stall of 8 ms at 2,000 msgs/s
-REST_S = 0.003
+REST_AFTER = 8
+#: how long it rests (RabbitMQ keeps up to ``prefetch`` unacknowledged deliveries coming meanwhile)
+REST_S = 0.001
 
 
 class AmqpClosed(ConnectionError):
