@@ -9,6 +9,7 @@ from pamqp import body, commands, frame, header
 
 from interchange.bridges.if2.amqp091 import Connection, Delivery
 from interchange.bridges.if2.amqp091_io import Client
+from tests.unit.test_if2_export_path import OPENING
 
 
 def _frames(*frames: tuple[int, Any]) -> bytes:
@@ -25,9 +26,7 @@ def _delivery(tag: int) -> bytes:
 def _client() -> tuple[Client, list[list[Delivery]]]:
     connection = Connection()
     connection.start()
-    connection.receive(_frames((0, commands.Connection.Start(mechanisms="EXTERNAL")),
-                               (0, commands.Connection.Tune(frame_max=131072, heartbeat=0)),
-                               (0, commands.Connection.OpenOk())))
+    connection.receive(OPENING)
     connection.send(2, commands.Channel.Open())
     connection.receive(_frames((2, commands.Channel.OpenOk())))
     client = Client(connection)

@@ -17,7 +17,7 @@ from certs import TestPki
 from interchange.bridges.if2.amqp091 import Connection
 from interchange.bridges.if2.amqp091_io import Client
 from interchange.broker.local_door import LocalConsumer
-from tests.unit.test_if2_export_path import SPATEM, export_path, wire
+from tests.unit.test_if2_export_path import OPENING, SPATEM, export_path, wire
 from tests.unit.test_local_consumer import BODIES, CONSUMER, SOURCE, Broker, DoorReader, body_of
 
 
@@ -85,9 +85,7 @@ def _confirm_channel() -> Connection:
     """A connection open with channel 1 in confirm mode."""
     connection = Connection()
     connection.start()
-    connection.receive(wire((0, commands.Connection.Start(mechanisms="EXTERNAL")),
-                            (0, commands.Connection.Tune(frame_max=131072, heartbeat=0)),
-                            (0, commands.Connection.OpenOk())))
+    connection.receive(OPENING)
     connection.send(1, commands.Channel.Open())
     connection.send(1, commands.Confirm.Select())
     connection.receive(wire((1, commands.Channel.OpenOk()), (1, commands.Confirm.SelectOk())))

@@ -69,6 +69,12 @@ def wire(*frames: tuple[int, Any]) -> bytes:
     return b"".join(frame.marshal(value, channel) for channel, value in frames)
 
 
+#: What a broker offering SASL EXTERNAL sends to open a connection: start, tune (no heartbeat), open-ok.
+OPENING = wire((0, commands.Connection.Start(mechanisms="EXTERNAL")),
+               (0, commands.Connection.Tune(frame_max=131072, heartbeat=0)),
+               (0, commands.Connection.OpenOk()))
+
+
 async def export_path(pki: TestPki) -> tuple[If2Bridge, Client, Wire, Any]:
     identity = pki.identity(BRIDGE)
     config = If2Config(url="amqps://127.0.0.1:5671/", actor=BRIDGE, exports={"SPAT": ["#"]},
@@ -83,9 +89,7 @@ async def export_path(pki: TestPki) -> tuple[If2Bridge, Client, Wire, Any]:
     client, transport = Client(Connection()), Wire()
     client.on_confirmed = bridge._on_confirmed  # (as the bridge's RabbitMQ link sets it)
     client.connection_made(transport)
-    client.data_received(wire((0, commands.Connection.Start(mechanisms="EXTERNAL")),
-                              (0, commands.Connection.Tune(frame_max=131072, heartbeat=0)),
-                              (0, commands.Connection.OpenOk())))
+    client.data_received(OPENING)
     client.amqp.send(1, commands.Channel.Open())
     client.amqp.send(1, commands.Confirm.Select())
     client.data_received(wire((1, commands.Channel.OpenOk()), (1, commands.Confirm.SelectOk())))
