@@ -295,9 +295,7 @@ class LocalConsumer:
             return True
         if message.holders is not None:  # durable: the source is done with it
             self._core.consumed(self, message)
-        if self._starved and not self._refilling:
-            self._refilling = True
-            self._schedule(self._refill)
+        self._refill_soon()
         return True
 
     def accept_all(self, tags: list[int]) -> int:
@@ -314,10 +312,15 @@ class LocalConsumer:
                 log.settled(self, message, tag, "accepted")
             if message.holders is not None:  # durable: the source is done with it
                 core.consumed(self, message)
-        if settled and self._starved and not self._refilling:
+        if settled:
+            self._refill_soon()
+        return settled
+
+    def _refill_soon(self) -> None:
+        """A settlement freed credit: a starved link is refilled once, in a later loop turn."""
+        if self._starved and not self._refilling:
             self._refilling = True
             self._schedule(self._refill)
-        return settled
 
     def _refill(self) -> None:
         """Credit again, as a receiver's flow frame would bring it: once for a turn's settlements. What the

@@ -73,10 +73,7 @@ class BrokerObserver:
         self.received_by: dict[tuple[object, str, bool], int] = {}
 
     def received(self, message: BrokerMessage, address: str) -> None:
-        self.received_count += 1
-        key = (message.properties.get("messageType"), message.publisher, message.federated)
-        by = self.received_by
-        by[key] = by.get(key, 0) + 1
+        self.received_run(message, 1)
         log = self.log
         if log is not None and log.messages_on:
             log.message("received_message", message, address)

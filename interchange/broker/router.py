@@ -510,26 +510,13 @@ class BrokerCore:
     def _route(self, message: BrokerMessage, now: int, address: str, keep: bool = True) -> None:
         """Offer ``message`` to every source whose node selector takes it (the sources kept by its
         properties object when ``keep``: the admission saw its section before)."""
-        properties = message.properties
-        routes = self._routes[message.federated]
-        known = routes.get(id(properties))
-        if known is not None and known[0] is properties:
-            targets: Iterable[Source] = known[1]
-        elif keep:
-            targets = self._targets(properties, message.federated)
-            if len(routes) >= DERIVED:
-                routes.clear()
-            routes[id(properties)] = (properties, targets)
-        else:
-            targets = self._taking(properties, message.federated)
+        targets = self._targets_of(message.properties, message.federated, keep)
         holders = message.holders  # a durable message: which sources hold it
-        routed = 0
         for source in targets:
             if holders is not None:
                 holders.add(source.spec.address)
             source.offer(message, now)
-            routed += 1
-        self.observer.routed(routed, message, address)
+        self.observer.routed(len(targets), message, address)
         if self.budget.used > self.budget.limit:
             self._enforce_budget()
 

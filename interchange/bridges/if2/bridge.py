@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -53,7 +54,7 @@ from interchange.bridges.if2.keys import (
 from interchange.bridges.if2.rabbit import RabbitLink, Session, outgoing
 from interchange.bridges.if2.republish import RepublishPolicy
 from interchange.broker.client import RELEASE, ReceiverState
-from interchange.broker.local_door import ACCEPTED, ConsumingDoor, LocalConsumer
+from interchange.broker.local_door import ConsumingDoor, LocalConsumer
 
 __all__ = ["If2Bridge", "NodeView"]
 
@@ -239,10 +240,7 @@ class If2Bridge:
             return _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered).answered
 
         answers = self.bi.submit_all(raws, flight)
-        if answers.count(ACCEPTED) == len(ready):  # (the usual read: the door took them all at once)
-            accepted = [entry[0] for entry in ready]
-        else:
-            accepted = [entry[0] for entry, answer in zip(ready, answers) if answer is not None and answer.accepted]
+        accepted = [entry[0] for entry, answer in zip(ready, answers) if answer is not None and answer.accepted]
         if accepted:
             self.counts["imported"] += len(accepted)
             session.settle_all(accepted, True)
@@ -422,13 +420,10 @@ class If2Bridge:
             published(export.copy, export.publishing, True)
         self._exporting -= len(exports)
         self.nack_backoff.confirmed()
-        settled, start = 0, 0
-        while start < len(exports):  # (the runs of one receiver: one but across a re-attach)
-            receiver, end = exports[start].receiver, start + 1
-            while end < len(exports) and exports[end].receiver is receiver:
-                end += 1
-            settled += self.bi.accept_all(receiver, [export.delivery for export in exports[start:end]])
-            start = end
+        settled = 0
+        for _, run in itertools.groupby(exports, key=lambda export: id(export.receiver)):  # (one but across a re-attach)
+            run_exports = list(run)
+            settled += self.bi.accept_all(run_exports[0].receiver, [export.delivery for export in run_exports])
         self.counts["exported"] += len(exports)
         self.counts["export_unsettled"] += len(exports) - settled
 
