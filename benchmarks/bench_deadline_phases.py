@@ -28,6 +28,13 @@ Modes, alternated run by run:
   only on CPU that the node, the steady client and everything else leave, nearly as clients on other
   hosts would (their CPU is not the node's); a figure beside ``node``'s, never instead of it: on a
   loaded machine the clients may be starved and note their own times late;
+- ``placed``: as ``node``, with the stalled clients confined to ``--client-cpus`` (``taskset``; by default
+  the last CPU): their TLS handshakes and stages then leave the other CPUs to the node and the steady
+  client, as clients on other hosts would leave all of them (the nearest emulation of remote clients on one
+  machine; beside ``node``'s figure, never instead of it). Neither the node nor the steady client is placed;
+- ``pinned``: as ``placed``, against this tree's node with ``[broker.limits] handshake_cpus`` =
+  ``--handshake-cpus`` (by default the clients' CPUs): the node's handshake worker and rescue thread on
+  those CPUs, its event loop's thread on the others; ``pinfree``: that node, the clients not placed;
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
@@ -320,14 +327,42 @@ def bootstrap_ratio(phase: list[float], quiet: list[float], resamples: int = 300
 
 
 def scheduling(pid: int) -> str:
-    """A process's scheduling policy and nice value, as ``SCHED_OTHER nice 0`` (empty once it is gone)."""
+    """A process's scheduling policy and nice value, as ``SCHED_OTHER nice 0``, and its CPUs if it may not
+    use all of ours (``SCHED_OTHER nice 0 on CPU 1``); empty once it is gone."""
     try:
         policy = os.sched_getscheduler(pid)
         nice = os.getpriority(os.PRIO_PROCESS, pid)
+        cpus = os.sched_getaffinity(pid)
     except OSError:
         return ""
     names = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_IDLE: "SCHED_IDLE", os.SCHED_BATCH: "SCHED_BATCH"}
-    return f"{names.get(policy, str(policy))} nice {nice}"
+    placed = f" on CPU {cpu_list(cpus)}" if cpus != os.sched_getaffinity(0) else ""
+    return f"{names.get(policy, str(policy))} nice {nice}{placed}"
+
+
+def cpu_list(cpus: set[int] | frozenset[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
+
+
+def thread_cpus(pid: int) -> str:
+    """Where a process's threads may run: the main thread's CPUs, then each other set with how many threads
+    have it (``main 0; 1 thread on 1, 4 on 0,1``), read while they run."""
+    sets: dict[str, int] = {}
+    main = ""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return "?"
+    for task in tasks:
+        try:
+            cpus = cpu_list(os.sched_getaffinity(int(task)))
+        except OSError:
+            continue
+        if int(task) == pid:
+            main = cpus
+        else:
+            sets[cpus] = sets.get(cpus, 0) + 1
+    return f"main {main}; " + ", ".join(f"{n} on {cpus}" for cpus, n in sorted(sets.items()))
 
 
 class StalledClients:
@@ -425,7 +460,8 @@ def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], a
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = nodes[mode] if mode.startswith(("base", "share", "thread", "switch")) or mode == "errlog" else nodes["node"]
+    node = (nodes[mode] if mode.startswith(("base", "share", "thread", "switch")) or mode == "errlog"
+            else nodes["pinned"] if mode in ("pinned", "pinfree") else nodes["node"])
     target = nodes["peer"] if mode == "peer" else node
     paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat",
              "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{node.process.pid}/task"}
@@ -446,6 +482,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         command = ["nice", "-n", "19", *command]
     elif mode == "idle":
         command = ["chrt", "--idle", "0", *command]
+    elif mode in ("placed", "pinned"):
+        command = ["taskset", "-c", cpu_list(args.client_cpus), *command]
     try:
         got = (run_c if args.steady == "c" else run_python)(node, paths, pki, command, args, tracing)
     finally:
@@ -454,12 +492,18 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     bounds = {"arrive": stalled.spawned, "stall": stalled.ready_at or stalled.spawned,
               "closes": min(stalled.closes) if stalled.closes else got.ended, "after": got.ended}
     summary = summarize(got.samples, bounds, gil)
+    placement = thread_cpus(node.process.pid)
     problems = stalled_clients.check_closed(stalled.results, complete_records(target.log)[logged:])
     summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
                           "scheduling": stalled.scheduling,
                           "steady_cpu_ms": got.steady_cpu_s / max(1, len(got.samples)) * 1e3,
-                          "steady_n": len(got.samples)}
+                          "steady_n": len(got.samples), "node_cpus": placement}
     return summary
+
+
+def cpu_set(text: str) -> frozenset[int]:
+    """``1`` or ``0,2``: a set of CPUs."""
+    return frozenset(int(part) for part in text.split(","))
 
 
 def phase_of(sample: Sample, bounds: dict[str, float]) -> str:
@@ -549,7 +593,8 @@ def print_clients(name: str, clients: dict) -> None:
     n, problems = clients["connections"], clients["problems"]
     print(f"{name:<9}clients: {n} connections ({clients['scheduling'] or '?'}), {clients['cpu_s']:.2f} s CPU "
           f"({clients['cpu_s'] / max(n, 1) * 1e3:.2f} ms each); {n - len(problems)} of {n} closed by their deadline"
-          + (f"; {problems[:3]}" if problems else ""), flush=True)
+          + (f"; {problems[:3]}" if problems else "") + f"; the node's threads' CPUs: {clients['node_cpus']}",
+          flush=True)
 
 
 def print_run(name: str, result: dict) -> None:
@@ -593,7 +638,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice",
-                        help="node, peer, nice, idle, errlog, base, share2, thread2, switch2")
+                        help="node, peer, nice, idle, placed, pinned, pinfree, errlog, base, share2, thread2, "
+                             "switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
@@ -606,6 +652,12 @@ def main() -> None:
     parser.add_argument("--handshake-thread", action="append", choices=["idle", "nice", "normal", "loop"],
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
                              "given again: modes thread2, thread3, ...")
+    parser.add_argument("--client-cpus", type=cpu_set, default=None,
+                        help="modes placed and pinned: the CPUs the stalled clients are confined to, as 1 or 0,2 "
+                             "(default: the last CPU this process may use)")
+    parser.add_argument("--handshake-cpus", type=cpu_set, default=None,
+                        help="modes pinned and pinfree: [broker.limits] handshake_cpus of their node (default: "
+                             "--client-cpus)")
     parser.add_argument("--switch-interval", type=float, action="append",
                         help="this tree's nodes: the interpreter's GIL switch interval in seconds (default: "
                              "Python's, 0.005); given again: modes switch2, switch3, ...")
@@ -620,6 +672,8 @@ def main() -> None:
                              "client then takes most of a core)")
     parser.add_argument("--after", type=int, default=300)
     args = parser.parse_args()
+    args.client_cpus = args.client_cpus or frozenset({max(os.sched_getaffinity(0))})
+    args.handshake_cpus = args.handshake_cpus or args.client_cpus
     args.c_binary = stalled_clients.ensure_c_clients() if args.clients == "c" else None
     args.steady_binary = stalled_clients.ensure_c_steady() if args.steady == "c" else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -645,6 +699,11 @@ def main() -> None:
                 nodes[f"switch{i}"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / f"switch{i}"),
                                                        handshake_cpu_share=shares[0], handshake_thread=threads[0]),
                                            HERE, interval)
+        if "pinned" in modes or "pinfree" in modes:  # this tree's node, its handshake threads placed
+            (root / "pinned").mkdir()
+            nodes["pinned"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / "pinned"),
+                                               handshake_cpu_share=shares[0], handshake_thread=threads[0],
+                                               handshake_cpus=sorted(args.handshake_cpus)), HERE, switch)
         if "peer" in modes:
             nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE, switch)
         if "errlog" in modes:

@@ -27,6 +27,8 @@ from interchange.broker.handshake_queue import (
     THREAD,
     HandshakeThread,
     burst_capacity,
+    cpus_problem,
+    usable_cpus,
 )
 from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
@@ -67,6 +69,10 @@ class LimitsConfig(BaseModel):
     handshake_thread: HandshakeThread = Field(default=THREAD, description="where TLS handshake steps run: a "
                                               "worker thread scheduled SCHED_IDLE (idle), at nice 19 (nice), or "
                                               "as the loop (normal); or in the event loop's turns (loop)")
+    handshake_cpus: list[int] | None = Field(default=None, description="the CPUs the handshake worker (and its "
+                                             "rescue thread) is confined to, the event loop's thread then to the "
+                                             "others; CPUs this process may use, not all of them (None: no "
+                                             "placement)")
 
     def engine_limits(self) -> EngineLimits:
         return EngineLimits(publisher_credit=self.publisher_credit, max_message_size=self.max_message_size,
@@ -74,7 +80,8 @@ class LimitsConfig(BaseModel):
                             handshake_timeout_s=self.handshake_timeout_s, header_timeout_s=self.header_timeout_s,
                             sasl_timeout_s=self.sasl_timeout_s, open_timeout_s=self.open_timeout_s,
                             handshake_cpu_share=self.handshake_cpu_share,
-                            handshake_thread=self.handshake_thread)
+                            handshake_thread=self.handshake_thread,
+                            handshake_cpus=None if self.handshake_cpus is None else frozenset(self.handshake_cpus))
 
     def handshake_pace_problem(self, handshake_timeout_s: float, where: str) -> str | None:
         """Why the handshake pace and a handshake deadline cannot both hold (None: they can): at
@@ -93,6 +100,16 @@ class LimitsConfig(BaseModel):
         problem = self.handshake_pace_problem(self.handshake_timeout_s, "broker.limits.handshake_timeout_s")
         if problem is not None:
             raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _handshake_cpus_exist(self) -> "LimitsConfig":
+        """The CPUs are checked against the machine the config is loaded on (the node's)."""
+        if self.handshake_cpus is None:
+            return self
+        problem = cpus_problem(frozenset(self.handshake_cpus), usable_cpus(), self.handshake_thread)
+        if problem is not None:
+            raise ValueError(f"broker.limits.handshake_cpus {self.handshake_cpus}: {problem}")
         return self
 
 

@@ -210,6 +210,8 @@ class EngineLimits:
     handshake_cpu_share: float = CPU_SHARE
     #: where handshake steps run: a worker thread at a low priority, or the loop's turns
     handshake_thread: HandshakeThread = THREAD
+    #: the CPUs the handshake worker is confined to, the loop's thread then to the others (None: no placement)
+    handshake_cpus: frozenset[int] | None = None
 
     @property
     def stage_timeouts(self) -> StageTimeouts:

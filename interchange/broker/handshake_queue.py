@@ -34,6 +34,13 @@ loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) 
   callbacks and after what the previous turn scheduled (the broker's output flush), so input that
   arrived during a handshake turn is read, and answered, with one handshake turn in between.
 
+``[broker.limits] handshake_cpus`` (:data:`CPUS`, default none) confines the worker and the rescue thread
+to those CPUs and the loop's thread to the others (``os.sched_setaffinity`` on each thread, when the worker
+is first needed; the loop's own set is given back by :meth:`HandshakeQueue.close`), so that OpenSSL's
+handshake crypto never runs on the loop's cores; threads that the loop's thread starts afterwards inherit
+its set. The CPUs must be ones the process may use, and not all of them (:func:`cpus_problem`, checked
+when the config is loaded).
+
 Either way the steps are paced by a token bucket (:class:`HandshakeBudget`) of handshake CPU seconds,
 refilled at ``cpu_share`` seconds per second (:data:`CPU_SHARE`, ``[broker.limits]
 handshake_cpu_share``) up to :data:`BURST_S`; each step is charged the CPU time of the thread it ran
@@ -64,6 +71,9 @@ log = logging.getLogger(__name__)
 #: thread; or in the loop's own turns.
 HandshakeThread = Literal["idle", "nice", "normal", "loop"]
 THREAD: HandshakeThread = "idle"
+#: The CPUs the worker and the rescue thread are confined to (the loop's thread then to the others); None:
+#: no placement, every thread may run on every CPU the process may use.
+CPUS: frozenset[int] | None = None
 #: Steps out on the worker at once: one running, one ready so the worker never waits for the loop.
 IN_FLIGHT = 2
 #: No step back from the worker for this long while steps wait (seconds; a step takes ~1 ms of CPU):
@@ -105,6 +115,47 @@ def lower_priority(thread: HandshakeThread) -> str:
         log.warning("the TLS handshake worker cannot be scheduled %s (%s): it runs as the loop", thread, exc)
         return f"normal ({exc})"
     return thread
+
+
+def cpus_problem(cpus: frozenset[int], usable: frozenset[int] | None, thread: HandshakeThread) -> str | None:
+    """Why the handshake threads cannot be confined to ``cpus`` (None: they can): ``usable`` is the CPUs
+    the process may use (``os.sched_getaffinity(0)``; None: the system cannot confine threads)."""
+    if thread == "loop":
+        return "the handshake steps run in the event loop's turns (handshake_thread = \"loop\"): there is no worker to place"
+    if usable is None:
+        return "this system cannot confine a thread to CPUs (no os.sched_setaffinity)"
+    if not cpus:
+        return "no CPU is named"
+    unknown = sorted(cpus - usable)
+    if unknown:
+        return f"CPU {', '.join(map(str, unknown))} is not one this process may use ({_listed(usable)})"
+    if cpus >= usable:
+        return f"that is every CPU this process may use ({_listed(usable)}): leave at least one to the event loop"
+    return None
+
+
+def _listed(cpus: frozenset[int]) -> str:
+    return ", ".join(map(str, sorted(cpus)))
+
+
+def usable_cpus() -> frozenset[int] | None:
+    """The CPUs this process may use (None: the system cannot confine threads)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    return frozenset(os.sched_getaffinity(0))
+
+
+def confine(cpus: frozenset[int], what: str) -> frozenset[int] | None:
+    """Confine the calling thread to ``cpus`` (Linux: per thread, by its native id); returns the set it
+    had, or None if it cannot be confined (logged: it stays as it is)."""
+    native_id = threading.get_native_id()
+    try:
+        before = frozenset(os.sched_getaffinity(native_id))
+        os.sched_setaffinity(native_id, cpus)
+    except (AttributeError, OSError) as exc:
+        log.warning("the %s thread cannot be confined to CPU %s (%s): it runs on any", what, _listed(cpus), exc)
+        return None
+    return before
 
 
 class HandshakeBudget:
@@ -170,7 +221,8 @@ class _Worker:
                  cpu_clock: Callable[[], float], started: Callable[[], None], name: str = "tls-handshake") -> None:
         self._inbox: SimpleQueue[tuple[Handshaking, Callable[[], Any]] | None] = SimpleQueue()
         self._loop, self._done, self._cpu_clock, self._started = loop, done, cpu_clock, started
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
 
     def submit(self, connection: Handshaking, work: Callable[[], Any]) -> None:
         self._inbox.put((connection, work))
@@ -205,7 +257,8 @@ class HandshakeQueue:
 
     def __init__(self, budget_s: float = BUDGET_S, clock: Callable[[], float] = time.perf_counter,
                  cpu_share: float = CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
-                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S) -> None:
+                 thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S,
+                 cpus: frozenset[int] | None = CPUS) -> None:
         self._waiting: deque[Handshaking] = deque()
         self._scheduled = False
         self._budget_s = budget_s
@@ -218,6 +271,8 @@ class HandshakeQueue:
         self._executor: _Worker | None = None
         self._rescuer: _Worker | None = None  #: the rescue thread, at the loop's priority (made when first needed)
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
+        self.cpus = cpus
+        self._loop_cpus: tuple[int, frozenset[int]] | None = None  #: the loop thread's id and its set before
         self.out = 0  #: steps on the worker now
         self.rescuing = 0  #: steps on the rescue thread now
         self.stepped = 0  #: handshake steps run since start
@@ -243,11 +298,19 @@ class HandshakeQueue:
         return self.budget.wait_s(self._clock())
 
     def close(self) -> None:
-        """Stop the worker and the rescue thread (a step out finishes; its outcome is dropped with the loop)."""
+        """Stop the worker and the rescue thread (a step out finishes; its outcome is dropped with the loop),
+        and give the loop's thread back the CPUs it had."""
         for worker in (self._executor, self._rescuer):
             if worker is not None:
                 worker.close()
         self._executor = self._rescuer = None
+        if self._loop_cpus is not None:
+            native_id, before = self._loop_cpus
+            self._loop_cpus = None
+            try:
+                os.sched_setaffinity(native_id, before)
+            except OSError:  # the thread is gone
+                pass
 
     # on the worker (threads idle, nice, normal) --------------------------------------------------------------------
     def _dispatch(self) -> None:
@@ -304,18 +367,36 @@ class HandshakeQueue:
 
     def _worker(self) -> _Worker:
         if self._executor is None:
+            self._confine_loop()
             self._executor = _Worker(asyncio.get_running_loop(), self._done, self._cpu_clock, self._started)
         return self._executor
 
     def _rescue_thread(self) -> _Worker:
         if self._rescuer is None:  # made by the loop's thread: it runs at the loop's priority
-            self._rescuer = _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock, lambda: None,
+            self._rescuer = _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock, self._confine,
                                     name="tls-handshake-rescue")
         return self._rescuer
 
+    def _confine_loop(self) -> None:
+        """On the loop's thread, before the worker starts: the loop to the CPUs the worker is not given."""
+        if self.cpus is None or self._loop_cpus is not None:
+            return
+        others = frozenset(os.sched_getaffinity(0)) - self.cpus
+        if not others:  # the process was confined to the worker's CPUs since the config was checked
+            log.warning("no CPU is left to the event loop beside the handshake worker's (%s)", _listed(self.cpus))
+            return
+        before = confine(others, "event loop")
+        if before is not None:
+            self._loop_cpus = (threading.get_native_id(), before)
+
+    def _confine(self) -> None:
+        if self.cpus is not None:
+            confine(self.cpus, threading.current_thread().name)
+
     def _started(self) -> None:
-        """The worker thread's first act: its scheduling."""
+        """The worker thread's first acts: its scheduling, its CPUs."""
         self.priority = lower_priority(self.thread)
+        self._confine()
 
     def _done(self, connection: Handshaking, outcome: Any, cost: float) -> None:
         self.out -= 1
