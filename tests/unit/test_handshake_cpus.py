@@ -54,13 +54,15 @@ def test_the_worker_runs_on_the_cpus_asked_for_and_the_loop_on_the_others_until_
 
     async def main() -> None:
         queue, probe = HandshakeQueue(thread="idle", cpus=asked), Probe()
-        queue.submit(probe)
-        await until(lambda: probe.outcome is not None)
-        worker_id, seen = probe.outcome
-        assert worker_id != loop_id and seen == asked
-        assert frozenset(os.sched_getaffinity(worker_id)) == asked  # read back from outside, by its native id
-        assert frozenset(os.sched_getaffinity(loop_id)) == USABLE - asked
-        queue.close()
+        try:
+            queue.submit(probe)
+            await until(lambda: probe.outcome is not None)
+            worker_id, seen = probe.outcome
+            assert worker_id != loop_id and seen == asked
+            assert frozenset(os.sched_getaffinity(worker_id)) == asked  # read back from outside, by its native id
+            assert frozenset(os.sched_getaffinity(loop_id)) == USABLE - asked
+        finally:
+            queue.close()
         assert frozenset(os.sched_getaffinity(loop_id)) == USABLE  # given back
 
     asyncio.run(main())
@@ -74,15 +76,18 @@ def test_a_starved_worker_s_rescue_thread_runs_on_the_same_cpus() -> None:
         gate = threading.Event()
         queue = HandshakeQueue(thread="idle", in_flight=1, starved_s=0.02, cpus=asked)
         held, rescued = Probe(gate), Probe()
-        queue.submit(held)
-        queue.submit(rescued)
-        await until(lambda: rescued.outcome is not None)
-        assert queue.rescued_turns == 1 and rescued.outcome[1] == asked
-        assert frozenset(os.sched_getaffinity(threading.get_native_id())) == USABLE - asked
-        gate.set()
-        await until(lambda: held.outcome is not None)
-        assert held.outcome[1] == asked and held.outcome[0] != rescued.outcome[0]
-        queue.close()
+        try:
+            queue.submit(held)
+            queue.submit(rescued)
+            await until(lambda: rescued.outcome is not None)
+            assert queue.rescued_turns == 1 and rescued.outcome[1] == asked
+            assert frozenset(os.sched_getaffinity(threading.get_native_id())) == USABLE - asked
+            gate.set()
+            await until(lambda: held.outcome is not None)
+            assert held.outcome[1] == asked and held.outcome[0] != rescued.outcome[0]
+        finally:
+            gate.set()
+            queue.close()
 
     asyncio.run(main())
 
