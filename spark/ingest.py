@@ -179,7 +179,7 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
     parsed = parse.parse(read_lines(spark, files))
     aside = parse.keep_aside(parsed, *aside_bytes)
     with balanced_splits(spark, files):  # the messages write plans the scan of the lines
-        messages = _write(parse.messages(parsed.where(aside.keep)).sortWithinPartitions("node", "date", *CLUSTERED_BY),
+        messages = _write(parse.messages(parsed, aside.keep).sortWithinPartitions("node", "date", *CLUSTERED_BY),
                           mode, layout.messages)
     others = aside.rows()
     again = None
