@@ -136,7 +136,8 @@ class IngestSummary:
 #: - no page checksums. Min/max statistics and the column index (validate's page skipping) are kept;
 #: - size statistics (the per-page histograms of parquet-mr 1.15+: nothing here reads them) are asked off,
 #:   but parquet-mr 1.17's output format does not hand that setting to its writer (it has no
-#:   ``withSizeStatisticsEnabled`` call): they are still built, ~5 % of a warm ingest's task samples.
+#:   ``withSizeStatisticsEnabled`` call): they are still built, ~5 % of a warm ingest's task samples. A Parquet
+#:   format of our own whose writer turns them off gave no measurable gain (docs/performance.md): not used.
 WRITE_OPTIONS: dict[str, str] = {
     "parquet.size.statistics.enabled": "false",
     "parquet.page.write-checksum.enabled": "false",
