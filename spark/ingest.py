@@ -136,7 +136,8 @@ class IngestSummary:
 #: - no page checksums. Min/max statistics and the column index (validate's page skipping) are kept;
 #: - size statistics (the per-page histograms of parquet-mr 1.15+: nothing here reads them) are asked off,
 #:   but parquet-mr 1.17's output format does not hand that setting to its writer (it has no
-#:   ``withSizeStatisticsEnabled`` call): they are still built, ~5 % of a warm ingest's task samples.
+#:   ``withSizeStatisticsEnabled`` call): they are still built, ~5 % of a warm ingest's task samples. A Parquet
+#:   format of our own whose writer turns them off gave no measurable gain (docs/performance.md): not used.
 WRITE_OPTIONS: dict[str, str] = {
     "parquet.size.statistics.enabled": "false",
     "parquet.page.write-checksum.enabled": "false",
@@ -179,7 +180,7 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
     parsed = parse.parse(read_lines(spark, files))
     aside = parse.keep_aside(parsed, *aside_bytes)
     with balanced_splits(spark, files):  # the messages write plans the scan of the lines
-        messages = _write(parse.messages(parsed.where(aside.keep)).sortWithinPartitions("node", "date", *CLUSTERED_BY),
+        messages = _write(parse.messages(parsed, aside.keep).sortWithinPartitions("node", "date", *CLUSTERED_BY),
                           mode, layout.messages)
     others = aside.rows()
     again = None

@@ -263,10 +263,14 @@ def is_message(corrupt_reason: Column, r: Column) -> Column:
     return corrupt_reason.isNull() & r.event.isin(*tables.MESSAGE_EVENTS)
 
 
-def messages(parsed: DataFrame) -> DataFrame:
-    """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
+def messages(parsed: DataFrame, keep: Column | None = None) -> DataFrame:
+    """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`.
+
+    ``keep``: a filter true for exactly the rows of :func:`is_message` (:attr:`Aside.keep`), applied instead of
+    it: the record checks (the reason's casts and comparisons) then run once per line, not once per filter
+    (Spark does not merge a filter holding a non-deterministic function with the next one)."""
     r = F.col("r")
-    records = parsed.where(is_message(F.col("corruptReason"), r))
+    records = parsed.where(is_message(F.col("corruptReason"), r) if keep is None else keep)
     derived = _message_columns(r, F.col(STANDARD))
     stored = {"standardProperties": STANDARD, "standardKinds": STANDARD_KINDS, "otherProperties": OTHER_PROPERTIES,
               "otherKinds": OTHER_KINDS}

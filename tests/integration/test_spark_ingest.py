@@ -140,6 +140,20 @@ def test_messages_are_written_clustered_by_event_type_and_time(spark: SparkSessi
     assert chunks["timestampMs"].statistics.has_min_max and chunks["event"].statistics.has_min_max
 
 
+def test_the_messages_write_checks_each_record_once(spark: SparkSession, tmp_path: Path) -> None:
+    """The messages write filters by the keep-aside filter alone (it is true for exactly the messages): one
+    filter with the record checks in the plan, not a second one for the messages; the same rows either way."""
+    logs = _write_logs(tmp_path)
+    parsed = parse.parse(read_lines(spark, resolve_inputs([str(logs / "a"), str(logs / "*.log")])))
+    aside = parse.keep_aside(parsed, 1 << 20, 1 << 20)
+    once = parse.messages(parsed, aside.keep)
+    plan = once._jdf.queryExecution().executedPlan().toString().splitlines()
+    assert len([node for node in plan if "Filter" in node and parse.VERSION_MISSING in node]) == 1, plan
+    checked = parse.messages(parsed)
+    assert once.schema == checked.schema
+    assert sorted(map(str, once.collect())) == sorted(map(str, checked.collect())) and once.count() == 4
+
+
 def test_audit_cli_ingest_and_bad_input(spark: SparkSession, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     logs = _write_logs(tmp_path)
