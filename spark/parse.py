@@ -9,9 +9,10 @@ that is not exactly one JSON object, its reason (a plain record is read by a byt
 Spark's UTF-8 strings, any other line by Jackson: the same rows, :data:`REFERENCE_FUNCTION`). This
 module owns the contract the parser is handed: the fields, the reasons and their order. Every field
 is then cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGES`: a field of the
-wrong type becomes null instead of making the whole line unreadable. A line is corrupt (kept aside
-with its reason, never fatal) when it is not exactly one JSON object, or lacks a readable
-``schemaVersion``, ``timestamp``/``timestampMs``, ``level`` or ``event`` (:data:`REASONS`).
+wrong type, or a time outside the years 0001-9999 (:data:`EPOCH_MS_RANGE`), becomes null instead of
+making the whole line unreadable. A line is corrupt (kept aside with its reason, never fatal) when it
+is not exactly one JSON object, or lacks a readable ``schemaVersion``, ``timestamp``/``timestampMs``,
+``level`` or ``event`` (:data:`REASONS`).
 
 Version 1 records have no ``timestampMs``/``arrivalMs``/``departureMs``: they are derived from the
 ISO times; ``messageType``/``publicationId``/``shardId`` come from the application properties when
@@ -56,13 +57,27 @@ def line_schema() -> StructType:
     return StructType([StructField(name, StringType(), True) for name in line_fields()])
 
 
+#: The epoch milliseconds a time field may hold: the years 0001-9999 of an ISO 8601 time (the log's
+#: ``timestamp``). A value outside is unreadable, as a field of the wrong type is (null): one beyond
+#: Spark's microsecond timestamps would stop the whole job at the record's date, and two far apart would
+#: overflow a latency's subtraction.
+EPOCH_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+#: The fields of a record that are epoch milliseconds.
+EPOCH_MS_FIELDS = frozenset({"timestampMs", "arrivalMs", "departureMs", "settledMs", "expiryMs"})
+
+
+def _epoch_ms(ms: Column) -> Column:
+    """``ms`` (a long) if it is within :data:`EPOCH_MS_RANGE`, else null."""
+    return F.when(ms.between(*EPOCH_MS_RANGE), ms)
+
+
 def _iso_ms(text: Column) -> Column:
-    return F.unix_millis(text.try_cast("timestamp"))
+    return _epoch_ms(F.unix_millis(text.try_cast("timestamp")))
 
 
 def _typed(record: Column, name: str) -> Column:
-    kind = tables.MESSAGES[name].dataType
-    return record[name].try_cast(kind)
+    typed = record[name].try_cast(tables.MESSAGES[name].dataType)
+    return _epoch_ms(typed) if name in EPOCH_MS_FIELDS else typed
 
 
 #: A line longer than this (in bytes) is kept aside as corrupt, with its first :data:`KEPT_BYTES`:
@@ -145,7 +160,7 @@ def parse(lines: DataFrame) -> DataFrame:
         F.col("_read.properties").alias(OTHER_PROPERTIES), F.col("_read.kinds").alias(OTHER_KINDS),
         F.col("_read.details").alias(DETAILS_MAP)).drop("_read")
     r = F.col("r")
-    timestamp_ms = F.coalesce(r.timestampMs.try_cast("long"), _iso_ms(r.timestamp))
+    timestamp_ms = F.coalesce(_typed(r, "timestampMs"), _iso_ms(r.timestamp))
     version = r.schemaVersion.try_cast("int")
     readable = ", ".join(map(str, READABLE_VERSIONS))
     reason = (F.when(too_long, TOO_LONG)
@@ -250,8 +265,8 @@ def _message_columns(r: Column, standard: Column) -> dict[str, Column]:
         "publicationId": F.coalesce(r.publicationId, standard["publicationId"]),
         "publisherId": standard["publisherId"],
         "shardId": F.coalesce(r.shardId.try_cast("long"), standard["shardId"].try_cast("long")),
-        "arrivalMs": F.coalesce(r.arrivalMs.try_cast("long"), _iso_ms(r.arrivalTime)),
-        "departureMs": F.coalesce(r.departureMs.try_cast("long"), _iso_ms(r.departureTime)),
+        "arrivalMs": F.coalesce(_typed(r, "arrivalMs"), _iso_ms(r.arrivalTime)),
+        "departureMs": F.coalesce(_typed(r, "departureMs"), _iso_ms(r.departureTime)),
         "consumer": F.coalesce(r.consumer, F.when(event == "sent_message", r.identity)),
         "source": F.coalesce(r.source, F.when(delivery, r.address)),
         "reason": F.coalesce(r.reason, details["reason"]),

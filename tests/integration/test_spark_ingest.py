@@ -154,6 +154,32 @@ def test_the_messages_write_checks_each_record_once(spark: SparkSession, tmp_pat
     assert sorted(map(str, once.collect())) == sorted(map(str, checked.collect())) and once.count() == 4
 
 
+def test_times_out_of_range_are_unreadable_not_fatal(spark: SparkSession, tmp_path: Path) -> None:
+    """A time outside the years 0001-9999 is read as no time: a record without another is corrupt, a
+    message's times come from its ISO times or are null; neither stops ingest (one past Spark's
+    timestamps did, at the record's date) nor validate (two far apart would overflow a subtraction)."""
+    message = loggen.Message("ixc-a", 1, T0, loggen.properties("DENM"))
+    far = {**loggen.sent(message, T0 + 4), "arrivalMs": 9_000_000_000_000_000_000,
+           "departureMs": -9_000_000_000_000_000_000, "settledMs": 2**63 - 1, "expiryMs": -(2**63)}
+    # past Spark's microsecond timestamps; 10000-01-01T00:00:00Z; 0000-12-31T23:59:59.999Z
+    events = [{**loggen.event_record("connect", "ixc-a", T0), "timestampMs": ms} for ms in
+              (9_000_000_000_000_000_000, 253_402_300_800_000, -62_135_596_800_001)]
+    for event in events:
+        del event["timestamp"]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text(loggen.lines([loggen.received(message), far, *events]))
+    layout = tables.Layout(str(tmp_path / "out"))
+    summary = ingest(spark, [str(tmp_path / "logs")], layout.root)
+    assert (summary.messages, summary.events, summary.corrupt) == (2, 0, 3)
+    reasons = [row.reason for row in read_table(spark, layout.corrupt, tables.CORRUPT).collect()]
+    assert reasons == ["timestamp missing or invalid"] * 3
+    sent = read_table(spark, layout.messages, tables.MESSAGES).where("event = 'sent_message'").collect()[0]
+    assert (sent.timestampMs, sent.arrivalMs, sent.departureMs, sent.settledMs, sent.expiryMs) == (
+        T0 + 4, T0, T0 + 4, None, None)
+    run = validate(spark, load_messages(spark, [layout.root]), layout.root, "t")
+    assert run.metrics
+
+
 def test_audit_cli_ingest_and_bad_input(spark: SparkSession, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     logs = _write_logs(tmp_path)
