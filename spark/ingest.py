@@ -29,6 +29,7 @@ from pyspark.sql.types import StructField, StructType
 
 from interchange.ground.errors import CliError
 from spark import parse, tables
+from spark.session import settings
 from spark.tables import Layout
 
 #: The order of the messages within a node and date. Parquet keeps each page's lowest and highest
@@ -100,17 +101,9 @@ def split_bytes(total: int, cores: int, largest: int = MAX_SPLIT_BYTES) -> int:
 def balanced_splits(spark: SparkSession, files: Sequence[str]) -> Iterator[None]:
     """Within the block, scans of ``files`` (local ones sized; others left to Spark) split by :func:`split_bytes`."""
     sizes = [os.path.getsize(path) for path in files if "://" not in path and not path.startswith("file:")]
-    key = "spark.sql.files.maxPartitionBytes"
-    before = spark.conf.get(key)
-    if sizes:
-        spark.conf.set(key, str(split_bytes(sum(sizes), spark.sparkContext.defaultParallelism)))
-    try:
+    split = split_bytes(sum(sizes), spark.sparkContext.defaultParallelism) if sizes else None
+    with settings(spark, {} if split is None else {"spark.sql.files.maxPartitionBytes": str(split)}):
         yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def read_records(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -123,6 +124,22 @@ def share_compiled_classes(session: SparkSession) -> bool:
     except TypeError:  # py4j found a package, not the class: the jar is not on the class path
         return False
     return bool(shared)
+
+
+@contextmanager
+def settings(session: SparkSession, values: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, the session's SQL settings ``values``; each put back as it was after it."""
+    before = {key: session.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        session.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, was in before.items():
+            if was is None:
+                session.conf.unset(key)
+            else:
+                session.conf.set(key, was)
 
 
 def open_session(master: str | None, app_name: str, conf: Mapping[str, str] | None = None) -> tuple[SparkSession, bool]:

@@ -23,7 +23,14 @@ from pyspark.sql.types import ArrayType, StructType
 from spark import parse, rules, tables
 from spark.audit_metrics import write_metrics
 from spark.ingest import read_messages, read_records, read_table
+from spark.session import settings
 from spark.tables import Layout
+
+#: Adaptive execution replaces a stage that produced no rows (say, a frame without findings) and what
+#: depends on it by an empty relation, the frames' row counts (observations) with it: theirs then never
+#: come (``Observation.get`` fails). A validate counts every frame's checked rows, so its job runs
+#: without that one rule; its cost is the few empty tasks it would have skipped.
+KEEP_OBSERVATIONS = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
 
 
 def is_table(inputs: Sequence[str]) -> bool:
@@ -136,9 +143,10 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     def observe(frame: str) -> Observation:
         return observed.setdefault(frame, Observation(f"checked-{frame}-{unique}"))
     try:
-        found = rules.all_violations(m, rule_set, observe, checks_by_frame)
-        found.select(F.lit(run_id).alias("runId"), _unchanging_code(run_ms).alias("runMs"),
-                     *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]]).write.mode("append").parquet(layout.violations)
+        with settings(spark, {"spark.sql.adaptive.optimizer.excludedRules": _excluded_rules(spark)}):
+            found = rules.all_violations(m, rule_set, observe, checks_by_frame)
+            found.select(F.lit(run_id).alias("runId"), _unchanging_code(run_ms).alias("runMs"),
+                         *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]]).write.mode("append").parquet(layout.violations)
         checked = {check: count for o in observed.values() for check, count in o.get.items()}
         metrics = _metrics(checked, _found(spark, layout, run_id, run_ms), runs)
     finally:
@@ -148,6 +156,12 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
             for x in metrics]
     local_rows(spark, rows, tables.RULE_METRICS).coalesce(1).write.mode("append").parquet(layout.rule_metrics)
     return ValidationRun(run_id, run_ms, metrics)
+
+
+def _excluded_rules(spark: SparkSession) -> str:
+    """The session's excluded adaptive rules and :data:`KEEP_OBSERVATIONS`."""
+    before = spark.conf.get("spark.sql.adaptive.optimizer.excludedRules", None)
+    return ",".join(filter(None, (before, KEEP_OBSERVATIONS)))
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:

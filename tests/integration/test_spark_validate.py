@@ -264,6 +264,21 @@ def test_burst_rule_and_history_of_runs(spark: SparkSession, tmp_path: Path) -> 
         ("IP_013", "burst"): (1, 1), ("IP_012", "latency"): (5000, 0)}
 
 
+def test_a_log_without_findings_is_counted(spark: SparkSession, tmp_path: Path) -> None:
+    """A clean log (no finding in any frame) still gives every frame's checked rows: adaptive execution's
+    empty stages took the frames' row counts with them, and the run failed. The session's own excluded
+    rules are put back after the run."""
+    message = Message(NODE, 1, T0, properties("DENM"))
+    key = "spark.sql.adaptive.optimizer.excludedRules"
+    before = spark.conf.get(key, None)
+    run = validate(spark, _messages(spark, [received(message), sent(message, T0 + 4)]), str(tmp_path / "out"), "clean")
+    assert run.violations == 0
+    checked = {(m.rule, m.check): m.checked for m in run.metrics}
+    assert checked[("IP_012", "latency")] == 1 and checked[("IP_026", "properties")] == 1
+    assert checked[("AUDIT", "record_logged_twice")] == 2
+    assert spark.conf.get(key, None) == before
+
+
 def test_burst_counts_messages_not_records(spark: SparkSession, tmp_path: Path) -> None:
     """IP_013 checks a second by its messages, each once: 5000 records of 4999 messages (one logged twice)
     are not a burst, 5000 records of 5000 messages and 5001 records of 5000 messages are, 4999 records are
