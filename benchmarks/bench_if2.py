@@ -49,9 +49,7 @@ at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher 
 ``--rabbitmq-busy-wait`` sets the Erlang VM's scheduler busy waiting of the private RabbitMQ:
 ``none`` (the default: RabbitMQ's own start-up default, and its runtime guide's advice where the
 CPUs are shared, as here) or ``erlang-default`` (the VM's own thresholds, idle schedulers spin); the
-run prints the thresholds its ``beam.smp`` was started with. ``--rabbitmq-scheduler-bind`` its
-schedulers' binding: ``db`` (RabbitMQ's default, one core each) or ``u`` (unbound); the run prints
-the CPUs each scheduler thread may run on.
+run prints the thresholds its ``beam.smp`` was started with.
 """
 from __future__ import annotations
 
@@ -748,9 +746,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rabbitmq-busy-wait", choices=tuple(rabbitmq.BUSY_WAIT), default="none",
                         help="the private RabbitMQ's Erlang scheduler busy waiting (+sbwt, +sbwtdcpu, +sbwtdio): "
                         "none (RabbitMQ's start-up default) or erlang-default (the VM's own: idle schedulers spin)")
-    parser.add_argument("--rabbitmq-scheduler-bind", choices=rabbitmq.SCHEDULER_BIND, default="db",
-                        help="the private RabbitMQ's scheduler binding (+stbt): db (RabbitMQ's start-up default, "
-                        "each scheduler pinned to a core) or u (unbound)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if args.rabbit_ack_every < 0:
@@ -763,12 +758,10 @@ def main(argv: list[str] | None = None) -> int:
         broker = rabbitmq.RabbitMQ(work / "rabbitmq", pki_files={"chain": ident.chain, "key": ident.key,
                                                                  "trust": pki.trust_bundle},
                                    user=BRIDGE, users=(BACKOFFICE,), log=lambda *_: None,
-                                   busy_wait=args.rabbitmq_busy_wait, scheduler_bind=args.rabbitmq_scheduler_bind)
+                                   busy_wait=args.rabbitmq_busy_wait)
         broker.start()  # (it checks that beam.smp was given these thresholds)
         print(f"# RabbitMQ's scheduler busy waiting: {args.rabbitmq_busy_wait} ("
-              + ", ".join(f"+{flag} {value}" for flag, value in broker.busy_wait_in_effect().items())
-              + f"); its schedulers' binding: {args.rabbitmq_scheduler_bind} ("
-              + ", ".join(f"{name} on CPUs {cpus}" for name, cpus in broker.scheduler_cpus().items()) + ")",
+              + ", ".join(f"+{flag} {value}" for flag, value in broker.busy_wait_in_effect().items()) + ")",
               flush=True)
         proc = None
         try:

@@ -14,10 +14,7 @@ defaults to ``none``) and as its runtime tuning guide advises where the node sha
 (https://www.rabbitmq.com/docs/runtime, "Scheduler Busy Waiting": a spinning scheduler takes CPU time
 the host's other processes need); ``erlang-default`` is the VM's own (``medium``, ``short``, ``short``),
 busy waiting on. Passed explicitly either way; :meth:`RabbitMQ.start` checks what the running
-``beam.smp`` was given. The schedulers' binding to CPUs (``scheduler_bind``, erl(1) ``+stbt``):
-``db`` by default, as RabbitMQ's start-up script sets it (each scheduler thread pinned to one core
-where the VM can), or ``u``, unbound (the kernel places them); :meth:`RabbitMQ.scheduler_cpus` shows
-where each may run. By hand:
+``beam.smp`` was given. By hand:
 
     .venv/bin/python -m interchange.testing.rabbitmq [--pki DIR --cn broker.interchange.test --user actor-2]
 
@@ -27,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -53,7 +49,6 @@ BUSY_WAIT: dict[str, dict[str, str]] = {
     "none": {"sbwt": "none", "sbwtdcpu": "none", "sbwtdio": "none"},  # RabbitMQ's start-up script's
     "erlang-default": {"sbwt": "medium", "sbwtdcpu": "short", "sbwtdio": "short"},  # the VM's own
 }
-SCHEDULER_BIND = ("db", "u")  #: +stbt: RabbitMQ's start-up script's (default bind), unbound
 
 
 def _service_active() -> bool:
@@ -93,16 +88,13 @@ class RabbitMQ:
 
     def __init__(self, workdir: Path | None = None, pki_files: dict[str, Path] | None = None,
                  user: str = "guest", log: Callable[[str], object] = print, users: tuple[str, ...] = (),
-                 busy_wait: str = "none", scheduler_bind: str = "db") -> None:
+                 busy_wait: str = "none") -> None:
         """pki_files: ``chain`` (server leaf + intermediates), ``key``, ``trust`` (CA bundle), or None
         for plain AMQP. ``user``: the client certificate's CN (SASL EXTERNAL) that must exist;
-        ``users``: more of them. ``busy_wait``: a key of :data:`BUSY_WAIT`; ``scheduler_bind``: one of
-        :data:`SCHEDULER_BIND`."""
+        ``users``: more of them. ``busy_wait``: a key of :data:`BUSY_WAIT`."""
         if busy_wait not in BUSY_WAIT:
             raise ValueError(f"busy_wait must be one of {', '.join(BUSY_WAIT)}, not {busy_wait!r}")
-        if scheduler_bind not in SCHEDULER_BIND:
-            raise ValueError(f"scheduler_bind must be one of {', '.join(SCHEDULER_BIND)}, not {scheduler_bind!r}")
-        self.busy_wait, self.scheduler_bind = busy_wait, scheduler_bind
+        self.busy_wait = busy_wait
         self.users = (user, *[u for u in users if u != user])
         self.own_dir = workdir is None
         self.dir = Path(tempfile.mkdtemp(prefix="bench-rabbitmq-")) if workdir is None else workdir
@@ -184,11 +176,11 @@ class RabbitMQ:
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(d / "enabled_plugins"),
             "RABBITMQ_CONF_ENV_FILE": str(d / "rabbitmq-env.conf"),
             "RABBITMQ_PID_FILE": str(d / "rabbitmq.pid"),
-            # the scheduler busy waiting and binding (after the script's own flags: the VM takes the last
-            # of each); the distribution listener on loopback; epmd: our own, private port, loopback
+            # the scheduler busy waiting (after the script's own flags: the VM takes the last of each);
+            # the distribution listener on loopback; epmd: our own, private port, loopback
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": " ".join(f"+{flag} {value}" for flag, value
                                                             in BUSY_WAIT[self.busy_wait].items())
-            + f" +stbt {self.scheduler_bind} -kernel inet_dist_use_interface {{127,0,0,1}}",
+            + " -kernel inet_dist_use_interface {127,0,0,1}",
             "ERL_EPMD_PORT": str(self.epmd_port),
             "ERL_EPMD_ADDRESS": "127.0.0.1",
         })
@@ -231,19 +223,6 @@ class RabbitMQ:
         """The running ``beam.smp``'s scheduler busy-wait thresholds, from its command line."""
         assert self.beam_pid is not None, "the node is not running"
         return busy_wait_of(Path(f"/proc/{self.beam_pid}/cmdline").read_bytes().decode().split("\0"))
-
-    def scheduler_cpus(self) -> dict[str, str]:
-        """Each (normal) scheduler thread of the running ``beam.smp`` and the CPUs it may run on
-        (``Cpus_allowed_list``: one core each when bound)."""
-        assert self.beam_pid is not None, "the node is not running"
-        found = {}
-        for task in sorted(Path(f"/proc/{self.beam_pid}/task").iterdir()):
-            with contextlib.suppress(OSError):
-                name = (task / "comm").read_text().strip()
-                if name.endswith("_scheduler"):
-                    status = (task / "status").read_text().splitlines()
-                    found[name] = next(line.split()[1] for line in status if line.startswith("Cpus_allowed_list:"))
-        return dict(sorted(found.items(), key=lambda item: int(item[0].split("_")[0])))
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (a clean shutdown), SIGKILL after ``timeout``; then our epmd. Idempotent."""
