@@ -46,6 +46,10 @@ alone, import and export N times (alternated; ``--directions import`` leaves the
 ``--profile P`` samples the node with py-spy over each flat-out phase (``--profile-rate`` samples a
 second) and prints where its time goes (``profile_categories.py``). The bridge's queues are bounded
 at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher puts ahead.
+``--rabbitmq-busy-wait`` sets the Erlang VM's scheduler busy waiting of the private RabbitMQ:
+``none`` (the default: RabbitMQ's own start-up default, and its runtime guide's advice where the
+CPUs are shared, as here) or ``erlang-default`` (the VM's own thresholds, idle schedulers spin); the
+run prints the thresholds its ``beam.smp`` was started with.
 """
 from __future__ import annotations
 
@@ -739,6 +743,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --profile: py-spy (Python frames, by category), Linux perf (CPU samples, "
                         "kernel included, top symbols) or the node's socket system calls per message (perf stat)")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy's samples per second (--profile)")
+    parser.add_argument("--rabbitmq-busy-wait", choices=tuple(rabbitmq.BUSY_WAIT), default="none",
+                        help="the private RabbitMQ's Erlang scheduler busy waiting (+sbwt, +sbwtdcpu, +sbwtdio): "
+                        "none (RabbitMQ's start-up default) or erlang-default (the VM's own: idle schedulers spin)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if args.rabbit_ack_every < 0:
@@ -750,8 +757,12 @@ def main(argv: list[str] | None = None) -> int:
         ident = pki.identity(RABBIT)
         broker = rabbitmq.RabbitMQ(work / "rabbitmq", pki_files={"chain": ident.chain, "key": ident.key,
                                                                  "trust": pki.trust_bundle},
-                                   user=BRIDGE, users=(BACKOFFICE,), log=lambda *_: None)
-        broker.start()
+                                   user=BRIDGE, users=(BACKOFFICE,), log=lambda *_: None,
+                                   busy_wait=args.rabbitmq_busy_wait)
+        broker.start()  # (it checks that beam.smp was given these thresholds)
+        print(f"# RabbitMQ's scheduler busy waiting: {args.rabbitmq_busy_wait} ("
+              + ", ".join(f"+{flag} {value}" for flag, value in broker.busy_wait_in_effect().items()) + ")",
+              flush=True)
         proc = None
         try:
             proc, amqps, ii = start_node(node_config(pki, broker, work, args.bi_door, args.prefetch), args.tree)

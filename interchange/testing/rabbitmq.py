@@ -5,7 +5,16 @@ Installs ``rabbitmq-server`` if missing (the system instance is never used), sta
 as a child process with everything in one temp dir and every listener on loopback, with a PKI TLS
 1.3 and SASL EXTERNAL (user = the client certificate's CN), without one plain AMQP and SASL
 ANONYMOUS; waits (bounded) until it is up; stops it (SIGTERM, then SIGKILL, then its epmd) so no
-process is left behind. CPU: ``RabbitMQ.beam_pid``. By hand:
+process is left behind. CPU: ``RabbitMQ.beam_pid``.
+
+The Erlang VM's scheduler busy waiting (``busy_wait``, :data:`BUSY_WAIT`): how long an idle scheduler
+spins before it sleeps (erl(1): ``+sbwt``, ``+sbwtdcpu``, ``+sbwtdio``). ``none`` by default, as
+RabbitMQ's own start-up script sets it (rabbitmq-env, 3.10: ``RABBITMQ_SCHEDULER_BUSY_WAIT_THRESHOLD``
+defaults to ``none``) and as its runtime tuning guide advises where the node shares its CPUs
+(https://www.rabbitmq.com/docs/runtime, "Scheduler Busy Waiting": a spinning scheduler takes CPU time
+the host's other processes need); ``erlang-default`` is the VM's own (``medium``, ``short``, ``short``),
+busy waiting on. Passed explicitly either way; :meth:`RabbitMQ.start` checks what the running
+``beam.smp`` was given. By hand:
 
     .venv/bin/python -m interchange.testing.rabbitmq [--pki DIR --cn broker.interchange.test --user actor-2]
 
@@ -35,6 +44,11 @@ RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the real scri
 RABBITMQCTL = RABBITMQ_SERVER.with_name("rabbitmqctl")
 EPMD = "epmd"
 PLUGINS = ("rabbitmq_amqp1_0", "rabbitmq_auth_mechanism_ssl")
+#: The scheduler busy-wait thresholds by name: normal, dirty CPU and dirty I/O schedulers (erl(1)).
+BUSY_WAIT: dict[str, dict[str, str]] = {
+    "none": {"sbwt": "none", "sbwtdcpu": "none", "sbwtdio": "none"},  # RabbitMQ's start-up script's
+    "erlang-default": {"sbwt": "medium", "sbwtdcpu": "short", "sbwtdio": "short"},  # the VM's own
+}
 
 
 def _service_active() -> bool:
@@ -73,10 +87,14 @@ class RabbitMQ:
     """One private RabbitMQ node. ``url`` is ``amqps://127.0.0.1:PORT`` (TLS) or ``amqp://...``."""
 
     def __init__(self, workdir: Path | None = None, pki_files: dict[str, Path] | None = None,
-                 user: str = "guest", log: Callable[[str], object] = print, users: tuple[str, ...] = ()) -> None:
+                 user: str = "guest", log: Callable[[str], object] = print, users: tuple[str, ...] = (),
+                 busy_wait: str = "none") -> None:
         """pki_files: ``chain`` (server leaf + intermediates), ``key``, ``trust`` (CA bundle), or None
         for plain AMQP. ``user``: the client certificate's CN (SASL EXTERNAL) that must exist;
-        ``users``: more of them."""
+        ``users``: more of them. ``busy_wait``: a key of :data:`BUSY_WAIT`."""
+        if busy_wait not in BUSY_WAIT:
+            raise ValueError(f"busy_wait must be one of {', '.join(BUSY_WAIT)}, not {busy_wait!r}")
+        self.busy_wait = busy_wait
         self.users = (user, *[u for u in users if u != user])
         self.own_dir = workdir is None
         self.dir = Path(tempfile.mkdtemp(prefix="bench-rabbitmq-")) if workdir is None else workdir
@@ -158,8 +176,11 @@ class RabbitMQ:
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(d / "enabled_plugins"),
             "RABBITMQ_CONF_ENV_FILE": str(d / "rabbitmq-env.conf"),
             "RABBITMQ_PID_FILE": str(d / "rabbitmq.pid"),
+            # the scheduler busy waiting (after the script's own flags: the VM takes the last of each);
             # the distribution listener on loopback; epmd: our own, private port, loopback
-            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": " ".join(f"+{flag} {value}" for flag, value
+                                                            in BUSY_WAIT[self.busy_wait].items())
+            + " -kernel inet_dist_use_interface {127,0,0,1}",
             "ERL_EPMD_PORT": str(self.epmd_port),
             "ERL_EPMD_ADDRESS": "127.0.0.1",
         })
@@ -193,7 +214,15 @@ class RabbitMQ:
         if self.beam_pid is None:
             self.stop()
             raise RuntimeError("RabbitMQ runs but its beam.smp process was not found")
+        if (given := self.busy_wait_in_effect()) != BUSY_WAIT[self.busy_wait]:
+            self.stop()
+            raise RuntimeError(f"RabbitMQ's beam.smp runs with busy waiting {given}, not {self.busy_wait}'s")
         return self
+
+    def busy_wait_in_effect(self) -> dict[str, str]:
+        """The running ``beam.smp``'s scheduler busy-wait thresholds, from its command line."""
+        assert self.beam_pid is not None, "the node is not running"
+        return busy_wait_of(Path(f"/proc/{self.beam_pid}/cmdline").read_bytes().decode().split("\0"))
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (a clean shutdown), SIGKILL after ``timeout``; then our epmd. Idempotent."""
@@ -276,6 +305,19 @@ class RabbitMQ:
 
 
 # ------------------------------------------------------------------ helpers
+def busy_wait_of(argv: list[str]) -> dict[str, str]:
+    """The busy-wait thresholds a ``beam.smp`` command line gives (erlexec passes ``+sbwt X`` as
+    ``-sbwt X``; the VM applies the flags in order, so the last of each is the one in effect), for
+    each flag given, up to the end of the emulator's flags (``--``)."""
+    found: dict[str, str] = {}
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "--":
+            break
+        if flag.startswith("-") and flag[1:] in BUSY_WAIT["none"]:
+            found[flag[1:]] = value
+    return found
+
+
 def _password_hash(password: str) -> str:
     """RabbitMQ's rabbit_password_hashing_sha256: base64(salt + sha256(salt + password))."""
     salt = secrets.token_bytes(4)
@@ -369,13 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pki", type=Path, help="a certs PKI directory (TLS 1.3 + SASL EXTERNAL); else plain AMQP")
     parser.add_argument("--cn", default="broker.interchange.test", help="the server identity in the PKI")
     parser.add_argument("--user", default="actor-2", help="the client certificate's CN (the RabbitMQ user)")
+    parser.add_argument("--busy-wait", choices=tuple(BUSY_WAIT), default="none",
+                        help="the Erlang VM's scheduler busy waiting (none: RabbitMQ's start-up default)")
     args = parser.parse_args(argv)
     ensure_installed()
     files = None
     if args.pki:
         ident = args.pki / "issued" / args.cn
         files = {"chain": ident / "chain.pem", "key": ident / "key.pem", "trust": ident / "trust.pem"}
-    broker = RabbitMQ(pki_files=files, user=args.user if args.pki else "guest")
+    broker = RabbitMQ(pki_files=files, user=args.user if args.pki else "guest", busy_wait=args.busy_wait)
     try:
         broker.start()
         print(f"RabbitMQ {version()} at {broker.url} (node {broker.node}, beam.smp pid {broker.beam_pid}, "

@@ -121,7 +121,8 @@ def test_if2_benchmark_with_generator_processes() -> None:
     RabbitMQ and if2_consume as RabbitMQ alone's competing consumers; the C load generator as the
     import's C-Roads consumer): every message published by two publisher processes arrives once
     (none lost or duplicated, the publishers' own count: none unconfirmed), and both C ends' CPU
-    shows in each flat-out phase's CPU by process, with the node's event-loop wake-ups."""
+    shows in each flat-out phase's CPU by process, with the node's event-loop wake-ups; RabbitMQ
+    runs without scheduler busy waiting by default."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import")
     assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
@@ -130,7 +131,9 @@ def test_if2_benchmark_with_generator_processes() -> None:
                                            "RabbitMQ's consumers (RabbitMQ alone, the export's back-office): "
                                            "C (if2_consume, rabbitmq-c) x 2",
                                            "RabbitMQ's publishers (RabbitMQ alone, the import's back-office): "
-                                           "C (if2_publish, rabbitmq-c, confirms) x 2"))
+                                           "C (if2_publish, rabbitmq-c, confirms) x 2",
+                                           "# RabbitMQ's scheduler busy waiting: none "
+                                           "(+sbwt none, +sbwtdcpu none, +sbwtdio none)"))
     lines = output.splitlines()
     for scenario in ("rabbitmq", "if2->croads"):
         for phase, sent in (("flat out", "200"), ("100/s", "50")):
@@ -145,10 +148,14 @@ def test_if2_benchmark_with_generator_processes() -> None:
 def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
     """``--rabbit-ack-every``: RabbitMQ alone's C consumer acknowledges (multiple) instead of auto-ack,
     within the bridge's prefetch: with a prefetch of 20 and 200 messages it receives every one only
-    because it acks (one that did not would get 20)."""
+    because it acks (one that did not would get 20). (Here RabbitMQ's schedulers busy-wait, the
+    VM's own thresholds, as ``--rabbitmq-busy-wait erlang-default`` asks.)"""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "1", "--messages", "200", "--rates", "100",
-                 "--paced-s", "0.5", "--directions", "import", "--prefetch", "20", "--rabbit-ack-every", "7")
-    assert_prints("bench_if2.py", output, ("C (if2_consume, rabbitmq-c, acks every 7, prefetch 20) x 1",))
+                 "--paced-s", "0.5", "--directions", "import", "--prefetch", "20", "--rabbit-ack-every", "7",
+                 "--rabbitmq-busy-wait", "erlang-default")
+    assert_prints("bench_if2.py", output, ("C (if2_consume, rabbitmq-c, acks every 7, prefetch 20) x 1",
+                                           "# RabbitMQ's scheduler busy waiting: erlang-default "
+                                           "(+sbwt medium, +sbwtdcpu short, +sbwtdio short)"))
     lines = output.splitlines()
     for phase, sent in (("flat out", "200"), ("100/s", "50")):
         row = next(line.split() for line in lines if line.startswith(f" 1 {'rabbitmq':<14} {phase}"))
