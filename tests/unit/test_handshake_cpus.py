@@ -15,17 +15,10 @@ from pydantic import ValidationError
 
 from interchange.app.config import LimitsConfig
 from interchange.broker.handshake_queue import HandshakeQueue, cpus_problem
+from tests.unit.test_handshake_worker import until
 
 USABLE = frozenset(os.sched_getaffinity(0))
 needs_two = pytest.mark.skipif(len(USABLE) < 2, reason="placement needs at least two CPUs")
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    for _ in range(2000):
-        if condition():
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError("condition not reached in 4 s")
 
 
 class Probe:
