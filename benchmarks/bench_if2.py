@@ -66,6 +66,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,14 @@ DENM_KEY = "DENM.1_2_1.RWS.5." + ".".join(TILE)
 IVI_KEY = "IVI.1_2_1.RWS.0." + ".".join(TILE)  # the baseline's: an exchange the bridge does not import
 SPATEM_PROPS = {"messageType": "SPATEM", "protocolVersion": "SPATEM:2.1.1", "publisherId": "NL00001",
                 "publicationId": "NL00001:spat-bench", "originatingCountry": "NL", "quadTree": f",{TILE},"}
+#: ``--floor``'s plain BI path: an actor of its own publishing IVIM (a type the bridge neither imports nor
+#: exports here, so the bridge does no work for it) to its own IVIM subscription, with eight properties as
+#: the import's BI DENMs have (the two integer DENM codes as two string IVIM lists: the C generator's
+#: ``--property`` puts strings)
+PLAIN = "bi-plain"
+PLAIN_PROPS = {"messageType": "IVIM", "protocolVersion": "IVIM:2.0.0", "publisherId": "NL00001",
+               "publicationId": "NL00001:if2-IVI-1_2_1", "originatingCountry": "NL", "quadTree": f",{TILE},",
+               "iviType": ",1,", "pictogramCategoryCode": ",557,"}
 
 
 @dataclass
@@ -115,6 +124,8 @@ class Result:
     pub_cpu_us: float = 0.0  # of gen_cpu_us: the publishing end (pika processes, or the C-ITS actor)
     cons_cpu_us: float = 0.0  # of gen_cpu_us: the consuming end (pika processes, or the C-ITS actor)
     pub_failed: int = 0  # publishes RabbitMQ did not confirm (C publishers ask; pika's do not)
+    others_cpu_us: float = 0.0  # the machine's busy CPU per message outside the node, RabbitMQ and the clients
+    steal_us: float = 0.0  # the machine's steal per message (the host ran something else on its CPUs)
     node_wakeups: float = 0.0  # the node's event-loop thread: times it slept and was woken, per message
 
 
@@ -133,9 +144,19 @@ def wakeups(pid: int) -> int:
     return 0
 
 
+def machine_cpu() -> tuple[float, float]:
+    """The machine's busy CPU seconds (all processes, all cores: user, nice, system, irq, softirq) and its
+    steal (time this virtual machine's CPUs were runnable but the host ran something else), from /proc/stat."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
 def usage(pids: tuple[int, int]) -> list[float]:
-    """The CPU seconds of the node and of RabbitMQ (``pids``), then the node's wake-ups (:func:`wakeups`)."""
-    return [*(cpu_s(pid) for pid in pids), float(wakeups(pids[0]))]
+    """The CPU seconds of the node and of RabbitMQ (``pids``), the node's wake-ups (:func:`wakeups`), then
+    the machine's busy and steal seconds (:func:`machine_cpu`)."""
+    return [*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()]
 
 
 def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
@@ -183,6 +204,31 @@ async def actor_setup(pki: TestPki, ii_port: int) -> tuple[str, str]:
         delivery = await post("/deliveries", {"name": ACTOR, "deliveries": [{"selector": "TRUE"}]})
         sub = await post("/subscriptions", {"name": ACTOR, "subscriptions": [{"selector": "messageType = 'DENM'"}]})
     return delivery["deliveries"][0]["endpoints"][0]["target"], sub["subscriptions"][0]["endpoints"][0]["source"]
+
+
+async def plain_setup(pki: TestPki, ii_port: int) -> tuple[str, str]:
+    """``--floor``'s plain BI path: the delivery target and the IVIM subscription's source of PLAIN."""
+    async with actor_api(pki.directory, PLAIN, NODE, ii_port) as post:
+        cap = {"application": {**{k: v for k, v in PLAIN_PROPS.items() if k not in ("quadTree", "iviType",
+                                                                                   "pictogramCategoryCode")},
+                               "quadTree": ["1202"]}}
+        await post("/capabilities", {"name": PLAIN, "capabilities": [cap]})
+        delivery = await post("/deliveries", {"name": PLAIN, "deliveries": [{"selector": "TRUE"}]})
+        sub = await post("/subscriptions", {"name": PLAIN, "subscriptions": [{"selector": "messageType = 'IVIM'"}]})
+    return delivery["deliveries"][0]["endpoints"][0]["target"], sub["subscriptions"][0]["endpoints"][0]["source"]
+
+
+def bi_sizes() -> tuple[int, int]:
+    """The bytes of one BI message of the import (the bridge's DENM of DENM_KEY with a 60 s expiration and
+    a stamp's body) and of ``--floor``'s plain path (PLAIN_PROPS, the same body and ttl), as encoded."""
+    from interchange.bridges.if2 import bi_message, keys
+
+    body = stamp3(0)
+    providers = keys.ProviderTable.of([("RWS", "NL00001")])
+    imported = bi_message.message(bi_message.application_properties(
+        keys.croads_properties(keys.envelope_of(DENM_KEY, 60_000, {}), providers)), body, 60_000)
+    plain = Message(body=body, properties=PLAIN_PROPS, inferred=True, ttl=60.0).encode()
+    return len(imported), len(plain)
 
 
 # ------------------------------------------------------------------ scenarios
@@ -333,21 +379,85 @@ def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: 
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     woken = (wakeups(pids[0]) - cpu0[2]) / max(1, run.received) if len(cpu0) > 2 else 0.0
+    others = steal = 0.0
+    if len(cpu0) > 4:
+        busy, stolen = machine_cpu()
+        steal = (stolen - cpu0[4]) / max(1, run.received) * 1e6
+        others = (busy - cpu0[3]) / max(1, run.received) * 1e6 - (node + rabbit + pub_cpu_us + cons_cpu_us)
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
-                  pub_failed=run.publish_failed, node_wakeups=woken)
+                  pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
-                 pids: tuple[int, int], kind: loadgen.ConsumerKind, publishers: loadgen.PublisherKind) -> Result:
-    """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone)."""
+                 pids: tuple[int, int], kind: loadgen.ConsumerKind, publishers: loadgen.PublisherKind,
+                 before_go: Any = None, scenario: str = "rabbitmq") -> Result:
+    """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone); ``before_go``:
+    called once the publishers are connected, just before they start (``--floor``'s barrier)."""
     per = max(1, count // args.processes)
     consumers = kind.start(endpoint, "bench-ivi", args.consumers)
-    cpu0 = usage(pids)
-    pubs = publishers.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes)
+    probe0 = cpu_probe() if not rate else ""
+    cpu0, threads0 = usage(pids), beam_threads(pids[1])
+    pubs = publishers.publish(endpoint, "IVI", IVI_KEY, args.processes, per, rate / args.processes, before_go)
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
+    threads = beam_threads(pids[1])
     run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
-    return mp_result("rabbitmq", phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
+    if not rate:
+        print(f"# {scenario} {phase}: " + threads_line(threads0, threads, run.received)
+              + f"; CPU probe before: {probe0}; after: {cpu_probe()}", flush=True)
+    return mp_result(scenario, phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
+
+
+def cpu_probe(steps: int = 300_000) -> str:
+    """On each CPU in turn (this thread bound to it): ns of CPU per step of a fixed Python loop (~15 ms):
+    the same work every time, so a higher figure is a slower CPU (a virtual machine's host busier on that
+    core or its sibling, its clock lower), not more work."""
+    cpus = sorted(os.sched_getaffinity(0))
+    cells = []
+    try:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            start = time.thread_time_ns()
+            total = 0
+            for i in range(steps):
+                total += i
+            cells.append(f"CPU {cpu} {(time.thread_time_ns() - start) / steps:.1f}")
+    finally:
+        os.sched_setaffinity(0, cpus)
+    return ", ".join(cells) + " ns a step"
+
+
+def beam_threads(pid: int) -> dict[str, tuple[float, int, int]]:
+    """RabbitMQ's ``beam.smp`` by thread name (the schedulers ``1_scheduler``, ``2_scheduler``, the rest
+    as ``other``): CPU seconds, context switches (voluntary and not) and the CPU each last ran on
+    (``/proc/<pid>/task/*/stat`` field 39; -1 for ``other``)."""
+    out: dict[str, tuple[float, int, int]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            head, tail = (task / "stat").read_text().rsplit(")", 1)
+            status = (task / "status").read_text().splitlines()
+        except OSError:
+            continue  # (a thread that ended)
+        fields, name = tail.split(), head.split("(", 1)[1]
+        name = name if name.endswith("_scheduler") and name[0].isdigit() else "other"
+        switches = sum(int(line.split()[1]) for line in status if "ctxt_switches:" in line)
+        cpu, ctx, where = out.get(name, (0.0, 0, -1))
+        out[name] = (cpu + (int(fields[11]) + int(fields[12])) / tick, ctx + switches,
+                     int(fields[36]) if name != "other" else -1)
+    return out
+
+
+def threads_line(before: dict[str, tuple[float, int, int]], after: dict[str, tuple[float, int, int]],
+                 messages: int) -> str:
+    """Each ``beam_threads`` group's CPU µs and context switches per message over a phase, and its last CPU."""
+    cells = []
+    for name in sorted(after):
+        cpu, ctx, where = after[name]
+        cpu0, ctx0, _ = before.get(name, (0.0, 0, -1))
+        cells.append(f"{name} {(cpu - cpu0) / max(1, messages) * 1e6:.1f} µs, {(ctx - ctx0) / max(1, messages):.3f} "
+                     "switches" + (f", last on CPU {where}" if where >= 0 else ""))
+    return "RabbitMQ's threads per message: " + "; ".join(cells)
 
 
 #: the system calls ``--profiler syscalls`` counts (the node's socket reads and writes, its loop's waits)
@@ -419,12 +529,13 @@ class CConsumer:
     workdir: Path
     presettled: bool = False
     credit: int = 5000
+    identity: str = ACTOR
 
     def start(self, count: int) -> tuple[subprocess.Popen[str], Path]:
         """The consumer's process, once its link is attached (READY), and its samples file."""
-        files = TlsFiles.from_pki(self.pki_dir, ACTOR, with_crls=False)
+        files = TlsFiles.from_pki(self.pki_dir, self.identity, with_crls=False)
         samples = self.workdir / f"import-{time.monotonic_ns()}.samples"
-        (self.workdir / "consumers.txt").write_text(self.source + "\n")
+        (self.workdir / "consumers.txt").write_text(self.source + "\n")  # (read before READY)
         command = [str(self.binary), "run", "--url", f"amqps://127.0.0.1:{self.amqps}", "--cert",
                    str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle), "--vhost", NODE,
                    "--producers", "0", "--consumers", str(self.workdir / "consumers.txt"), "--consumer-credit",
@@ -460,6 +571,7 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     else:
         actor.expect(per * args.processes)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "import", pids[0])
+    probe0 = cpu_probe() if not rate else ""
     cpu0, own0 = usage(pids), time.process_time()
     pubs = await asyncio.to_thread(publishers.publish, endpoint, "DENM", DENM_KEY, args.processes, per,
                                    rate / args.processes)
@@ -475,6 +587,8 @@ async def import_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     run = loadgen.summarize(per, args.processes, pairs, pubs)
     own = consumer_cpu_s / max(1, run.received) * 1e6
     result = mp_result("if2->croads", phase, run, cpu0, pids, run.publisher_cpu_us, own)
+    if not rate:
+        print(f"# if2->croads {phase}: CPU probe before: {probe0}; after: {cpu_probe()}", flush=True)
     profile.stop(result)
     return result
 
@@ -506,19 +620,23 @@ class CActor:
     amqps: int
     target: str
     window: int = 1000
+    identity: str = ACTOR
+    properties: tuple[tuple[str, str], ...] = tuple(SPATEM_PROPS.items())
 
     def command(self, count: int, rate: float) -> list[str]:
-        files = TlsFiles.from_pki(self.pki_dir, ACTOR, with_crls=False)
-        props = [arg for key, value in SPATEM_PROPS.items() for arg in ("--property", f"{key}={value}")]
+        files = TlsFiles.from_pki(self.pki_dir, self.identity, with_crls=False)
+        props = [arg for key, value in self.properties for arg in ("--property", f"{key}={value}")]
         return [str(self.binary), "run", "--url", f"amqps://127.0.0.1:{self.amqps}", "--target", self.target,
                 "--cert", str(files.cert_chain), "--key", str(files.key), "--ca", str(files.trust_bundle),
                 "--vhost", NODE, "--messages", str(count), "--producers", "1", "--window", str(self.window),
                 "--rate", str(rate), "--ttl", "60000", "--if2-stamps", *props, "--sync", "--idle-ms", "0",
                 "--timeout", str(120 + count / 500)]
 
-    def run(self, count: int, rate: float, pids: tuple[int, int]) -> tuple[dict[str, Any], list[float]]:
+    def run(self, count: int, rate: float, pids: tuple[int, int],
+            before_go: Any = None) -> tuple[dict[str, Any], list[float]]:
         """Publish ``count`` messages: the generator's JSON report (its own CPU over publishing in
-        ``cpu_s``) and the node's and RabbitMQ's CPU once its link was attached (READY)."""
+        ``cpu_s``) and the node's and RabbitMQ's CPU once its link was attached (READY; ``before_go``
+        called then, before it starts)."""
         proc = subprocess.Popen(self.command(count, rate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, bufsize=1)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -526,6 +644,8 @@ class CActor:
         try:
             for line in proc.stderr:
                 if line.strip() == "READY":
+                    if before_go is not None:
+                        before_go()
                     cpu0 = usage(pids)
                 if line.strip() in ("READY", "DONE"):
                     proc.stdin.write("go\n")
@@ -566,6 +686,41 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     return result
 
 
+@dataclass(frozen=True)
+class PlainPath:
+    """``--floor``'s plain BI path: the C load generator publishing PLAIN_PROPS (PLAIN's delivery target)
+    and the import's kind of C consumer on PLAIN's IVIM subscription: the node's broker work with no bridge."""
+    publisher: CActor
+    consumer: CConsumer
+
+
+async def floor_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, count: int, pids: tuple[int, int],
+                      kind: loadgen.ConsumerKind, publishers: loadgen.PublisherKind, plain: PlainPath,
+                      rate: float) -> list[Result]:
+    """RabbitMQ alone flat out (``rabbitmq+bi``) while the node routes as many messages at the same time
+    over its plain BI path (``bi plain``), both started together (a barrier once each is connected):
+    what an import does at least (RabbitMQ's work and a BI delivery) with nothing of the bridge's. The
+    plain path's publisher is paced at ``rate`` msgs/s (0: flat out): flat out it would take its share
+    of the CPU in the phase's first third and leave RabbitMQ alone for the rest, where an import's BI
+    deliveries come at RabbitMQ's pace.
+    The ``bi plain`` row's node CPU is over its own publishing and the rest of the phase (RabbitMQ's
+    side does not touch the node); the ``rabbitmq+bi`` row's RabbitMQ CPU is its own side's."""
+    per = max(1, count // args.processes)
+    total = per * args.processes
+    proc, samples = await asyncio.to_thread(plain.consumer.start, total)
+    together = threading.Barrier(2, timeout=120)
+    bi = asyncio.to_thread(plain.publisher.run, total, rate, pids, together.wait)
+    rabbit = asyncio.to_thread(rabbit_phase, endpoint, args, "flat out", count, 0.0, pids, kind, publishers,
+                               together.wait, "rabbitmq+bi")
+    (report, cpu0), rabbit_result = await asyncio.gather(bi, rabbit)
+    consumer_report, pairs = await asyncio.to_thread(plain.consumer.finish, proc, samples)
+    run = loadgen.summarize(total, 1, pairs, [])
+    result = mp_result("bi plain", "flat out", run, cpu0, pids, float(report["cpu_s"]) / max(1, total) * 1e6,
+                       float(consumer_report["cpu_s"]) / max(1, run.received) * 1e6)
+    result.rabbit_cpu_us = rabbit_result.node_cpu_us = 0.0  # (each row is its own side's)
+    return [rabbit_result, result]
+
+
 async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
                        pids: tuple[int, int], workdir: Path) -> list[Result]:
     target, source = await actor_setup(pki, ii)
@@ -600,6 +755,18 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
             await amqp.close()
             amqp = await ClientConnection.open("127.0.0.1", amqps, context, NODE, "bench-actor")
         sender = amqp.open_sender(target)
+        plain = None
+        if args.floor:
+            if binary is None:
+                raise SystemExit("--floor needs the C load generator (benchmarks/loadgen/build.sh)")
+            plain_target, plain_source = await plain_setup(pki, ii)
+            plain = PlainPath(CActor(binary, pki.directory, amqps, plain_target, identity=PLAIN,
+                                     properties=tuple(PLAIN_PROPS.items())),
+                              CConsumer(binary, pki.directory, amqps, plain_source, workdir,
+                                        presettled=args.import_consumer == "c-presettled", identity=PLAIN))
+            imported, plain_bytes = bi_sizes()
+            print(f"# --floor: the plain BI path's messages are {plain_bytes} bytes (the import's BI messages "
+                  f"{imported}); its consumer as the import's ({args.import_consumer})", flush=True)
         print(f"# the export's C-ITS actor: {'the C load generator' if c_actor else 'this process (Python)'}; "
               f"the import's C-Roads consumer: " + ("this process (Python)" if importer is actor else
                                                     f"the C load generator ({args.import_consumer})")
@@ -616,16 +783,21 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                     await asyncio.sleep(0.001)
                 amqp.flush()
         for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
+            first = len(results)
             for phase in phases:
                 result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids, kind, pubs)
                 results.append(result)
+            if plain is not None:
+                pace = results[first].rate if args.floor_rate == "alone" else float(args.floor_rate)
+                print(f"# round {round_} floor: the plain BI path paced at {pace:,.0f} msgs/s", flush=True)
+                results += await floor_phase(endpoint, args, args.messages, pids, kind, pubs, plain, pace)
             for phase in phases if "import" in args.directions else ():
                 results.append(await import_phase(endpoint, args, *phase, importer, pids, pubs))
             for name, count, rate in phases if "export" in args.directions else ():
                 if not rate and c_actor is not None and args.export_messages:
                     count = args.export_messages  # (the BI's buffer: see --export-messages)
                 results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor))
-            for result in results[-(1 + len(args.directions)) * len(phases):]:
+            for result in results[first:]:
                 result.round = round_
     finally:
         await amqp.close()
@@ -652,6 +824,8 @@ def summary(results: list[Result]) -> None:
         peer = base.get((r.round, r.phase))
         if peer is None:
             continue
+        if r.scenario == "bi plain":
+            continue  # (floor_report)
         if r.scenario == "rabbitmq":
             if r.phase in ("throughput", "flat out") and r.gen_cpu_us:
                 print(f"# round {r.round}: the generator alone ({r.gen_cpu_us:.0f} µs per message, both ends) "
@@ -662,6 +836,41 @@ def summary(results: list[Result]) -> None:
         else:
             print(f"# round {r.round} {r.scenario} {r.phase}: added p50 {r.p50_ms - peer.p50_ms:+.2f} ms, p99 "
                   f"{r.p99_ms - peer.p99_ms:+.2f} ms over RabbitMQ alone")
+
+
+def floor_report(results: list[Result]) -> None:
+    """``--floor``, each round: RabbitMQ's rate beside the node's plain BI path over RabbitMQ alone's, the
+    CPU per message of both together against RabbitMQ alone's (every flat-out phase here keeps both cores
+    busy, so a path's rate is about 2 cores over its CPU per message, and a ratio about the inverse ratio
+    of CPU per message), and the node's CPU per message on the plain path against per import and per
+    export. The plain path is not the import's lower bound: its BI side has a publisher (a C client
+    and the node's AMQP 1.0 receiving side) where the import's bridge hands its messages to the router in
+    the node's process."""
+    flat = {(r.round, r.scenario): r for r in results if r.phase == "flat out"}
+    for round_ in sorted({r.round for r in results}):
+        alone, beside, plain = (flat.get((round_, name)) for name in ("rabbitmq", "rabbitmq+bi", "bi plain"))
+        if alone is None or beside is None or plain is None:
+            continue
+        floor_total = (beside.pub_cpu_us + beside.cons_cpu_us + beside.rabbit_cpu_us + plain.pub_cpu_us
+                       + plain.cons_cpu_us + plain.node_cpu_us)
+        alone_total = alone.pub_cpu_us + alone.cons_cpu_us + alone.rabbit_cpu_us
+        print(f"# round {round_} floor: RabbitMQ beside the node's plain BI path {beside.rate:,.0f} msgs/s = "
+              f"{beside.rate / alone.rate:.2f}x RabbitMQ alone ({alone.rate:,.0f}; by CPU per message "
+              f"{alone_total:.1f} / {floor_total:.1f} = {alone_total / floor_total:.2f}); the plain BI path "
+              f"{plain.rate:,.0f} msgs/s ({plain.lost} lost, {plain.duplicated} duplicated)")
+        print(f"#   floor CPU per message pair, µs: RabbitMQ's side {beside.pub_cpu_us:.1f} + {beside.cons_cpu_us:.1f} "
+              f"+ RabbitMQ {beside.rabbit_cpu_us:.1f}; the BI side's publisher {plain.pub_cpu_us:.1f} + consumer "
+              f"{plain.cons_cpu_us:.1f} + node {plain.node_cpu_us:.1f}; total {floor_total:.1f}; the other "
+              f"processes' and steal of the RabbitMQ side's row, the BI side's then: "
+              f"{beside.others_cpu_us + beside.steal_us:.1f} µs")
+        for name in ("if2->croads", "croads->if2"):
+            bridged = flat.get((round_, name))
+            if bridged is not None:
+                total = bridged.pub_cpu_us + bridged.cons_cpu_us + bridged.rabbit_cpu_us + bridged.node_cpu_us
+                print(f"#   {name}: node {bridged.node_cpu_us:.1f} µs per message against {plain.node_cpu_us:.1f} on "
+                      f"the plain BI path ({bridged.node_cpu_us - plain.node_cpu_us:+.1f}); all processes "
+                      f"{total:.1f} against RabbitMQ alone's {alone_total:.1f} ({alone_total / total:.2f}; its rate "
+                      f"{bridged.rate / alone.rate:.2f}x) and the floor's {floor_total:.1f}")
 
 
 def cpu_breakdown(results: list[Result]) -> None:
@@ -679,9 +888,13 @@ def cpu_breakdown(results: list[Result]) -> None:
         values = (r.pub_cpu_us, r.cons_cpu_us, r.rabbit_cpu_us, r.node_cpu_us)
         cells = [f"{v:7.1f} ({v * r.messages / 1e6:6.2f} s)" for v in (*values, sum(values))]
         print(f"# round {r.round:<2} {r.scenario:<12} " + " ".join(f"{c:>17}" for c in cells)
-              + (f"; node wake-ups {r.node_wakeups:.3f} per message" if r.node_wakeups else ""))
+              + (f"; node wake-ups {r.node_wakeups:.3f} per message" if r.node_wakeups else "")
+              + f"; {sum(values) * r.rate / 1e6:.2f} cores at its rate; the machine's other processes "
+              f"{r.others_cpu_us:.1f} µs, steal {r.steal_us:.1f} µs per message")
         peer = base.get(r.round)
         if peer is not None and peer is not r:
+            if r.scenario == "bi plain":
+                continue  # (a path without RabbitMQ: floor_report)
             extra = [v - w for v, w in zip(values, (peer.pub_cpu_us, peer.cons_cpu_us, peer.rabbit_cpu_us, 0.0))]
             print(f"#   {r.scenario} over RabbitMQ alone, µs per message: "
                   + ", ".join(f"{p} {e:+.1f}" for p, e in zip(parts, extra)) + f"; total {sum(extra):+.1f}")
@@ -746,14 +959,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rabbitmq-busy-wait", choices=tuple(rabbitmq.BUSY_WAIT), default="none",
                         help="the private RabbitMQ's Erlang scheduler busy waiting (+sbwt, +sbwtdcpu, +sbwtdio): "
                         "none (RabbitMQ's start-up default) or erlang-default (the VM's own: idle schedulers spin)")
+    parser.add_argument("--floor", action="store_true",
+                        help="with --processes: each round also runs RabbitMQ alone flat out while the node routes "
+                        "as many messages of the same size over its plain BI path (the C load generator publishing, "
+                        "the import's C consumer on the BI, no bridge) at the same time: RabbitMQ's rate then over "
+                        "RabbitMQ alone's is the most the import's ratio can be here, and the node's CPU per "
+                        "message on that path against per import and export is the bridge's own cost")
+    parser.add_argument("--floor-rate", default="alone",
+                        help="with --floor: the plain BI path's publisher's pace, msgs/s (0: flat out), or 'alone' "
+                        "(the default): RabbitMQ alone's flat-out rate of the same round, so that the node's share "
+                        "is spread over the phase as an import's BI deliveries are")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    if args.floor_rate != "alone" and not args.floor_rate.replace(".", "", 1).isdigit():
+        parser.error(f"--floor-rate is msgs/s or 'alone', not {args.floor_rate!r}")
     if args.rabbit_ack_every < 0:
         parser.error(f"--rabbit-ack-every must be 0 (auto-ack) or more, not {args.rabbit_ack_every}")
     rabbitmq.ensure_installed()
     with tempfile.TemporaryDirectory(prefix="bench-if2-") as tmp:
         work = Path(tmp)
-        pki = create_test_pki(work / "pki", [NODE, RABBIT], [BRIDGE, BACKOFFICE, ACTOR])
+        pki = create_test_pki(work / "pki", [NODE, RABBIT], [BRIDGE, BACKOFFICE, ACTOR, PLAIN])
         ident = pki.identity(RABBIT)
         broker = rabbitmq.RabbitMQ(work / "rabbitmq", pki_files={"chain": ident.chain, "key": ident.key,
                                                                  "trust": pki.trust_bundle},
@@ -785,6 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.gen_cpu_us:>11.1f} {r.pub_failed:>6}")
     summary(results)
     cpu_breakdown(results)
+    floor_report(results)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
     return 0

@@ -260,8 +260,10 @@ class ConsumerKind:
 
 
 def publish(endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,
-            rate: float = 0.0) -> list[ProcessReport]:
-    """Run ``publishers`` processes, ``per_publisher`` messages each (``rate`` msgs/s each, 0: flat out)."""
+            rate: float = 0.0, before_go: Callable[[], object] | None = None) -> list[ProcessReport]:
+    """Run ``publishers`` processes, ``per_publisher`` messages each (``rate`` msgs/s each, 0: flat out);
+    ``before_go`` is called once all are connected, just before they start (e.g. a barrier shared with
+    another load that must start at the same time)."""
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=publisher, args=(endpoint, exchange, key, i, per_publisher, rate, start, out),
@@ -269,6 +271,8 @@ def publish(endpoint: Endpoint, exchange: str, key: str, publishers: int, per_pu
     for proc in procs:
         proc.start()
     time.sleep(1.0)  # connected (TLS handshake) before the clock starts
+    if before_go is not None:
+        before_go()
     start.set()
     reports = [out.get(timeout=600) for _ in procs]
     for proc in procs:
@@ -277,9 +281,11 @@ def publish(endpoint: Endpoint, exchange: str, key: str, publishers: int, per_pu
 
 
 def c_publish(binary: Path, endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,
-              rate: float = 0.0, window: int = 1000) -> list[ProcessReport]:
+              rate: float = 0.0, window: int = 1000,
+              before_go: Callable[[], object] | None = None) -> list[ProcessReport]:
     """``publish`` with if2_publish processes (rabbitmq-c): the same bodies, routing key and properties,
-    in confirm mode with at most ``window`` unconfirmed each; all connected (READY) before any starts."""
+    in confirm mode with at most ``window`` unconfirmed each; all connected (READY) before any starts
+    (``before_go`` then, as ``publish``'s)."""
     from certs.tls import TlsFiles
 
     files = TlsFiles.from_pki(endpoint.pki_dir, endpoint.cn, with_crls=False)
@@ -294,6 +300,8 @@ def c_publish(binary: Path, endpoint: Endpoint, exchange: str, key: str, publish
         if proc.stderr.readline().strip() != "READY":
             out, err = proc.communicate(timeout=10)
             raise RuntimeError(f"a C publisher did not connect: {out.strip()} {err.strip()}")
+    if before_go is not None:
+        before_go()
     for proc in procs:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
@@ -317,10 +325,11 @@ class PublisherKind:
     binary: Path | None = None
 
     def publish(self, endpoint: Endpoint, exchange: str, key: str, publishers: int, per_publisher: int,
-                rate: float = 0.0) -> list[ProcessReport]:
+                rate: float = 0.0, before_go: Callable[[], object] | None = None) -> list[ProcessReport]:
         if self.binary is None:
-            return publish(endpoint, exchange, key, publishers, per_publisher, rate)
-        return c_publish(self.binary, endpoint, exchange, key, publishers, per_publisher, rate)
+            return publish(endpoint, exchange, key, publishers, per_publisher, rate, before_go)
+        return c_publish(self.binary, endpoint, exchange, key, publishers, per_publisher, rate,
+                         before_go=before_go)
 
     def __str__(self) -> str:
         return "Python (pika)" if self.binary is None else f"C ({self.binary.name}, rabbitmq-c, confirms)"

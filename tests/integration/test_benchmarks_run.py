@@ -145,6 +145,27 @@ def test_if2_benchmark_with_generator_processes() -> None:
     assert publishers_us > 0 and consumers_us > 0, cpu  # the C publishers' and consumers' own CPU, per message
 
 
+def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
+    """``--floor``: RabbitMQ alone flat out while the node routes as many messages over its plain BI path
+    (the C load generator publishing, the import's C consumer): both sides receive every message once,
+    each row carries its own side's CPU (the RabbitMQ side's clients and beam.smp; the BI side's clients
+    and the node), and the round's floor line compares them with RabbitMQ alone and the import."""
+    output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
+                 "--paced-s", "0.5", "--directions", "import", "--floor")
+    assert_prints("bench_if2.py", output, ("# --floor: the plain BI path's messages are ",
+                                           "# round 1 floor: the plain BI path paced at ",
+                                           "# round 1 floor: RabbitMQ beside the node's plain BI path ",
+                                           "#   if2->croads: node ", "RabbitMQ's threads per message: 1_scheduler",
+                                           "CPU probe before: CPU 0 "))
+    lines = output.splitlines()
+    rows = {scenario: next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} flat out"))
+            for scenario in ("rabbitmq+bi", "bi plain")}
+    for scenario, row in rows.items():
+        assert row[-10] == "200" and row[-4:-2] == ["0", "0"], (scenario, row)  # every message, once
+    assert float(rows["rabbitmq+bi"][-6]) == 0 and float(rows["rabbitmq+bi"][-5]) > 0, rows  # RabbitMQ's side
+    assert float(rows["bi plain"][-5]) == 0, rows  # the node's side (its CPU: 200 messages are a tick or two)
+
+
 def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
     """``--rabbit-ack-every``: RabbitMQ alone's C consumer acknowledges (multiple) instead of auto-ack,
     within the bridge's prefetch: with a prefetch of 20 and 200 messages it receives every one only
