@@ -35,6 +35,13 @@ Modes, alternated run by run:
 - ``pinned``: as ``placed``, against this tree's node with ``[broker.limits] handshake_cpus`` =
   ``--handshake-cpus`` (by default the clients' CPUs): the node's handshake worker and rescue thread on
   those CPUs, its event loop's thread on the others; ``pinfree``: that node, the clients not placed;
+- ``pinidle``: as ``pinned``, the clients also scheduled ``SCHED_IDLE`` (as the node's handshake worker
+  is), so that on their CPU they do not preempt the worker, as clients on other hosts would not;
+- ``peerpin``: the floor beside ``pinned``: the steady client uses ``pinned``'s node (its loop's thread
+  on the CPUs not in ``--handshake-cpus``, the steady client free), and the stalled clients confined to
+  ``--client-cpus`` connect to a second node process confined there too (``taskset``, all its threads): all
+  the arrivals' work, both sides', on those CPUs, none of it in the steady client's node; what ``pinned``
+  would reach if its loop did nothing per arriving connection;
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
@@ -44,6 +51,7 @@ Modes, alternated run by run:
   (the first is ``node``'s);
 - ``thread2``, ``thread3``...: as ``node``, this tree with the second, third... ``--handshake-thread``
   (``[broker.limits] handshake_thread``: idle, nice, normal, loop; the first is ``node``'s);
+  ``pinthread2``, ``pinthread3``...: as ``pinned``, its node with the second, third... ``--handshake-thread``;
 - ``switch2``, ``switch3``...: as ``node``, this tree's node with the second, third... ``--switch-interval``
   (the interpreter's GIL switch interval, ``sys.setswitchinterval``; the first is this tree's other nodes').
 
@@ -115,7 +123,8 @@ def schedstat(path: str) -> tuple[int, int]:
 class Node:
     """A node process run from the tree at ``root`` (its directory first on the module path)."""
 
-    def __init__(self, config: NodeConfig, root: Path, switch_interval: float | None = None) -> None:
+    def __init__(self, config: NodeConfig, root: Path, switch_interval: float | None = None,
+                 cpus: frozenset[int] | None = None) -> None:
         path = config.data_dir / "node.json"
         self.log = config.log.path
         path.write_text(config.model_dump_json(exclude_defaults=True))  # a --base tree may not know newer fields
@@ -123,7 +132,8 @@ class Node:
         start = ["-m", "interchange"] if switch_interval is None else [
             "-c", f"import runpy, sys; sys.setswitchinterval({switch_interval!r}); "
                   "runpy.run_module('interchange', run_name='__main__', alter_sys=True)"]
-        self.process = subprocess.Popen([sys.executable, "-P", *start, "broker", "--config", str(path)],
+        placed = ["taskset", "-c", cpu_list(cpus)] if cpus else []  # taskset execs: the pid is the node's
+        self.process = subprocess.Popen([*placed, sys.executable, "-P", *start, "broker", "--config", str(path)],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
         assert self.process.stdout is not None
         words = self.process.stdout.readline().replace(",", "").split()
@@ -460,14 +470,14 @@ def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], a
 
 
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = (nodes[mode] if mode.startswith(("base", "share", "thread", "switch")) or mode == "errlog"
-            else nodes["pinned"] if mode in ("pinned", "pinfree") else nodes["node"])
-    target = nodes["peer"] if mode == "peer" else node
+    node = (nodes[mode] if mode.startswith(("base", "share", "thread", "switch", "pinthread")) or mode == "errlog"
+            else nodes["pinned"] if mode in ("pinned", "pinfree", "pinidle", "peerpin") else nodes["node"])
+    target = nodes[mode] if mode in ("peer", "peerpin") else node
     paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat",
              "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{node.process.pid}/task"}
-    if "peer" in nodes:
-        peer = nodes["peer"].process.pid
-        paths["peer"] = f"/proc/{peer}/task/{peer}/schedstat"
+    peer = target if target is not node else nodes.get("peer")
+    if peer is not None:  # the second node's main thread (the mode's target, else the free peer's)
+        paths["peer"] = f"/proc/{peer.process.pid}/task/{peer.process.pid}/schedstat"
     traces: list[GilTrace] = []
 
     def tracing() -> None:
@@ -482,8 +492,10 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         command = ["nice", "-n", "19", *command]
     elif mode == "idle":
         command = ["chrt", "--idle", "0", *command]
-    elif mode in ("placed", "pinned"):
+    elif mode in ("placed", "pinned", "pinidle", "peerpin") or mode.startswith("pinthread"):
         command = ["taskset", "-c", cpu_list(args.client_cpus), *command]
+        if mode == "pinidle":
+            command = ["chrt", "--idle", "0", *command]
     try:
         got = (run_c if args.steady == "c" else run_python)(node, paths, pki, command, args, tracing)
     finally:
@@ -493,6 +505,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
               "closes": min(stalled.closes) if stalled.closes else got.ended, "after": got.ended}
     summary = summarize(got.samples, bounds, gil)
     placement = thread_cpus(node.process.pid)
+    if target is not node:
+        placement += f"; the peer node's: {thread_cpus(target.process.pid)}"
     problems = stalled_clients.check_closed(stalled.results, complete_records(target.log)[logged:])
     summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
                           "scheduling": stalled.scheduling,
@@ -638,8 +652,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice",
-                        help="node, peer, nice, idle, placed, pinned, pinfree, errlog, base, share2, thread2, "
-                             "switch2")
+                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, errlog, base, share2, "
+                             "thread2, pinthread2, switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
@@ -651,13 +665,13 @@ def main() -> None:
                              "given again: modes share2, share3, ... (this tree with the second, third... share)")
     parser.add_argument("--handshake-thread", action="append", choices=["idle", "nice", "normal", "loop"],
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
-                             "given again: modes thread2, thread3, ...")
+                             "given again: modes thread2, thread3, ... (and pinthread2, ...: pinned's node)")
     parser.add_argument("--client-cpus", type=cpu_set, default=None,
-                        help="modes placed and pinned: the CPUs the stalled clients are confined to, as 1 or 0,2 "
-                             "(default: the last CPU this process may use)")
+                        help="modes placed, pinned and peerpin: the CPUs the stalled clients (and peerpin's "
+                             "second node) are confined to, as 1 or 0,2 (default: the last CPU this process may use)")
     parser.add_argument("--handshake-cpus", type=cpu_set, default=None,
-                        help="modes pinned and pinfree: [broker.limits] handshake_cpus of their node (default: "
-                             "--client-cpus)")
+                        help="modes pinned, pinfree and peerpin: [broker.limits] handshake_cpus of their node "
+                             "(default: --client-cpus)")
     parser.add_argument("--switch-interval", type=float, action="append",
                         help="this tree's nodes: the interpreter's GIL switch interval in seconds (default: "
                              "Python's, 0.005); given again: modes switch2, switch3, ...")
@@ -688,6 +702,9 @@ def main() -> None:
                                           handshake_cpu_share=shares[0], handshake_thread=threads[0]), HERE, switch)}
         variants = [(f"share{i}", {"handshake_cpu_share": v}) for i, v in enumerate(shares[1:], start=2)]
         variants += [(f"thread{i}", {"handshake_thread": v}) for i, v in enumerate(threads[1:], start=2)]
+        pin = sorted(args.handshake_cpus)
+        variants += [(f"pinthread{i}", {"handshake_thread": v, "handshake_cpus": pin})
+                     for i, v in enumerate(threads[1:], start=2)]
         for name, limits in variants:  # modes share2, thread2, ...: this tree with other limits
             if name in modes:
                 (root / name).mkdir()
@@ -699,13 +716,17 @@ def main() -> None:
                 nodes[f"switch{i}"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / f"switch{i}"),
                                                        handshake_cpu_share=shares[0], handshake_thread=threads[0]),
                                            HERE, interval)
-        if "pinned" in modes or "pinfree" in modes:  # this tree's node, its handshake threads placed
+        if {"pinned", "pinfree", "pinidle", "peerpin"} & set(modes):  # this tree's node, its handshake threads placed
             (root / "pinned").mkdir()
             nodes["pinned"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / "pinned"),
                                                handshake_cpu_share=shares[0], handshake_thread=threads[0],
                                                handshake_cpus=sorted(args.handshake_cpus)), HERE, switch)
         if "peer" in modes:
             nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE, switch)
+        if "peerpin" in modes:  # the second node confined to the clients' CPUs
+            (root / "peerpin").mkdir()
+            nodes["peerpin"] = Node(deadline_node_config(pki, BROKER_CN, root / "peerpin"), HERE, switch,
+                                       args.client_cpus)
         if "errlog" in modes:
             (root / "d").mkdir()
             nodes["errlog"] = Node(deadline_node_config(pki, BROKER_CN, root / "d", "error"), HERE, switch)
