@@ -838,6 +838,23 @@ def summary(results: list[Result]) -> None:
                   f"{r.p99_ms - peer.p99_ms:+.2f} ms over RabbitMQ alone")
 
 
+def over_the_rounds(results: list[Result], goal: float = 0.8) -> None:
+    """With ``--rounds`` > 1: each bridge path's flat-out ratio to RabbitMQ alone of its round, as the median
+    and range over the rounds and how many reach the goal (0.8x). One round's ratio moves with the host's
+    virtual CPUs (every process's CPU per message rises and falls together between seconds), so the
+    median over alternated rounds is the figure to compare; each round's stays printed above."""
+    alone = {r.round: r.rate for r in results if r.scenario == "rabbitmq" and r.phase in ("throughput", "flat out")}
+    if len(alone) < 2:
+        return
+    for name in ("rabbitmq+bi", "if2->croads", "croads->if2"):
+        ratios = sorted(r.rate / alone[r.round] for r in results if r.scenario == name
+                        and r.phase in ("throughput", "flat out") and alone.get(r.round))
+        if ratios:
+            reached = sum(ratio >= goal for ratio in ratios)
+            print(f"# over {len(ratios)} rounds, {name} flat out / RabbitMQ alone: median {statistics.median(ratios):.2f}x "
+                  f"({ratios[0]:.2f}-{ratios[-1]:.2f}x), {reached} of {len(ratios)} rounds at {goal}x or more")
+
+
 def floor_report(results: list[Result]) -> None:
     """``--floor``, each round: RabbitMQ's rate beside the node's plain BI path over RabbitMQ alone's, the
     CPU per message of both together against RabbitMQ alone's (every flat-out phase here keeps both cores
@@ -1009,6 +1026,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.p99_ms:>8.2f} {r.node_cpu_us:>12.0f} {r.rabbit_cpu_us:>14.0f} {r.lost:>5} {r.duplicated:>5} "
               f"{r.gen_cpu_us:>11.1f} {r.pub_failed:>6}")
     summary(results)
+    over_the_rounds(results)
     cpu_breakdown(results)
     floor_report(results)
     if args.json:

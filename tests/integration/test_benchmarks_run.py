@@ -152,15 +152,20 @@ def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
     """``--floor``: RabbitMQ alone flat out while the node routes as many messages over its plain BI path
     (the C load generator publishing, the import's C consumer): both sides receive every message once,
     each row carries its own side's CPU (the RabbitMQ side's clients and beam.smp; the BI side's clients
-    and the node), and the round's floor line compares them with RabbitMQ alone and the import."""
+    and the node), and the round's floor line compares them with RabbitMQ alone and the import; over two
+    rounds, each path's median ratio to RabbitMQ alone of its round."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
-                 "--paced-s", "0.5", "--directions", "import", "--floor")
+                 "--paced-s", "0.5", "--directions", "import", "--floor", "--rounds", "2")
     assert_prints("bench_if2.py", output, ("# --floor: the plain BI path's messages are ",
                                            "# round 1 floor: the plain BI path paced at ",
                                            "# round 1 floor: RabbitMQ beside the node's plain BI path ",
                                            "#   if2->croads: node ", "RabbitMQ's threads per message: 1_scheduler",
-                                           "CPU probe before: CPU 0 "))
+                                           "CPU probe before: CPU 0 ",
+                                           "# over 2 rounds, rabbitmq+bi flat out / RabbitMQ alone: median ",
+                                           "# over 2 rounds, if2->croads flat out / RabbitMQ alone: median "))
     lines = output.splitlines()
+    over = next(line for line in lines if line.startswith("# over 2 rounds, if2->croads"))
+    assert over.endswith(" of 2 rounds at 0.8x or more"), over
     rows = {scenario: next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} flat out"))
             for scenario in ("rabbitmq+bi", "bi plain")}
     for scenario, row in rows.items():
