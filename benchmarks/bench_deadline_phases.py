@@ -43,7 +43,8 @@ Modes, alternated run by run:
   the arrivals' work, both sides', on those CPUs, none of it in the steady client's node; what ``pinned``
   would reach if its loop did nothing per arriving connection;
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
-  stalled connections' connect, time-out and disconnect records are not written);
+  stalled connections' connect, time-out and disconnect records are not written, so its closes are checked
+  by the clients' times alone);
 - ``base``: as ``node``, against a node process run from ``--base`` (another tree, e.g. before a
   change; the steady client and the stalled clients both use it); ``base2``, ``base3``...: the
   second, third... ``--base``;
@@ -469,10 +470,55 @@ def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], a
     return Measured(samples, stalled, ended, steady.cpu_s)
 
 
+@dataclass(frozen=True)
+class Mode:
+    """What a mode runs: the node the steady client uses, the node the stalled clients connect to (None: the
+    same), whether the clients are confined to ``--client-cpus``, their scheduling (a command prefix), and
+    whether the target's log has the stages' records to check (not at ``level = "error"``)."""
+    node: str
+    target: str | None = None
+    placed: bool = False
+    scheduling: tuple[str, ...] = ()
+    records_checked: bool = True
+
+
+SCHED_IDLE = ("chrt", "--idle", "0")
+
+
+def mode_of(name: str) -> Mode:
+    """The modes of the module docstring; the families (base2, share2, thread2, switch2, pinthread2, ...) each
+    run their own node, ``pinthread`` ones with the clients placed."""
+    match name:
+        case "nice":
+            return Mode("node", scheduling=("nice", "-n", "19"))
+        case "idle":
+            return Mode("node", scheduling=SCHED_IDLE)
+        case "peer":
+            return Mode("node", target="peer")
+        case "placed":
+            return Mode("node", placed=True)
+        case "pinned":
+            return Mode("pinned", placed=True)
+        case "pinfree":
+            return Mode("pinned")
+        case "pinidle":
+            return Mode("pinned", placed=True, scheduling=SCHED_IDLE)
+        case "peerpin":
+            return Mode("pinned", target="peerpin", placed=True)
+        case _ if name.startswith("pinthread"):
+            return Mode(name, placed=True)
+        case "errlog":
+            return Mode(name, records_checked=False)
+        case _ if name.startswith(("base", "share", "thread", "switch")):
+            return Mode(name)
+        case _:
+            return Mode("node")
+
+
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
-    node = (nodes[mode] if mode.startswith(("base", "share", "thread", "switch", "pinthread")) or mode == "errlog"
-            else nodes["pinned"] if mode in ("pinned", "pinfree", "pinidle", "peerpin") else nodes["node"])
-    target = nodes[mode] if mode in ("peer", "peerpin") else node
+    spec = mode_of(mode)
+    node = nodes[spec.node]
+    target = nodes[spec.target] if spec.target else node
     paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat",
              "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{node.process.pid}/task"}
     peer = target if target is not node else nodes.get("peer")
@@ -488,14 +534,9 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     ports = {"bi": target.bi_port, "ii": target.ii_port}
     command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
                                       args.count, pki.directory, BROKER_CN, binary=args.c_binary)
-    if mode == "nice":
-        command = ["nice", "-n", "19", *command]
-    elif mode == "idle":
-        command = ["chrt", "--idle", "0", *command]
-    elif mode in ("placed", "pinned", "pinidle", "peerpin") or mode.startswith("pinthread"):
+    if spec.placed:
         command = ["taskset", "-c", cpu_list(args.client_cpus), *command]
-        if mode == "pinidle":
-            command = ["chrt", "--idle", "0", *command]
+    command = [*spec.scheduling, *command]
     try:
         got = (run_c if args.steady == "c" else run_python)(node, paths, pki, command, args, tracing)
     finally:
@@ -507,7 +548,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     placement = thread_cpus(node.process.pid)
     if target is not node:
         placement += f"; the peer node's: {thread_cpus(target.process.pid)}"
-    problems = stalled_clients.check_closed(stalled.results, complete_records(target.log)[logged:])
+    records = complete_records(target.log)[logged:] if spec.records_checked else None
+    problems = stalled_clients.check_closed(stalled.results, records)
     summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
                           "scheduling": stalled.scheduling,
                           "steady_cpu_ms": got.steady_cpu_s / max(1, len(got.samples)) * 1e3,
@@ -716,7 +758,7 @@ def main() -> None:
                 nodes[f"switch{i}"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / f"switch{i}"),
                                                        handshake_cpu_share=shares[0], handshake_thread=threads[0]),
                                            HERE, interval)
-        if {"pinned", "pinfree", "pinidle", "peerpin"} & set(modes):  # this tree's node, its handshake threads placed
+        if any(mode_of(mode).node == "pinned" for mode in modes):  # this tree's node, its handshake threads placed
             (root / "pinned").mkdir()
             nodes["pinned"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / "pinned"),
                                                handshake_cpu_share=shares[0], handshake_thread=threads[0],

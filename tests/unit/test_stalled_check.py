@@ -53,3 +53,12 @@ def test_an_answer_where_none_comes_and_none_where_one_does_are_found() -> None:
     assert len(problems) == 2
     assert "0 bytes from the node, an answer expected" in problems[0]
     assert "12 bytes from the node, none expected" in problems[1]
+
+
+def test_without_records_the_closes_are_checked_and_the_log_is_not() -> None:
+    # a node logging errors only writes no stage records: the deadlines still count, the records do not
+    on_time = result("bi", "tls-idle", EXPECTED[("bi", "tls-idle")][0] + 0.3, port=10)
+    late = result("bi", "open-missing", 4.5 + 2.1, port=11)
+    problems = check_closed([on_time, late], None)
+    assert len(problems) == 1 and "held 6.60 s" in problems[0]
+    assert len(check_closed([on_time], [])) == 1  # (an empty log is checked: the record is missing)
