@@ -68,6 +68,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -391,7 +392,7 @@ def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
                  pids: tuple[int, int], kind: loadgen.ConsumerKind, publishers: loadgen.PublisherKind,
-                 before_go: Any = None, scenario: str = "rabbitmq") -> Result:
+                 before_go: Callable[[], object] | None = None, scenario: str = "rabbitmq") -> Result:
     """IF2 publisher processes -> IVI exchange -> consumer processes (RabbitMQ alone); ``before_go``:
     called once the publishers are connected, just before they start (``--floor``'s barrier)."""
     per = max(1, count // args.processes)
@@ -442,7 +443,7 @@ def beam_threads(pid: int) -> dict[str, tuple[float, int, int]]:
         fields, name = tail.split(), head.split("(", 1)[1]
         name = name if name.endswith("_scheduler") and name[0].isdigit() else "other"
         switches = sum(int(line.split()[1]) for line in status if "ctxt_switches:" in line)
-        cpu, ctx, where = out.get(name, (0.0, 0, -1))
+        cpu, ctx, _ = out.get(name, (0.0, 0, -1))
         out[name] = (cpu + (int(fields[11]) + int(fields[12])) / tick, ctx + switches,
                      int(fields[36]) if name != "other" else -1)
     return out
@@ -633,7 +634,7 @@ class CActor:
                 "--timeout", str(120 + count / 500)]
 
     def run(self, count: int, rate: float, pids: tuple[int, int],
-            before_go: Any = None) -> tuple[dict[str, Any], list[float]]:
+            before_go: Callable[[], object] | None = None) -> tuple[dict[str, Any], list[float]]:
         """Publish ``count`` messages: the generator's JSON report (its own CPU over publishing in
         ``cpu_s``) and the node's and RabbitMQ's CPU once its link was attached (READY; ``before_go``
         called then, before it starts)."""
@@ -815,6 +816,10 @@ def machine_notes() -> str:
             f"RabbitMQ {rabbitmq.version()}; aio-pika {aio_pika.__version__}; kernel {platform.release()}")
 
 
+#: The flat-out phases' names (``throughput``: the single-process generator's).
+FLAT_OUT = ("throughput", "flat out")
+
+
 def summary(results: list[Result]) -> None:
     """Each bridge phase against RabbitMQ alone in the same round: throughput ratio flat out, added
     latency at a fixed rate; and what the generator's CPU per message allows on all cores."""
@@ -827,10 +832,10 @@ def summary(results: list[Result]) -> None:
         if r.scenario == "bi plain":
             continue  # (floor_report)
         if r.scenario == "rabbitmq":
-            if r.phase in ("throughput", "flat out") and r.gen_cpu_us:
+            if r.phase in FLAT_OUT and r.gen_cpu_us:
                 print(f"# round {r.round}: the generator alone ({r.gen_cpu_us:.0f} µs per message, both ends) "
                       f"could do at most {cores} cores / that = {cores * 1e6 / r.gen_cpu_us:,.0f} msgs/s")
-        elif r.phase in ("throughput", "flat out"):
+        elif r.phase in FLAT_OUT:
             print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {r.rate / peer.rate:.2f}x RabbitMQ "
                   f"alone ({peer.rate:,.0f})")
         else:
@@ -843,12 +848,12 @@ def over_the_rounds(results: list[Result], goal: float = 0.8) -> None:
     and range over the rounds and how many reach the goal (0.8x). One round's ratio moves with the host's
     virtual CPUs (every process's CPU per message rises and falls together between seconds), so the
     median over alternated rounds is the figure to compare; each round's stays printed above."""
-    alone = {r.round: r.rate for r in results if r.scenario == "rabbitmq" and r.phase in ("throughput", "flat out")}
+    alone = {r.round: r.rate for r in results if r.scenario == "rabbitmq" and r.phase in FLAT_OUT}
     if len(alone) < 2:
         return
     for name in ("rabbitmq+bi", "if2->croads", "croads->if2"):
         ratios = sorted(r.rate / alone[r.round] for r in results if r.scenario == name
-                        and r.phase in ("throughput", "flat out") and alone.get(r.round))
+                        and r.phase in FLAT_OUT and alone.get(r.round))
         if ratios:
             reached = sum(ratio >= goal for ratio in ratios)
             print(f"# over {len(ratios)} rounds, {name} flat out / RabbitMQ alone: median {statistics.median(ratios):.2f}x "
@@ -894,7 +899,7 @@ def cpu_breakdown(results: list[Result]) -> None:
     """Each flat-out phase's CPU by process (µs per message, and CPU seconds over the phase) and each
     bridge path's extra cost over RabbitMQ alone in the same round: on 2 shared cores a path's rate
     is about cores / its total CPU per message, so the largest extra is the one to cut."""
-    flat = [r for r in results if r.phase in ("throughput", "flat out") and r.gen_cpu_us]
+    flat = [r for r in results if r.phase in FLAT_OUT and r.gen_cpu_us]
     if not flat:
         return
     parts = ("publishers", "consumers", "rabbitmq", "node")
@@ -979,9 +984,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true",
                         help="with --processes: each round also runs RabbitMQ alone flat out while the node routes "
                         "as many messages of the same size over its plain BI path (the C load generator publishing, "
-                        "the import's C consumer on the BI, no bridge) at the same time: RabbitMQ's rate then over "
-                        "RabbitMQ alone's is the most the import's ratio can be here, and the node's CPU per "
-                        "message on that path against per import and export is the bridge's own cost")
+                        "the import's C consumer on the BI, no bridge) at the same time: RabbitMQ's rate beside that "
+                        "work against RabbitMQ alone's, and the node's CPU per message on that path against per "
+                        "import and export (the plain path has a publisher the import has not, so it is no lower "
+                        "bound of the import: see floor_report)")
     parser.add_argument("--floor-rate", default="alone",
                         help="with --floor: the plain BI path's publisher's pace, msgs/s (0: flat out), or 'alone' "
                         "(the default): RabbitMQ alone's flat-out rate of the same round, so that the node's share "
