@@ -29,7 +29,7 @@ from test_monitoring_rules import DASHBOARD, MONITORING, dashboard_queries
 from certs import TestPki
 from interchange.app.config import AdminConfig, NodeConfig
 from interchange.app.node_metrics import scrape_targets
-from interchange.ground.ports import free_port
+from interchange.ground.ports import free_port, reserve
 from interchange.testing.if2_harness import CROADS_ACTOR, IF2_NEIGHBOUR, IF2_NODE, bridge_node_config
 from interchange.testing.ii_harness import wait_for
 from interchange.testing.monitoring_harness import Pair, federate, start_pair
@@ -48,7 +48,8 @@ def two_free_ports() -> int:
                 probe.bind(("127.0.0.1", port + 1))
             except OSError:
                 continue
-        return port
+        if reserve(port + 1):
+            return port
     raise RuntimeError("no two consecutive free ports")
 
 
