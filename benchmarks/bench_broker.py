@@ -52,6 +52,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +67,6 @@ TILE_ROOT = "1202021"  # must match loadgen.c
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LOADGEN_SRC = ROOT / "benchmarks" / "loadgen" / "loadgen.c"
 LOADGEN_BIN = ROOT / "build" / "loadgen"
-DISTINCT_ALL = False  # --distinct all: every load carries all-distinct application properties
-FAILURES: list[str] = []  # runs whose deliveries did not match (reported again at the end; exit 1)
 
 
 # ------------------------------------------------------------------ the load's shape
@@ -190,13 +189,15 @@ class Broker:
 
 
 class Workspace:
-    """Temp dir with a test PKI, and helpers to start brokers there."""
+    """Temp dir with a test PKI, helpers to start brokers there, and the runs that failed
+    (``failures``: reported again at the end, exit 1)."""
 
     def __init__(self, keep: bool) -> None:
         from certs import create_test_pki
 
         self.dir = Path(tempfile.mkdtemp(prefix="bench-broker-"))
         self.keep = keep
+        self.failures: list[str] = []
         self.pki = create_test_pki(self.dir / "pki", [BROKER_CN], [PRODUCER_CN, CONSUMER_CN])
         self.counter = 0
 
@@ -309,7 +310,7 @@ class Load:
     consumer_credit: int = 1000
     cells: int = 16
     active: int | None = None  # only subscriptions j < active can match; the others select absent tiles
-    distinct: bool = field(default_factory=lambda: DISTINCT_ALL)  # every message its own app properties
+    distinct: bool = False  # every message its own app properties (``--distinct all``: every load's, see Bench.load)
     durable: bool = False  # header durable = true (stored before accepted)
     consumer_unsettled: bool = False  # consumers settle each delivery (accepted) instead of taking it pre-settled
 
@@ -412,11 +413,11 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
     result["subs"] = load.label()
     result["props"] = "distinct" if load.distinct else "repeated"
     result["durable_load"] = load.durable
-    check_result(result)
+    check_result(result, ws.failures)
     return result
 
 
-def check_result(r: dict) -> None:
+def check_result(r: dict, failures: list[str]) -> None:
     """Loudly report a run whose deliveries are not the expected ones (or with rejected messages)."""
     problems = [text for bad, text in (
         (r.get("deliveries") != r.get("expected"), f"{r.get('deliveries')} deliveries, expected {r.get('expected')}"),
@@ -426,7 +427,7 @@ def check_result(r: dict) -> None:
     if problems:
         what = (f"{r['broker']}, {r['subs']} subscriptions, {size_label(r['size'])}, {r['props']} properties: "
                 + "; ".join(problems) + (f" ({'; '.join(r['errors'])[:300]})" if r.get("errors") else ""))
-        FAILURES.append(what)
+        failures.append(what)
         print(f"\n!!! RUN FAILED: {what}\n", file=sys.stderr, flush=True)
 
 
@@ -703,268 +704,331 @@ def run_durable(loadgen: Path, ws: Workspace, quick: bool, timeout: float, subs_
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
-    parser.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
-    parser.add_argument("--only", default="all",
-                        help="comma list of: matrix, flat, tls, latency, ip012, ip013, slow, connections, "
-                             "processes, durable (default all)")
-    parser.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
-    parser.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
-    parser.add_argument("--peer", default="baseline",
-                        help="'baseline' (benchmarks/baseline_broker.py), 'rabbitmq' (a private RabbitMQ node, "
-                             "interchange/testing/rabbitmq.py), 'none', or an amqp(s)://host:port URL")
-    parser.add_argument("--distinct", choices=("matrix", "none", "all"), default="matrix",
-                        help="all-distinct application properties: 'matrix' (default) runs each matrix case "
-                             "against ours with repeated and with distinct properties (the peer: distinct); "
-                             "'none' repeated only; 'all' every scenario distinct only")
-    parser.add_argument("--peer-target", default="bench", help="address the peer's producer publishes to")
-    parser.add_argument("--peer-source", default="bench", help="address the peer's consumers read (with selectors)")
-    parser.add_argument("--peer-pid", type=int, help="pid of an external peer, to read its CPU time")
-    parser.add_argument("--peer-cert-cn", default=CONSUMER_CN, help="client identity for an amqps peer")
-    parser.add_argument("--timeout", type=float, default=300.0, help="per-run limit of the publishing phase (s)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per matrix case against ours (median shown)")
-    parser.add_argument("--json", type=Path, help="write every raw result here")
-    parser.add_argument("--keep", action="store_true", help="keep the temp dir (PKI, configs, logs)")
-    parser.add_argument("--rebuild", action="store_true", help="rebuild the load generator")
-    args = parser.parse_args(argv)
+# ------------------------------------------------------------------ the run
+@dataclass
+class Bench:
+    """One benchmark run: its options, the load generator, the workspace, the peer compared with,
+    and every raw result so far (``results``, for ``--json``)."""
+    args: argparse.Namespace
+    loadgen: Path
+    ws: Workspace
+    results: list[dict] = field(default_factory=list)
+    rabbit: Any = None  # --peer rabbitmq: a private node per subscription count (stopped before ours runs again)
 
+    @property
+    def quick(self) -> bool:
+        return bool(self.args.quick)
+
+    @property
+    def modes(self) -> list[bool]:
+        """Ours' property modes per matrix case: repeated (False) and/or distinct (True)."""
+        return {"matrix": [False, True], "none": [False], "all": [True]}[self.args.distinct]
+
+    def load(self, *fields: Any, **options: Any) -> Load:
+        """A load with all-distinct properties under ``--distinct all``, repeated ones otherwise."""
+        return Load(*fields, **{"distinct": self.args.distinct == "all", **options})
+
+    def run(self, broker: Broker, load: Load, peer_source: str | None = None, tls: list[str] | None = None) -> dict:
+        return run_load(self.loadgen, self.ws, broker, load, peer_source, self.args.timeout, tls)
+
+    def fresh(self, load: Load, warm: bool = True, **start: Any) -> dict:
+        return run_fresh(self.loadgen, self.ws, load, self.args.timeout, warm, **start)
+
+    def warm(self, broker: Broker, load: Load, peer_source: str | None = None, tls: list[str] | None = None) -> None:
+        warm_up(self.loadgen, self.ws, broker, load, peer_source, self.args.timeout, tls)
+
+    def record(self, scenario: str, rows: list[dict]) -> list[dict]:
+        self.results += [{"scenario": scenario, **r} for r in rows]
+        return rows
+
+    def peer_broker(self, subs: int = 0) -> Broker | None:
+        """The peer for a matrix group of ``subs`` subscriptions (None: ``--peer none``)."""
+        match self.args.peer:
+            case "none":
+                return None
+            case "baseline":
+                return self.ws.start_baseline()
+            case "rabbitmq":
+                if self.rabbit is None:
+                    self.rabbit = self.ws.start_rabbitmq()
+                if subs == 0:  # one consumer, or "1 (all)": a queue
+                    return Broker("rabbitmq", self.rabbit.url, RABBITMQ_QUEUE, None, self.rabbit.beam_pid)
+                return Broker("rabbitmq (topic routing)", self.rabbit.url, RABBITMQ_TOPIC, None, self.rabbit.beam_pid,
+                              topic_routing=True)
+            case url:
+                return Broker("peer", url, self.args.peer_target, None, self.args.peer_pid)
+
+    def peer_source(self, subs: int = 0) -> str:
+        match self.args.peer:
+            case "rabbitmq":
+                return RABBITMQ_QUEUE if subs == 0 else RABBITMQ_TOPIC
+            case "baseline":
+                return "bench"
+            case _:
+                return str(self.args.peer_source)
+
+    def peer_messages(self, load: Load) -> int:
+        """The (slow) baseline and RabbitMQ get fewer messages; the ratios are per message."""
+        return rabbitmq_messages(load, self.quick) if self.args.peer == "rabbitmq" else peer_messages(load, self.quick)
+
+    def stop_peer(self, peer: Broker) -> None:
+        peer.stop()
+        self.close_rabbit()
+
+    def close_rabbit(self) -> None:
+        if self.rabbit is not None:
+            self.rabbit.close()
+            self.rabbit = None
+
+
+# ------------------------------------------------------------------ scenarios, one function each
+def _median(runs: list[dict], key: Callable[[dict], float], label: str, show: Callable[[dict], str]) -> dict:
+    """The middle run by ``key``; with several, ``extra`` lists every run's ``show``."""
+    runs = sorted(runs, key=key)
+    r = runs[len(runs) // 2]
+    if len(runs) > 1:
+        r["extra"] = "; ".join(x for x in (r.get("extra"), f"{label} of the runs: " + ", ".join(map(show, runs))) if x)
+    return r
+
+
+def _matrix_ours(b: Bench, group: list[Load]) -> list[dict]:
+    """Ours on one broker for the group's subscriptions: each case in each property mode (median of ``--repeat``)."""
+    rows = []
+    broker = b.ws.start_ours(group[0].selectors(), group[0].cells)
+    try:
+        b.warm(broker, group[0])
+        for load in (Load(**{**ld.__dict__, "distinct": d}) for ld in group for d in b.modes):
+            runs = [b.run(broker, load) for _ in range(b.args.repeat)]
+            r = _median(runs, lambda x: per_message(x)[0] or 0.0, "CPU µs/msg", lambda x: fmt(per_message(x)[0]))
+            rows += b.record("matrix", [r])
+            print_table(f"matrix: ours, {load.label()} subscriptions, {size_label(load.size)}, "
+                        f"{r['props']} properties", [r])
+    finally:
+        broker.stop()
+    return rows
+
+
+def _matrix_peer(b: Bench, group: list[Load]) -> list[dict]:
+    """The peer for the group's subscriptions, each case once (distinct properties when ours has them)."""
+    subs = group[0].subs
+    if b.args.peer == "rabbitmq" and subs != 0:
+        print(f"\n(rabbitmq, {group[0].label()} subscriptions: RabbitMQ 3.10 has no JMS selectors "
+              f"(it ignores the filter); measured as IF2-style topic routing instead: routing key "
+              f"in the subject, one queue per subscription bound to amq.topic)", flush=True)
+    peer = b.peer_broker(subs)
+    if peer is None:
+        return []
+    rows = []
+    tls = _tls_args(b.ws, b.args.peer_cert_cn)
+    try:
+        b.warm(peer, group[0], b.peer_source(subs), tls)
+        for load in group:
+            pload = Load(**{**load.__dict__, "messages": b.peer_messages(load), "distinct": True in b.modes})
+            rows += b.record("matrix", [b.run(peer, pload, b.peer_source(subs), tls)])
+            print_table(f"matrix: {peer.name}, {load.label()} subscriptions, {size_label(load.size)}", rows[-1:])
+    finally:
+        b.stop_peer(peer)
+    return rows
+
+
+def matrix(b: Bench) -> None:
+    """Subscriptions x payload sizes: ours (per property mode) against the peer, ratios per case."""
+    subs_list = [int(x) for x in b.args.subs.split(",")] if b.args.subs else (
+        [0, 1, 100, 1000] if b.quick else [0, 1, 100, 1000, 10000])
+    sizes = [int(x) for x in b.args.sizes.split(",")] if b.args.sizes else [200, 5000, 500_000]
+    loads = matrix_loads(subs_list, sizes, b.quick)
+    ours_rows: list[dict] = []
+    peer_rows: list[dict] = []
+    for subs in subs_list:
+        group = [ld for ld in loads if ld.subs == subs]
+        ours_rows += _matrix_ours(b, group)
+        peer_rows += _matrix_peer(b, group)
+    print_table("Matrix: ours (1 producer, unsettled, broker credit 1000; consumers pre-settled)", ours_rows)
+    if peer_rows:
+        print_table("Matrix: peer", peer_rows)
+        print_ratios([(o, r) for r in peer_rows for o in ours_rows if o["subs"] == r["subs"] and o["size"] == r["size"]])
+
+
+def processes(b: Bench) -> None:
+    """1 vs 2 broker processes (broker.processes): one generator per process, started together;
+    throughput = all messages / the longest generator's publishing phase."""
+    rows = []
+    for subs in (0, 100):
+        for distinct in b.modes:
+            for count in (1, 2):
+                load = Load(subs, 200, 20000 if b.quick else 50000, distinct=distinct)
+                broker = b.ws.start_ours(load.selectors(), 16, processes=count)
+                try:
+                    for view in broker.processes or [broker]:
+                        b.warm(view, load)
+                    runs = [run_processes(b.loadgen, b.ws, broker, load, b.args.timeout) for _ in range(b.args.repeat)]
+                finally:
+                    broker.stop()
+                r = _median(runs, lambda x: x["delivered_per_s"] or 0.0, "delivered/s",
+                            lambda x: fmt(x["delivered_per_s"], 0))
+                rows += b.record("processes", [r])
+                print_table(f"processes: {count}, {load.label()} subscriptions, 200 B, {r['props']} properties", [r])
+    print_table("1 vs 2 broker processes (one generator per process, 200 B)", rows)
+
+
+def durable(b: Bench) -> None:
+    """Memory-only against durable messages, ours (and RabbitMQ's persistent ones with ``--peer rabbitmq``)."""
+    subs_list = [int(x) for x in b.args.subs.split(",")] if b.args.subs else [0, 100]
+    sizes = [int(x) for x in b.args.sizes.split(",")] if b.args.sizes else [200, 5000]
+    rows = run_durable(b.loadgen, b.ws, b.quick, b.args.timeout, subs_list, sizes, b.args.peer == "rabbitmq")
+    print_durable(b.record("durable", rows))
+
+
+def flat(b: Bench) -> None:
+    """Cost per message as subscriptions grow at a constant fan-out: 100 subscriptions match as in
+    the matrix, the others select tiles no message lies in (other areas of Europe)."""
+    rows = [b.fresh(b.load(subs, 200, 10000 if b.quick else 30000, active=100))
+            for subs in ([100, 1000] if b.quick else [100, 1000, 10000])]
+    print_table("Constant fan-out, growing subscriptions (200 B)", b.record("flat", rows))
+
+
+def tls(b: Bench) -> None:
+    """The same broker over its plain development listener: what TLS costs."""
+    rows = [b.fresh(b.load(subs, 200, 20000 if b.quick else 50000), plain=plain)
+            for subs in (0, 100) for plain in (False, True)]
+    print_table("TLS vs plain AMQP (same broker, 200 B)", b.record("tls", rows))
+
+
+def latency(b: Bench) -> None:
+    """Not saturated: a steady rate well below capacity, 1 and 100 subscriptions."""
+    rows = []
+    for subs in (0, 100):
+        broker = b.ws.start_ours(b.load(subs, 200, 0).selectors(), 16)
+        try:
+            b.warm(broker, b.load(subs, 200, 0))
+            for size, rate, msgs in ((200, 1000, 3000 if b.quick else 10000), (5000, 500, 1500 if b.quick else 5000)):
+                r = b.run(broker, b.load(subs, size, msgs, rate=rate))
+                r["extra"] = f"rate {rate}/s"
+                rows.append(r)
+        finally:
+            broker.stop()
+    print_table("Latency when not saturated (paced producer)", b.record("latency", rows))
+
+
+def ip012(b: Bench) -> None:
+    """IP_012: every 500 KB message delivered in under 30 ms, at 10 a second."""
+    rows = []
+    for subs in (0, 100):
+        r = b.fresh(b.load(subs, 500_000, 20 if b.quick else 50, rate=10), warm=False)
+        r["extra"] = f"IP_012 every 500 KB message < 30 ms: {'met' if r['latency_us']['max'] < 30_000 else 'NOT met'}"
+        rows.append(r)
+    print_table("IP_012: 500 KB messages, 10/s", b.record("ip012", rows))
+
+
+def ip013(b: Bench) -> None:
+    """IP_013: a burst of 5,000 messages from the first send to the last delivery in under 1 s."""
+    rows = []
+    for subs in (0, 100):
+        r = b.fresh(b.load(subs, 200, 5000), warm=False)
+        total_ms = (r["deliver_seconds"] or 0) * 1000
+        r["extra"] = (f"IP_013 5,000 msgs first send -> last delivery {total_ms:.0f} ms: "
+                      f"{'met' if total_ms < 1000 else 'NOT met'}")
+        rows.append(r)
+    print_table("IP_013: a burst of 5,000 messages", b.record("ip013", rows))
+
+
+def slow(b: Bench) -> None:
+    """Many slow producers (broker credit 10), paced and flat out, 100 subscriptions."""
+    rows = []
+    paced = b.load(100, 200, 4000 if b.quick else 20000, producers=50, window=10, rate=2000)
+    broker = b.ws.start_ours(paced.selectors(), 16, publisher_credit=10)
+    try:
+        for load, what in ((paced, "2000/s total"), (Load(**{**paced.__dict__, "rate": 0.0}), "flat out")):
+            r = b.run(broker, load)
+            r["extra"] = f"50 producers, broker credit 10, window 10, {what}"
+            rows.append(r)
+    finally:
+        broker.stop()
+    print_table("Many slow producers (100 subscriptions)", b.record("slow", rows))
+
+
+def connections(b: Bench) -> None:
+    """1,000 connections opened at once (TLS 1.3 + SASL EXTERNAL + AMQP open), all within 10 s."""
+    broker = b.ws.start_ours([None], 16)
+    try:
+        cpu0 = broker.cpu()
+        out = subprocess.run([str(b.loadgen), "connect", "--url", broker.url, "--connections", "1000",
+                              "--deadline-ms", "10000", *_tls_args(b.ws)], capture_output=True, text=True, timeout=120)
+        cpu1 = broker.cpu()
+    finally:
+        broker.stop()
+    r = json.loads(out.stdout)
+    r["broker_cpu_s"] = cpu1 - cpu0
+    b.record("connections", [r])
+    met = r["opened"] == 1000 and r["open_ms"]["max"] < 10000
+    print("\n### 1,000 connections opened at once (TLS 1.3 + SASL EXTERNAL + AMQP open)\n")
+    print(f"opened {r['opened']}/{r['attempted']} within {r['deadline_ms']} ms (failed {r['failed']}); "
+          f"open time p50 {r['open_ms']['p50']:.0f} ms, last {r['open_ms']['max']:.0f} ms; "
+          f"broker CPU {r['broker_cpu_s'] * 1000:.0f} ms ({r['broker_cpu_s'] * 1e6 / max(1, r['opened']):.0f} "
+          f"µs per connection); target: all within 10 s: {'met' if met else 'NOT met'}"
+          + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
+
+
+#: Every scenario, in the order a run takes them (``--only`` picks some).
+SCENARIOS: dict[str, Callable[[Bench], None]] = {
+    "matrix": matrix, "processes": processes, "durable": durable, "flat": flat, "tls": tls, "latency": latency,
+    "ip012": ip012, "ip013": ip013, "slow": slow, "connections": connections,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Broker benchmark: ours vs a peer (see module docstring).")
+    p.add_argument("--quick", action="store_true", help="a reduced run in < 2 minutes")
+    p.add_argument("--only", default="all", help=f"comma list of: {', '.join(SCENARIOS)} (default all)")
+    p.add_argument("--subs", default=None, help="comma list of subscription counts (0 = one without selector)")
+    p.add_argument("--sizes", default=None, help="comma list of payload sizes in bytes")
+    p.add_argument("--peer", default="baseline",
+                   help="'baseline' (benchmarks/baseline_broker.py), 'rabbitmq' (a private RabbitMQ node, "
+                        "interchange/testing/rabbitmq.py), 'none', or an amqp(s)://host:port URL")
+    p.add_argument("--distinct", choices=("matrix", "none", "all"), default="matrix",
+                   help="all-distinct application properties: 'matrix' (default) runs each matrix case "
+                        "against ours with repeated and with distinct properties (the peer: distinct); "
+                        "'none' repeated only; 'all' every scenario distinct only")
+    p.add_argument("--peer-target", default="bench", help="address the peer's producer publishes to")
+    p.add_argument("--peer-source", default="bench", help="address the peer's consumers read (with selectors)")
+    p.add_argument("--peer-pid", type=int, help="pid of an external peer, to read its CPU time")
+    p.add_argument("--peer-cert-cn", default=CONSUMER_CN, help="client identity for an amqps peer")
+    p.add_argument("--timeout", type=float, default=300.0, help="per-run limit of the publishing phase (s)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per matrix case against ours (median shown)")
+    p.add_argument("--json", type=Path, help="write every raw result here")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (PKI, configs, logs)")
+    p.add_argument("--rebuild", action="store_true", help="rebuild the load generator")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = parser()
+    args = cli.parse_args(argv)
+    only = list(SCENARIOS) if args.only == "all" else args.only.split(",")
+    if unknown := [name for name in only if name not in SCENARIOS]:
+        cli.error(f"--only: no scenario {', '.join(unknown)} (there are: {', '.join(SCENARIOS)})")
     loadgen = ensure_loadgen(args.rebuild)
     raise_nofile()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop what we started
-    global DISTINCT_ALL
-    DISTINCT_ALL = args.distinct == "all"
-    modes = {"matrix": [False, True], "none": [False], "all": [True]}[args.distinct]  # ours, per matrix case
-    quick = args.quick
-    only = set(args.only.split(",")) if args.only != "all" else {
-        "matrix", "flat", "tls", "latency", "ip012", "ip013", "slow", "connections", "processes", "durable"}
-    subs_list = [int(x) for x in args.subs.split(",")] if args.subs else ([0, 1, 100, 1000] if quick
-                                                                          else [0, 1, 100, 1000, 10000])
-    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([200, 5000, 500_000])
-    ws = Workspace(args.keep)
-    print(f"# Broker benchmark ({'quick' if quick else 'full'}) — {machine_notes()}", flush=True)
-    print(f"# workdir {ws.dir}", flush=True)
-    results: list[dict] = []
-    started = time.monotonic()
-    rabbit = None  # --peer rabbitmq: a private node per subscription count (stopped before ours runs again)
     if args.peer == "rabbitmq":
         from interchange.testing import rabbitmq
 
         rabbitmq.ensure_installed()  # before the long runs: apt-get install if missing
-
-    def peer_broker(subs: int = 0) -> Broker | None:
-        nonlocal rabbit
-        if args.peer == "none":
-            return None
-        if args.peer == "baseline":
-            return ws.start_baseline()
-        if args.peer == "rabbitmq":
-            if rabbit is None:
-                rabbit = ws.start_rabbitmq()
-            if subs == 0:  # one consumer, or "1 (all)": a queue
-                return Broker("rabbitmq", rabbit.url, RABBITMQ_QUEUE, None, rabbit.beam_pid)
-            return Broker("rabbitmq (topic routing)", rabbit.url, RABBITMQ_TOPIC, None, rabbit.beam_pid,
-                          topic_routing=True)
-        return Broker("peer", args.peer, args.peer_target, None, args.peer_pid)
-
-    def peer_source(subs: int = 0) -> str:
-        if args.peer == "rabbitmq":
-            return RABBITMQ_QUEUE if subs == 0 else RABBITMQ_TOPIC
-        return "bench" if args.peer == "baseline" else args.peer_source
-
+    bench = Bench(args, loadgen, Workspace(args.keep))
+    print(f"# Broker benchmark ({'quick' if args.quick else 'full'}) — {machine_notes()}", flush=True)
+    print(f"# workdir {bench.ws.dir}", flush=True)
+    started = time.monotonic()
     try:
-        if "matrix" in only:
-            loads = matrix_loads(subs_list, sizes, quick)
-            ours_rows, peer_rows, pairs = [], [], []
-            for subs in subs_list:
-                group = [ld for ld in loads if ld.subs == subs]
-                broker = ws.start_ours(group[0].selectors(), group[0].cells)
-                try:
-                    warm_up(loadgen, ws, broker, group[0], None, args.timeout)
-                    for load, distinct in ((ld, d) for ld in group for d in modes):
-                        load = Load(**{**load.__dict__, "distinct": distinct})
-                        runs = [run_load(loadgen, ws, broker, load, None, args.timeout) for _ in range(args.repeat)]
-                        runs.sort(key=lambda x: per_message(x)[0] or 0.0)
-                        r = runs[len(runs) // 2]  # the median by CPU per message
-                        if args.repeat > 1:
-                            spread = [per_message(x)[0] for x in runs]
-                            r["extra"] = "CPU µs/msg of the runs: " + ", ".join(fmt(v) for v in spread)
-                        results.append({"scenario": "matrix", **r})
-                        ours_rows.append(r)
-                        print_table(f"matrix: ours, {load.label()} subscriptions, {size_label(load.size)}, "
-                                    f"{r['props']} properties", [r])
-                finally:
-                    broker.stop()
-                if args.peer == "rabbitmq" and subs != 0:
-                    print(f"\n(rabbitmq, {group[0].label()} subscriptions: RabbitMQ 3.10 has no JMS selectors "
-                          f"(it ignores the filter); measured as IF2-style topic routing instead: routing key "
-                          f"in the subject, one queue per subscription bound to amq.topic)", flush=True)
-                peer = peer_broker(subs)
-                if peer is not None:
-                    try:
-                        warm_up(loadgen, ws, peer, group[0], peer_source(subs), args.timeout,
-                                _tls_args(ws, args.peer_cert_cn))
-                        for load in group:
-                            # the (slow) baseline and RabbitMQ get fewer messages; the ratios are per message
-                            messages = (rabbitmq_messages(load, quick) if args.peer == "rabbitmq"
-                                        else peer_messages(load, quick))
-                            pload = Load(**{**load.__dict__, "messages": messages, "distinct": True in modes})
-                            r = run_load(loadgen, ws, peer, pload, peer_source(subs), args.timeout,
-                                         _tls_args(ws, args.peer_cert_cn))
-                            results.append({"scenario": "matrix", **r})
-                            peer_rows.append(r)
-                            pairs += [(o, r) for o in ours_rows if o["subs"] == r["subs"] and o["size"] == r["size"]]
-                            print_table(f"matrix: {peer.name}, {load.label()} subscriptions, "
-                                        f"{size_label(load.size)}", [r])
-                    finally:
-                        peer.stop()
-                        if rabbit is not None:
-                            rabbit.close()
-                            rabbit = None
-            print_table("Matrix: ours (1 producer, unsettled, broker credit 1000; consumers pre-settled)",
-                        ours_rows)
-            if peer_rows:
-                print_table("Matrix: peer", peer_rows)
-                print_ratios(pairs)
-
-        if "processes" in only:
-            # 1 vs 2 broker processes (broker.processes): one generator per process, started together;
-            # throughput = all messages / the longest generator's publishing phase.
-            rows = []
-            for subs in (0, 100):
-                for distinct in modes:
-                    for processes in (1, 2):
-                        load = Load(subs, 200, 20000 if quick else 50000, distinct=distinct)
-                        broker = ws.start_ours(load.selectors(), 16, processes=processes)
-                        try:
-                            for view in broker.processes or [broker]:
-                                warm_up(loadgen, ws, view, load, None, args.timeout)
-                            runs = [run_processes(loadgen, ws, broker, load, args.timeout)
-                                    for _ in range(args.repeat)]
-                        finally:
-                            broker.stop()
-                        runs.sort(key=lambda x: x["delivered_per_s"] or 0.0)
-                        r = runs[len(runs) // 2]  # the median by throughput
-                        if args.repeat > 1:
-                            r["extra"] += "; delivered/s of the runs: " + ", ".join(
-                                fmt(x["delivered_per_s"], 0) for x in runs)
-                        results.append({"scenario": "processes", **r})
-                        rows.append(r)
-                        print_table(f"processes: {processes}, {load.label()} subscriptions, 200 B, "
-                                    f"{r['props']} properties", [r])
-            print_table("1 vs 2 broker processes (one generator per process, 200 B)", rows)
-
-        if "durable" in only:
-            rows = run_durable(loadgen, ws, quick, args.timeout, [int(x) for x in args.subs.split(",")] if args.subs
-                               else [0, 100], sizes if args.sizes else [200, 5000], args.peer == "rabbitmq")
-            results += [{"scenario": "durable", **r} for r in rows]
-            print_durable(rows)
-
-        if "flat" in only:
-            # Cost per message as subscriptions grow at a constant fan-out: 100 subscriptions match
-            # as in the matrix, the others select tiles no message lies in (other areas of Europe).
-            rows = []
-            for subs in ([100, 1000] if quick else [100, 1000, 10000]):
-                r = run_fresh(loadgen, ws, Load(subs, 200, 10000 if quick else 30000, active=100), args.timeout)
-                results.append({"scenario": "flat", **r})
-                rows.append(r)
-            print_table("Constant fan-out, growing subscriptions (200 B)", rows)
-
-        if "tls" in only:
-            # The same broker over its plain development listener: what TLS costs.
-            rows = []
-            for subs in (0, 100):
-                for plain in (False, True):
-                    r = run_fresh(loadgen, ws, Load(subs, 200, 20000 if quick else 50000), args.timeout, plain=plain)
-                    results.append({"scenario": "tls", **r})
-                    rows.append(r)
-            print_table("TLS vs plain AMQP (same broker, 200 B)", rows)
-
-        if "latency" in only:
-            # Not saturated: a steady rate well below capacity, 100 subscriptions.
-            rows = []
-            for subs in (0, 100):
-                broker = ws.start_ours(Load(subs, 200, 0).selectors(), 16)
-                try:
-                    warm_up(loadgen, ws, broker, Load(subs, 200, 0), None, args.timeout)
-                    for size, rate, msgs in ((200, 1000, 3000 if quick else 10000),
-                                             (5000, 500, 1500 if quick else 5000)):
-                        r = run_load(loadgen, ws, broker, Load(subs, size, msgs, rate=rate), None, args.timeout)
-                        r["extra"] = f"rate {rate}/s"
-                        results.append({"scenario": "latency", **r})
-                        rows.append(r)
-                finally:
-                    broker.stop()
-            print_table("Latency when not saturated (paced producer)", rows)
-
-        if "ip012" in only:
-            rows = []
-            for subs in (0, 100):
-                r = run_fresh(loadgen, ws, Load(subs, 500_000, 20 if quick else 50, rate=10), args.timeout, warm=False)
-                lat = r["latency_us"]
-                r["extra"] = f"IP_012 every 500 KB message < 30 ms: {'met' if lat['max'] < 30_000 else 'NOT met'}"
-                results.append({"scenario": "ip012", **r})
-                rows.append(r)
-            print_table("IP_012: 500 KB messages, 10/s", rows)
-
-        if "ip013" in only:
-            rows = []
-            for subs in (0, 100):
-                r = run_fresh(loadgen, ws, Load(subs, 200, 5000), args.timeout, warm=False)
-                total_ms = (r["deliver_seconds"] or 0) * 1000
-                r["extra"] = (f"IP_013 5,000 msgs first send -> last delivery {total_ms:.0f} ms: "
-                              f"{'met' if total_ms < 1000 else 'NOT met'}")
-                results.append({"scenario": "ip013", **r})
-                rows.append(r)
-            print_table("IP_013: a burst of 5,000 messages", rows)
-
-        if "slow" in only:
-            rows = []
-            load = Load(100, 200, 4000 if quick else 20000, producers=50, window=10, rate=2000)
-            broker = ws.start_ours(load.selectors(), 16, publisher_credit=10)
-            try:
-                r = run_load(loadgen, ws, broker, load, None, args.timeout)
-                r["extra"] = "50 producers, broker credit 10, window 10, 2000/s total"
-                results.append({"scenario": "slow", **r})
-                rows.append(r)
-                load = Load(100, 200, 4000 if quick else 20000, producers=50, window=10)
-                r = run_load(loadgen, ws, broker, load, None, args.timeout)
-                r["extra"] = "50 producers, broker credit 10, window 10, flat out"
-                results.append({"scenario": "slow", **r})
-                rows.append(r)
-            finally:
-                broker.stop()
-            print_table("Many slow producers (100 subscriptions)", rows)
-
-        if "connections" in only:
-            broker = ws.start_ours([None], 16)
-            try:
-                cpu0 = broker.cpu()
-                out = subprocess.run([str(loadgen), "connect", "--url", broker.url, "--connections", "1000",
-                                      "--deadline-ms", "10000", *_tls_args(ws)],
-                                     capture_output=True, text=True, timeout=120)
-                cpu1 = broker.cpu()
-            finally:
-                broker.stop()
-            r = json.loads(out.stdout)
-            r["broker_cpu_s"] = cpu1 - cpu0
-            results.append({"scenario": "connections", **r})
-            print("\n### 1,000 connections opened at once (TLS 1.3 + SASL EXTERNAL + AMQP open)\n")
-            print(f"opened {r['opened']}/{r['attempted']} within {r['deadline_ms']} ms (failed {r['failed']}); "
-                  f"open time p50 {r['open_ms']['p50']:.0f} ms, last {r['open_ms']['max']:.0f} ms; "
-                  f"broker CPU {r['broker_cpu_s'] * 1000:.0f} ms ({r['broker_cpu_s'] * 1e6 / max(1, r['opened']):.0f} "
-                  f"µs per connection); target: all within 10 s: "
-                  f"{'met' if r['opened'] == 1000 and r['open_ms']['max'] < 10000 else 'NOT met'}"
-                  + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
+        for name in (name for name in SCENARIOS if name in only):
+            SCENARIOS[name](bench)
     finally:
-        if rabbit is not None:
-            rabbit.close()
-        ws.close()
+        bench.close_rabbit()
+        bench.ws.close()
         if args.json:
-            args.json.write_text(json.dumps({"machine": machine_notes(), "results": results}, indent=1))
+            args.json.write_text(json.dumps({"machine": machine_notes(), "results": bench.results}, indent=1))
     print(f"\n# total {time.monotonic() - started:.0f} s", flush=True)
-    if FAILURES:
-        print(f"\n!!! {len(FAILURES)} run(s) did not deliver what was expected:\n  " + "\n  ".join(FAILURES),
+    if failures := bench.ws.failures:
+        print(f"\n!!! {len(failures)} run(s) did not deliver what was expected:\n  " + "\n  ".join(failures),
               file=sys.stderr, flush=True)
         return 1
     return 0
