@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from dataclasses import dataclass
 from typing import TypeVar
 
 import plain_audit
@@ -162,30 +163,38 @@ def stream_latency(spark: SparkSession, work: Path, probes: int) -> list[float]:
         stream.stop(queries)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lines", type=int, default=2_000_000)
-    parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--work", default=None, help="working directory (default: a temporary one, removed)")
-    parser.add_argument("--probes", type=int, default=5)
-    parser.add_argument("--skip-stream", action="store_true", help="skip the streaming latency probes")
-    parser.add_argument("--skip-json", action="store_true",
-                        help="skip Spark validate over the JSON lines (rule metrics compared on the Parquet run)")
-    args = parser.parse_args(argv)
-    work = Path(args.work or tempfile.mkdtemp(prefix="bench-spark-"))
-    work.mkdir(parents=True, exist_ok=True)
-    log = work / "logs" / "node-20261118T000000000000-0001.jsonl"
-    log.parent.mkdir(exist_ok=True)
-    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"master {args.master}, load average {os.getloadavg()[0]:.1f}")
-    lines, _ = timed(f"generate {args.lines} lines ({log})", lambda: generate(log, args.lines))
-    generator_mb = peak_mb()
-    reset_peak()
-    print(f"  log size: {log.stat().st_size / 1e6:.0f} MB")
+@dataclass
+class Run:
+    """What one run measured: seconds per step, peak memory in MB, the lines read, the rule metrics'
+    differences between plain Python and Spark (none: they agree)."""
+    read: int
+    summary: str
+    plain_s: tuple[float, float]  #: the plain Python audit before Spark's validates, and after
+    spark_s: dict[str, float]  #: validate over JSON (NaN: skipped), over Parquet, again in the same JVM
+    duck_s: tuple[float, float]  #: DuckDB JSON -> Parquet before Spark's ingest, and after
+    duck_zstd_s: float
+    duck_rows: int
+    ingest_s: float
+    latencies: list[float]
+    memory_mb: dict[str, float]  #: generator, JVM, python, plain before, plain after
+    differences: list[str]
 
+
+def measure(args: argparse.Namespace, log: Path, work: Path, generator_mb: float) -> Run:
+    """Every step in order, the peers around Spark's (the host's speed moves between them)."""
     (plain, read, plain_before_s, plain_before_mb), _ = timed("plain Python audit", lambda: plain_pass(log))
     # the session running already, if any (the test suite's): then it is left running
     spark, created = open_session(args.master, "bench-spark")
+    try:
+        return _spark_steps(spark, args, log, work, (plain, read, plain_before_s, plain_before_mb), generator_mb)
+    finally:
+        if created:
+            spark.stop()
+
+
+def _spark_steps(spark: SparkSession, args: argparse.Namespace, log: Path, work: Path,
+                 before: tuple[plain_audit.Metrics, int, float, float], generator_mb: float) -> Run:
+    plain, read, plain_before_s, plain_before_mb = before
     json_run, json_s = None, float("nan")
     if not args.skip_json:
         json_run, json_s = timed("Spark validate over JSON", lambda: validate(
@@ -208,35 +217,65 @@ def main(argv: list[str] | None = None) -> int:
         differences += compare(dict(plain), json_run)
     print("  rule metrics: " + ("plain Python and Spark agree" if not differences else "DIFFER: " + "; ".join(differences)))
     latencies = [] if args.skip_stream else stream_latency(spark, work, args.probes)
-    jvm_mb = jvm_peak_mb(spark)
-    python_mb = peak_mb()
-    if created:
-        spark.stop()
+    memory = {"generator": generator_mb, "jvm": jvm_peak_mb(spark), "python": peak_mb(),
+              "plain before": plain_before_mb, "plain after": plain_after_mb}
+    return Run(read, str(summary), (plain_before_s, plain_after_s),
+               {"Spark over JSON": json_s, "Spark over Parquet": parquet_s, "  again (same JVM)": again_s},
+               (duck_before_s, duck_after_s), duck_zstd_s, duck_rows, ingest_s, latencies, memory, differences)
 
-    plain_s = statistics.mean((plain_before_s, plain_after_s))
-    print(f"\nlines: {read} ({summary})")
+
+def print_summary(run: Run) -> None:
+    """Lines per second of each step, and each Spark step as a ratio to its peer of the same run."""
+    read, (plain_before_s, plain_after_s) = run.read, run.plain_s
+    plain_s = statistics.mean(run.plain_s)
+    print(f"\nlines: {read} ({run.summary})")
     print(f"{'plain Python':20} {read / plain_s:12,.0f} lines/s  ({plain_s:.1f} s: {plain_before_s:.1f} s before Spark, "
           f"{plain_after_s:.1f} s after its validates)")
-    for label, seconds in (("Spark over JSON", json_s), ("Spark over Parquet", parquet_s), ("  again (same JVM)", again_s)):
+    for label, seconds in run.spark_s.items():
         if seconds != seconds:  # NaN: step skipped
             continue
         print(f"{label:20} {read / seconds:12,.0f} lines/s  ({seconds:.1f} s, {plain_s / seconds:.2f}x plain Python; "
               f"{plain_before_s / seconds:.2f}x before, {plain_after_s / seconds:.2f}x after)")
-    duck_s = statistics.mean((duck_before_s, duck_after_s))
-    print(f"{'DuckDB JSON->Parquet':20} {read / duck_s:12,.0f} lines/s  ({duck_s:.1f} s: {duck_before_s:.1f} s before "
-          f"Spark's ingest, {duck_after_s:.1f} s after; {duck_rows} rows)")
-    print(f"{'  zstd (as Spark)':20} {read / duck_zstd_s:12,.0f} lines/s  ({duck_zstd_s:.1f} s)")
-    print(f"{'Spark ingest':20} {read / ingest_s:12,.0f} lines/s  ({ingest_s:.1f} s, {ingest_s / duck_s:.2f}x DuckDB's "
-          f"time, {ingest_s / duck_zstd_s:.2f}x with zstd; goal: within 3x)")
-    if latencies:
-        print(f"stream latency line -> violation row: median {statistics.median(latencies):.2f} s, "
-              f"max {max(latencies):.2f} s ({len(latencies)} probes)")
-    print(f"driver memory: JVM peak RSS {jvm_mb:.0f} MB, Python driver peak RSS {python_mb:.0f} MB once the log "
-          f"was written ({generator_mb:.0f} MB while generating it); the plain Python audit's process "
-          f"{plain_before_mb:.0f} / {plain_after_mb:.0f} MB")
+    duck_s = statistics.mean(run.duck_s)
+    print(f"{'DuckDB JSON->Parquet':20} {read / duck_s:12,.0f} lines/s  ({duck_s:.1f} s: {run.duck_s[0]:.1f} s before "
+          f"Spark's ingest, {run.duck_s[1]:.1f} s after; {run.duck_rows} rows)")
+    print(f"{'  zstd (as Spark)':20} {read / run.duck_zstd_s:12,.0f} lines/s  ({run.duck_zstd_s:.1f} s)")
+    print(f"{'Spark ingest':20} {read / run.ingest_s:12,.0f} lines/s  ({run.ingest_s:.1f} s, "
+          f"{run.ingest_s / duck_s:.2f}x DuckDB's time, {run.ingest_s / run.duck_zstd_s:.2f}x with zstd; goal: within 3x)")
+    if run.latencies:
+        print(f"stream latency line -> violation row: median {statistics.median(run.latencies):.2f} s, "
+              f"max {max(run.latencies):.2f} s ({len(run.latencies)} probes)")
+    mb = run.memory_mb
+    print(f"driver memory: JVM peak RSS {mb['jvm']:.0f} MB, Python driver peak RSS {mb['python']:.0f} MB once the log "
+          f"was written ({mb['generator']:.0f} MB while generating it); the plain Python audit's process "
+          f"{mb['plain before']:.0f} / {mb['plain after']:.0f} MB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=2_000_000)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--work", default=None, help="working directory (default: a temporary one, removed)")
+    parser.add_argument("--probes", type=int, default=5)
+    parser.add_argument("--skip-stream", action="store_true", help="skip the streaming latency probes")
+    parser.add_argument("--skip-json", action="store_true",
+                        help="skip Spark validate over the JSON lines (rule metrics compared on the Parquet run)")
+    args = parser.parse_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-spark-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "logs" / "node-20261118T000000000000-0001.jsonl"
+    log.parent.mkdir(exist_ok=True)
+    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"master {args.master}, load average {os.getloadavg()[0]:.1f}")
+    timed(f"generate {args.lines} lines ({log})", lambda: generate(log, args.lines))
+    generator_mb = peak_mb()
+    reset_peak()
+    print(f"  log size: {log.stat().st_size / 1e6:.0f} MB")
+    run = measure(args, log, work, generator_mb)
+    print_summary(run)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
-    return 1 if differences else 0
+    return 1 if run.differences else 0
 
 
 if __name__ == "__main__":
