@@ -218,7 +218,7 @@ class Workspace:
         grants = [PRODUCER_CN, CONSUMER_CN]
         sources = [{"address": f"sub-{j}", "consumers": grants, **({"selector": s} if s else {})}
                    for j, s in enumerate(subs)]
-        config = {
+        config: dict[str, Any] = {
             "name": BROKER_CN,
             "data_dir": str(self.dir / f"node-{self.counter}"),
             "tls": {"cert_chain": str(identity.chain), "key": str(identity.key),
@@ -236,6 +236,7 @@ class Workspace:
         proc = subprocess.Popen([sys.executable, "-m", "interchange", "broker", "--config", str(path)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 preexec_fn=raise_nofile)
+        assert proc.stdout is not None  # a pipe
         port = None
         lines = []
         deadline = time.monotonic() + 120
@@ -268,6 +269,7 @@ class Workspace:
                                  "--pki", str(self.pki.directory), "--cn", BROKER_CN],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 preexec_fn=raise_nofile)
+        assert proc.stdout is not None  # a pipe
         line = proc.stdout.readline()
         if "BASELINE port" not in line:
             proc.kill()
@@ -371,6 +373,7 @@ def run_load(loadgen: Path, ws: Workspace, broker: Broker, load: Load, peer_sour
         args += tls_args if tls_args is not None else _tls_args(ws)
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             bufsize=1)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # pipes
     cpu0 = cpu1 = None
     wall0 = wall1 = gen0 = gen1 = 0.0
     stderr_lines = []
@@ -947,14 +950,20 @@ def slow(b: Bench) -> None:
     print_table("Many slow producers (100 subscriptions)", b.record("slow", rows))
 
 
+def proc_pid(broker: Broker) -> int:
+    """The pid of a broker this benchmark started."""
+    assert broker.pid is not None, f"{broker.name} is not a process of this run"
+    return broker.pid
+
+
 def connections(b: Bench) -> None:
     """1,000 connections opened at once (TLS 1.3 + SASL EXTERNAL + AMQP open), all within 10 s."""
     broker = b.ws.start_ours([None], 16)
     try:
-        cpu0 = broker.cpu()
+        cpu0 = cpu_seconds(proc_pid(broker))
         out = subprocess.run([str(b.loadgen), "connect", "--url", broker.url, "--connections", "1000",
                               "--deadline-ms", "10000", *_tls_args(b.ws)], capture_output=True, text=True, timeout=120)
-        cpu1 = broker.cpu()
+        cpu1 = cpu_seconds(proc_pid(broker))
     finally:
         broker.stop()
     r = json.loads(out.stdout)

@@ -35,6 +35,7 @@ from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, client_context
 from ii_api.peers.discovery import Neighbour
 from interchange.broker.client import ClientConnection
+from interchange.testing.harness import body_bytes
 from interchange.testing.ii_harness import DOMAIN, denm_capability, node_config, seed_neighbours
 from node_process import machine_notes, start_node  # (this script's folder)
 
@@ -125,7 +126,7 @@ class DataPlane:
         now = time.time_ns()
         message = Message()
         message.decode(raw)
-        self.received.setdefault(int(bytes(message.body).split(b":", 1)[0]), now)
+        self.received.setdefault(int(body_bytes(message).split(b":", 1)[0]), now)
 
     async def run(self, stop: asyncio.Event) -> None:
         props = {"publisherId": "SE00001", "publicationId": "SE00001:bench", "originatingCountry": "SE",

@@ -61,9 +61,10 @@ def measure(sources: int, cap: int, offered: int, ceiling_mb: float) -> dict[str
     addresses.load([TargetSpec(address="in", publishers=frozenset({"p"}))], specs)
     core = BrokerCore(addresses, Admission(TtlPolicy()), clock_ms=lambda: 1_800_000_000_000)
     publisher = core.attach_publisher("p", "in")
-    templates = []
+    templates: list[bytes] = []
     for k in range(sources):
         message = denm(quad_tree=f",{tile(k)}0123012301230,", body=b"", publicationId=f"NO00001:{k}")
+        assert message.properties is not None  # denm() sets them
         del message.properties["latitude"], message.properties["longitude"]
         templates.append(bytes(message.encode()))
     gc.collect()

@@ -45,6 +45,7 @@ from certs.tls import TlsFiles, client_context
 from interchange.broker.client import ClientConnection
 from interchange.ground.ports import free_port
 from interchange.testing.dns_fixtures import DnsmasqServer, DnsRecords, Srv, find_dnsmasq
+from interchange.testing.harness import body_bytes
 from node_process import actor_api, start_node  # (this script's folder)
 
 DOMAIN = "bench.test"
@@ -122,7 +123,7 @@ class Subscriber:
         now = time.time_ns()
         message = Message()
         message.decode(raw)
-        publisher, index, _ = bytes(message.body).split(b":", 2)
+        publisher, index, _ = body_bytes(message).split(b":", 2)
         self.times.setdefault((publisher.decode(), int(index)), now)
 
 

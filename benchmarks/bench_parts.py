@@ -29,6 +29,7 @@ import sys
 import time
 import timeit
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -108,8 +109,8 @@ def engine_us_per_message(module: ModuleType, number: int, accepting: bool = Fal
 
     def client_events() -> None:
         while (event := collector.peek()) is not None:
-            if event.type == Event.DELIVERY:
-                delivery = event.delivery
+            delivery = event.delivery
+            if event.type == Event.DELIVERY and delivery is not None:
                 if delivery.link.is_receiver and not delivery.partial:
                     delivery.link.recv(delivery.pending)
                     delivery.link.advance()
@@ -146,7 +147,7 @@ def engine_us_per_message(module: ModuleType, number: int, accepting: bool = Fal
     sent = 0
     while sent < number:
         for _ in range(min(50, sender.credit, number - sent)):
-            sender.delivery(str(sent).encode())
+            sender.delivery(str(sent))
             sender.send(raw)
             sender.advance()
             sent += 1
@@ -155,6 +156,11 @@ def engine_us_per_message(module: ModuleType, number: int, accepting: bool = Fal
     assert received[0] == number, f"{received[0]} of {number} messages delivered"
     assert not server.router.consumer.unsettled, "a settlement not read back"
     return cpu[0] / number * 1e6
+
+
+def _on_scanner(case: Callable[[ModuleType], float], parts: tuple[ModuleType, ModuleType]) -> float:
+    """A scanner case run on a side's scanner module (its second part)."""
+    return case(parts[1])
 
 
 def scanner_cases(number: int) -> dict[str, Callable[[ModuleType], float]]:
@@ -197,7 +203,8 @@ def main() -> None:
     cases: dict[str, Callable[[tuple[ModuleType, ModuleType]], float]] = {
         "engine, 200 B through a consumer link": lambda parts: engine_us_per_message(parts[0], args.number),
         "engine, the same, each one accepted": lambda parts: engine_us_per_message(parts[0], args.number, True)}
-    cases.update({name: (lambda parts, case=case: case(parts[1])) for name, case in scanner_cases(args.number).items()})
+    for name, scan in scanner_cases(args.number).items():
+        cases[name] = partial(_on_scanner, scan)
     print(f"CPU µs per message, median (best) of {args.rounds} rounds of {args.number}; sides alternate each round")
     for name, case in cases.items():
         figures: dict[str, list[float]] = {side: [] for side in sides}

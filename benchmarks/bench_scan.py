@@ -28,6 +28,8 @@ from interchange.broker.amqp_scan import scan_message
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.broker.validation import validate_application_properties
 
+#: the C accelerator's admit (typed in _admit.pyi), or None when it is not built
+c_admit: Callable[..., object] | None
 try:
     from interchange.broker._admit import admit as c_admit
 except ImportError:
@@ -117,7 +119,7 @@ def main() -> None:
     repeated = pool[0]
     policy = TtlPolicy()
     for label, sample in (("distinct properties", None), ("repeated properties", repeated)):
-        figures = []
+        figures: list[tuple[float, float] | None] = []
         for accelerated in (True, False):
             if accelerated and c_admit is None:
                 figures.append(None)
@@ -131,6 +133,7 @@ def main() -> None:
             run()
             figures.append(per_message_us(run, args.number, args.repeat))
         c, py = figures
+        assert py is not None  # the pure Python path always runs
         c_text = f"{c[0]:>8.2f} ({c[1]:>6.2f})" if c else f"{'not built':>17}"
         ratio = f"{py[0] / c[0]:>5.1f}x" if c else ""
         print(f"  {label:<33}  {c_text}  {py[0]:>8.2f} ({py[1]:>6.2f})  {ratio}")

@@ -73,7 +73,7 @@ def machine() -> dict[str, object]:
 
 
 def run(seconds: float) -> list[dict[str, object]]:
-    results = []
+    results: list[dict[str, object]] = []
     for name, text in SELECTORS.items():
         start = time.perf_counter()
         selector = jms_selectors.compile(text)

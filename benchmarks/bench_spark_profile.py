@@ -43,7 +43,8 @@ def timed_noop(label: str, frame: DataFrame) -> float:
 
 def jvm_seconds(spark: SparkSession) -> tuple[float, float]:
     """(CPU time of the driver JVM, total time of its JIT compilers) so far, in seconds (Linux)."""
-    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a driver's context
     stat = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/stat").read_text().rsplit(")", 1)[1].split()
     cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
     return cpu, jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime() / 1000

@@ -73,6 +73,7 @@ def consume(args: argparse.Namespace) -> None:
 
     from certs.tls import TlsFiles, proton_ssl_domain
     from interchange.bridges.tlex.payloads import read_stamp
+    from interchange.testing.harness import body_bytes
 
     files = TlsFiles.from_pki(args.pki, CONSUMER, with_crls=False)
     connection = BlockingConnection(f"amqps://127.0.0.1:{args.port}", virtual_host=NODE, allowed_mechs="EXTERNAL",
@@ -87,7 +88,7 @@ def consume(args: argparse.Namespace) -> None:
             continue
         now = time.time_ns()
         receiver.accept()
-        sent, station, seq = read_stamp(bytes(message.body))
+        sent, station, seq = read_stamp(body_bytes(message))
         if start is None:
             start = time.monotonic()
             end = start + args.warmup + args.seconds
@@ -199,7 +200,7 @@ async def bridge_phase(tmp: Path, facts: dict[str, Any], seconds: float, warmup:
     finally:
         await node.close()
     received = json.loads(out.read_text())
-    result = summarise([tuple(s) for s in received["samples"]])  # type: ignore[misc]
+    result = summarise([tuple(s) for s in received["samples"]])
     result.update(rate=result["received"] / seconds, cpu_us=cpu / max(1, published) * 1e6,
                   bridge_dropped=dropped, consumer_cpu_us=received["cpu_us"])
     return result

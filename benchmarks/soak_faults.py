@@ -42,7 +42,7 @@ from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.ground.ports import free_port
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess
 from interchange.testing.fuzz_clients import Churn, churn
-from interchange.testing.harness import amqp_client, denm, make_pki
+from interchange.testing.harness import amqp_client, body_bytes, denm, make_pki
 
 
 class Soak:
@@ -85,7 +85,7 @@ class Soak:
         interval, due, seq = 1.0 / self.args.rate, time.monotonic(), 0
         connection, sender = None, None
         while not self.stop.is_set():
-            if connection is None:
+            if connection is None or sender is None:
                 try:
                     connection = amqp_client(self.pki, "actor-1", self.bi_port, BROKER_CN, 5.0)
                     sender = connection.create_sender("in")
@@ -127,7 +127,7 @@ class Soak:
                         message = receiver.receive(timeout=0.5)
                     except Timeout:
                         continue
-                    self._received(bytes(message.body))
+                    self._received(body_bytes(message))
                     receiver.accept()
             except Exception:  # the connection broke: reconnect
                 time.sleep(0.2)

@@ -76,12 +76,14 @@ class Probes:
                 probes.departures[(station, seq)] = time.time_ns()
             send(link, message)
 
-        engine.ConsumerLinkState.send = departing  # type: ignore[method-assign]
+        engine.ConsumerLinkState.send = departing  # type: ignore[method-assign, assignment]
         start_node = node_module.start_node
 
         async def started(config: Any, *args: Any) -> Any:
             node = await start_node(config, *args)
-            supervisor, bridge = node.tlex.supervisor, node.tlex
+            bridge = node.tlex
+            assert bridge is not None and bridge.supervisor is not None, "the node runs no TLEX bridge"
+            supervisor = bridge.supervisor
             on_payload, drain = supervisor._on_payload, bridge._drain
 
             def arriving(payload: Any) -> None:
@@ -95,10 +97,10 @@ class Probes:
                 drain()
                 probes.drains.append(queued - len(bridge.outbound.queue))
 
-            supervisor._on_payload, bridge._drain = arriving, draining
+            supervisor._on_payload, bridge._drain = arriving, draining  # type: ignore[method-assign]
             return node
 
-        node_module.start_node = started  # bench_tlex imports it from the module at call time
+        node_module.start_node = started  # type: ignore[assignment]  # bench_tlex imports it from the module at call time
         if not freeze:
             node_module.RunningNode.freeze_startup_heap = lambda self: None  # type: ignore[method-assign]
 
