@@ -41,7 +41,7 @@ for part in "${parts[@]}"; do
   workers=()
   case "$part" in
     unit) workers=(-n "${UNIT_WORKERS:-2}") ;;
-    integration) workers=(-n "${INTEGRATION_WORKERS:-2}" --dist loadgroup) ;;
+    integration) workers=(-n "${INTEGRATION_WORKERS:-2}" --dist loadgroup --durations 25) ;;  # the slowest listed
   esac
   .venv/bin/python -m pytest "tests/$part" "${workers[@]}" "$@" | tee "$log" || status=${PIPESTATUS[0]}
   passed=$((passed + $(count passed))) failed=$((failed + $(count failed) + $(count error)))
