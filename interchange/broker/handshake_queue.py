@@ -10,6 +10,15 @@ to the sans-I/O session, and the session's OpenSSL call alone,
 :meth:`~interchange.broker.tls_stream.TlsSession.handshake`; the outcome made a step back on the
 loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) says:
 
+- ``native`` (the default): on a worker thread that never takes the GIL, scheduled ``SCHED_IDLE``
+  (:mod:`interchange.broker._handshake`, a C thread: the session's ``SSL_do_handshake`` alone, its outcome
+  back through an eventfd the loop reads, made the same outcome as ``SSLObject.do_handshake``'s by
+  :meth:`~interchange.broker.tls_stream.TlsSession.native_outcome`). A low-priority Python worker may be
+  stopped by the kernel while it holds the GIL around its call, and the loop's thread then waits for it;
+  this one holds nothing the loop needs. Otherwise as ``idle`` below (the rescue thread is the Python one).
+  A session whose context has a Python callback OpenSSL would call in the handshake
+  (:func:`~interchange.broker.tls_stream.python_callbacks`), and every session when the extension's self-test
+  fails (:func:`~interchange.broker.tls_stream.native_problem`, logged), steps on the Python worker instead;
 - ``idle`` / ``nice`` / ``normal``: on one worker thread of its own, scheduled ``SCHED_IDLE``, at
   nice 19, or as the loop. ``SSLObject.do_handshake`` releases the GIL for the crypto, so the loop
   serves established connections meanwhile; at a low priority the kernel also runs the loop's thread
