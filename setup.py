@@ -18,6 +18,13 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
+            "interchange.broker._handshake",
+            ["interchange/broker/_handshake.c"],
+            libraries=["ssl", "crypto"],  # the system's OpenSSL, the one CPython's _ssl is linked with
+            optional=True,  # without a compiler (or OpenSSL's headers) the steps run on a Python thread
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
             "interchange.bridges.if2._deliveries",
             ["interchange/bridges/if2/_deliveries.c"],
             depends=["interchange/broker/_be_bytes.h"],

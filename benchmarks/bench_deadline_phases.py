@@ -51,7 +51,7 @@ Modes, alternated run by run:
 - ``share2``, ``share3``...: as ``node``, this tree with the second, third... ``--handshake-cpu-share``
   (the first is ``node``'s);
 - ``thread2``, ``thread3``...: as ``node``, this tree with the second, third... ``--handshake-thread``
-  (``[broker.limits] handshake_thread``: idle, nice, normal, loop; the first is ``node``'s);
+  (``[broker.limits] handshake_thread``: native, idle, nice, normal, loop; the first is ``node``'s);
   ``pinthread2``, ``pinthread3``...: as ``pinned``, its node with the second, third... ``--handshake-thread``;
 - ``switch2``, ``switch3``...: as ``node``, this tree's node with the second, third... ``--switch-interval``
   (the interpreter's GIL switch interval, ``sys.setswitchinterval``; the first is this tree's other nodes').
@@ -705,7 +705,7 @@ def main() -> None:
     parser.add_argument("--handshake-cpu-share", type=float, action="append",
                         help="this tree's node: [broker.limits] handshake_cpu_share (default: the config's); "
                              "given again: modes share2, share3, ... (this tree with the second, third... share)")
-    parser.add_argument("--handshake-thread", action="append", choices=["idle", "nice", "normal", "loop"],
+    parser.add_argument("--handshake-thread", action="append", choices=["native", "idle", "nice", "normal", "loop"],
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
                              "given again: modes thread2, thread3, ... (and pinthread2, ...: pinned's node)")
     parser.add_argument("--client-cpus", type=cpu_set, default=None,

@@ -10,6 +10,15 @@ to the sans-I/O session, and the session's OpenSSL call alone,
 :meth:`~interchange.broker.tls_stream.TlsSession.handshake`; the outcome made a step back on the
 loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) says:
 
+- ``native`` (the default): on a worker thread that never takes the GIL, scheduled ``SCHED_IDLE``
+  (:mod:`interchange.broker._handshake`, a C thread: the session's ``SSL_do_handshake`` alone, its outcome
+  back through an eventfd the loop reads, made the same outcome as ``SSLObject.do_handshake``'s by
+  :meth:`~interchange.broker.tls_stream.TlsSession.native_outcome`). A low-priority Python worker may be
+  stopped by the kernel while it holds the GIL around its call, and the loop's thread then waits for it;
+  this one holds nothing the loop needs. Otherwise as ``idle`` below (the rescue thread is the Python one).
+  A session whose context has a Python callback OpenSSL would call in the handshake
+  (:func:`~interchange.broker.tls_stream.python_callbacks`), and every session when the extension's self-test
+  fails (:func:`~interchange.broker.tls_stream.native_problem`, logged), steps on the Python worker instead;
 - ``idle`` / ``nice`` / ``normal``: on one worker thread of its own, scheduled ``SCHED_IDLE``, at
   nice 19, or as the loop. ``SSLObject.do_handshake`` releases the GIL for the crypto, so the loop
   serves established connections meanwhile; at a low priority the kernel also runs the loop's thread
@@ -63,14 +72,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from queue import SimpleQueue
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
+
+from interchange.broker.tls_stream import _handshake, native_problem
 
 log = logging.getLogger(__name__)
 
-#: Where handshake steps run: a worker thread scheduled SCHED_IDLE, at nice 19, or as the loop's
-#: thread; or in the loop's own turns.
-HandshakeThread = Literal["idle", "nice", "normal", "loop"]
-THREAD: HandshakeThread = "idle"
+#: Where handshake steps run: a worker thread that never takes the GIL, scheduled SCHED_IDLE (``native``); a
+#: Python worker thread scheduled SCHED_IDLE, at nice 19, or as the loop's thread; or in the loop's own turns.
+HandshakeThread = Literal["native", "idle", "nice", "normal", "loop"]
+THREAD: HandshakeThread = "native"
 #: The CPUs the worker and the rescue thread are confined to (the loop's thread then to the others); None:
 #: no placement, every thread may run on every CPU the process may use.
 CPUS: frozenset[int] | None = None
@@ -103,14 +114,15 @@ def burst_capacity(cpu_share: float, handshake_timeout_s: float) -> int:
     return int((BURST_S + cpu_share * handshake_timeout_s) / HANDSHAKE_CPU_S)
 
 
-def lower_priority(thread: HandshakeThread) -> str:
-    """Schedule the calling thread as ``thread`` says (Linux: per thread); returns what applies, or
-    why not (a system without it: the thread stays as it is)."""
+def lower_priority(thread: HandshakeThread, native_id: int = 0) -> str:
+    """Schedule the thread ``native_id`` (0: the calling thread) as ``thread`` says (Linux: per thread;
+    ``native``: SCHED_IDLE); returns what applies, or why not (a system without it: the thread stays as it is)."""
     try:
-        if thread == "idle":
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread
-        elif thread == "nice":
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        if thread in ("idle", "native"):
+            os.sched_setscheduler(native_id, os.SCHED_IDLE, os.sched_param(0))
+            return "idle"
+        if thread == "nice":
+            os.setpriority(os.PRIO_PROCESS, native_id or threading.get_native_id(), 19)
     except (AttributeError, OSError) as exc:
         log.warning("the TLS handshake worker cannot be scheduled %s (%s): it runs as the loop", thread, exc)
         return f"normal ({exc})"
@@ -145,10 +157,10 @@ def usable_cpus() -> frozenset[int] | None:
     return frozenset(os.sched_getaffinity(0))
 
 
-def confine(cpus: frozenset[int], what: str) -> frozenset[int] | None:
-    """Confine the calling thread to ``cpus`` (Linux: per thread, by its native id); returns the set it
-    had, or None if it cannot be confined (logged: it stays as it is)."""
-    native_id = threading.get_native_id()
+def confine(cpus: frozenset[int], what: str, native_id: int = 0) -> frozenset[int] | None:
+    """Confine the thread ``native_id`` (0: the calling thread) to ``cpus`` (Linux: per thread); returns
+    the set it had, or None if it cannot be confined (logged: it stays as it is)."""
+    native_id = native_id or threading.get_native_id()
     try:
         before = frozenset(os.sched_getaffinity(native_id))
         os.sched_setaffinity(native_id, cpus)
@@ -248,6 +260,53 @@ class _Worker:
                 return
 
 
+class _NativeWorker:
+    """The worker of ``native``: each step a session's OpenSSL call alone on a C thread that never takes the
+    GIL (:mod:`interchange.broker._handshake`), its outcome back through an eventfd the loop reads; a step
+    whose session must run in Python (:attr:`~interchange.broker.tls_stream.TlsSession.native` None: a
+    context with a Python callback) goes to a Python worker thread at the same priority, made when first
+    needed."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Any, float], None],
+                 python_worker: Callable[[], _Worker]) -> None:
+        assert _handshake is not None
+        self._stepper = _handshake.Stepper()
+        self.native_id: int = self._stepper.native_id
+        self._loop, self._done, self._python_worker = loop, done, python_worker
+        self._python: _Worker | None = None
+        self._fd = self._stepper.fileno()
+        loop.add_reader(self._fd, self._back)
+
+    def submit(self, connection: Handshaking, work: Callable[[], Any]) -> None:
+        session = getattr(work, "__self__", None)
+        native = getattr(session, "native", None)
+        if native is None:
+            if self._python is None:
+                self._python = self._python_worker()
+            self._python.submit(connection, work)
+            return
+        self._stepper.submit((connection, session), native)
+
+    def _back(self) -> None:
+        """On the loop: the outcomes that are back, each made :meth:`TlsSession.handshake`'s."""
+        for token, status, cost, errors in self._stepper.results():
+            connection, session = cast(tuple[Handshaking, Any], token)
+            try:
+                outcome = session.native_outcome(status, errors)
+            except Exception as exc:  # noqa: BLE001 - handed to the connection, which logs it and drops itself
+                outcome = exc
+            self._done(connection, outcome, cost)
+
+    def close(self) -> None:
+        try:
+            self._loop.remove_reader(self._fd)
+        except RuntimeError:  # the loop is closed
+            pass
+        self._stepper.close()
+        if self._python is not None:
+            self._python.close()
+
+
 class HandshakeQueue:
     """The connections waiting for their next handshake step, the steps out on the worker, and the
     :class:`HandshakeBudget` that paces them.
@@ -268,7 +327,7 @@ class HandshakeQueue:
         self._in_flight, self._starved_s = in_flight, starved_s
         self._guarded = False  #: the starvation check is scheduled
         self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
-        self._executor: _Worker | None = None
+        self._executor: _Worker | _NativeWorker | None = None
         self._rescuer: _Worker | None = None  #: the rescue thread, at the loop's priority (made when first needed)
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
         self.cpus = cpus
@@ -365,11 +424,29 @@ class HandshakeQueue:
         self._scheduled = False
         self._dispatch()
 
-    def _worker(self) -> _Worker:
+    def _worker(self) -> _Worker | _NativeWorker:
         if self._executor is None:
             self._confine_loop()
-            self._executor = _Worker(asyncio.get_running_loop(), self._done, self._cpu_clock, self._started)
+            self._executor = self._native_worker() if self.thread == "native" else None
+            if self._executor is None:
+                self._executor = self._python_worker()
         return self._executor
+
+    def _python_worker(self) -> _Worker:
+        return _Worker(asyncio.get_running_loop(), self._done, self._cpu_clock, self._started)
+
+    def _native_worker(self) -> _NativeWorker | None:
+        """The C worker, scheduled and placed from here (it runs no Python); None if the self-test fails
+        (logged: the Python worker, SCHED_IDLE, runs the steps)."""
+        problem = native_problem()
+        if problem is not None:
+            log.warning("TLS handshake steps run on a Python thread (SCHED_IDLE), not the C thread: %s", problem)
+            return None
+        worker = _NativeWorker(asyncio.get_running_loop(), self._done, self._python_worker)
+        self.priority = lower_priority(self.thread, worker.native_id)
+        if self.cpus is not None:
+            confine(self.cpus, "tls-handshake", worker.native_id)
+        return worker
 
     def _rescue_thread(self) -> _Worker:
         if self._rescuer is None:  # made by the loop's thread: it runs at the loop's priority

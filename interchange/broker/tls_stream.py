@@ -13,17 +13,30 @@ is written before the close and the reason is logged (IP_009). The caller moves 
   OpenSSL call alone: a worker thread runs it with as little Python around it as there can be,
   :mod:`interchange.broker.handshake_queue`) and :meth:`TlsSession.handshook` (its
   :class:`TlsStep`), is :meth:`TlsSession.receive` during the handshake;
+- :attr:`TlsSession.native` is the session's CPython ``_ssl._SSLSocket`` when the step may run on a thread
+  that never takes the GIL (:mod:`interchange.broker._handshake`: the self-test :func:`native_problem`
+  holds and the context has no Python callback that OpenSSL would call in the handshake); that step's
+  result becomes :meth:`TlsSession.handshake`'s outcome, the same exception included, by
+  :meth:`TlsSession.native_outcome` on the loop's thread;
 - :meth:`TlsSession.send` encrypts plaintext; :meth:`TlsSession.close` gives close_notify;
 - :attr:`TlsSession.deadline` is when the handshake must be complete (from the session's start,
   :mod:`interchange.broker.deadlines`); :meth:`TlsSession.on_timer` fails it once that has passed.
 """
 from __future__ import annotations
 
+import functools
 import ssl
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from interchange.broker.deadlines import Deadline, stage_deadline
+
+try:
+    from interchange.broker import _handshake
+except ImportError:  # not built: the steps run on a Python thread
+    _handshake = None  # type: ignore[assignment]
 
 #: A listener's TLS context: one context, or what gives the one current for each new connection (the
 #: node's ``ReloadingTls.current``: rebuilt when a file changed, e.g. a new CRL). Asked when the session
@@ -71,6 +84,43 @@ def step_error(outcome: object) -> BaseException | None:
     return outcome if isinstance(outcome, BaseException) and not isinstance(outcome, ssl.SSLError) else None
 
 
+#: :meth:`TlsSession.native_outcome`'s status codes (``_handshake.c``).
+NATIVE_DONE, NATIVE_WANT_READ = 0, 1
+#: The interpreter whose private ``_ssl`` object layout ``_handshake.c`` reads.
+NATIVE_PYTHON = (3, 11)
+
+
+@functools.cache
+def native_problem() -> str | None:
+    """Why handshake steps cannot run on the C thread (None: they can). ``_handshake.c`` reads the SSL*
+    out of CPython's private ``_ssl`` objects: this checks, on a session made here, that what it reads is
+    the session's (OpenSSL's own answers: the SSL*'s context, its read and write BIOs are the context's and
+    the MemoryBIOs'), and that it is linked with the OpenSSL that ``_ssl`` uses."""
+    if _handshake is None:
+        return "the C extension interchange.broker._handshake is not built"
+    if sys.version_info[:2] != NATIVE_PYTHON:
+        return f"it reads CPython {NATIVE_PYTHON[0]}.{NATIVE_PYTHON[1]}'s _ssl objects, not {sys.version.split()[0]}'s"
+    if _handshake.openssl_version() != ssl.OPENSSL_VERSION_NUMBER:
+        return f"it is linked with OpenSSL {_handshake.openssl_version():#x}, _ssl with {ssl.OPENSSL_VERSION_NUMBER:#x}"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    sslobj = context.wrap_bio(incoming, outgoing, server_side=True)._sslobj  # type: ignore[attr-defined]  # noqa: SLF001
+    try:
+        probed = _handshake.probe(sslobj, context, incoming, outgoing)
+    except TypeError as exc:
+        return str(exc)
+    if probed != (True, True, True, True):
+        return f"the _ssl objects' layout is not the one it reads (context, rbio, wbio, server: {probed})"
+    return None
+
+
+def python_callbacks(context: ssl.SSLContext) -> bool:
+    """Whether OpenSSL would call Python during a handshake with ``context`` (its SNI callback, its message
+    callback, its key log): then the step must run where Python may (it would take the GIL)."""
+    return (context.sni_callback is not None or getattr(context, "_msg_callback", None) is not None
+            or context.keylog_filename is not None)
+
+
 @dataclass(slots=True)
 class TlsStep:
     """The outcome of one :meth:`TlsSession.receive` call.
@@ -98,6 +148,9 @@ class TlsSession:
             context = context()
         self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=server_side,
                                            server_hostname=server_hostname)
+        #: the ``_ssl._SSLSocket`` for a step on the C thread (None: the step runs in Python)
+        self.native: Any = (None if native_problem() is not None or python_callbacks(context)
+                            else self.ssl_object._sslobj)  # type: ignore[attr-defined]  # noqa: SLF001
         self.established = False
         self.failed = False
         self._deadline = stage_deadline(now, handshake_timeout_s, "TLS handshake")
@@ -154,6 +207,19 @@ class TlsSession:
         except ssl.SSLError as exc:
             return exc
         return None
+
+    def native_outcome(self, status: int, errors: bytes | None) -> ssl.SSLError | None:
+        """:meth:`handshake`'s outcome from a step run on the C thread: complete, wanting input, or else
+        the error queue the step left there put on this thread's and ``_ssl`` called again on the failed
+        session (it fails at once, with the exception it would have raised on the worker: reason,
+        verify result); anything other than a failure is the next step's, run here."""
+        if status == NATIVE_DONE:
+            return None
+        if status == NATIVE_WANT_READ:
+            return ssl.SSLWantReadError(ssl.SSL_ERROR_WANT_READ, "The operation did not complete (read)")
+        if errors and _handshake is not None:
+            _handshake.restore(errors)
+        return self.handshake()
 
     def handshook(self, outcome: ssl.SSLError | None) -> TlsStep:
         """The step that :meth:`handshake`'s ``outcome`` makes: the flight to send, the handshake
