@@ -90,6 +90,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from certs import TestPki
 from interchange.app.config import NodeConfig
@@ -530,7 +531,9 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
         if args.gil_trace:
             traces.append(GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data"))
 
-    logged = len(complete_records(target.log))  # this run's records follow (a port may come again in a later run)
+    log = target.log
+    assert log is not None, "the node under test writes a JSON log"
+    logged = len(complete_records(log))  # this run's records follow (a port may come again in a later run)
     ports = {"bi": target.bi_port, "ii": target.ii_port}
     command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
                                       args.count, pki.directory, BROKER_CN, binary=args.c_binary)
@@ -548,7 +551,7 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     placement = thread_cpus(node.process.pid)
     if target is not node:
         placement += f"; the peer node's: {thread_cpus(target.process.pid)}"
-    records = complete_records(target.log)[logged:] if spec.records_checked else None
+    records = complete_records(log)[logged:] if spec.records_checked else None
     problems = stalled_clients.check_closed(stalled.results, records)
     summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
                           "scheduling": stalled.scheduling,
@@ -596,7 +599,7 @@ def summarize(samples: list[Sample], bounds: dict[str, float], gil: GilTimes | N
     by: dict[str, list[Sample]] = {p: [] for p in PHASES}
     for sample in samples:
         by[phase_of(sample, bounds)].append(sample)
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for phase, got in by.items():
         if not got:
             continue

@@ -80,6 +80,7 @@ from certs import TestPki, create_test_pki
 from certs.tls import TlsFiles, client_context
 from interchange.broker.client import ClientConnection
 from interchange.testing import rabbitmq
+from interchange.testing.harness import body_bytes
 import if2_loadgen as loadgen  # (this script's folder)
 import profile_categories as categories  # (this script's folder)
 import node_process  # (this script's folder)
@@ -278,7 +279,7 @@ class CroadsActor:
     def on_message(self, raw: bytes) -> None:
         message = Message()
         message.decode(raw)
-        body = bytes(message.body)
+        body = body_bytes(message)
         self.received.append((sent_at(body), time.time_ns()))
         self.keys.append(body.split(b":", 3)[1:3])
         if len(self.received) >= self.wanted:
@@ -785,15 +786,15 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 amqp.flush()
         for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
             first = len(results)
-            for phase in phases:
-                result = await asyncio.to_thread(rabbit_phase, endpoint, args, *phase, pids, kind, pubs)
+            for name, count, rate in phases:
+                result = await asyncio.to_thread(rabbit_phase, endpoint, args, name, count, rate, pids, kind, pubs)
                 results.append(result)
             if plain is not None:
                 pace = results[first].rate if args.floor_rate == "alone" else float(args.floor_rate)
                 print(f"# round {round_} floor: the plain BI path paced at {pace:,.0f} msgs/s", flush=True)
                 results += await floor_phase(endpoint, args, args.messages, pids, kind, pubs, plain, pace)
-            for phase in phases if "import" in args.directions else ():
-                results.append(await import_phase(endpoint, args, *phase, importer, pids, pubs))
+            for name, count, rate in phases if "import" in args.directions else ():
+                results.append(await import_phase(endpoint, args, name, count, rate, importer, pids, pubs))
             for name, count, rate in phases if "export" in args.directions else ():
                 if not rate and c_actor is not None and args.export_messages:
                     count = args.export_messages  # (the BI's buffer: see --export-messages)

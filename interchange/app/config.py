@@ -67,8 +67,10 @@ class LimitsConfig(BaseModel):
     handshake_cpu_share: float = Field(default=CPU_SHARE, gt=0, le=1, description="seconds of TLS handshake CPU "
                                        "per second a broker process spends at most (of one core); the rest wait")
     handshake_thread: HandshakeThread = Field(default=THREAD, description="where TLS handshake steps run: a "
-                                              "worker thread scheduled SCHED_IDLE (idle), at nice 19 (nice), or "
-                                              "as the loop (normal); or in the event loop's turns (loop)")
+                                              "C thread scheduled SCHED_IDLE that never takes the GIL (native; "
+                                              "idle where its self-test fails), a Python worker thread scheduled "
+                                              "SCHED_IDLE (idle), at nice 19 (nice), or as the loop (normal); or "
+                                              "in the event loop's turns (loop)")
     handshake_cpus: list[int] | None = Field(default=None, description="the CPUs the handshake worker (and its "
                                              "rescue thread) is confined to, the event loop's thread then to the "
                                              "others; CPUs this process may use, not all of them (None: no "
