@@ -74,7 +74,7 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, Literal, Protocol, cast
 
-from interchange.broker.tls_stream import _handshake, native_problem
+from interchange.broker.tls_stream import TlsSession, native_problem, native_stepper
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,9 @@ class Handshaking(Protocol):
     :class:`~ii_api.http.tls_site.TlsServerProtocol`)."""
 
     def handshake_work(self) -> Callable[[], Any] | None:
-        """Take the waiting input: the step to run (it touches only the TLS session), or None (closing)."""
+        """Take the waiting input: the step to run (it touches only the TLS session: the session's bound
+        :meth:`~interchange.broker.tls_stream.TlsSession.handshake`, which ``native`` runs on the C thread
+        when the session allows), or None (closing)."""
 
     def handshake_done(self, outcome: Any) -> None:
         """The step's result, or the exception it raised, on the loop's thread."""
@@ -269,8 +271,7 @@ class _NativeWorker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, done: Callable[[Handshaking, Any, float], None],
                  python_worker: Callable[[], _Worker]) -> None:
-        assert _handshake is not None
-        self._stepper = _handshake.Stepper()
+        self._stepper = native_stepper()
         self.native_id: int = self._stepper.native_id
         self._loop, self._done, self._python_worker = loop, done, python_worker
         self._python: _Worker | None = None
@@ -278,8 +279,8 @@ class _NativeWorker:
         loop.add_reader(self._fd, self._back)
 
     def submit(self, connection: Handshaking, work: Callable[[], Any]) -> None:
-        session = getattr(work, "__self__", None)
-        native = getattr(session, "native", None)
+        session = getattr(work, "__self__", None)  # a TlsSession's bound handshake(), or another step
+        native = session.native if isinstance(session, TlsSession) else None
         if native is None:
             if self._python is None:
                 self._python = self._python_worker()

@@ -114,6 +114,12 @@ def native_problem() -> str | None:
     return None
 
 
+def native_stepper() -> Any:
+    """A new C handshake thread (``_handshake.Stepper``); only where :func:`native_problem` is None."""
+    assert _handshake is not None, native_problem()
+    return _handshake.Stepper()
+
+
 def python_callbacks(context: ssl.SSLContext) -> bool:
     """Whether OpenSSL would call Python during a handshake with ``context`` (its SNI callback, its message
     callback, its key log): then the step must run where Python may (it would take the GIL)."""
