@@ -43,19 +43,33 @@ class MemoryTransport(asyncio.Transport):
 
 
 class MemoryTlsClient:
-    """A TLS client over memory BIOs: ``step`` feeds the server's bytes and returns the client's."""
+    """A TLS client over memory BIOs: ``step`` feeds the server's bytes and returns the client's;
+    ``error``: why the client's handshake failed (e.g. the server's alert), once it has."""
 
     def __init__(self, context: ssl.SSLContext, server_hostname: str) -> None:
         self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_hostname)
+        self.error: ssl.SSLError | None = None
 
     def step(self, data: bytes = b"") -> bytes:
-        self.incoming.write(data)
+        if data:
+            self.incoming.write(data)
         try:
             self.obj.do_handshake()
         except ssl.SSLWantReadError:
             pass
+        except ssl.SSLError as exc:
+            self.error = exc
         return self.outgoing.read()
+
+    def read(self) -> bytes:
+        """The server's application data so far, decrypted."""
+        out = b""
+        try:
+            while True:
+                out += self.obj.read(65536)
+        except ssl.SSLWantReadError:
+            return out
 
     def send(self, plaintext: bytes) -> bytes:
         """Application data, encrypted for the server."""

@@ -20,23 +20,13 @@ from interchange.broker import handshake_queue as queue_module
 from interchange.broker import tls_stream
 from interchange.broker.handshake_queue import HandshakeQueue
 from interchange.broker.tls_stream import TlsSession, TlsStep, describe, native_problem
+from interchange.testing.memory_transport import MemoryTlsClient
 from interchange.testing.pki_fixtures import ACTOR, REVOKED_ACTOR, SERVER, files_for, plain_client_context
 
 
 
-class Client:
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
-
-    def step(self, data: bytes = b"") -> bytes:
-        if data:
-            self.incoming.write(data)
-        try:
-            self.obj.do_handshake()
-        except ssl.SSLError:
-            pass
-        return self.outgoing.read()
+def tls_client(context: ssl.SSLContext) -> MemoryTlsClient:
+    return MemoryTlsClient(context, SERVER)
 
 
 def on_c_thread(stepper: object, server: TlsSession, data: bytes) -> tuple[TlsStep, ssl.SSLError | None, float]:
@@ -75,7 +65,7 @@ def test_the_self_test_holds_on_this_interpreter_and_openssl() -> None:
 def test_a_whole_handshake_on_the_c_thread(pki_main: TestPki, stepper: object) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
     assert server.native is not None
-    client = Client(client_context(files_for(pki_main, ACTOR)))
+    client = tls_client(client_context(files_for(pki_main, ACTOR)))
     flight, outcome, cost = on_c_thread(stepper, server, client.step())
     assert isinstance(outcome, ssl.SSLWantReadError) and flight.send and not server.established
     assert cost > 0  # the step's CPU, measured on the C thread (its key share and signature)
@@ -88,14 +78,14 @@ def test_a_whole_handshake_on_the_c_thread(pki_main: TestPki, stepper: object) -
 
 @pytest.mark.parametrize("who", ["no certificate", "revoked", "TLS 1.2"])
 def test_a_refusal_on_the_c_thread_is_the_one_python_raises(pki_main: TestPki, stepper: object, who: str) -> None:
-    def client() -> Client:
+    def client() -> MemoryTlsClient:
         if who == "no certificate":
-            return Client(plain_client_context(pki_main.trust_bundle))
+            return tls_client(plain_client_context(pki_main.trust_bundle))
         context = client_context(files_for(pki_main, REVOKED_ACTOR if who == "revoked" else ACTOR))
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         if who == "TLS 1.2":
             context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
-        return Client(context)
+        return tls_client(context)
 
     def run(step: object) -> tuple[TlsStep, ssl.SSLError | None]:
         server, peer = TlsSession(server_context(files_for(pki_main, SERVER))), client()
@@ -132,7 +122,7 @@ class Connection:
 
     def __init__(self, pki: TestPki) -> None:
         self.session = TlsSession(server_context(files_for(pki, SERVER)))
-        self.client = Client(client_context(files_for(pki, ACTOR)))
+        self.client = tls_client(client_context(files_for(pki, ACTOR)))
         self.input: bytes | None = self.client.step()
         self.steps: list[TlsStep] = []
         self.threads: list[int] = []

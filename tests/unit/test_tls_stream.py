@@ -7,6 +7,7 @@ import threading
 from certs import TestPki
 from certs.tls import client_context, peer_common_name, server_context
 from interchange.broker.tls_stream import TlsSession, TlsStep
+from interchange.testing.memory_transport import MemoryTlsClient
 from interchange.testing.pki_fixtures import (
     ACTOR,
     REVOKED_ACTOR,
@@ -16,36 +17,11 @@ from interchange.testing.pki_fixtures import (
 )
 
 
-class Client:
-    """A client SSLObject over memory BIOs."""
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=SERVER)
-        self.error: ssl.SSLError | None = None
-
-    def step(self, data: bytes = b"") -> bytes:
-        """Feed the server's bytes, advance; returns what to send to the server."""
-        if data:
-            self.incoming.write(data)
-        try:
-            self.obj.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        except ssl.SSLError as exc:
-            self.error = exc
-        return self.outgoing.read()
-
-    def read(self) -> bytes:
-        out = b""
-        try:
-            while True:
-                out += self.obj.read(65536)
-        except ssl.SSLWantReadError:
-            return out
+def tls_client(context: ssl.SSLContext) -> MemoryTlsClient:
+    return MemoryTlsClient(context, SERVER)
 
 
-def handshake(client: Client, server: TlsSession) -> TlsStep:
+def handshake(client: MemoryTlsClient, server: TlsSession) -> TlsStep:
     """Run the handshake to its end; returns the server's last step."""
     to_server = client.step()
     last = TlsStep()
@@ -61,7 +37,7 @@ def handshake(client: Client, server: TlsSession) -> TlsStep:
 
 def test_handshake_and_data_both_ways(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
-    client = Client(client_context(files_for(pki_main, ACTOR)))
+    client = tls_client(client_context(files_for(pki_main, ACTOR)))
     last = handshake(client, server)
     assert last.established and last.error is None and server.established
     assert peer_common_name(server.ssl_object) == ACTOR
@@ -87,7 +63,7 @@ def test_handshake_and_data_both_ways(pki_main: TestPki) -> None:
 
 def test_data_in_the_clients_last_flight_is_delivered(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
-    client = Client(client_context(files_for(pki_main, ACTOR)))
+    client = tls_client(client_context(files_for(pki_main, ACTOR)))
     flight = server.receive(client.step())
     finished = client.step(flight.send)
     assert client.obj.version() == "TLSv1.3"  # the client is done after its Finished
@@ -98,7 +74,7 @@ def test_data_in_the_clients_last_flight_is_delivered(pki_main: TestPki) -> None
 
 def test_client_without_certificate_gets_the_alert(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
-    client = Client(plain_client_context(pki_main.trust_bundle))
+    client = tls_client(plain_client_context(pki_main.trust_bundle))
     last = handshake(client, server)
     assert not last.established and last.error == "no client certificate"
     assert last.send, "the alert must be sent"
@@ -123,7 +99,7 @@ def test_revoked_foreign_and_old_protocol_reasons(pki_main: TestPki, pki_other: 
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         server = TlsSession(server_context(files_for(pki_main, SERVER)))
-        client = Client(context)
+        client = tls_client(context)
         last = handshake(client, server)
         assert last.error is not None and last.error.startswith(reason), last.error
         assert last.send
@@ -148,7 +124,7 @@ def in_parts(server: TlsSession, data: bytes) -> TlsStep:
 
 def test_a_handshake_step_in_parts_is_the_same_as_receive(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
-    client = Client(client_context(files_for(pki_main, ACTOR)))
+    client = tls_client(client_context(files_for(pki_main, ACTOR)))
     flight = in_parts(server, client.step())
     assert flight.send and not flight.established and not server.established  # ServerHello ... Finished
     finished = client.step(flight.send)
@@ -160,7 +136,7 @@ def test_a_handshake_step_in_parts_is_the_same_as_receive(pki_main: TestPki) -> 
 
 def test_a_refused_handshake_in_parts_sends_its_alert(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)))
-    client = Client(plain_client_context(pki_main.trust_bundle))
+    client = tls_client(plain_client_context(pki_main.trust_bundle))
     flight = in_parts(server, client.step())
     last = in_parts(server, client.step(flight.send))
     assert not last.established and last.error == "no client certificate" and last.send  # the alert
@@ -180,6 +156,6 @@ def test_a_session_from_a_context_source_asks_it_once_when_made(pki_main: TestPk
     server = TlsSession(current)
     assert asked == [threading.get_ident()] and server.ssl_object.context is contexts[0]
     contexts.append(server_context(files_for(pki_main, SERVER)))  # a reload: for new sessions only
-    last = handshake(Client(client_context(files_for(pki_main, ACTOR))), server)
+    last = handshake(tls_client(client_context(files_for(pki_main, ACTOR))), server)
     assert last.established and len(asked) == 1 and server.ssl_object.context is contexts[0]
     assert TlsSession(current).ssl_object.context is contexts[1]
