@@ -16,14 +16,14 @@ from interchange.broker.sasl import AMQP_HEADER, SASL_HEADER, SaslServer
 from interchange.broker.tls_stream import HANDSHAKE_TIMEOUT, TlsSession
 from interchange.testing.pki_fixtures import ACTOR, SERVER, files_for
 from test_engine_text import Engine, frame, frames, open_frame
-from test_tls_stream import Client, handshake
+from test_tls_stream import handshake, tls_client
 
 TIMEOUTS = StageTimeouts(handshake_s=5.0, header_s=3.0, sasl_s=4.0, open_s=6.0)
 
 
 def test_tls_handshake_deadline_from_the_start_whatever_arrives(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)), now=100.0, handshake_timeout_s=5.0)
-    client = Client(client_context(files_for(pki_main, ACTOR)))
+    client = tls_client(client_context(files_for(pki_main, ACTOR)))
     assert server.deadline is not None and server.deadline.at == 105.0
     server.receive(client.step())  # the client hello: the deadline does not move
     assert server.deadline is not None and server.deadline.at == 105.0
@@ -35,7 +35,7 @@ def test_tls_handshake_deadline_from_the_start_whatever_arrives(pki_main: TestPk
 
 def test_tls_deadline_gone_once_established(pki_main: TestPki) -> None:
     server = TlsSession(server_context(files_for(pki_main, SERVER)), now=0.0, handshake_timeout_s=5.0)
-    assert handshake(Client(client_context(files_for(pki_main, ACTOR))), server).established
+    assert handshake(tls_client(client_context(files_for(pki_main, ACTOR))), server).established
     assert server.deadline is None and server.on_timer(1000.0) is None
 
 
