@@ -913,26 +913,34 @@ def latency(b: Bench) -> None:
     print_table("Latency when not saturated (paced producer)", b.record("latency", rows))
 
 
-def ip012(b: Bench) -> None:
-    """IP_012: every 500 KB message delivered in under 30 ms, at 10 a second."""
+def _requirement(b: Bench, scenario: str, title: str, load: Callable[[int], Load],
+                 verdict: Callable[[dict], str]) -> None:
+    """A requirement's load on a fresh, cold broker with 1 and with 100 subscriptions, each run's verdict noted."""
     rows = []
     for subs in (0, 100):
-        r = b.fresh(b.load(subs, 500_000, 20 if b.quick else 50, rate=10), warm=False)
-        r["extra"] = f"IP_012 every 500 KB message < 30 ms: {'met' if r['latency_us']['max'] < 30_000 else 'NOT met'}"
+        r = b.fresh(load(subs), warm=False)
+        r["extra"] = verdict(r)
         rows.append(r)
-    print_table("IP_012: 500 KB messages, 10/s", b.record("ip012", rows))
+    print_table(title, b.record(scenario, rows))
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def ip012(b: Bench) -> None:
+    """IP_012: every 500 KB message delivered in under 30 ms, at 10 a second."""
+    _requirement(b, "ip012", "IP_012: 500 KB messages, 10/s",
+                 lambda subs: b.load(subs, 500_000, 20 if b.quick else 50, rate=10),
+                 lambda r: f"IP_012 every 500 KB message < 30 ms: {_met(r['latency_us']['max'] < 30_000)}")
 
 
 def ip013(b: Bench) -> None:
     """IP_013: a burst of 5,000 messages from the first send to the last delivery in under 1 s."""
-    rows = []
-    for subs in (0, 100):
-        r = b.fresh(b.load(subs, 200, 5000), warm=False)
+    def verdict(r: dict) -> str:
         total_ms = (r["deliver_seconds"] or 0) * 1000
-        r["extra"] = (f"IP_013 5,000 msgs first send -> last delivery {total_ms:.0f} ms: "
-                      f"{'met' if total_ms < 1000 else 'NOT met'}")
-        rows.append(r)
-    print_table("IP_013: a burst of 5,000 messages", b.record("ip013", rows))
+        return f"IP_013 5,000 msgs first send -> last delivery {total_ms:.0f} ms: {_met(total_ms < 1000)}"
+    _requirement(b, "ip013", "IP_013: a burst of 5,000 messages", lambda subs: b.load(subs, 200, 5000), verdict)
 
 
 def slow(b: Bench) -> None:

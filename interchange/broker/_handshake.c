@@ -192,19 +192,22 @@ static PyObject *Stepper_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Stepper *self = (Stepper *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (self->efd < 0) {
-        Py_DECREF(self);
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
+    /* the lock and condition first: a failure below deallocates, which destroys them */
     pthread_mutex_init(&self->lock, NULL);
     pthread_cond_init(&self->wake, NULL);
+    self->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (self->efd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(self);
+        return NULL;
+    }
     self->native_id = 0;
     int rc = pthread_create(&self->thread, NULL, worker, self);
     if (rc != 0) {
         errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
         Py_DECREF(self);
-        return PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
     }
     self->started = 1;
     Py_BEGIN_ALLOW_THREADS
