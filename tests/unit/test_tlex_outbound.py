@@ -212,3 +212,33 @@ def test_spatems_queued_behind_a_mapem_refused_at_sending_are_not_published(pki:
     assert (second.published, second.refused, second.dropped) == (4, 0, 0)
     assert first.payloads_in == first.published + first.refused + first.dropped
     assert bridge.counters.dropped == {"refused": 1, WAITS_FOR_MAPEM: 3}
+
+
+def test_spatems_after_a_mapem_the_broker_has_not_settled_yet_are_published(pki: TestPki) -> None:
+    """IP_104 counts a MAPEM as published when the bridge takes it: the SPATEMs that follow it while
+    the broker's outcome for it is still open go out behind it (none waits for a MAPEM); only a
+    refusal makes later ones wait again."""
+    import asyncio
+
+    from interchange.bridges.tlex.bridge import TlexBridge
+
+    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=pki.identity("tlex-bridge").directory,
+                              publisher_id="NL00001", originating_country="NL", controllers=[
+                                  ControllerConfig(tlc_id="NLZH0023", intersections=["5-57"], latitude=51.4, longitude=4.7)])
+    bridge = TlexBridge(config, node_name="a.interchange.test", ii_port=1, amqps_port=1, event=lambda *_: None)
+    engine = FakeEngine()
+    bridge.outbound.attach(Flushes(), engine, FakeSender())  # type: ignore[arg-type]
+
+    async def controller_sends() -> None:
+        bridge._from_controller(Payload(5, 1, stand_in("MAPEM", 1, "5-57", 1), "NLZH0023"))
+        await asyncio.sleep(0)  # the drain sends the MAPEM; the broker has not answered yet
+        assert len(engine.sent) == 1
+        for seq in range(2, 5):
+            bridge._from_controller(Payload(4, 1, stand_in("SPATEM", 1, "5-57", seq), "NLZH0023"))
+        await asyncio.sleep(0)
+
+    asyncio.run(controller_sends())
+    counters = bridge.counters.tlc("NLZH0023")
+    assert len(engine.sent) == 4 and (counters.dropped, counters.held_for_mapem) == (0, 0)
+    engine.answer(Outcome(True))
+    assert counters.published == 4 and WAITS_FOR_MAPEM not in bridge.counters.dropped
