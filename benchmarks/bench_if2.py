@@ -463,7 +463,7 @@ def threads_line(before: dict[str, tuple[float, int, int]], after: dict[str, tup
 
 
 #: the system calls ``--profiler syscalls`` counts (the node's socket reads and writes, its loop's waits)
-SYSCALLS = ("sendto", "recvfrom", "write", "read", "epoll_wait")
+SYSCALLS = ("sendto", "recvfrom", "write", "read", "epoll_wait", "epoll_ctl", "getpid")
 
 
 def _py_spy() -> str:
@@ -490,7 +490,8 @@ class Profile:
         if getattr(args, "profiler", "") == "syscalls":
             self.perf = False
             command = ["perf", "stat", "-x", ",", "-o", str(self.raw), "-p", str(pid), "-e",
-                       ",".join(f"syscalls:sys_enter_{call}" for call in SYSCALLS)]
+                       ",".join([*(f"syscalls:sys_enter_{call}" for call in SYSCALLS), "raw_syscalls:sys_enter",
+                                 "context-switches", "cpu-migrations", "task-clock"])]
         self.spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self, result: Result) -> None:
@@ -499,7 +500,7 @@ class Profile:
         self.spy.send_signal(signal.SIGINT)
         self.spy.wait(60)
         if self.raw.name.endswith(".syscalls"):
-            counts = {line.split(",")[2].split("sys_enter_")[-1]: int(line.split(",")[0])
+            counts = {line.split(",")[2].split("sys_enter_")[-1]: float(line.split(",")[0])
                       for line in self.raw.read_text().splitlines() if line.count(",") > 2 and line[0].isdigit()}
             print(f"# {result.scenario} {result.phase}: the node's system calls per message: "
                   + ", ".join(f"{call} {count / max(1, result.messages):.3f}" for call, count in counts.items()))
