@@ -502,7 +502,8 @@ class Profile:
         if self.raw.name.endswith(".syscalls"):
             counts = {line.split(",")[2].split("sys_enter_")[-1]: float(line.split(",")[0])
                       for line in self.raw.read_text().splitlines() if line.count(",") > 2 and line[0].isdigit()}
-            print(f"# {result.scenario} {result.phase}: the node's system calls per message: "
+            print(f"# {result.scenario} {result.phase}: the node's counts per message (system calls; "
+                  "context switches, migrations; task-clock in ms): "
                   + ", ".join(f"{call} {count / max(1, result.messages):.3f}" for call, count in counts.items()))
             return
         if self.perf:
@@ -978,7 +979,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(PROFILE-import.raw, PROFILE-export.raw) and print where its time goes")
     parser.add_argument("--profiler", choices=("py-spy", "perf", "syscalls"), default="py-spy",
                         help="with --profile: py-spy (Python frames, by category), Linux perf (CPU samples, "
-                        "kernel included, top symbols) or the node's socket system calls per message (perf stat)")
+                        "kernel included, top symbols) or the node's system calls, context switches and task clock "
+                        "per message (perf stat)")
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy's samples per second (--profile)")
     parser.add_argument("--rabbitmq-busy-wait", choices=tuple(rabbitmq.BUSY_WAIT), default="none",
                         help="the private RabbitMQ's Erlang scheduler busy waiting (+sbwt, +sbwtdcpu, +sbwtdio): "
