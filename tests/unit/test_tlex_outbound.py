@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proton import Message
 
@@ -19,6 +19,9 @@ from interchange.bridges.tlex.outbound import MAX_ATTEMPTS, MessageEncoder, Outb
 from interchange.bridges.tlex.payloads import stand_in
 from interchange.bridges.tlex.publication import WAITS_FOR_MAPEM, BiMessage, Dropped, Translator
 from interchange.broker.client import Outcome
+
+if TYPE_CHECKING:
+    from interchange.bridges.tlex.bridge import TlexBridge
 
 
 @dataclass
@@ -152,7 +155,7 @@ def test_a_refused_mapem_makes_the_controllers_spatems_wait_again() -> None:
                                   ControllerConfig(tlc_id="NLZH0023", intersections=["5-57"], latitude=51.4,
                                                    longitude=4.7)])
     translator = Translator(config)
-    mapem = stand_in("MAPEM", 1, "5-57", 1)
+    mapem = stand_in("MAPEM", 1, "5-0", 1)
     [published] = translator.to_bi(Payload(5, 1, mapem, "NLZH0023"), 0)  # type: ignore[misc]
     assert not translator.mapem_refused("NLZH0023", b"an older one")
     assert translator.mapem_refused("NLZH0023", published.body)
@@ -179,6 +182,17 @@ def test_an_srem_too_large_for_a_frame_is_rejected_at_the_broker(pki: TestPki) -
     assert bridge.counters.srem_dropped == 2
 
 
+def tlex_bridge(pki: TestPki, *tlcs: str) -> "TlexBridge":
+    """A TLEX bridge of these controllers (intersection ``5-<n>`` for the n-th), no link attached yet."""
+    from interchange.bridges.tlex.bridge import TlexBridge
+
+    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=pki.identity("tlex-bridge").directory,
+                              publisher_id="NL00001", originating_country="NL", controllers=[
+                                  ControllerConfig(tlc_id=tlc, intersections=[f"5-{i}"], latitude=51.4, longitude=4.7)
+                                  for i, tlc in enumerate(tlcs)])
+    return TlexBridge(config, node_name="a.interchange.test", ii_port=1, amqps_port=1, event=lambda *_: None)
+
+
 def test_spatems_queued_behind_a_mapem_refused_at_sending_are_not_published(pki: TestPki) -> None:
     """IP_104 when the broker's limit is learnt late: a MAPEM too large for it and the SPATEMs that
     followed it are queued before the link is attached (no limit known yet); when the drain refuses
@@ -186,13 +200,7 @@ def test_spatems_queued_behind_a_mapem_refused_at_sending_are_not_published(pki:
     another controller's messages go out."""
     import asyncio
 
-    from interchange.bridges.tlex.bridge import TlexBridge
-
-    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=pki.identity("tlex-bridge").directory,
-                              publisher_id="NL00001", originating_country="NL", controllers=[
-                                  ControllerConfig(tlc_id=tlc, intersections=[f"5-{i}"], latitude=51.4, longitude=4.7)
-                                  for i, tlc in enumerate(["NLZH0023", "NLZH0024"])])
-    bridge = TlexBridge(config, node_name="a.interchange.test", ii_port=1, amqps_port=1, event=lambda *_: None)
+    bridge = tlex_bridge(pki, "NLZH0023", "NLZH0024")
 
     async def controllers_send() -> None:
         for tlc, intersection, size in (("NLZH0023", "5-0", 3000), ("NLZH0024", "5-1", None)):
@@ -220,21 +228,16 @@ def test_spatems_after_a_mapem_the_broker_has_not_settled_yet_are_published(pki:
     refusal makes later ones wait again."""
     import asyncio
 
-    from interchange.bridges.tlex.bridge import TlexBridge
-
-    config = TlexBridgeConfig(api_url="https://x", authorization="t", domain="d", actor=pki.identity("tlex-bridge").directory,
-                              publisher_id="NL00001", originating_country="NL", controllers=[
-                                  ControllerConfig(tlc_id="NLZH0023", intersections=["5-57"], latitude=51.4, longitude=4.7)])
-    bridge = TlexBridge(config, node_name="a.interchange.test", ii_port=1, amqps_port=1, event=lambda *_: None)
+    bridge = tlex_bridge(pki, "NLZH0023")
     engine = FakeEngine()
     bridge.outbound.attach(Flushes(), engine, FakeSender())  # type: ignore[arg-type]
 
     async def controller_sends() -> None:
-        bridge._from_controller(Payload(5, 1, stand_in("MAPEM", 1, "5-57", 1), "NLZH0023"))
+        bridge._from_controller(Payload(5, 1, stand_in("MAPEM", 1, "5-0", 1), "NLZH0023"))
         await asyncio.sleep(0)  # the drain sends the MAPEM; the broker has not answered yet
         assert len(engine.sent) == 1
         for seq in range(2, 5):
-            bridge._from_controller(Payload(4, 1, stand_in("SPATEM", 1, "5-57", seq), "NLZH0023"))
+            bridge._from_controller(Payload(4, 1, stand_in("SPATEM", 1, "5-0", seq), "NLZH0023"))
         await asyncio.sleep(0)
 
     asyncio.run(controller_sends())
