@@ -19,7 +19,8 @@
  * then a space at a time). TLS 1.3 only, the client certificate of --cn in the PKI at --pki
  * (issued/CN/chain.pem and key.pem), the server's chain verified against trust.pem and its name against
  * --server-name (also sent as SNI). At most 50 connections are being set up at once (TCP, TLS, stage;
- * the II's listen backlog is 100), the BI's first.
+ * the II's listen backlog is 100), the BI's first. --bi (or --ii) given more than once: that interface's
+ * connections are spread over the addresses, connection i to address i % n (a node's broker processes).
  *
  * Output, one JSON object per line on stdout: {"ready": n, "at": t} once every connection stalled (or
  * failed before), then one result per connection as it closes ({"interface", "mode", "stalled",
@@ -85,7 +86,7 @@ struct target {
 struct conn {
   int fd;
   SSL *ssl;
-  int iface, mode, state, port, sent_pieces, pieces, matched;
+  int iface, index, mode, state, port, sent_pieces, pieces, matched;  /* index: its number on its interface */
   long received;  /* plaintext bytes from the server */
   double stalled, closed;
   int64_t next_ns;
@@ -100,7 +101,9 @@ static int total, next_start, setting_up, waiting, closed_count, epfd;
 static double trickle_s = 1.0;
 static int64_t trickle_ns, next_due = INT64_MAX;
 static const char *server_name = "", *path = "/";
-static struct target targets[2];
+#define ADDRESSES_MAX 16
+static struct target targets[2][ADDRESSES_MAX];  /* per interface, the addresses its connections spread over */
+static int addresses[2];
 static SSL_CTX *ctx;
 
 static int64_t now_ns(void) {
@@ -376,7 +379,7 @@ static void start_next(void) {
     }
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct target *t = &targets[c->iface];
+    struct target *t = &targets[c->iface][c->index % addresses[c->iface]];
     if (connect(c->fd, (struct sockaddr *)&t->addr, sizeof t->addr) < 0 && errno != EINPROGRESS) {
       finish(c, strerror(errno));
       continue;
@@ -426,7 +429,9 @@ static void trickle(int64_t now) {
   }
 }
 
-static int parse_target(const char *spec, struct target *t) {
+static int parse_target(const char *spec, int iface) {
+  if (addresses[iface] == ADDRESSES_MAX) return -1;
+  struct target *t = &targets[iface][addresses[iface]++];
   char host[64];
   const char *colon = strrchr(spec, ':');
   if (!colon || (size_t)(colon - spec) >= sizeof host) return -1;
@@ -458,7 +463,7 @@ static SSL_CTX *client_context(const char *pki, const char *cn) {
 }
 
 static void usage(void) {
-  fputs("usage: stalled [--bi HOST:PORT] [--ii HOST:PORT] [--count N] --pki DIR [--cn CN] --server-name NAME\n"
+  fputs("usage: stalled [--bi HOST:PORT]... [--ii HOST:PORT]... [--count N] --pki DIR [--cn CN] --server-name NAME\n"
         "               [--trickle-s S] [--path PATH]\n", stderr);
   exit(2);
 }
@@ -469,8 +474,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) usage();
-    if (!strcmp(a, "--bi")) { if (parse_target(v, &targets[BI])) usage(); }
-    else if (!strcmp(a, "--ii")) { if (parse_target(v, &targets[II])) usage(); }
+    if (!strcmp(a, "--bi")) { if (parse_target(v, BI)) usage(); }
+    else if (!strcmp(a, "--ii")) { if (parse_target(v, II)) usage(); }
     else if (!strcmp(a, "--count")) count = atoi(v);
     else if (!strcmp(a, "--pki")) pki = v;
     else if (!strcmp(a, "--cn")) cn = v;
@@ -489,13 +494,14 @@ int main(int argc, char **argv) {
     setrlimit(RLIMIT_NOFILE, &files);
   }
   ctx = client_context(pki, cn);
-  total = count * (targets[BI].on + targets[II].on);
+  total = count * ((addresses[BI] > 0) + (addresses[II] > 0));
   conns = calloc((size_t)total + 1, sizeof *conns);
   int n = 0;
   for (int iface = BI; iface <= II; iface++) {
-    if (!targets[iface].on) continue;
+    if (!addresses[iface]) continue;
     for (int i = 0; i < count; i++, n++) {
       conns[n].iface = iface;
+      conns[n].index = i;
       conns[n].mode = i % (iface == BI ? BI_COUNT : II_COUNT);
       conns[n].stalled = conns[n].closed = -1;
     }

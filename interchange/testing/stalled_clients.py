@@ -199,9 +199,10 @@ async def stall(interface: str, mode: str, target: Target, limit: asyncio.Semaph
     return result
 
 
-async def run(targets: dict[str, Target], count: int, out: Callable[[dict], None]) -> list[Stalled]:
-    """``count`` connections to each target interface, spread over its stalls; ``out`` gets the
-    ready line, each result as it comes, then the done line."""
+async def run(targets: dict[str, list[Target]], count: int, out: Callable[[dict], None]) -> list[Stalled]:
+    """``count`` connections to each target interface, spread over its stalls and its addresses
+    (connection i to address i % n); ``out`` gets the ready line, each result as it comes, then the done
+    line."""
     limit = asyncio.Semaphore(_CONNECTING)
     cpu = time.process_time()  # the connections' CPU, without the interpreter's start
     total = count * len(targets)
@@ -218,9 +219,9 @@ async def run(targets: dict[str, Target], count: int, out: Callable[[dict], None
         return result
 
     tasks = []
-    for interface, target in targets.items():
+    for interface, addresses in targets.items():
         modes = BI_STALLS if interface == "bi" else II_STALLS
-        tasks += [reported(interface, modes[i % len(modes)], target) for i in range(count)]
+        tasks += [reported(interface, modes[i % len(modes)], addresses[i % len(addresses)]) for i in range(count)]
     results = list(await asyncio.gather(*tasks))
     out({"done": len(results), "cpu_s": time.process_time() - cpu})
     return results
@@ -337,16 +338,18 @@ class SteadyProcess:
         self.process.wait(30)
 
 
-def command(kind: str, ports: dict[str, int], count: int, pki: Path, server_name: str, trickle_s: float = 0.5,
-            path: str = "/actor-1/subscriptions", binary: Path | None = None) -> list[str]:
+def command(kind: str, ports: dict[str, int | list[int]], count: int, pki: Path, server_name: str,
+            trickle_s: float = 0.5, path: str = "/actor-1/subscriptions", binary: Path | None = None) -> list[str]:
     """The command line of ``count`` stalled clients per interface in ``ports`` ("bi", "ii": a port on
-    127.0.0.1): ``kind`` "python" (this module) or "c" (``binary``, else :func:`ensure_c_clients`' one)."""
+    127.0.0.1, or several: the connections spread over them): ``kind`` "python" (this module) or "c"
+    (``binary``, else :func:`ensure_c_clients`' one)."""
     start = ([sys.executable, "-m", "interchange.testing.stalled_clients"] if kind == "python"
              else [str(binary or ensure_c_clients())])
     start += ["--count", str(count), "--pki", str(pki), "--server-name", server_name,
               "--trickle-s", str(trickle_s), "--path", path]
-    for interface, port in ports.items():
-        start += [f"--{interface}", f"127.0.0.1:{port}"]
+    for interface, given in ports.items():
+        for port in given if isinstance(given, list) else [given]:
+            start += [f"--{interface}", f"127.0.0.1:{port}"]
     return start
 
 
@@ -397,8 +400,9 @@ def deadline_node_config(pki: TestPki, name: str, directory: Path, level: Level 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m interchange.testing.stalled_clients", description=__doc__)
-    parser.add_argument("--bi", help="host:port of the BI (AMQPS)")
-    parser.add_argument("--ii", help="host:port of the II (HTTPS)")
+    parser.add_argument("--bi", action="append", help="host:port of the BI (AMQPS); given again: the "
+                        "connections are spread over the addresses (a node's broker processes)")
+    parser.add_argument("--ii", action="append", help="host:port of the II (HTTPS); given again: spread likewise")
     parser.add_argument("--count", type=int, default=500, help="connections per interface")
     parser.add_argument("--pki", type=Path, required=True, help="the test PKI's directory")
     parser.add_argument("--cn", default="actor-1", help="the client certificate's CN in the PKI")
@@ -407,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", default="/", help="II: the path of the body-trickle POST")
     args = parser.parse_args(argv)
     context = client_context(TlsFiles.from_pki(args.pki, args.cn, with_crls=False))
-    targets = {name: _target(spec, context, args) for name, spec in (("bi", args.bi), ("ii", args.ii)) if spec}
+    targets = {name: [_target(spec, context, args) for spec in specs]
+               for name, specs in (("bi", args.bi), ("ii", args.ii)) if specs}
 
     def out(record: dict) -> None:
         print(json.dumps(record), flush=True)

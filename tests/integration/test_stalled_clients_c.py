@@ -6,11 +6,14 @@ its stall, is closed within its stage's deadline + 2 s, the node logged that sta
 connection's port and answered it or not (SASL frames, a 408) as it answers the Python clients
 (:func:`interchange.testing.stalled_clients.check_closed`, also used by test_preamble_deadlines).
 Mutants built with ``-DMUTE_MODE`` (one stall sends nothing after TLS) must fail those checks, on
-that stall only.
+that stall only. Given an interface's address more than once (a node's broker processes' ports), both the
+C and the Python clients spread its connections evenly over them.
 """
 from __future__ import annotations
 
 import json
+import select
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 
 from certs import TestPki
 from interchange.testing.broker_harness import BROKER_CN, NodeProcess, complete_records
+from interchange.testing.paths import REPO_ROOT
 from interchange.testing.stalled_clients import EXPECTED, check_closed, command, ensure_c_clients
 
 COUNT = 500  #: per interface
@@ -64,3 +68,28 @@ def test_a_stall_that_sends_nothing_fails_the_checks(mute: str, deadline_node: N
     lines, problems = run_clients(binary, deadline_node, pki, 8)  # each BI stall at least once, each II stall twice
     assert problems, f"the mutant muting {mute} passed every check"
     assert all(f"'{mute}')" in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize("kind", ["c", "python"])
+def test_connections_spread_over_the_addresses_given(kind: str, pki: TestPki) -> None:
+    """``--bi`` twice: connection i to address i % 2, counted by two listeners that close what they accept
+    (the clients then end: closed or refused in their handshake)."""
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    accepted = [0, 0]
+    clients = subprocess.Popen(command(kind, {"bi": [listener.getsockname()[1] for listener in listeners]}, 6,
+                                       pki.directory, BROKER_CN, binary=ensure_c_clients() if kind == "c" else None),
+                               stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while clients.poll() is None and time.monotonic() < deadline:
+            for listener in select.select(listeners, [], [], 0.1)[0]:
+                connection, _ = listener.accept()
+                connection.close()
+                accepted[listeners.index(listener)] += 1
+        out = clients.communicate(timeout=30)[0]
+    finally:
+        clients.kill()
+        for listener in listeners:
+            listener.close()
+    assert accepted == [3, 3]
+    assert len([line for line in out.splitlines() if '"mode"' in line]) == 6
