@@ -42,6 +42,14 @@ Modes, alternated run by run:
   ``--client-cpus`` connect to a second node process confined there too (``taskset``, all its threads): all
   the arrivals' work, both sides', on those CPUs, none of it in the steady client's node; what ``pinned``
   would reach if its loop did nothing per arriving connection;
+- ``procs2``: this tree's node with two broker processes (``broker.processes = 2``), the steady client's
+  target placed in process 1 and the steady client on process 1's port; the stalled BI clients spread
+  evenly over both processes' ports (connection i to port i % 2, as clients connect to every advertised
+  port), the II's to process 0 (which hosts the II); nothing placed. Its closes are checked in both
+  processes' logs;
+- ``procs2pin``: as ``procs2``, placed as ``pinned``: ``handshake_cpus`` = ``--handshake-cpus`` (process 1's
+  handshake worker on those CPUs, its event loop's thread on the others, the steady client free), process 0
+  wholly on ``--client-cpus`` (``taskset``, all its threads) and the stalled clients confined there too;
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written, so its closes are checked
   by the clients' times alone);
@@ -63,7 +71,10 @@ p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's ma
 all its threads (the handshake worker's too), of the steady client's thread, of the stalled clients and
 of the peer node; the steady node's run-queue wait (ms per second: ready to run, not running, /proc
 schedstat) and the steady client's; and for the slowest 1 % of round trips, what the node's main thread
-did during them (CPU, waiting for a core) and the steady client's wait.
+did during them (CPU, waiting for a core) and the steady client's wait. For ``procs2`` and ``procs2pin``,
+"node" is the steady client's broker process (1) and "peer" the node's process 0. After each run, each
+watched loop's (main thread's) CPU from the stalled clients' start until all stalled, above its rate over
+the quiet round trips, per connection its process took.
 
 ``--gil-trace`` (Linux, root, ``perf`` and an interpreter with symbols): Linux perf uprobes on CPython's
 ``take_gil`` and ``drop_gil`` (entry, return) in the steady node, recorded through each run with
@@ -79,6 +90,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import os
 import random
 import select
@@ -123,7 +135,8 @@ def schedstat(path: str) -> tuple[int, int]:
 
 
 class Node:
-    """A node process run from the tree at ``root`` (its directory first on the module path)."""
+    """A node process run from the tree at ``root`` (its directory first on the module path): with
+    ``broker.processes`` > 1, its broker processes' AMQPS ports, pids and logs, process 0 first."""
 
     def __init__(self, config: NodeConfig, root: Path, switch_interval: float | None = None,
                  cpus: frozenset[int] | None = None) -> None:
@@ -139,12 +152,54 @@ class Node:
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
         assert self.process.stdout is not None
         words = self.process.stdout.readline().replace(",", "").split()
-        self.bi_port = int(words[words.index("AMQPS") + 2])
+        at = words.index("AMQPS") + 2  # "AMQPS port 5671 5672 plain ...": one port per broker process
+        self.bi_ports = [int(word) for word in words[at:words.index("plain")]]
+        self.bi_port = self.bi_ports[0]
         self.ii_port = int(words[words.index("(HTTPS)") + 2])
+        self.pids = broker_pids(self.process.pid, self.bi_ports)
+        log = self.log
+        self.logs = [log] + [log.with_name(f"{log.stem}.p{k}{log.suffix}")  # interchange.app.worker's log files
+                             for k in range(1, len(self.bi_ports))] if log else []
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(30)
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports a process listens on: its sockets' inodes among /proc/net/tcp's listeners."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def broker_pids(pid: int, ports: list[int]) -> list[int]:
+    """The pids of a node's broker processes, in the order of their ``ports``: the node process, then its
+    children (``interchange.app.worker``) each found by the port it listens on."""
+    if len(ports) == 1:
+        return [pid]
+    children = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, ValueError):
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:  # its parent
+                children.append(int(entry))
+    listening = {child: listening_ports(child) for child in children}
+    return [pid] + [next(child for child, got in listening.items() if port in got) for port in ports[1:]]
+
+
+def confine_process(pid: int, cpus: frozenset[int]) -> None:
+    """Every thread of a running process on ``cpus`` (``taskset -a``; threads it starts later inherit it)."""
+    subprocess.run(["taskset", "-a", "-p", "-c", cpu_list(cpus), str(pid)], check=True, stdout=subprocess.DEVNULL)
 
 
 @dataclass
@@ -378,9 +433,14 @@ def thread_cpus(pid: int) -> str:
 
 
 class StalledClients:
-    """The stalled clients' process and what it reported so far."""
+    """The stalled clients' process and what it reported so far; the ``loops`` threads' schedstat read as it
+    started and as it reported every connection stalled (``at_ready``), with ``quiet``: a reading (monotonic
+    time, schedstat) at the start of the quiet round trips."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], loops: Watch, quiet: tuple[float, dict[str, tuple[int, int]]]) -> None:
+        self.loops, self.quiet = loops, quiet
+        self.at_spawn = (time.monotonic(), loops.read())
+        self.at_ready: tuple[float, dict[str, tuple[int, int]]] | None = None
         self.spawned = time.monotonic()
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=HERE)
         self.lines = JsonLines(self.process)
@@ -395,7 +455,7 @@ class StalledClients:
             self.scheduling = scheduling(self.process.pid)
         for record in self.lines.read():
             if "ready" in record:
-                self.ready_at = record["at"]
+                self.ready_at, self.at_ready = record["at"], (time.monotonic(), self.loops.read())
             elif "done" in record:
                 self.done, self.cpu_s = True, record.get("cpu_s", self.cpu_s)
             else:
@@ -415,18 +475,20 @@ class Measured:
     steady_cpu_s: float  #: the steady client's CPU over the run (its process, or our main thread)
 
 
-def run_python(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
-               tracing: Callable[[], None]) -> Measured:
-    """The steady client in this process's main thread (python-qpid-proton's BlockingConnection)."""
-    steady = Steady(pki, node.bi_port)
+def run_python(port: int, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
+               tracing: Callable[[], None], loops: Watch) -> Measured:
+    """The steady client in this process's main thread (python-qpid-proton's BlockingConnection), on the BI
+    ``port``."""
+    steady = Steady(pki, port)
     cpu = time.thread_time()
     try:
         for _ in range(50):
             steady.round_trip(Watch(paths))
         tracing()
         pacer = Pacer(args.pace_ms / 1e3)
+        quiet = (time.monotonic(), loops.read())
         samples = [pacer.paced(steady.round_trip(Watch(paths))) for _ in range(args.quiet)]
-        stalled = StalledClients(command)
+        stalled = StalledClients(command, loops, quiet)
         watch = Watch({**paths, "clients": f"/proc/{stalled.process.pid}/schedstat"})
         while not stalled.done:
             if select.select([stalled.lines.fd], [], [], pacer.wait_s())[0]:
@@ -442,18 +504,20 @@ def run_python(node: Node, paths: dict[str, str], pki: TestPki, command: list[st
     return Measured(samples, stalled, ended, time.thread_time() - cpu)
 
 
-def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
-          tracing: Callable[[], None]) -> Measured:
-    """The steady client in its own process, in C: the benchmark's process only reads its lines."""
+def run_c(port: int, paths: dict[str, str], pki: TestPki, command: list[str], args: argparse.Namespace,
+          tracing: Callable[[], None], loops: Watch) -> Measured:
+    """The steady client in its own process, in C, on the BI ``port``: the benchmark's process only reads its
+    lines."""
     watched = {k: v for k, v in paths.items() if k != "me"}  # "me": the C client's own thread, always watched
-    steady = SteadyProcess(stalled_clients.steady_command(node.bi_port, pki.directory, BROKER_CN,
+    steady = SteadyProcess(stalled_clients.steady_command(port, pki.directory, BROKER_CN,
                                                           pace_ms=args.pace_ms, watch=watched,
                                                           binary=args.steady_binary))
     try:
         steady.until(50)  # warm-up
         tracing()
+        quiet = (time.monotonic(), loops.read())
         trips = steady.until(args.quiet)
-        stalled = StalledClients(command)
+        stalled = StalledClients(command, loops, quiet)
         steady.tell(f"watch clients /proc/{stalled.process.pid}/schedstat")
         while not stalled.done:
             readable = select.select([stalled.lines.fd, steady.lines.fd], [], [], 30.0)[0]
@@ -473,14 +537,17 @@ def run_c(node: Node, paths: dict[str, str], pki: TestPki, command: list[str], a
 
 @dataclass(frozen=True)
 class Mode:
-    """What a mode runs: the node the steady client uses, the node the stalled clients connect to (None: the
-    same), whether the clients are confined to ``--client-cpus``, their scheduling (a command prefix), and
-    whether the target's log has the stages' records to check (not at ``level = "error"``)."""
+    """What a mode runs: the node the steady client uses and its broker process there (its target placed in
+    it, its port), the node the stalled clients connect to (None: the same; their BI connections spread over
+    its broker processes' ports, the II's to process 0), whether the clients are confined to
+    ``--client-cpus``, their scheduling (a command prefix), and whether the target's logs have the stages'
+    records to check (not at ``level = "error"``)."""
     node: str
     target: str | None = None
     placed: bool = False
     scheduling: tuple[str, ...] = ()
     records_checked: bool = True
+    process: int = 0
 
 
 SCHED_IDLE = ("chrt", "--idle", "0")
@@ -506,6 +573,8 @@ def mode_of(name: str) -> Mode:
             return Mode("pinned", placed=True, scheduling=SCHED_IDLE)
         case "peerpin":
             return Mode("pinned", target="peerpin", placed=True)
+        case "procs2" | "procs2pin":
+            return Mode(name, placed=name == "procs2pin", process=1)
         case _ if name.startswith("pinthread"):
             return Mode(name, placed=True)
         case "errlog":
@@ -516,47 +585,89 @@ def mode_of(name: str) -> Mode:
             return Mode("node")
 
 
+def second_loop(spec: Mode, node: Node, target: Node, nodes: dict[str, Node]) -> int | None:
+    """The other loop watched beside the steady client's: the mode's second node (its target, else the free
+    peer), or the node's broker process 0 when the steady client uses another of its processes."""
+    if target is not node:
+        return target.process.pid
+    if spec.process:
+        return node.pids[0]
+    return nodes["peer"].process.pid if "peer" in nodes else None
+
+
+def arrivals(target: Node, loops: dict[str, int], interfaces: list[str], count: int) -> dict[str, int]:
+    """How many stalled connections each watched loop's process takes: the BI's spread over the target's
+    broker processes (connection i to port i % n), the II's to process 0; none for a loop not the target's."""
+    taken = dict.fromkeys(target.pids, 0)
+    if "bi" in interfaces:
+        for i in range(count):
+            taken[target.pids[i % len(target.pids)]] += 1
+    if "ii" in interfaces:
+        taken[target.pids[0]] += count
+    return {name: taken.get(pid, 0) for name, pid in loops.items()}
+
+
+def arrival_cpu(stalled: StalledClients, taken: dict[str, int]) -> dict[str, tuple[float, int]]:
+    """Per watched loop: its main thread's CPU seconds from the clients' start until all stalled, above its
+    rate over the quiet round trips (the steady client's own share), and the connections its process took."""
+    if stalled.at_ready is None:
+        return {}
+    (quiet_at, quiet), (spawn_at, spawn), (ready_at, ready) = stalled.quiet, stalled.at_spawn, stalled.at_ready
+    out = {}
+    for name, n in taken.items():
+        rate = (spawn[name][0] - quiet[name][0]) / 1e9 / max(spawn_at - quiet_at, 1e-9)
+        out[name] = ((ready[name][0] - spawn[name][0]) / 1e9 - rate * (ready_at - spawn_at), n)
+    return out
+
+
 def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Namespace) -> dict:
     spec = mode_of(mode)
     node = nodes[spec.node]
     target = nodes[spec.target] if spec.target else node
-    paths = {"node": f"/proc/{node.process.pid}/task/{node.process.pid}/schedstat",
-             "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{node.process.pid}/task"}
-    peer = target if target is not node else nodes.get("peer")
-    if peer is not None:  # the second node's main thread (the mode's target, else the free peer's)
-        paths["peer"] = f"/proc/{peer.process.pid}/task/{peer.process.pid}/schedstat"
+    pid = node.pids[spec.process]  # the steady client's broker process
+    paths = {"node": f"/proc/{pid}/task/{pid}/schedstat",
+             "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{pid}/task"}
+    second = second_loop(spec, node, target, nodes)
+    loops = {"steady": pid} | ({"process 0" if spec.process else "peer": second} if second else {})
+    if second is not None:
+        paths["peer"] = f"/proc/{second}/task/{second}/schedstat"
     traces: list[GilTrace] = []
 
     def tracing() -> None:
         if args.gil_trace:
-            traces.append(GilTrace(node.process.pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data"))
+            traces.append(GilTrace(pid, Path(tempfile.gettempdir()) / f"gil-{os.getpid()}.data"))
 
-    log = target.log
-    assert log is not None, "the node under test writes a JSON log"
-    logged = len(complete_records(log))  # this run's records follow (a port may come again in a later run)
-    ports = {"bi": target.bi_port, "ii": target.ii_port}
-    command = stalled_clients.command(args.clients, {i: ports[i] for i in args.interfaces.split(",")},
-                                      args.count, pki.directory, BROKER_CN, binary=args.c_binary)
+    assert target.logs, "the node under test writes a JSON log"
+    logged = [len(complete_records(log)) for log in target.logs]  # this run's records follow
+    interfaces = args.interfaces.split(",")
+    ports: dict[str, int | list[int]] = {"bi": target.bi_ports, "ii": target.ii_port}
+    command = stalled_clients.command(args.clients, {i: ports[i] for i in interfaces}, args.count, pki.directory,
+                                      BROKER_CN, binary=args.c_binary)
     if spec.placed:
         command = ["taskset", "-c", cpu_list(args.client_cpus), *command]
     command = [*spec.scheduling, *command]
+    watch = Watch({name: f"/proc/{p}/task/{p}/schedstat" for name, p in loops.items()})
     try:
-        got = (run_c if args.steady == "c" else run_python)(node, paths, pki, command, args, tracing)
+        got = (run_c if args.steady == "c" else run_python)(node.bi_ports[spec.process], paths, pki, command, args,
+                                                           tracing, watch)
     finally:
         gil = traces[0].stop() if traces else None
     stalled = got.stalled
     bounds = {"arrive": stalled.spawned, "stall": stalled.ready_at or stalled.spawned,
               "closes": min(stalled.closes) if stalled.closes else got.ended, "after": got.ended}
     summary = summarize(got.samples, bounds, gil)
-    placement = thread_cpus(node.process.pid)
+    placement = thread_cpus(pid)
+    if spec.process:
+        placement += f"; broker process 0's: {thread_cpus(node.pids[0])}"
     if target is not node:
         placement += f"; the peer node's: {thread_cpus(target.process.pid)}"
-    records = complete_records(log)[logged:] if spec.records_checked else None
-    problems = stalled_clients.check_closed(stalled.results, records)
-    summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "problems": problems,
-                          "scheduling": stalled.scheduling,
+    records = ([r for log, n in zip(target.logs, logged) for r in complete_records(log)[n:]]
+               if spec.records_checked else None)
+    summary["clients"] = {"connections": len(stalled.results), "cpu_s": stalled.cpu_s, "scheduling": stalled.scheduling,
+                          "problems": stalled_clients.check_closed(stalled.results, records),
                           "steady_cpu_ms": got.steady_cpu_s / max(1, len(got.samples)) * 1e3,
-                          "steady_n": len(got.samples), "node_cpus": placement}
+                          "steady_n": len(got.samples), "node_cpus": placement,
+                          "arrival_cpu": arrival_cpu(stalled, arrivals(target, loops, interfaces, args.count))}
     return summary
 
 
@@ -650,10 +761,14 @@ def print_gil(g: dict) -> None:
 def print_clients(name: str, clients: dict) -> None:
     """The stalled clients' own CPU per connection, and how many the node's deadlines closed as they should."""
     n, problems = clients["connections"], clients["problems"]
-    print(f"{name:<9}clients: {n} connections ({clients['scheduling'] or '?'}), {clients['cpu_s']:.2f} s CPU "
+    print(f"{name + ' ':<9}clients: {n} connections ({clients['scheduling'] or '?'}), {clients['cpu_s']:.2f} s CPU "
           f"({clients['cpu_s'] / max(n, 1) * 1e3:.2f} ms each); {n - len(problems)} of {n} closed by their deadline"
           + (f"; {problems[:3]}" if problems else "") + f"; the node's threads' CPUs: {clients['node_cpus']}",
           flush=True)
+    loops = [f"{loop} {cpu_s * 1e3:.0f} ms ({n} connections" + (f", {cpu_s / n * 1e3:.2f} ms each)" if n else ")")
+             for loop, (cpu_s, n) in clients["arrival_cpu"].items()]
+    if loops:
+        print(f"{name + ' ':<9}loop CPU while they arrived, above its quiet rate: " + "; ".join(loops), flush=True)
 
 
 def print_run(name: str, result: dict) -> None:
@@ -662,7 +777,7 @@ def print_run(name: str, result: dict) -> None:
     quiet = result["quiet"]["rtts"]
     for phase, r in result.items():
         low, high = bootstrap_ratio(r["rtts"], quiet) if phase != "quiet" else (float("nan"), float("nan"))
-        print(f"{name:<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
+        print(f"{name + ' ':<9}{phase:<8}{r['span']:>6.2f}{r['n']:>6}{r['p50'] * 1e3:>7.2f}{r['p99'] * 1e3:>7.2f}"
               f"{r['p99'] / pct(quiet, 0.99):>7.2f}{f'{low:.2f}-{high:.2f}' if phase != 'quiet' else '':>11}"
               f"{r['node_cpu']:>8.2f}{r['node_wait']:>9.2f}{r['node_all_cpu']:>7.2f}{r['me_cpu']:>6.2f}"
               f"{r['me_wait']:>7.2f}{r['clients_cpu']:>8.2f}{r['peer_cpu']:>6.2f} | {r['slow_rtt'] * 1e3:>7.2f}"
@@ -671,7 +786,7 @@ def print_run(name: str, result: dict) -> None:
         if "gil" in r:
             print_gil(r["gil"])
     half = len(quiet) // 2
-    print(f"{name:<9}quiet p99 of its first / second half {pct(quiet[:half], 0.99) * 1e3:.2f} / "
+    print(f"{name + ' ':<9}quiet p99 of its first / second half {pct(quiet[:half], 0.99) * 1e3:.2f} / "
           f"{pct(quiet[half:], 0.99) * 1e3:.2f} ms; steady client {clients['steady_cpu_ms']:.3f} ms CPU per round "
           f"trip ({clients['steady_n']} round trips)", flush=True)
     print_clients(name, clients)
@@ -685,8 +800,29 @@ def print_pooled(pooled: dict[str, dict[str, list[float]]]) -> None:
         for phase, rtts in phases.items():
             low, high = bootstrap_ratio(rtts, quiet) if phase != "quiet" else (float("nan"), float("nan"))
             interval = f" ({low:.2f}-{high:.2f})" if phase != "quiet" else ""
-            print(f"{mode:<9}{phase:<8}{len(rtts):>6}{pct(rtts, 0.99) * 1e3:>7.2f}"
+            print(f"{mode + ' ':<9}{phase:<8}{len(rtts):>6}{pct(rtts, 0.99) * 1e3:>7.2f}"
                   f"{pct(rtts, 0.99) / pct(quiet, 0.99):>7.2f}{interval}", flush=True)
+
+
+def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Namespace,
+                limits: dict[str, object], switch: float | None) -> dict[str, Node]:
+    """Modes procs2 and procs2pin: this tree's node with two broker processes, the steady client's target
+    ``in`` placed in process 1; procs2pin's with ``handshake_cpus`` = ``--handshake-cpus`` (process 1's loop
+    on the other CPUs) and its process 0, all its threads, on ``--client-cpus``."""
+    nodes: dict[str, Node] = {}
+    for name in ("procs2", "procs2pin"):
+        if name not in modes:
+            continue
+        (root / name).mkdir()
+        config = deadline_node_config(pki, BROKER_CN, root / name)
+        targets = [target.model_copy(update={"process": 1}) for target in config.broker.targets]
+        config = config.model_copy(update={"broker": config.broker.model_copy(
+            update={"processes": 2, "targets": targets})})
+        pin = sorted(args.handshake_cpus) if name == "procs2pin" else None
+        nodes[name] = Node(with_limits(config, **limits, handshake_cpus=pin), HERE, switch)
+        if pin:
+            confine_process(nodes[name].pids[0], args.client_cpus)
+    return nodes
 
 
 def load() -> str:
@@ -697,8 +833,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice",
-                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, errlog, base, share2, "
-                             "thread2, pinthread2, switch2")
+                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, procs2, procs2pin, "
+                             "errlog, base, share2, thread2, pinthread2, switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
@@ -712,11 +848,12 @@ def main() -> None:
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
                              "given again: modes thread2, thread3, ... (and pinthread2, ...: pinned's node)")
     parser.add_argument("--client-cpus", type=cpu_set, default=None,
-                        help="modes placed, pinned and peerpin: the CPUs the stalled clients (and peerpin's "
-                             "second node) are confined to, as 1 or 0,2 (default: the last CPU this process may use)")
+                        help="modes placed, pinned, peerpin and procs2pin: the CPUs the stalled clients (and "
+                             "peerpin's second node, procs2pin's broker process 0) are confined to, as 1 or 0,2 "
+                             "(default: the last CPU this process may use)")
     parser.add_argument("--handshake-cpus", type=cpu_set, default=None,
-                        help="modes pinned, pinfree and peerpin: [broker.limits] handshake_cpus of their node "
-                             "(default: --client-cpus)")
+                        help="modes pinned, pinfree, peerpin and procs2pin: [broker.limits] handshake_cpus of their "
+                             "node (default: --client-cpus)")
     parser.add_argument("--switch-interval", type=float, action="append",
                         help="this tree's nodes: the interpreter's GIL switch interval in seconds (default: "
                              "Python's, 0.005); given again: modes switch2, switch3, ...")
@@ -766,6 +903,8 @@ def main() -> None:
             nodes["pinned"] = Node(with_limits(deadline_node_config(pki, BROKER_CN, root / "pinned"),
                                                handshake_cpu_share=shares[0], handshake_thread=threads[0],
                                                handshake_cpus=sorted(args.handshake_cpus)), HERE, switch)
+        nodes |= procs_nodes(modes, pki, root, args, {"handshake_cpu_share": shares[0],
+                                                      "handshake_thread": threads[0]}, switch)
         if "peer" in modes:
             nodes["peer"] = Node(deadline_node_config(pki, BROKER_CN, root / "b"), HERE, switch)
         if "peerpin" in modes:  # the second node confined to the clients' CPUs
