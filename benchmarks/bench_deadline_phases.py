@@ -50,6 +50,8 @@ Modes, alternated run by run:
 - ``procs2pin``: as ``procs2``, placed as ``pinned``: ``handshake_cpus`` = ``--handshake-cpus`` (process 1's
   handshake worker on those CPUs, its event loop's thread on the others, the steady client free), process 0
   wholly on ``--client-cpus`` (``taskset``, all its threads) and the stalled clients confined there too;
+  ``procs2cfg``: as ``procs2pin`` without the ``taskset`` of process 0 (what the node's settings alone
+  place: ``handshake_cpus`` holds both processes' loops off those CPUs);
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written, so its closes are checked
   by the clients' times alone);
@@ -71,7 +73,7 @@ p50/p99 and p99 / quiet p99; the CPU share (of one core) of the steady node's ma
 all its threads (the handshake worker's too), of the steady client's thread, of the stalled clients and
 of the peer node; the steady node's run-queue wait (ms per second: ready to run, not running, /proc
 schedstat) and the steady client's; and for the slowest 1 % of round trips, what the node's main thread
-did during them (CPU, waiting for a core) and the steady client's wait. For ``procs2`` and ``procs2pin``,
+did during them (CPU, waiting for a core) and the steady client's wait. For the ``procs2`` modes,
 "node" is the steady client's broker process (1) and "peer" the node's process 0. After each run, each
 watched loop's (main thread's) CPU from the stalled clients' start until all stalled, above its rate over
 the quiet round trips, per connection its process took.
@@ -573,8 +575,8 @@ def mode_of(name: str) -> Mode:
             return Mode("pinned", placed=True, scheduling=SCHED_IDLE)
         case "peerpin":
             return Mode("pinned", target="peerpin", placed=True)
-        case "procs2" | "procs2pin":
-            return Mode(name, placed=name == "procs2pin", process=1)
+        case "procs2" | "procs2pin" | "procs2cfg":
+            return Mode(name, placed=name != "procs2", process=1)
         case _ if name.startswith("pinthread"):
             return Mode(name, placed=True)
         case "errlog":
@@ -806,11 +808,11 @@ def print_pooled(pooled: dict[str, dict[str, list[float]]]) -> None:
 
 def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Namespace,
                 limits: dict[str, object], switch: float | None) -> dict[str, Node]:
-    """Modes procs2 and procs2pin: this tree's node with two broker processes, the steady client's target
-    ``in`` placed in process 1; procs2pin's with ``handshake_cpus`` = ``--handshake-cpus`` (process 1's loop
-    on the other CPUs) and its process 0, all its threads, on ``--client-cpus``."""
+    """Modes procs2, procs2pin and procs2cfg: this tree's node with two broker processes, the steady client's
+    target ``in`` placed in process 1; procs2pin's and procs2cfg's with ``handshake_cpus`` = ``--handshake-cpus``
+    (each process's loop on the other CPUs), procs2pin's process 0, all its threads, then on ``--client-cpus``."""
     nodes: dict[str, Node] = {}
-    for name in ("procs2", "procs2pin"):
+    for name in ("procs2", "procs2pin", "procs2cfg"):
         if name not in modes:
             continue
         (root / name).mkdir()
@@ -818,9 +820,9 @@ def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Names
         targets = [target.model_copy(update={"process": 1}) for target in config.broker.targets]
         config = config.model_copy(update={"broker": config.broker.model_copy(
             update={"processes": 2, "targets": targets})})
-        pin = sorted(args.handshake_cpus) if name == "procs2pin" else None
+        pin = sorted(args.handshake_cpus) if name != "procs2" else None
         nodes[name] = Node(with_limits(config, **limits, handshake_cpus=pin), HERE, switch)
-        if pin:
+        if name == "procs2pin":
             confine_process(nodes[name].pids[0], args.client_cpus)
     return nodes
 
@@ -833,7 +835,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice",
-                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, procs2, procs2pin, "
+                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, procs2, procs2pin, procs2cfg, "
                              "errlog, base, share2, thread2, pinthread2, switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
@@ -848,12 +850,12 @@ def main() -> None:
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
                              "given again: modes thread2, thread3, ... (and pinthread2, ...: pinned's node)")
     parser.add_argument("--client-cpus", type=cpu_set, default=None,
-                        help="modes placed, pinned, peerpin and procs2pin: the CPUs the stalled clients (and "
+                        help="modes placed, pinned, peerpin, procs2pin and procs2cfg: the CPUs the stalled clients (and "
                              "peerpin's second node, procs2pin's broker process 0) are confined to, as 1 or 0,2 "
                              "(default: the last CPU this process may use)")
     parser.add_argument("--handshake-cpus", type=cpu_set, default=None,
-                        help="modes pinned, pinfree, peerpin and procs2pin: [broker.limits] handshake_cpus of their "
-                             "node (default: --client-cpus)")
+                        help="modes pinned, pinfree, peerpin, procs2pin and procs2cfg: [broker.limits] handshake_cpus "
+                             "of their node (default: --client-cpus)")
     parser.add_argument("--switch-interval", type=float, action="append",
                         help="this tree's nodes: the interpreter's GIL switch interval in seconds (default: "
                              "Python's, 0.005); given again: modes switch2, switch3, ...")
