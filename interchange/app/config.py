@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -30,6 +31,7 @@ from interchange.broker.handshake_queue import (
     cpus_problem,
     usable_cpus,
 )
+from interchange.broker.cpu_placement import node_cpus, process_cpus_problem
 from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.errors import CliError
@@ -104,16 +106,6 @@ class LimitsConfig(BaseModel):
             raise ValueError(problem)
         return self
 
-    @model_validator(mode="after")
-    def _handshake_cpus_exist(self) -> "LimitsConfig":
-        """The CPUs are checked against the machine the config is loaded on (the node's)."""
-        if self.handshake_cpus is None:
-            return self
-        problem = cpus_problem(frozenset(self.handshake_cpus), usable_cpus(), self.handshake_thread)
-        if problem is not None:
-            raise ValueError(f"broker.limits.handshake_cpus {self.handshake_cpus}: {problem}")
-        return self
-
 
 class StoreConfig(BaseModel):
     """``[broker.store]``: durable messages, kept in ``<data_dir>/store/p<k>`` per broker process."""
@@ -148,6 +140,11 @@ class BrokerConfig(BaseModel):
     plain_identity: str | None = None
     processes: int = Field(default=1, ge=1, le=64, description="broker processes (one per core): process k "
                            "listens on port + k (any free port when port is 0); see interchange.broker.placement")
+    process_cpus: list[list[int]] | None = Field(default=None, description="entry k: the CPUs of broker process "
+                                                 "k's event loop and its other threads (its TLS handshake threads "
+                                                 "still go to limits.handshake_cpus when set, and may lie outside "
+                                                 "it); one entry per process, CPUs this node may use (None: no "
+                                                 "placement); see interchange.broker.cpu_placement")
     targets: list[TargetSpec] = Field(default_factory=list)
     sources: list[SourceSpec] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
@@ -156,6 +153,10 @@ class BrokerConfig(BaseModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     shutdown_timeout_s: float = Field(default=5.0, ge=0, le=300, description="SIGTERM: how long to finish store "
                                       "writes and close connections before stopping anyway")
+
+    def engine_limits(self) -> EngineLimits:
+        """The broker's limits; with process_cpus the loop's thread stays on its process's CPUs."""
+        return replace(self.limits.engine_limits(), handshake_loop_placed=self.process_cpus is not None)
 
     def buffer_limits(self) -> BufferLimits:
         size = self.limits.max_message_size
@@ -170,6 +171,24 @@ class BrokerConfig(BaseModel):
         problems = self.buffer_limits().problems(self.sources)
         if problems:
             raise ValueError("; ".join(problems) + ": raise the limit or lower broker.limits.max_message_size")
+        return self
+
+    @model_validator(mode="after")
+    def _cpus_exist(self) -> "BrokerConfig":
+        """process_cpus against the node's CPUs (its cgroup's, not this thread's: a worker started from a
+        confined thread inherits a narrowed set); handshake_cpus against the CPUs the process may use, or
+        with process_cpus against the node's (the loop keeps its entry, so it may overlap)."""
+        if self.process_cpus is not None:
+            problem = process_cpus_problem(self.process_cpus, self.processes, node_cpus())
+            if problem is not None:
+                raise ValueError(f"broker.process_cpus {self.process_cpus}: {problem}")
+        cpus = self.limits.handshake_cpus
+        if cpus is not None:
+            placed = self.process_cpus is not None
+            problem = cpus_problem(frozenset(cpus), node_cpus() if placed else usable_cpus(),
+                                   self.limits.handshake_thread, loop_placed=placed)
+            if problem is not None:
+                raise ValueError(f"broker.limits.handshake_cpus {cpus}: {problem}")
         return self
 
     @model_validator(mode="after")

@@ -34,6 +34,7 @@ from interchange.app.config import NodeConfig, tlex_limits
 from interchange.app.federation_view import bridge_links, take_snapshot
 from interchange.app.node_metrics import FederationCollector, NodeCollector, TlsPaths
 from interchange.app.processes import BrokerProcesses
+from interchange.broker.cpu_placement import place_process, start_cpus, thread_cpus
 from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, TlexBridge, TlexCollector
 from interchange.bridges.tlex.publication import Translator
@@ -213,12 +214,16 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     main = placement is None
     if placement is None:
         placement = Placement(config.broker.processes)
+    cpus = start_cpus()  # before anything confines a thread: what workers run on without process_cpus
+    if main and config.broker.process_cpus is not None:  # a worker placed itself before its config check
+        place_process(frozenset(config.broker.process_cpus[0]))
     log = JsonLog(config.name, path=config.log.path, settings=config.log.settings(), process=placement.index,
                   rotation=config.log.rotation())
     exit_stack.callback(log.close)
+    _log_placement(config, placement, log)
     check_tls_choices(config, log.event)
     addresses, core = await _broker_core(config, placement, log, exit_stack)
-    server = BrokerServer(core, config.broker.limits.engine_limits(), event=log.event)
+    server = BrokerServer(core, config.broker.engine_limits(), event=log.event)
     server.max_peer_certificate_days = config.tls.max_certificate_days if config.tls is not None else None
     exit_stack.push_async_callback(server.close)
     node = RunningNode(config, addresses, core, server, log, placement=placement, _exit=exit_stack)
@@ -229,7 +234,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
                                                     node.metrics, node.reload_tls, federation,
                                                     config.admin.debug)
         node.on_close(runner.cleanup)
-    await _start_processes(node, main)
+    await _start_processes(node, main, cpus)
     if config.ii is not None:
         await _start_ii(node)
     if config.tlex is not None and main:
@@ -278,11 +283,23 @@ async def _listen(node: RunningNode) -> None:
         raise ValueError(NOTHING_TO_LISTEN_ON)
 
 
-async def _start_processes(node: RunningNode, main: bool) -> None:
-    """Process 0 of several starts broker processes 1..N-1; the ports of all of them, this one first."""
+def _log_placement(config: NodeConfig, placement: Placement, log: JsonLog) -> None:
+    """With process_cpus, once per broker process: where its threads run (``broker_process_cpus``)."""
+    if config.broker.process_cpus is None:
+        return
+    handshake = config.broker.limits.handshake_cpus
+    log.event("info", "broker_process_cpus", {
+        "process": placement.index, "process_cpus": sorted(config.broker.process_cpus[placement.index]),
+        "cpus": sorted(start_cpus() or ()), "handshake_cpus": None if handshake is None else sorted(handshake),
+        "threads": thread_cpus()})
+
+
+async def _start_processes(node: RunningNode, main: bool, cpus: frozenset[int] | None) -> None:
+    """Process 0 of several starts broker processes 1..N-1 (``cpus``: the node's at start, theirs without
+    process_cpus); the ports of all of them, this one first."""
     if main and node.placement.processes > 1:
         workers = await BrokerProcesses.start(node.config.model_dump(mode="json"), node.placement.processes,
-                                              node.addresses, node.log)
+                                              node.addresses, node.log, cpus=cpus)
         node.workers = workers
         node.on_close(workers.close)
         if node.amqps_port is not None:

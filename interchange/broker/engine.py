@@ -212,6 +212,8 @@ class EngineLimits:
     handshake_thread: HandshakeThread = THREAD
     #: the CPUs the handshake worker is confined to, the loop's thread then to the others (None: no placement)
     handshake_cpus: frozenset[int] | None = None
+    #: the process was placed on CPUs of its own (``[broker] process_cpus``): the loop's thread stays there
+    handshake_loop_placed: bool = False
 
     @property
     def stage_timeouts(self) -> StageTimeouts:

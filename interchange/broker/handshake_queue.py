@@ -48,7 +48,9 @@ to those CPUs and the loop's thread to the others (``os.sched_setaffinity`` on e
 is first needed; the loop's own set is given back by :meth:`HandshakeQueue.close`), so that OpenSSL's
 handshake crypto never runs on the loop's cores; threads that the loop's thread starts afterwards inherit
 its set. The CPUs must be ones the process may use, and not all of them (:func:`cpus_problem`, checked
-when the config is loaded).
+when the config is loaded). When the broker process was placed on CPUs of its own (``[broker] process_cpus``,
+:mod:`interchange.broker.cpu_placement`; ``loop_placed``), the loop's thread stays where it was placed: the
+handshake CPUs need only be ones the node may use, and may overlap the process's own.
 
 Either way the steps are paced by a token bucket (:class:`HandshakeBudget`) of handshake CPU seconds,
 refilled at ``cpu_share`` seconds per second (:data:`CPU_SHARE`, ``[broker.limits]
@@ -129,9 +131,11 @@ def lower_priority(thread: HandshakeThread, native_id: int = 0) -> str:
     return thread
 
 
-def cpus_problem(cpus: frozenset[int], usable: frozenset[int] | None, thread: HandshakeThread) -> str | None:
+def cpus_problem(cpus: frozenset[int], usable: frozenset[int] | None, thread: HandshakeThread,
+                 loop_placed: bool = False) -> str | None:
     """Why the handshake threads cannot be confined to ``cpus`` (None: they can): ``usable`` is the CPUs
-    the process may use (``os.sched_getaffinity(0)``; None: the system cannot confine threads)."""
+    the process may use (``os.sched_getaffinity(0)``; with ``loop_placed``, the node's CPUs, as the loop
+    keeps its own set; None: the system cannot confine threads)."""
     if thread == "loop":
         return "the handshake steps run in the event loop's turns (handshake_thread = \"loop\"): there is no worker to place"
     if usable is None:
@@ -141,7 +145,7 @@ def cpus_problem(cpus: frozenset[int], usable: frozenset[int] | None, thread: Ha
     unknown = sorted(cpus - usable)
     if unknown:
         return f"CPU {', '.join(map(str, unknown))} is not one this process may use ({_listed(usable)})"
-    if cpus >= usable:
+    if cpus >= usable and not loop_placed:
         return f"that is every CPU this process may use ({_listed(usable)}): leave at least one to the event loop"
     return None
 
@@ -318,7 +322,7 @@ class HandshakeQueue:
     def __init__(self, budget_s: float = BUDGET_S, clock: Callable[[], float] = time.perf_counter,
                  cpu_share: float = CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
                  thread: HandshakeThread = THREAD, in_flight: int = IN_FLIGHT, starved_s: float = STARVED_S,
-                 cpus: frozenset[int] | None = CPUS) -> None:
+                 cpus: frozenset[int] | None = CPUS, loop_placed: bool = False) -> None:
         self._waiting: deque[Handshaking] = deque()
         self._scheduled = False
         self._budget_s = budget_s
@@ -332,6 +336,7 @@ class HandshakeQueue:
         self._rescuer: _Worker | None = None  #: the rescue thread, at the loop's priority (made when first needed)
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
         self.cpus = cpus
+        self.loop_placed = loop_placed  #: the process has CPUs of its own (process_cpus): the loop is not moved
         self._loop_cpus: tuple[int, frozenset[int]] | None = None  #: the loop thread's id and its set before
         self.out = 0  #: steps on the worker now
         self.rescuing = 0  #: steps on the rescue thread now
@@ -457,7 +462,7 @@ class HandshakeQueue:
 
     def _confine_loop(self) -> None:
         """On the loop's thread, before the worker starts: the loop to the CPUs the worker is not given."""
-        if self.cpus is None or self._loop_cpus is not None:
+        if self.cpus is None or self._loop_cpus is not None or self.loop_placed:
             return
         others = frozenset(os.sched_getaffinity(0)) - self.cpus
         if not others:  # the process was confined to the worker's CPUs since the config was checked

@@ -438,7 +438,8 @@ class BrokerServer:
         self.connections: set[AmqpConnection] = set()
         #: arriving connections' handshake steps, on a low-priority worker and paced (CPU share per second)
         self.handshakes = HandshakeQueue(cpu_share=self.limits.handshake_cpu_share,
-                                         thread=self.limits.handshake_thread, cpus=self.limits.handshake_cpus)
+                                         thread=self.limits.handshake_thread, cpus=self.limits.handshake_cpus,
+                                         loop_placed=self.limits.handshake_loop_placed)
         self._dirty: set[AmqpConnection] = set()
         self._flush_scheduled = False
         self._servers: list[asyncio.base_events.Server] = []

@@ -1,7 +1,7 @@
 """The handshake threads' CPUs (``[broker.limits] handshake_cpus``): the worker and the rescue thread
 confined to them, the loop's thread to the others while the worker runs, and the config refused when the
 CPUs do not exist here, are all of them, or there is no worker (interchange.broker.handshake_queue,
-interchange.app.config). No sockets: a thread's CPUs are read back by its native id."""
+interchange.app.config's [broker] check). No sockets: a thread's CPUs are read back by its native id."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from interchange.app.config import LimitsConfig
+from interchange.app.config import BrokerConfig, LimitsConfig
 from interchange.broker.handshake_queue import HandshakeQueue, cpus_problem
 from tests.unit.test_handshake_worker import until
 
@@ -107,13 +107,14 @@ def test_cpus_that_are_not_usable_all_of_them_none_or_without_a_worker_are_probl
 
 
 def test_the_config_is_checked_against_this_machine_s_cpus() -> None:
+    """Checked by [broker] (which knows process_cpus: tests/unit/test_process_cpus.py)."""
     assert LimitsConfig().handshake_cpus is None and LimitsConfig().engine_limits().handshake_cpus is None
     with pytest.raises(ValidationError, match=r"broker.limits.handshake_cpus \[4096\]: CPU 4096 is not one"):
-        LimitsConfig(handshake_cpus=[4096])
+        BrokerConfig(limits=LimitsConfig(handshake_cpus=[4096]))
     with pytest.raises(ValidationError, match="every CPU this process may use"):
-        LimitsConfig(handshake_cpus=sorted(USABLE))
+        BrokerConfig(limits=LimitsConfig(handshake_cpus=sorted(USABLE)))
     if len(USABLE) >= 2:
-        limits = LimitsConfig(handshake_cpus=[max(USABLE)])
+        limits = BrokerConfig(limits=LimitsConfig(handshake_cpus=[max(USABLE)])).limits
         assert limits.engine_limits().handshake_cpus == frozenset({max(USABLE)})
         with pytest.raises(ValidationError, match="there is no worker to place"):
-            LimitsConfig(handshake_cpus=[max(USABLE)], handshake_thread="loop")
+            BrokerConfig(limits=LimitsConfig(handshake_cpus=[max(USABLE)], handshake_thread="loop"))
