@@ -4,7 +4,9 @@ Each is ``python -m interchange.app.worker``, fed over its stdin (:mod:`intercha
 the node config, a snapshot of the node's :class:`AddressBook`, every later change and the log
 settings; the node process stays the one place addresses are decided. A worker that exits is
 restarted (0.5 s back-off doubling up to 30 s) on the ports it had, its durable messages back from
-``<data_dir>/store/p<k>``. Changes are written as fast as the worker reads them, the latest per
+``<data_dir>/store/p<k>``. Each (re)start tells the worker its CPUs (:attr:`Start.cpus`: its ``process_cpus``
+entry, else the node's CPUs at start), as one started from the loop's thread would inherit that thread's,
+narrowed by ``handshake_cpus``. Changes are written as fast as the worker reads them, the latest per
 address replacing a waiting one. Why: docs/broker.md ("Several broker processes").
 """
 from __future__ import annotations
@@ -132,8 +134,10 @@ class _Worker:
 class BrokerProcesses:
     """Broker processes 1..N-1 of a node, kept running and in step with its address book and log."""
 
-    def __init__(self, config: dict, processes: int, addresses: AddressBook, log: JsonLog) -> None:
+    def __init__(self, config: dict, processes: int, addresses: AddressBook, log: JsonLog,
+                 cpus: frozenset[int] | None = None) -> None:
         self._config = config
+        self._cpus = cpus  #: the node's CPUs at start (a worker's without process_cpus)
         self._processes = processes
         self._addresses = addresses
         self._log = log
@@ -155,10 +159,10 @@ class BrokerProcesses:
 
     @classmethod
     async def start(cls, config: dict, processes: int, addresses: AddressBook, log: JsonLog,
-                    timeout_s: float = START_TIMEOUT_S) -> "BrokerProcesses":
+                    timeout_s: float = START_TIMEOUT_S, cpus: frozenset[int] | None = None) -> "BrokerProcesses":
         """Start processes 1..``processes``-1 with ``config`` (a NodeConfig as JSON), wait until each
-        listens, then mirror ``addresses`` to them from now on."""
-        pool = cls(config, processes, addresses, log)
+        listens, then mirror ``addresses`` to them from now on; ``cpus``: the node's CPUs at start."""
+        pool = cls(config, processes, addresses, log, cpus)
         try:
             started = await asyncio.gather(
                 *(_Worker.spawn(pool._start_message(k, None), timeout_s) for k in range(1, processes)),
@@ -181,7 +185,15 @@ class BrokerProcesses:
         return pool
 
     def _start_message(self, index: int, ports: Ready | None) -> Start:
-        return Start(index=index, processes=self._processes, config=self._config, ports=ports)
+        return Start(index=index, processes=self._processes, config=self._config, ports=ports,
+                     cpus=self.worker_cpus(index))
+
+    def worker_cpus(self, index: int) -> list[int] | None:
+        """The CPUs worker ``index`` places itself on: its process_cpus entry, else the node's at start."""
+        placed = (self._config.get("broker") or {}).get("process_cpus")
+        if placed:
+            return sorted(placed[index])
+        return None if self._cpus is None else sorted(self._cpus)
 
     def _adopt(self, worker: _Worker, ready: Ready) -> None:
         """Take a worker that listens into service: the current addresses, then every change."""

@@ -2,7 +2,8 @@
 :class:`interchange.app.processes.BrokerProcesses`.
 
 It reads control messages (:mod:`interchange.broker.control`) on stdin: first ``start`` with the
-node config and its index k, then the address book changes; it answers ``ready`` with its ports
+node config, its index k and its CPUs (where it places all its threads before anything else:
+:mod:`interchange.broker.cpu_placement`), then the address book changes; it answers ``ready`` with its ports
 on its original stdout (everything else it prints goes to stderr). It runs the same broker as
 the node process, on port + k, with its own log file and admin endpoint, serving the targets
 :class:`~interchange.broker.placement.Placement` gives it and a copy of every source. It stops
@@ -27,6 +28,7 @@ from interchange.app.node import RunningNode, start_node
 from interchange.broker.addresses import AddressError
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         ReloadTls, Remove, Start)
+from interchange.broker.cpu_placement import place_process
 from interchange.broker.placement import Placement
 
 
@@ -113,6 +115,8 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
     if not isinstance(start, Start):
         send(codec.encode(Failed(reason=f"expected a start message, got {getattr(start, 'op', None)!r}")))
         return 2
+    if start.cpus is not None:  # first: the config check and every thread started later see this set
+        place_process(frozenset(start.cpus))
     try:
         config = NodeConfig.model_validate(worker_config(start.config, start.index, start.ports))
         node = await start_node(config, placement=Placement(start.processes, start.index))

@@ -5,8 +5,8 @@ mirrors it through this channel: one JSON object per line over the worker's stdi
 its stdout. :class:`ControlCodec` turns bytes into messages and back; the asyncio code in
 :mod:`interchange.app.processes` and :mod:`interchange.app.worker` only moves them. Parent ->
 worker: ``start``, ``put_target``, ``put_source``, ``remove``, ``log`` (IP_138), ``reload_tls``;
-worker -> parent: ``ready`` or ``failed``. Each message's content: docs/broker.md ("Several
-broker processes").
+worker -> parent: ``ready`` or ``failed``; ``start`` carries the CPUs the worker places itself on
+first. Each message's content: docs/broker.md ("Several broker processes").
 """
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ class Start(_Message):
     processes: int = Field(ge=2)
     config: dict[str, Any]  #: a NodeConfig, paths resolved (validated by the worker)
     ports: Ready | None = None  #: listen exactly here (a restarted worker keeps its endpoints)
+    #: the CPUs the worker places itself on before anything else (its ``[broker] process_cpus`` entry, else the
+    #: node's CPUs as process 0 had them at start, so that a worker started from a confined thread does not
+    #: inherit its narrowed set); None: as inherited
+    cpus: list[int] | None = Field(default=None, min_length=1)
 
 
 class PutTarget(_Message):
