@@ -50,8 +50,9 @@ Modes, alternated run by run:
 - ``procs2pin``: as ``procs2``, placed as ``pinned``: ``handshake_cpus`` = ``--handshake-cpus`` (process 1's
   handshake worker on those CPUs, its event loop's thread on the others, the steady client free), process 0
   wholly on ``--client-cpus`` (``taskset``, all its threads) and the stalled clients confined there too;
-  ``procs2cfg``: as ``procs2pin`` without the ``taskset`` of process 0 (what the node's settings alone
-  place: ``handshake_cpus`` holds both processes' loops off those CPUs);
+  ``procs2cfg``: as ``procs2pin``, placed by the node's settings instead of ``taskset``: ``[broker]
+  process_cpus`` = [``--client-cpus``, the CPUs not in ``--handshake-cpus``] (process 0 wholly on the
+  clients' CPUs, process 1's loop on the others) with ``handshake_cpus`` = ``--handshake-cpus``;
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written, so its closes are checked
   by the clients' times alone);
@@ -809,8 +810,9 @@ def print_pooled(pooled: dict[str, dict[str, list[float]]]) -> None:
 def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Namespace,
                 limits: dict[str, object], switch: float | None) -> dict[str, Node]:
     """Modes procs2, procs2pin and procs2cfg: this tree's node with two broker processes, the steady client's
-    target ``in`` placed in process 1; procs2pin's and procs2cfg's with ``handshake_cpus`` = ``--handshake-cpus``
-    (each process's loop on the other CPUs), procs2pin's process 0, all its threads, then on ``--client-cpus``."""
+    target ``in`` placed in process 1; procs2pin's and procs2cfg's with ``handshake_cpus`` = ``--handshake-cpus``;
+    procs2pin's process 0, all its threads, then on ``--client-cpus`` (``taskset``), each loop on the other CPUs;
+    procs2cfg's placed by ``process_cpus`` = [``--client-cpus``, the CPUs not in ``--handshake-cpus``]."""
     nodes: dict[str, Node] = {}
     for name in ("procs2", "procs2pin", "procs2cfg"):
         if name not in modes:
@@ -818,8 +820,10 @@ def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Names
         (root / name).mkdir()
         config = deadline_node_config(pki, BROKER_CN, root / name)
         targets = [target.model_copy(update={"process": 1}) for target in config.broker.targets]
+        placed = ([sorted(args.client_cpus), sorted(frozenset(os.sched_getaffinity(0)) - args.handshake_cpus)]
+                  if name == "procs2cfg" else None)
         config = config.model_copy(update={"broker": config.broker.model_copy(
-            update={"processes": 2, "targets": targets})})
+            update={"processes": 2, "targets": targets, "process_cpus": placed})})
         pin = sorted(args.handshake_cpus) if name != "procs2" else None
         nodes[name] = Node(with_limits(config, **limits, handshake_cpus=pin), HERE, switch)
         if name == "procs2pin":

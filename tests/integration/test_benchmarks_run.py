@@ -68,7 +68,7 @@ SMOKE: dict[str, Smoke] = {
                                   "bridged (in-process/30)", "added (bridged - peer)", "generator:")),
     "tlex_breakdown.py": Smoke(("--controllers", "2", "--seconds", "1"), ("bridge -> broker send", "node loop lag")),
     "bench_handshake_cpu.py": Smoke(("--count", "3", "--rounds", "1"), ("ClientHello", "client flight", "node")),
-    "bench_deadline_phases.py": Smoke(("--runs", "1", "--modes", "node,idle,pinned,pinidle,peerpin,procs2pin",
+    "bench_deadline_phases.py": Smoke(("--runs", "1", "--modes", "node,idle,pinned,pinidle,peerpin,procs2pin,procs2cfg",
                                        "--interfaces", "bi",
                                        "--count", "7", "--quiet", "20", "--after", "10", "--pace-ms", "1"),
                                       ("phase", "quiet", "p99", "7 of 7 closed by their deadline", "load after",
@@ -79,6 +79,7 @@ SMOKE: dict[str, Smoke] = {
                                        "peerpin1 clients: 7 connections (SCHED_OTHER nice 0 on CPU ",
                                        "; the peer node's: main ",
                                        "procs2pin1 clients: 7 connections (SCHED_OTHER nice 0 on CPU ",
+                                       "procs2cfg1 clients: 7 connections (SCHED_OTHER nice 0 on CPU ",
                                        "; broker process 0's: main ", " ms (3 connections, ", " ms (4 connections, ",
                                        "the node's threads' CPUs: main ")),
     # (its faults run one after another, each once its time has come: at 6 s they all still come)
