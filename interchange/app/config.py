@@ -76,7 +76,8 @@ class LimitsConfig(BaseModel):
     handshake_cpus: list[int] | None = Field(default=None, description="the CPUs the handshake worker (and its "
                                              "rescue thread) is confined to, the event loop's thread then to the "
                                              "others; CPUs this process may use, not all of them (None: no "
-                                             "placement)")
+                                             "placement); with broker.process_cpus the loop stays on its "
+                                             "entry and these may be any of the node's CPUs")
 
     def engine_limits(self) -> EngineLimits:
         return EngineLimits(publisher_credit=self.publisher_credit, max_message_size=self.max_message_size,

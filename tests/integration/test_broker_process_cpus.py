@@ -190,3 +190,17 @@ def test_without_process_cpus_a_restarted_worker_gets_the_nodes_cpus(pki: TestPk
         assert not node.records("broker_process_cpus")  # logged only with process_cpus
     finally:
         terminate(node.process)
+
+
+def test_a_placed_loop_keeps_its_whole_entry_beside_the_handshake_cpus(pki: TestPki, tmp_path: Path) -> None:
+    """process_cpus [[0, 1], [0, 1]] with handshake_cpus [1]: the handshake workers go to CPU 1, but the loops
+    are not moved to "the others" (CPU 0): they keep their entry."""
+    node = _Node(pki, tmp_path, process_cpus=[[0, 1], [0, 1]], limits=LimitsConfig(handshake_cpus=[1]))
+    try:
+        connection = client_connection(pki, "actor-2", node.ports[0])
+        connection.close()
+        _round_trip(pki, node.ports[1], b"placed")
+        _assert_placed(node.process.pid, {0, 1}, {1})
+        _assert_placed(node.worker_pid(), {0, 1}, {1})
+    finally:
+        terminate(node.process)
