@@ -53,6 +53,8 @@ Modes, alternated run by run:
   ``procs2cfg``: as ``procs2pin``, placed by the node's settings instead of ``taskset``: ``[broker]
   process_cpus`` = [``--client-cpus``, the CPUs not in ``--handshake-cpus``] (process 0 wholly on the
   clients' CPUs, process 1's loop on the others) with ``handshake_cpus`` = ``--handshake-cpus``;
+  ``procs2cfg0``: as ``procs2cfg``, the steady client's target placed in process 0 and the steady client on
+  its port (process 0 hosts the II and shares the clients' CPUs: what a client there gets);
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
   stalled connections' connect, time-out and disconnect records are not written, so its closes are checked
   by the clients' times alone);
@@ -75,7 +77,7 @@ all its threads (the handshake worker's too), of the steady client's thread, of 
 of the peer node; the steady node's run-queue wait (ms per second: ready to run, not running, /proc
 schedstat) and the steady client's; and for the slowest 1 % of round trips, what the node's main thread
 did during them (CPU, waiting for a core) and the steady client's wait. For the ``procs2`` modes,
-"node" is the steady client's broker process (1) and "peer" the node's process 0. After each run, each
+"node" is the steady client's broker process and "peer" the node's other one. After each run, each
 watched loop's (main thread's) CPU from the stalled clients' start until all stalled, above its rate over
 the quiet round trips, per connection its process took.
 
@@ -551,6 +553,16 @@ class Mode:
     scheduling: tuple[str, ...] = ()
     records_checked: bool = True
     process: int = 0
+    processes: int = 1  #: the steady client's node's broker processes (2 for every procs2 mode)
+
+    @property
+    def other_process(self) -> int | None:
+        """The steady client's node's other broker process, watched beside its own (None: it has one)."""
+        return None if self.processes == 1 else 1 - self.process
+
+    @property
+    def other_label(self) -> str:
+        return "peer" if self.other_process is None else f"process {self.other_process}"
 
 
 SCHED_IDLE = ("chrt", "--idle", "0")
@@ -577,7 +589,9 @@ def mode_of(name: str) -> Mode:
         case "peerpin":
             return Mode("pinned", target="peerpin", placed=True)
         case "procs2" | "procs2pin" | "procs2cfg":
-            return Mode(name, placed=name != "procs2", process=1)
+            return Mode(name, placed=name != "procs2", process=1, processes=2)
+        case "procs2cfg0":
+            return Mode(name, placed=True, process=0, processes=2)
         case _ if name.startswith("pinthread"):
             return Mode(name, placed=True)
         case "errlog":
@@ -590,11 +604,11 @@ def mode_of(name: str) -> Mode:
 
 def second_loop(spec: Mode, node: Node, target: Node, nodes: dict[str, Node]) -> int | None:
     """The other loop watched beside the steady client's: the mode's second node (its target, else the free
-    peer), or the node's broker process 0 when the steady client uses another of its processes."""
+    peer), or the node's other broker process when it has two."""
     if target is not node:
         return target.process.pid
-    if spec.process:
-        return node.pids[0]
+    if spec.other_process is not None:
+        return node.pids[spec.other_process]
     return nodes["peer"].process.pid if "peer" in nodes else None
 
 
@@ -631,7 +645,7 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
     paths = {"node": f"/proc/{pid}/task/{pid}/schedstat",
              "me": f"/proc/self/task/{os.getpid()}/schedstat", "node_all": f"/proc/{pid}/task"}
     second = second_loop(spec, node, target, nodes)
-    loops = {"steady": pid} | ({"process 0" if spec.process else "peer": second} if second else {})
+    loops = {"steady": pid} | ({spec.other_label: second} if second else {})
     if second is not None:
         paths["peer"] = f"/proc/{second}/task/{second}/schedstat"
     traces: list[GilTrace] = []
@@ -660,8 +674,8 @@ def run_once(mode: str, nodes: dict[str, Node], pki: TestPki, args: argparse.Nam
               "closes": min(stalled.closes) if stalled.closes else got.ended, "after": got.ended}
     summary = summarize(got.samples, bounds, gil)
     placement = thread_cpus(pid)
-    if spec.process:
-        placement += f"; broker process 0's: {thread_cpus(node.pids[0])}"
+    if spec.other_process is not None:
+        placement += f"; broker process {spec.other_process}'s: {thread_cpus(node.pids[spec.other_process])}"
     if target is not node:
         placement += f"; the peer node's: {thread_cpus(target.process.pid)}"
     records = ([r for log, n in zip(target.logs, logged) for r in complete_records(log)[n:]]
@@ -809,19 +823,20 @@ def print_pooled(pooled: dict[str, dict[str, list[float]]]) -> None:
 
 def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Namespace,
                 limits: dict[str, object], switch: float | None) -> dict[str, Node]:
-    """Modes procs2, procs2pin and procs2cfg: this tree's node with two broker processes, the steady client's
-    target ``in`` placed in process 1; procs2pin's and procs2cfg's with ``handshake_cpus`` = ``--handshake-cpus``;
-    procs2pin's process 0, all its threads, then on ``--client-cpus`` (``taskset``), each loop on the other CPUs;
-    procs2cfg's placed by ``process_cpus`` = [``--client-cpus``, the CPUs not in ``--handshake-cpus``]."""
+    """Modes procs2, procs2pin, procs2cfg and procs2cfg0: this tree's node with two broker processes, the steady
+    client's target ``in`` placed in process 1 (procs2cfg0: in process 0); all but procs2 with ``handshake_cpus``
+    = ``--handshake-cpus``; procs2pin's process 0, all its threads, then on ``--client-cpus`` (``taskset``), each
+    loop on the other CPUs; procs2cfg's and procs2cfg0's placed by ``process_cpus`` = [``--client-cpus``, the CPUs
+    not in ``--handshake-cpus``]."""
     nodes: dict[str, Node] = {}
-    for name in ("procs2", "procs2pin", "procs2cfg"):
+    for name in ("procs2", "procs2pin", "procs2cfg", "procs2cfg0"):
         if name not in modes:
             continue
         (root / name).mkdir()
         config = deadline_node_config(pki, BROKER_CN, root / name)
-        targets = [target.model_copy(update={"process": 1}) for target in config.broker.targets]
+        targets = [target.model_copy(update={"process": mode_of(name).process}) for target in config.broker.targets]
         placed = ([sorted(args.client_cpus), sorted(frozenset(os.sched_getaffinity(0)) - args.handshake_cpus)]
-                  if name == "procs2cfg" else None)
+                  if name.startswith("procs2cfg") else None)
         config = config.model_copy(update={"broker": config.broker.model_copy(
             update={"processes": 2, "targets": targets, "process_cpus": placed})})
         pin = sorted(args.handshake_cpus) if name != "procs2" else None
@@ -839,8 +854,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice",
-                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, procs2, procs2pin, procs2cfg, "
-                             "errlog, base, share2, thread2, pinthread2, switch2")
+                        help="node, peer, nice, idle, placed, pinned, pinfree, pinidle, peerpin, procs2, procs2pin, "
+                             "procs2cfg, procs2cfg0, errlog, base, share2, thread2, pinthread2, switch2")
     parser.add_argument("--base", type=Path, action="append",
                         help="mode base: the tree its node runs from; given again: modes base2, base3, ...")
     parser.add_argument("--count", type=int, default=500, help="stalled connections per interface")
@@ -854,12 +869,12 @@ def main() -> None:
                         help="this tree's node: [broker.limits] handshake_thread (default: the config's); "
                              "given again: modes thread2, thread3, ... (and pinthread2, ...: pinned's node)")
     parser.add_argument("--client-cpus", type=cpu_set, default=None,
-                        help="modes placed, pinned, peerpin, procs2pin and procs2cfg: the CPUs the stalled clients (and "
-                             "peerpin's second node, procs2pin's broker process 0) are confined to, as 1 or 0,2 "
-                             "(default: the last CPU this process may use)")
+                        help="modes placed, pinned, peerpin, procs2pin, procs2cfg and procs2cfg0: the CPUs the "
+                             "stalled clients (and peerpin's second node, procs2pin's broker process 0) are confined "
+                             "to, as 1 or 0,2 (default: the last CPU this process may use)")
     parser.add_argument("--handshake-cpus", type=cpu_set, default=None,
-                        help="modes pinned, pinfree, peerpin, procs2pin and procs2cfg: [broker.limits] handshake_cpus "
-                             "of their node (default: --client-cpus)")
+                        help="modes pinned, pinfree, peerpin, procs2pin, procs2cfg and procs2cfg0: [broker.limits] "
+                             "handshake_cpus of their node (default: --client-cpus)")
     parser.add_argument("--switch-interval", type=float, action="append",
                         help="this tree's nodes: the interpreter's GIL switch interval in seconds (default: "
                              "Python's, 0.005); given again: modes switch2, switch3, ...")
