@@ -21,6 +21,7 @@ from certs import TestPki
 from interchange.app.config import BrokerConfig, LimitsConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.broker.addresses import SourceSpec, TargetSpec
 from interchange.broker.cpu_placement import node_cpus, parse_cpu_list
+from interchange.testing.paths import REPO_ROOT
 from interchange.testing.broker_harness import (
     BROKER_CN,
     client_connection,
@@ -142,7 +143,7 @@ print(json.dumps({{t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("
 stop.set()
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2]).stdout
+                         cwd=REPO_ROOT).stdout
     threads = json.loads(out)
     assert len(threads) == 3 and all(cpus == [high] for cpus in threads.values()), threads
 
