@@ -29,9 +29,8 @@ from interchange.broker.handshake_queue import (
     HandshakeThread,
     burst_capacity,
     cpus_problem,
-    usable_cpus,
 )
-from interchange.broker.cpu_placement import node_cpus, process_cpus_problem
+from interchange.broker.cpu_placement import node_cpus, process_cpus_problem, usable_cpus
 from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
 from interchange.ground.errors import CliError

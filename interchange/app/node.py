@@ -34,7 +34,7 @@ from interchange.app.config import NodeConfig, tlex_limits
 from interchange.app.federation_view import bridge_links, take_snapshot
 from interchange.app.node_metrics import FederationCollector, NodeCollector, TlsPaths
 from interchange.app.processes import BrokerProcesses
-from interchange.broker.cpu_placement import place_process, start_cpus, thread_cpus
+from interchange.broker.cpu_placement import place_process, thread_cpus, usable_cpus
 from interchange.bridges.if2.metrics import If2Collector
 from interchange.bridges.tlex.bridge import BridgeReloadError, TlexBridge, TlexCollector
 from interchange.bridges.tlex.publication import Translator
@@ -214,7 +214,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     main = placement is None
     if placement is None:
         placement = Placement(config.broker.processes)
-    cpus = start_cpus()  # before anything confines a thread: what workers run on without process_cpus
+    cpus = usable_cpus()  # before anything confines a thread: what workers run on without process_cpus
     if main and config.broker.process_cpus is not None:  # a worker placed itself before its config check
         place_process(frozenset(config.broker.process_cpus[0]))
     log = JsonLog(config.name, path=config.log.path, settings=config.log.settings(), process=placement.index,
@@ -290,7 +290,7 @@ def _log_placement(config: NodeConfig, placement: Placement, log: JsonLog) -> No
     handshake = config.broker.limits.handshake_cpus
     log.event("info", "broker_process_cpus", {
         "process": placement.index, "process_cpus": sorted(config.broker.process_cpus[placement.index]),
-        "cpus": sorted(start_cpus() or ()), "handshake_cpus": None if handshake is None else sorted(handshake),
+        "cpus": sorted(usable_cpus() or ()), "handshake_cpus": None if handshake is None else sorted(handshake),
         "threads": thread_cpus()})
 
 

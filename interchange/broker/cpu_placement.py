@@ -9,7 +9,7 @@
   afterwards inherit it from the thread that starts them. A broker process places itself before it
   checks its config and before it starts threads: process 0 at node start, a worker first thing, from
   the set its ``start`` control message carries (:attr:`interchange.broker.control.Start.cpus`).
-- :func:`start_cpus` is the set process 0 records at node start, before anything confines a thread:
+- :func:`usable_cpus` is the set process 0 records at node start, before anything confines a thread:
   what a worker (re)started without ``process_cpus`` runs on.
 
 Linux only; elsewhere (no ``os.sched_setaffinity``) nothing is placed and a ``process_cpus`` setting is
@@ -23,7 +23,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["node_cpus", "parse_cpu_list", "place_process", "process_cpus_problem", "start_cpus", "thread_cpus"]
+__all__ = ["cpu_listing", "node_cpus", "parse_cpu_list", "place_process", "process_cpus_problem", "thread_cpus", "usable_cpus"]
 
 _CGROUP = Path("/sys/fs/cgroup")
 _ONLINE = Path("/sys/devices/system/cpu/online")
@@ -71,8 +71,9 @@ def node_cpus() -> frozenset[int] | None:
     return frozenset(os.sched_getaffinity(0))
 
 
-def start_cpus() -> frozenset[int] | None:
-    """The calling thread's CPUs now (None: not known): recorded by process 0 before any is confined."""
+def usable_cpus() -> frozenset[int] | None:
+    """The CPUs the calling thread may use now (None: the system cannot confine threads); process 0 records
+    them at node start, before anything confines a thread."""
     if not hasattr(os, "sched_getaffinity"):
         return None
     return frozenset(os.sched_getaffinity(0))
@@ -89,11 +90,11 @@ def process_cpus_problem(process_cpus: list[list[int]], processes: int, usable: 
             return f"entry {index} (broker process {index}) names no CPU"
         twice = sorted({cpu for cpu in entry if entry.count(cpu) > 1})
         if twice:
-            return f"entry {index} (broker process {index}) names CPU {_listed(twice)} more than once"
+            return f"entry {index} (broker process {index}) names CPU {cpu_listing(twice)} more than once"
         unknown = sorted(set(entry) - usable)
         if unknown:
-            return (f"entry {index} (broker process {index}): CPU {_listed(unknown)} is not one this node may use "
-                    f"({_listed(usable)})")
+            return (f"entry {index} (broker process {index}): CPU {cpu_listing(unknown)} is not one this node may use "
+                    f"({cpu_listing(usable)})")
     return None
 
 
@@ -110,7 +111,7 @@ def place_process(cpus: frozenset[int]) -> bool:
             except ProcessLookupError:  # the thread ended meanwhile
                 pass
     except (AttributeError, OSError) as exc:
-        log.warning("this process cannot be placed on CPU %s (%s): it runs on any", _listed(cpus), exc)
+        log.warning("this process cannot be placed on CPU %s (%s): it runs on any", cpu_listing(cpus), exc)
         return False
     return True
 
@@ -131,5 +132,6 @@ def thread_cpus() -> dict[str, list[int]]:
     return threads
 
 
-def _listed(cpus: frozenset[int] | list[int]) -> str:
+def cpu_listing(cpus: frozenset[int] | list[int]) -> str:
+    """CPUs as a message lists them: ``0, 2, 3``."""
     return ", ".join(map(str, sorted(cpus)))

@@ -76,6 +76,7 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, Literal, Protocol, cast
 
+from interchange.broker.cpu_placement import cpu_listing
 from interchange.broker.tls_stream import TlsSession, native_problem, native_stepper
 
 log = logging.getLogger(__name__)
@@ -144,21 +145,10 @@ def cpus_problem(cpus: frozenset[int], usable: frozenset[int] | None, thread: Ha
         return "no CPU is named"
     unknown = sorted(cpus - usable)
     if unknown:
-        return f"CPU {', '.join(map(str, unknown))} is not one this process may use ({_listed(usable)})"
+        return f"CPU {', '.join(map(str, unknown))} is not one this process may use ({cpu_listing(usable)})"
     if cpus >= usable and not loop_placed:
-        return f"that is every CPU this process may use ({_listed(usable)}): leave at least one to the event loop"
+        return f"that is every CPU this process may use ({cpu_listing(usable)}): leave at least one to the event loop"
     return None
-
-
-def _listed(cpus: frozenset[int]) -> str:
-    return ", ".join(map(str, sorted(cpus)))
-
-
-def usable_cpus() -> frozenset[int] | None:
-    """The CPUs this process may use (None: the system cannot confine threads)."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    return frozenset(os.sched_getaffinity(0))
 
 
 def confine(cpus: frozenset[int], what: str, native_id: int = 0) -> frozenset[int] | None:
@@ -169,7 +159,7 @@ def confine(cpus: frozenset[int], what: str, native_id: int = 0) -> frozenset[in
         before = frozenset(os.sched_getaffinity(native_id))
         os.sched_setaffinity(native_id, cpus)
     except (AttributeError, OSError) as exc:
-        log.warning("the %s thread cannot be confined to CPU %s (%s): it runs on any", what, _listed(cpus), exc)
+        log.warning("the %s thread cannot be confined to CPU %s (%s): it runs on any", what, cpu_listing(cpus), exc)
         return None
     return before
 
@@ -466,7 +456,7 @@ class HandshakeQueue:
             return
         others = frozenset(os.sched_getaffinity(0)) - self.cpus
         if not others:  # the process was confined to the worker's CPUs since the config was checked
-            log.warning("no CPU is left to the event loop beside the handshake worker's (%s)", _listed(self.cpus))
+            log.warning("no CPU is left to the event loop beside the handshake worker's (%s)", cpu_listing(self.cpus))
             return
         before = confine(others, "event loop")
         if before is not None:
