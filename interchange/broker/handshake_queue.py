@@ -15,7 +15,9 @@ loop's thread) runs where :data:`THREAD` (``[broker.limits] handshake_thread``) 
   back through an eventfd the loop reads, made the same outcome as ``SSLObject.do_handshake``'s by
   :meth:`~interchange.broker.tls_stream.TlsSession.native_outcome`). A low-priority Python worker may be
   stopped by the kernel while it holds the GIL around its call, and the loop's thread then waits for it;
-  this one holds nothing the loop needs. Otherwise as ``idle`` below (the rescue thread is the Python one).
+  this one holds nothing the loop needs. Otherwise as ``idle`` below; its rescue thread is a second C thread
+  (at the loop's priority, so a rescued step does not take the GIL either: a Python one, preempted on a busy
+  CPU while it held the GIL, kept the loop's thread waiting).
   A session whose context has a Python callback OpenSSL would call in the handshake
   (:func:`~interchange.broker.tls_stream.python_callbacks`), and every session when the extension's self-test
   fails (:func:`~interchange.broker.tls_stream.native_problem`, logged), steps on the Python worker instead;
@@ -323,7 +325,8 @@ class HandshakeQueue:
         self._guarded = False  #: the starvation check is scheduled
         self._last_back = 0.0  #: when the worker last handed a step back (or got one while it had none)
         self._executor: _Worker | _NativeWorker | None = None
-        self._rescuer: _Worker | None = None  #: the rescue thread, at the loop's priority (made when first needed)
+        #: the rescue thread, at the loop's priority (made when first needed): in ``native``, a second C thread
+        self._rescuer: _Worker | _NativeWorker | None = None
         self.priority: str | None = None  #: the worker's scheduling as applied (None: not started)
         self.cpus = cpus
         self.loop_placed = loop_placed  #: the process has CPUs of its own (process_cpus): the loop is not moved
@@ -444,11 +447,22 @@ class HandshakeQueue:
             confine(self.cpus, "tls-handshake", worker.native_id)
         return worker
 
-    def _rescue_thread(self) -> _Worker:
+    def _rescue_thread(self) -> _Worker | _NativeWorker:
         if self._rescuer is None:  # made by the loop's thread: it runs at the loop's priority
-            self._rescuer = _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock, self._confine,
-                                    name="tls-handshake-rescue")
+            if isinstance(self._executor, _NativeWorker):
+                # a C thread as the worker, so a rescued step never takes the GIL either: a Python rescue thread
+                # preempted on a busy CPU while it holds the GIL would hold up the loop's thread behind it
+                rescuer = _NativeWorker(asyncio.get_running_loop(), self._rescued, self._python_rescue_thread)
+                if self.cpus is not None:
+                    confine(self.cpus, "tls-handshake-rescue", rescuer.native_id)
+                self._rescuer = rescuer
+            else:
+                self._rescuer = self._python_rescue_thread()
         return self._rescuer
+
+    def _python_rescue_thread(self) -> _Worker:
+        return _Worker(asyncio.get_running_loop(), self._rescued, self._cpu_clock, self._confine,
+                       name="tls-handshake-rescue")
 
     def _confine_loop(self) -> None:
         """On the loop's thread, before the worker starts: the loop to the CPUs the worker is not given."""

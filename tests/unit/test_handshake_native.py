@@ -6,6 +6,7 @@ Python, and the queue's native worker completes a BI connection's handshake. Rea
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import ssl
 import threading
@@ -182,3 +183,24 @@ def test_the_native_mode_falls_back_to_the_python_worker(pki_main: TestPki, monk
 
     connection, names = asyncio.run(main())
     assert connection.steps[-1].established and "tls-handshake" in names
+
+
+def test_a_starved_native_worker_is_rescued_by_a_second_c_thread_at_the_loop_s_priority(pki_main: TestPki) -> None:
+    """Starvation made immediate (``starved_s=0``, one step out): the second connection's steps go to the
+    rescue thread, which is a C thread as well (no Python thread made, so a rescued step never holds the
+    GIL), scheduled as the loop, not SCHED_IDLE; both handshakes complete."""
+    async def main() -> tuple[list[Connection], HandshakeQueue, list[str], object, int]:
+        queue = HandshakeQueue(thread="native", in_flight=1, starved_s=0.0)
+        try:
+            connections = await asyncio.gather(*(_through_the_queue(pki_main, queue) for _ in range(2)))
+            rescuer = queue._rescuer
+            policy = os.sched_getscheduler(rescuer.native_id) if isinstance(rescuer, queue_module._NativeWorker) else -1
+            return connections, queue, [thread.name for thread in threading.enumerate()], rescuer, policy
+        finally:
+            queue.close()
+
+    connections, queue, names, rescuer, policy = asyncio.run(main())
+    assert all(c.steps[-1].established for c in connections)
+    assert queue.rescued_turns >= 1 and isinstance(rescuer, queue_module._NativeWorker)
+    assert not any(name.startswith("tls-handshake") for name in names)  # neither worker is a Python thread
+    assert policy == os.sched_getscheduler(0) == os.SCHED_OTHER  # the rescue thread runs as the loop
