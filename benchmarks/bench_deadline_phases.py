@@ -52,7 +52,8 @@ Modes, alternated run by run:
   wholly on ``--client-cpus`` (``taskset``, all its threads) and the stalled clients confined there too;
   ``procs2cfg``: as ``procs2pin``, placed by the node's settings instead of ``taskset``: ``[broker]
   process_cpus`` = [``--client-cpus``, the CPUs not in ``--handshake-cpus``] (process 0 wholly on the
-  clients' CPUs, process 1's loop on the others) with ``handshake_cpus`` = ``--handshake-cpus``;
+  clients' CPUs, process 1's loop on the others) with ``handshake_cpus`` = ``--handshake-cpus``, and the
+  steady client's target in process 1 by ``[broker] target_processes = [1]`` (it names no process);
   ``procs2cfg0``: as ``procs2cfg``, the steady client's target placed in process 0 and the steady client on
   its port (process 0 hosts the II and shares the clients' CPUs: what a client there gets);
 - ``errlog``: as ``node``, against a node logging errors only (``[log] level = "error"``: the
@@ -824,7 +825,8 @@ def print_pooled(pooled: dict[str, dict[str, list[float]]]) -> None:
 def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Namespace,
                 limits: dict[str, object], switch: float | None) -> dict[str, Node]:
     """Modes procs2, procs2pin, procs2cfg and procs2cfg0: this tree's node with two broker processes, the steady
-    client's target ``in`` placed in process 1 (procs2cfg0: in process 0); all but procs2 with ``handshake_cpus``
+    client's target ``in`` placed in process 1 (procs2cfg0: in process 0; procs2cfg by ``target_processes`` = [1],
+    the target naming no process); all but procs2 with ``handshake_cpus``
     = ``--handshake-cpus``; procs2pin's process 0, all its threads, then on ``--client-cpus`` (``taskset``), each
     loop on the other CPUs; procs2cfg's and procs2cfg0's placed by ``process_cpus`` = [``--client-cpus``, the CPUs
     not in ``--handshake-cpus``]."""
@@ -834,11 +836,14 @@ def procs_nodes(modes: list[str], pki: TestPki, root: Path, args: argparse.Names
             continue
         (root / name).mkdir()
         config = deadline_node_config(pki, BROKER_CN, root / name)
-        targets = [target.model_copy(update={"process": mode_of(name).process}) for target in config.broker.targets]
+        by_setting = name == "procs2cfg"  # the target names no process: target_processes = [1] places it
+        targets = [target.model_copy(update={"process": None if by_setting else mode_of(name).process})
+                   for target in config.broker.targets]
         placed = ([sorted(args.client_cpus), sorted(frozenset(os.sched_getaffinity(0)) - args.handshake_cpus)]
                   if name.startswith("procs2cfg") else None)
         config = config.model_copy(update={"broker": config.broker.model_copy(
-            update={"processes": 2, "targets": targets, "process_cpus": placed})})
+            update={"processes": 2, "targets": targets, "process_cpus": placed,
+                    "target_processes": [1] if by_setting else None})})
         pin = sorted(args.handshake_cpus) if name != "procs2" else None
         nodes[name] = Node(with_limits(config, **limits, handshake_cpus=pin), HERE, switch)
         if name == "procs2pin":

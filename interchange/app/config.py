@@ -33,6 +33,7 @@ from interchange.broker.handshake_queue import (
 from interchange.broker.cpu_placement import node_cpus, process_cpus_problem, usable_cpus
 from interchange.broker.memory import DEFAULT_PROCESS_BUDGET, IP_032_FLOOR, MIB, BufferLimits, message_cost
 from interchange.broker.ttl_policy import TtlPolicy
+from interchange.broker.placement import Placement, target_processes_problem
 from interchange.ground.errors import CliError
 from interchange.ground.logfile import LogSettings, Rotation
 
@@ -145,6 +146,11 @@ class BrokerConfig(BaseModel):
                                                  "still go to limits.handshake_cpus when set, and may lie outside "
                                                  "it); one entry per process, CPUs this node may use (None: no "
                                                  "placement); see interchange.broker.cpu_placement")
+    target_processes: list[int] | None = Field(default=None, description="the broker processes that host "
+                                               "the targets with no process of their own (static and the II's), "
+                                               "by a stable hash of the address (None: all); e.g. [1] keeps "
+                                               "process 0, which hosts the II and the federation links, for "
+                                               "imported data; see interchange.broker.placement")
     targets: list[TargetSpec] = Field(default_factory=list)
     sources: list[SourceSpec] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
@@ -191,8 +197,17 @@ class BrokerConfig(BaseModel):
                 raise ValueError(f"broker.limits.handshake_cpus {cpus}: {problem}")
         return self
 
+    def placement(self, index: int = 0) -> Placement:
+        """Where this node's targets live, as broker process ``index`` sees it."""
+        hosts = tuple(self.target_processes) if self.target_processes is not None else None
+        return Placement(self.processes, index, hosts)
+
     @model_validator(mode="after")
     def _targets_in_range(self) -> "BrokerConfig":
+        if self.target_processes is not None:
+            problem = target_processes_problem(self.target_processes, self.processes)
+            if problem is not None:
+                raise ValueError(f"broker.target_processes {self.target_processes}: {problem}")
         for target in self.targets:
             if target.process is not None and target.process >= self.processes:
                 raise ValueError(f"target {target.address!r} names process {target.process}, "

@@ -213,7 +213,7 @@ async def _start(config: NodeConfig, placement: Placement | None, exit_stack: co
     the listeners, the admin endpoint, the other broker processes (process 0), the II, the bridges."""
     main = placement is None
     if placement is None:
-        placement = Placement(config.broker.processes)
+        placement = config.broker.placement()
     cpus = usable_cpus()  # before anything confines a thread: what workers run on without process_cpus
     if main and config.broker.process_cpus is not None:  # a worker placed itself before its config check
         place_process(frozenset(config.broker.process_cpus[0]))

@@ -29,7 +29,6 @@ from interchange.broker.addresses import AddressError
 from interchange.broker.control import (ControlCodec, ControlError, Failed, LogChange, PutSource, PutTarget, Ready,
                                         ReloadTls, Remove, Start)
 from interchange.broker.cpu_placement import place_process
-from interchange.broker.placement import Placement
 
 
 def worker_config(config: dict, index: int, ports: Ready | None = None) -> dict:
@@ -119,7 +118,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
         place_process(frozenset(start.cpus))
     try:
         config = NodeConfig.model_validate(worker_config(start.config, start.index, start.ports))
-        node = await start_node(config, placement=Placement(start.processes, start.index))
+        node = await start_node(config, placement=config.broker.placement(start.index))
     except (ValidationError, OSError, ValueError) as exc:
         send(codec.encode(Failed(reason=f"broker process {start.index}: {exc}")))
         return 2

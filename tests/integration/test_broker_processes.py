@@ -240,3 +240,47 @@ async def test_the_ii_hands_out_the_owner_and_every_process(pki: TestPki, tmp_pa
         await actor.close()
         await other.close()
         await node.close()
+
+
+def test_target_processes_keep_every_unplaced_target_off_process_0(pki: TestPki, tmp_path: Path) -> None:
+    """broker.target_processes = [1]: targets with no process of their own all live in process 1 (process 0
+    refuses them and names 1); one placed in 0 by name stays there; messages flow through both."""
+    unplaced = [TargetSpec(address=f"t{i}", publishers=frozenset({"actor-1"})) for i in range(8)]
+    broker = start_broker(pki, tmp_path, targets=[*unplaced, TargetSpec(address="named-0", publishers=frozenset(
+        {"actor-1"}), process=0)], sources=[SourceSpec(address="denm", consumers=frozenset({"actor-2"}))],
+        processes=2, target_processes=[1])
+    try:
+        ports = broker.node.amqps_ports
+        assert {broker.node.placement.owner(spec) for spec in unplaced} == {1}
+        for spec in unplaced:
+            _send(pki, ports[1], spec.address, denm(body=spec.address.encode()))
+        _send(pki, ports[0], "named-0", denm(body=b"named-0"))
+        expected = sorted([spec.address.encode() for spec in unplaced] + [b"named-0"])
+        assert sorted(receive_from_every_process(pki, ports, "denm", len(expected), timeout=WAIT_S)) == expected
+        connection = client_connection(pki, "actor-1", ports[0])
+        try:
+            with pytest.raises(LinkDetached, match="served by broker process 1"):
+                connection.create_sender("t0")
+        finally:
+            connection.close()
+    finally:
+        broker.stop()
+
+
+async def test_with_target_processes_the_ii_hands_out_only_their_ports_for_deliveries(pki: TestPki,
+                                                                                       tmp_path: Path) -> None:
+    config = node_config(pki, A, tmp_path / "a")
+    config = config.model_copy(update={"broker": config.broker.model_copy(update={"processes": 2,
+                                                                                  "target_processes": [1]})})
+    node = await start(config)
+    other = Https(pki, "actor-x", node)
+    try:
+        await other.post("/actor-x/capabilities", {"capabilities": [denm_capability(publisher="NL00001")]})
+        ports = set()
+        for _ in range(12):  # each request a new target: hashed over process 1 alone
+            _, deliveries = await other.post("/actor-x/deliveries", {"deliveries": [{"selector": "messageType = 'DENM'"}]})
+            ports |= {endpoint["port"] for endpoint in deliveries["deliveries"][0]["endpoints"]}
+        assert ports == {node.amqps_ports[1]}
+    finally:
+        await other.close()
+        await node.close()

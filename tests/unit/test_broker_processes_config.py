@@ -61,3 +61,28 @@ def test_worker_config_shifts_ports_and_log_and_drops_the_ii() -> None:
     assert derived["broker"]["targets"] == [] and derived["broker"]["sources"] == []
     assert derived["admin"]["port"] == 9092 and derived["log"]["path"] == "/var/x/node.p2.log"
     assert derived["ii"] is None and config["broker"]["port"] == 5671  # the input is not changed
+
+
+def test_target_processes_hash_unplaced_targets_over_the_processes_named() -> None:
+    kept = Placement(3, 0, (1, 2))
+    owners = {kept.owner_of(f"t{i}") for i in range(40)}
+    assert owners == {1, 2}  # never 0, and both of the others
+    assert [kept.owner_of(f"t{i}") for i in range(40)] == [Placement(3, 2, (1, 2)).owner_of(f"t{i}") for i in range(40)]
+    assert kept.owner(TargetSpec(address="x", process=0)) == 0  # a target placed by name stays
+    assert Placement(2, 0, (1,)).owner_of("anything") == 1
+    assert Placement(2).owner_of("t3") == Placement(2, 0, (0, 1)).owner_of("t3")  # all named: as without
+    for hosts, message in (((), "no process is named"), ((2,), "process 2 is not one of the node's"),
+                           ((1, 1), "named twice")):
+        with pytest.raises(ValueError, match=message):
+            Placement(2, 0, hosts)
+
+
+def test_config_checks_target_processes_and_workers_keep_them() -> None:
+    assert BrokerConfig(processes=2, target_processes=[1]).placement(1) == Placement(2, 1, (1,))
+    assert BrokerConfig(processes=2).placement() == Placement(2)
+    for hosts, message in (([], "no process is named"), ([2], "process 2 is not one of the node's"),
+                           ([0, 0], "named twice")):
+        with pytest.raises(ValueError, match=rf"broker.target_processes \[.*\]: .*{message}"):
+            BrokerConfig(processes=2, target_processes=hosts)
+    derived = worker_config({"name": "n", "broker": {"processes": 2, "target_processes": [1]}}, 1)
+    assert derived["broker"]["target_processes"] == [1]
