@@ -293,6 +293,14 @@ class DeliveryLog(Protocol):
 
 
 #: The consumer's outcome of a settled delivery, as the log names it (0: settled without one).
+def _nothing() -> None:
+    """A released engine's output callback."""
+
+
+def _no_event(_kind: str, _fields: dict) -> None:
+    """A released engine's (and its links') event callback."""
+
+
 _OUTCOME_NAMES = {lib.PN_ACCEPTED: "accepted", lib.PN_REJECTED: "rejected", lib.PN_RELEASED: "released",
                   lib.PN_MODIFIED: "modified"}
 
@@ -464,9 +472,16 @@ class ConnectionEngine:
         self.links.detach_all(condition, description)
 
     def release(self) -> None:
-        """Free proton's objects; the engine is unusable afterwards."""
+        """Free proton's objects; the engine is unusable afterwards. The references that tie the engine, its
+        links and its connection into cycles (the handlers table's bound methods, the callbacks, the links'
+        engine) go too, so all of them are freed by their reference counts when the connection goes, not left
+        to a full collection (20-40 ms of the event loop's time per ~1,000 closed connections)."""
         self._on_closed()
         self._proton.release()
+        self._handlers.clear()
+        self.on_output = _nothing
+        self._events = _no_event
+        self.links.release()
 
     # ----------------------------------------------------------------- events
     def _process(self) -> None:
@@ -615,6 +630,12 @@ class ConnectionLinks:
         engine = self._engine
         engine._process()  # noqa: SLF001 (the engine owns these links)
         engine.on_output()
+
+    def release(self) -> None:
+        """The engine is released: no more calls come (its engine and callback dropped, see
+        :meth:`ConnectionEngine.release`)."""
+        del self._engine
+        self._events = _no_event
 
     def detach_all(self, condition: str, description: str) -> None:
         """Detach every link with an error condition: consumers' unsettled messages go back to their
