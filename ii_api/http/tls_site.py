@@ -329,8 +329,13 @@ class TlsServerProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._dropped = self._dropped or self._step_out
         self._cancel_timer()
-        if self._inner is not None:
-            self._inner.connection_lost(exc)
+        # the inner protocol, its transport and the request clock's callback held this one in cycles that only
+        # a full collection would free: dropped here, the connection goes with its reference count
+        inner, self._inner, self._tls_transport = self._inner, None, None
+        if self._clock is not None:
+            self._clock.on_change = None
+        if inner is not None:
+            inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
         if self._inner is not None:
