@@ -281,6 +281,32 @@ class ConsumerLinkState:
             engine.on_output()
 
 
+    def send_run(self, messages: list[BrokerMessage]) -> int:
+        """:meth:`send` of the first of ``messages`` while :meth:`can_send` would say so (the link's
+        credit, read once: nothing in between changes the connection's state); how many were sent."""
+        engine = self.engine
+        if engine.closed or engine.paused:
+            return 0
+        count = min(_pn_link_credit(self.link), len(messages))
+        if count <= 0:
+            return 0
+        if count < len(messages):
+            messages = messages[:count]
+        if self.presettled or _deliver is None or engine.delivery_log is not None:
+            for message in messages:
+                self.send(message)
+            return count
+        deliver, address, unsettled, tag = _deliver, self.link_address, self.unsettled, self._tag
+        for message in messages:
+            tag += 1
+            unsettled[deliver(address, tag, message.raw)] = message
+        self._tag = tag
+        if not engine.output_marked:
+            engine.output_marked = True
+            engine.on_output()
+        return count
+
+
 class DeliveryLog(Protocol):
     """Told about each delivery to a consumer while message logging is on (IP_010, the log's
     ``sent_message``): implemented by the broker's observer."""

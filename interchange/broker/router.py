@@ -343,7 +343,8 @@ class BrokerCore:
         """:meth:`publish` for each of ``raws`` in order (an in-process publisher's read), one clock reading
         for all; in each one's place the store's commit, None (settled now) or the :class:`Rejected` it would
         raise. A run of one properties object (a publication's messages) has the target's verdict and its
-        sources looked up once and, while message records are off, its ``received`` counts added once."""
+        sources looked up once and, while message records are off, its ``received`` counts added once; the
+        memory-only messages of a run routed to one source are offered to it together (:meth:`_offer_batch`)."""
         observer, admission, durability, budget = self.observer, self.admission, self.durability, self.budget
         now = self.clock_ms()
         address, identity, federated = publisher.spec.address, publisher.identity, publisher.federated
@@ -352,6 +353,7 @@ class BrokerCore:
         answers: list[StoreReceipt | Rejected | None] = []
         run: dict | None = None  # the run's properties object, verdict, sources, count and first message
         run_ok, run_targets, run_count, run_first = False, None, 0, cast(BrokerMessage, None)
+        batch: list[BrokerMessage] = []  # memory-only messages of the run for its one source, in order
         for raw in raws:
             timed = (observer.received_count + run_count) % LATENCY_SAMPLE == 0
             started = time.perf_counter() if timed else 0.0
@@ -363,6 +365,8 @@ class BrokerCore:
                 continue
             properties = message.properties
             if properties is not run:  # (a new run: what the last one counted is added first)
+                if batch:
+                    batch = self._offer_batch(batch, now, run_targets)
                 if run_count:
                     observer.received_run(run_first, run_count)
                 repeated = admission.repeated
@@ -389,14 +393,33 @@ class BrokerCore:
                 continue
             if run_targets is None:
                 run_targets = self._targets_of(properties, federated, admission.repeated)
+            if durable is None and not timed and len(run_targets) == 1:
+                batch.append(message)
+                answers.append(None)
+                continue
+            if batch:
+                batch = self._offer_batch(batch, now, run_targets)
             answers.append(self._offer(message, now, address, run_targets, durable))
             if budget.used > budget.limit:
                 self._enforce_budget()
             if timed:
                 observer.routing_latency(time.perf_counter() - started)
+        if batch:
+            self._offer_batch(batch, now, run_targets)
         if run_count:
             observer.received_run(run_first, run_count)
         return answers
+
+    def _offer_batch(self, batch: list[BrokerMessage], now: int, targets: tuple[Source, ...] | None
+                     ) -> list[BrokerMessage]:
+        """:meth:`_offer` of each memory-only message of ``batch`` to the one source of ``targets``, in
+        order (:meth:`Source.offer_all`), the node's memory budget enforced after them; a new empty batch."""
+        assert targets is not None and len(targets) == 1
+        targets[0].offer_all(batch, now)
+        self.observer.routed_count += len(batch)
+        if self.budget.used > self.budget.limit:
+            self._enforce_budget()
+        return []
 
     def _offer(self, message: BrokerMessage, now: int, address: str, targets: tuple[Source, ...],
                durable: Durability | None) -> StoreReceipt | None:
