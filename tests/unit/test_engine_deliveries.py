@@ -357,3 +357,24 @@ def test_while_shutting_down_messages_are_released(path: str) -> None:
     assert pair.router.published == []
     assert {tag: outcome for tag, (outcome, _) in pair.answered.items()} == {
         "t-a": Delivery.RELEASED, "t-b": Delivery.RELEASED}
+
+
+def test_a_run_is_sent_as_far_as_the_credit_goes_as_one_by_one(path: str) -> None:
+    """``send_run`` sends what :meth:`send` one by one would while the link has credit (here 100), in
+    order, each its own tag and unsettled entry; nothing once the connection is paused."""
+    pair = Pair()
+    consumer = pair.router.consumer
+    messages = [BrokerMessage(Message(body=f"m{i}").encode(), {}, None, False, "p", i) for i in range(120)]
+    consumer.engine.paused = True
+    assert consumer.send_run(messages) == 0
+    consumer.engine.paused = False
+    assert consumer.send_run(messages[:5]) == 5
+    assert consumer.send_run(messages[5:]) == 95  # (the credit left)
+    pair.pump()
+    assert len(pair.received) == 100 and len(set(d.tag for d in pair.received)) == 100
+    assert list(consumer.unsettled.values()) == messages[:100]
+    for delivery in pair.received:
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+    pair.pump()
+    assert consumer.unsettled == {}

@@ -43,6 +43,10 @@ REST_AFTER = 8
 REST_S = 0.001
 
 
+#: the event types of a read of deliveries alone
+_DELIVERIES_ONLY = {Delivery}
+
+
 class AmqpClosed(ConnectionError):
     """The AMQP 0-9-1 connection (or one of its channels) was closed; the message says why."""
 
@@ -189,6 +193,12 @@ class Client(asyncio.BufferedProtocol):
             self._end(str(exc))
             if self._transport is not None:
                 self._transport.abort()
+            return
+        if events and set(map(type, events)) == _DELIVERIES_ONLY:  # (the usual read: handed on as it is)
+            self._deliver(events)  # type: ignore[arg-type]
+            self.flush()
+            if len(events) >= self.rest_after:
+                self.rest()
             return
         deliveries: list[Delivery] = []
         delivered = 0

@@ -206,18 +206,29 @@ class If2Bridge:
         maps, last_import, registered, app_id = self._import_maps.map, self._last_import, self._registered, self.app_id
         ready: list[_Ready] = []
         own: list[Delivery] = []
+        # a run of deliveries of one exchange, routing key and properties object maps to one mapping and ttl
+        # (:meth:`_ImportMaps.map`): looked up once for the run
+        last: tuple[Any, ...] | None = None
+        ready_now = False
         for delivery in deliveries:
-            if delivery.properties.app_id == app_id:  # what we exported ourselves
-                own.append(delivery)
-                continue
-            try:
-                mapping, ttl_ms = maps(delivery)
-            except (If2KeyError, ValueError) as exc:
-                self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
-                continue
-            pid = mapping.publication_id
-            last_import[pid] = taken
-            if pid in registered and self._delivery_known:
+            properties = delivery.properties
+            if last is None or properties is not last[0] or delivery.routing_key != last[1] \
+                    or delivery.exchange != last[2]:
+                if properties.app_id == app_id:  # what we exported ourselves
+                    own.append(delivery)
+                    last = None
+                    continue
+                try:
+                    mapping, ttl_ms = maps(delivery)
+                except (If2KeyError, ValueError) as exc:
+                    self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
+                    last = None
+                    continue
+                last = (properties, delivery.routing_key, delivery.exchange)
+                pid = mapping.publication_id
+                last_import[pid] = taken
+                ready_now = pid in registered and self._delivery_known
+            if ready_now:
                 ready.append((delivery, mapping, ttl_ms))
                 continue
             flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered)
