@@ -235,8 +235,11 @@ class If2Bridge:
                 last_import[pid] = taken
                 ready_now = pid in registered and self._delivery_known
                 # (by the section's id: the mapping stays in ``ready`` for the read)
-                if ready_now and (prefix := prefixes.get((id(mapping.section), ttl_ms))) is None:
-                    prefix = prefixes[(id(mapping.section), ttl_ms)] = bi_message.prefix(mapping.section, ttl_ms)
+                if ready_now:
+                    known = prefixes.get((id(mapping.section), ttl_ms))
+                    if known is None:
+                        known = prefixes[(id(mapping.section), ttl_ms)] = bi_message.prefix(mapping.section, ttl_ms)
+                    prefix = known
             if ready_now:
                 ready.append((delivery, mapping, ttl_ms))
                 body = delivery.body
