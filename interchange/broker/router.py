@@ -24,7 +24,7 @@ import jms_selectors
 from jms_selectors.ast import Literal
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
-from interchange.broker.amqp_scan import ScanError, header_durable
+from interchange.broker.amqp_scan import ScanError, header_durable, quick_header_durable
 from interchange.broker.coverage import CoverageMatcher
 from interchange.broker.durable import Durability
 from interchange.broker.engine import AttachRefused, Rejected, StoreReceipt
@@ -324,7 +324,7 @@ class BrokerCore:
             observer.rejected(publisher.identity, address, raw, refusal.description, message.seq,
                               publisher.federated, message)
             raise refusal
-        durability = self.durability if self.durability is not None and header_durable(raw) else None
+        durability = self.durability if self.durability is not None and quick_header_durable(raw) else None
         if durability is not None:
             durability.check_writable()  # a store that cannot write: refused here, not routed
         observer.received(message, address)
@@ -373,7 +373,7 @@ class BrokerCore:
                 observer.rejected(identity, address, raw, refusal.description, message.seq, federated, message)
                 answers.append(refusal)
                 continue
-            durable = durability if durability is not None and header_durable(raw) else None
+            durable = durability if durability is not None and quick_header_durable(raw) else None
             if durable is not None and (unwritable := _unwritable(durable)) is not None:
                 answers.append(unwritable)  # (a store that cannot write: refused here, not routed)
                 continue
