@@ -108,6 +108,7 @@ if _links is not None:
         "pn_delivery_partial", "pn_delivery_pending", "pn_link_recv", "pn_delivery_update")),
         _E_DELIVERY, _RELEASED, lib.PN_MODIFIED)
 _deliver = _links.deliver if _links is not None else None
+_deliver_run = _links.deliver_run if _links is not None else None
 _settled_run = _links.settled if _links is not None else None
 _received_run = _links.received if _links is not None else None
 
@@ -296,11 +297,20 @@ class ConsumerLinkState:
             for message in messages:
                 self.send(message)
             return count
-        deliver, address, unsettled, tag = _deliver, self.link_address, self.unsettled, self._tag
-        for message in messages:
-            tag += 1
-            unsettled[deliver(address, tag, message.raw)] = message
-        self._tag = tag
+        unsettled = self.unsettled
+        if _deliver_run is not None:
+            before = len(unsettled)
+            try:
+                self._tag += _deliver_run(self.link_address, self._tag, messages, unsettled)
+            except BaseException:
+                self._tag += len(unsettled) - before  # (each one in ``unsettled`` took its tag)
+                raise
+        else:
+            deliver, address, tag = _deliver, self.link_address, self._tag
+            for message in messages:
+                tag += 1
+                unsettled[deliver(address, tag, message.raw)] = message
+            self._tag = tag
         if not engine.output_marked:
             engine.output_marked = True
             engine.on_output()
