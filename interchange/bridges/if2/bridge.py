@@ -266,7 +266,8 @@ class If2Bridge:
             return _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered).answered
 
         answers = self.bi.submit_all(raws, flight)
-        if None not in answers and all(map(_ACCEPTED, answers)):  # (the usual read: every one accepted)
+        # (the usual read: every one accepted; ``all(answers)``: none is None, without an answer's __eq__)
+        if all(answers) and all(map(_ACCEPTED, answers)):
             self.counts["imported"] += len(ready)
             session.settle_all(list(map(_DELIVERY, ready)), True)
             return
