@@ -37,8 +37,9 @@ __all__ = ["AmqpClosed", "Client", "OnConfirmed", "confirm_each"]
 Confirm = Callable[[bool], None]
 #: the tokens of publishes that the broker confirmed (True) or did not (False), in publishing order
 OnConfirmed = Callable[[Sequence[Any], bool], None]
-#: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`)
-REST_AFTER = 8
+#: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`): a node
+#: that handles a read quickly reads again soon, fewer deliveries a read, unless a smaller read rests too
+REST_AFTER = 4
 #: how long it rests (RabbitMQ keeps up to ``prefetch`` unacknowledged deliveries coming meanwhile)
 REST_S = 0.001
 
