@@ -1196,8 +1196,45 @@ locate(PyObject *module, PyObject *raw)
                          optional_int(sc.has_ttl, sc.ttl), optional_pos(sc.has_body, sc.body));
 }
 
+PyDoc_STRVAR(durable_doc,
+"durable(fallback, raw, /) -> bool\n"
+"\n"
+"The header's durable field of an admitted message, as amqp_scan.header_durable reads it at a\n"
+"glance (False without a header; list0; list8 whose first field is true, false or null), for\n"
+"bytes; anything else is fallback(raw)'s answer.");
+
+static PyObject *
+durable(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "durable() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *raw = args[1];
+    if (PyBytes_CheckExact(raw)) {
+        const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(raw);
+        Py_ssize_t n = PyBytes_GET_SIZE(raw);
+        if (n < 4 || d[0] != 0x00)
+            Py_RETURN_FALSE;
+        if (d[1] == 0x53) {
+            if (d[2] != S_HEADER || d[3] == 0x45)
+                Py_RETURN_FALSE;
+            if (d[3] == 0xC0 && n > 6) {
+                uint8_t first = d[5] ? d[6] : 0x40;
+                if (first == 0x41)
+                    Py_RETURN_TRUE;
+                if (first == 0x42 || first == 0x40)
+                    Py_RETURN_FALSE;
+            }
+        }
+    }
+    return PyObject_CallOneArg(args[0], raw);
+}
+
 static PyMethodDef admit_methods[] = {
     {"admit", (PyCFunction)(void (*)(void))admit, METH_FASTCALL, admit_doc},
+    {"durable", (PyCFunction)(void (*)(void))durable, METH_FASTCALL, durable_doc},
     {"locate", (PyCFunction)locate, METH_O, locate_doc},
     {NULL, NULL, 0, NULL},
 };

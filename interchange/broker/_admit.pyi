@@ -1,4 +1,5 @@
 """Types of the optional C accelerator built from ``_admit.c`` (see :mod:`interchange.broker.admission`)."""
+from collections.abc import Callable
 
 def admit(
     raw: bytes | bytearray | memoryview, capability_shard_count: int | None,
@@ -11,3 +12,7 @@ def admit(
 def locate(raw: bytes | bytearray | memoryview, /) -> tuple[int | None, int | None, int | None, int | None] | None:
     """(application-properties start, end, header ttl_ms, body offset) as scan_message finds them, or None:
     not handled here, use scan_message."""
+
+def durable(fallback: Callable[[bytes | bytearray], bool], raw: bytes | bytearray, /) -> bool:
+    """The header's durable field read at a glance (amqp_scan.header_durable's usual encodings, bytes only);
+    anything else is ``fallback(raw)``'s answer."""

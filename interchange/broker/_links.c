@@ -19,6 +19,11 @@
  *     bytes of ``raw`` unchanged, and the link advanced: ConsumerLinkState.send's three calls. Its
  *     address is returned (the key of the link's unsettled messages).
  *
+ * deliver_run(link, tag, messages, unsettled) -> int
+ *     deliver() of each message of the list ``messages`` (its ``raw``: bytes-like), tagged ``tag + 1``,
+ *     ``tag + 2``, ...: ConsumerLinkState.send_run's loop; each message put in the dict ``unsettled``
+ *     under its delivery's address. Returns how many were sent (all, or those before an error).
+ *
  * settled(collector, consumers, durable) -> int
  *     Handles the events at the head of ``collector`` for as long as each is a PN_DELIVERY on a
  *     consumer link (``consumers``: link address -> its ConsumerLinkState) that ConnectionLinks
@@ -173,6 +178,59 @@ deliver(PyObject *self, PyObject *args)
     pn.advance(link);
     PyBuffer_Release(&raw);
     return PyLong_FromVoidPtr(delivery);
+}
+
+static PyObject *str_raw;
+
+/* One delivery of ``raw`` tagged ``tag`` on ``link``, the link advanced: deliver()'s calls. */
+static void *
+deliver_one(void *link, unsigned long long tag, const Py_buffer *raw)
+{
+    char tag_bytes[8];
+    for (int i = 7; i >= 0; i--, tag >>= 8)
+        tag_bytes[i] = (char)(tag & 0xFF);
+    pn_bytes dtag = {8, tag_bytes};
+    void *delivery = pn.delivery(link, dtag);
+    pn.link_send(link, (const char *)raw->buf, (size_t)raw->len);
+    pn.advance(link);
+    return delivery;
+}
+
+static PyObject *
+deliver_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *link_address, *messages, *unsettled;
+    unsigned long long tag;
+    if (!PyArg_ParseTuple(args, "OKO!O!", &link_address, &tag, &PyList_Type, &messages, &PyDict_Type, &unsettled))
+        return NULL;
+    void *link = PyLong_AsVoidPtr(link_address);
+    if ((link == NULL && PyErr_Occurred()) || check_bound() < 0)
+        return NULL;
+    Py_ssize_t sent = 0;
+    for (; sent < PyList_GET_SIZE(messages); sent++) {
+        PyObject *message = PyList_GET_ITEM(messages, sent);
+        Py_INCREF(message);
+        PyObject *raw_object = PyObject_GetAttr(message, str_raw);
+        Py_buffer raw;
+        if (raw_object == NULL || PyObject_GetBuffer(raw_object, &raw, PyBUF_SIMPLE) < 0) {
+            Py_XDECREF(raw_object);
+            Py_DECREF(message);
+            break;
+        }
+        void *delivery = deliver_one(link, tag + 1 + (unsigned long long)sent, &raw);
+        PyBuffer_Release(&raw);
+        Py_DECREF(raw_object);
+        PyObject *key = PyLong_FromVoidPtr(delivery);
+        int stored = key != NULL ? PyDict_SetItem(unsettled, key, message) : -1;
+        Py_XDECREF(key);
+        Py_DECREF(message);
+        if (stored < 0)
+            break;
+    }
+    if (PyErr_Occurred())
+        return NULL; /* (what was sent is in ``unsettled``, but for a failed store: the caller counts it) */
+    return PyLong_FromSsize_t(sent);
 }
 
 /* The link's ConsumerLinkState (borrowed), NULL when the link is not a consumer's (or an error is set). */
@@ -372,6 +430,7 @@ dispose(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(functions, delivery_event, released, modified): proton's functions"},
     {"deliver", deliver, METH_VARARGS, "deliver(link, tag, raw) -> delivery address"},
+    {"deliver_run", deliver_run, METH_VARARGS, "deliver_run(link, tag, messages, unsettled) -> how many were sent"},
     {"settled", settled, METH_VARARGS, "settled(collector, consumers, durable) -> events handled"},
     {"received", received, METH_VARARGS, "received(collector, publishers, max_size, copy_limit, messages) -> events handled"},
     {"dispose", dispose, METH_VARARGS, "dispose(delivery, outcome): its disposition (when not 0), settled"},
@@ -388,7 +447,8 @@ PyInit__links(void)
 {
     str_unsettled = PyUnicode_InternFromString("unsettled");
     str_holders = PyUnicode_InternFromString("holders");
-    if (str_unsettled == NULL || str_holders == NULL)
+    str_raw = PyUnicode_InternFromString("raw");
+    if (str_unsettled == NULL || str_holders == NULL || str_raw == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

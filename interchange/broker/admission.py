@@ -84,7 +84,14 @@ class Admission:
               now_ms: int) -> BrokerMessage:
         accelerator = self._accelerator
         if accelerator is not None:
-            cache = self._section_cache(shard_count)
+            left = self._window_left - 1
+            if left >= 0 and self._caching:  # (:meth:`_section_cache`'s usual case, without a call)
+                self._window_left = left
+                cache = self._c_caches.get(shard_count)
+                if cache is None:
+                    cache = self._c_caches[shard_count] = {}
+            else:
+                cache = self._section_cache(shard_count)
             known = len(cache) if cache is not None else -1
             result = accelerator(raw, shard_count, cache)
             if result is not None:
@@ -105,7 +112,12 @@ class Admission:
                     else:  # the common case: the messageType's default (IP_033)
                         message.expiry_ms = now_ms + self._default_ttl.get(properties.get("messageType"),
                                                                            self._fallback_ttl)
-                    self._number(message)
+                    self.last_seq = message.seq = self.last_seq + 1  # (:meth:`_number`, without a call)
+                    shard = self._shard_seqs.get(message.shard_key)
+                    if shard is None:
+                        shard = self._shard_seqs[message.shard_key] = [message.shard_key, 0]
+                    shard[1] += 1
+                    message.shard_key, message.shard_seq = shard
                     return message
             # invalid, or not handled by C: the Python path decides and words the rejection
         message = self._admit_python(raw, publisher, federated, shard_count, now_ms)

@@ -710,3 +710,13 @@ def header_durable(data: bytes | bytearray) -> bool:
                 return False
         return _read_header(data, 3, len(data))[0]
     return scan_message(data, decode_properties=False).durable
+
+
+#: :func:`header_durable`, its usual encodings read in C where the accelerator is built
+#: (``_admit.durable``; anything else by :func:`header_durable`): what the router asks of each message
+quick_header_durable: Callable[[bytes | bytearray], bool]
+try:
+    from interchange.broker._admit import durable as _c_durable
+    quick_header_durable = partial(_c_durable, header_durable)
+except ImportError:  # not built (no compiler)
+    quick_header_durable = header_durable

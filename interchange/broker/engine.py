@@ -108,6 +108,7 @@ if _links is not None:
         "pn_delivery_partial", "pn_delivery_pending", "pn_link_recv", "pn_delivery_update")),
         _E_DELIVERY, _RELEASED, lib.PN_MODIFIED)
 _deliver = _links.deliver if _links is not None else None
+_deliver_run = _links.deliver_run if _links is not None else None
 _settled_run = _links.settled if _links is not None else None
 _received_run = _links.received if _links is not None else None
 
@@ -279,6 +280,41 @@ class ConsumerLinkState:
         if not engine.output_marked:
             engine.output_marked = True
             engine.on_output()
+
+
+    def send_run(self, messages: list[BrokerMessage]) -> int:
+        """:meth:`send` of the first of ``messages`` while :meth:`can_send` would say so (the link's
+        credit, read once: nothing in between changes the connection's state); how many were sent."""
+        engine = self.engine
+        if engine.closed or engine.paused:
+            return 0
+        count = min(_pn_link_credit(self.link), len(messages))
+        if count <= 0:
+            return 0
+        if count < len(messages):
+            messages = messages[:count]
+        if self.presettled or _deliver is None or engine.delivery_log is not None:
+            for message in messages:
+                self.send(message)
+            return count
+        unsettled = self.unsettled
+        if _deliver_run is not None:
+            before = len(unsettled)
+            try:
+                self._tag += _deliver_run(self.link_address, self._tag, messages, unsettled)
+            except BaseException:
+                self._tag += len(unsettled) - before  # (each one in ``unsettled`` took its tag)
+                raise
+        else:
+            deliver, address, tag = _deliver, self.link_address, self._tag
+            for message in messages:
+                tag += 1
+                unsettled[deliver(address, tag, message.raw)] = message
+            self._tag = tag
+        if not engine.output_marked:
+            engine.output_marked = True
+            engine.on_output()
+        return count
 
 
 class DeliveryLog(Protocol):

@@ -24,7 +24,7 @@ import jms_selectors
 from jms_selectors.ast import Literal
 from interchange.broker.addresses import AddressBook, Origin, Scope, SourceSpec, TargetSpec
 from interchange.broker.admission import Admission
-from interchange.broker.amqp_scan import ScanError, header_durable
+from interchange.broker.amqp_scan import ScanError, header_durable, quick_header_durable
 from interchange.broker.coverage import CoverageMatcher
 from interchange.broker.durable import Durability
 from interchange.broker.engine import AttachRefused, Rejected, StoreReceipt
@@ -324,7 +324,7 @@ class BrokerCore:
             observer.rejected(publisher.identity, address, raw, refusal.description, message.seq,
                               publisher.federated, message)
             raise refusal
-        durability = self.durability if self.durability is not None and header_durable(raw) else None
+        durability = self.durability if self.durability is not None and quick_header_durable(raw) else None
         if durability is not None:
             durability.check_writable()  # a store that cannot write: refused here, not routed
         observer.received(message, address)
@@ -340,11 +340,11 @@ class BrokerCore:
 
     def publish_all(self, publisher: PublisherLink, raws: Iterable[bytes | bytearray]
                     ) -> list[StoreReceipt | Rejected | None]:
-        """:meth:`publish` for each of ``raws`` in order (an in-process publisher's read), one clock reading
-        for all; in each one's place the store's commit, None (settled now) or the :class:`Rejected` it would
-        raise. A run of one properties object (a publication's messages) has the target's verdict and its
-        sources looked up once and, while message records are off, its ``received`` counts added once."""
-        observer, admission, durability, budget = self.observer, self.admission, self.durability, self.budget
+        """:meth:`publish` for each of ``raws`` in order (an in-process publisher's read), one clock reading for
+        all; in each one's place the store's commit, None (settled now) or the :class:`Rejected` it would raise.
+        A run of one properties object has the target's verdict and its sources looked up once, its ``received``
+        counted once while records are off, and its memory-only messages for one source offered together."""
+        observer, admission, durability = self.observer, self.admission, self.durability
         now = self.clock_ms()
         address, identity, federated = publisher.spec.address, publisher.identity, publisher.federated
         shard_count, admit, accepts = publisher.spec.shard_count, admission.admit, publisher.accepts
@@ -352,9 +352,9 @@ class BrokerCore:
         answers: list[StoreReceipt | Rejected | None] = []
         run: dict | None = None  # the run's properties object, verdict, sources, count and first message
         run_ok, run_targets, run_count, run_first = False, None, 0, cast(BrokerMessage, None)
+        batch: list[BrokerMessage] = []  # memory-only messages of the run for its one source, in order
         for raw in raws:
-            timed = (observer.received_count + run_count) % LATENCY_SAMPLE == 0
-            started = time.perf_counter() if timed else 0.0
+            started = time.perf_counter() if (observer.received_count + run_count) % LATENCY_SAMPLE == 0 else None
             try:
                 message = admit(raw, identity, federated, shard_count, now)
             except Rejected as exc:
@@ -363,6 +363,7 @@ class BrokerCore:
                 continue
             properties = message.properties
             if properties is not run:  # (a new run: what the last one counted is added first)
+                batch = self._offer_batch(batch, now, run_targets)
                 if run_count:
                     observer.received_run(run_first, run_count)
                 repeated = admission.repeated
@@ -372,13 +373,10 @@ class BrokerCore:
                 observer.rejected(identity, address, raw, refusal.description, message.seq, federated, message)
                 answers.append(refusal)
                 continue
-            durable = durability if durability is not None and header_durable(raw) else None
-            if durable is not None:
-                try:
-                    durable.check_writable()  # a store that cannot write: refused here, not routed
-                except Rejected as exc:
-                    answers.append(exc)
-                    continue
+            durable = durability if durability is not None and quick_header_durable(raw) else None
+            if durable is not None and (unwritable := _unwritable(durable)) is not None:
+                answers.append(unwritable)  # (a store that cannot write: refused here, not routed)
+                continue
             if each:
                 observer.received(message, address)
             else:
@@ -389,14 +387,41 @@ class BrokerCore:
                 continue
             if run_targets is None:
                 run_targets = self._targets_of(properties, federated, admission.repeated)
-            answers.append(self._offer(message, now, address, run_targets, durable))
-            if budget.used > budget.limit:
-                self._enforce_budget()
-            if timed:
-                observer.routing_latency(time.perf_counter() - started)
+            if durable is None and started is None and len(run_targets) == 1:
+                batch.append(message)
+                answers.append(None)
+                continue
+            batch = self._offer_batch(batch, now, run_targets)
+            answers.append(self._offer_one(message, now, address, run_targets, durable, started))
+        self._offer_batch(batch, now, run_targets)
         if run_count:
             observer.received_run(run_first, run_count)
         return answers
+
+    def _offer_one(self, message: BrokerMessage, now: int, address: str, targets: tuple[Source, ...],
+                   durable: Durability | None, started: float | None) -> StoreReceipt | None:
+        """:meth:`_offer` of one message of :meth:`publish_all`, the node's memory budget enforced after it,
+        and its routing latency taken when it is sampled (``started``: its perf_counter on arrival)."""
+        receipt = self._offer(message, now, address, targets, durable)
+        if self.budget.used > self.budget.limit:
+            self._enforce_budget()
+        if started is not None:
+            self.observer.routing_latency(time.perf_counter() - started)
+        return receipt
+
+    def _offer_batch(self, batch: list[BrokerMessage], now: int, targets: tuple[Source, ...] | None
+                     ) -> list[BrokerMessage]:
+        """:meth:`_offer` of each memory-only message of ``batch`` (none: nothing) to the one source of
+        ``targets``, in order (:meth:`Source.offer_all`), the node's memory budget enforced after them;
+        a new empty batch."""
+        if not batch:
+            return batch
+        assert targets is not None and len(targets) == 1
+        targets[0].offer_all(batch, now)
+        self.observer.routed_count += len(batch)
+        if self.budget.used > self.budget.limit:
+            self._enforce_budget()
+        return []
 
     def _offer(self, message: BrokerMessage, now: int, address: str, targets: tuple[Source, ...],
                durable: Durability | None) -> StoreReceipt | None:
@@ -561,3 +586,12 @@ class BrokerCore:
         if self.durability is not None:
             self.durability.purge(now)
         return dropped
+
+
+def _unwritable(durability: Durability) -> Rejected | None:
+    """The refusal of a durable message while the store cannot write (:meth:`Durability.check_writable`)."""
+    try:
+        durability.check_writable()
+    except Rejected as exc:
+        return exc
+    return None

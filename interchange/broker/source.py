@@ -200,6 +200,24 @@ class Source:
         else:
             self._blocked.add(message.shard_key)
 
+    def offer_all(self, messages: list[BrokerMessage], now_ms: int) -> None:
+        """:meth:`offer` of each of ``messages``, in order: while the buffer is empty and its one link
+        takes every message (no selector), as many as the link takes now go to it in one call
+        (``send_run``, where the link has it: what :meth:`offer` would send one by one); the rest
+        one by one."""
+        links = self.links
+        if not self._queue and len(links) == 1 and links[0].selector is None:
+            send_run = getattr(links[0], "send_run", None)
+            if send_run is not None:
+                sent: int = send_run(messages)
+                self.enqueued += sent
+                self.delivered += sent
+                if sent == len(messages):
+                    return
+                messages = messages[sent:]
+        for message in messages:
+            self.offer(message, now_ms)
+
     def _evict(self) -> None:
         spec = self.spec
         while self._queue and (len(self._queue) > spec.max_messages or self._bytes > self.max_bytes):

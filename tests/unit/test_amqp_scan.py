@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import array
 import os
+import random
 import struct
 import uuid
 
@@ -27,6 +28,7 @@ from proton import (
     ushort,
 )
 
+from interchange.broker import amqp_scan as amqp_scan_module
 from interchange.broker.amqp_scan import AmqpDecimal, ScanError, ScannedMessage, header_durable, scan_message
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -612,3 +614,39 @@ def _with_header(header: bytes, body: bytes = b"\x00\x53\x75\xa0\x01x") -> bytes
 def test_header_durable_is_the_scanners_durable(raw: bytes) -> None:
     """The broker's glance at the header (a durable message is stored) says what the full scan says."""
     assert header_durable(raw) is scan_message(raw, decode_properties=False).durable
+
+
+@pytest.mark.skipif(amqp_scan_module.quick_header_durable is header_durable, reason="the C accelerator is not built")
+def test_the_quick_header_durable_is_header_durable_on_any_bytes() -> None:
+    """The C reading of the usual header encodings (``_admit.durable``) gives header_durable's answer, or
+    header_durable's exception, on real messages, their headers cut short, every byte of the header
+    changed and random bytes; a bytearray and an unusual encoding are header_durable's own."""
+    rng = random.Random(7)
+    seeds = []
+    for durable in (True, False):
+        for ttl in (None, 5.0):
+            message = Message(body=b"x", durable=durable)
+            if ttl is not None:
+                message.ttl = ttl
+            seeds.append(message.encode())
+    seeds += [b"", b"\x00", b"\x00\x53\x70", b"\x00\x53\x70\x45", b"\x00\x53\x70\xc0\x01\x00",
+              b"\x00\x53\x70\xc0\x02\x01\x41", b"\x00\x53\x70\xc0\x02\x01\x56", b"\x00\x80" + bytes(8) + b"\x70",
+              b"\x00\x53\x75\xa0\x01x"]
+    cases = list(seeds)
+    for seed in seeds:
+        cases += [seed[:n] for n in range(len(seed))]
+        cases += [seed[:i] + bytes([b]) + seed[i + 1:] for i in range(min(len(seed), 8))
+                  for b in (0, 0x40, 0x41, 0x42, 0x45, 0xc0, 0xff)]
+    cases += [bytes(rng.randrange(256) for _ in range(rng.randrange(12))) for _ in range(2000)]
+    cases += [b"\x00\x53\x70" + bytes(rng.randrange(256) for _ in range(rng.randrange(10))) for _ in range(2000)]
+    for raw in cases:
+        for data in (raw, bytearray(raw)):
+            try:
+                expected: object = header_durable(data)
+            except Exception as exc:  # (the same exception is what is checked)
+                expected = type(exc)
+            try:
+                got: object = amqp_scan_module.quick_header_durable(data)
+            except Exception as exc:
+                got = type(exc)
+            assert got == expected, raw

@@ -28,6 +28,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     if request.param == "python":
         monkeypatch.setattr(engine_module, "_settled_run", None)
         monkeypatch.setattr(engine_module, "_deliver", None)
+        monkeypatch.setattr(engine_module, "_deliver_run", None)
         monkeypatch.setattr(engine_module, "_received_run", None)
     return str(request.param)
 
@@ -357,3 +358,54 @@ def test_while_shutting_down_messages_are_released(path: str) -> None:
     assert pair.router.published == []
     assert {tag: outcome for tag, (outcome, _) in pair.answered.items()} == {
         "t-a": Delivery.RELEASED, "t-b": Delivery.RELEASED}
+
+
+def test_a_run_is_sent_as_far_as_the_credit_goes_as_one_by_one(path: str) -> None:
+    """``send_run`` sends what :meth:`send` one by one would while the link has credit (here 100), in
+    order, each its own tag and unsettled entry; nothing once the connection is paused."""
+    pair = Pair()
+    consumer = pair.router.consumer
+    messages = [BrokerMessage(Message(body=f"m{i}").encode(), {}, None, False, "p", i) for i in range(120)]
+    consumer.engine.paused = True
+    assert consumer.send_run(messages) == 0
+    consumer.engine.paused = False
+    assert consumer.send_run(messages[:5]) == 5
+    assert consumer.send_run(messages[5:]) == 95  # (the credit left)
+    pair.pump()
+    assert len(pair.received) == 100 and len(set(d.tag for d in pair.received)) == 100
+    assert list(consumer.unsettled.values()) == messages[:100]
+    for delivery in pair.received:
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+    pair.pump()
+    assert consumer.unsettled == {}
+
+
+@pytest.mark.skipif(engine_module._links is None, reason="the C path is not built (no compiler) or turned off")
+def test_a_run_in_c_is_as_one_by_one_and_a_bad_message_stops_it_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_links.deliver_run``: the same deliveries (tags, bytes, bytearray bodies too) as ``deliver`` one by
+    one; a message without bytes stops the run with its error, the ones before it sent and counted."""
+    got = []
+    for run in (True, False):
+        if not run:
+            monkeypatch.setattr(engine_module, "_deliver_run", None)
+        pair = Pair()
+        consumer = pair.router.consumer
+        raws = [Message(body=f"m{i}").encode() for i in range(6)]
+        messages = [BrokerMessage(bytearray(raw) if i % 2 else raw, {}, None, False, "p", i)
+                    for i, raw in enumerate(raws)]
+        assert consumer.send_run(messages) == 6
+        pair.pump()
+        got.append([d.tag for d in pair.received])
+        assert [bytes(m.raw) for m in consumer.unsettled.values()] == raws
+    assert got[0] == got[1] == [i.to_bytes(8, "big").decode() for i in range(1, 7)]  # (proton gives str tags)
+    monkeypatch.setattr(engine_module, "_deliver_run", engine_module._links.deliver_run)
+    pair = Pair()
+    consumer = pair.router.consumer
+    good = BrokerMessage(Message(body="ok").encode(), {}, None, False, "p", 0)
+    with pytest.raises(AttributeError):
+        consumer.send_run([good, good, object()])  # type: ignore[list-item]
+    assert len(consumer.unsettled) == 2 and consumer._tag == 2  # (the two sent, each its delivery and tag)
+    consumer.send_run([BrokerMessage(Message(body="next").encode(), {}, None, False, "p", 1)])
+    pair.pump()
+    assert [d.tag for d in pair.received] == [i.to_bytes(8, "big").decode() for i in (1, 2, 3)]

@@ -63,3 +63,25 @@ def test_a_read_received_and_settled_at_once_is_as_one_by_one() -> None:
     assert window.flush() == [Ack("m1", True)]  # m3 waits behind m2, still in flight
     window.settled_all([m[2]], False)
     assert window.flush() == [Reject("m2"), Ack("m3", False)] and len(window) == 0 and window.settled_count == 0
+
+
+def test_a_window_all_accepted_is_one_ack_and_leaves_other_settlements() -> None:
+    """The whole window accepted (flushed at once) gives the same ack as one by one; a settlement of a
+    delivery not in the window (settled twice) stays apart and changes nothing."""
+    window, m = window_of(5)
+    window.settled_all(m, True)
+    window.settled("stray", True)
+    assert window.flush() == [Ack("m4", True)] and len(window) == 0 and window.settled_count == 1
+    window.received("m5")
+    window.settled("m5", True)
+    assert window.flush() == [Ack("m5", False)]
+
+
+def test_a_window_with_one_refused_or_one_in_flight_is_not_one_ack() -> None:
+    window, m = window_of(3)
+    window.settled_all(m, True)
+    window.settled(m[1], False)
+    assert window.flush() == [Ack("m0", False), Reject("m1"), Ack("m2", False)]
+    window, m = window_of(3)
+    window.settled_all([m[0], m[2]], True)
+    assert window.flush() == [Ack("m0", False)] and len(window) == 2

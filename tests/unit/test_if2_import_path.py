@@ -95,12 +95,13 @@ class ImportPath:
         assert all(isinstance(delivery, Delivery) for delivery in deliveries)
         self.bridge._on_if2(self.session, deliveries)  # type: ignore[arg-type]
 
-    def deliver_read(self, *routes: tuple[str, Any, str]) -> None:
-        """Several deliveries (routing key, properties, exchange) in one read: one call to the bridge."""
+    def deliver_read(self, *routes: tuple[str, Any, str], size: int = 0) -> None:
+        """Several deliveries (routing key, properties, exchange) in one read: one call to the bridge
+        (``size``: bodies padded to that many bytes)."""
         frames = []
         for routing_key, props, exchange in routes:
             self.tag += 1
-            payload = b"body %d" % self.tag
+            payload = (b"body %d" % self.tag).ljust(size, b".")
             frames += [(2, commands.Basic.Deliver("if2-DENM", self.tag, False, exchange, routing_key)),
                        (2, header.ContentHeader(0, len(payload), props)), (2, body.ContentBody(payload))]
         deliveries = self.connection.receive(_frames(*frames))
@@ -210,3 +211,22 @@ def test_one_read_is_sent_as_one_batch_each_message_its_own_fate(path: ImportPat
 
     asyncio.get_event_loop().run_until_complete(released())
     assert len(path.session.outcomes) == 5 and path.bridge.counts["bi_retried"] == 2
+
+
+@pytest.mark.parametrize("size", [0, 255, 256, 70_000])
+def test_the_bi_gets_the_bytes_of_bi_message_for_each_message_of_a_read(path: ImportPath, size: int) -> None:
+    """A read's BI messages, put together in the bridge's loop, are byte for byte what
+    :func:`bi_message.message` makes of each one's mapping, body and ttl (small and large bodies,
+    runs of one mapping and a change of ttl or key between them)."""
+    same = properties()
+    routes = [(key(), same, "DENM"), (key(), same, "DENM"), (key(cause=6), same, "DENM"),
+              (key(), properties(5_000), "DENM"), (key(), same, "DENM")]
+    path.deliver_read(*routes, size=size)
+    bridge = path.bridge
+    expected = []
+    for i, (routing_key, props, _) in enumerate(routes, start=1):
+        delivery = Delivery(2, i, False, "DENM", routing_key, props, (b"body %d" % i).ljust(size, b"."))
+        mapping, ttl_ms = bridge._import_maps.map(delivery)
+        expected.append(bi_message.message(mapping.section, delivery.body, ttl_ms))
+    assert [bytes(m.raw) for m in path.core.sources[SOURCE].buffered()] == expected
+    assert path.session.outcomes == [(i, True) for i in range(1, 6)]

@@ -153,3 +153,49 @@ def test_a_run_is_counted_once_while_records_are_off(accelerated: bool, monkeypa
     answers = core.core.publish_all(core.publisher, [denm(body=b"%d" % i).encode() for i in range(5)])
     assert answers == [None] * 5 and len(core.held()) == 6
     assert counted == [5] and core.counts()[0] == 6
+
+
+class RunLink:
+    """A consumer's link with ``credit``, taking a run in one call as far as its credit goes (the engine's)."""
+
+    selector = None
+    source = None
+    identity = "consumer"
+
+    def __init__(self, credit: int) -> None:
+        self.credit, self.got, self.runs = credit, [], []
+
+    def can_send(self) -> bool:
+        return self.credit > 0
+
+    def send(self, message: object) -> None:
+        assert self.credit > 0
+        self.credit -= 1
+        self.got.append(message)
+
+    def send_run(self, messages: list) -> int:
+        taken = messages[:self.credit]
+        for message in taken:
+            self.send(message)
+        self.runs.append(len(taken))
+        return len(taken)
+
+
+@pytest.mark.parametrize("accelerated", PATHS)
+@pytest.mark.parametrize("credit", [0, 1, 2, 10])
+def test_a_batch_to_a_consumer_is_delivered_and_held_as_one_by_one(accelerated: bool, credit: int) -> None:
+    """A consumer on the source: a batch's messages of one run reach it together, as far as its credit
+    goes, the rest buffered in order; what it got, what waits, the counts and the log as one by one."""
+    ends = []
+    for together in (True, False):
+        core = Core(accelerated)
+        link = RunLink(credit)
+        core.core.sources[SOURCE].add_link(link)  # type: ignore[arg-type]
+        raws = batch() + [denm(body=b"\x01\x02fourth").encode(), denm(body=b"\x01\x02fifth").encode()]
+        answers = core.core.publish_all(core.publisher, raws) if together else one_by_one(core, raws)
+        ends.append((described(answers), [(bytes(m.raw), m.seq) for m in link.got], core.held(), core.counts(),
+                     core.records()))
+        if together:
+            assert sum(link.runs) == max(min(credit, 5) - 1, 0)  # (the first message is timed: sent alone)
+    assert ends[0] == ends[1]
+    assert len(ends[0][1]) + len(ends[0][2]) == 5

@@ -218,3 +218,57 @@ def test_a_buffered_message_is_not_decoded_again_for_a_link_without_selector(mon
     choosy.credit = 1
     with pytest.raises(AssertionError, match="decoded again"):  # a selector reads them
         source.credit_changed(0)
+
+
+class RunLink(FakeLink):
+    """A link that takes a run in one call, as far as its credit goes (the engine's ``send_run``)."""
+
+    def __init__(self, credit: int = 0, selector: str | None = None) -> None:
+        super().__init__(credit, selector)
+        self.runs: list[int] = []
+
+    def send_run(self, messages: list[BrokerMessage]) -> int:
+        taken = messages[:self.credit]
+        self.credit -= len(taken)
+        self.got.extend(taken)
+        self.runs.append(len(taken))
+        return len(taken)
+
+
+@pytest.mark.parametrize("credit", [0, 3, 5, 8])
+def test_offer_all_is_offer_one_by_one(form: Form, credit: int) -> None:
+    """A run offered at once ends as offered one by one: what the link's credit allows sent (in one
+    call), the rest buffered in order, counted alike."""
+    ends = []
+    for run in (True, False):
+        source = Source(SourceSpec(address="s"), None)
+        link = RunLink(credit=credit)
+        source.add_link(link)
+        messages = [form.msg(f"m{i}") for i in range(5)]
+        if run:
+            source.offer_all(messages, 0)
+            assert link.runs == [min(credit, 5)]
+        else:
+            for message in messages:
+                source.offer(message, 0)
+        link.credit += 10
+        source.credit_changed(0)
+        ends.append((form.bodies(link), source.depth, source.enqueued, source.delivered))
+    assert ends[0] == ends[1] and ends[0][0] == [f"m{i}" for i in range(5)]
+
+
+def test_offer_all_behind_a_buffer_or_with_a_selector_goes_one_by_one(form: Form) -> None:
+    source = Source(SourceSpec(address="s"), None)
+    link = RunLink(credit=0)
+    source.add_link(link)
+    source.offer(form.msg("old"), 0)  # (buffered: no credit)
+    link.credit = 10  # (not told yet: what comes waits behind the buffered one)
+    source.offer_all([form.msg("a"), form.msg("b")], 0)
+    assert link.runs == [] and source.depth == 3
+    source.credit_changed(0)
+    assert form.bodies(link) == ["old", "a", "b"]
+    picky = Source(SourceSpec(address="p"), None)
+    chosen = RunLink(credit=10, selector="causeCode = 5")
+    picky.add_link(chosen)
+    picky.offer_all([form.msg("x", causeCode=5), form.msg("y", causeCode=6)], 0)
+    assert chosen.runs == [] and form.bodies(chosen) == ["x"]

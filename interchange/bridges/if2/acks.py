@@ -62,6 +62,15 @@ class AckWindow(Generic[M]):
     def flush(self) -> list[Ack[M] | Reject[M]]:
         """What to send now: one ack (multiple when it covers several) per run of accepted deliveries,
         a reject per refused one, in delivery order; nothing past the first one still in flight."""
+        order, known = self._order, self._fate
+        if order:  # (the usual case, every one accepted: one ack, no Python step per delivery)
+            ids = list(map(id, order))
+            fates = list(map(known.get, ids))
+            if None not in fates and False not in fates:
+                deque(map(known.pop, ids), maxlen=0)
+                last, count = order[-1], len(order)
+                order.clear()
+                return [Ack(last, count > 1)]
         actions: list[Ack[M] | Reject[M]] = []
         run: list[M] = []
         while self._order and (fate := self._fate.pop(id(self._order[0]), None)) is not None:

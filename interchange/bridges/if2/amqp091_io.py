@@ -37,10 +37,15 @@ __all__ = ["AmqpClosed", "Client", "OnConfirmed", "confirm_each"]
 Confirm = Callable[[bool], None]
 #: the tokens of publishes that the broker confirmed (True) or did not (False), in publishing order
 OnConfirmed = Callable[[Sequence[Any], bool], None]
-#: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`)
-REST_AFTER = 8
+#: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`): a node
+#: that handles a read quickly reads again soon, fewer deliveries a read, unless a smaller read rests too
+REST_AFTER = 4
 #: how long it rests (RabbitMQ keeps up to ``prefetch`` unacknowledged deliveries coming meanwhile)
 REST_S = 0.001
+
+
+#: the event types of a read of deliveries alone
+_DELIVERIES_ONLY = {Delivery}
 
 
 class AmqpClosed(ConnectionError):
@@ -189,6 +194,12 @@ class Client(asyncio.BufferedProtocol):
             self._end(str(exc))
             if self._transport is not None:
                 self._transport.abort()
+            return
+        if events and set(map(type, events)) == _DELIVERIES_ONLY:  # (the usual read: handed on as it is)
+            self._deliver(events)  # type: ignore[arg-type]
+            self.flush()
+            if len(events) >= self.rest_after:
+                self.rest()
             return
         deliveries: list[Delivery] = []
         delivered = 0

@@ -39,7 +39,7 @@ try:
 except ImportError:  # not built (no compiler): scan_message alone
     _c_locate = None
 
-__all__ = ["Reader", "application_properties", "message", "messages", "read"]
+__all__ = ["Reader", "application_properties", "message", "messages", "prefix", "read"]
 
 APPLICATION_PROPERTIES = ulong(0x74)  #: its AMQP 1.0 3.2 descriptor
 
@@ -82,6 +82,16 @@ def message(application: bytes, body: bytes, ttl_ms: int | None) -> bytes:
     and ``body`` as one data section."""
     head = _header(min(max(0, ttl_ms), 2**32 - 1)) if ttl_ms is not None else b""
     return head + application + _data(bytes(body))
+
+
+#: (the data section's head: descriptor, then vbin8 or vbin32 and the size; for a caller putting messages together)
+DATA8, DATA32, DATA = _DATA8, _DATA32, _DATA_DESCRIPTOR
+
+
+def prefix(application: bytes, ttl_ms: int | None) -> bytes:
+    """What :func:`message` puts before the data section: the header (with a TTL) and ``application``."""
+    head = _header(min(max(0, ttl_ms), 2**32 - 1)) if ttl_ms is not None else b""
+    return bytes(head + application)
 
 
 def messages(parts: list[tuple[bytes, bytes, int | None]]) -> list[bytes]:

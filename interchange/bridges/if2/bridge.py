@@ -20,6 +20,7 @@ import contextlib
 import functools
 import hashlib
 import itertools
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -68,6 +69,7 @@ _ENVELOPE_PROPERTIES = ("messageType", "protocolVersion", "publisherId", "causeC
                         "longitude", "quadTree")
 #: An IF2 message not taken by the BI: the count and the log event, by its fate (:mod:`.attempts`).
 _REFUSAL_COUNTS = {Fate.REFUSE: "import_refused", Fate.EXPIRED: "import_expired", Fate.GIVE_UP: "import_gave_up"}
+_ACCEPTED, _DELIVERY = operator.attrgetter("accepted"), operator.itemgetter(0)  #: (an answer's; a ready one's)
 _REFUSAL_EVENTS = {Fate.REFUSE: "if2_import_refused", Fate.EXPIRED: "if2_import_expired",
                    Fate.GIVE_UP: "if2_import_gave_up"}
 
@@ -206,19 +208,44 @@ class If2Bridge:
         maps, last_import, registered, app_id = self._import_maps.map, self._last_import, self._registered, self.app_id
         ready: list[_Ready] = []
         own: list[Delivery] = []
+        # a run of deliveries of one exchange, routing key and properties object maps to one mapping and ttl
+        # (:meth:`_ImportMaps.map`): looked up once for the run
+        last: tuple[Any, ...] | None = None
+        ready_now = False
+        raws: list[bytes] = []  #: the BI message of each ready one (:func:`bi_message.message`'s bytes)
+        prefixes: dict[tuple[int, int | None], bytes] = {}
+        prefix = b""
+        pack8, pack32, descriptor, join = bi_message.DATA8.pack, bi_message.DATA32.pack, bi_message.DATA, b"".join
         for delivery in deliveries:
-            if delivery.properties.app_id == app_id:  # what we exported ourselves
-                own.append(delivery)
-                continue
-            try:
-                mapping, ttl_ms = maps(delivery)
-            except (If2KeyError, ValueError) as exc:
-                self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
-                continue
-            pid = mapping.publication_id
-            last_import[pid] = taken
-            if pid in registered and self._delivery_known:
+            properties = delivery.properties
+            if last is None or properties is not last[0] or delivery.routing_key != last[1] \
+                    or delivery.exchange != last[2]:
+                if properties.app_id == app_id:  # what we exported ourselves
+                    own.append(delivery)
+                    last = None
+                    continue
+                try:
+                    mapping, ttl_ms = maps(delivery)
+                except (If2KeyError, ValueError) as exc:
+                    self._refuse(session, delivery, Decision(Fate.REFUSE, str(exc)))
+                    last = None
+                    continue
+                last = (properties, delivery.routing_key, delivery.exchange)
+                pid = mapping.publication_id
+                last_import[pid] = taken
+                ready_now = pid in registered and self._delivery_known
+                # (by the section's id: the mapping stays in ``ready`` for the read)
+                if ready_now:
+                    known = prefixes.get((id(mapping.section), ttl_ms))
+                    if known is None:
+                        known = prefixes[(id(mapping.section), ttl_ms)] = bi_message.prefix(mapping.section, ttl_ms)
+                    prefix = known
+            if ready_now:
                 ready.append((delivery, mapping, ttl_ms))
+                body = delivery.body
+                size = len(body)
+                raws.append(join((prefix, pack8(descriptor, 0xA0, size) if size < 256
+                                  else pack32(descriptor, 0xB0, size), body)))
                 continue
             flight = _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered)
             task = asyncio.get_running_loop().create_task(self._register_first(mapping.envelope, flight))
@@ -227,19 +254,23 @@ class If2Bridge:
         if own:
             session.settle_all(own, True)
         if ready and not self._closing:
-            self._send_all(session, ready, taken)
+            self._send_all(session, ready, raws, taken)
 
-    def _send_all(self, session: Session, ready: list["_Ready"], taken: float) -> None:
-        """The first send of each message of one read, as one batch through the door
-        (:meth:`BiLink.submit_all`): the accepted ones acked together; a message the BI did not
-        accept at once, or answers later, gets its :class:`_Import` (retries, refusal) only then."""
-        raws = bi_message.messages([(mapping.section, delivery.body, ttl_ms) for delivery, mapping, ttl_ms in ready])
+    def _send_all(self, session: Session, ready: list["_Ready"], raws: list[bytes], taken: float) -> None:
+        """The first send of each message of one read (``raws``, their BI messages), as one batch
+        through the door (:meth:`BiLink.submit_all`): the accepted ones acked together; a message the
+        BI did not accept at once, or answers later, gets its :class:`_Import` (retries, refusal) only then."""
 
         def flight(i: int) -> Callable[[Answer], None]:
             delivery, mapping, ttl_ms = ready[i]
             return _Import(session, delivery, mapping, Attempts(self.retry, taken, ttl_ms), self._answered).answered
 
         answers = self.bi.submit_all(raws, flight)
+        # (the usual read: every one accepted; ``all(answers)``: none is None, without an answer's __eq__)
+        if all(answers) and all(map(_ACCEPTED, answers)):
+            self.counts["imported"] += len(ready)
+            session.settle_all(list(map(_DELIVERY, ready)), True)
+            return
         accepted = [entry[0] for entry, answer in zip(ready, answers) if answer is not None and answer.accepted]
         if accepted:
             self.counts["imported"] += len(accepted)
