@@ -91,6 +91,16 @@ def _send(pki: TestPki, port: int, target: str, message: Message) -> None:
         connection.close()
 
 
+def _refused_by_0(pki: TestPki, port: int, target: str) -> None:
+    """Process 0 (on ``port``) refuses a sender on ``target``, naming process 1 as the one serving it."""
+    connection = client_connection(pki, "actor-1", port)
+    try:
+        with pytest.raises(LinkDetached, match="served by broker process 1"):
+            connection.create_sender(target)
+    finally:
+        connection.close()
+
+
 def test_each_process_serves_its_targets_and_every_source(broker: BrokerUnderTest, pki: TestPki) -> None:
     ports = broker.node.amqps_ports
     assert len(ports) == 2 and ports[0] == broker.port and ports[1] != ports[0]
@@ -99,13 +109,7 @@ def test_each_process_serves_its_targets_and_every_source(broker: BrokerUnderTes
     _send(pki, ports[1], "in-1", Message(body=b"ivim", properties={**denm().properties, "messageType": "IVIM"},
                                           inferred=True))  # not for the DENM source
     assert sorted(receive_from_every_process(pki, ports, "denm", 2, timeout=WAIT_S)) == [b"from-0", b"from-1"]
-    # a target is served by one process only: the other refuses it and says which
-    connection = client_connection(pki, "actor-1", ports[0])
-    try:
-        with pytest.raises(LinkDetached, match="served by broker process 1"):
-            connection.create_sender("in-1")
-    finally:
-        connection.close()
+    _refused_by_0(pki, ports[0], "in-1")  # a target is served by one process only: the other says which
     # the worker writes its own log file
     assert (broker.log_path.parent / "node.p1.log").exists()
 
@@ -257,12 +261,7 @@ def test_target_processes_keep_every_unplaced_target_off_process_0(pki: TestPki,
         _send(pki, ports[0], "named-0", denm(body=b"named-0"))
         expected = sorted([spec.address.encode() for spec in unplaced] + [b"named-0"])
         assert sorted(receive_from_every_process(pki, ports, "denm", len(expected), timeout=WAIT_S)) == expected
-        connection = client_connection(pki, "actor-1", ports[0])
-        try:
-            with pytest.raises(LinkDetached, match="served by broker process 1"):
-                connection.create_sender("t0")
-        finally:
-            connection.close()
+        _refused_by_0(pki, ports[0], "t0")
     finally:
         broker.stop()
 
