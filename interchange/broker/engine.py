@@ -281,7 +281,6 @@ class ConsumerLinkState:
             engine.output_marked = True
             engine.on_output()
 
-
     def send_run(self, messages: list[BrokerMessage]) -> int:
         """:meth:`send` of the first of ``messages`` while :meth:`can_send` would say so (the link's
         credit, read once: nothing in between changes the connection's state); how many were sent."""
@@ -328,7 +327,6 @@ class DeliveryLog(Protocol):
         """The consumer settled ``delivery`` with ``outcome`` (accepted, released, ...)."""
 
 
-#: The consumer's outcome of a settled delivery, as the log names it (0: settled without one).
 def _nothing() -> None:
     """A released engine's output callback."""
 
@@ -337,6 +335,7 @@ def _no_event(_kind: str, _fields: dict) -> None:
     """A released engine's (and its links') event callback."""
 
 
+#: The consumer's outcome of a settled delivery, as the log names it (0: settled without one).
 _OUTCOME_NAMES = {lib.PN_ACCEPTED: "accepted", lib.PN_REJECTED: "rejected", lib.PN_RELEASED: "released",
                   lib.PN_MODIFIED: "modified"}
 
