@@ -80,8 +80,7 @@ def _data(body: bytes) -> bytes:
 def message(application: bytes, body: bytes, ttl_ms: int | None) -> bytes:
     """A whole message: its header (when it has a TTL), ``application`` (:func:`application_properties`)
     and ``body`` as one data section."""
-    head = _header(min(max(0, ttl_ms), 2**32 - 1)) if ttl_ms is not None else b""
-    return head + application + _data(bytes(body))
+    return prefix(application, ttl_ms) + _data(bytes(body))
 
 
 #: (the data section's head: descriptor, then vbin8 or vbin32 and the size; for a caller putting messages together)
