@@ -46,8 +46,10 @@ cache of compiled code and compiled and JIT-compiled its largest stage again (~4
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import json
 from dataclasses import dataclass
 from functools import partial, reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
@@ -631,10 +633,81 @@ def once(found: DataFrame) -> DataFrame:
     return found.groupBy(*FINDING_COLUMNS).agg(first).select(*IDENTITY, *FINDING_COLUMNS[9:])
 
 
+#: The frames whose checks one Java walk runs (``croads.validate.CrossWalk``) over one shuffle of their rows.
+WALKED: tuple[Frame, ...] = (shard_links, shard_sequences, publications)
+#: The walk's class (spark/jvm/src/croads/validate/CrossWalk.java).
+WALK_CLASS = "croads.validate.CrossWalk"
+
+
+def _group_of_shard() -> Column:
+    """What a shard's and a link's rows are grouped by in the walk: the shardKey up to its last ``#`` (the
+    publicationId of a shardKey the broker wrote), so that a received message is usually one row for all its roles."""
+    return F.expr("substring(shardKey, 1, length(shardKey) - length(substring_index(shardKey, '#', -1)) - 1)")
+
+
+def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
+    """The rows of the walked frames, each once per group it needs (a received message whose publicationId is
+    not its shardKey's twice), shuffled and sorted by the group's hash: the columns CrossWalk.java reads."""
+    pub = received_publication() if publications in frames_walked else F.lit(False)
+    seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
+    link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
+    shard_roles = F.when(seq, 2).otherwise(0) + F.when(link, 4).otherwise(0)
+    shard_group = _group_of_shard()
+
+    def entry(group: Column, roles: Column) -> Column:
+        return F.struct(group.alias("g"), roles.cast("int").alias("roles"))
+    entries = (F.when(~pub, F.array(entry(shard_group, shard_roles)))
+               .when(shard_roles == 0, F.array(entry(F.col("publicationId"), F.lit(1))))
+               .when(F.col("publicationId").eqNullSafe(shard_group), F.array(entry(F.col("publicationId"), shard_roles + 1)))
+               .otherwise(F.array(entry(F.col("publicationId"), F.lit(1)), entry(shard_group, shard_roles))))
+    rows = m.where(pub | seq | link).select(
+        *IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256",
+        F.explode(entries).alias("_entry"))
+    rows = rows.select(*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256",
+                       F.col("_entry.roles").alias("roles"), F.xxhash64("node", "_entry.g").alias("hash"),
+                       F.col("_entry.g").alias("g"))
+    return rows.repartition("hash").sortWithinPartitions("hash")
+
+
+def walk_spec(checks: Sequence[str]) -> str:
+    """The walk's checks as JSON (CrossWalk.create): the gap checks, the repeated types, which others run."""
+    gaps = [{"check": check, "rule": rule, "severity": severity, "types": list(types), "low": low, "high": high,
+             "expected": expected} for check, (rule, severity, types, low, high, expected) in GAPS.items()
+            if check in checks]
+    return json.dumps({"gaps": gaps, "repeatedTypes": list(REPEATED_TYPES), "order": "shard_order" in checks,
+                       "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks})
+
+
+@dataclass
+class Walk:
+    """A walk's findings and, once they were computed, the rows each of its counted checks checked."""
+
+    findings: DataFrame
+    handle: Any
+    counted: tuple[str, ...]
+
+    def checked(self) -> dict[str, int]:
+        counts = self.handle.counts()
+        return {check: int(counts[check]) for check in self.counted}
+
+
+def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, list[tuple[str, Column]]]) -> Walk:
+    """The findings of the walked frames' checks in ``grouped`` (one Java walk: :data:`WALKED`)."""
+    walked = [frame for frame in WALKED if frame in grouped]
+    checks = [c.check for frame in walked for c in grouped[frame]]
+    spark = m.sparkSession
+    walk_class: Any = spark._jvm  # noqa: SLF001 (py4j: a JVM class's static method)
+    for part in WALK_CLASS.split("."):
+        walk_class = getattr(walk_class, part)
+    handle = walk_class.create(spark._jsparkSession, walk_spec(checks))  # noqa: SLF001
+    found = DataFrame(handle.findings(walk_rows(m, walked)._jdf), spark)  # noqa: SLF001
+    return Walk(found, handle, tuple(check for frame in walked for check, _ in counted[frame]))
+
+
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
                    observe: Callable[[str], Observation | None] = lambda _: None,
                    checks_by_frame: dict[Frame, list[Check]] | None = None, each_once: bool = True,
-                   carry: Sequence[str] = ()) -> DataFrame:
+                   carry: Sequence[str] = (), walks: list[Walk] | None = None) -> DataFrame:
     """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
 
     ``observe(frame name)`` gives the observation that counts the checked rows :func:`counts`
@@ -647,8 +720,12 @@ def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
     m = messages.select(*INPUT_COLUMNS, *carry)
     grouped = frames(rule_set) if checks_by_frame is None else checks_by_frame
     counted = counts(grouped)
+    walked = walks is not None and not carry and any(frame in grouped for frame in WALKED)
     found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame], carry)
-             for frame, checks in grouped.items()]
+             for frame, checks in grouped.items() if not (walked and frame in WALKED)]
+    if walked and walks is not None:
+        walks.append(walk(m, grouped, counted))
+        found.append(walks[-1].findings)
     every = reduce(DataFrame.unionByName, found)
     every = once(every) if each_once else every
     return every.withColumn("requirement", requirement_of(F.col("rule")))  # once, not once per frame

@@ -144,10 +144,12 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
         return observed.setdefault(frame, Observation(f"checked-{frame}-{unique}"))
     try:
         with settings(spark, {"spark.sql.adaptive.optimizer.excludedRules": _excluded_rules(spark)}):
-            found = rules.all_violations(m, rule_set, observe, checks_by_frame)
+            walks: list[rules.Walk] = []
+            found = rules.all_violations(m, rule_set, observe, checks_by_frame, walks=walks)
             found.select(F.lit(run_id).alias("runId"), _unchanging_code(run_ms).alias("runMs"),
                          *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]]).write.mode("append").parquet(layout.violations)
         checked = {check: count for o in observed.values() for check, count in o.get.items()}
+        checked.update({check: count for w in walks for check, count in w.checked().items()})
         metrics = _metrics(checked, _found(spark, layout, run_id, run_ms), runs)
     finally:
         if cache_input:
