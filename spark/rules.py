@@ -634,7 +634,7 @@ def once(found: DataFrame) -> DataFrame:
 
 
 #: The frames whose checks one Java walk runs (``croads.validate.CrossWalk``) over one shuffle of their rows.
-WALKED: tuple[Frame, ...] = (shard_links, shard_sequences, publications)
+WALKED: tuple[Frame, ...] = (records, shard_links, shard_sequences, publications)
 #: The walk's class (spark/jvm/src/croads/validate/CrossWalk.java).
 WALK_CLASS = "croads.validate.CrossWalk"
 
@@ -647,35 +647,40 @@ def _group_of_shard() -> Column:
 
 def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     """The rows of the walked frames, each once per group it needs (a received message whose publicationId is
-    not its shardKey's twice), shuffled and sorted by the group's hash: the columns CrossWalk.java reads."""
+    not its shardKey's twice; a record no rule compares with others by its messageId), shuffled and sorted by
+    the group's hash: the columns CrossWalk.java reads."""
     pub = received_publication() if publications in frames_walked else F.lit(False)
     seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
     link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
+    alone = 8 if records in frames_walked else 0
     shard_roles = F.when(seq, 2).otherwise(0) + F.when(link, 4).otherwise(0)
-    shard_group = _group_of_shard()
+    shard_group, publication = _group_of_shard(), F.col("publicationId")
 
-    def entry(group: Column, roles: Column) -> Column:
-        return F.struct(group.alias("g"), roles.cast("int").alias("roles"))
-    entries = (F.when(~pub, F.array(entry(shard_group, shard_roles)))
-               .when(shard_roles == 0, F.array(entry(F.col("publicationId"), F.lit(1))))
-               .when(F.col("publicationId").eqNullSafe(shard_group), F.array(entry(F.col("publicationId"), shard_roles + 1)))
-               .otherwise(F.array(entry(F.col("publicationId"), F.lit(1)), entry(shard_group, shard_roles))))
-    rows = m.where(pub | seq | link).select(
-        *IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256",
-        F.explode(entries).alias("_entry"))
-    rows = rows.select(*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256",
-                       F.col("_entry.roles").alias("roles"), F.xxhash64("node", "_entry.g").alias("hash"),
-                       F.col("_entry.g").alias("g"))
+    def entry(group: Column, roles: Column | int) -> Column:
+        return F.struct(group.alias("g"), (roles if isinstance(roles, Column) else F.lit(roles)).cast("int").alias("roles"))
+    entries = (F.when(~pub & (shard_roles == 0), F.array(entry(F.col("messageId"), alone)))
+               .when(~pub, F.array(entry(shard_group, shard_roles + alone)))
+               .when(shard_roles == 0, F.array(entry(publication, 1 + alone)))
+               .when(publication.eqNullSafe(shard_group), F.array(entry(publication, shard_roles + 1 + alone)))
+               .otherwise(F.array(entry(publication, 1 + alone), entry(shard_group, shard_roles))))
+    columns = [*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256"]
+    extra = ["attempt", "outcome", "size", "expiryMs", "reason"]
+    rows = m if alone else m.where(pub | seq | link)
+    rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"),
+                       F.explode(entries).alias("_entry"))
+    rows = rows.select(*columns, F.col("_entry.roles").alias("roles"), F.xxhash64("node", "_entry.g").alias("hash"),
+                       F.col("_entry.g").alias("g"), *extra, "_properties")
     return rows.repartition("hash").sortWithinPartitions("hash")
 
 
-def walk_spec(checks: Sequence[str]) -> str:
+def walk_spec(checks: Sequence[str], record_checks: Sequence[str]) -> str:
     """The walk's checks as JSON (CrossWalk.create): the gap checks, the repeated types, which others run."""
     gaps = [{"check": check, "rule": rule, "severity": severity, "types": list(types), "low": low, "high": high,
              "expected": expected} for check, (rule, severity, types, low, high, expected) in GAPS.items()
             if check in checks]
     return json.dumps({"gaps": gaps, "repeatedTypes": list(REPEATED_TYPES), "order": "shard_order" in checks,
-                       "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks})
+                       "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks,
+                       "records": list(record_checks)})
 
 
 @dataclass
@@ -684,24 +689,28 @@ class Walk:
 
     findings: DataFrame
     handle: Any
-    counted: tuple[str, ...]
+    counted: tuple[tuple[str, str], ...]  # (the walk's count, the check it counts)
 
     def checked(self) -> dict[str, int]:
         counts = self.handle.counts()
-        return {check: int(counts[check]) for check in self.counted}
+        return {check: int(counts[name]) for name, check in self.counted}
 
 
 def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, list[tuple[str, Column]]]) -> Walk:
     """The findings of the walked frames' checks in ``grouped`` (one Java walk: :data:`WALKED`)."""
     walked = [frame for frame in WALKED if frame in grouped]
-    checks = [c.check for frame in walked for c in grouped[frame]]
+    checks = [c.check for frame in walked if frame is not records for c in grouped[frame]]
+    record_checks = [c.check for c in grouped.get(records, [])]
     spark = m.sparkSession
     walk_class: Any = spark._jvm  # noqa: SLF001 (py4j: a JVM class's static method)
     for part in WALK_CLASS.split("."):
         walk_class = getattr(walk_class, part)
-    handle = walk_class.create(spark._jsparkSession, walk_spec(checks))  # noqa: SLF001
+    handle = walk_class.create(spark._jsparkSession, walk_spec(checks, record_checks))  # noqa: SLF001
     found = DataFrame(handle.findings(walk_rows(m, walked)._jdf), spark)  # noqa: SLF001
-    return Walk(found, handle, tuple(check for frame in walked for check, _ in counted[frame]))
+    # the walk counts every check's records as the records' pass would ("records:<check>"), and the rows of
+    # its other frames under the check's name
+    return Walk(found, handle, tuple((f"records:{check}" if frame is records else check, check)
+                                     for frame in walked for check, _ in counted[frame]))
 
 
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,

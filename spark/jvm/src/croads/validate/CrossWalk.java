@@ -45,9 +45,10 @@ public final class CrossWalk implements Serializable {
     /** The input columns, in order. */
     static final int NODE = 0, PROCESS = 1, EVENT = 2, TIMESTAMP = 3, MESSAGE_ID = 4, PUBLICATION = 5, TYPE = 6,
             PUBLISHER = 7, CONSUMER = 8, FILE = 9, SOURCE = 10, SHARD_KEY = 11, SHARD_SEQ = 12, ARRIVAL = 13,
-            DEPARTURE = 14, BODY = 15, ROLES = 16, HASH = 17, GROUP = 18;
-    /** Roles of an input row (bits). */
-    static final int PUB = 1, SEQ = 2, LINK = 4;
+            DEPARTURE = 14, BODY = 15, ROLES = 16, HASH = 17, GROUP = 18, ATTEMPT = 19, OUTCOME = 20, SIZE = 21,
+            EXPIRY = 22, REASON = 23, PROPERTIES = 24;
+    /** Roles of an input row (bits): of a publication, of a shard's sequence, of a link, a record checked alone. */
+    static final int PUB = 1, SEQ = 2, LINK = 4, REC = 8;
     /** The messageId's admission sequence (spark/rules.py {@code admission}), for ids with a line terminator. */
     private static final Pattern ADMISSION = Pattern.compile("^(.+)/[0-9]+$");
 
@@ -57,6 +58,8 @@ public final class CrossWalk implements Serializable {
     private final boolean shardGap;
     private final boolean duplicates;
     private final Map<String, LongAccumulator> checked = new LinkedHashMap<>();
+    /** The per-record checks that run (the walk counts every one's checked records anyway). */
+    private final Set<String> recordChecks = new HashSet<>();
 
     /** A gap check between a publication's arrivals. */
     static final class Gap implements Serializable {
@@ -90,8 +93,12 @@ public final class CrossWalk implements Serializable {
         order = spec.get("order").asBoolean();
         shardGap = spec.get("shardGap").asBoolean();
         duplicates = spec.get("duplicates").asBoolean();
+        spec.get("records").forEach(c -> recordChecks.add(c.asText()));
         List<String> names = new ArrayList<>(List.of("shard_order", "shard_gap", "duplicate"));
         gaps.forEach(g -> names.add(g.check));
+        for (String name : RecordChecks.COUNTED) {
+            names.add("records:" + name);
+        }
         for (String name : names) {
             checked.put(name, spark.sparkContext().longAccumulator("checked-" + name));
         }
@@ -219,12 +226,17 @@ public final class CrossWalk implements Serializable {
     /** Rows checked per check, per task (added to the accumulators once at the end). */
     static final class Counts {
         final Map<String, long[]> by = new HashMap<>();
+        /** The checked records of {@link RecordChecks#COUNTED}. */
+        final long[] records = new long[RecordChecks.COUNTED.size()];
 
         void add(String check, long n) {
             by.computeIfAbsent(check, k -> new long[1])[0] += n;
         }
 
         void add(Map<String, LongAccumulator> into) {
+            for (int i = 0; i < records.length; i++) {
+                add("records:" + RecordChecks.COUNTED.get(i), records[i]);
+            }
             by.forEach((check, n) -> {
                 LongAccumulator accumulator = into.get(check);
                 if (accumulator != null) {
@@ -240,6 +252,9 @@ public final class CrossWalk implements Serializable {
         List<Keyed> link = new ArrayList<>();
         for (InternalRow row : rows) {
             int roles = row.getInt(ROLES);
+            if ((roles & REC) != 0) {
+                RecordChecks.check(row, recordChecks, out, counts);
+            }
             if ((roles & PUB) != 0) {
                 pub.add(row);
             }
@@ -469,7 +484,7 @@ public final class CrossWalk implements Serializable {
     private static final UTF8String SHARD_ORDER = UTF8String.fromString("shard_order");
     private static final UTF8String INCREASING = UTF8String.fromString("increasing shardSeq per shard and consumer");
 
-    private static InternalRow finding(InternalRow row, UTF8String rule, UTF8String check, UTF8String severity,
+    static InternalRow finding(InternalRow row, UTF8String rule, UTF8String check, UTF8String severity,
                                        UTF8String observed, UTF8String expected) {
         Object[] values = new Object[16];
         values[0] = text(row, NODE);
