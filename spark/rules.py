@@ -656,20 +656,22 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     shard_roles = F.when(seq, 2).otherwise(0) + F.when(link, 4).otherwise(0)
     shard_group, publication = _group_of_shard(), F.col("publicationId")
 
-    def entry(group: Column, roles: Column | int) -> Column:
-        return F.struct(group.alias("g"), (roles if isinstance(roles, Column) else F.lit(roles)).cast("int").alias("roles"))
-    entries = (F.when(~pub & (shard_roles == 0), F.array(entry(F.col("messageId"), alone)))
-               .when(~pub, F.array(entry(shard_group, shard_roles + alone)))
-               .when(shard_roles == 0, F.array(entry(publication, 1 + alone)))
-               .when(publication.eqNullSafe(shard_group), F.array(entry(publication, shard_roles + 1 + alone)))
-               .otherwise(F.array(entry(publication, 1 + alone), entry(shard_group, shard_roles))))
+    both = shard_roles + 1 + alone
+    roles = (F.when(~pub & (shard_roles == 0), F.array(F.lit(alone)))
+             .when(~pub, F.array(shard_roles + alone))
+             .when(shard_roles == 0, F.array(F.lit(1 + alone)))
+             .when(publication.eqNullSafe(shard_group), F.array(both))
+             .otherwise(F.array(F.lit(1 + alone), shard_roles)))
     columns = [*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256"]
     extra = ["attempt", "outcome", "size", "expiryMs", "reason"]
     rows = m if alone else m.where(pub | seq | link)
     rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"),
-                       F.explode(entries).alias("_entry"))
-    rows = rows.select(*columns, F.col("_entry.roles").alias("roles"), F.xxhash64("node", "_entry.g").alias("hash"),
-                       F.col("_entry.g").alias("g"), *extra, "_properties")
+                       F.explode(roles).alias("roles"))
+    # the group of a row's roles (CrossWalk.java finds it again from the row: rows of two groups may share a hash)
+    group = (F.when((F.col("roles").bitwiseAND(1)) != 0, publication)
+             .when((F.col("roles").bitwiseAND(6)) != 0, shard_group).otherwise(F.col("messageId")))
+    rows = rows.select(*columns, F.col("roles").cast("int").alias("roles"), F.xxhash64("node", group).alias("hash"),
+                       *extra, "_properties")
     return rows.repartition("hash").sortWithinPartitions("hash")
 
 

@@ -45,8 +45,8 @@ public final class CrossWalk implements Serializable {
     /** The input columns, in order. */
     static final int NODE = 0, PROCESS = 1, EVENT = 2, TIMESTAMP = 3, MESSAGE_ID = 4, PUBLICATION = 5, TYPE = 6,
             PUBLISHER = 7, CONSUMER = 8, FILE = 9, SOURCE = 10, SHARD_KEY = 11, SHARD_SEQ = 12, ARRIVAL = 13,
-            DEPARTURE = 14, BODY = 15, ROLES = 16, HASH = 17, GROUP = 18, ATTEMPT = 19, OUTCOME = 20, SIZE = 21,
-            EXPIRY = 22, REASON = 23, PROPERTIES = 24;
+            DEPARTURE = 14, BODY = 15, ROLES = 16, HASH = 17, ATTEMPT = 18, OUTCOME = 19, SIZE = 20, EXPIRY = 21,
+            REASON = 22, PROPERTIES = 23;
     /** Roles of an input row (bits): of a publication, of a shard's sequence, of a link, a record checked alone. */
     static final int PUB = 1, SEQ = 2, LINK = 4, REC = 8;
     /** The messageId's admission sequence (spark/rules.py {@code admission}), for ids with a line terminator. */
@@ -217,10 +217,29 @@ public final class CrossWalk implements Serializable {
     private static List<List<InternalRow>> groups(List<InternalRow> run) {
         Map<List<UTF8String>, List<InternalRow>> by = new LinkedHashMap<>();
         for (InternalRow row : run) {
-            List<UTF8String> key = java.util.Arrays.asList(text(row, NODE), text(row, GROUP));
+            List<UTF8String> key = java.util.Arrays.asList(text(row, NODE), group(row));
             by.computeIfAbsent(key, k -> new ArrayList<>()).add(row);
         }
         return new ArrayList<>(by.values());
+    }
+
+    /** The group a row's roles need (spark/rules.py {@code walk_rows}): its publication, its shard's, its message. */
+    static UTF8String group(InternalRow row) {
+        int roles = row.getInt(ROLES);
+        if ((roles & PUB) != 0) {
+            return text(row, PUBLICATION);
+        }
+        if ((roles & (SEQ | LINK)) != 0) {
+            UTF8String key = text(row, SHARD_KEY);
+            if (key == null) {
+                return null;
+            }
+            // substring(shardKey, 1, length(shardKey) - length(substring_index(shardKey, '#', -1)) - 1)
+            String text = key.toString();
+            int hash = text.lastIndexOf('#');
+            return UTF8String.fromString(hash < 0 ? "" : text.substring(0, hash));
+        }
+        return text(row, MESSAGE_ID);
     }
 
     /** Rows checked per check, per task (added to the accumulators once at the end). */
@@ -307,10 +326,9 @@ public final class CrossWalk implements Serializable {
         rows.sort(ARRIVALS);
         long[] last = new long[gaps.size()];
         boolean[] seen = new boolean[gaps.size()];
-        Map<UTF8String, long[]> bodies = new HashMap<>();  // body -> copies, first arrival (or MIN: null)
-        long[] nullBody = null;
+        Map<UTF8String, long[]> bodies = new HashMap<>();  // body -> copies, first arrival (MIN: null)
         InternalRow before = null;
-        long dupChecked = 0;
+        long checkedCopies = 0;
         for (InternalRow row : rows) {
             InternalRow previous = before;
             before = row;
@@ -319,49 +337,52 @@ public final class CrossWalk implements Serializable {
                     && sameLong(previous, row, ARRIVAL)) {
                 continue;  // the same record again (logged twice): kept once
             }
-            boolean arrived = !row.isNullAt(ARRIVAL);
-            long arrival = arrived ? row.getLong(ARRIVAL) : 0;
-            UTF8String type = text(row, TYPE);
-            for (int i = 0; i < gaps.size(); i++) {
-                Gap gap = gaps.get(i);
-                boolean typed = type != null && gap.types.contains(type);
-                if (typed && arrived && seen[i]) {
-                    counts.add(gap.check, 1);
-                    long took = arrival - last[i];
-                    if (took < gap.low || took > gap.high) {
-                        out.add(finding(row, gap.rule, gap.checkText, gap.severity,
-                                UTF8String.fromString(took + " ms since the previous one"), gap.expected));
-                    }
-                }
-            }
-            for (int i = 0; i < gaps.size(); i++) {
-                if (arrived && type != null && gaps.get(i).types.contains(type)) {
-                    last[i] = arrival;
-                    seen[i] = true;
-                }
-            }
-            UTF8String body = text(row, BODY);
-            long[] copies;
-            if (body == null) {
-                if (nullBody == null) {
-                    nullBody = new long[] {0, arrived ? arrival : Long.MIN_VALUE};
-                }
-                copies = nullBody;
-            } else {
-                copies = bodies.computeIfAbsent(body, k -> new long[] {0, arrived ? arrival : Long.MIN_VALUE});
-            }
-            copies[0]++;
-            if (body != null) {
-                dupChecked++;
-                if (duplicates && copies[0] > 1) {
-                    String severity = type != null && repeatedTypes.contains(type.toString()) ? "info" : "warning";
-                    UTF8String observed = copies[1] == Long.MIN_VALUE ? null : UTF8String.fromString(
-                            "copy " + copies[0] + " (another messageId), first arrived at " + copies[1]);
-                    out.add(finding(row, AUDIT, DUPLICATE, UTF8String.fromString(severity), observed, ONE_COPY));
-                }
+            arrivalGaps(row, last, seen, out, counts);
+            if (!row.isNullAt(BODY)) {
+                checkedCopies++;
+                copy(row, bodies, out);
             }
         }
-        counts.add("duplicate", dupChecked);
+        counts.add("duplicate", checkedCopies);
+    }
+
+    /** The gap checks of one kept arrival of a publication; {@code last}/{@code seen}: each check's previous one. */
+    private void arrivalGaps(InternalRow row, long[] last, boolean[] seen, List<InternalRow> out, Counts counts) {
+        if (row.isNullAt(ARRIVAL) || row.isNullAt(TYPE)) {
+            return;
+        }
+        long arrival = row.getLong(ARRIVAL);
+        UTF8String type = row.getUTF8String(TYPE);
+        for (int i = 0; i < gaps.size(); i++) {
+            Gap gap = gaps.get(i);
+            if (!gap.types.contains(type)) {
+                continue;
+            }
+            if (seen[i]) {
+                counts.add(gap.check, 1);
+                long took = arrival - last[i];
+                if (took < gap.low || took > gap.high) {
+                    out.add(finding(row, gap.rule, gap.checkText, gap.severity,
+                            UTF8String.fromString(took + " ms since the previous one"), gap.expected));
+                }
+            }
+            last[i] = arrival;
+            seen[i] = true;
+        }
+    }
+
+    /** Re-published copies: the copy number of a kept arrival's body in the publication (a row with a body). */
+    private void copy(InternalRow row, Map<UTF8String, long[]> bodies, List<InternalRow> out) {
+        long first = row.isNullAt(ARRIVAL) ? Long.MIN_VALUE : row.getLong(ARRIVAL);
+        long[] copies = bodies.computeIfAbsent(row.getUTF8String(BODY), k -> new long[] {0, first});
+        copies[0]++;
+        if (duplicates && copies[0] > 1) {
+            UTF8String type = text(row, TYPE);
+            String severity = type != null && repeatedTypes.contains(type.toString()) ? "info" : "warning";
+            UTF8String observed = copies[1] == Long.MIN_VALUE ? null : UTF8String.fromString(
+                    "copy " + copies[0] + " (another messageId), first arrived at " + copies[1]);
+            out.add(finding(row, AUDIT, DUPLICATE, UTF8String.fromString(severity), observed, ONE_COPY));
+        }
     }
 
     // --- a shard: gaps in its admission sequence ---------------------------------------------------------
