@@ -482,6 +482,14 @@ def received_arrival() -> Column:
     return _event("received_message") & F.col("arrivalMs").isNotNull()
 
 
+def first_mapems(m: DataFrame) -> DataFrame:
+    """The first MAPEM arrival (``mapemMs``) per node and intersection (IP_104)."""
+    return (m.where(received_arrival() & (F.col("messageType") == "MAPEM"))
+            .select("node", F.explode(_intersections()).alias("intersection"), "arrivalMs")
+            .where(F.col("intersection") != "")
+            .groupBy("node", "intersection").agg(F.min("arrivalMs").alias("mapemMs")))
+
+
 def spatems(m: DataFrame) -> DataFrame:
     """Each SPATEM with ``early``: its first intersection no MAPEM had arrived for before it at the node.
 
@@ -491,11 +499,8 @@ def spatems(m: DataFrame) -> DataFrame:
     """
     received = m.where(received_arrival())
     keys = ["node"]
-    first_mapem = (received.where(F.col("messageType") == "MAPEM")
-                   .select(*keys, F.explode(_intersections()).alias("intersection"), "arrivalMs")
-                   .where(F.col("intersection") != "")
-                   .groupBy(*keys, "intersection").agg(F.min("arrivalMs").alias("mapemMs"))
-                   .groupBy(*keys).agg(F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems")))
+    first_mapem = first_mapems(m).groupBy(*keys).agg(
+        F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems"))
     spatem = received.where(F.col("messageType") == "SPATEM").withColumn(
         "intersections", F.array_remove(_intersections(), ""))
     joined = spatem.join(F.broadcast(first_mapem), keys, "left")
@@ -634,7 +639,7 @@ def once(found: DataFrame) -> DataFrame:
 
 
 #: The frames whose checks one Java walk runs (``croads.validate.CrossWalk``) over one shuffle of their rows.
-WALKED: tuple[Frame, ...] = (records, shard_links, shard_sequences, publications)
+WALKED: tuple[Frame, ...] = (records, shard_links, shard_sequences, publications, spatems)
 #: The walk's class (spark/jvm/src/croads/validate/CrossWalk.java).
 WALK_CLASS = "croads.validate.CrossWalk"
 
@@ -652,7 +657,7 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     pub = received_publication() if publications in frames_walked else F.lit(False)
     seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
     link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
-    alone = 8 if records in frames_walked else 0
+    alone = 8 if records in frames_walked or spatems in frames_walked else 0
     shard_roles = F.when(seq, 2).otherwise(0) + F.when(link, 4).otherwise(0)
     shard_group, publication = _group_of_shard(), F.col("publicationId")
 
@@ -665,24 +670,26 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     columns = [*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256"]
     extra = ["attempt", "outcome", "size", "expiryMs", "reason"]
     rows = m if alone else m.where(pub | seq | link)
-    rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"),
+    intersections = F.when(F.col("messageType") == "SPATEM", F.col(property_rules.VALUES)["id"]).alias("_ids")
+    rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"), intersections,
                        F.explode(roles).alias("roles"))
     # the group of a row's roles (CrossWalk.java finds it again from the row: rows of two groups may share a hash)
     group = (F.when((F.col("roles").bitwiseAND(1)) != 0, publication)
              .when((F.col("roles").bitwiseAND(6)) != 0, shard_group).otherwise(F.col("messageId")))
     rows = rows.select(*columns, F.col("roles").cast("int").alias("roles"), F.xxhash64("node", group).alias("hash"),
-                       *extra, "_properties")
+                       *extra, "_properties", "_ids")
     return rows.repartition("hash").sortWithinPartitions("hash")
 
 
-def walk_spec(checks: Sequence[str], record_checks: Sequence[str]) -> str:
+def walk_spec(checks: Sequence[str], record_checks: Sequence[str],
+              mapems: dict[str, dict[str, int]] | None = None) -> str:
     """The walk's checks as JSON (CrossWalk.create): the gap checks, the repeated types, which others run."""
     gaps = [{"check": check, "rule": rule, "severity": severity, "types": list(types), "low": low, "high": high,
              "expected": expected} for check, (rule, severity, types, low, high, expected) in GAPS.items()
             if check in checks]
     return json.dumps({"gaps": gaps, "repeatedTypes": list(REPEATED_TYPES), "order": "shard_order" in checks,
                        "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks,
-                       "records": list(record_checks)})
+                       "records": list(record_checks), "spatems": mapems is not None, "mapems": mapems or {}})
 
 
 @dataclass
@@ -701,17 +708,22 @@ class Walk:
 def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, list[tuple[str, Column]]]) -> Walk:
     """The findings of the walked frames' checks in ``grouped`` (one Java walk: :data:`WALKED`)."""
     walked = [frame for frame in WALKED if frame in grouped]
-    checks = [c.check for frame in walked if frame is not records for c in grouped[frame]]
+    checks = [c.check for frame in walked if frame not in (records, spatems) for c in grouped[frame]]
     record_checks = [c.check for c in grouped.get(records, [])]
     spark = m.sparkSession
     walk_class: Any = spark._jvm  # noqa: SLF001 (py4j: a JVM class's static method)
     for part in WALK_CLASS.split("."):
         walk_class = getattr(walk_class, part)
-    handle = walk_class.create(spark._jsparkSession, walk_spec(checks, record_checks))  # noqa: SLF001
+    mapems: dict[str, dict[str, int]] | None = None
+    if spatems in walked:  # small (an entry per intersection): to the walk as data
+        mapems = {}
+        for row in first_mapems(m).collect():
+            mapems.setdefault(row["node"], {})[row["intersection"]] = row["mapemMs"]
+    handle = walk_class.create(spark._jsparkSession, walk_spec(checks, record_checks, mapems))  # noqa: SLF001
     found = DataFrame(handle.findings(walk_rows(m, walked)._jdf), spark)  # noqa: SLF001
     # the walk counts every check's records as the records' pass would ("records:<check>"), and the rows of
     # its other frames under the check's name
-    return Walk(found, handle, tuple((f"records:{check}" if frame is records else check, check)
+    return Walk(found, handle, tuple((f"records:{check}" if frame in (records, spatems) else check, check)
                                      for frame in walked for check, _ in counted[frame]))
 
 

@@ -46,7 +46,7 @@ public final class CrossWalk implements Serializable {
     static final int NODE = 0, PROCESS = 1, EVENT = 2, TIMESTAMP = 3, MESSAGE_ID = 4, PUBLICATION = 5, TYPE = 6,
             PUBLISHER = 7, CONSUMER = 8, FILE = 9, SOURCE = 10, SHARD_KEY = 11, SHARD_SEQ = 12, ARRIVAL = 13,
             DEPARTURE = 14, BODY = 15, ROLES = 16, HASH = 17, ATTEMPT = 18, OUTCOME = 19, SIZE = 20, EXPIRY = 21,
-            REASON = 22, PROPERTIES = 23;
+            REASON = 22, PROPERTIES = 23, INTERSECTIONS = 24;
     /** Roles of an input row (bits): of a publication, of a shard's sequence, of a link, a record checked alone. */
     static final int PUB = 1, SEQ = 2, LINK = 4, REC = 8;
     /** The messageId's admission sequence (spark/rules.py {@code admission}), for ids with a line terminator. */
@@ -60,6 +60,8 @@ public final class CrossWalk implements Serializable {
     private final Map<String, LongAccumulator> checked = new LinkedHashMap<>();
     /** The per-record checks that run (the walk counts every one's checked records anyway). */
     private final Set<String> recordChecks = new HashSet<>();
+    /** IP_104 (null: not run): per node, the first MAPEM arrival per intersection. */
+    private final Map<UTF8String, Map<UTF8String, Long>> mapems;
 
     /** A gap check between a publication's arrivals. */
     static final class Gap implements Serializable {
@@ -94,6 +96,18 @@ public final class CrossWalk implements Serializable {
         shardGap = spec.get("shardGap").asBoolean();
         duplicates = spec.get("duplicates").asBoolean();
         spec.get("records").forEach(c -> recordChecks.add(c.asText()));
+        if (spec.get("spatems").asBoolean()) {
+            mapems = new HashMap<>();
+            for (Map.Entry<String, JsonNode> node : spec.get("mapems").properties()) {
+                Map<UTF8String, Long> first = new HashMap<>();
+                for (Map.Entry<String, JsonNode> i : node.getValue().properties()) {
+                    first.put(UTF8String.fromString(i.getKey()), i.getValue().asLong());
+                }
+                mapems.put(UTF8String.fromString(node.getKey()), first);
+            }
+        } else {
+            mapems = null;
+        }
         List<String> names = new ArrayList<>(List.of("shard_order", "shard_gap", "duplicate"));
         gaps.forEach(g -> names.add(g.check));
         for (String name : RecordChecks.COUNTED) {
@@ -273,6 +287,9 @@ public final class CrossWalk implements Serializable {
             int roles = row.getInt(ROLES);
             if ((roles & REC) != 0) {
                 RecordChecks.check(row, recordChecks, out, counts);
+                if (mapems != null) {
+                    spatem(row, out);
+                }
             }
             if ((roles & PUB) != 0) {
                 pub.add(row);
@@ -382,6 +399,41 @@ public final class CrossWalk implements Serializable {
             UTF8String observed = copies[1] == Long.MIN_VALUE ? null : UTF8String.fromString(
                     "copy " + copies[0] + " (another messageId), first arrived at " + copies[1]);
             out.add(finding(row, AUDIT, DUPLICATE, UTF8String.fromString(severity), observed, ONE_COPY));
+        }
+    }
+
+    // --- IP_104: a SPATEM after a MAPEM of its intersections ---------------------------------------------
+
+    private static final UTF8String SPATEM = UTF8String.fromString("SPATEM");
+    private static final UTF8String RECEIVED = UTF8String.fromString("received_message");
+    /** spark/rules.py {@code _intersections}: {@code regexp_replace(id, '^,|,$', '')} split at commas. */
+    private static final Pattern EDGE_COMMAS = Pattern.compile("^,|,$");
+
+    /** A received SPATEM: its least intersection no MAPEM arrived for before it at the node (spark/rules.py spatems). */
+    private void spatem(InternalRow row, List<InternalRow> out) {
+        if (row.isNullAt(ARRIVAL) || !SPATEM.equals(text(row, TYPE)) || !RECEIVED.equals(text(row, EVENT))) {
+            return;
+        }
+        UTF8String ids = text(row, INTERSECTIONS);
+        String list = EDGE_COMMAS.matcher(ids == null ? "" : ids.toString()).replaceAll("");
+        UTF8String node = text(row, NODE);
+        Map<UTF8String, Long> first = node == null ? null : mapems.get(node);
+        long arrival = row.getLong(ARRIVAL);
+        UTF8String early = null;
+        for (String item : list.split(",", -1)) {
+            if (item.isEmpty()) {
+                continue;
+            }
+            UTF8String intersection = UTF8String.fromString(item);
+            Long mapem = first == null ? null : first.get(intersection);
+            if ((mapem == null || mapem > arrival) && (early == null || intersection.binaryCompare(early) < 0)) {
+                early = intersection;
+            }
+        }
+        if (early != null) {
+            out.add(finding(row, UTF8String.fromString("IP_104"), UTF8String.fromString("spatem_after_mapem"), ERROR,
+                    UTF8String.fromString("SPATEM before any MAPEM of intersection '" + early + "'"),
+                    UTF8String.fromString("a MAPEM of the same intersection earlier")));
         }
     }
 
