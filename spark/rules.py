@@ -11,6 +11,17 @@ frame in one pass: it counts the checked rows while they stream by (an observati
 the failing rows (a cheap boolean test first: most records are valid) and builds findings on those
 alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) share its sort.
 
+A validate (:func:`all_violations` with ``walks``) runs the frames of :data:`WALKED` (the per-record rules,
+shard order, shard gaps, a publication's gaps and copies, IP_104) not as Spark frames but as one Java walk
+(``spark/jvm/src/croads/validate/CrossWalk.java``, ``RecordChecks.java``): every record is read once,
+shuffled once by the hash of the group its rules compare it in (its publication, its shard's publication,
+else its messageId; a received message whose shardKey is not of its publicationId goes to both), sorted by
+that hash, and each group's rows are ordered in Java as each frame's window orders them. The findings are
+the frames' own, text for text (a test holds the two together on records the broker never logs
+together); the checked rows are counted in the walk. HotSpot then compiles one small loop instead of
+Spark's generated code for five frames, and the rows are shuffled once instead of three times. The frames
+here stay the reference, and the stream's per-record pass (which carries an event time) runs them.
+
 - tables 1-7 (IP_022/026/029/037/038/100/103/122/123/128/130/131/135): :mod:`spark.property_rules`
 - IP_012: departure - arrival of a first delivery of a message under 500 KB is under 30 ms ("in
   <30ms": 30 ms is a finding; a redelivery's time includes the earlier consumer's hold, so only
