@@ -11,7 +11,7 @@ frame in one pass: it counts the checked rows while they stream by (an observati
 the failing rows (a cheap boolean test first: most records are valid) and builds findings on those
 alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) share its sort.
 
-A validate (:func:`all_violations` with ``walks``) runs the frames of :data:`WALKED` (the per-record rules,
+A validate (:func:`all_violations` with ``walked=True``) runs the frames of :data:`WALKED` (the per-record rules,
 shard order, shard gaps, a publication's gaps and copies, IP_104) not as Spark frames but as one Java walk
 (``spark/jvm/src/croads/validate/CrossWalk.java``, ``RecordChecks.java``): every record is read once,
 shuffled once by the hash of the group its rules compare it in (its publication, its shard's publication,
@@ -700,7 +700,8 @@ def walk_spec(checks: Sequence[str], record_checks: Sequence[str],
             if check in checks]
     return json.dumps({"gaps": gaps, "repeatedTypes": list(REPEATED_TYPES), "order": "shard_order" in checks,
                        "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks,
-                       "records": list(record_checks), "spatems": mapems is not None, "mapems": mapems or {}})
+                       "records": list(record_checks), "spatems": mapems is not None, "mapems": mapems or {},
+                       "payloadLimit": PAYLOAD_LIMIT, "latencyLimitMs": LATENCY_LIMIT_MS})
 
 
 @dataclass
@@ -741,7 +742,7 @@ def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, l
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
                    observe: Callable[[str], Observation | None] = lambda _: None,
                    checks_by_frame: dict[Frame, list[Check]] | None = None, each_once: bool = True,
-                   carry: Sequence[str] = (), walks: list[Walk] | None = None) -> DataFrame:
+                   carry: Sequence[str] = (), walks: list[Walk] | None = None, walked: bool = False) -> DataFrame:
     """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
 
     ``observe(frame name)`` gives the observation that counts the checked rows :func:`counts`
@@ -750,16 +751,21 @@ def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
     (building the table checks' expressions takes ~65,000 calls into the JVM, ~2 s).
     ``each_once``: the findings of a record logged twice kept once (:func:`once`); ``carry``: more
     columns of ``messages`` kept in each finding (the per-record frames only: the stream's event time).
+    ``walked``: the frames of :data:`WALKED` run as the Java walk (as validate runs them; not with ``carry``),
+    whose counts of checked rows are then in the :class:`Walk` appended to ``walks``; False (the default): as
+    the Spark frames here, the reference the walk is held against.
     """
     m = messages.select(*INPUT_COLUMNS, *carry)
     grouped = frames(rule_set) if checks_by_frame is None else checks_by_frame
     counted = counts(grouped)
-    walked = walks is not None and not carry and any(frame in grouped for frame in WALKED)
+    walked = walked and not carry and any(frame in grouped for frame in WALKED)
     found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame], carry)
              for frame, checks in grouped.items() if not (walked and frame in WALKED)]
-    if walked and walks is not None:
-        walks.append(walk(m, grouped, counted))
-        found.append(walks[-1].findings)
+    if walked:
+        done = walk(m, grouped, counted)
+        found.append(done.findings)
+        if walks is not None:
+            walks.append(done)
     every = reduce(DataFrame.unionByName, found)
     every = once(every) if each_once else every
     return every.withColumn("requirement", requirement_of(F.col("rule")))  # once, not once per frame

@@ -147,7 +147,7 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     try:
         with settings(spark, {"spark.sql.adaptive.optimizer.excludedRules": _excluded_rules(spark)}):
             walks: list[rules.Walk] = []
-            found = rules.all_violations(m, rule_set, observe, checks_by_frame, walks=walks)
+            found = rules.all_violations(m, rule_set, observe, checks_by_frame, walks=walks, walked=True)
             found.select(F.lit(run_id).alias("runId"), _unchanging_code(run_ms).alias("runMs"),
                          *[F.col(f.name) for f in tables.VIOLATIONS.fields[2:]]).write.mode("append").parquet(layout.violations)
         checked = {check: count for o in observed.values() for check, count in o.get.items()}

@@ -363,11 +363,11 @@ def _hostile_log() -> list[tuple[dict[str, object], str]]:
 
 def test_the_walk_finds_what_the_window_frames_find(spark: SparkSession) -> None:
     """The rules the Java walk runs (records, shards, links, publications, SPATEMs) against their frames in Spark
-    (``all_violations`` without a walk) on records the broker never logs together, row for row."""
+    (``all_violations(walked=False)``) on records the broker never logs together, row for row."""
     lines = spark.createDataFrame([(logformat.dumps(r), f) for r, f in _hostile_log()], "value string, file string")
     m = parse.messages(parse.parse(lines)).cache()
     walks: list[rules.Walk] = []
-    walked = {tuple(r) for r in rules.all_violations(m, walks=walks).collect()}
+    walked = {tuple(r) for r in rules.all_violations(m, walks=walks, walked=True).collect()}
     framed = {tuple(r) for r in rules.all_violations(m).collect()}
     assert len(walks) == 1
     assert walked == framed

@@ -60,6 +60,7 @@ public final class CrossWalk implements Serializable {
     private final Map<String, LongAccumulator> checked = new LinkedHashMap<>();
     /** The per-record checks that run (the walk counts every one's checked records anyway). */
     private final Set<String> recordChecks = new HashSet<>();
+    private final RecordChecks.Limits limits;
     /** IP_104 (null: not run): per node, the first MAPEM arrival per intersection. */
     private final Map<UTF8String, Map<UTF8String, Long>> mapems;
 
@@ -96,6 +97,7 @@ public final class CrossWalk implements Serializable {
         shardGap = spec.get("shardGap").asBoolean();
         duplicates = spec.get("duplicates").asBoolean();
         spec.get("records").forEach(c -> recordChecks.add(c.asText()));
+        limits = new RecordChecks.Limits(spec.get("payloadLimit").asLong(), spec.get("latencyLimitMs").asLong());
         if (spec.get("spatems").asBoolean()) {
             mapems = new HashMap<>();
             for (Map.Entry<String, JsonNode> node : spec.get("mapems").properties()) {
@@ -286,7 +288,7 @@ public final class CrossWalk implements Serializable {
         for (InternalRow row : rows) {
             int roles = row.getInt(ROLES);
             if ((roles & REC) != 0) {
-                RecordChecks.check(row, recordChecks, out, counts);
+                RecordChecks.check(row, limits, recordChecks, out, counts);
                 if (mapems != null) {
                     spatem(row, out);
                 }

@@ -34,9 +34,6 @@ final class RecordChecks {
             C_SHARD_GAP = 12,
             C_DUPLICATE = 13,
             C_SPATEM_AFTER_MAPEM = 14;
-    /** IP_012/IP_013's payload size, IP_012's limit (spark/rules.py). */
-    static final long PAYLOAD_LIMIT = 500_000;
-    static final long LATENCY_LIMIT_MS = 30;
 
     private static final UTF8String RECEIVED = u("received_message");
     private static final UTF8String SENT = u("sent_message");
@@ -53,6 +50,18 @@ final class RecordChecks {
     private static final UTF8String WARNING = u("warning");
     private static final UTF8String ERROR = u("error");
 
+    /** IP_012/IP_013's payload size and IP_012's bound (spark/rules.py PAYLOAD_LIMIT, LATENCY_LIMIT_MS). */
+    static final class Limits implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        final long payload;
+        final long latencyMs;
+
+        Limits(long payload, long latencyMs) {
+            this.payload = payload;
+            this.latencyMs = latencyMs;
+        }
+    }
+
     private static UTF8String u(String text) {
         return UTF8String.fromString(text);
     }
@@ -62,27 +71,27 @@ final class RecordChecks {
     }
 
     /** One record: its findings into {@code out}, its checked counts into {@code counts}. */
-    static void check(InternalRow row, Set<String> on, List<InternalRow> out, CrossWalk.Counts counts) {
+    static void check(InternalRow row, Limits limits, Set<String> on, List<InternalRow> out, CrossWalk.Counts counts) {
         UTF8String event = CrossWalk.text(row, CrossWalk.EVENT);
         boolean received = RECEIVED.equals(event);
         boolean sent = SENT.equals(event);
         int attempt = row.isNullAt(CrossWalk.ATTEMPT) ? 1 : row.getInt(CrossWalk.ATTEMPT);
         boolean arrived = !row.isNullAt(CrossWalk.ARRIVAL);
         boolean departed = !row.isNullAt(CrossWalk.DEPARTURE);
-        delivery(row, on, out, counts, sent, attempt, arrived, departed);
+        delivery(row, limits, on, out, counts, sent, attempt, arrived, departed);
         accounted(row, on, out, counts, event, received);
         scopes(row, counts, received, sent && attempt == 1, arrived, departed);
     }
 
-    private static void delivery(InternalRow row, Set<String> on, List<InternalRow> out, CrossWalk.Counts counts,
-                                 boolean sent, int attempt, boolean arrived, boolean departed) {
-        boolean small = row.isNullAt(CrossWalk.SIZE) || row.getLong(CrossWalk.SIZE) < PAYLOAD_LIMIT;
+    private static void delivery(InternalRow row, Limits limits, Set<String> on, List<InternalRow> out,
+                                 CrossWalk.Counts counts, boolean sent, int attempt, boolean arrived, boolean departed) {
+        boolean small = row.isNullAt(CrossWalk.SIZE) || row.getLong(CrossWalk.SIZE) < limits.payload;
         if (sent && attempt == 1 && arrived && departed && small) {
             counts.records[C_LATENCY]++;
             long took = row.getLong(CrossWalk.DEPARTURE) - row.getLong(CrossWalk.ARRIVAL);
-            if (on.contains("latency") && took >= LATENCY_LIMIT_MS) {
+            if (on.contains("latency") && took >= limits.latencyMs) {
                 out.add(CrossWalk.finding(row, u("IP_012"), u("latency"), ERROR, u(took + " ms"),
-                        u("< " + LATENCY_LIMIT_MS + " ms")));
+                        u("< " + limits.latencyMs + " ms")));
             }
         }
         if (sent && !row.isNullAt(CrossWalk.EXPIRY) && departed) {
