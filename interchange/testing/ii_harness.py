@@ -100,6 +100,25 @@ async def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAI
         await asyncio.sleep(0.02)
 
 
+def logged(node: RunningNode, event: str) -> list[dict[str, Any]]:
+    """The details of every ``event`` record the node's log file holds now (whole lines only)."""
+    text = Path(node.config.log.path).read_text()  # type: ignore[arg-type]
+    lines = text.split("\n")[:-1]  # the writer thread may be in the middle of the last line
+    return [record["details"] for line in lines if (record := json.loads(line))["event"] == event]
+
+
+async def wait_logged(node: RunningNode, event: str, count: int) -> list[dict[str, Any]]:
+    """Wait for ``count`` ``event`` records in the log: the log's writer thread writes a moment after
+    the event happened (lines are handed over in batches), so a count elsewhere can run ahead of it."""
+    deadline = time.monotonic() + WAIT_S
+    while len(found := logged(node, event)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {WAIT_S:g} s waiting for {count} {event!r} records in the log"
+                                 f" ({len(found)} there)")
+        await asyncio.sleep(0.02)
+    return found
+
+
 class Https:
     """An HTTPS client with one certificate of the test PKI, talking to one node's II."""
 

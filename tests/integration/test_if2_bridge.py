@@ -35,7 +35,8 @@ from interchange.testing.if2_harness import (
     dotted,
     spatem,
 )
-from interchange.testing.ii_harness import DOMAIN, Https, node_config, publish, seed_neighbours, start, wait_for
+from interchange.testing.ii_harness import (DOMAIN, Https, logged, node_config, publish, seed_neighbours, start, wait_for,
+                                            wait_logged)
 from interchange.testing.rabbitmq import RabbitMQ
 
 
@@ -152,9 +153,9 @@ async def test_if2_messages_that_cannot_be_mapped_are_refused_and_logged(
     finally:
         await asyncio.to_thread(consumer.close)
     await wait_for(lambda: node.if2.counts["import_refused"] == len(bad), "the refusals to be counted")
-    log = (Path(node.config.log.path)).read_text()  # type: ignore[arg-type]
-    assert log.count('"if2_import_refused"') == len(bad)
-    assert "'NOPE' is not in the provider table" in log and "outside provider 'RWS'" in log
+    errors = " ".join(str(details["error"]) for details in await wait_logged(node, "if2_import_refused", len(bad)))
+    assert len(logged(node, "if2_import_refused")) == len(bad)
+    assert "'NOPE' is not in the provider table" in errors and "outside provider 'RWS'" in errors
 
 
 async def test_croads_publisher_to_if2_consumer_with_republishing(
@@ -418,8 +419,8 @@ async def test_idle_if2_capability_is_withdrawn_and_registered_again(
         finally:
             await asyncio.to_thread(consumer.close)
         assert pid in await _bridge_capabilities(if2_pki, node)
-        log = (tmp_path / "node.log").read_text()
-        assert '"if2_capability_withdrawn"' in log and pid in log
+        withdrawn = await wait_logged(node, "if2_capability_withdrawn", 1)
+        assert [details["publicationId"] for details in withdrawn] == [pid]
     finally:
         await node.close()
 

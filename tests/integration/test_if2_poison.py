@@ -13,7 +13,6 @@ scenario with 5,000 small messages and one of 2 MiB passes four checks, and each
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -25,10 +24,9 @@ import pytest
 from certs import TestPki
 from if2_backoffice import DEAD_LETTER_EXCHANGE, ConnectBackOffice, Publication, Received, routing_key
 from interchange.testing.if2_harness import HAZELDONK_POINT, WAIT_S, bridge_node_config, croads_consumer
-from interchange.app.node import RunningNode
 from interchange.bridges.if2.bi_link import BiLink
 from interchange.broker.client import Outcome, SenderState
-from interchange.testing.ii_harness import Consumer, start, wait_for
+from interchange.testing.ii_harness import Consumer, start, wait_for, wait_logged
 from interchange.testing.rabbitmq import RabbitMQ
 
 MiB = 1024 * 1024
@@ -82,11 +80,6 @@ def _drain(consumer: Consumer, expected: set[bytes]) -> Counter[bytes]:
     return seen
 
 
-def _events(node: RunningNode, name: str) -> list[dict[str, object]]:
-    log = Path(node.config.log.path).read_text()  # type: ignore[arg-type]
-    return [record["details"] for line in log.splitlines() if (record := json.loads(line))["event"] == name]
-
-
 @dataclass(frozen=True)
 class Site:
     """Where a scenario runs: the test PKI and RabbitMQ, a work directory, the conftest's IF2 fixtures."""
@@ -118,8 +111,8 @@ async def run(scenario: Scenario, site: Site, vhost: str) -> Observed:
             await asyncio.to_thread(consumer.close)
         await wait_for(lambda: node.if2.in_flight == 0, "the bridge to settle every IF2 message", timeout=60.0)
         dead = await office.dead_letters() if scenario.dead_letters else []
-        return Observed(scenario, delivered, dead, node.if2.bi.connects, dict(node.if2.counts),
-                        _events(node, "if2_import_refused"))
+        refused = await wait_logged(node, "if2_import_refused", node.if2.counts["import_refused"])
+        return Observed(scenario, delivered, dead, node.if2.bi.connects, dict(node.if2.counts), refused)
     finally:
         await office.close()
         await node.close()
