@@ -26,6 +26,7 @@ from ii_api.settings.config import IIConfig
 from ii_api.storage.store import MIGRATIONS, Store
 from interchange.app.config import BrokerConfig, LogConfig, NodeConfig, TlsConfig
 from interchange.app.node import RunningNode, start_node
+from interchange.testing.broker_harness import complete_records
 from interchange.testing.harness import A, B, C, amqp_client, body_bytes, denm
 
 __all__ = ["A", "B", "C", "DOMAIN", "INTERCHANGES", "Consumer", "Https", "amqp_connect", "denm_capability", "denm_message",
@@ -102,9 +103,8 @@ async def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAI
 
 def logged(node: RunningNode, event: str) -> list[dict[str, Any]]:
     """The details of every ``event`` record the node's log file holds now (whole lines only)."""
-    text = Path(node.config.log.path).read_text()  # type: ignore[arg-type]
-    lines = text.split("\n")[:-1]  # the writer thread may be in the middle of the last line
-    return [record["details"] for line in lines if (record := json.loads(line))["event"] == event]
+    records = complete_records(Path(node.config.log.path))  # type: ignore[arg-type]
+    return [record["details"] for record in records if record["event"] == event]
 
 
 async def wait_logged(node: RunningNode, event: str, count: int) -> list[dict[str, Any]]:
