@@ -855,7 +855,7 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per mode, alternated")
     parser.add_argument("--modes", default="node,peer,nice",
@@ -893,6 +893,11 @@ def main() -> None:
                         help="one steady round trip every this many ms (default 0: back to back, the steady "
                              "client then takes most of a core)")
     parser.add_argument("--after", type=int, default=300)
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     args.client_cpus = args.client_cpus or frozenset({max(os.sched_getaffinity(0))})
     args.handshake_cpus = args.handshake_cpus or args.client_cpus

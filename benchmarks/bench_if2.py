@@ -925,7 +925,7 @@ def cpu_breakdown(results: list[Result]) -> None:
                   + ", ".join(f"{p} {e:+.1f}" for p, e in zip(parts, extra)) + f"; total {sum(extra):+.1f}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=3000, help="messages of each throughput phase")
     parser.add_argument("--paced", type=int, default=400, help="messages of each latency phase")
@@ -997,6 +997,11 @@ def main(argv: list[str] | None = None) -> int:
                         "(the default): RabbitMQ alone's flat-out rate of the same round, so that the node's share "
                         "is spread over the phase as an import's BI deliveries are")
     parser.add_argument("--json", type=Path, help="write the results here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.floor_rate != "alone" and not args.floor_rate.replace(".", "", 1).isdigit():
         parser.error(f"--floor-rate is msgs/s or 'alone', not {args.floor_rate!r}")
