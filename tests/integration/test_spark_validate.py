@@ -329,6 +329,54 @@ def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_ru
     assert counts[0] > 20 and counts[1:] == [0, 0], counts
 
 
+def _hostile_log() -> list[tuple[dict[str, object], str]]:
+    """(record, file) pairs the walk must take as the window frames do: the faulty log in two files, one of
+    them logged twice (every record again, in the second file), plus records whose fields the broker never
+    writes together: a shardKey not of the publicationId, a sent message without shardKey, a shard restarted
+    in another admission sequence with a gap, arrivals without time or body, a messageId with a line break,
+    a SPATEM without publicationId, MAPEMs of another node."""
+    records = _faulty_log()
+    pairs = [(r, "a.jsonl") for r in records] + [(r, "b.jsonl") for r in records[:12]]
+    odd = Message(NODE, 30, T0 + 1000, properties("DENM", local_id="30"), body=b"b2", shard_seq=5)
+    record = received(odd)
+    record["shardKey"] = "NL00001:2#1"  # the shard of another publication, a gap of 3 after its seq 1
+    pairs.append((record, "a.jsonl"))
+    delivery = sent(odd, T0 + 1003)
+    delivery["shardKey"] = None
+    pairs += [(delivery, "a.jsonl"), (sent(odd, T0 + 1004, consumer="x"), "b.jsonl")]
+    for seq, shard_seq, process in ((31, 1, 2), (32, 4, 2), (33, 2, 2)):
+        message = Message(NODE, seq, T0 + 1100 + seq, properties("CAM", local_id="r"), shard_seq=shard_seq,
+                          process=process, body=f"r{seq % 2}".encode())
+        pairs += [(received(message), "a.jsonl"), (sent(message, T0 + 1200 - seq), "a.jsonl")]
+    timeless = received(Message(NODE, 34, T0 + 1300, properties("CAM", local_id="r"), body=b"r1"))
+    timeless.pop("arrivalMs")
+    bodiless = received(Message(NODE, 35, T0 + 1310, properties("CAM", local_id="r")))
+    bodiless.pop("bodySha256")
+    broken = received(Message(NODE, 36, T0 + 1320, properties("CPM", local_id="p"), body=b"p36"))
+    broken["messageId"] = f"{NODE}/1/17\n00/36"
+    spatem = received(Message(NODE, 37, T0 + 1330, properties("SPATEM", local_id="s1", id=",1,9,"), body=b"s9"))
+    spatem["publicationId"] = None
+    other = received(Message("ixc-b", 38, T0 + 100, properties("MAPEM", local_id="m9", id=",9,"), body=b"m9"))
+    pairs += [(r, "a.jsonl") for r in (timeless, bodiless, broken, spatem, other)]
+    return pairs
+
+
+def test_the_walk_finds_what_the_window_frames_find(spark: SparkSession) -> None:
+    """The rules the Java walk runs (records, shards, links, publications, SPATEMs) against their frames in Spark
+    (``all_violations(walked=False)``) on records the broker never logs together, row for row."""
+    lines = spark.createDataFrame([(logformat.dumps(r), f) for r, f in _hostile_log()], "value string, file string")
+    m = parse.messages(parse.parse(lines)).cache()
+    walks: list[rules.Walk] = []
+    walked = {tuple(r) for r in rules.all_violations(m, walks=walks, walked=True).collect()}
+    framed = {tuple(r) for r in rules.all_violations(m).collect()}
+    assert len(walks) == 1
+    assert walked == framed
+    checks = Counter(row[11] for row in framed)
+    assert {"shard_gap", "shard_order", "duplicate", "record_logged_twice", "spatem_after_mapem", "cam_rate",
+            "cpm_rate", "repetition", "latency"} <= set(checks)
+    m.unpersist()
+
+
 def test_generated_traffic_has_a_small_share_of_each_fault(spark: SparkSession, tmp_path: Path) -> None:
     """The benchmarks' log (loggen.traffic) is mostly conforming: each fault it makes on ~1 % of the
     messages it applies to, none on most (every SPATEM lacking its MAPEM, half of the CAMs too early,
