@@ -655,41 +655,49 @@ WALKED: tuple[Frame, ...] = (records, shard_links, shard_sequences, publications
 WALK_CLASS = "croads.validate.CrossWalk"
 
 
-def _group_of_shard() -> Column:
-    """What a shard's and a link's rows are grouped by in the walk: the shardKey up to its last ``#`` (the
-    publicationId of a shardKey the broker wrote), so that a received message is usually one row for all its roles."""
-    return F.expr("substring(shardKey, 1, length(shardKey) - length(substring_index(shardKey, '#', -1)) - 1)")
+#: A walk row's role (``kind``, CrossWalk.java): of a publication, of a shard's sequence, of a link (0: a record alone).
+_PUB, _SEQ, _LINK = 1, 2, 4
+
+
+def _walk_keys(kind: Column) -> list[Column]:
+    """A walk row's window partition after its node (``k1``..``k4``): a publication's publicationId; a
+    shard's admission sequence and shardKey; a link's admission sequence, source, consumer and shardKey;
+    a record alone's messageId (only to spread them)."""
+    shard = (kind == _SEQ) | (kind == _LINK)
+    return [F.when(kind == _PUB, F.col("publicationId")).when(shard, admission()).otherwise(F.col("messageId")),
+            F.when(kind == _SEQ, F.col("shardKey")).when(kind == _LINK, F.col("source")),
+            F.when(kind == _LINK, F.col("consumer")),
+            F.when(kind == _LINK, F.col("shardKey"))]
 
 
 def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
-    """The rows of the walked frames, each once per group it needs (a received message whose publicationId is
-    not its shardKey's twice; a record no rule compares with others by its messageId), shuffled and sorted by
-    the group's hash: the columns CrossWalk.java reads."""
+    """The rows of the walked frames, one per role of a record (a received message of a publication and a
+    shard is two rows), partitioned by the hash of the role's window partition and sorted as each role's
+    window orders its partition: the columns CrossWalk.java reads. Spark's sort spills, so a partition
+    of any length is walked in constant memory. ``rec``: the row (one per record) its per-record rules run on."""
     pub = received_publication() if publications in frames_walked else F.lit(False)
     seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
     link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
-    alone = 8 if records in frames_walked or spatems in frames_walked else 0
-    shard_roles = F.when(seq, 2).otherwise(0) + F.when(link, 4).otherwise(0)
-    shard_group, publication = _group_of_shard(), F.col("publicationId")
-
-    both = shard_roles + 1 + alone
-    roles = (F.when(~pub & (shard_roles == 0), F.array(F.lit(alone)))
-             .when(~pub, F.array(shard_roles + alone))
-             .when(shard_roles == 0, F.array(F.lit(1 + alone)))
-             .when(publication.eqNullSafe(shard_group), F.array(both))
-             .otherwise(F.array(F.lit(1 + alone), shard_roles)))
+    alone = records in frames_walked or spatems in frames_walked
+    first = F.when(pub, _PUB).when(seq, _SEQ).when(link, _LINK).otherwise(0)
+    kinds = F.when(pub & seq, F.array(F.lit(_PUB), F.lit(_SEQ))).otherwise(F.array(first))
     columns = [*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256"]
     extra = ["attempt", "outcome", "size", "expiryMs", "reason"]
     rows = m if alone else m.where(pub | seq | link)
     intersections = F.when(F.col("messageType") == "SPATEM", F.col(property_rules.VALUES)["id"]).alias("_ids")
     rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"), intersections,
-                       F.explode(roles).alias("roles"))
-    # the group of a row's roles (CrossWalk.java finds it again from the row: rows of two groups may share a hash)
-    group = (F.when((F.col("roles").bitwiseAND(1)) != 0, publication)
-             .when((F.col("roles").bitwiseAND(6)) != 0, shard_group).otherwise(F.col("messageId")))
-    rows = rows.select(*columns, F.col("roles").cast("int").alias("roles"), F.xxhash64("node", group).alias("hash"),
-                       *extra, "_properties", "_ids")
-    return rows.repartition("hash").sortWithinPartitions("hash")
+                       F.posexplode(kinds).alias("_n", "kind"))
+    kind = F.col("kind")
+    keys = [key.alias(f"k{i}") for i, key in enumerate(_walk_keys(kind), 1)]
+    rows = rows.select(*columns, kind.cast("int").alias("kind"), "_n", *extra, "_properties", "_ids", *keys)
+    order = F.when(kind == _PUB, F.col("arrivalMs")).when(kind == _SEQ, F.col("shardSeq")).when(
+        kind == _LINK, F.col("departureMs")).alias("o1")
+    rows = rows.select(*columns, "kind", F.xxhash64("kind", "node", "k1", "k2", "k3", "k4").alias("hash"), *extra,
+                       "_properties", "_ids", (F.col("_n") == 0).alias("rec") if alone else F.lit(False).alias("rec"),
+                       "k1", "k2", "k3", "k4", order)
+    # a role's order after its partition's keys; a publication's ties by messageId, file, timestampMs (its window's)
+    return rows.repartition("hash").sortWithinPartitions("hash", "kind", "node", "k1", "k2", "k3", "k4", "o1",
+                                                         "messageId", "file", "timestampMs")
 
 
 def walk_spec(checks: Sequence[str], record_checks: Sequence[str],
@@ -733,6 +741,7 @@ def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, l
             mapems.setdefault(row["node"], {})[row["intersection"]] = row["mapemMs"]
     handle = walk_class.create(spark._jsparkSession, walk_spec(checks, record_checks, mapems))  # noqa: SLF001
     found = DataFrame(handle.findings(walk_rows(m, walked)._jdf), spark)  # noqa: SLF001
+    found = found.select(*IDENTITY, *FINDING_COLUMNS[9:])
     # the walk counts every check's records as the records' pass would ("records:<check>"), and the rows of
     # its other frames under the check's name
     return Walk(found, handle, tuple((f"records:{check}" if frame in (records, spatems) else check, check)

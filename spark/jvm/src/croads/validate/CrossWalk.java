@@ -5,8 +5,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -15,7 +15,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Set;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
@@ -30,12 +29,16 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.LongAccumulator;
 
 /**
- * The rules comparing records of a shard or a publication, in one walk over rows sorted by group (spark/rules.py,
- * {@code walked}): IP_128 (shard order per link), the AUDIT shard gaps, IP_048/IP_124/IP_136 (gaps between a
- * publication's arrivals) and re-published copies. Each row comes once per group it needs (columns {@link #IN});
- * the rows of one group are consecutive (sorted by the group's hash; rows of two groups with one hash are told
- * apart here). A group's rows are ordered in Java as each rule's window in spark/rules.py orders them, and the
- * findings are those rules' findings, text for text (Spark's null semantics of {@code concat} included). The
+ * The rules comparing records of a shard or a publication, in one walk over rows Spark sorted (spark/rules.py,
+ * {@code walk_rows}): IP_128 (shard order per link), the AUDIT shard gaps, IP_048/IP_124/IP_136 (gaps between a
+ * publication's arrivals) and re-published copies, with the per-record rules ({@link RecordChecks}) and IP_104 on
+ * the way. Each record comes once per role it has (columns {@link #KIND}, {@link #REC}): of a publication, of a
+ * shard's sequence, of a link, or alone; each role's rows come in its window's partition (the key columns
+ * {@link #K1}..{@link #K4}, sorted after the partition's hash) and in its window's order, so the walk keeps only the
+ * previous row's state of the role: it holds no partition's rows, however long a publication is (Spark's sort
+ * spills). Re-published copies need a second order (by body): the publication walk hands each kept arrival with a
+ * body on ({@link #MID}), Spark sorts them within the same partition, and {@link #copies} walks them. The
+ * findings are the frames' findings, text for text (Spark's null semantics of {@code concat} included); the
  * checked rows of each check are counted in accumulators ({@link #counts}).
  */
 public final class CrossWalk implements Serializable {
@@ -43,12 +46,10 @@ public final class CrossWalk implements Serializable {
     /** The input columns, in order. */
     static final int NODE = 0, PROCESS = 1, EVENT = 2, TIMESTAMP = 3, MESSAGE_ID = 4, PUBLICATION = 5, TYPE = 6,
             PUBLISHER = 7, CONSUMER = 8, FILE = 9, SOURCE = 10, SHARD_KEY = 11, SHARD_SEQ = 12, ARRIVAL = 13,
-            DEPARTURE = 14, BODY = 15, ROLES = 16, HASH = 17, ATTEMPT = 18, OUTCOME = 19, SIZE = 20, EXPIRY = 21,
-            REASON = 22, PROPERTIES = 23, INTERSECTIONS = 24;
-    /** Roles of an input row (bits): of a publication, of a shard's sequence, of a link, a record checked alone. */
-    static final int PUB = 1, SEQ = 2, LINK = 4, REC = 8;
-    /** The messageId's admission sequence (spark/rules.py {@code admission}), for ids with a line terminator. */
-    private static final Pattern ADMISSION = Pattern.compile("^(.+)/[0-9]+$");
+            DEPARTURE = 14, BODY = 15, KIND = 16, HASH = 17, ATTEMPT = 18, OUTCOME = 19, SIZE = 20, EXPIRY = 21,
+            REASON = 22, PROPERTIES = 23, INTERSECTIONS = 24, REC = 25, K1 = 26, K2 = 27, K3 = 28, K4 = 29;
+    /** A row's role ({@link #KIND}): of a publication, of a shard's sequence, of a link; 0: a record alone. */
+    static final int PUB = 1, SEQ = 2, LINK = 4;
 
     private final List<Gap> gaps = new ArrayList<>();
     private final Set<String> repeatedTypes = new HashSet<>();
@@ -134,27 +135,45 @@ public final class CrossWalk implements Serializable {
         return out;
     }
 
-    /** The findings over {@code rows} (columns {@link #IN}, each group's rows consecutive). */
+    /**
+     * The findings over {@code rows} (the columns of {@link #KIND}'s list, sorted as spark/rules.py
+     * {@code walk_rows} sorts them), in the columns of {@link #MID} (its copy columns null).
+     */
     public Dataset<Row> findings(Dataset<Row> rows) {
         org.apache.spark.sql.classic.Dataset<Row> classic = (org.apache.spark.sql.classic.Dataset<Row>) rows;
-        RDD<InternalRow> input = classic.queryExecution().toRdd();
         CrossWalk walk = this;
-        RDD<InternalRow> found = input.toJavaRDD().mapPartitions(
+        RDD<InternalRow> found = classic.queryExecution().toRdd().toJavaRDD().mapPartitions(
                 (org.apache.spark.api.java.function.FlatMapFunction<Iterator<InternalRow>, InternalRow>)
                         it -> walk.walk(it)).rdd();
-        return classic.sparkSession().internalCreateDataFrame(found, OUT, false);
+        org.apache.spark.sql.classic.Dataset<Row> mid = classic.sparkSession().internalCreateDataFrame(found, MID, false);
+        if (!duplicates) {
+            return mid;
+        }
+        // each partition holds whole publications: the kept arrivals with a body are sorted where they are
+        org.apache.spark.sql.classic.Dataset<Row> sorted = (org.apache.spark.sql.classic.Dataset<Row>)
+                mid.sortWithinPartitions("copyHash", "node", "publicationId", "body", "arrivalMs", "messageId", "file",
+                        "timestampMs");
+        RDD<InternalRow> copied = sorted.queryExecution().toRdd().toJavaRDD().mapPartitions(
+                (org.apache.spark.api.java.function.FlatMapFunction<Iterator<InternalRow>, InternalRow>)
+                        it -> walk.copies(it)).rdd();
+        return classic.sparkSession().internalCreateDataFrame(copied, MID, false);
     }
 
-    /** The output: the identity columns of spark/rules.py and a finding's fields. */
-    public static final StructType OUT = schema(new String[] {"node", "process", "event", "timestampMs",
+    /** The output: the identity columns of spark/rules.py and a finding's fields ({@link #FINDING} of them). */
+    static final int FINDING = 16;
+    /** Columns of {@link #MID} after a finding's: a kept arrival's for the copies' walk (null in a finding). */
+    static final int COPY_HASH = 16, COPY_BODY = 17, COPY_ARRIVAL = 18;
+    /** A finding's columns (identity in the input's positions), then those of a kept arrival with a body. */
+    public static final StructType MID = schema(new String[] {"node", "process", "event", "timestampMs",
         "messageId", "publicationId", "messageType", "publisher", "consumer", "file", "rule", "check", "severity",
-        "property", "observed", "expected"});
+        "property", "observed", "expected", "copyHash", "body", "arrivalMs"});
 
     private static StructType schema(String[] names) {
         StructField[] fields = new StructField[names.length];
         for (int i = 0; i < names.length; i++) {
             DataType type = names[i].equals("process") ? DataTypes.IntegerType
-                    : names[i].equals("timestampMs") ? DataTypes.LongType : DataTypes.StringType;
+                    : names[i].equals("timestampMs") || names[i].equals("copyHash") || names[i].equals("arrivalMs")
+                    ? DataTypes.LongType : DataTypes.StringType;
             fields[i] = DataTypes.createStructField(names[i], type, true);
         }
         return DataTypes.createStructType(fields);
@@ -162,98 +181,128 @@ public final class CrossWalk implements Serializable {
 
     // --- the walk ------------------------------------------------------------------------------------
 
-    Iterator<InternalRow> walk(Iterator<InternalRow> rows) {
-        Counts counts = new Counts();
-        return new Iterator<>() {
-            private final List<InternalRow> run = new ArrayList<>();
-            private List<InternalRow> out = new ArrayList<>();
-            private int next;
-            private InternalRow pending;
-            private boolean done;
+    /** The findings of {@code rows} as they come (each input row's few at a time), then the counts. */
+    private abstract static class Lazily implements Iterator<InternalRow> {
+        final ArrayDeque<InternalRow> out = new ArrayDeque<>();
+        private final Iterator<InternalRow> rows;
+        private boolean done;
 
-            @Override
-            public boolean hasNext() {
-                while (next >= out.size()) {
-                    if (done) {
-                        return false;
-                    }
-                    fill();
-                }
-                return true;
-            }
+        Lazily(Iterator<InternalRow> rows) {
+            this.rows = rows;
+        }
 
-            @Override
-            public InternalRow next() {
-                if (!hasNext()) {
-                    throw new NoSuchElementException();
-                }
-                return out.get(next++);
-            }
+        abstract void step(InternalRow row);
 
-            private void fill() {
-                out = new ArrayList<>();
-                next = 0;
-                run.clear();
-                if (pending == null) {
-                    if (!rows.hasNext()) {
-                        finish();
-                        return;
-                    }
-                    pending = rows.next().copy();
+        abstract void finish();
+
+        @Override
+        public boolean hasNext() {
+            while (out.isEmpty()) {
+                if (done) {
+                    return false;
                 }
-                long hash = pending.getLong(HASH);
-                run.add(pending);
-                pending = null;
-                while (rows.hasNext()) {
-                    InternalRow row = rows.next();
-                    if (row.getLong(HASH) != hash) {
-                        pending = row.copy();
-                        break;
-                    }
-                    run.add(row.copy());
-                }
-                for (List<InternalRow> group : groups(run)) {
-                    group(group, out, counts);
-                }
-                if (pending == null && !rows.hasNext()) {
+                if (rows.hasNext()) {
+                    step(rows.next());
+                } else {
+                    done = true;
                     finish();
                 }
             }
+            return true;
+        }
 
-            private void finish() {
-                done = true;
-                counts.add(checked);
+        @Override
+        public InternalRow next() {
+            if (!hasNext()) {
+                throw new NoSuchElementException();
+            }
+            return out.poll();
+        }
+    }
+
+    /** The walk's state: the first row of the current partition, and what each role keeps of it. */
+    static final class State {
+        final Counts counts = new Counts();
+        /** The current partition's first row (a copy), null before the first. */
+        InternalRow start;
+        // a publication: the previous row's messageId and arrival, each gap check's previous kept arrival
+        UTF8String previousId;
+        boolean previousArrivalNull;
+        long previousArrival;
+        boolean first;
+        final long[] last;
+        final boolean[] seen;
+        // a shard: the highest shardSeq below the current one, the current one; a link: the highest shardSeq
+        // of the departures before the current one, the current departure and its highest shardSeq
+        boolean has;
+        long below;
+        long current;
+        long departure;
+        long departureMax;
+
+        State(int gaps) {
+            last = new long[gaps];
+            seen = new boolean[gaps];
+        }
+
+        void reset(InternalRow row) {
+            start = row.copy();
+            first = true;
+            java.util.Arrays.fill(seen, false);
+            has = false;
+        }
+    }
+
+    Iterator<InternalRow> walk(Iterator<InternalRow> rows) {
+        State state = new State(gaps.size());
+        return new Lazily(rows) {
+            @Override
+            void step(InternalRow row) {
+                CrossWalk.this.step(row, state, out);
+            }
+
+            @Override
+            void finish() {
+                state.counts.add(checked);
             }
         };
     }
 
-    /** The rows of one hash, by group (node and group text): usually one. */
-    private static List<List<InternalRow>> groups(List<InternalRow> run) {
-        Map<List<UTF8String>, List<InternalRow>> by = new LinkedHashMap<>();
-        for (InternalRow row : run) {
-            List<UTF8String> key = java.util.Arrays.asList(text(row, NODE), group(row));
-            by.computeIfAbsent(key, k -> new ArrayList<>()).add(row);
+    private void step(InternalRow row, State state, ArrayDeque<InternalRow> out) {
+        if (row.getBoolean(REC)) {
+            RecordChecks.check(row, limits, recordChecks, out, state.counts);
+            if (mapems != null) {
+                spatem(row, out);
+            }
         }
-        return new ArrayList<>(by.values());
+        int kind = row.getInt(KIND);
+        if (kind == 0) {
+            return;
+        }
+        boolean fresh = state.start == null || !samePartition(state.start, row);
+        if (fresh) {
+            state.reset(row);
+        }
+        if (kind == PUB) {
+            arrival(row, state, out);
+        } else if (kind == SEQ) {
+            sequence(row, state, fresh, out);
+        } else {
+            link(row, state, fresh, out);
+        }
     }
 
-    /** The group a row's roles need (spark/rules.py {@code walk_rows}): its publication, its shard's, its message. */
-    static UTF8String group(InternalRow row) {
-        int roles = row.getInt(ROLES);
-        if ((roles & PUB) != 0) {
-            return text(row, PUBLICATION);
+    /** The same window partition: role, hash (of what follows), node and the role's key columns. */
+    private static boolean samePartition(InternalRow a, InternalRow b) {
+        if (a.getLong(HASH) != b.getLong(HASH) || a.getInt(KIND) != b.getInt(KIND)) {
+            return false;
         }
-        if ((roles & (SEQ | LINK)) != 0) {
-            UTF8String key = text(row, SHARD_KEY);
-            if (key == null) {
-                return null;
+        for (int i : new int[] {NODE, K1, K2, K3, K4}) {
+            if (compareText(a, b, i) != 0) {
+                return false;
             }
-            // substring(shardKey, 1, length(shardKey) - length(substring_index(shardKey, '#', -1)) - 1)
-            String text = key.toString();
-            int hash = text.lastIndexOf('#');
-            return UTF8String.fromString(hash < 0 ? "" : text.substring(0, hash));
         }
-        return text(row, MESSAGE_ID);
+        return true;
     }
 
     /** Rows checked per check, per task (added to the accumulators once at the end). */
@@ -279,92 +328,38 @@ public final class CrossWalk implements Serializable {
         }
     }
 
-    private void group(List<InternalRow> rows, List<InternalRow> out, Counts counts) {
-        List<InternalRow> pub = new ArrayList<>();
-        List<Keyed> seq = new ArrayList<>();
-        List<Keyed> link = new ArrayList<>();
-        for (InternalRow row : rows) {
-            int roles = row.getInt(ROLES);
-            if ((roles & REC) != 0) {
-                RecordChecks.check(row, limits, recordChecks, out, counts);
-                if (mapems != null) {
-                    spatem(row, out);
-                }
-            }
-            if ((roles & PUB) != 0) {
-                pub.add(row);
-            }
-            if ((roles & (SEQ | LINK)) != 0) {
-                UTF8String admission = admission(text(row, MESSAGE_ID));
-                if ((roles & SEQ) != 0) {
-                    seq.add(new Keyed(row, admission));
-                }
-                if ((roles & LINK) != 0) {
-                    link.add(new Keyed(row, admission));
-                }
-            }
-        }
-        if (!pub.isEmpty()) {
-            publication(pub, out, counts);
-        }
-        if (!seq.isEmpty()) {
-            sequences(seq, out, counts);
-        }
-        if (!link.isEmpty()) {
-            links(link, out, counts);
-        }
-    }
-
-    /** A row with its admission sequence. */
-    static final class Keyed {
-        final InternalRow row;
-        final UTF8String admission;
-
-        Keyed(InternalRow row, UTF8String admission) {
-            this.row = row;
-            this.admission = admission;
-        }
-    }
-
     // --- a publication: gaps between arrivals, re-published copies ----------------------------------------
 
-    private static final Comparator<InternalRow> ARRIVALS = (a, b) -> {
-        int c = compareLong(a, b, ARRIVAL);
-        if (c == 0) {
-            c = compareText(a, b, MESSAGE_ID);
+    /**
+     * One row of a publication in arrival order (arrivalMs, messageId, file, timestampMs): a copy of the
+     * previous row (the same messageId and arrival: a record logged twice) is skipped; else its gap checks,
+     * and with a body it goes on to the copies' walk.
+     */
+    private void arrival(InternalRow row, State state, ArrayDeque<InternalRow> out) {
+        UTF8String id = text(row, MESSAGE_ID);
+        boolean arrivalNull = row.isNullAt(ARRIVAL);
+        long arrival = arrivalNull ? 0 : row.getLong(ARRIVAL);
+        boolean again = !state.first && id != null && id.equals(state.previousId)
+                && arrivalNull == state.previousArrivalNull && (arrivalNull || arrival == state.previousArrival);
+        state.first = false;
+        state.previousId = id == null ? null : id.clone();
+        state.previousArrivalNull = arrivalNull;
+        state.previousArrival = arrival;
+        if (again) {
+            return;
         }
-        if (c == 0) {
-            c = compareText(a, b, FILE);
-        }
-        return c != 0 ? c : compareLong(a, b, TIMESTAMP);
-    };
-
-    private void publication(List<InternalRow> rows, List<InternalRow> out, Counts counts) {
-        rows.sort(ARRIVALS);
-        long[] last = new long[gaps.size()];
-        boolean[] seen = new boolean[gaps.size()];
-        Map<UTF8String, long[]> bodies = new HashMap<>();  // body -> copies, first arrival (MIN: null)
-        InternalRow before = null;
-        long checkedCopies = 0;
-        for (InternalRow row : rows) {
-            InternalRow previous = before;
-            before = row;
-            UTF8String id = text(row, MESSAGE_ID);
-            if (previous != null && id != null && id.equals(text(previous, MESSAGE_ID))
-                    && sameLong(previous, row, ARRIVAL)) {
-                continue;  // the same record again (logged twice): kept once
-            }
-            arrivalGaps(row, last, seen, out, counts);
-            if (!row.isNullAt(BODY)) {
-                checkedCopies++;
-                copy(row, bodies, out);
+        arrivalGaps(row, state.last, state.seen, out, state.counts);
+        if (!row.isNullAt(BODY)) {
+            state.counts.add("duplicate", 1);
+            if (duplicates) {
+                out.add(kept(row));
             }
         }
-        counts.add("duplicate", checkedCopies);
     }
 
     /** The gap checks of one kept arrival of a publication; {@code last}/{@code seen}: each check's previous one. */
-    private void arrivalGaps(InternalRow row, long[] last, boolean[] seen, List<InternalRow> out, Counts counts) {
+    private void arrivalGaps(InternalRow row, long[] last, boolean[] seen, ArrayDeque<InternalRow> out,
+                             Counts counts) {
         if (row.isNullAt(ARRIVAL) || row.isNullAt(TYPE)) {
             return;
         }
@@ -388,18 +383,58 @@ public final class CrossWalk implements Serializable {
         }
     }
 
-    /** Re-published copies: the copy number of a kept arrival's body in the publication (a row with a body). */
-    private void copy(InternalRow row, Map<UTF8String, long[]> bodies, List<InternalRow> out) {
-        long first = row.isNullAt(ARRIVAL) ? Long.MIN_VALUE : row.getLong(ARRIVAL);
-        long[] copies = bodies.computeIfAbsent(row.getUTF8String(BODY), k -> new long[] {0, first});
-        copies[0]++;
-        if (duplicates && copies[0] > 1) {
-            UTF8String type = text(row, TYPE);
-            String severity = type != null && repeatedTypes.contains(type.toString()) ? "info" : "warning";
-            UTF8String observed = copies[1] == Long.MIN_VALUE ? null : UTF8String.fromString(
-                    "copy " + copies[0] + " (another messageId), first arrived at " + copies[1]);
-            out.add(finding(row, AUDIT, DUPLICATE, UTF8String.fromString(severity), observed, ONE_COPY));
-        }
+    /** A kept arrival with a body, for the copies' walk ({@link #MID}): its body's hash in its publication's. */
+    private static InternalRow kept(InternalRow row) {
+        Object[] values = identity(row);
+        UTF8String body = row.getUTF8String(BODY);
+        values[COPY_HASH] = row.getLong(HASH) * 0x9E3779B97F4A7C15L + body.hashCode();
+        values[COPY_BODY] = body;
+        values[COPY_ARRIVAL] = row.isNullAt(ARRIVAL) ? null : row.getLong(ARRIVAL);
+        return new GenericInternalRow(values);
+    }
+
+    /**
+     * The copies' walk: the kept arrivals of a publication with one body in arrival order (then messageId), each
+     * after the first a finding (its copy number and the first's arrival); the findings before them passed on.
+     */
+    Iterator<InternalRow> copies(Iterator<InternalRow> rows) {
+        return new Lazily(rows) {
+            private InternalRow start;
+            private long copies;
+            private boolean firstNull;
+            private long first;
+
+            @Override
+            void step(InternalRow row) {
+                if (row.isNullAt(COPY_HASH)) {
+                    out.add(row);
+                    return;
+                }
+                if (start == null || !sameBody(start, row)) {
+                    start = row.copy();
+                    copies = 0;
+                    firstNull = row.isNullAt(COPY_ARRIVAL);
+                    first = firstNull ? 0 : row.getLong(COPY_ARRIVAL);
+                }
+                copies++;
+                if (copies > 1) {
+                    UTF8String type = text(row, TYPE);
+                    String severity = type != null && repeatedTypes.contains(type.toString()) ? "info" : "warning";
+                    UTF8String observed = firstNull ? null : UTF8String.fromString(
+                            "copy " + copies + " (another messageId), first arrived at " + first);
+                    out.add(finding(row, AUDIT, DUPLICATE, UTF8String.fromString(severity), observed, ONE_COPY));
+                }
+            }
+
+            @Override
+            void finish() {
+            }
+        };
+    }
+
+    private static boolean sameBody(InternalRow a, InternalRow b) {
+        return a.getLong(COPY_HASH) == b.getLong(COPY_HASH) && compareText(a, b, NODE) == 0
+                && compareText(a, b, PUBLICATION) == 0 && compareText(a, b, COPY_BODY) == 0;
     }
 
     // --- IP_104: a SPATEM after a MAPEM of its intersections ---------------------------------------------
@@ -410,7 +445,7 @@ public final class CrossWalk implements Serializable {
     private static final Pattern EDGE_COMMAS = Pattern.compile("^,|,$");
 
     /** A received SPATEM: its least intersection no MAPEM arrived for before it at the node (spark/rules.py spatems). */
-    private void spatem(InternalRow row, List<InternalRow> out) {
+    private void spatem(InternalRow row, ArrayDeque<InternalRow> out) {
         if (row.isNullAt(ARRIVAL) || !SPATEM.equals(text(row, TYPE)) || !RECEIVED.equals(text(row, EVENT))) {
             return;
         }
@@ -439,110 +474,59 @@ public final class CrossWalk implements Serializable {
 
     // --- a shard: gaps in its admission sequence ---------------------------------------------------------
 
-    private static final Comparator<Keyed> SHARDS = (a, b) -> {
-        int c = compareNullable(a.admission, b.admission);
-        if (c == 0) {
-            c = compareText(a.row, b.row, SHARD_KEY);
+    /**
+     * One received message of a shard (node, admission sequence {@link #K1}, shardKey) in shardSeq order: a gap
+     * below its shardSeq (the previous one's, a copy of the same record is no step) is a finding.
+     */
+    private void sequence(InternalRow row, State state, boolean fresh, ArrayDeque<InternalRow> out) {
+        state.counts.add("shard_gap", 1);
+        long seq = row.getLong(SHARD_SEQ);
+        if (fresh) {
+            state.current = seq;
         }
-        return c != 0 ? c : Long.compare(a.row.getLong(SHARD_SEQ), b.row.getLong(SHARD_SEQ));
-    };
-
-    private void sequences(List<Keyed> rows, List<InternalRow> out, Counts counts) {
-        rows.sort(SHARDS);
-        counts.add("shard_gap", rows.size());
-        Keyed first = null;
-        boolean has = false;
-        long below = 0;  // the highest shardSeq below the current one in the shard
-        long current = 0;
-        for (Keyed k : rows) {
-            if (first == null || !sameShard(first, k)) {
-                first = k;
-                has = false;
-                current = k.row.getLong(SHARD_SEQ);
-            }
-            long seq = k.row.getLong(SHARD_SEQ);
-            if (seq != current) {
-                below = current;
-                has = true;
-                current = seq;
-            }
-            if (shardGap && has && seq - below - 1 > 0) {
-                long low = below + 1;
-                long high = seq - 1;
-                String span = low == high ? Long.toString(low) : low + "-" + high;
-                UTF8String observed = k.admission == null ? null : UTF8String.fromString("shardSeq " + span + " of "
-                        + text(k.row, SHARD_KEY) + " missing (" + (seq - below - 1) + " admitted, not logged; in "
-                        + k.admission + ")");
-                out.add(finding(k.row, AUDIT, SHARD_GAP, WARNING, observed,
-                        UTF8String.fromString("shardSeq " + low + " next")));
-            }
+        if (seq != state.current) {
+            state.below = state.current;
+            state.has = true;
+            state.current = seq;
         }
-    }
-
-    private static boolean sameShard(Keyed a, Keyed b) {
-        return compareNullable(a.admission, b.admission) == 0 && compareText(a.row, b.row, SHARD_KEY) == 0;
+        if (shardGap && state.has && seq - state.below - 1 > 0) {
+            long low = state.below + 1;
+            long high = seq - 1;
+            String span = low == high ? Long.toString(low) : low + "-" + high;
+            UTF8String admission = text(row, K1);
+            UTF8String observed = admission == null ? null : UTF8String.fromString("shardSeq " + span + " of "
+                    + text(row, SHARD_KEY) + " missing (" + (seq - state.below - 1) + " admitted, not logged; in "
+                    + admission + ")");
+            out.add(finding(row, AUDIT, SHARD_GAP, WARNING, observed, UTF8String.fromString("shardSeq " + low + " next")));
+        }
     }
 
     // --- a link: deliveries in admission order -------------------------------------------------------------
 
-    private static final Comparator<Keyed> LINKS = (a, b) -> {
-        int c = compareNullable(a.admission, b.admission);
-        if (c == 0) {
-            c = compareText(a.row, b.row, SOURCE);
+    /**
+     * One first delivery of a link (node, admission sequence, source, consumer, shardKey) in departure order:
+     * a shardSeq below the highest one departed strictly earlier is a finding.
+     */
+    private void link(InternalRow row, State state, boolean fresh, ArrayDeque<InternalRow> out) {
+        state.counts.add("shard_order", 1);
+        long departure = row.getLong(DEPARTURE);
+        long seq = row.getLong(SHARD_SEQ);
+        if (fresh) {
+            state.departure = departure;
+            state.departureMax = Long.MIN_VALUE;
+        } else if (departure != state.departure) {
+            state.below = state.has ? Math.max(state.below, state.departureMax) : state.departureMax;
+            state.has = true;
+            state.departure = departure;
+            state.departureMax = Long.MIN_VALUE;
         }
-        if (c == 0) {
-            c = compareText(a.row, b.row, CONSUMER);
+        if (order && state.has && seq < state.below) {
+            UTF8String key = text(row, SHARD_KEY);
+            UTF8String observed = key == null ? null
+                    : UTF8String.fromString("shardSeq " + seq + " after " + state.below + " on " + key);
+            out.add(finding(row, IP_128, SHARD_ORDER, ERROR, observed, INCREASING));
         }
-        if (c == 0) {
-            c = compareText(a.row, b.row, SHARD_KEY);
-        }
-        return c != 0 ? c : Long.compare(a.row.getLong(DEPARTURE), b.row.getLong(DEPARTURE));
-    };
-
-    private static boolean sameLink(Keyed a, Keyed b) {
-        return compareNullable(a.admission, b.admission) == 0 && compareText(a.row, b.row, SOURCE) == 0
-                && compareText(a.row, b.row, CONSUMER) == 0 && compareText(a.row, b.row, SHARD_KEY) == 0;
-    }
-
-    private void links(List<Keyed> rows, List<InternalRow> out, Counts counts) {
-        rows.sort(LINKS);
-        counts.add("shard_order", rows.size());
-        int start = 0;
-        while (start < rows.size()) {
-            int end = start + 1;
-            while (end < rows.size() && sameLink(rows.get(start), rows.get(end))) {
-                end++;
-            }
-            link(rows.subList(start, end), out);
-            start = end;
-        }
-    }
-
-    /** One link's rows in departure order: each against the highest shardSeq departed strictly earlier. */
-    private void link(List<Keyed> rows, List<InternalRow> out) {
-        boolean has = false;
-        long highest = 0;
-        int i = 0;
-        while (i < rows.size()) {
-            long departure = rows.get(i).row.getLong(DEPARTURE);
-            int end = i;
-            long groupMax = Long.MIN_VALUE;
-            while (end < rows.size() && rows.get(end).row.getLong(DEPARTURE) == departure) {
-                InternalRow row = rows.get(end).row;
-                long seq = row.getLong(SHARD_SEQ);
-                if (order && has && seq < highest) {
-                    UTF8String key = text(row, SHARD_KEY);
-                    UTF8String observed = key == null ? null
-                            : UTF8String.fromString("shardSeq " + seq + " after " + highest + " on " + key);
-                    out.add(finding(row, IP_128, SHARD_ORDER, ERROR, observed, INCREASING));
-                }
-                groupMax = Math.max(groupMax, seq);
-                end++;
-            }
-            highest = has ? Math.max(highest, groupMax) : groupMax;
-            has = true;
-            i = end;
-        }
+        state.departureMax = Math.max(state.departureMax, seq);
     }
 
     // --- values ----------------------------------------------------------------------------------------------
@@ -557,16 +541,23 @@ public final class CrossWalk implements Serializable {
     private static final UTF8String SHARD_ORDER = UTF8String.fromString("shard_order");
     private static final UTF8String INCREASING = UTF8String.fromString("increasing shardSeq per shard and consumer");
 
-    static InternalRow finding(InternalRow row, UTF8String rule, UTF8String check, UTF8String severity,
-                                       UTF8String observed, UTF8String expected) {
-        Object[] values = new Object[16];
-        values[0] = text(row, NODE);
-        values[1] = row.isNullAt(PROCESS) ? null : row.getInt(PROCESS);
-        values[2] = text(row, EVENT);
-        values[3] = row.isNullAt(TIMESTAMP) ? null : row.getLong(TIMESTAMP);
+    /** A row of {@link #MID} with {@code row}'s identity columns (the input's first ten) and nothing else. */
+    private static Object[] identity(InternalRow row) {
+        Object[] values = new Object[MID.size()];
+        values[NODE] = text(row, NODE);
+        values[PROCESS] = row.isNullAt(PROCESS) ? null : row.getInt(PROCESS);
+        values[EVENT] = text(row, EVENT);
+        values[TIMESTAMP] = row.isNullAt(TIMESTAMP) ? null : row.getLong(TIMESTAMP);
         for (int i = MESSAGE_ID; i <= FILE; i++) {
             values[i] = text(row, i);
         }
+        return values;
+    }
+
+    /** A finding about {@code row} (its identity columns are the input's first ten, in {@link #MID}'s places). */
+    static InternalRow finding(InternalRow row, UTF8String rule, UTF8String check, UTF8String severity,
+                               UTF8String observed, UTF8String expected) {
+        Object[] values = identity(row);
         values[10] = rule;
         values[11] = check;
         values[12] = severity;
@@ -590,45 +581,5 @@ public final class CrossWalk implements Serializable {
 
     private static int compareText(InternalRow a, InternalRow b, int i) {
         return compareNullable(text(a, i), text(b, i));
-    }
-
-    private static int compareLong(InternalRow a, InternalRow b, int i) {
-        boolean an = a.isNullAt(i);
-        boolean bn = b.isNullAt(i);
-        if (an || bn) {
-            return an ? (bn ? 0 : -1) : 1;
-        }
-        return Long.compare(a.getLong(i), b.getLong(i));
-    }
-
-    private static boolean sameLong(InternalRow a, InternalRow b, int i) {
-        return compareLong(a, b, i) == 0;
-    }
-
-    /** spark/rules.py {@code admission}: {@code nullif(regexp_extract(messageId, '^(.+)/[0-9]+$', 1), '')}. */
-    static UTF8String admission(UTF8String id) {
-        if (id == null) {
-            return null;
-        }
-        String text = id.toString();
-        for (int i = 0; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c == '\n' || c == '\r' || c == '\u0085' || c == '\u2028' || c == '\u2029') {
-                Matcher m = ADMISSION.matcher(text);
-                String found = m.find() ? m.group(1) : "";
-                return found.isEmpty() ? null : UTF8String.fromString(found);
-            }
-        }
-        int slash = text.lastIndexOf('/');
-        if (slash <= 0 || slash == text.length() - 1) {
-            return null;
-        }
-        for (int i = slash + 1; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c < '0' || c > '9') {
-                return null;
-            }
-        }
-        return UTF8String.fromString(text.substring(0, slash));
     }
 }

@@ -1,5 +1,6 @@
 package croads.validate;
 
+import java.util.Collection;
 import java.util.List;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -71,7 +72,7 @@ final class RecordChecks {
     }
 
     /** One record: its findings into {@code out}, its checked counts into {@code counts}. */
-    static void check(InternalRow row, Limits limits, Set<String> on, List<InternalRow> out, CrossWalk.Counts counts) {
+    static void check(InternalRow row, Limits limits, Set<String> on, Collection<InternalRow> out, CrossWalk.Counts counts) {
         UTF8String event = CrossWalk.text(row, CrossWalk.EVENT);
         boolean received = RECEIVED.equals(event);
         boolean sent = SENT.equals(event);
@@ -83,7 +84,7 @@ final class RecordChecks {
         scopes(row, counts, received, sent && attempt == 1, arrived, departed);
     }
 
-    private static void delivery(InternalRow row, Limits limits, Set<String> on, List<InternalRow> out,
+    private static void delivery(InternalRow row, Limits limits, Set<String> on, Collection<InternalRow> out,
                                  CrossWalk.Counts counts, boolean sent, int attempt, boolean arrived, boolean departed) {
         boolean small = row.isNullAt(CrossWalk.SIZE) || row.getLong(CrossWalk.SIZE) < limits.payload;
         if (sent && attempt == 1 && arrived && departed && small) {
@@ -119,7 +120,7 @@ final class RecordChecks {
         }
     }
 
-    private static void accounted(InternalRow row, Set<String> on, List<InternalRow> out, CrossWalk.Counts counts,
+    private static void accounted(InternalRow row, Set<String> on, Collection<InternalRow> out, CrossWalk.Counts counts,
                                   UTF8String event, boolean received) {
         if (received) {
             counts.records[C_EXPIRED_UNDELIVERED]++;
