@@ -719,6 +719,7 @@ class Walk:
     findings: DataFrame
     handle: Any
     counted: tuple[tuple[str, str], ...]  # (the walk's count, the check it counts)
+    rows: DataFrame  # what it walked (:func:`walk_rows`): its plan has the sort's metrics
 
     def checked(self) -> dict[str, int]:
         counts = self.handle.counts()
@@ -740,12 +741,13 @@ def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, l
         for row in first_mapems(m).collect():
             mapems.setdefault(row["node"], {})[row["intersection"]] = row["mapemMs"]
     handle = walk_class.create(spark._jsparkSession, walk_spec(checks, record_checks, mapems))  # noqa: SLF001
-    found = DataFrame(handle.findings(walk_rows(m, walked)._jdf), spark)  # noqa: SLF001
+    rows = walk_rows(m, walked)
+    found = DataFrame(handle.findings(rows._jdf), spark)  # noqa: SLF001
     found = found.select(*IDENTITY, *FINDING_COLUMNS[9:])
     # the walk counts every check's records as the records' pass would ("records:<check>"), and the rows of
     # its other frames under the check's name
     return Walk(found, handle, tuple((f"records:{check}" if frame in (records, spatems) else check, check)
-                                     for frame in walked for check, _ in counted[frame]))
+                                     for frame in walked for check, _ in counted[frame]), rows)
 
 
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,

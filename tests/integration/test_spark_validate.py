@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import random
 import subprocess
 from collections import Counter
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from interchange.app.cli import main
@@ -374,6 +375,59 @@ def test_the_walk_finds_what_the_window_frames_find(spark: SparkSession) -> None
     checks = Counter(row[11] for row in framed)
     assert {"shard_gap", "shard_order", "duplicate", "record_logged_twice", "spatem_after_mapem", "cam_rate",
             "cpm_rate", "repetition", "latency"} <= set(checks)
+    m.unpersist()
+
+
+def _one_long_publication() -> list[tuple[str, str]]:
+    """A traffic light's day in small: ~4,000 messages of one publication and shard (loggen.traffic), with a
+    received record missing every 400th (shard gaps), a body of the one before every 300th (copies), the
+    shardSeqs of two deliveries swapped every 350th (order), a record logged twice, and one logged again in
+    another file with another body (the first file's is the one kept): (line, file) pairs."""
+    records = [json.loads(line) for line in loggen.traffic(8_000, publications=1)]
+    out: list[dict[str, object]] = []
+    received_n = sent_n = 0
+    for record in records:
+        if record["event"] == "received_message":
+            received_n += 1
+            if received_n % 400 == 0:
+                continue
+            if received_n % 300 == 0 and out:
+                last = next(r for r in reversed(out) if r["event"] == "received_message")
+                record["bodySha256"] = last["bodySha256"]
+        elif record["event"] == "sent_message":
+            sent_n += 1
+            if sent_n % 350 == 0:
+                earlier = next(r for r in reversed(out) if r["event"] == "sent_message")
+                earlier["shardSeq"], record["shardSeq"] = record["shardSeq"], earlier["shardSeq"]
+        out.append(record)
+    twice = next(r for r in out[100:] if r["event"] == "received_message")
+    other = next(r for r in out[200:] if r["event"] == "received_message")
+    again = [(json.dumps(twice), "a.jsonl"), (json.dumps({**other, "bodySha256": twice["bodySha256"]}), "b.jsonl")]
+    return [(json.dumps(r), "a.jsonl") for r in out] + again
+
+
+def _spilled_bytes(rows: DataFrame) -> int:
+    """What the sort of the walk's rows spilled to disk (its plan's final Sort, once the walk ran)."""
+    sort = rows._jdf.queryExecution().executedPlan().finalPhysicalPlan()  # noqa: SLF001
+    assert sort.nodeName() == "Sort"
+    return int(sort.metrics().apply("spillSize").value())
+
+
+def test_a_publication_longer_than_the_sort_holds_is_walked(spark: SparkSession) -> None:
+    """The walk keeps no partition's rows: a publication of ~4,000 messages (each a row of its publication, of
+    its shard and of its link), where the tests' sorts hold 1,000 rows (TEST_CONF), comes from a sort that
+    spilled, and the walk finds in it what the window frames find."""
+    m = parse.messages(parse.parse(spark.createDataFrame(_one_long_publication(), "value string, file string"))).cache()
+    walks: list[rules.Walk] = []
+    walked = Counter(tuple(r) for r in rules.all_violations(m, walks=walks, walked=True).collect())
+    framed = Counter(tuple(r) for r in rules.all_violations(m).collect())
+    assert walked == framed
+    checked = walks[0].checked()
+    assert min(checked["shard_gap"], checked["shard_order"], checked["duplicate"], checked["cam_rate"]) > 3_500
+    assert _spilled_bytes(walks[0].rows) > 0
+    checks = Counter(row[11] for row in framed)
+    assert checks["shard_gap"] >= 9 and checks["shard_order"] >= 10 and checks["duplicate"] >= 10, checks
+    assert checks["record_logged_twice"] == 2, checks  # the one logged again with another body too
     m.unpersist()
 
 
