@@ -659,12 +659,12 @@ WALK_CLASS = "croads.validate.CrossWalk"
 _PUB, _SEQ, _LINK = 1, 2, 4
 
 
-def _walk_keys(kind: Column) -> list[Column]:
+def _walk_keys(kind: Column, admitted: Column) -> list[Column]:
     """A walk row's window partition after its node (``k1``..``k4``): a publication's publicationId; a
-    shard's admission sequence and shardKey; a link's admission sequence, source, consumer and shardKey;
-    a record alone's messageId (only to spread them)."""
+    shard's admission sequence (``admitted``) and shardKey; a link's admission sequence, source, consumer and
+    shardKey; a record alone's messageId (only to spread them)."""
     shard = (kind == _SEQ) | (kind == _LINK)
-    return [F.when(kind == _PUB, F.col("publicationId")).when(shard, admission()).otherwise(F.col("messageId")),
+    return [F.when(kind == _PUB, F.col("publicationId")).when(shard, admitted).otherwise(F.col("messageId")),
             F.when(kind == _SEQ, F.col("shardKey")).when(kind == _LINK, F.col("source")),
             F.when(kind == _LINK, F.col("consumer")),
             F.when(kind == _LINK, F.col("shardKey"))]
@@ -674,7 +674,9 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     """The rows of the walked frames, one per role of a record (a received message of a publication and a
     shard is two rows), partitioned by the hash of the role's window partition and sorted as each role's
     window orders its partition: the columns CrossWalk.java reads. Spark's sort spills, so a partition
-    of any length is walked in constant memory. ``rec``: the row (one per record) its per-record rules run on."""
+    of any length is walked in constant memory. ``rec``: the row (one per record) its per-record rules run on;
+    a second row of a record carries its identity and its shard only. The partition's keys are taken from the
+    row's columns after the shuffle (only the admission sequence is shuffled as a column of its own)."""
     pub = received_publication() if publications in frames_walked else F.lit(False)
     seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
     link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
@@ -687,17 +689,21 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     intersections = F.when(F.col("messageType") == "SPATEM", F.col(property_rules.VALUES)["id"]).alias("_ids")
     rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"), intersections,
                        F.posexplode(kinds).alias("_n", "kind"))
-    kind = F.col("kind")
-    keys = [key.alias(f"k{i}") for i, key in enumerate(_walk_keys(kind), 1)]
-    rows = rows.select(*columns, kind.cast("int").alias("kind"), "_n", *extra, "_properties", "_ids", *keys)
+    kind, first_row = F.col("kind"), F.col("_n") == 0
+    admitted = F.when((kind == _SEQ) | (kind == _LINK), admission())
+    shard_only = {"shardKey", "shardSeq", "kind", *IDENTITY}  # what a second row (a shard's) needs
+    rows = rows.select(*[c if c in shard_only else F.when(first_row, F.col(c)).alias(c)
+                         for c in (*columns, "kind", *extra, "_properties", "_ids")],
+                       (first_row if alone else F.lit(False)).alias("rec"), admitted.alias("_admission"))
+    keys = _walk_keys(kind, F.col("_admission"))
+    rows = rows.withColumn("hash", F.xxhash64(kind, "node", *keys)).repartition("hash")
     order = F.when(kind == _PUB, F.col("arrivalMs")).when(kind == _SEQ, F.col("shardSeq")).when(
         kind == _LINK, F.col("departureMs")).alias("o1")
-    rows = rows.select(*columns, "kind", F.xxhash64("kind", "node", "k1", "k2", "k3", "k4").alias("hash"), *extra,
-                       "_properties", "_ids", (F.col("_n") == 0).alias("rec") if alone else F.lit(False).alias("rec"),
-                       "k1", "k2", "k3", "k4", order)
+    rows = rows.select(*columns, "kind", "hash", *extra, "_properties", "_ids", "rec",
+                       *[key.alias(f"k{i}") for i, key in enumerate(keys, 1)], order)
     # a role's order after its partition's keys; a publication's ties by messageId, file, timestampMs (its window's)
-    return rows.repartition("hash").sortWithinPartitions("hash", "kind", "node", "k1", "k2", "k3", "k4", "o1",
-                                                         "messageId", "file", "timestampMs")
+    return rows.sortWithinPartitions("hash", "kind", "node", "k1", "k2", "k3", "k4", "o1", "messageId", "file",
+                                     "timestampMs")
 
 
 def walk_spec(checks: Sequence[str], record_checks: Sequence[str],
