@@ -670,6 +670,11 @@ def _walk_keys(kind: Column, admitted: Column) -> list[Column]:
             F.when(kind == _LINK, F.col("shardKey"))]
 
 
+def walk_hash(kind: Column, keys: Sequence[Column]) -> Column:
+    """The hash a walk row is partitioned and sorted by: of its role and window partition (node, ``keys``)."""
+    return F.xxhash64(kind, F.col("node"), *keys)
+
+
 def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     """The rows of the walked frames, one per role of a record (a received message of a publication and a
     shard is two rows), partitioned by the hash of the role's window partition and sorted as each role's
@@ -696,14 +701,15 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
                          for c in (*columns, "kind", *extra, "_properties", "_ids")],
                        (first_row if alone else F.lit(False)).alias("rec"), admitted.alias("_admission"))
     keys = _walk_keys(kind, F.col("_admission"))
-    rows = rows.withColumn("hash", F.xxhash64(kind, "node", *keys)).repartition("hash")
+    rows = rows.withColumn("hash", walk_hash(kind, keys)).repartition("hash")
     order = F.when(kind == _PUB, F.col("arrivalMs")).when(kind == _SEQ, F.col("shardSeq")).when(
         kind == _LINK, F.col("departureMs")).alias("o1")
     rows = rows.select(*columns, "kind", "hash", *extra, "_properties", "_ids", "rec",
                        *[key.alias(f"k{i}") for i, key in enumerate(keys, 1)], order)
-    # a role's order after its partition's keys; a publication's ties by messageId, file, timestampMs (its window's)
-    return rows.sortWithinPartitions("hash", "kind", "node", "k1", "k2", "k3", "k4", "o1", "messageId", "file",
-                                     "timestampMs")
+    # the rows of a hash in their role's order (a publication's ties by messageId, file, timestampMs: its window's),
+    # then by partition: the rows of two partitions with one hash (rare) interleave, and the walk tells them apart
+    return rows.sortWithinPartitions("hash", "kind", "o1", "messageId", "file", "timestampMs", "node", "k1", "k2", "k3",
+                                     "k4")
 
 
 def walk_spec(checks: Sequence[str], record_checks: Sequence[str],

@@ -378,6 +378,19 @@ def test_the_walk_finds_what_the_window_frames_find(spark: SparkSession) -> None
     m.unpersist()
 
 
+def test_the_walk_tells_apart_partitions_of_one_hash(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every walk row of one role under one hash (as if every window partition's hash collided): the rows of the
+    partitions interleave in the walk's sort, and it still finds what the window frames find."""
+    monkeypatch.setattr(rules, "walk_hash", lambda kind, keys: F.lit(7).cast("long"))
+    lines = spark.createDataFrame([(logformat.dumps(r), f) for r, f in _hostile_log()], "value string, file string")
+    m = parse.messages(parse.parse(lines)).cache()
+    walked = Counter(tuple(r) for r in rules.all_violations(m, walked=True).collect())
+    framed = Counter(tuple(r) for r in rules.all_violations(m).collect())
+    assert walked == framed
+    assert {"shard_gap", "shard_order", "duplicate", "cam_rate"} <= {row[11] for row in framed}
+    m.unpersist()
+
+
 def _one_long_publication() -> list[tuple[str, str]]:
     """A traffic light's day in small: ~4,000 messages of one publication and shard (loggen.traffic), with a
     received record missing every 400th (shard gaps), a body of the one before every 300th (copies), the

@@ -151,8 +151,8 @@ public final class CrossWalk implements Serializable {
         }
         // each partition holds whole publications: the kept arrivals with a body are sorted where they are
         org.apache.spark.sql.classic.Dataset<Row> sorted = (org.apache.spark.sql.classic.Dataset<Row>)
-                mid.sortWithinPartitions("copyHash", "node", "publicationId", "body", "arrivalMs", "messageId", "file",
-                        "timestampMs");
+                mid.sortWithinPartitions("copyHash", "arrivalMs", "messageId", "file", "timestampMs", "node",
+                        "publicationId", "body");
         RDD<InternalRow> copied = sorted.queryExecution().toRdd().toJavaRDD().mapPartitions(
                 (org.apache.spark.api.java.function.FlatMapFunction<Iterator<InternalRow>, InternalRow>)
                         it -> walk.copies(it)).rdd();
@@ -220,57 +220,124 @@ public final class CrossWalk implements Serializable {
         }
     }
 
-    /** The walk's state: the first row of the current partition, and what each role keeps of it. */
-    static final class State {
-        final Counts counts = new Counts();
-        /** The current partition's first row (a copy), null before the first. */
-        InternalRow start;
-        // a publication: the previous row's messageId and arrival, each gap check's previous kept arrival
+    /**
+     * What a role keeps of one window partition (a group): its key (node and the key columns, copied), then
+     * for a publication the previous row's messageId and arrival and each gap check's previous kept arrival;
+     * for a shard the highest shardSeq below the current one and the current one; for a link the highest
+     * shardSeq of the departures before the current one, the current departure and its highest shardSeq.
+     */
+    static final class Group {
+        final List<UTF8String> key;
+        boolean first = true;
         UTF8String previousId;
         boolean previousArrivalNull;
         long previousArrival;
-        boolean first;
         final long[] last;
         final boolean[] seen;
-        // a shard: the highest shardSeq below the current one, the current one; a link: the highest shardSeq
-        // of the departures before the current one, the current departure and its highest shardSeq
         boolean has;
         long below;
         long current;
         long departure;
         long departureMax;
 
-        State(int gaps) {
+        Group(List<UTF8String> key, int gaps) {
+            this.key = key;
             last = new long[gaps];
             seen = new boolean[gaps];
         }
+    }
 
-        void reset(InternalRow row) {
-            start = row.copy();
-            first = true;
-            java.util.Arrays.fill(seen, false);
-            has = false;
+    /** A group's key in a row: {@code columns}' values, copied (the row's bytes are reused). */
+    static List<UTF8String> key(InternalRow row, int[] columns) {
+        UTF8String[] key = new UTF8String[columns.length];
+        for (int i = 0; i < columns.length; i++) {
+            UTF8String value = text(row, columns[i]);
+            key[i] = value == null ? null : value.clone();
+        }
+        return java.util.Arrays.asList(key);
+    }
+
+    /** Whether {@code row}'s {@code columns} hold {@code key}. */
+    static boolean holds(List<UTF8String> key, InternalRow row, int[] columns) {
+        for (int i = 0; i < columns.length; i++) {
+            if (compareNullable(key.get(i), text(row, columns[i])) != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * The groups of one run of rows with the same hash (and role): the rows come sorted by hash, role, then their
+     * order, so the rows of two groups with one hash (rare) are interleaved; each group keeps its own state.
+     */
+    static final class Runs<G> {
+        private final int[] columns;
+        private final java.util.function.Function<List<UTF8String>, G> create;
+        private long hash;
+        private int kind;
+        private List<UTF8String> key;
+        private G current;
+        /** The other groups of the run, when there are (null: one group). */
+        private Map<List<UTF8String>, G> others;
+        /** Whether the last row was its group's first. */
+        boolean fresh;
+
+        Runs(int[] columns, java.util.function.Function<List<UTF8String>, G> create) {
+            this.columns = columns;
+            this.create = create;
+        }
+
+        G group(InternalRow row, long hash, int kind) {
+            fresh = false;
+            if (current != null && hash == this.hash && kind == this.kind) {
+                if (holds(key, row, columns)) {
+                    return current;
+                }
+                if (others == null) {
+                    others = new HashMap<>();
+                }
+                others.put(key, current);
+                key = key(row, columns);
+                current = others.get(key);
+                if (current != null) {
+                    return current;
+                }
+            } else {
+                this.hash = hash;
+                this.kind = kind;
+                others = null;
+                key = key(row, columns);
+            }
+            fresh = true;
+            current = create.apply(key);
+            return current;
         }
     }
 
+    /** A walk row's group: its node and its role's key columns. */
+    private static final int[] GROUP = {NODE, K1, K2, K3, K4};
+
     Iterator<InternalRow> walk(Iterator<InternalRow> rows) {
-        State state = new State(gaps.size());
+        Counts counts = new Counts();
+        int gapCount = gaps.size();
+        Runs<Group> runs = new Runs<>(GROUP, key -> new Group(key, gapCount));
         return new Lazily(rows) {
             @Override
             void step(InternalRow row) {
-                CrossWalk.this.step(row, state, out);
+                CrossWalk.this.step(row, runs, counts, out);
             }
 
             @Override
             void finish() {
-                state.counts.add(checked);
+                counts.add(checked);
             }
         };
     }
 
-    private void step(InternalRow row, State state, ArrayDeque<InternalRow> out) {
+    private void step(InternalRow row, Runs<Group> runs, Counts counts, ArrayDeque<InternalRow> out) {
         if (row.getBoolean(REC)) {
-            RecordChecks.check(row, limits, recordChecks, out, state.counts);
+            RecordChecks.check(row, limits, recordChecks, out, counts);
             if (mapems != null) {
                 spatem(row, out);
             }
@@ -279,30 +346,14 @@ public final class CrossWalk implements Serializable {
         if (kind == 0) {
             return;
         }
-        boolean fresh = state.start == null || !samePartition(state.start, row);
-        if (fresh) {
-            state.reset(row);
-        }
+        Group group = runs.group(row, row.getLong(HASH), kind);
         if (kind == PUB) {
-            arrival(row, state, out);
+            arrival(row, group, counts, out);
         } else if (kind == SEQ) {
-            sequence(row, state, fresh, out);
+            sequence(row, group, runs.fresh, counts, out);
         } else {
-            link(row, state, fresh, out);
+            link(row, group, runs.fresh, counts, out);
         }
-    }
-
-    /** The same window partition: role, hash (of what follows), node and the role's key columns. */
-    private static boolean samePartition(InternalRow a, InternalRow b) {
-        if (a.getLong(HASH) != b.getLong(HASH) || a.getInt(KIND) != b.getInt(KIND)) {
-            return false;
-        }
-        for (int i : new int[] {NODE, K1, K2, K3, K4}) {
-            if (compareText(a, b, i) != 0) {
-                return false;
-            }
-        }
-        return true;
     }
 
     /** Rows checked per check, per task (added to the accumulators once at the end). */
@@ -335,7 +386,7 @@ public final class CrossWalk implements Serializable {
      * previous row (the same messageId and arrival: a record logged twice) is skipped; else its gap checks,
      * and with a body it goes on to the copies' walk.
      */
-    private void arrival(InternalRow row, State state, ArrayDeque<InternalRow> out) {
+    private void arrival(InternalRow row, Group state, Counts counts, ArrayDeque<InternalRow> out) {
         UTF8String id = text(row, MESSAGE_ID);
         boolean arrivalNull = row.isNullAt(ARRIVAL);
         long arrival = arrivalNull ? 0 : row.getLong(ARRIVAL);
@@ -348,9 +399,9 @@ public final class CrossWalk implements Serializable {
         if (again) {
             return;
         }
-        arrivalGaps(row, state.last, state.seen, out, state.counts);
+        arrivalGaps(row, state.last, state.seen, out, counts);
         if (!row.isNullAt(BODY)) {
-            state.counts.add("duplicate", 1);
+            counts.add("duplicate", 1);
             if (duplicates) {
                 out.add(kept(row));
             }
@@ -398,30 +449,25 @@ public final class CrossWalk implements Serializable {
      * after the first a finding (its copy number and the first's arrival); the findings before them passed on.
      */
     Iterator<InternalRow> copies(Iterator<InternalRow> rows) {
+        Runs<long[]> runs = new Runs<>(BODY_GROUP, key -> new long[3]);  // copies, first arrival null (1), first
         return new Lazily(rows) {
-            private InternalRow start;
-            private long copies;
-            private boolean firstNull;
-            private long first;
-
             @Override
             void step(InternalRow row) {
                 if (row.isNullAt(COPY_HASH)) {
                     out.add(row);
                     return;
                 }
-                if (start == null || !sameBody(start, row)) {
-                    start = row.copy();
-                    copies = 0;
-                    firstNull = row.isNullAt(COPY_ARRIVAL);
-                    first = firstNull ? 0 : row.getLong(COPY_ARRIVAL);
+                long[] body = runs.group(row, row.getLong(COPY_HASH), 0);
+                if (runs.fresh) {
+                    body[1] = row.isNullAt(COPY_ARRIVAL) ? 1 : 0;
+                    body[2] = row.isNullAt(COPY_ARRIVAL) ? 0 : row.getLong(COPY_ARRIVAL);
                 }
-                copies++;
+                long copies = ++body[0];
                 if (copies > 1) {
                     UTF8String type = text(row, TYPE);
                     String severity = type != null && repeatedTypes.contains(type.toString()) ? "info" : "warning";
-                    UTF8String observed = firstNull ? null : UTF8String.fromString(
-                            "copy " + copies + " (another messageId), first arrived at " + first);
+                    UTF8String observed = body[1] == 1 ? null : UTF8String.fromString(
+                            "copy " + copies + " (another messageId), first arrived at " + body[2]);
                     out.add(finding(row, AUDIT, DUPLICATE, UTF8String.fromString(severity), observed, ONE_COPY));
                 }
             }
@@ -432,10 +478,8 @@ public final class CrossWalk implements Serializable {
         };
     }
 
-    private static boolean sameBody(InternalRow a, InternalRow b) {
-        return a.getLong(COPY_HASH) == b.getLong(COPY_HASH) && compareText(a, b, NODE) == 0
-                && compareText(a, b, PUBLICATION) == 0 && compareText(a, b, COPY_BODY) == 0;
-    }
+    /** A body's group in the copies' walk ({@link #MID}'s columns): node, publication, body. */
+    private static final int[] BODY_GROUP = {NODE, PUBLICATION, COPY_BODY};
 
     // --- IP_104: a SPATEM after a MAPEM of its intersections ---------------------------------------------
 
@@ -478,8 +522,8 @@ public final class CrossWalk implements Serializable {
      * One received message of a shard (node, admission sequence {@link #K1}, shardKey) in shardSeq order: a gap
      * below its shardSeq (the previous one's, a copy of the same record is no step) is a finding.
      */
-    private void sequence(InternalRow row, State state, boolean fresh, ArrayDeque<InternalRow> out) {
-        state.counts.add("shard_gap", 1);
+    private void sequence(InternalRow row, Group state, boolean fresh, Counts counts, ArrayDeque<InternalRow> out) {
+        counts.add("shard_gap", 1);
         long seq = row.getLong(SHARD_SEQ);
         if (fresh) {
             state.current = seq;
@@ -507,8 +551,8 @@ public final class CrossWalk implements Serializable {
      * One first delivery of a link (node, admission sequence, source, consumer, shardKey) in departure order:
      * a shardSeq below the highest one departed strictly earlier is a finding.
      */
-    private void link(InternalRow row, State state, boolean fresh, ArrayDeque<InternalRow> out) {
-        state.counts.add("shard_order", 1);
+    private void link(InternalRow row, Group state, boolean fresh, Counts counts, ArrayDeque<InternalRow> out) {
+        counts.add("shard_order", 1);
         long departure = row.getLong(DEPARTURE);
         long seq = row.getLong(SHARD_SEQ);
         if (fresh) {
