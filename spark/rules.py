@@ -13,14 +13,16 @@ alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) shar
 
 A validate (:func:`all_violations` with ``walked=True``) runs the frames of :data:`WALKED` (the per-record rules,
 shard order, shard gaps, a publication's gaps and copies, IP_104) not as Spark frames but as one Java walk
-(``spark/jvm/src/croads/validate/CrossWalk.java``, ``RecordChecks.java``): every record is read once,
-shuffled once by the hash of the group its rules compare it in (its publication, its shard's publication,
-else its messageId; a received message whose shardKey is not of its publicationId goes to both), sorted by
-that hash, and each group's rows are ordered in Java as each frame's window orders them. The findings are
-the frames' own, text for text (a test holds the two together on records the broker never logs
-together); the checked rows are counted in the walk. HotSpot then compiles one small loop instead of
-Spark's generated code for five frames, and the rows are shuffled once instead of three times. The frames
-here stay the reference, and the stream's per-record pass (which carries an event time) runs them.
+(``spark/jvm/src/croads/validate/CrossWalk.java``, ``RecordChecks.java``): every record is read once and
+shuffled once, as one row per role it has (of its publication, of its shard, of its link; a record with
+none as a row of its own), each by the hash of its role's window partition, and Spark's sort (which spills)
+gives each partition's rows in its window's order: the walk keeps only the previous row's state of each
+partition, never a partition's rows, however long a publication is. Re-published copies need a second order
+(by body): the publication's walk hands its kept arrivals with a body on, sorted again within the same
+partition. The findings are the frames' own, text for text (tests hold the two together on records the broker
+never logs together, on a publication longer than the tests' sorts hold, and with every partition under one
+hash); the checked rows are counted in the walk. The frames here stay the reference, and the stream's
+per-record pass (which carries an event time) runs them.
 
 - tables 1-7 (IP_022/026/029/037/038/100/103/122/123/128/130/131/135): :mod:`spark.property_rules`
 - IP_012: departure - arrival of a first delivery of a message under 500 KB is under 30 ms ("in
