@@ -421,7 +421,7 @@ def _one_long_publication() -> list[tuple[str, str]]:
 
 def _spilled_bytes(rows: DataFrame) -> int:
     """What the sort of the walk's rows spilled to disk (its plan's final Sort, once the walk ran)."""
-    sort = rows._jdf.queryExecution().executedPlan().finalPhysicalPlan()  # noqa: SLF001
+    sort = rows._jdf.queryExecution().executedPlan().finalPhysicalPlan()
     assert sort.nodeName() == "Sort"
     return int(sort.metrics().apply("spillSize").value())
 
