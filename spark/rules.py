@@ -11,6 +11,19 @@ frame in one pass: it counts the checked rows while they stream by (an observati
 the failing rows (a cheap boolean test first: most records are valid) and builds findings on those
 alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) share its sort.
 
+A validate (:func:`all_violations` with ``walked=True``) runs the frames of :data:`WALKED` (the per-record rules,
+shard order, shard gaps, a publication's gaps and copies, IP_104) not as Spark frames but as one Java walk
+(``spark/jvm/src/croads/validate/CrossWalk.java``, ``RecordChecks.java``): every record is read once and
+shuffled once, as one row per role it has (of its publication, of its shard, of its link; a record with
+none as a row of its own), each by the hash of its role's window partition, and Spark's sort (which spills)
+gives each partition's rows in its window's order: the walk keeps only the previous row's state of each
+partition, never a partition's rows, however long a publication is. Re-published copies need a second order
+(by body): the publication's walk hands its kept arrivals with a body on, sorted again within the same
+partition. The findings are the frames' own, text for text (tests hold the two together on records the broker
+never logs together, on a publication longer than the tests' sorts hold, and with every partition under one
+hash); the checked rows are counted in the walk. The frames here stay the reference, and the stream's
+per-record pass (which carries an event time) runs them.
+
 - tables 1-7 (IP_022/026/029/037/038/100/103/122/123/128/130/131/135): :mod:`spark.property_rules`
 - IP_012: departure - arrival of a first delivery of a message under 500 KB is under 30 ms ("in
   <30ms": 30 ms is a finding; a redelivery's time includes the earlier consumer's hold, so only
@@ -46,8 +59,10 @@ cache of compiled code and compiled and JIT-compiled its largest stage again (~4
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import json
 from dataclasses import dataclass
 from functools import partial, reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
@@ -480,6 +495,14 @@ def received_arrival() -> Column:
     return _event("received_message") & F.col("arrivalMs").isNotNull()
 
 
+def first_mapems(m: DataFrame) -> DataFrame:
+    """The first MAPEM arrival (``mapemMs``) per node and intersection (IP_104)."""
+    return (m.where(received_arrival() & (F.col("messageType") == "MAPEM"))
+            .select("node", F.explode(_intersections()).alias("intersection"), "arrivalMs")
+            .where(F.col("intersection") != "")
+            .groupBy("node", "intersection").agg(F.min("arrivalMs").alias("mapemMs")))
+
+
 def spatems(m: DataFrame) -> DataFrame:
     """Each SPATEM with ``early``: its first intersection no MAPEM had arrived for before it at the node.
 
@@ -489,11 +512,8 @@ def spatems(m: DataFrame) -> DataFrame:
     """
     received = m.where(received_arrival())
     keys = ["node"]
-    first_mapem = (received.where(F.col("messageType") == "MAPEM")
-                   .select(*keys, F.explode(_intersections()).alias("intersection"), "arrivalMs")
-                   .where(F.col("intersection") != "")
-                   .groupBy(*keys, "intersection").agg(F.min("arrivalMs").alias("mapemMs"))
-                   .groupBy(*keys).agg(F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems")))
+    first_mapem = first_mapems(m).groupBy(*keys).agg(
+        F.map_from_entries(F.collect_list(F.struct("intersection", "mapemMs"))).alias("mapems"))
     spatem = received.where(F.col("messageType") == "SPATEM").withColumn(
         "intersections", F.array_remove(_intersections(), ""))
     joined = spatem.join(F.broadcast(first_mapem), keys, "left")
@@ -631,10 +651,123 @@ def once(found: DataFrame) -> DataFrame:
     return found.groupBy(*FINDING_COLUMNS).agg(first).select(*IDENTITY, *FINDING_COLUMNS[9:])
 
 
+#: The frames whose checks one Java walk runs (``croads.validate.CrossWalk``) over one shuffle of their rows.
+WALKED: tuple[Frame, ...] = (records, shard_links, shard_sequences, publications, spatems)
+#: The walk's class (spark/jvm/src/croads/validate/CrossWalk.java).
+WALK_CLASS = "croads.validate.CrossWalk"
+
+
+#: A walk row's role (``kind``, CrossWalk.java): of a publication, of a shard's sequence, of a link (0: a record alone).
+_PUB, _SEQ, _LINK = 1, 2, 4
+
+
+def _walk_keys(kind: Column, admitted: Column) -> list[Column]:
+    """A walk row's window partition after its node (``k1``..``k4``): a publication's publicationId; a
+    shard's admission sequence (``admitted``) and shardKey; a link's admission sequence, source, consumer and
+    shardKey; a record alone's messageId (only to spread them)."""
+    shard = (kind == _SEQ) | (kind == _LINK)
+    return [F.when(kind == _PUB, F.col("publicationId")).when(shard, admitted).otherwise(F.col("messageId")),
+            F.when(kind == _SEQ, F.col("shardKey")).when(kind == _LINK, F.col("source")),
+            F.when(kind == _LINK, F.col("consumer")),
+            F.when(kind == _LINK, F.col("shardKey"))]
+
+
+def walk_hash(kind: Column, keys: Sequence[Column]) -> Column:
+    """The hash a walk row is partitioned and sorted by: of its role and window partition (node, ``keys``)."""
+    return F.xxhash64(kind, F.col("node"), *keys)
+
+
+def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
+    """The rows of the walked frames, one per role of a record (a received message of a publication and a
+    shard is two rows), partitioned by the hash of the role's window partition and sorted as each role's
+    window orders its partition: the columns CrossWalk.java reads. Spark's sort spills, so a partition
+    of any length is walked in constant memory. ``rec``: the row (one per record) its per-record rules run on;
+    a second row of a record carries its identity and its shard only. The partition's keys are taken from the
+    row's columns after the shuffle (only the admission sequence is shuffled as a column of its own)."""
+    pub = received_publication() if publications in frames_walked else F.lit(False)
+    seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
+    link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
+    alone = records in frames_walked or spatems in frames_walked
+    first = F.when(pub, _PUB).when(seq, _SEQ).when(link, _LINK).otherwise(0)
+    kinds = F.when(pub & seq, F.array(F.lit(_PUB), F.lit(_SEQ))).otherwise(F.array(first))
+    columns = [*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256"]
+    extra = ["attempt", "outcome", "size", "expiryMs", "reason"]
+    rows = m if alone else m.where(pub | seq | link)
+    intersections = F.when(F.col("messageType") == "SPATEM", F.col(property_rules.VALUES)["id"]).alias("_ids")
+    rows = rows.select(*columns, *extra, F.col(property_rules.OTHERS).isNotNull().alias("_properties"), intersections,
+                       F.posexplode(kinds).alias("_n", "kind"))
+    kind, first_row = F.col("kind"), F.col("_n") == 0
+    admitted = F.when((kind == _SEQ) | (kind == _LINK), admission())
+    shard_only = {"shardKey", "shardSeq", "kind", *IDENTITY}  # what a second row (a shard's) needs
+    rows = rows.select(*[c if c in shard_only else F.when(first_row, F.col(c)).alias(c)
+                         for c in (*columns, "kind", *extra, "_properties", "_ids")],
+                       (first_row if alone else F.lit(False)).alias("rec"), admitted.alias("_admission"))
+    keys = _walk_keys(kind, F.col("_admission"))
+    rows = rows.withColumn("hash", walk_hash(kind, keys)).repartition("hash")
+    order = F.when(kind == _PUB, F.col("arrivalMs")).when(kind == _SEQ, F.col("shardSeq")).when(
+        kind == _LINK, F.col("departureMs")).alias("o1")
+    rows = rows.select(*columns, "kind", "hash", *extra, "_properties", "_ids", "rec",
+                       *[key.alias(f"k{i}") for i, key in enumerate(keys, 1)], order)
+    # the rows of a hash in their role's order (a publication's ties by messageId, file, timestampMs: its window's),
+    # then by partition: the rows of two partitions with one hash (rare) interleave, and the walk tells them apart
+    return rows.sortWithinPartitions("hash", "kind", "o1", "messageId", "file", "timestampMs", "node", "k1", "k2", "k3",
+                                     "k4")
+
+
+def walk_spec(checks: Sequence[str], record_checks: Sequence[str],
+              mapems: dict[str, dict[str, int]] | None = None) -> str:
+    """The walk's checks as JSON (CrossWalk.create): the gap checks, the repeated types, which others run."""
+    gaps = [{"check": check, "rule": rule, "severity": severity, "types": list(types), "low": low, "high": high,
+             "expected": expected} for check, (rule, severity, types, low, high, expected) in GAPS.items()
+            if check in checks]
+    return json.dumps({"gaps": gaps, "repeatedTypes": list(REPEATED_TYPES), "order": "shard_order" in checks,
+                       "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks,
+                       "records": list(record_checks), "spatems": mapems is not None, "mapems": mapems or {},
+                       "payloadLimit": PAYLOAD_LIMIT, "latencyLimitMs": LATENCY_LIMIT_MS})
+
+
+@dataclass
+class Walk:
+    """A walk's findings and, once they were computed, the rows each of its counted checks checked."""
+
+    findings: DataFrame
+    handle: Any
+    counted: tuple[tuple[str, str], ...]  # (the walk's count, the check it counts)
+    rows: DataFrame  # what it walked (:func:`walk_rows`): its plan has the sort's metrics
+
+    def checked(self) -> dict[str, int]:
+        counts = self.handle.counts()
+        return {check: int(counts[name]) for name, check in self.counted}
+
+
+def walk(m: DataFrame, grouped: dict[Frame, list[Check]], counted: dict[Frame, list[tuple[str, Column]]]) -> Walk:
+    """The findings of the walked frames' checks in ``grouped`` (one Java walk: :data:`WALKED`)."""
+    walked = [frame for frame in WALKED if frame in grouped]
+    checks = [c.check for frame in walked if frame not in (records, spatems) for c in grouped[frame]]
+    record_checks = [c.check for c in grouped.get(records, [])]
+    spark = m.sparkSession
+    walk_class: Any = spark._jvm  # noqa: SLF001 (py4j: a JVM class's static method)
+    for part in WALK_CLASS.split("."):
+        walk_class = getattr(walk_class, part)
+    mapems: dict[str, dict[str, int]] | None = None
+    if spatems in walked:  # small (an entry per intersection): to the walk as data
+        mapems = {}
+        for row in first_mapems(m).collect():
+            mapems.setdefault(row["node"], {})[row["intersection"]] = row["mapemMs"]
+    handle = walk_class.create(spark._jsparkSession, walk_spec(checks, record_checks, mapems))  # noqa: SLF001
+    rows = walk_rows(m, walked)
+    found = DataFrame(handle.findings(rows._jdf), spark)  # noqa: SLF001
+    found = found.select(*IDENTITY, *FINDING_COLUMNS[9:])
+    # the walk counts every check's records as the records' pass would ("records:<check>"), and the rows of
+    # its other frames under the check's name
+    return Walk(found, handle, tuple((f"records:{check}" if frame in (records, spatems) else check, check)
+                                     for frame in walked for check, _ in counted[frame]), rows)
+
+
 def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
                    observe: Callable[[str], Observation | None] = lambda _: None,
                    checks_by_frame: dict[Frame, list[Check]] | None = None, each_once: bool = True,
-                   carry: Sequence[str] = ()) -> DataFrame:
+                   carry: Sequence[str] = (), walks: list[Walk] | None = None, walked: bool = False) -> DataFrame:
     """Every finding of ``rule_set`` over ``messages`` (the messages table's columns), one pass per frame.
 
     ``observe(frame name)`` gives the observation that counts the checked rows :func:`counts`
@@ -643,12 +776,21 @@ def all_violations(messages: DataFrame, rule_set: Sequence[Rule] = ALL_RULES,
     (building the table checks' expressions takes ~65,000 calls into the JVM, ~2 s).
     ``each_once``: the findings of a record logged twice kept once (:func:`once`); ``carry``: more
     columns of ``messages`` kept in each finding (the per-record frames only: the stream's event time).
+    ``walked``: the frames of :data:`WALKED` run as the Java walk (as validate runs them; not with ``carry``),
+    whose counts of checked rows are then in the :class:`Walk` appended to ``walks``; False (the default): as
+    the Spark frames here, the reference the walk is held against.
     """
     m = messages.select(*INPUT_COLUMNS, *carry)
     grouped = frames(rule_set) if checks_by_frame is None else checks_by_frame
     counted = counts(grouped)
+    walked = walked and not carry and any(frame in grouped for frame in WALKED)
     found = [violations(frame(m), checks, observe(frame.__name__) if counted[frame] else None, counted[frame], carry)
-             for frame, checks in grouped.items()]
+             for frame, checks in grouped.items() if not (walked and frame in WALKED)]
+    if walked:
+        done = walk(m, grouped, counted)
+        found.append(done.findings)
+        if walks is not None:
+            walks.append(done)
     every = reduce(DataFrame.unionByName, found)
     every = once(every) if each_once else every
     return every.withColumn("requirement", requirement_of(F.col("rule")))  # once, not once per frame

@@ -51,9 +51,10 @@ def dnsmasq(tmp_path: Path) -> Iterator[DnsmasqServer]:
 
 # ------------------------------------------------------------------------------ Spark
 #: Tiny test logs: compiling generated code for each query costs more than interpreting a few rows
-#: (the rule plans are large), so the tests' session interprets; results are the same by design.
+#: (the rule plans are large), so the tests' session interprets; results are the same by design. Sorts
+#: spill every 1,000 rows, so that a test can give one more rows than they hold (the validate walk's).
 TEST_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.codegen.wholeStage": "false",
-             "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+             "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.shuffle.spill.numElementsForceSpillThreshold": "1000"}
 
 
 @pytest.fixture(scope="module")

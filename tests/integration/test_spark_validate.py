@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import random
 import subprocess
 from collections import Counter
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from interchange.app.cli import main
@@ -327,6 +328,120 @@ def test_a_second_validate_compiles_no_code_again(spark: SparkSession, faulty_ru
     # Java, nor a stage number (adaptive execution numbers stages in the order they are created,
     # which follows which stages finished first: a later run compiled 4-6 classes now and then)
     assert counts[0] > 20 and counts[1:] == [0, 0], counts
+
+
+def _hostile_log() -> list[tuple[dict[str, object], str]]:
+    """(record, file) pairs the walk must take as the window frames do: the faulty log in two files, one of
+    them logged twice (every record again, in the second file), plus records whose fields the broker never
+    writes together: a shardKey not of the publicationId, a sent message without shardKey, a shard restarted
+    in another admission sequence with a gap, arrivals without time or body, a messageId with a line break,
+    a SPATEM without publicationId, MAPEMs of another node."""
+    records = _faulty_log()
+    pairs = [(r, "a.jsonl") for r in records] + [(r, "b.jsonl") for r in records[:12]]
+    odd = Message(NODE, 30, T0 + 1000, properties("DENM", local_id="30"), body=b"b2", shard_seq=5)
+    record = received(odd)
+    record["shardKey"] = "NL00001:2#1"  # the shard of another publication, a gap of 3 after its seq 1
+    pairs.append((record, "a.jsonl"))
+    delivery = sent(odd, T0 + 1003)
+    delivery["shardKey"] = None
+    pairs += [(delivery, "a.jsonl"), (sent(odd, T0 + 1004, consumer="x"), "b.jsonl")]
+    for seq, shard_seq, process in ((31, 1, 2), (32, 4, 2), (33, 2, 2)):
+        message = Message(NODE, seq, T0 + 1100 + seq, properties("CAM", local_id="r"), shard_seq=shard_seq,
+                          process=process, body=f"r{seq % 2}".encode())
+        pairs += [(received(message), "a.jsonl"), (sent(message, T0 + 1200 - seq), "a.jsonl")]
+    timeless = received(Message(NODE, 34, T0 + 1300, properties("CAM", local_id="r"), body=b"r1"))
+    timeless.pop("arrivalMs")
+    bodiless = received(Message(NODE, 35, T0 + 1310, properties("CAM", local_id="r")))
+    bodiless.pop("bodySha256")
+    broken = received(Message(NODE, 36, T0 + 1320, properties("CPM", local_id="p"), body=b"p36"))
+    broken["messageId"] = f"{NODE}/1/17\n00/36"
+    spatem = received(Message(NODE, 37, T0 + 1330, properties("SPATEM", local_id="s1", id=",1,9,"), body=b"s9"))
+    spatem["publicationId"] = None
+    other = received(Message("ixc-b", 38, T0 + 100, properties("MAPEM", local_id="m9", id=",9,"), body=b"m9"))
+    pairs += [(r, "a.jsonl") for r in (timeless, bodiless, broken, spatem, other)]
+    return pairs
+
+
+def test_the_walk_finds_what_the_window_frames_find(spark: SparkSession) -> None:
+    """The rules the Java walk runs (records, shards, links, publications, SPATEMs) against their frames in Spark
+    (``all_violations(walked=False)``) on records the broker never logs together, row for row."""
+    lines = spark.createDataFrame([(logformat.dumps(r), f) for r, f in _hostile_log()], "value string, file string")
+    m = parse.messages(parse.parse(lines)).cache()
+    walks: list[rules.Walk] = []
+    walked = {tuple(r) for r in rules.all_violations(m, walks=walks, walked=True).collect()}
+    framed = {tuple(r) for r in rules.all_violations(m).collect()}
+    assert len(walks) == 1
+    assert walked == framed
+    checks = Counter(row[11] for row in framed)
+    assert {"shard_gap", "shard_order", "duplicate", "record_logged_twice", "spatem_after_mapem", "cam_rate",
+            "cpm_rate", "repetition", "latency"} <= set(checks)
+    m.unpersist()
+
+
+def test_the_walk_tells_apart_partitions_of_one_hash(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every walk row of one role under one hash (as if every window partition's hash collided): the rows of the
+    partitions interleave in the walk's sort, and it still finds what the window frames find."""
+    monkeypatch.setattr(rules, "walk_hash", lambda kind, keys: F.lit(7).cast("long"))
+    lines = spark.createDataFrame([(logformat.dumps(r), f) for r, f in _hostile_log()], "value string, file string")
+    m = parse.messages(parse.parse(lines)).cache()
+    walked = Counter(tuple(r) for r in rules.all_violations(m, walked=True).collect())
+    framed = Counter(tuple(r) for r in rules.all_violations(m).collect())
+    assert walked == framed
+    assert {"shard_gap", "shard_order", "duplicate", "cam_rate"} <= {row[11] for row in framed}
+    m.unpersist()
+
+
+def _one_long_publication() -> list[tuple[str, str]]:
+    """A traffic light's day in small: ~4,000 messages of one publication and shard (loggen.traffic), with a
+    received record missing every 400th (shard gaps), a body of the one before every 300th (copies), the
+    shardSeqs of two deliveries swapped every 350th (order), a record logged twice, and one logged again in
+    another file with another body (the first file's is the one kept): (line, file) pairs."""
+    records = [json.loads(line) for line in loggen.traffic(8_000, publications=1)]
+    out: list[dict[str, object]] = []
+    received_n = sent_n = 0
+    for record in records:
+        if record["event"] == "received_message":
+            received_n += 1
+            if received_n % 400 == 0:
+                continue
+            if received_n % 300 == 0 and out:
+                last = next(r for r in reversed(out) if r["event"] == "received_message")
+                record["bodySha256"] = last["bodySha256"]
+        elif record["event"] == "sent_message":
+            sent_n += 1
+            if sent_n % 350 == 0:
+                earlier = next(r for r in reversed(out) if r["event"] == "sent_message")
+                earlier["shardSeq"], record["shardSeq"] = record["shardSeq"], earlier["shardSeq"]
+        out.append(record)
+    twice = next(r for r in out[100:] if r["event"] == "received_message")
+    other = next(r for r in out[200:] if r["event"] == "received_message")
+    again = [(json.dumps(twice), "a.jsonl"), (json.dumps({**other, "bodySha256": twice["bodySha256"]}), "b.jsonl")]
+    return [(json.dumps(r), "a.jsonl") for r in out] + again
+
+
+def _spilled_bytes(rows: DataFrame) -> int:
+    """What the sort of the walk's rows spilled to disk (its plan's final Sort, once the walk ran)."""
+    sort = rows._jdf.queryExecution().executedPlan().finalPhysicalPlan()
+    assert sort.nodeName() == "Sort"
+    return int(sort.metrics().apply("spillSize").value())
+
+
+def test_a_publication_longer_than_the_sort_holds_is_walked(spark: SparkSession) -> None:
+    """The walk keeps no partition's rows: a publication of ~4,000 messages (each a row of its publication, of
+    its shard and of its link), where the tests' sorts hold 1,000 rows (TEST_CONF), comes from a sort that
+    spilled, and the walk finds in it what the window frames find."""
+    m = parse.messages(parse.parse(spark.createDataFrame(_one_long_publication(), "value string, file string"))).cache()
+    walks: list[rules.Walk] = []
+    walked = Counter(tuple(r) for r in rules.all_violations(m, walks=walks, walked=True).collect())
+    framed = Counter(tuple(r) for r in rules.all_violations(m).collect())
+    assert walked == framed
+    checked = walks[0].checked()
+    assert min(checked["shard_gap"], checked["shard_order"], checked["duplicate"], checked["cam_rate"]) > 3_500
+    assert _spilled_bytes(walks[0].rows) > 0
+    checks = Counter(row[11] for row in framed)
+    assert checks["shard_gap"] >= 9 and checks["shard_order"] >= 10 and checks["duplicate"] >= 10, checks
+    assert checks["record_logged_twice"] == 2, checks  # the one logged again with another body too
+    m.unpersist()
 
 
 def test_generated_traffic_has_a_small_share_of_each_fault(spark: SparkSession, tmp_path: Path) -> None:
