@@ -58,8 +58,8 @@ cache of compiled code and compiled and JIT-compiled its largest stage again (~4
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial, reduce
 from typing import Any

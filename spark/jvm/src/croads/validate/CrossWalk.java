@@ -624,8 +624,4 @@ public final class CrossWalk implements Serializable {
         }
         return a.binaryCompare(b);
     }
-
-    private static int compareText(InternalRow a, InternalRow b, int i) {
-        return compareNullable(text(a, i), text(b, i));
-    }
 }
