@@ -160,8 +160,8 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
            aside_bytes: tuple[int, int] = (ASIDE_BYTES_PER_TASK, ASIDE_BYTES_IN_DRIVER)) -> IngestSummary:
     """Write the three tables of ``inputs`` under ``output``; returns the row counts written.
 
-    One pass over the lines: each is parsed once, the messages (nearly every row) go to their write, and the
-    rows that are not messages are kept aside on the way (:func:`spark.parse.keep_aside`, up to
+    One pass over the lines: each is parsed once into its row (:func:`spark.parse.message_rows`), the messages
+    (nearly every row) go to their write, and the rows that are not messages are kept aside on the way (up to
     ``aside_bytes``: a task's, the driver's) for the two small writes. Only when they were more than that are
     the lines read and parsed again for them."""
     layout = Layout(output)
@@ -170,11 +170,9 @@ def ingest(spark: SparkSession, inputs: Sequence[str], output: str, mode: str = 
                        f"{tables.LAYOUT_VERSION}: each property is stored once now): ingest into a new output, "
                        "or again with --mode overwrite")
     files = resolve_inputs(inputs)
-    parsed = parse.parse(read_lines(spark, files))
-    aside = parse.keep_aside(parsed, *aside_bytes)
+    rows, aside = parse.message_rows(read_lines(spark, files), *aside_bytes)
     with balanced_splits(spark, files):  # the messages write plans the scan of the lines
-        messages = _write(parse.messages(parsed, aside.keep).sortWithinPartitions("node", "date", *CLUSTERED_BY),
-                          mode, layout.messages)
+        messages = _write(rows.sortWithinPartitions("node", "date", *CLUSTERED_BY), mode, layout.messages)
     others = aside.rows()
     again = None
     if others is None:  # more than aside_bytes of them: read and parse the lines again

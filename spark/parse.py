@@ -102,11 +102,15 @@ DUPLICATE_KEY = "a key given twice"
 OUT_OF_RANGE = "a number out of range of a double"
 VERSION_MISSING = "schemaVersion missing or invalid"
 VERSION_UNKNOWN = "schemaVersion not readable here"
+TIMESTAMP_MISSING = "timestamp missing or invalid"
+EVENT_MISSING = "event missing"
+LEVEL_MISSING = "level missing or unknown"
 #: The reasons the Java parser tells (the JSON of the line), in the order they are tested.
 JSON_REASONS = (NOT_UTF8, SURROGATE, NON_NUMBER, TRAILING, NOT_OBJECT, MALFORMED, DUPLICATE_KEY, OUT_OF_RANGE)
 #: Every reason, in the order they are tested.
-REASONS = (TOO_LONG, *JSON_REASONS, VERSION_MISSING, VERSION_UNKNOWN, "timestamp missing or invalid", "event missing",
-           "level missing or unknown")
+REASONS = (TOO_LONG, *JSON_REASONS, VERSION_MISSING, VERSION_UNKNOWN, TIMESTAMP_MISSING, EVENT_MISSING, LEVEL_MISSING)
+#: What a record of an unknown version's reason starts with (its version follows).
+VERSION_UNKNOWN_PREFIX = f"{VERSION_UNKNOWN} (versions {', '.join(map(str, READABLE_VERSIONS))}): "
 
 #: Columns of :func:`parse` that :func:`messages` and :func:`events` read: the application properties as
 #: :data:`spark.tables.MESSAGES` stores them (tables 1-7's values and kinds as struct fields filled by name
@@ -162,15 +166,13 @@ def parse(lines: DataFrame) -> DataFrame:
     r = F.col("r")
     timestamp_ms = F.coalesce(_typed(r, "timestampMs"), _iso_ms(r.timestamp))
     version = r.schemaVersion.try_cast("int")
-    readable = ", ".join(map(str, READABLE_VERSIONS))
     reason = (F.when(too_long, TOO_LONG)
               .when(F.col("_reason").isNotNull(), F.col("_reason"))
               .when(F.coalesce(version, F.lit(0)) < 1, VERSION_MISSING)
-              .when(~version.isin(*READABLE_VERSIONS),
-                    F.concat(F.lit(f"{VERSION_UNKNOWN} (versions {readable}): "), version.cast("string")))
-              .when(timestamp_ms.isNull(), "timestamp missing or invalid")
-              .when(r.event.isNull() | (r.event == ""), "event missing")
-              .when(r.level.isNull() | ~r.level.isin(*LEVELS), "level missing or unknown"))
+              .when(~version.isin(*READABLE_VERSIONS), F.concat(F.lit(VERSION_UNKNOWN_PREFIX), version.cast("string")))
+              .when(timestamp_ms.isNull(), TIMESTAMP_MISSING)
+              .when(r.event.isNull() | (r.event == ""), EVENT_MISSING)
+              .when(r.level.isNull() | ~r.level.isin(*LEVELS), LEVEL_MISSING))
     kept = F.when(too_long, F.substring(value, 1, KEPT_BYTES)).otherwise(value)
     return (parsed.withColumn("timestampMs", timestamp_ms).withColumn("corruptReason", reason)
             .withColumn("value", kept).drop("_reason"))
@@ -184,7 +186,8 @@ KEEP_ASIDE_FUNCTION = "croads_keep_aside"
 
 @dataclass(frozen=True)
 class Aside:
-    """The rows of :func:`parse` that are not messages, kept aside by the job that filters with :attr:`keep`."""
+    """The rows of :func:`parse` that are not messages, kept aside by the job that filters with :attr:`keep` (of
+    :func:`keep_aside`; :func:`message_rows` keeps them aside itself: its ``keep`` is true)."""
 
     keep: Column
     _parsed: DataFrame
@@ -214,6 +217,45 @@ def keep_aside(parsed: DataFrame, task_bytes: int, driver_bytes: int) -> Aside:
         raise ValueError("the line must be the first column of the parsed rows")
     kept = F.call_function(KEEP_ASIDE_FUNCTION, F.struct(*columns))
     return Aside(is_message(F.col("corruptReason"), F.col("r")) | kept, parsed, java)
+
+
+#: The Java function that gives each line's row in the layout the ingest writes
+#: (spark/jvm/src/croads/ingest/IngestLine.java): the messages table's row, or the row :func:`parse` has for the rows
+#: kept aside; its name in the session.
+INGEST_CLASS = "croads.ingest.IngestLine"
+INGEST_FUNCTION = "croads_ingest_line"
+
+
+def _register_ingest(spark: SparkSession, parsed: DataFrame, keep: Any) -> None:
+    """Registers :data:`INGEST_FUNCTION` with this module's contract: the line parser's (:func:`register_parser`),
+    the record checks' reasons in the order of :data:`REASONS`, how :func:`messages` derives the columns, and where
+    the other rows go (``keep``: a KeepAside, with :func:`parse`'s ``parsed`` rows)."""
+    checks = (TOO_LONG, VERSION_MISSING, VERSION_UNKNOWN_PREFIX, TIMESTAMP_MISSING, EVENT_MISSING, LEVEL_MISSING)
+    settings = (str(MAX_LINE_BYTES), str(KEPT_BYTES), ",".join(map(str, READABLE_VERSIONS)), ",".join(LEVELS),
+                ",".join(tables.MESSAGE_EVENTS), SENT, ",".join(DELIVERIES), ",".join(map(str, EPOCH_MS_RANGE)),
+                ",".join(sorted(EPOCH_MS_FIELDS)), tables.MESSAGES.json(), parsed.schema.json(),
+                spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    _java_class(spark, INGEST_CLASS).register(
+        spark._jsparkSession, INGEST_FUNCTION, ",".join(line_fields()), ",".join(tables.STANDARD_FIELDS.names),  # noqa: SLF001
+        "\n".join(JSON_REASONS), NON_NUMBER_OUTSIDE_STRINGS, "\n".join(checks), "\n".join(settings), keep)
+
+
+def message_rows(lines: DataFrame, task_bytes: int, driver_bytes: int) -> tuple[DataFrame, Aside]:
+    """``value`` (a line) and ``file`` -> the valid message records in the layout of :data:`spark.tables.MESSAGES`
+    (the rows of :func:`messages` of :func:`parse`), and the other rows of :func:`parse` kept aside on the way
+    (budgets as :func:`keep_aside`'s; :meth:`Aside.rows` once the job that read the messages is done).
+
+    Each line's row is built by one Java function (:data:`INGEST_FUNCTION`): the messages table's row, written by
+    it in the layout that Spark then only copies into the sort's; the other rows handed to the keep-aside function
+    as :func:`parse` has them. Spark must not run it twice for a line (it is not deterministic): the messages are
+    the rows it gives that are not null."""
+    spark = lines.sparkSession
+    parsed = parse(lines)
+    java = _java_class(spark, KEEP_ASIDE_CLASS).register(spark._jsparkSession, KEEP_ASIDE_FUNCTION,  # noqa: SLF001
+                                                         task_bytes, driver_bytes)
+    _register_ingest(spark, parsed, java)
+    row = F.call_function(INGEST_FUNCTION, F.col("value"), F.col("file")).alias("_row")
+    return lines.select(row).where(F.col("_row").isNotNull()).select("_row.*"), Aside(F.lit(True), parsed, java)
 
 
 def _java_class(spark: SparkSession, name: str) -> Any:
@@ -255,11 +297,16 @@ def all_properties(kinds: bool = False) -> Column:
     return F.expr(f"CASE WHEN {others} IS NOT NULL THEN map_concat({logged}, {others}) END")
 
 
+#: The event whose consumer a v1 record gives as its ``identity``, and the events whose source it gives as ``address``.
+SENT = "sent_message"
+DELIVERIES = ("sent_message", "dropped_message", "expired_message")
+
+
 def _message_columns(r: Column, standard: Column) -> dict[str, Column]:
     """Columns derived from several fields; ``standard``: the properties of tables 1-7 (a struct)."""
     event = r.event
     details = F.col(DETAILS_MAP)
-    delivery = event.isin("sent_message", "dropped_message", "expired_message")
+    delivery = event.isin(*DELIVERIES)
     return {
         "messageType": F.coalesce(r.messageType, standard["messageType"]),
         "publicationId": F.coalesce(r.publicationId, standard["publicationId"]),
@@ -267,7 +314,7 @@ def _message_columns(r: Column, standard: Column) -> dict[str, Column]:
         "shardId": F.coalesce(r.shardId.try_cast("long"), standard["shardId"].try_cast("long")),
         "arrivalMs": F.coalesce(_typed(r, "arrivalMs"), _iso_ms(r.arrivalTime)),
         "departureMs": F.coalesce(_typed(r, "departureMs"), _iso_ms(r.departureTime)),
-        "consumer": F.coalesce(r.consumer, F.when(event == "sent_message", r.identity)),
+        "consumer": F.coalesce(r.consumer, F.when(event == SENT, r.identity)),
         "source": F.coalesce(r.source, F.when(delivery, r.address)),
         "reason": F.coalesce(r.reason, details["reason"]),
     }

@@ -1,16 +1,18 @@
 """The ingest's Java line parser (spark/jvm, through spark.parse in a real session): the edges of "exactly one
 JSON object" and the text and kind of each value, beyond the oracle's hostile lines; the byte scanner that reads
-the plain records against the strict (Jackson) reading alone, line by line."""
+the plain records against the strict (Jackson) reading alone, line by line; the ingest's rows (built in Java in the
+messages table's layout) against the reference in Spark SQL."""
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark import loggen, parse
+from spark import loggen, parse, tables
 from spark.ingest import read_lines
 
 _OK = ('{"schemaVersion":2,"timestamp":"2026-11-30T00:00:00.000Z","timestampMs":1796000000000,"level":"info",'
@@ -151,3 +153,61 @@ def test_the_scanner_reads_every_line_as_the_strict_path_does(spark: SparkSessio
     counts = compared.select(F.count("*").alias("lines"),
                              F.count(F.when(F.get_json_object("read", "$.reason").isNull(), 1)).alias("records")).first()
     assert counts is not None and counts.records > 1500 and counts.lines - counts.records > 1000
+
+
+def _typed_records() -> list[str]:
+    """Message records whose values are of the wrong type, out of range, or only in v1's fields or the properties."""
+    base = {"schemaVersion": 2, "timestamp": "2026-11-30T00:00:00.000Z", "level": "info", "event": "received_message",
+            "node": "ixc-t", "messageId": "m", "address": "a", "identity": "i"}
+    v1 = {"schemaVersion": 1, "timestamp": "2026-11-23T10:00:00.050+02:00", "level": "info", "event": "sent_message",
+          "node": "ixc-old", "address": "src", "identity": "actor-2", "arrivalTime": "2026-11-23T10:00:00.010Z",
+          "departureTime": "2026-11-23 10:00:00.05", "size": 204,
+          "applicationProperties": {"messageType": "DENM", "publicationId": "NL00001:7", "shardId": "2"}}
+    records = [
+        v1, {**v1, "event": "expired_message", "departureTime": "not a time", "size": "204"},
+        {**v1, "event": "dropped_message", "source": "s", "consumer": "c", "shardId": "x"},
+        {**base, "attempt": 1.5, "size": " 12 ", "shardSeq": "7", "process": "x", "settledMs": 1e3,
+         "expiryMs": "99999999999999999999", "arrivalMs": -62_135_596_800_001, "arrivalTime": "0001-01-01T00:00:00Z",
+         "departureMs": "1796000000000", "shardId": 3.0},
+        {**base, "timestampMs": 1_796_000_000_000, "timestamp": None, "node": None, "applicationProperties": [],
+         "details": {"reason": "r"}},
+        {**base, "event": "rejected_message", "details": {"reason": "from details"}, "applicationProperties": None},
+        {**base, "event": "rejected_message", "reason": "top", "details": {"reason": None}, "attempt": "2147483648"},
+        {**base, "schemaVersion": 3}, {**base, "schemaVersion": "x"}, {**base, "timestamp": "9999-12-31T23:59:59.9999Z"},
+        {**base, "timestamp": "0001-01-01T00:00:00.000Z", "arrivalTime": "10000-01-01T00:00:00Z"},
+        {**base, "event": "ii_update"}, {**base, "level": None},
+    ]
+    return [json.dumps(record) for record in records]
+
+
+def test_the_ingest_rows_are_the_reference_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """The ingest's rows (:func:`spark.parse.message_rows`: one Java function builds each message's row in the
+    messages table's layout and keeps the others aside) are those of the reference, :func:`spark.parse.parse` and
+    :func:`spark.parse.messages` in Spark SQL: every column of every message and every row kept aside, on generated
+    traffic, v1 records, values of the wrong type or out of range, the cases above, a line over MAX_LINE_BYTES and
+    thousands of lines broken at random."""
+    lines = [*loggen.traffic(1500, seed=4), *(line for line, _ in CASES), _SCANNED, *_typed_records()]
+    path = tmp_path / "lines.jsonl"
+    too_long = '{"schemaVersion":2,"x":"' + "\u00e9" * (parse.MAX_LINE_BYTES // 2) + '"}'
+    path.write_bytes(b"".join(line + b"\n" for line in [*(line.encode() for line in lines), *_mutated(lines, 5000),
+                                                          too_long.encode()]))
+    texts = read_lines(spark, [str(path)])
+    rows, aside = parse.message_rows(texts, 1 << 30, 1 << 30)
+    options = {"ignoreNullFields": "false"}
+
+    def texts_of(frame: DataFrame) -> list[str]:
+        return sorted(row[0] for row in frame.select(F.to_json(F.struct("*"), options)).collect())
+
+    ingested = texts_of(rows)
+    reference = parse.parse(texts)
+    assert rows.schema == tables.MESSAGES
+    assert ingested == texts_of(parse.messages(reference)) and len(ingested) > 3000
+    kept = aside.rows()
+    assert kept is not None
+    others = reference.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).withColumn(
+        "value", F.when(F.col("corruptReason").isNotNull(), F.col("value")))
+    reasons = [row.corruptReason for row in kept.select("corruptReason").collect() if row.corruptReason is not None]
+    for reason in (parse.TOO_LONG, parse.VERSION_UNKNOWN_PREFIX, parse.VERSION_MISSING, parse.TIMESTAMP_MISSING,
+                   parse.EVENT_MISSING, parse.LEVEL_MISSING, parse.MALFORMED):
+        assert any(kept_reason.startswith(reason) for kept_reason in reasons), reason
+    assert texts_of(kept) == texts_of(others) and kept.count() > 1000
