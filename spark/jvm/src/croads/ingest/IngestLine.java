@@ -523,13 +523,9 @@ public final class IngestLine extends Expression implements Serializable {
         return null;
     }
 
-    /** {@code try_cast(text as int)} (Spark's exact parse: no fraction, a null when it fails). */
+    /** {@code try_cast(text as int)}: Spark's exact parse (no fraction), null when it fails. */
     static Integer toInt(UTF8String text) {
         if (text == null) {
-            return null;
-        }
-        UTF8String.IntWrapper loose = new UTF8String.IntWrapper();
-        if (!text.toInt(loose)) {  // the loose parse accepts whatever the exact one does, and fractions
             return null;
         }
         try {
@@ -542,10 +538,6 @@ public final class IngestLine extends Expression implements Serializable {
     /** {@code try_cast(text as bigint)}. */
     static Long toLong(UTF8String text) {
         if (text == null) {
-            return null;
-        }
-        UTF8String.LongWrapper loose = new UTF8String.LongWrapper();
-        if (!text.toLong(loose)) {
             return null;
         }
         try {
