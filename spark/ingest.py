@@ -149,7 +149,7 @@ def _write(frame: DataFrame, mode: str, path: str, partitioned: bool = True) -> 
 
 
 #: The bytes of rows that are not messages (events and corrupt lines) each task of the messages write may keep
-#: aside for the driver, and the driver in all (:func:`spark.parse.keep_aside`): a node's log has a few
+#: aside for the driver, and the driver in all (:func:`spark.parse.message_rows`): a node's log has a few
 #: (connections, links, II events); over either (a log of mostly other records, or of garbage) they are read
 #: again. The driver's budget bounds its memory whatever the number of tasks.
 ASIDE_BYTES_PER_TASK = 8 * 1024 * 1024

@@ -12,7 +12,9 @@ is then cast with ``try_cast`` to the column type of :data:`spark.tables.MESSAGE
 wrong type, or a time outside the years 0001-9999 (:data:`EPOCH_MS_RANGE`), becomes null instead of
 making the whole line unreadable. A line is corrupt (kept aside with its reason, never fatal) when it
 is not exactly one JSON object, or lacks a readable ``schemaVersion``, ``timestamp``/``timestampMs``,
-``level`` or ``event`` (:data:`REASONS`).
+``level`` or ``event`` (:data:`REASONS`). The ingest's messages write builds the same rows in Java
+(:func:`message_rows`: each message's row in the table's layout, the other rows kept aside); :func:`parse` and
+:func:`messages` are the reference it is tested against, and what the other jobs read logs with.
 
 Version 1 records have no ``timestampMs``/``arrivalMs``/``departureMs``: they are derived from the
 ISO times; ``messageType``/``publicationId``/``shardId`` come from the application properties when
@@ -178,18 +180,16 @@ def parse(lines: DataFrame) -> DataFrame:
             .withColumn("value", kept).drop("_reason"))
 
 
-#: The Java function that keeps rows aside (spark/jvm/src/croads/ingest/KeepAside.java): its class, and the
-#: name it is registered under (one per ingest: each has its own accumulators).
+#: The Java class that keeps rows aside (spark/jvm/src/croads/ingest/KeepAside.java: one per ingest, each with its
+#: own accumulator).
 KEEP_ASIDE_CLASS = "croads.ingest.KeepAside"
-KEEP_ASIDE_FUNCTION = "croads_keep_aside"
 
 
 @dataclass(frozen=True)
 class Aside:
-    """The rows of :func:`parse` that are not messages, kept aside by the job that filters with :attr:`keep` (of
-    :func:`keep_aside`; :func:`message_rows` keeps them aside itself: its ``keep`` is true)."""
+    """The rows of :func:`parse` that are not messages, kept aside by the job that reads the rows of
+    :func:`message_rows`."""
 
-    keep: Column
     _parsed: DataFrame
     _java: Any
 
@@ -201,22 +201,6 @@ class Aside:
         spark = self._parsed.sparkSession
         return DataFrame(spark._jsparkSession.createDataFrame(self._java.rows(), self._parsed._jdf.schema()),  # noqa: SLF001
                          spark)
-
-
-def keep_aside(parsed: DataFrame, task_bytes: int, driver_bytes: int) -> Aside:
-    """A filter (:attr:`Aside.keep`) that is true for the messages (:func:`is_message`) and keeps every other
-    row of ``parsed`` aside, for :meth:`Aside.rows` after the job: up to ``task_bytes`` a task and
-    ``driver_bytes`` in all (estimated: a row's line and 512 bytes)."""
-    spark = parsed.sparkSession
-    java = _java_class(spark, KEEP_ASIDE_CLASS).register(spark._jsparkSession, KEEP_ASIDE_FUNCTION,  # noqa: SLF001
-                                                         task_bytes, driver_bytes)
-    # the line text only for corrupt lines (the others' rows need none)
-    columns = [F.when(F.col("corruptReason").isNotNull(), F.col("value")).alias("value") if name == "value"
-               else F.col(name) for name in parsed.columns]
-    if parsed.columns[0] != "value":
-        raise ValueError("the line must be the first column of the parsed rows")
-    kept = F.call_function(KEEP_ASIDE_FUNCTION, F.struct(*columns))
-    return Aside(is_message(F.col("corruptReason"), F.col("r")) | kept, parsed, java)
 
 
 #: The Java function that gives each line's row in the layout the ingest writes
@@ -243,7 +227,8 @@ def _register_ingest(spark: SparkSession, parsed: DataFrame, keep: Any) -> None:
 def message_rows(lines: DataFrame, task_bytes: int, driver_bytes: int) -> tuple[DataFrame, Aside]:
     """``value`` (a line) and ``file`` -> the valid message records in the layout of :data:`spark.tables.MESSAGES`
     (the rows of :func:`messages` of :func:`parse`), and the other rows of :func:`parse` kept aside on the way
-    (budgets as :func:`keep_aside`'s; :meth:`Aside.rows` once the job that read the messages is done).
+    (the line text only for the corrupt ones), up to ``task_bytes`` a task and ``driver_bytes`` in all (estimated:
+    a row's line and 512 bytes): :meth:`Aside.rows` once the job that read the messages is done.
 
     Each line's row is built by one Java function (:data:`INGEST_FUNCTION`): the messages table's row, written by
     it in the layout that Spark then only copies into the sort's; the other rows handed to the keep-aside function
@@ -251,11 +236,19 @@ def message_rows(lines: DataFrame, task_bytes: int, driver_bytes: int) -> tuple[
     the rows it gives that are not null."""
     spark = lines.sparkSession
     parsed = parse(lines)
-    java = _java_class(spark, KEEP_ASIDE_CLASS).register(spark._jsparkSession, KEEP_ASIDE_FUNCTION,  # noqa: SLF001
-                                                         task_bytes, driver_bytes)
+    java = _java_class(spark, KEEP_ASIDE_CLASS).create(spark._jsparkSession, task_bytes, driver_bytes)  # noqa: SLF001
     _register_ingest(spark, parsed, java)
     row = F.call_function(INGEST_FUNCTION, F.col("value"), F.col("file")).alias("_row")
-    return lines.select(row).where(F.col("_row").isNotNull()).select("_row.*"), Aside(F.lit(True), parsed, java)
+    # node and file are never null (as :func:`messages` has them: the files' columns are written "required")
+    never_null = {"node", *(["file"] if not lines.schema["file"].nullable else [])}
+    columns = [F.call_function(INGEST_FUNCTION + _KNOWN_NOT_NULL, F.col(f"_row.{name}")).alias(name) if name in never_null
+               else F.col(f"_row.{name}") for name in tables.MESSAGES.names]
+    return lines.select(row).where(F.col("_row").isNotNull()).select(*columns), Aside(parsed, java)
+
+
+#: The suffix of the function registered with :data:`INGEST_FUNCTION` that marks a column never null (Spark's
+#: ``KnownNotNull``).
+_KNOWN_NOT_NULL = "_known_not_null"
 
 
 def _java_class(spark: SparkSession, name: str) -> Any:
@@ -325,14 +318,10 @@ def is_message(corrupt_reason: Column, r: Column) -> Column:
     return corrupt_reason.isNull() & r.event.isin(*tables.MESSAGE_EVENTS)
 
 
-def messages(parsed: DataFrame, keep: Column | None = None) -> DataFrame:
-    """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`.
-
-    ``keep``: a filter true for exactly the rows of :func:`is_message` (:attr:`Aside.keep`), applied instead of
-    it: the record checks (the reason's casts and comparisons) then run once per line, not once per filter
-    (Spark does not merge a filter holding a non-deterministic function with the next one)."""
+def messages(parsed: DataFrame) -> DataFrame:
+    """Valid message records of :func:`parse` in the layout of :data:`spark.tables.MESSAGES`."""
     r = F.col("r")
-    records = parsed.where(is_message(F.col("corruptReason"), r) if keep is None else keep)
+    records = parsed.where(is_message(F.col("corruptReason"), r))
     derived = _message_columns(r, F.col(STANDARD))
     stored = {"standardProperties": STANDARD, "standardKinds": STANDARD_KINDS, "otherProperties": OTHER_PROPERTIES,
               "otherKinds": OTHER_KINDS}

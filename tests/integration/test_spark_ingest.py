@@ -28,9 +28,12 @@ from spark.ingest import (
     resolve_inputs,
     split_bytes,
 )
+from spark.session import settings
 from spark.validate import load_messages, validate
 
 T0 = 1_795_000_000_000  # 2026-11-18T...Z
+#: Spark's generated code, as the audit session has it (the tests' session interprets every expression).
+GENERATED_CODE = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}
 
 
 def _v1_sent() -> dict[str, object]:
@@ -95,17 +98,20 @@ def test_rows_that_are_not_messages_kept_aside_or_read_again(spark: SparkSession
     over the budget the lines are read again for them: the same tables either way."""
     logs = _write_logs(tmp_path)
     inputs = [str(logs / "a"), str(logs / "*.log")]
-    parsed = parse.parse(read_lines(spark, resolve_inputs(inputs)))
+    lines = read_lines(spark, resolve_inputs(inputs))
+    parsed = parse.parse(lines)
     others = parsed.where(~parse.is_message(F.col("corruptReason"), F.col("r")))
     for task, driver, complete in ((1 << 20, 1 << 20, True), (0, 1 << 20, False), (1 << 20, 0, False)):
-        aside = parse.keep_aside(parsed, task, driver)
-        assert parsed.where(aside.keep).count() == 4  # the messages pass the filter, no other row does
+        rows, aside = parse.message_rows(lines, task, driver)
+        assert rows.count() == 4  # the messages, no other row
         assert (aside.rows() is not None) == complete
-    kept = parse.keep_aside(parsed, 1 << 20, 1 << 20)
-    parsed.where(kept.keep).count()
+    rows, kept = parse.message_rows(lines, 1 << 20, 1 << 20)
+    rows.count()
     aside_rows = kept.rows()
     assert aside_rows is not None and aside_rows.columns == parsed.columns
     assert sorted(map(str, aside_rows.drop("value").collect())) == sorted(map(str, others.drop("value").collect()))
+    assert sorted(row.value for row in aside_rows.collect() if row.corruptReason is not None) == sorted(
+        row.value for row in others.where(F.col("corruptReason").isNotNull()).collect())
 
     written = {}
     for budget in (ASIDE_BYTES_PER_TASK, 0):
@@ -140,18 +146,24 @@ def test_messages_are_written_clustered_by_event_type_and_time(spark: SparkSessi
     assert chunks["timestampMs"].statistics.has_min_max and chunks["event"].statistics.has_min_max
 
 
-def test_the_messages_write_checks_each_record_once(spark: SparkSession, tmp_path: Path) -> None:
-    """The messages write filters by the keep-aside filter alone (it is true for exactly the messages): one
-    filter with the record checks in the plan, not a second one for the messages; the same rows either way."""
+def test_the_messages_write_reads_each_line_once(spark: SparkSession, tmp_path: Path) -> None:
+    """The messages write calls one Java function per line (the row in the table's layout, the others kept aside),
+    in one whole stage with the sort, with no record check left to Spark's generated code; the same rows as the
+    reference (parse and messages)."""
     logs = _write_logs(tmp_path)
-    parsed = parse.parse(read_lines(spark, resolve_inputs([str(logs / "a"), str(logs / "*.log")])))
-    aside = parse.keep_aside(parsed, 1 << 20, 1 << 20)
-    once = parse.messages(parsed, aside.keep)
-    plan = once._jdf.queryExecution().executedPlan().toString().splitlines()
-    assert len([node for node in plan if "Filter" in node and parse.VERSION_MISSING in node]) == 1, plan
-    checked = parse.messages(parsed)
-    assert once.schema == checked.schema
-    assert sorted(map(str, once.collect())) == sorted(map(str, checked.collect())) and once.count() == 4
+    lines = read_lines(spark, resolve_inputs([str(logs / "a"), str(logs / "*.log")]))
+    rows, _ = parse.message_rows(lines, 1 << 20, 1 << 20)
+    sorted_rows = rows.sortWithinPartitions("node", "date", *CLUSTERED_BY)
+    simple = spark._jvm.org.apache.spark.sql.execution.ExplainMode.fromString("simple")
+    with settings(spark, GENERATED_CODE):  # the tests' session runs without (spark.session's does not)
+        plan = sorted_rows._jdf.queryExecution().explainString(simple)
+    assert plan.count(parse.INGEST_FUNCTION) == 1 and parse.PARSE_FUNCTION not in plan, plan
+    assert parse.VERSION_MISSING not in plan and "try_cast" not in plan, plan
+    for node in ("Sort [", "Project [_row", "Filter isnotnull(_row", f"Project [{parse.INGEST_FUNCTION}("):
+        assert any(f"*(1) {node}" in line for line in plan.splitlines()), (node, plan)  # one whole stage
+    reference = parse.messages(parse.parse(lines))
+    assert rows.schema == reference.schema  # tables.MESSAGES, file and node never null
+    assert sorted(map(str, rows.collect())) == sorted(map(str, reference.collect())) and rows.count() == 4
 
 
 def test_times_out_of_range_are_unreadable_not_fatal(spark: SparkSession, tmp_path: Path) -> None:

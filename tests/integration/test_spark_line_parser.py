@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from spark import loggen, parse, tables
 from spark.ingest import read_lines
+from spark.session import settings
 
 _OK = ('{"schemaVersion":2,"timestamp":"2026-11-30T00:00:00.000Z","timestampMs":1796000000000,"level":"info",'
        '"event":"connect","node":"ixc-o"')
@@ -192,22 +193,27 @@ def test_the_ingest_rows_are_the_reference_rows(spark: SparkSession, tmp_path: P
     path.write_bytes(b"".join(line + b"\n" for line in [*(line.encode() for line in lines), *_mutated(lines, 5000),
                                                           too_long.encode()]))
     texts = read_lines(spark, [str(path)])
-    rows, aside = parse.message_rows(texts, 1 << 30, 1 << 30)
     options = {"ignoreNullFields": "false"}
 
     def texts_of(frame: DataFrame) -> list[str]:
         return sorted(row[0] for row in frame.select(F.to_json(F.struct("*"), options)).collect())
 
-    ingested = texts_of(rows)
     reference = parse.parse(texts)
-    assert rows.schema == tables.MESSAGES
-    assert ingested == texts_of(parse.messages(reference)) and len(ingested) > 3000
-    kept = aside.rows()
-    assert kept is not None
-    others = reference.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).withColumn(
-        "value", F.when(F.col("corruptReason").isNotNull(), F.col("value")))
-    reasons = [row.corruptReason for row in kept.select("corruptReason").collect() if row.corruptReason is not None]
-    for reason in (parse.TOO_LONG, parse.VERSION_UNKNOWN_PREFIX, parse.VERSION_MISSING, parse.TIMESTAMP_MISSING,
-                   parse.EVENT_MISSING, parse.LEVEL_MISSING, parse.MALFORMED):
-        assert any(kept_reason.startswith(reason) for kept_reason in reasons), reason
-    assert texts_of(kept) == texts_of(others) and kept.count() > 1000
+    messages = texts_of(parse.messages(reference))
+    assert parse.messages(reference).schema.names == tables.MESSAGES.names
+    others = texts_of(reference.where(~parse.is_message(F.col("corruptReason"), F.col("r"))).withColumn(
+        "value", F.when(F.col("corruptReason").isNotNull(), F.col("value"))))
+    # the function's generated code (the audit session's) and its interpreted path (the tests' session)
+    for conf in ({"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}, {}):
+        with settings(spark, conf):
+            rows, aside = parse.message_rows(texts, 1 << 30, 1 << 30)
+            ingested = texts_of(rows)
+        assert rows.schema == parse.messages(reference).schema  # nullability too: the files' columns
+        assert ingested == messages and len(ingested) > 3000
+        kept = aside.rows()
+        assert kept is not None
+        reasons = [row.corruptReason for row in kept.select("corruptReason").collect() if row.corruptReason is not None]
+        for reason in (parse.TOO_LONG, parse.VERSION_UNKNOWN_PREFIX, parse.VERSION_MISSING, parse.TIMESTAMP_MISSING,
+                       parse.EVENT_MISSING, parse.LEVEL_MISSING, parse.MALFORMED):
+            assert any(kept_reason.startswith(reason) for kept_reason in reasons), reason
+        assert texts_of(kept) == others and len(others) > 1000

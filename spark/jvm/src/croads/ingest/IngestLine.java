@@ -12,6 +12,7 @@ import org.apache.spark.sql.catalyst.CatalystTypeConverters$;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.KnownNotNull;
 import org.apache.spark.sql.catalyst.expressions.UnsafeMapData;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
@@ -30,7 +31,6 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.IntegerType$;
 import org.apache.spark.sql.types.LongType$;
-import org.apache.spark.sql.types.MapType;
 import org.apache.spark.sql.types.StringType$;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -127,6 +127,9 @@ public final class IngestLine extends Expression implements Serializable {
         }
     }
 
+    /** The suffix of the name of the function that marks a column never null. */
+    public static final String KNOWN_NOT_NULL = "_known_not_null";
+
     /** The aside row's fields (spark/parse.py parse's columns), in this order. */
     static final String[] ASIDE = {"value", "file", "r", "_standard", "_standardKinds", "_otherProperties",
         "_otherKinds", "_details", "timestampMs", "corruptReason"};
@@ -173,7 +176,9 @@ public final class IngestLine extends Expression implements Serializable {
     }
 
     /**
-     * Registers the expression as the function {@code name} of the session: two arguments, the line and its file.
+     * Registers the expression as the function {@code name} of the session: two arguments, the line and its file;
+     * and as {@code name} + {@link #KNOWN_NOT_NULL} Spark's {@code KnownNotNull}: a column of its row that is never
+     * null (its node, its file when the file is not), so marked as Spark SQL's derivation has it.
      *
      * @param fields, standard, reasons, nonNumber as {@link ParseLine#register}
      * @param checks   the reasons of the record checks, separated by line feeds: TOO_LONG, VERSION_MISSING,
@@ -182,7 +187,7 @@ public final class IngestLine extends Expression implements Serializable {
      *                 longest line's bytes, the characters kept of a longer one, the readable versions, the levels,
      *                 the message events, the event sent, the deliveries, the epoch-ms range, the epoch-ms fields,
      *                 the messages schema (JSON), the parsed rows' schema (JSON), the session's time zone
-     * @param keep     where the rows that are not messages go ({@link KeepAside#register})
+     * @param keep     where the rows that are not messages go ({@link KeepAside#create})
      */
     public static void register(org.apache.spark.sql.classic.SparkSession spark, String name, String fields,
                                 String standard, String reasons, String nonNumber, String checks, String settings,
@@ -197,6 +202,12 @@ public final class IngestLine extends Expression implements Serializable {
                         + arguments.size());
             }
             return new IngestLine(arguments.apply(0), arguments.apply(1), contract, record, keep);
+        }, "java_udf");
+        spark.sessionState().functionRegistry().createOrReplaceTempFunction(name + KNOWN_NOT_NULL, arguments -> {
+            if (arguments.size() != 1) {
+                throw new IllegalArgumentException(name + KNOWN_NOT_NULL + " takes one argument");
+            }
+            return new KnownNotNull(arguments.apply(0));
         }, "java_udf");
     }
 
@@ -242,8 +253,7 @@ public final class IngestLine extends Expression implements Serializable {
             Arrays.fill(second, -1);
             DataType text = StringType$.MODULE$;
             DataType map = DataTypes.createMapType(text, text, true);
-            DataType struct = ParseLine.returnType(contract) instanceof StructType
-                    ? ((StructType) ParseLine.returnType(contract)).apply("standard").dataType() : null;
+            DataType struct = ((StructType) ParseLine.returnType(contract)).apply("standard").dataType();
             for (int i = 0; i < columns.length; i++) {
                 String name = columns[i].name();
                 DataType type = columns[i].dataType();
@@ -365,7 +375,7 @@ public final class IngestLine extends Expression implements Serializable {
         if (reason == null && among(text(r, columns.event), messageEvents)) {
             return message(state, r, read, path);
         }
-        keep.call((Row) state.toRow.apply(aside(state, text, path, tooLong, read, r, reason)));
+        keep.keep((Row) state.toRow.apply(aside(state, text, path, tooLong, read, r, reason)));
         return null;
     }
 
@@ -651,6 +661,7 @@ public final class IngestLine extends Expression implements Serializable {
         return false;
     }
 
+    /** Expensive, as {@link ParseLine} is: never copied into the fields that read its row. */
     @Override
     public boolean expensive() {
         return true;
