@@ -110,7 +110,7 @@ class If2Bridge:
         #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads (:class:`_ImportMaps`);
         #: C-Roads -> IF2 (:class:`_ExportMaps`), and the 0-9-1 properties by lat, lon, ttl
         self._export_maps = _ExportMaps(self.providers)
-        self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._outgoing = _Outgoing(self.app_id)  #: the 0-9-1 properties of what the bridge publishes
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
         self._closing = False
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
@@ -381,12 +381,14 @@ class If2Bridge:
         for raw, delivery in zip(raws, deliveries):
             try:
                 envelope, body, identity, ttl_ms = map_(raw)
-            except (If2KeyError, ValueError, TypeError) as exc:
-                self._not_exported(receiver, delivery, exc)
+            except (If2KeyError, ValueError, TypeError) as exc:  # (not mappable to IF2: rejected at the BI)
+                self.counts["export_refused"] += 1
+                self._event("warning", "if2_export_refused", {"error": str(exc)})
+                self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
                 continue
             export = _Export(receiver, delivery, envelope, body, identity, ttl_ms)
             at_if2 = known(export.copy)
-            if at_if2 is False:  # (the usual delivery: a copy IF2 does not have; :meth:`_to_publish` inline)
+            if at_if2 is False:  # (the usual delivery: a copy IF2 does not have; :meth:`_export` inline)
                 if offer(identity, body, envelope, ttl_ms, now):
                     publishing(export.copy, export)
                     export.published_at = now
@@ -400,28 +402,18 @@ class If2Bridge:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 continue
-            if self._to_publish(export, at_if2, now):
+            if self._export(export, at_if2, now, publish=False):
                 ready.append(export)
         if ready:
             self._exporting += len(ready)
             self._publish_exports(ready)
 
-    def _not_exported(self, receiver: ReceiverState | LocalConsumer, delivery: Any, exc: Exception) -> None:
-        """A BI delivery that cannot be mapped to IF2: rejected at the BI, counted and logged."""
-        self.counts["export_refused"] += 1
-        self._event("warning", "if2_export_refused", {"error": str(exc)})
-        self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
-
-    def _export(self, export: "_Export", at_if2: bool, now: float | None = None) -> None:
-        """Settled when IF2 has the copy or nothing new for IF2 is in it, else published (``now``: monotonic,
-        when the caller read the clock)."""
-        if self._to_publish(export, at_if2, time.monotonic() if now is None else now):
-            self._exporting += 1
-            self._publish(export.envelope, export.body, export)
-
-    def _to_publish(self, export: "_Export", at_if2: bool, now: float) -> bool:
-        """True when the export is to be published now (then recorded as being published: its copy and the
-        republishing rules; the caller counts it in :attr:`_exporting`); else its BI delivery is settled here."""
+    def _export(self, export: "_Export", at_if2: bool, now: float | None = None, publish: bool = True) -> bool:
+        """Settled when IF2 has the copy or nothing new for IF2 is in it (False), else recorded as being
+        published (its copy, the republishing rules: True) and, with ``publish``, published and counted in
+        :attr:`_exporting` (else the caller does both). ``now``: monotonic, when the caller read the clock."""
+        if now is None:
+            now = time.monotonic()
         if at_if2 is True and not self.policy.holds(export.identity, export.body):
             # given out again after a lost settlement, and newer content went out since: IF2 has it
             self.copies.forget(export.copy)
@@ -435,6 +427,9 @@ class If2Bridge:
             return False
         self.copies.publishing(export.copy, export)
         export.published_at = now
+        if publish:
+            self._exporting += 1
+            self._publish(export.envelope, export.body, export)
         return True
 
     def _publish_exports(self, exports: "list[_Export]") -> None:
@@ -456,7 +451,7 @@ class If2Bridge:
             if envelope.key.message_type not in session.exchanges:
                 self._on_confirmed(run, False, warn=False)
                 continue
-            session.publish_run(envelope.key.message_type, envelope.key.text, self._properties(envelope),
+            session.publish_run(envelope.key.message_type, envelope.key.text, self._outgoing.of(envelope),
                                 [export.body for export in run], run)
 
     def _on_confirmed(self, tokens: Sequence[Any], ack: bool, warn: bool = True) -> None:
@@ -527,7 +522,7 @@ class If2Bridge:
         if envelope.key.message_type not in session.exchanges:
             self._on_confirmed((done,), False, warn=False)
             return
-        properties = self._properties(envelope)
+        properties = self._outgoing.of(envelope)
         key = envelope.key.text
         if isinstance(done, _Export):  # (its confirm comes to :meth:`_on_confirmed` with the others of its frame)
             session.publish(envelope.key.message_type, key, properties, body, done)
@@ -539,15 +534,6 @@ class If2Bridge:
             done(ack)
 
         session.publish(envelope.key.message_type, key, properties, body, confirmed)
-
-    def _properties(self, envelope: If2Envelope) -> Any:
-        """The 0-9-1 properties of a copy (Table 4), one object kept per position and ttl."""
-        cached = (envelope.lat, envelope.lon, envelope.ttl_ms)
-        properties = self._outgoing.get(cached)
-        if properties is None:
-            properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
-            _keep(self._outgoing, cached, properties)
-        return properties
 
     async def _publish_when_up(self, envelope: If2Envelope, body: bytes,
                                done: "Callable[[bool], None] | _Export") -> None:
@@ -686,6 +672,23 @@ class _ExportMaps:
         return envelope
 
 
+class _Outgoing:
+    """The 0-9-1 properties of the copies the bridge publishes (Table 4, :func:`~.rabbit.outgoing`), one
+    object kept per position and ttl (:data:`MAPPINGS`): the 0-9-1 connection encodes each object once."""
+
+    def __init__(self, app_id: str) -> None:
+        self.app_id = app_id
+        self._kept: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def of(self, envelope: If2Envelope) -> Any:
+        cached = (envelope.lat, envelope.lon, envelope.ttl_ms)
+        properties = self._kept.get(cached)
+        if properties is None:
+            properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
+            _keep(self._kept, cached, properties)
+        return properties
+
+
 class _Mapping(NamedTuple):
     """What an IF2 routing key and position map to: the envelope (its ttl not kept), the C-Roads
     properties and their application-properties section (:mod:`.bi_message`)."""
@@ -734,7 +737,7 @@ def _answer(future: "asyncio.Future[bool]", ok: bool) -> None:
         future.set_result(ok)
 
 
-async def _then(future: "asyncio.Future[bool]", call: Callable[[bool], None]) -> None:
+async def _then(future: "asyncio.Future[bool]", call: Callable[[bool], object]) -> None:
     """``call`` with the future's result once it is done (the future itself not cancelled with the task)."""
     call(await asyncio.shield(future))
 
