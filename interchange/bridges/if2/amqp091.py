@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -237,6 +237,33 @@ class Connection:
         if state.confirming:
             state.published += 1
             state.unconfirmed[state.published] = token
+
+    def publish_run(self, channel: int, exchange: str, routing_key: str, properties: Any, payloads: Sequence[bytes],
+                    tokens: Sequence[Any]) -> None:
+        """:meth:`publish` of each of ``payloads`` (its token the one of ``tokens`` at the same place), all to
+        one exchange and routing key with one properties object: the same frames, their method frame
+        and encoded properties found once for the run, no Python call per message."""
+        if not payloads:
+            return
+        self.publish(channel, exchange, routing_key, properties, payloads[0], tokens[0])  # (keeps both caches)
+        if len(payloads) == 1:
+            return
+        method = self._publish_frames[channel, exchange, routing_key]
+        encoded = self._encoded_properties[id(properties)][1]
+        state, out, pack_header, pack_start = self._channels[channel], self._out, _CONTENT_HEADER.pack, _FRAME_START.pack
+        header_size, step = 12 + len(encoded), self.frame_max - 8 if self.frame_max else 0
+        for payload in payloads[1:]:
+            size = len(payload)
+            if size > step or not size:  # (a body of several frames, or none: as :meth:`publish` writes it)
+                self.publish(channel, exchange, routing_key, properties, payload, None)
+                continue
+            out += (method, pack_header(FRAME_HEADER, channel, header_size, _BASIC, size), encoded, _FRAME_END,
+                    pack_start(FRAME_BODY, channel, size), payload, _FRAME_END)
+            if state.confirming:
+                state.published += 1
+        if state.confirming:  # (the run's sequence numbers are the last ones published, in order)
+            unconfirmed, first = state.unconfirmed, state.published - len(payloads) + 1
+            unconfirmed.update(zip(range(first, state.published + 1), tokens))
 
     def ack(self, channel: int, delivery_tag: int, multiple: bool = False) -> None:
         self._out.append(frame.marshal(commands.Basic.Ack(delivery_tag, multiple), channel))

@@ -116,6 +116,16 @@ class Client(asyncio.BufferedProtocol):
         self.amqp.publish(channel, exchange, routing_key, properties, body, on_confirm)
         self.flush_soon()
 
+    def publish_run(self, channel: int, exchange: str, routing_key: str, properties: Any, bodies: Sequence[bytes],
+                    tokens: Sequence[Any]) -> None:
+        """:meth:`publish` of each of ``bodies`` with the token at its place in ``tokens`` (one exchange,
+        routing key and properties object for the run: :meth:`Connection.publish_run`)."""
+        if self.closed.done():
+            self.on_confirmed(tuple(tokens), False)
+            return
+        self.amqp.publish_run(channel, exchange, routing_key, properties, bodies, tokens)
+        self.flush_soon()
+
     def ack(self, channel: int, delivery_tag: int, multiple: bool) -> None:
         self.amqp.ack(channel, delivery_tag, multiple)
         self.flush_soon()

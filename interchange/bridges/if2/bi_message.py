@@ -61,7 +61,7 @@ def application_properties(properties: dict[str, Any]) -> bytes:
 
 #: the header section of a message with a ttl: durable and priority null (their defaults), the ttl a uint
 _HEADER = Struct(">3sBBBBBBI")
-_DATA8, _DATA32 = Struct(">3sBB"), Struct(">3sBI")
+_DATA8, _DATA32, _SIZE32 = Struct(">3sBB"), Struct(">3sBI"), Struct(">I")
 _HEADER_DESCRIPTOR, _DATA_DESCRIPTOR = b"\x00\x53\x70", b"\x00\x53\x75"
 
 
@@ -161,6 +161,17 @@ class Reader:
             return _read_by_proton(raw)
         return properties, scanned.ttl_ms or None, body
 
+    def split(self, raw: bytes | bytearray) -> tuple[int, bytes] | None:
+        """Where the body's data section starts and the body, for a message of the usual shape (its sections
+        found by the C scanner, the body one data section at its end): what comes before that offset then
+        holds every section :meth:`read` decodes, so equal bytes there read the same. None: not known here
+        (the scanner not built, or another shape: :meth:`read` decides)."""
+        located = self._locate(raw) if self._locate is not None else None
+        if located is None or (at := located[3]) is None:
+            return None
+        body = _data_body(raw, at)
+        return None if body is None else (at, body)
+
     def _properties(self, raw: bytes | bytearray, start: int, end: int) -> dict[str, Any]:
         section = bytes(raw[start:end])
         properties = self._known.get(section)
@@ -174,13 +185,15 @@ class Reader:
 
 def _data_body(raw: bytes | bytearray, at: int | None) -> bytes | None:
     """The body when it is one data section at the end of ``raw`` (from ``at``), else None."""
+    if at is None or not raw.startswith(_DATA_DESCRIPTOR, at):
+        return None
     end = len(raw)
-    if at is not None and raw[at:at + 3] == _DATA_DESCRIPTOR and at + 4 < end:
+    if at + 5 <= end:
         code = raw[at + 3]
         if code == 0xA0 and at + 5 + raw[at + 4] == end:
-            return bytes(raw[at + 5:])
-        if code == 0xB0 and at + 8 <= end and at + 8 + int.from_bytes(raw[at + 4:at + 8], "big") == end:
-            return bytes(raw[at + 8:])
+            return raw[at + 5:] if type(raw) is bytes else bytes(raw[at + 5:])
+        if code == 0xB0 and at + 8 <= end and at + 8 + _SIZE32.unpack_from(raw, at + 4)[0] == end:
+            return raw[at + 8:] if type(raw) is bytes else bytes(raw[at + 8:])
     return None
 
 

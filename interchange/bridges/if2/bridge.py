@@ -110,7 +110,7 @@ class If2Bridge:
         #: what the same properties map to, kept (:data:`MAPPINGS` each): IF2 -> C-Roads (:class:`_ImportMaps`);
         #: C-Roads -> IF2 (:class:`_ExportMaps`), and the 0-9-1 properties by lat, lon, ttl
         self._export_maps = _ExportMaps(self.providers)
-        self._outgoing: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._outgoing = _Outgoing(self.app_id)  #: the 0-9-1 properties of what the bridge publishes
         self._exporting = 0  #: BI deliveries published to RabbitMQ and not confirmed yet
         self._closing = False
         self.retry = RetryPolicy(config.bi_attempts, config.reconnect_min_s, config.reconnect_max_s)
@@ -370,39 +370,48 @@ class If2Bridge:
     # ------------------------------------------------------------------ C-Roads -> IF2
     def _on_croads_all(self, raws: list[bytes | bytearray], deliveries: list[Any]) -> None:
         """A loop turn's BI deliveries (the door's in one call, the AMQPS link's one at a time), in order:
-        each mapped and published at once (no task; the confirm settles it, :meth:`_on_confirmed`); one
-        whose copy is being published already waits for it in a task."""
+        each mapped and, when new for IF2, published (no task; the confirm settles it, :meth:`_on_confirmed`),
+        those to publish in runs of one envelope (:meth:`_publish_exports`); one whose copy is being
+        published already waits for it in a task."""
         receiver = self.bi.receiver
         assert receiver is not None
-        now, known = time.monotonic(), self.copies.known
+        now, known, publishing, offer, map_ = time.monotonic(), self.copies.known, self.copies.publishing, \
+            self.policy.offer, self._export_maps.map
+        ready: list[_Export] = []
         for raw, delivery in zip(raws, deliveries):
-            export = self._export_of(receiver, raw, delivery)
-            if export is None:
+            try:
+                envelope, body, identity, ttl_ms = map_(raw)
+            except (If2KeyError, ValueError, TypeError) as exc:  # (not mappable to IF2: rejected at the BI)
+                self.counts["export_refused"] += 1
+                self._event("warning", "if2_export_refused", {"error": str(exc)})
+                self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
                 continue
+            export = _Export(receiver, delivery, envelope, body, identity, ttl_ms)
             at_if2 = known(export.copy)
+            if at_if2 is False:  # (the usual delivery: a copy IF2 does not have; :meth:`_export` inline)
+                if offer(identity, body, envelope, ttl_ms, now):
+                    publishing(export.copy, export)
+                    export.published_at = now
+                    ready.append(export)
+                else:
+                    self.bi.settle(receiver, delivery, None)  # IF2 6.4 rule 1: nothing new for IF2
+                continue
             if isinstance(at_if2, asyncio.Future):  # being published by an earlier delivery: wait for it
                 then = functools.partial(self._export, export)
                 task = asyncio.get_running_loop().create_task(_then(at_if2, then))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 continue
-            self._export(export, at_if2, now)
+            if self._export(export, at_if2, now, publish=False):
+                ready.append(export)
+        if ready:
+            self._exporting += len(ready)
+            self._publish_exports(ready)
 
-    def _export_of(self, receiver: ReceiverState | LocalConsumer, raw: bytes | bytearray, delivery: Any
-                   ) -> "_Export | None":
-        """What a BI delivery is published as; None when it cannot be mapped to IF2 (rejected at the BI)."""
-        try:
-            envelope, body, identity, ttl_ms = self._export_maps.map(raw)
-        except (If2KeyError, ValueError, TypeError) as exc:
-            self.counts["export_refused"] += 1
-            self._event("warning", "if2_export_refused", {"error": str(exc)})
-            self.bi.settle(receiver, delivery, f"not mappable to IF2: {exc}")
-            return None
-        return _Export(receiver, delivery, envelope, body, identity, ttl_ms)
-
-    def _export(self, export: "_Export", at_if2: bool, now: float | None = None) -> None:
-        """Settled when IF2 has the copy or nothing new for IF2 is in it, else published (``now``: monotonic,
-        when the caller read the clock)."""
+    def _export(self, export: "_Export", at_if2: bool, now: float | None = None, publish: bool = True) -> bool:
+        """Settled when IF2 has the copy or nothing new for IF2 is in it (False), else recorded as being
+        published (its copy, the republishing rules: True) and, with ``publish``, published and counted in
+        :attr:`_exporting` (else the caller does both). ``now``: monotonic, when the caller read the clock."""
         if now is None:
             now = time.monotonic()
         if at_if2 is True and not self.policy.holds(export.identity, export.body):
@@ -410,28 +419,51 @@ class If2Bridge:
             self.copies.forget(export.copy)
             self.counts["export_redelivered"] += 1
             self.bi.settle(export.receiver, export.delivery, None)
-            return
+            return False
         if at_if2 is True:
             self.copies.forget(export.copy)
         if not self.policy.offer(export.identity, export.body, export.envelope, export.ttl_ms, now):
             self.bi.settle(export.receiver, export.delivery, None)  # IF2 6.4 rule 1: nothing new for IF2
-            return
-        export.publishing = self.copies.publishing(export.copy)
+            return False
+        self.copies.publishing(export.copy, export)
         export.published_at = now
-        self._exporting += 1
-        self._publish(export.envelope, export.body, export)
+        if publish:
+            self._exporting += 1
+            self._publish(export.envelope, export.body, export)
+        return True
+
+    def _publish_exports(self, exports: "list[_Export]") -> None:
+        """:meth:`_publish` of each export, in order: each run of one envelope (a publisher's messages of one
+        key, position and ttl) published in one call while RabbitMQ is up."""
+        session = self.rabbit.session
+        if session is None or not session.open:
+            for export in exports:
+                self._publish(export.envelope, export.body, export)
+            return
+        start, count = 0, len(exports)
+        while start < count:
+            envelope = exports[start].envelope
+            end = start + 1
+            while end < count and exports[end].envelope is envelope:
+                end += 1
+            run = exports[start:end] if start or end < count else exports
+            start = end
+            if envelope.key.message_type not in session.exchanges:
+                self._on_confirmed(run, False, warn=False)
+                continue
+            session.publish_run(envelope.key.message_type, envelope.key.text, self._outgoing.of(envelope),
+                                [export.body for export in run], run)
 
     def _on_confirmed(self, tokens: Sequence[Any], ack: bool, warn: bool = True) -> None:
         """RabbitMQ's confirms of one ack or nack frame (or every unconfirmed publish of a lost connection,
         or a publish that never reached RabbitMQ: ``warn`` False, logged before): the exports' BI
         deliveries accepted together (:meth:`_exported`), a nacked one held (:meth:`_nacked`); any other
         publish's (the republishing loop's) callback called."""
-        exports: list[_Export] = []
-        for token in tokens:
-            if type(token) is _Export:
-                exports.append(token)
-            else:
-                token(ack)
+        exports: list[_Export] = [token for token in tokens if type(token) is _Export]
+        if len(exports) < len(tokens):
+            for token in tokens:
+                if type(token) is not _Export:
+                    token(ack)
         if ack:
             if exports:
                 self._exported(exports)
@@ -445,24 +477,24 @@ class If2Bridge:
     def _exported(self, exports: "list[_Export]") -> None:
         """RabbitMQ confirmed these copies: IF2 has them, and their BI deliveries are accepted (those of one
         receiver in one call)."""
-        published = self.copies.published
-        for export in exports:
-            assert export.publishing is not None
-            published(export.copy, export.publishing, True)
+        self.copies.published_all(exports)
         self._exporting -= len(exports)
         self.nack_backoff.confirmed()
-        settled = 0
-        for _, run in itertools.groupby(exports, key=lambda export: id(export.receiver)):  # (one but across a re-attach)
-            run_exports = list(run)
-            settled += self.bi.accept_all(run_exports[0].receiver, [export.delivery for export in run_exports])
+        receiver = exports[0].receiver
+        if all(export.receiver is receiver for export in exports):  # (the usual frame: one receiver)
+            settled = self.bi.accept_all(receiver, [export.delivery for export in exports])
+        else:  # (across a re-attach) each receiver's run in one call
+            settled = 0
+            for _, run in itertools.groupby(exports, key=lambda export: id(export.receiver)):
+                run_exports = list(run)
+                settled += self.bi.accept_all(run_exports[0].receiver, [export.delivery for export in run_exports])
         self.counts["exported"] += len(exports)
         self.counts["export_unsettled"] += len(exports) - settled
 
     def _nacked(self, export: "_Export") -> None:
         """Not confirmed: the BI delivery is released (given out again) after the back-off's hold
         (:mod:`.backoff`), not at once."""
-        assert export.publishing is not None
-        self.copies.published(export.copy, export.publishing, False)
+        self.copies.published(export.copy, export, False)
         self.policy.failed(export.identity)
         self.counts["export_nacked"] += 1
         now = time.monotonic()
@@ -490,11 +522,7 @@ class If2Bridge:
         if envelope.key.message_type not in session.exchanges:
             self._on_confirmed((done,), False, warn=False)
             return
-        cached = (envelope.lat, envelope.lon, envelope.ttl_ms)
-        properties = self._outgoing.get(cached)
-        if properties is None:
-            properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
-            _keep(self._outgoing, cached, properties)
+        properties = self._outgoing.of(envelope)
         key = envelope.key.text
         if isinstance(done, _Export):  # (its confirm comes to :meth:`_on_confirmed` with the others of its frame)
             session.publish(envelope.key.message_type, key, properties, body, done)
@@ -596,10 +624,27 @@ class _ExportMaps:
         self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
         #: id -> (properties, the last envelope made for them, the republishing identity)
         self._by_section: OrderedDict[int, tuple[dict[str, Any], If2Envelope, tuple[str, Any]]] = OrderedDict()
+        #: the bytes before the body (:meth:`map`) -> (envelope, identity, ttl)
+        self._by_head: OrderedDict[bytes, tuple[If2Envelope, tuple[str, Any], int | None]] = OrderedDict()
 
     def map(self, raw: bytes | bytearray) -> tuple[If2Envelope, bytes, tuple[str, Any], int | None]:
         """The envelope, body, identity and ttl of a BI message; If2KeyError, ValueError or TypeError when
-        it cannot be mapped to IF2."""
+        it cannot be mapped to IF2. A message of the usual shape (:meth:`~.bi_message.Reader.split`) whose
+        bytes before its body came before maps as they did (the same envelope object): a publisher repeats
+        its properties and ttl, only the body changes."""
+        split = self._reader.split(raw)
+        if split is None:
+            return self._map(raw)
+        at, body = split
+        head = raw[:at] if type(raw) is bytes else bytes(raw[:at])
+        known = self._by_head.get(head)
+        if known is None:
+            envelope, _, identity, ttl_ms = self._map(raw)
+            known = (envelope, identity, ttl_ms)
+            _keep(self._by_head, head, known)
+        return known[0], body, known[1], known[2]
+
+    def _map(self, raw: bytes | bytearray) -> tuple[If2Envelope, bytes, tuple[str, Any], int | None]:
         properties, ttl_ms, body = self._reader.read(raw)
         section = self._by_section.get(id(properties))
         if section is None or section[0] is not properties:
@@ -625,6 +670,23 @@ class _ExportMaps:
         envelope = if2_envelope(properties, self.providers, ttl_ms)
         _keep(self._envelopes, cached, envelope)
         return envelope
+
+
+class _Outgoing:
+    """The 0-9-1 properties of the copies the bridge publishes (Table 4, :func:`~.rabbit.outgoing`), one
+    object kept per position and ttl (:data:`MAPPINGS`): the 0-9-1 connection encodes each object once."""
+
+    def __init__(self, app_id: str) -> None:
+        self.app_id = app_id
+        self._kept: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def of(self, envelope: If2Envelope) -> Any:
+        cached = (envelope.lat, envelope.lon, envelope.ttl_ms)
+        properties = self._kept.get(cached)
+        if properties is None:
+            properties = outgoing(_wire_headers(table4_headers(envelope)), envelope.ttl_ms, self.app_id)
+            _keep(self._kept, cached, properties)
+        return properties
 
 
 class _Mapping(NamedTuple):
@@ -654,18 +716,18 @@ class _Import:
         self._on_answer(self, outcome)
 
 
-class _Export:
-    """A BI delivery on its way to IF2: where to settle it, what to publish, its copy (:mod:`.copies`)."""
-    __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "copy", "publishing",
-                 "published_at", "held")
+class _Export(Publishing):
+    """A BI delivery on its way to IF2: where to settle it, what to publish, its copy (:mod:`.copies`); while
+    it is published, itself the :class:`~.copies.Publishing` of its copy."""
+    __slots__ = ("receiver", "delivery", "envelope", "body", "identity", "ttl_ms", "published_at", "held")
 
     def __init__(self, receiver: ReceiverState | LocalConsumer, delivery: Any, envelope: If2Envelope, body: bytes,
                  identity: tuple[str, Any], ttl_ms: int | None) -> None:
+        self._future = None
         self.receiver, self.delivery, self.envelope, self.body = receiver, delivery, envelope, body
         self.identity, self.ttl_ms = identity, ttl_ms
         # (SHA-256, not BLAKE2: OpenSSL's runs on the CPU's SHA instructions, twice as fast for a 1.5 KB body)
         self.copy = (identity, hashlib.sha256(body).digest()[:16])
-        self.publishing: Publishing | None = None
         self.published_at = 0.0  #: when it was last published (monotonic)
         self.held: asyncio.TimerHandle | None = None  #: its release, while a nack holds it
 
@@ -675,7 +737,7 @@ def _answer(future: "asyncio.Future[bool]", ok: bool) -> None:
         future.set_result(ok)
 
 
-async def _then(future: "asyncio.Future[bool]", call: Callable[[bool], None]) -> None:
+async def _then(future: "asyncio.Future[bool]", call: Callable[[bool], object]) -> None:
     """``call`` with the future's result once it is done (the future itself not cancelled with the task)."""
     call(await asyncio.shield(future))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 __all__ = ["IF2Copies", "Publishing"]
 
@@ -22,10 +22,11 @@ _AT_IF2 = "at IF2"
 class Publishing:
     """A copy's publish under way: what :meth:`IF2Copies.published` ends; a waiter's future on demand."""
 
-    __slots__ = ("_future",)
+    __slots__ = ("_future", "copy")
 
-    def __init__(self) -> None:
+    def __init__(self, copy: Hashable = None) -> None:
         self._future: asyncio.Future[bool] | None = None
+        self.copy = copy  #: the copy it publishes
 
     def waiter(self) -> "asyncio.Future[bool]":
         """The future of this publish's confirm (made when first asked for)."""
@@ -75,10 +76,24 @@ class IF2Copies:
         if self._entries.get(copy) == _AT_IF2:
             del self._entries[copy]
 
-    def publishing(self, copy: Hashable) -> Publishing:
-        """``copy`` is being published now; end it with :meth:`published`."""
-        publishing = self._entries[copy] = Publishing()
+    def publishing(self, copy: Hashable, publishing: Publishing | None = None) -> Publishing:
+        """``copy`` is being published now (by ``publishing``, a new one when not given: a publisher's
+        own object may be one); end it with :meth:`published`."""
+        if publishing is None:
+            publishing = Publishing(copy)
+        self._entries[copy] = publishing
         return publishing
+
+    def published_all(self, confirmed: Iterable[Publishing]) -> None:
+        """:meth:`published` of each publish (of its :attr:`Publishing.copy`), confirmed."""
+        entries = self._entries
+        for publishing in confirmed:
+            publishing.end(True)
+            copy = publishing.copy
+            if entries.get(copy) is publishing:  # (else a newer publish of the same copy took its place)
+                entries[copy] = _AT_IF2
+        while len(entries) > self.limit:
+            entries.popitem(last=False)
 
     def published(self, copy: Hashable, publishing: Publishing, confirmed: bool) -> None:
         """Its publish ended, ``confirmed`` by RabbitMQ or not: a confirmed copy is remembered as at IF2."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -95,6 +95,11 @@ class Session:
     def publish(self, exchange: str, routing_key: str, properties: Any, body: bytes, on_confirm: Confirm | Any) -> None:
         """On the confirm channel; ``on_confirm`` comes back with the confirm (:meth:`Client.publish`)."""
         self.client.publish(PUBLISH, exchange, routing_key, properties, body, on_confirm)
+
+    def publish_run(self, exchange: str, routing_key: str, properties: Any, bodies: Sequence[bytes],
+                    tokens: Sequence[Any]) -> None:
+        """:meth:`publish` of each of ``bodies`` (one exchange, key and properties), ``tokens`` its confirms' tokens."""
+        self.client.publish_run(PUBLISH, exchange, routing_key, properties, bodies, tokens)
 
 
 class RabbitLink:

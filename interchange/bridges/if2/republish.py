@@ -65,16 +65,23 @@ class RepublishPolicy(Generic[P]):
         """A copy arrived from C-Roads: True if it is to be published now (and recorded as such)."""
         ttl_s = None if ttl_ms is None else ttl_ms / 1000.0
         valid_until = now + (self.default_validity_s if ttl_s is None else ttl_s)
-        entry = self._entries.get(key)
-        if entry is not None and entry.body == body and now < entry.republish_at(self.interval_s):
+        entries = self._entries
+        entry = entries.get(key)
+        if entry is None:
+            if len(entries) >= self.max_entries:
+                self._evict(now)
+            entries[key] = _Entry(body, payload, ttl_s, valid_until, now)
+            return True
+        if entry.body == body and now < entry.republish_at(self.interval_s):
             entry.valid_until = max(entry.valid_until, valid_until)
             entry.payload = payload
             self.suppressed += 1
             return False
-        if entry is None and len(self._entries) >= self.max_entries:
-            self._evict(now)
-        self._entries.pop(key, None)  # re-inserted: the dict stays ordered by last publication
-        self._entries[key] = _Entry(body, payload, ttl_s, valid_until, now)
+        # published again: the entry renewed, as a new one would be, and moved last (the dict stays ordered
+        # by last publication)
+        entry.body, entry.payload, entry.ttl_s, entry.valid_until, entry.published_at = \
+            body, payload, ttl_s, valid_until, now
+        entries[key] = entries.pop(key)
         return True
 
     def holds(self, key: Hashable, body: bytes) -> bool:
