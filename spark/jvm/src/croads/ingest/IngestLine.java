@@ -15,10 +15,8 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.KnownNotNull;
 import org.apache.spark.sql.catalyst.expressions.UnsafeMapData;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeArrayWriter;
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
 import org.apache.spark.sql.catalyst.util.ArrayData;
@@ -42,6 +40,8 @@ import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.List$;
 import scala.collection.immutable.Seq;
 
+import croads.catalyst.JavaExpression;
+
 /**
  * A log line and its file to the row the ingest writes: the line's row in the messages table's layout
  * (spark/tables.py MESSAGES), written by this class into an {@link UnsafeRow}, when the line is a valid record of a
@@ -58,7 +58,7 @@ import scala.collection.immutable.Seq;
  * <p>Registered by spark/parse.py ({@link #register}); the texts of the reasons, the names and the ranges are its
  * contract ({@link Record}).
  */
-public final class IngestLine extends Expression implements Serializable {
+public final class IngestLine extends JavaExpression implements Serializable {
     private static final long serialVersionUID = 1L;
 
     /** What spark/parse.py hands over besides the line parser's contract: the record checks and the layout. */
@@ -688,47 +688,17 @@ public final class IngestLine extends Expression implements Serializable {
                 + path.value() + ");\n"
                 + "  " + ev.isNull() + " = " + ev.value() + " == null;\n"
                 + "}";
-        Seq<String> parts = List$.MODULE$.<String>empty().$colon$colon(code);
-        return ev.copy(new CodeBlock(parts, List$.MODULE$.<JavaCode>empty()), ev.isNull(), ev.value());
+        return withCode(ev, code);
+    }
+
+    @Override
+    protected Object[] arguments() {
+        return new Object[] {line, file, contract, record, keep};
     }
 
     @Override
     public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
         return new IngestLine(newChildren.apply(0), newChildren.apply(1), contract, record, keep);
-    }
-
-    @Override
-    public int productArity() {
-        return 5;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0: return line;
-            case 1: return file;
-            case 2: return contract;
-            case 3: return record;
-            case 4: return keep;
-            default: throw new IndexOutOfBoundsException(n);
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof IngestLine;
-    }
-
-    @Override
-    public boolean equals(Object other) {
-        return other instanceof IngestLine && line.equals(((IngestLine) other).line)
-                && file.equals(((IngestLine) other).file) && contract.equals(((IngestLine) other).contract)
-                && record.equals(((IngestLine) other).record) && keep == ((IngestLine) other).keep;
-    }
-
-    @Override
-    public int hashCode() {
-        return (line.hashCode() * 31 + file.hashCode()) * 31 + record.hashCode();
     }
 
     @Override

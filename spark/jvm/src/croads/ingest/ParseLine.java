@@ -6,10 +6,8 @@ import java.util.Map;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.catalyst.util.ArrayBasedMapData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
@@ -20,6 +18,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.List$;
 import scala.collection.immutable.Seq;
+
+import croads.catalyst.JavaExpression;
 
 /**
  * {@link LineParser} as a Spark SQL expression: a line (a string; null: no line) to
@@ -36,7 +36,7 @@ import scala.collection.immutable.Seq;
  * of {@link LineParser}, which gives every reason. The reference function ({@link #REFERENCE}) reads every line by
  * the strict path: the same rows, the tests hold the two equal.
  */
-public final class ParseLine extends Expression implements Serializable {
+public final class ParseLine extends JavaExpression implements Serializable {
     private static final long serialVersionUID = 1L;
 
     /** What spark/parse.py hands over: the fields of {@code r}, tables 1-7's properties, the reasons, NaN's regex. */
@@ -247,44 +247,17 @@ public final class ParseLine extends Expression implements Serializable {
                 + "if (!" + ev.isNull() + ") {\n"
                 + "  " + ev.value() + " = " + self + ".parse(" + text.value() + ");\n"
                 + "}";
-        Seq<String> parts = List$.MODULE$.<String>empty().$colon$colon(code);
-        return ev.copy(new CodeBlock(parts, List$.MODULE$.<JavaCode>empty()), ev.isNull(), ev.value());
+        return withCode(ev, code);
+    }
+
+    @Override
+    protected Object[] arguments() {
+        return new Object[] {line, contract, scan};
     }
 
     @Override
     public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
         return new ParseLine(newChildren.apply(0), contract, scan);
-    }
-
-    @Override
-    public int productArity() {
-        return 3;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0: return line;
-            case 1: return contract;
-            case 2: return scan;
-            default: throw new IndexOutOfBoundsException(n);
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof ParseLine;
-    }
-
-    @Override
-    public boolean equals(Object other) {
-        return other instanceof ParseLine && line.equals(((ParseLine) other).line)
-                && contract.equals(((ParseLine) other).contract) && scan == ((ParseLine) other).scan;
-    }
-
-    @Override
-    public int hashCode() {
-        return (line.hashCode() * 31 + contract.hashCode()) * 2 + (scan ? 1 : 0);
     }
 
     @Override

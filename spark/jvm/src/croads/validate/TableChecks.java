@@ -7,10 +7,8 @@ import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
@@ -21,6 +19,8 @@ import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.List$;
 import scala.collection.immutable.Seq;
 
+import croads.catalyst.JavaExpression;
+
 /**
  * Tables 1-7 ({@link TableChecksUdf}) as a Spark SQL expression: (the values struct, the JSON kinds struct, the
  * names of the other properties) to {@code array<struct<property, rule, observed, expected>>}.
@@ -30,7 +30,7 @@ import scala.collection.immutable.Seq;
  * function, every received message's two structs of 23 strings each were converted to external {@code Row}s and
  * the names to a Scala sequence before the call, and its result converted back.
  */
-public final class TableChecks extends Expression implements Serializable {
+public final class TableChecks extends JavaExpression implements Serializable {
     private static final long serialVersionUID = 1L;
     private static final ArrayData NONE = new GenericArrayData(new Object[0]);
 
@@ -139,47 +139,17 @@ public final class TableChecks extends Expression implements Serializable {
                 + array + " " + ev.value() + " = " + self + ".findings(" + v.isNull() + " ? null : " + v.value() + ", "
                 + k.isNull() + " ? null : " + k.value() + ", " + o.isNull() + " ? null : " + o.value() + ");\n"
                 + "boolean " + ev.isNull() + " = " + ev.value() + " == null;";
-        Seq<String> parts = List$.MODULE$.<String>empty().$colon$colon(code);
-        return ev.copy(new CodeBlock(parts, List$.MODULE$.<JavaCode>empty()), ev.isNull(), ev.value());
+        return withCode(ev, code);
+    }
+
+    @Override
+    protected Object[] arguments() {
+        return new Object[] {values, kinds, others, name, spec};
     }
 
     @Override
     public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
         return new TableChecks(name, spec, rules, newChildren.apply(0), newChildren.apply(1), newChildren.apply(2));
-    }
-
-    @Override
-    public int productArity() {
-        return 5;
-    }
-
-    @Override
-    public Object productElement(int n) {
-        switch (n) {
-            case 0: return values;
-            case 1: return kinds;
-            case 2: return others;
-            case 3: return name;
-            case 4: return spec;
-            default: throw new IndexOutOfBoundsException(n);
-        }
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof TableChecks;
-    }
-
-    @Override
-    public boolean equals(Object other) {
-        return other instanceof TableChecks && values.equals(((TableChecks) other).values)
-                && kinds.equals(((TableChecks) other).kinds) && others.equals(((TableChecks) other).others)
-                && name.equals(((TableChecks) other).name) && spec.equals(((TableChecks) other).spec);
-    }
-
-    @Override
-    public int hashCode() {
-        return ((values.hashCode() * 31 + kinds.hashCode()) * 31 + others.hashCode()) * 31 + spec.hashCode();
     }
 
     @Override
