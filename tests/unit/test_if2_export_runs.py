@@ -1,6 +1,6 @@
-"""The IF2 export's runs: a turn's BI deliveries mapped by the bytes before their body (the envelope of
-bytes seen before given again), published in runs of one envelope (:meth:`Connection.publish_run`, the
-frames and confirms of one publish each), the export itself its copy's publish under way
+"""The IF2 export's runs: a turn's BI deliveries mapped by their application properties and ttl (the
+envelope of a section and ttl seen before given again), published in runs of one envelope
+(:meth:`Connection.publish_run`, the frames and confirms of one publish each), the export itself its copy's publish under way
 (:meth:`IF2Copies.published_all` for a confirm frame's), the republishing rules renewing an entry in
 place. What a run or a kept mapping gives must be exactly what one message at a time gave."""
 from __future__ import annotations
@@ -73,7 +73,7 @@ async def test_a_run_after_the_connection_went_is_not_confirmed() -> None:
     assert confirmed[1:] == [(["c"], False)]
 
 
-# ---------------------------------------------------------------------------- mapping by the bytes before the body
+# ---------------------------------------------------------------------------- mapping by the section and ttl
 def _maps(pki: TestPki) -> _ExportMaps:
     identity = pki.identity("actor-x")
     config = If2Config(url="amqps://127.0.0.1:5671/", actor="actor-x", exports={"SPAT": ["#"]},
@@ -103,6 +103,24 @@ def test_messages_of_one_head_share_its_envelope_each_keeps_its_body(pki: TestPk
     assert maps.map(message(section, large, 60_000))[1] == large
     with_footer = message(section, b"one", 60_000) + b"\x00\x53\x78\xc1\x01\x00"  # (an empty footer)
     assert maps.map(with_footer)[1] == b"one"  # (another shape: read by proton, not kept by its head)
+
+
+def test_messages_with_their_own_message_ids_share_one_mapping(pki: TestPki) -> None:
+    """A JMS client gives every message an id of its own (a properties section before the application
+    properties): the mapping is kept by what it reads, so such messages are read once and share one
+    envelope, and their bodies and ttls stay their own."""
+    maps = _maps(pki)
+    reads = []
+    read = maps._reader.read
+    maps._reader.read = lambda raw: reads.append(raw) or read(raw)  # type: ignore[method-assign]
+    raws = [Message(id=f"ID:actor-x-{i}", creation_time=1_700_000_000 + i, properties=dict(SPATEM),
+                    body=b"body-%d" % i, ttl=60.0, inferred=True).encode() for i in range(3)]
+    mapped = [maps.map(raw) for raw in raws]
+    assert mapped[0][0] is mapped[1][0] is mapped[2][0]
+    assert [bytes(body) for _, body, _, _ in mapped] == [b"body-0", b"body-1", b"body-2"] and len(reads) == 1
+    assert [_outcome(maps, raw) for raw in raws] == [_outcome(_maps(pki), raw) for raw in raws]
+    shorter = Message(id="ID:actor-x-9", properties=dict(SPATEM), body=b"b", ttl=5.0, inferred=True).encode()
+    assert maps.map(shorter)[3] == 5_000 and maps.map(shorter)[0] is not mapped[0][0]
 
 
 def test_every_changed_byte_maps_as_a_fresh_mapping_would(pki: TestPki) -> None:

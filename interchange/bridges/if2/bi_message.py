@@ -161,16 +161,20 @@ class Reader:
             return _read_by_proton(raw)
         return properties, scanned.ttl_ms or None, body
 
-    def split(self, raw: bytes | bytearray) -> tuple[int, bytes] | None:
-        """Where the body's data section starts and the body, for a message of the usual shape (its sections
-        found by the C scanner, the body one data section at its end): what comes before that offset then
-        holds every section :meth:`read` decodes, so equal bytes there read the same. None: not known here
-        (the scanner not built, or another shape: :meth:`read` decides)."""
+    def split(self, raw: bytes | bytearray) -> tuple[tuple[bytes, int | None], bytes] | None:
+        """What :meth:`read` decodes, as bytes (the application-properties section and the ttl), and the body,
+        for a message of the usual shape (its sections found by the C scanner, the body one data section at
+        its end): equal keys read the same, whatever the sections between them (a message-id, a creation
+        time). None: not known here (the scanner not built, or another shape: :meth:`read` decides)."""
         located = self._locate(raw) if self._locate is not None else None
         if located is None or (at := located[3]) is None:
             return None
         body = _data_body(raw, at)
-        return None if body is None else (at, body)
+        if body is None:
+            return None
+        start, end, ttl_ms = located[0], located[1], located[2]
+        section = b"" if start is None or end is None else bytes(raw[start:end])
+        return (section, ttl_ms), body
 
     def _properties(self, raw: bytes | bytearray, start: int, end: int) -> dict[str, Any]:
         section = bytes(raw[start:end])

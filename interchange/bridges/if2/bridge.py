@@ -624,24 +624,24 @@ class _ExportMaps:
         self._envelopes: OrderedDict[tuple[Any, ...], If2Envelope] = OrderedDict()
         #: id -> (properties, the last envelope made for them, the republishing identity)
         self._by_section: OrderedDict[int, tuple[dict[str, Any], If2Envelope, tuple[str, Any]]] = OrderedDict()
-        #: the bytes before the body (:meth:`map`) -> (envelope, identity, ttl)
-        self._by_head: OrderedDict[bytes, tuple[If2Envelope, tuple[str, Any], int | None]] = OrderedDict()
+        #: the application-properties section's bytes and the ttl (:meth:`map`) -> (envelope, identity, ttl)
+        self._by_read: OrderedDict[tuple[bytes, int | None], tuple[If2Envelope, tuple[str, Any], int | None]] = \
+            OrderedDict()
 
     def map(self, raw: bytes | bytearray) -> tuple[If2Envelope, bytes, tuple[str, Any], int | None]:
         """The envelope, body, identity and ttl of a BI message; If2KeyError, ValueError or TypeError when
         it cannot be mapped to IF2. A message of the usual shape (:meth:`~.bi_message.Reader.split`) whose
-        bytes before its body came before maps as they did (the same envelope object): a publisher repeats
-        its properties and ttl, only the body changes."""
+        application properties and ttl came before maps as they did (the same envelope object): a publisher
+        repeats them, only the body (and a message-id, a creation time) changes."""
         split = self._reader.split(raw)
         if split is None:
             return self._map(raw)
-        at, body = split
-        head = raw[:at] if type(raw) is bytes else bytes(raw[:at])
-        known = self._by_head.get(head)
+        read, body = split
+        known = self._by_read.get(read)
         if known is None:
             envelope, _, identity, ttl_ms = self._map(raw)
             known = (envelope, identity, ttl_ms)
-            _keep(self._by_head, head, known)
+            _keep(self._by_read, read, known)
         return known[0], body, known[1], known[2]
 
     def _map(self, raw: bytes | bytearray) -> tuple[If2Envelope, bytes, tuple[str, Any], int | None]:
