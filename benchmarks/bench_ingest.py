@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_spark import duckdb_pass
+from jvm_cpu import cpu_split, describe_split
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, MapType, StringType, StructField, StructType
@@ -76,17 +77,9 @@ tick = os.sysconf("SC_CLK_TCK")
 def cpu():  # the JVM's user + system CPU seconds (its compiler and collector threads included)
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / tick
-def threads():  # CPU seconds per JVM thread name (its 15 first characters, as Linux keeps them)
-    seconds = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:  # the thread ended meanwhile
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
-    return seconds
+def threads():  # CPU seconds per JVM thread name (this benchmark's module: its directory is on the path)
+    from jvm_cpu import threads
+    return threads(pid)
 jvm = spark.sparkContext._jvm
 codegen = jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator  # Janino's compile time (ns)
 runs, cpus, splits = [], [], []
@@ -122,28 +115,6 @@ from bench_spark import duckdb_pass
 duckdb_pass(Path(sys.argv[1]), Path(sys.argv[2]))
 print(time.perf_counter() - start)
 """
-
-
-#: JVM thread names (as Linux keeps them: the first 15 characters) -> the part of an ingest's CPU they spend.
-THREAD_GROUPS = (("Executor task", "tasks"), ("C2 CompilerThre", "C2"), ("C1 CompilerThre", "C1"), ("GC Thread", "GC"))
-
-
-def cpu_split(threads: dict[str, float]) -> dict[str, float]:
-    """An ingest's CPU seconds per JVM thread name -> per part: the tasks, HotSpot's two compilers (JIT), the
-    collector, and the rest (the driver's planning and scheduling, Spark's code generation, HotSpot's VM thread);
-    ``janino`` (Spark's generated classes compiled, seconds inside the driver's and the tasks' threads) is kept."""
-    split = {"tasks": 0.0, "C2": 0.0, "C1": 0.0, "GC": 0.0, "rest": 0.0}
-    for name, seconds in threads.items():
-        if name == "janino":
-            continue
-        group = next((part for prefix, part in THREAD_GROUPS if name.startswith(prefix)), "rest")
-        split[group] += seconds
-    return {**split, "janino": threads.get("janino", 0.0)}
-
-
-def describe_split(split: dict[str, float]) -> str:
-    return (f"tasks {split['tasks']:.1f}, JIT C2 {split['C2']:.1f} + C1 {split['C1']:.1f}, GC {split['GC']:.1f}, "
-            f"rest {split['rest']:.1f} s of CPU; Janino {split['janino']:.1f} s")
 
 
 #: The floors (``--floor``): Spark's own work on the log with none of the ingest's checks, each written to Parquet

@@ -22,7 +22,7 @@ The rule metrics of Spark and plain Python are compared first (same checked/viol
 The plain Python pass runs twice, before Spark and after its validates: on a shared host the speed
 moves during a run, and the two bracket it. Each ratio is against their mean, and against each one.
 
-    .venv/bin/python benchmarks/bench_spark.py [--lines N] [--master local[2]] [--work DIR] [--probes 5]
+    .venv/bin/python benchmarks/bench_spark.py [--lines N | --log FILE] [--master local[2]] [--work DIR] [--probes 5]
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import TypeVar
 
+import jvm_cpu
 import plain_audit
 from pyspark.sql import SparkSession
 
@@ -60,6 +61,20 @@ def timed(label: str, action: Callable[[], T]) -> tuple[T, float]:
     seconds = time.perf_counter() - start
     print(f"  {label}: {seconds:.1f} s (load average after: {os.getloadavg()[0]:.1f})", flush=True)
     return result, seconds
+
+
+def timed_jvm(spark: SparkSession, label: str, action: Callable[[], T]) -> tuple[T, float]:
+    """:func:`timed`, and where the driver JVM's CPU went meanwhile (:mod:`jvm_cpu`: tasks, JIT, collector)."""
+    jvm = spark.sparkContext._jvm
+    pid = jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+    codegen = jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator  # type: ignore[union-attr]
+    before, janino = jvm_cpu.threads(pid), codegen.compileTime()
+    result = timed(label, action)
+    spent = jvm_cpu.spent(before, jvm_cpu.threads(pid))
+    split = jvm_cpu.cpu_split({**spent, "janino": (codegen.compileTime() - janino) / 1e9})
+    total = sum(seconds for part, seconds in split.items() if part != "janino")
+    print(f"    JVM CPU {total:.1f} s: {jvm_cpu.describe_split(split)}", flush=True)
+    return result
 
 
 def generate(path: Path, lines: int) -> int:
@@ -200,7 +215,8 @@ def _spark_steps(spark: SparkSession, args: argparse.Namespace, log: Path, work:
         json_run, json_s = timed("Spark validate over JSON", lambda: validate(
             spark, load_messages(spark, [str(log)]), str(work / "out-json"), "bench", "json", cache_input=True))
     duck_rows, duck_before_s = timed("DuckDB JSON -> Parquet", lambda: duckdb_pass(log, work / "duck.parquet"))
-    summary, ingest_s = timed("Spark ingest JSON -> Parquet", lambda: ingest(spark, [str(log)], str(work / "tables")))
+    summary, ingest_s = timed_jvm(spark, "Spark ingest JSON -> Parquet",
+                                  lambda: ingest(spark, [str(log)], str(work / "tables")))
     _, duck_after_s = timed("DuckDB JSON -> Parquet, again", lambda: duckdb_pass(log, work / "duck.parquet"))
     _, duck_zstd_s = timed("DuckDB JSON -> Parquet (zstd)", lambda: duckdb_pass(log, work / "duck.parquet", "zstd"))
     parquet_run, parquet_s = timed("Spark validate over Parquet", lambda: validate(
@@ -246,9 +262,9 @@ def print_summary(run: Run) -> None:
         print(f"stream latency line -> violation row: median {statistics.median(run.latencies):.2f} s, "
               f"max {max(run.latencies):.2f} s ({len(run.latencies)} probes)")
     mb = run.memory_mb
+    generated = "" if mb["generator"] != mb["generator"] else f" ({mb['generator']:.0f} MB while generating it)"
     print(f"driver memory: JVM peak RSS {mb['jvm']:.0f} MB, Python driver peak RSS {mb['python']:.0f} MB once the log "
-          f"was written ({mb['generator']:.0f} MB while generating it); the plain Python audit's process "
-          f"{mb['plain before']:.0f} / {mb['plain after']:.0f} MB")
+          f"was there{generated}; the plain Python audit's process {mb['plain before']:.0f} / {mb['plain after']:.0f} MB")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--work", default=None, help="working directory (default: a temporary one, removed)")
+    parser.add_argument("--log", default=None, type=Path,
+                        help="an existing log to audit instead of generating one (--lines is then ignored; "
+                             "the file is only read)")
     parser.add_argument("--probes", type=int, default=5)
     parser.add_argument("--skip-stream", action="store_true", help="skip the streaming latency probes")
     parser.add_argument("--skip-json", action="store_true",
@@ -263,12 +282,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-spark-"))
     work.mkdir(parents=True, exist_ok=True)
-    log = work / "logs" / "node-20261118T000000000000-0001.jsonl"
-    log.parent.mkdir(exist_ok=True)
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"master {args.master}, load average {os.getloadavg()[0]:.1f}")
-    timed(f"generate {args.lines} lines ({log})", lambda: generate(log, args.lines))
-    generator_mb = peak_mb()
+    if args.log:
+        log = args.log
+    else:
+        log = work / "logs" / "node-20261118T000000000000-0001.jsonl"
+        log.parent.mkdir(exist_ok=True)
+        timed(f"generate {args.lines} lines ({log})", lambda: generate(log, args.lines))
+    generator_mb = float("nan") if args.log else peak_mb()
     reset_peak()
     print(f"  log size: {log.stat().st_size / 1e6:.0f} MB")
     run = measure(args, log, work, generator_mb)

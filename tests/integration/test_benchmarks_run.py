@@ -95,7 +95,8 @@ SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_ingest.py",
                  "bench_validate_pair.py")
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
 #: tlex_loadgen.py is bench_tlex_scale.py's generator; profile_categories.py reads its --profile (py-spy).
-HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py")
+HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py",
+           "jvm_cpu.py")
 
 
 def run(script: str, *args: str, timeout: float = 300) -> str:
@@ -220,9 +221,14 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
     output = run_in_session("bench_spark.py", capsys, "--lines", "2000", "--probes", "1", "--skip-json",
                             "--work", str(tmp_path))
     assert_prints("bench_spark.py", output, ("plain Python audit", "Spark validate over Parquet", "lines/s",
-                                             "DuckDB JSON->Parquet", "Spark ingest",
+                                             "DuckDB JSON->Parquet", "Spark ingest", "JVM CPU", "JIT C2",
                                              "stream latency line -> violation row", "driver memory"))
     (log,) = (tmp_path / "logs").glob("*.jsonl")
+    # the same log again, read where it is (no log generated: none in the new work directory)
+    output = run_in_session("bench_spark.py", capsys, "--log", str(log), "--skip-json", "--skip-stream",
+                            "--work", str(tmp_path / "again"))
+    assert_prints("bench_spark.py --log", output, ("Spark ingest", "rule metrics: plain Python and Spark agree"))
+    assert "generate" not in output and not (tmp_path / "again" / "logs").exists(), output[-3000:]
     output = run_in_session("bench_ingest_profile.py", capsys, str(log))
     assert_prints("bench_ingest_profile.py", output, ("the Java line parser", "ingest (three tables written)",
                                                       "load average"))
