@@ -24,7 +24,8 @@ run of the script: a short hold of the bench lock). DuckDB's warm passes run onl
 same-run pair of settings). Each ingest's JVM CPU seconds (all its threads: tasks, JIT, collector) and the
 Parquet bytes written are printed too, and where that CPU went (:func:`cpu_split`: the tasks, HotSpot's C2 and
 C1 compilers, the collector, the rest; and the seconds Janino compiled Spark's generated classes): a first
-ingest's extra cost is mostly the compilers'.
+ingest's extra cost is mostly the compilers'; and the CPU the rest of the host took meanwhile (another job's CPU
+comes out of the wall time on 2 cores).
 
     .venv/bin/python benchmarks/bench_ingest.py LOG [--tree DIR ...] [--variant 'DIR|-XX:...|k=v' ...] [--runs 3]
         [--master local[*]] [--jfr FILE] [--floor text|json|json-sorted ...] [--floor-only]
@@ -82,16 +83,18 @@ def threads():  # CPU seconds per JVM thread name (this benchmark's module: its 
     return threads(pid)
 jvm = spark.sparkContext._jvm
 codegen = jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator  # Janino's compile time (ns)
-runs, cpus, splits = [], [], []
+from jvm_cpu import host_busy
+runs, cpus, splits, others = [], [], [], []
 for _ in range(int(sys.argv[4])):
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as out:
-        start, used, before, janino = time.perf_counter(), cpu(), threads(), codegen.compileTime()
+        start, used, before, janino, host = time.perf_counter(), cpu(), threads(), codegen.compileTime(), host_busy()
         if job == "ingest":
             summary = ingest(spark, [sys.argv[1]], out)
         else:
             run_floor(spark, job, sys.argv[1], f"{out}/floor")
         runs.append(time.perf_counter() - start)
         cpus.append(cpu() - used)
+        others.append(host_busy() - host - cpus[-1])  # the rest of the host meanwhile
         after = threads()
         split = {name: after[name] - before.get(name, 0.0) for name in after}
         split["janino"] = (codegen.compileTime() - janino) / 1e9
@@ -103,15 +106,16 @@ status = Path(f"/proc/{pid}/status").read_text().splitlines()
 peak = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
 spark.stop()
 print(json.dumps({"session": session, "runs": runs, "cpu": cpus, "summary": str(summary), "jvm_mb": peak,
-                  "parquet_mb": size / 1e6, "threads": splits}))
+                  "parquet_mb": size / 1e6, "threads": splits, "others": others}))
 """
 
-#: DuckDB's first pass in a new process, timed from before ``import duckdb``; its seconds on stdout.
+#: DuckDB's first pass in a new process, timed from before ``import duckdb`` (``duckdb_pass`` imports it; bench_spark's
+#: own imports, PySpark's among them, before the clock: 0.3-0.5 s that are not DuckDB's); its seconds on stdout.
 _DUCK_COLD = """
 import sys, time
 from pathlib import Path
-start = time.perf_counter()
 from bench_spark import duckdb_pass
+start = time.perf_counter()
 duckdb_pass(Path(sys.argv[1]), Path(sys.argv[2]))
 print(time.perf_counter() - start)
 """
@@ -230,8 +234,10 @@ def run_job(variant: Variant, job: str, args: argparse.Namespace, n: int) -> dic
           f"not counted), JVM peak {result['jvm_mb']:.0f} MB, Parquet {result.get('parquet_mb', 0):.0f} MB "
           f"({result['summary']}); {started}-{utc()} UTC, load {load()}", flush=True)
     splits: list[dict[str, float]] = result.get("threads", [])  # type: ignore[assignment]
+    others: list[float] = result.get("others", [])  # type: ignore[assignment]
     for n_run, threads in enumerate(splits):
-        print(f"  {job} {n_run + 1} ({'cold' if n_run == 0 else 'warm'}): {describe_split(cpu_split(threads))}",
+        rest = f"; the rest of the host {others[n_run]:.1f} s of CPU meanwhile" if n_run < len(others) else ""
+        print(f"  {job} {n_run + 1} ({'cold' if n_run == 0 else 'warm'}): {describe_split(cpu_split(threads))}{rest}",
               flush=True)
     return result
 

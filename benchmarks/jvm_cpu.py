@@ -2,7 +2,8 @@
 
 :func:`threads` reads every thread of a process (the task threads, HotSpot's compilers and collector, the
 driver's); :func:`cpu_split` groups a difference of two readings into the tasks, C2, C1, the collector and the
-rest. Used by bench_ingest.py (each tree's JVM) and bench_spark.py (its ingest)."""
+rest; :func:`host_busy` tells what the rest of the host took meanwhile. Used by bench_ingest.py (each tree's
+JVM) and bench_spark.py (its ingest)."""
 from __future__ import annotations
 
 import os
@@ -26,6 +27,14 @@ def threads(pid: int) -> dict[str, float]:
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return seconds
+
+
+def host_busy() -> float:
+    """CPU seconds the whole host has spent busy since it started (``/proc/stat``: every state but idle and
+    iowait): minus a job's own CPU, what the rest of the host took meanwhile (on 2 cores, a job's wall time moves
+    with it)."""
+    ticks = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

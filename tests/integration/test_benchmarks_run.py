@@ -222,6 +222,7 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
                             "--work", str(tmp_path))
     assert_prints("bench_spark.py", output, ("plain Python audit", "Spark validate over Parquet", "lines/s",
                                              "DuckDB JSON->Parquet", "Spark ingest", "JVM CPU", "JIT C2",
+                                             "the rest of the host",
                                              "stream latency line -> violation row", "driver memory"))
     (log,) = (tmp_path / "logs").glob("*.jsonl")
     # the same log again, read where it is (no log generated: none in the new work directory)
@@ -237,7 +238,8 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
     output = run("bench_ingest.py", str(log), "--tree", str(ROOT), "--floor=text", "--runs", "1", "--master", "local[2]")
     lines = len(log.read_bytes().splitlines())
     assert_prints("bench_ingest.py", output, ("DuckDB JSON -> Parquet", f"ingest {ROOT}", "x DuckDB", "JVM peak",
-                                              "ingest 1 (cold): tasks", "JIT C2", "Janino", f"floor text ({ROOT})",
+                                              "ingest 1 (cold): tasks", "JIT C2", "Janino", "the rest of the host",
+                                              f"floor text ({ROOT})",
                                               "x DuckDB cold", "text 1 (cold): tasks"))
     assert output.count(f"({lines} rows)") == 1, output[-3000:]
     bench_ingest = importlib.import_module("bench_ingest")
