@@ -76,7 +76,7 @@ def timed_jvm(spark: SparkSession, label: str, action: Callable[[], T]) -> tuple
     result, seconds = timed(label, action)
     spent = jvm_cpu.spent(before, jvm_cpu.threads(pid))
     split = jvm_cpu.cpu_split({**spent, "janino": (codegen.compileTime() - janino) / 1e9})
-    total = sum(seconds for part, seconds in split.items() if part != "janino")
+    total = sum(cpu for part, cpu in split.items() if part != "janino")
     others = jvm_cpu.host_busy() - host - total
     print(f"    JVM CPU {total:.1f} s: {jvm_cpu.describe_split(split)}; the rest of the host {others:.1f} s of CPU "
           "meanwhile", flush=True)
@@ -222,8 +222,8 @@ def _spark_steps(spark: SparkSession, args: argparse.Namespace, log: Path, work:
         json_run, json_s = timed("Spark validate over JSON", lambda: validate(
             spark, load_messages(spark, [str(log)]), str(work / "out-json"), "bench", "json", cache_input=True))
     duck_rows, duck_before_s = timed("DuckDB JSON -> Parquet", lambda: duckdb_pass(log, work / "duck.parquet"))
-    summary, ingest_s, *ingest_cpu = timed_jvm(spark, "Spark ingest JSON -> Parquet",
-                                               lambda: ingest(spark, [str(log)], str(work / "tables")))
+    summary, ingest_s, ingest_jvm_s, ingest_others_s = timed_jvm(
+        spark, "Spark ingest JSON -> Parquet", lambda: ingest(spark, [str(log)], str(work / "tables")))
     _, duck_after_s = timed("DuckDB JSON -> Parquet, again", lambda: duckdb_pass(log, work / "duck.parquet"))
     _, duck_zstd_s = timed("DuckDB JSON -> Parquet (zstd)", lambda: duckdb_pass(log, work / "duck.parquet", "zstd"))
     parquet_run, parquet_s = timed("Spark validate over Parquet", lambda: validate(
@@ -244,7 +244,7 @@ def _spark_steps(spark: SparkSession, args: argparse.Namespace, log: Path, work:
               "plain before": plain_before_mb, "plain after": plain_after_mb}
     return Run(read, str(summary), (plain_before_s, plain_after_s),
                {"Spark over JSON": json_s, "Spark over Parquet": parquet_s, "  again (same JVM)": again_s},
-               (duck_before_s, duck_after_s), duck_zstd_s, duck_rows, ingest_s, (ingest_cpu[0], ingest_cpu[1]),
+               (duck_before_s, duck_after_s), duck_zstd_s, duck_rows, ingest_s, (ingest_jvm_s, ingest_others_s),
                latencies, memory, differences)
 
 
