@@ -78,12 +78,11 @@ tick = os.sysconf("SC_CLK_TCK")
 def cpu():  # the JVM's user + system CPU seconds (its compiler and collector threads included)
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / tick
-def threads():  # CPU seconds per JVM thread name (this benchmark's module: its directory is on the path)
-    from jvm_cpu import threads
-    return threads(pid)
+from jvm_cpu import host_busy, threads as thread_cpu  # this benchmark's module: its directory is on the path
+def threads():  # CPU seconds per JVM thread name
+    return thread_cpu(pid)
 jvm = spark.sparkContext._jvm
 codegen = jvm.org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator  # Janino's compile time (ns)
-from jvm_cpu import host_busy
 runs, cpus, splits, others = [], [], [], []
 for _ in range(int(sys.argv[4])):
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as out:
