@@ -98,6 +98,36 @@ def test_a_read_of_many_deliveries_rests_the_socket_then_reads_on() -> None:
     asyncio.run(run())
 
 
+def test_a_read_that_confirms_many_publishes_rests_the_socket_too() -> None:
+    """A publisher's read that confirmed ``rest_after`` publishes or more (in one ack frame or several) rests
+    the socket as a read of as many deliveries does, so the next confirms (and the refill and publishes
+    they bring) come in one go; a read confirming fewer (paced traffic) never waits; every confirm is given
+    to the publisher either way."""
+    async def run() -> None:
+        client, _ = _client()
+        client.amqp.send(1, commands.Channel.Open())
+        client.amqp.send(1, commands.Confirm.Select())
+        client.amqp.receive(_frames((1, commands.Channel.OpenOk()), (1, commands.Confirm.SelectOk())))
+        confirmed: list[tuple[list[int], bool]] = []
+        client.on_confirmed = lambda tokens, ack: confirmed.append((list(tokens), ack))
+        transport = _Transport()
+        client._transport = transport  # type: ignore[assignment]
+        client.rest_after, client.rest_s = 3, 0.02
+        for token in range(1, 9):
+            client.amqp.publish(1, "SPAT", "k", commands.Basic.Properties(), b"x", token)
+        client.data_received(_frames((1, commands.Basic.Ack(2, multiple=True))))
+        assert transport.reading and transport.changes == 0
+        client.data_received(_frames((1, commands.Basic.Ack(3)), (1, commands.Basic.Ack(5, multiple=True))))
+        assert not transport.reading and transport.changes == 1
+        await asyncio.sleep(0.05)
+        assert transport.reading and transport.changes == 2
+        client.data_received(_frames((1, commands.Basic.Nack(8, multiple=True))))
+        assert not transport.reading
+        assert confirmed == [([1, 2], True), ([3], True), ([4, 5], True), ([6, 7, 8], False)]
+
+    asyncio.run(run())
+
+
 def test_a_closed_connection_does_not_rest() -> None:
     async def run() -> None:
         client, _ = _client()

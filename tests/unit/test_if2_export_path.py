@@ -49,6 +49,12 @@ class Wire(asyncio.Transport):
     def abort(self) -> None:
         pass
 
+    def pause_reading(self) -> None:  # (a read confirming many publishes rests the socket)
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
     def published(self) -> list[tuple[str, str, Any, bytes]]:
         """Each basic.publish written so far: exchange, routing key, properties, body."""
         out: list[tuple[str, str, Any, bytes]] = []

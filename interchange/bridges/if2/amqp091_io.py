@@ -4,8 +4,9 @@ the sans-I/O :class:`~.amqp091.Connection`, and time (heartbeats). Writes are ga
 so the publishes of two turns' BI deliveries go in one write however many there are.
 
 Under load the socket rests between reads (:data:`REST_AFTER`, :data:`REST_S`): after a read that
-carried many deliveries it is not read again for a millisecond, so the next read takes what came
-meanwhile in one go. Each read costs the node a fixed share (the TLS read, a loop turn, the BI
+carried many deliveries, or confirmed many publishes, it is not read again for a millisecond, so the
+next read takes what came meanwhile in one go (for the publisher: the next confirms, and with them
+the next run of publishes, in one go too). Each read costs the node a fixed share (the TLS read, a loop turn, the BI
 write it causes and the dispositions that come back for it) whatever it carries; RabbitMQ writes a
 handful of deliveries at a time, so a node that keeps up reads a handful at a time and pays that
 share per handful. A read of few deliveries (paced traffic) never rests: its latency is untouched.
@@ -37,8 +38,9 @@ __all__ = ["AmqpClosed", "Client", "OnConfirmed", "confirm_each"]
 Confirm = Callable[[bool], None]
 #: the tokens of publishes that the broker confirmed (True) or did not (False), in publishing order
 OnConfirmed = Callable[[Sequence[Any], bool], None]
-#: a read that carried at least this many deliveries makes the socket rest (:meth:`Client.rest`): a node
-#: that handles a read quickly reads again soon, fewer deliveries a read, unless a smaller read rests too
+#: a read that carried at least this many deliveries, or confirmed as many publishes, makes the socket rest
+#: (:meth:`Client.rest`): a node that handles a read quickly reads again soon, fewer deliveries (or
+#: confirms) a read, unless a smaller read rests too
 REST_AFTER = 4
 #: how long it rests (RabbitMQ keeps up to ``prefetch`` unacknowledged deliveries coming meanwhile)
 REST_S = 0.001
@@ -212,7 +214,7 @@ class Client(asyncio.BufferedProtocol):
                 self.rest()
             return
         deliveries: list[Delivery] = []
-        delivered = 0
+        delivered = confirmed = 0
         for event in events:
             if type(event) is Delivery:  # (nearly every event: no match statement for it)
                 deliveries.append(event)
@@ -221,13 +223,15 @@ class Client(asyncio.BufferedProtocol):
                 delivered += len(deliveries)
                 self._deliver(deliveries)
                 deliveries = []
+            if type(event) is Confirmed:
+                confirmed += len(event.tokens)
             if not self.closed.done():
                 self._dispatch(event)
         if deliveries:
             delivered += len(deliveries)
             self._deliver(deliveries)
         self.flush()
-        if delivered >= self.rest_after:
+        if delivered >= self.rest_after or confirmed >= self.rest_after:
             self.rest()
 
     def rest(self) -> None:
