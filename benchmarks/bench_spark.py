@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import multiprocessing
 import os
 import platform
@@ -271,7 +272,7 @@ def print_summary(run: Run) -> None:
         print(f"stream latency line -> violation row: median {statistics.median(run.latencies):.2f} s, "
               f"max {max(run.latencies):.2f} s ({len(run.latencies)} probes)")
     mb = run.memory_mb
-    generated = "" if mb["generator"] != mb["generator"] else f" ({mb['generator']:.0f} MB while generating it)"
+    generated = "" if math.isnan(mb["generator"]) else f" ({mb['generator']:.0f} MB while generating it)"
     print(f"driver memory: JVM peak RSS {mb['jvm']:.0f} MB, Python driver peak RSS {mb['python']:.0f} MB once the log "
           f"was there{generated}; the plain Python audit's process {mb['plain before']:.0f} / {mb['plain after']:.0f} MB")
 
