@@ -290,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-json", action="store_true",
                         help="skip Spark validate over the JSON lines (rule metrics compared on the Parquet run)")
     args = parser.parse_args(argv)
+    if args.log is not None and not args.log.is_file():
+        parser.error(f"--log {args.log}: no such file")
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-spark-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}, "

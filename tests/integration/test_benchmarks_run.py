@@ -257,3 +257,12 @@ def test_spark_benchmarks_run_at_their_smallest_size(spark: SparkSession, tmp_pa
     bench_validate_pair = importlib.import_module("bench_validate_pair")
     assert bench_validate_pair.run_floor(spark, "scan-sort", str(tmp_path / "tables")) is None
     assert not spark.sparkContext._jsc.sc().isStopped()  # the suite's session is still there
+
+
+def test_bench_spark_refuses_a_log_that_is_not_there(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_spark.py"), "--log", str(tmp_path / "none.jsonl"),
+                           "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "--log" in done.stderr and "no such file" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "work").exists()  # refused before anything was made
