@@ -20,14 +20,15 @@ as text into Parquet; Spark's JSON reader with an explicit schema of the log's t
 same plus the ingest's partitioning and clustering sort). ``--floor-only`` skips the trees' ingests (one JVM per
 run of the script: a short hold of the bench lock). DuckDB's warm passes run only with ``--runs`` over 1.
 
-``--variant 'TREE|JAVA OPTIONS|KEY=VALUE ...'`` runs a tree with extra HotSpot options and Spark settings (a
-same-run pair of settings). Each ingest's JVM CPU seconds (all its threads: tasks, JIT, collector) and the
-Parquet bytes written are printed too, and where that CPU went (:func:`cpu_split`: the tasks, HotSpot's C2 and
+``--variant 'TREE|JAVA OPTIONS|KEY=VALUE ...|NAME=VALUE ...'`` runs a tree with extra HotSpot options, Spark settings
+and environment variables (a same-run pair of settings; e.g. ``CROADS_AUDIT_JAVA=system``: another Java,
+spark/runtime.py). Each tree's JVM tells its Java version. Each ingest's JVM CPU seconds (all its threads: tasks, JIT,
+collector) and the Parquet bytes written are printed too, and where that CPU went (:func:`cpu_split`: the tasks, HotSpot's C2 and
 C1 compilers, the collector, the rest; and the seconds Janino compiled Spark's generated classes): a first
 ingest's extra cost is mostly the compilers'; and the CPU the rest of the host took meanwhile (another job's CPU
 comes out of the wall time on 2 cores).
 
-    .venv/bin/python benchmarks/bench_ingest.py LOG [--tree DIR ...] [--variant 'DIR|-XX:...|k=v' ...] [--runs 3]
+    .venv/bin/python benchmarks/bench_ingest.py LOG [--tree DIR ...] [--variant 'DIR|-XX:...|k=v|ENV=v' ...] [--runs 3]
         [--master local[*]] [--jfr FILE] [--floor text|json|json-sorted ...] [--floor-only]
 """
 from __future__ import annotations
@@ -101,11 +102,13 @@ for _ in range(int(sys.argv[4])):
         size = sum(f.stat().st_size for f in Path(out).rglob("*.parquet"))
         if job != "ingest":  # the rows written, from the files' footers (not timed)
             summary = f"{spark.read.parquet(f'{out}/floor').count()} rows"
+system = jvm.java.lang.System
+java = f"{system.getProperty('java.version')} ({system.getProperty('java.vm.info')})"
 status = Path(f"/proc/{pid}/status").read_text().splitlines()
 peak = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
 spark.stop()
 print(json.dumps({"session": session, "runs": runs, "cpu": cpus, "summary": str(summary), "jvm_mb": peak,
-                  "parquet_mb": size / 1e6, "threads": splits, "others": others}))
+                  "parquet_mb": size / 1e6, "threads": splits, "others": others, "java": java}))
 """
 
 #: DuckDB's first pass in a new process, timed from before ``import duckdb`` (``duckdb_pass`` imports it; bench_spark's
@@ -165,9 +168,12 @@ def load() -> str:
 
 
 def run_tree(tree: Path, log: str, master: str, java_options: str, runs: int,
-             conf: dict[str, str] | None = None, job: str = "ingest") -> dict[str, object]:
-    """``job`` (``ingest``, or a floor of :data:`FLOORS`) ``runs`` times in a new process and JVM of ``tree``'s code."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tree), str(Path(__file__).resolve().parent)))}
+             conf: dict[str, str] | None = None, job: str = "ingest",
+             environ: dict[str, str] | None = None) -> dict[str, object]:
+    """``job`` (``ingest``, or a floor of :data:`FLOORS`) ``runs`` times in a new process and JVM of ``tree``'s code
+    (with the extra environment variables ``environ``)."""
+    env = {**os.environ, **(environ or {}),
+           "PYTHONPATH": os.pathsep.join((str(tree), str(Path(__file__).resolve().parent)))}
     done = subprocess.run([sys.executable, "-c", _CHILD, log, master, java_options, str(runs), json.dumps(conf or {}),
                            job], env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -193,15 +199,17 @@ def read_once(log: Path) -> None:
 
 @dataclass(frozen=True)
 class Variant:
-    """A tree to run, with extra HotSpot options and Spark settings for its JVM (``--variant``)."""
+    """A tree to run, with extra HotSpot options, Spark settings and environment variables for its process and JVM
+    (``--variant``)."""
 
     tree: Path
     java_options: str = ""
     conf: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
-        extra = " ".join(filter(None, (self.java_options, *(f"{k}={v}" for k, v in self.conf))))
+        extra = " ".join(filter(None, (self.java_options, *(f"{k}={v}" for k, v in (*self.conf, *self.env)))))
         return f"{self.tree}" + (f" [{extra}]" if extra else "")
 
 
@@ -210,10 +218,11 @@ def tree_variant(text: str) -> Variant:
 
 
 def parse_variant(text: str) -> Variant:
-    """``TREE|JAVA OPTIONS|KEY=VALUE KEY=VALUE`` (the last two may be empty or left out)."""
-    tree, java, conf = (text.split("|") + ["", ""])[:3]
+    """``TREE|JAVA OPTIONS|KEY=VALUE KEY=VALUE|NAME=VALUE ...`` (the last three may be empty or left out)."""
+    tree, java, conf, env = (text.split("|") + ["", "", ""])[:4]
     pairs = tuple(tuple(item.split("=", 1)) for item in conf.split())
-    return Variant(Path(tree).resolve(), java.strip(), pairs)  # type: ignore[arg-type]
+    names = tuple(tuple(item.split("=", 1)) for item in env.split())
+    return Variant(Path(tree).resolve(), java.strip(), pairs, names)  # type: ignore[arg-type]
 
 
 def utc() -> str:
@@ -226,12 +235,13 @@ def run_job(variant: Variant, job: str, args: argparse.Namespace, n: int) -> dic
     if args.jfr:
         options += f" -XX:StartFlightRecording=filename={args.jfr}.{n}.jfr,settings=profile"
     started = utc()
-    result = run_tree(variant.tree, args.log, args.master, options.strip(), args.runs, dict(variant.conf), job)
+    result = run_tree(variant.tree, args.log, args.master, options.strip(), args.runs, dict(variant.conf), job,
+                      dict(variant.env))
     runs = " / ".join(f"{s:.1f}" for s in result["runs"])  # type: ignore[attr-defined]
     cpus = " / ".join(f"{s:.1f}" for s in result.get("cpu", []))  # type: ignore[attr-defined]
     print(f"{job_label(variant, job)}: {runs} s, JVM CPU {cpus} s (session start {result['session']:.1f} s, "
           f"not counted), JVM peak {result['jvm_mb']:.0f} MB, Parquet {result.get('parquet_mb', 0):.0f} MB "
-          f"({result['summary']}); {started}-{utc()} UTC, load {load()}", flush=True)
+          f"({result['summary']}); Java {result.get('java', '?')}; {started}-{utc()} UTC, load {load()}", flush=True)
     splits: list[dict[str, float]] = result.get("threads", [])  # type: ignore[assignment]
     others: list[float] = result.get("others", [])  # type: ignore[assignment]
     for n_run, threads in enumerate(splits):
@@ -251,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", dest="variants", action="append", type=tree_variant, default=None,
                         help="a source tree (default: this one)")
     parser.add_argument("--variant", dest="variants", action="append", type=parse_variant,
-                        help="'TREE|JAVA OPTIONS|KEY=VALUE ...': a tree with extra HotSpot options and Spark settings")
+                        help="'TREE|JAVA OPTIONS|KEY=VALUE ...|NAME=VALUE ...': a tree with extra HotSpot options, "
+                             "Spark settings and environment variables")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--jfr", default=None, help="record a JFR profile of each tree's JVM into FILE.<n>.jfr")
     parser.add_argument("--runs", type=int, default=3, help="ingests per JVM: the first cold, the others warm")

@@ -218,6 +218,9 @@ def measure(args: argparse.Namespace, log: Path, work: Path, generator_mb: float
 def _spark_steps(spark: SparkSession, args: argparse.Namespace, log: Path, work: Path,
                  before: tuple[plain_audit.Metrics, int, float, float], generator_mb: float) -> Run:
     plain, read, plain_before_s, plain_before_mb = before
+    system = spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+    print(f"  driver JVM: Java {system.getProperty('java.version')} ({system.getProperty('java.vm.info')}), "
+          f"{system.getProperty('java.home')}")
     json_run, json_s = None, float("nan")
     if not args.skip_json:
         json_run, json_s = timed("Spark validate over JSON", lambda: validate(

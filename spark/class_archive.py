@@ -1,12 +1,16 @@
-"""Builds the audit JVM's class data archive (:data:`spark.session.CLASS_ARCHIVE`, HotSpot AppCDS).
+"""Builds the audit JVM's archive for the selected Java (:func:`spark.session.select_runtime`): on JDK 25 its AOT cache
+(:data:`spark.session.AOT_CACHE`), on the system's JDK 17 its class data archive (:data:`spark.session.CLASS_ARCHIVE`,
+HotSpot AppCDS).
 
-A training run in a JVM of its own: ingest and validate of a small generated log (every line kind: messages
-with each fault, other events, corrupt lines), with ``-XX:ArchiveClassesAtExit``: at its exit HotSpot writes
-every class it loaded from the JDK and Spark's class path, parsed and verified, into one file that later
-JVMs map instead of reading and verifying the classes again (the generated classes of a query and the jars
-Spark adds at run time, such as the line parser's, are not archived). The archive is tied to this JDK and
-class path: HotSpot checks both at start and runs without it when they differ. Run by
-scripts/build_class_archive.sh (scripts/setup.sh)::
+A training run in a JVM of its own: ingest, validate and report of a small generated log (every line kind: messages
+with each fault, other events, corrupt lines). On JDK 17 with ``-XX:ArchiveClassesAtExit``: at its exit HotSpot
+writes every class it loaded from the JDK and Spark's class path, parsed and verified, into one file that later
+JVMs map instead of reading and verifying the classes again. On JDK 25 with ``-XX:AOTCacheOutput`` (JEP 483, 514,
+515): at its exit HotSpot assembles (in a second JVM) an AOT cache of those classes loaded and linked, and of the
+profiles of the methods the training ran, so that a later JVM's JIT compiles the hot ones at once. Neither holds the
+generated classes of a query nor the jars Spark adds at run time (such as the line parser's). Both are tied to the
+JDK, the class path and (the AOT cache) the HotSpot options: HotSpot checks at start and runs without them when they
+differ. Run by scripts/build_class_archive.sh (scripts/setup.sh)::
 
     .venv/bin/python -m spark.class_archive [ARCHIVE] [--lines N]
 """
@@ -20,9 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from spark import loggen
+from spark import loggen, report
 from spark.ingest import ingest
-from spark.session import CLASS_ARCHIVE, JAVA_OPTIONS, build_session
+from spark.runtime import AOT_CACHE, CLASS_ARCHIVE, JAVA_OPTIONS, Runtime, select_runtime
+from spark.session import build_session
 from spark.validate import load_messages, validate
 
 #: Lines of the training log: enough for every frame of validate to run, small enough for setup (~1 min).
@@ -38,50 +43,71 @@ def write_training_log(path: Path, lines: int = TRAINING_LINES) -> None:
         out.write('{"schemaVersion":2,"timestamp":"2026-11-18T\nnot json\n{"a":1,"a":2}\n')
 
 
-def train(archive: Path, work: Path, lines: int = TRAINING_LINES) -> None:
-    """Ingest and validate in a new JVM that writes ``archive`` when it exits; returns after it has."""
+def is_aot(runtime: Runtime) -> bool:
+    """Whether ``runtime`` takes an AOT cache (JDK 25: any Java but the system's)."""
+    return runtime.java_home is not None
+
+
+def training_options(runtime: Runtime, archive: Path) -> str:
+    """The audit JVM's HotSpot options with those that write ``archive`` at exit (AOT cache or class archive)."""
+    if is_aot(runtime):
+        return f"{JAVA_OPTIONS} -XX:AOTCacheOutput={archive}"
+    return f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def train(archive: Path, work: Path, lines: int = TRAINING_LINES, runtime: Runtime | None = None) -> None:
+    """Ingest, validate and report in a new JVM that writes ``archive`` when it exits; returns after it has."""
     log = work / "node.jsonl"
     write_training_log(log, lines)
-    options = f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    options = training_options(runtime or select_runtime(), archive)
     spark = build_session("local[2]", "audit-class-archive", {"spark.driver.extraJavaOptions": options})
     gateway = spark.sparkContext._gateway  # noqa: SLF001 (the JVM process: the archive is written at its exit)
     ingest(spark, [str(log)], str(work / "audit"))
     validate(spark, load_messages(spark, [str(work / "audit")]), str(work / "audit"), "training")
+    report.build(spark, [str(work / "audit")])
     spark.stop()
     process = gateway.proc  # type: ignore[union-attr]
     gateway.shutdown()  # type: ignore[union-attr]
     process.stdin.close()  # PySpark's gateway JVM exits when its standard input closes
-    if process.wait(timeout=300) != 0:
+    if process.wait(timeout=600) != 0:
         archive.unlink(missing_ok=True)
 
 
-#: A session with the archive and ``-Xshare:on`` (HotSpot refuses to start without mapping it) runs a job.
+#: A session with the archive and ``-Xshare:on`` (or the AOT cache and ``-XX:AOTMode=on``: HotSpot refuses to
+#: start without mapping it) runs a job.
 _CHECK = """
 import sys
-from spark.session import JAVA_OPTIONS, build_session
-options = f"{JAVA_OPTIONS} -XX:SharedArchiveFile={sys.argv[1]} -Xshare:on -Xlog:cds=off -Xlog:cds+dynamic=off"
+from spark.runtime import JAVA_OPTIONS, aot_options
+from spark.session import build_session
+if sys.argv[2] == "aot":
+    options = f"{JAVA_OPTIONS} {aot_options(sys.argv[1])} -XX:AOTMode=on"
+else:
+    options = f"{JAVA_OPTIONS} -XX:SharedArchiveFile={sys.argv[1]} -Xshare:on -Xlog:cds=off -Xlog:cds+dynamic=off"
 spark = build_session("local[1]", "audit-class-archive-check", {"spark.driver.extraJavaOptions": options})
 sys.exit(0 if spark.range(3).count() == 3 else 1)
 """
 
 
-def maps(archive: Path) -> bool:
-    """Whether a new audit JVM maps ``archive`` and runs a job (an incomplete archive crashes HotSpot at start:
-    it is checked before it is put where every session maps it)."""
-    done = subprocess.run([sys.executable, "-c", _CHECK, str(archive)], capture_output=True, timeout=300, check=False,
-                          cwd=archive.parent)  # a crash's hs_err file goes there
+def maps(archive: Path, runtime: Runtime | None = None) -> bool:
+    """Whether a new audit JVM of ``runtime`` (the selected one by default) maps ``archive`` and runs a job (an
+    incomplete archive crashes HotSpot at start: it is checked before it is put where every session maps it)."""
+    kind = "aot" if is_aot(runtime or select_runtime()) else "cds"
+    done = subprocess.run([sys.executable, "-c", _CHECK, str(archive), kind], capture_output=True, timeout=300,
+                          check=False, cwd=archive.parent)  # a crash's hs_err file goes there
     return done.returncode == 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("archive", nargs="?", default=CLASS_ARCHIVE)
+    parser.add_argument("archive", nargs="?", default=None,
+                        help=f"where it goes (default: {AOT_CACHE} on JDK 25, {CLASS_ARCHIVE} on the system's Java)")
     parser.add_argument("--lines", type=int, default=TRAINING_LINES, help="lines of the training log")
     args = parser.parse_args(argv)
-    target = Path(args.archive)
+    runtime = select_runtime()
+    target = Path(args.archive or (AOT_CACHE if is_aot(runtime) else CLASS_ARCHIVE))
     with tempfile.TemporaryDirectory(prefix="audit-class-archive-") as work:
-        built = Path(work) / "classes.jsa"
-        train(built, Path(work), args.lines)
+        built = Path(work) / ("audit.aot" if is_aot(runtime) else "classes.jsa")
+        train(built, Path(work), args.lines, runtime)
         if not built.is_file() or not maps(built):
             sys.stderr.write(f"class archive: the training JVM wrote no archive that a JVM maps ({built})\n")
             return 1

