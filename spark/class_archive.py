@@ -97,6 +97,18 @@ def maps(archive: Path, runtime: Runtime | None = None) -> bool:
     return done.returncode == 0
 
 
+def plan(runtime: Runtime | None = None) -> tuple[str, str, str]:
+    """The archive ``runtime`` (the selected one by default) maps, the java that runs it and its HotSpot options."""
+    runtime = runtime or select_runtime()
+    java = os.path.join(runtime.java_home, "bin", "java") if runtime.java_home else _system_java()
+    return (AOT_CACHE if is_aot(runtime) else CLASS_ARCHIVE), java, JAVA_OPTIONS
+
+
+def _system_java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return os.path.join(home, "bin", "java") if home else (shutil.which("java") or "java")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("archive", nargs="?", default=None,
@@ -104,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=TRAINING_LINES, help="lines of the training log")
     args = parser.parse_args(argv)
     runtime = select_runtime()
-    target = Path(args.archive or (AOT_CACHE if is_aot(runtime) else CLASS_ARCHIVE))
+    target = Path(args.archive or plan(runtime)[0])
     with tempfile.TemporaryDirectory(prefix="audit-class-archive-") as work:
         built = Path(work) / ("audit.aot" if is_aot(runtime) else "classes.jsa")
         train(built, Path(work), args.lines, runtime)

