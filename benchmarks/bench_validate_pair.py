@@ -100,8 +100,8 @@ def run_tree(tree: Path, java_home: str | None, args: argparse.Namespace,
     """The child's figures of ``job`` (``validate`` or a floor) for ``tree`` under ``java_home`` (None: this
     environment's JDK), or None if it failed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tree), str(Path(__file__).resolve().parent)))}
-    if java_home:
-        env["JAVA_HOME"] = java_home
+    if java_home:  # a tree of spark/runtime.py picks its Java by CROADS_AUDIT_JAVA (older ones run JAVA_HOME's)
+        env["JAVA_HOME"] = env["CROADS_AUDIT_JAVA"] = java_home
     python = tree / ".venv" / "bin" / "python"
     done = subprocess.run([str(python) if python.exists() else sys.executable, "-c", _CHILD, args.tables,
                            args.master, args.java_options, str(args.runs),
