@@ -76,8 +76,9 @@ def select_runtime(environ: Mapping[str, str] = os.environ, jdk25_home: str = JD
 
 
 def aot_options(cache: str) -> str:
-    """HotSpot options that map the AOT cache ``cache`` (and run without it when it does not match)."""
-    return f"-XX:AOTCache={cache} -Xlog:aot=off -Xlog:cds=off"
+    """HotSpot options that map the AOT cache ``cache`` (and run without it when it does not match; its messages, such
+    as a stub cached in the training JVM that this one generates anew, are silenced)."""
+    return f"-XX:AOTCache={cache} -Xlog:aot*=off -Xlog:cds*=off"
 
 
 def _archive_options(archive: str) -> str:
