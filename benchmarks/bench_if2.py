@@ -81,6 +81,7 @@ from certs.tls import TlsFiles, client_context
 from interchange.broker.client import ClientConnection
 from interchange.testing import rabbitmq
 from interchange.testing.harness import body_bytes
+import host_cpu  # (this script's folder)
 import if2_loadgen as loadgen  # (this script's folder)
 import profile_categories as categories  # (this script's folder)
 import node_process  # (this script's folder)
@@ -129,6 +130,13 @@ class Result:
     others_cpu_us: float = 0.0  # the machine's busy CPU per message outside the node, RabbitMQ and the clients
     steal_us: float = 0.0  # the machine's steal per message (the host ran something else on its CPUs)
     node_wakeups: float = 0.0  # the node's event-loop thread: times it slept and was woken, per message
+    slot: int = 0  # the phase's place in the run (1, 2, ...: --bracket's neighbours)
+    wall_s: float = 0.0  # the phase's wall time as host_cpu measured it (from its CPU readings to its result)
+    others_cores: float = 0.0  # the rest of the host over the phase (host_cpu): other processes' CPU, cores
+    steal_cores: float = 0.0  # steal over the phase, cores
+    others_top: str = ""  # the largest other processes (comm pid cores)
+    load1: float = 0.0  # the 1-minute load average at the phase's end
+    disturbed: bool = False  # others + steal >= host_cpu.DISTURBED_CORES
 
 
 def cpu_s(pid: int) -> float:
@@ -155,10 +163,17 @@ def machine_cpu() -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
-def usage(pids: tuple[int, int]) -> list[float]:
-    """The CPU seconds of the node and of RabbitMQ (``pids``), the node's wake-ups (:func:`wakeups`), then
-    the machine's busy and steal seconds (:func:`machine_cpu`)."""
-    return [*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()]
+@dataclass(frozen=True)
+class Usage:
+    """One reading at a phase's start: ``values`` the CPU seconds of the node and of RabbitMQ, the node's
+    wake-ups (:func:`wakeups`), the machine's busy and steal seconds (:func:`machine_cpu`); ``host`` every
+    process's CPU (host_cpu: the rest of the host over the phase)."""
+    values: list[float]
+    host: host_cpu.Snapshot
+
+
+def usage(pids: tuple[int, int]) -> Usage:
+    return Usage([*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()], host_cpu.snapshot())
 
 
 def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
@@ -377,8 +392,10 @@ def stamp3(index: int, at_ns: int | None = None) -> bytes:
     return b"%d:0:%d:" % (at_ns or time.time_ns(), index) + loadgen.PADDING
 
 
-def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: tuple[int, int],
+def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple[int, int],
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
+    host = host_cpu.delta(start.host, host_cpu.snapshot())
+    cpu0 = start.values
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     woken = (wakeups(pids[0]) - cpu0[2]) / max(1, run.received) if len(cpu0) > 2 else 0.0
     others = steal = 0.0
@@ -388,7 +405,10 @@ def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: 
         others = (busy - cpu0[3]) / max(1, run.received) * 1e6 - (node + rabbit + pub_cpu_us + cons_cpu_us)
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
-                  pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal)
+                  pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal,
+                  wall_s=host.wall_s, others_cores=host.others_cores, steal_cores=host.steal_cores,
+                  others_top=", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in host.top),
+                  load1=host.load1, disturbed=host.disturbed)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
@@ -404,10 +424,11 @@ def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: st
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
     threads = beam_threads(pids[1])
     run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
-    if not rate:
+    result = mp_result(scenario, phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
+    if not rate:  # (the probe after the phase's readings: its CPU is not the rest of the host's)
         print(f"# {scenario} {phase}: " + threads_line(threads0, threads, run.received)
               + f"; CPU probe before: {probe0}; after: {cpu_probe()}", flush=True)
-    return mp_result(scenario, phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
+    return result
 
 
 def cpu_probe(steps: int = 300_000) -> str:
@@ -637,14 +658,14 @@ class CActor:
                 "--timeout", str(120 + count / 500)]
 
     def run(self, count: int, rate: float, pids: tuple[int, int],
-            before_go: Callable[[], object] | None = None) -> tuple[dict[str, Any], list[float]]:
+            before_go: Callable[[], object] | None = None) -> tuple[dict[str, Any], Usage]:
         """Publish ``count`` messages: the generator's JSON report (its own CPU over publishing in
         ``cpu_s``) and the node's and RabbitMQ's CPU once its link was attached (READY; ``before_go``
         called then, before it starts)."""
         proc = subprocess.Popen(self.command(count, rate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, bufsize=1)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        cpu0: list[float] = []
+        cpu0: Usage | None = None
         try:
             for line in proc.stderr:
                 if line.strip() == "READY":
@@ -664,7 +685,7 @@ class CActor:
         report: dict[str, Any] = json.loads(out)
         if report["accepted"] != count or report["timed_out"] or report["aborted"]:
             print(f"# C actor: {report['accepted']} of {count} accepted ({report.get('errors')})", file=sys.stderr)
-        return report, cpu0 or usage(pids)
+        return report, cpu0 if cpu0 is not None else usage(pids)
 
 
 async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,

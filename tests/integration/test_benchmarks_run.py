@@ -96,7 +96,7 @@ SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_ingest.py",
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
 #: tlex_loadgen.py is bench_tlex_scale.py's generator; profile_categories.py reads its --profile (py-spy).
 HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py",
-           "jvm_cpu.py")
+           "jvm_cpu.py", "host_cpu.py")
 
 
 def run(script: str, *args: str, timeout: float = 300) -> str:

@@ -1,0 +1,95 @@
+"""What the rest of the host did over a benchmark phase (Linux ``/proc``): the CPU of every process that is not
+this process or one of its descendants (the benchmark's own node, RabbitMQ and clients are), by process, and the
+steal of this virtual machine's CPUs (``/proc/stat``: runnable, but the hypervisor ran something else).
+
+:func:`snapshot` reads the host at one instant; :func:`delta` tells, between two snapshots, the wall time, the
+other processes' CPU (in all and the largest by process, each named by its ``comm`` and pid) and the steal, in
+cores (CPU seconds over wall seconds), with the 1-minute load average at the end. A process that started meanwhile
+counts in full, one that ended meanwhile is lost (its CPU is not in ``/proc`` any more). Used by bench_if2.py, so
+that a phase whose host was disturbed shows as such beside its rate."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: other processes and steal together from this many cores on: the phase is marked disturbed (on 2 cores,
+#: a flat-out phase that lost 5 % of the machine)
+DISTURBED_CORES = 0.1
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    at: float  #: time.monotonic()
+    steal_s: float  #: the machine's steal since boot, CPU seconds
+    processes: dict[int, tuple[str, int, float]] = field(default_factory=dict)  #: pid -> (comm, ppid, CPU s)
+
+
+@dataclass(frozen=True)
+class HostDelta:
+    wall_s: float
+    others_cores: float  #: other processes' CPU seconds per wall second
+    steal_cores: float  #: steal seconds per wall second
+    top: tuple[tuple[str, int, float], ...]  #: the largest other processes: (comm, pid, cores), largest first
+    load1: float
+
+    @property
+    def disturbed(self) -> bool:
+        return self.others_cores + self.steal_cores >= DISTURBED_CORES
+
+    def describe(self) -> str:
+        top = ", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in self.top) or "none"
+        return (f"{self.wall_s:.1f} s: other processes {self.others_cores:.2f} cores (largest: {top}), steal "
+                f"{self.steal_cores:.2f} cores, load {self.load1:.2f}"
+                + (f" -- DISTURBED (others + steal >= {DISTURBED_CORES} cores)" if self.disturbed else ""))
+
+
+def _stat(pid: str) -> tuple[str, int, float] | None:
+    """(comm, ppid, utime + stime in seconds) of one process, or None if it ended."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    head, tail = text.rsplit(")", 1)
+    fields = tail.split()
+    return head.split("(", 1)[1], int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def snapshot() -> Snapshot:
+    steal = int(Path("/proc/stat").read_text().split("\n", 1)[0].split()[8]) / os.sysconf("SC_CLK_TCK")
+    processes = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(entry)) is not None:
+            processes[int(entry)] = stat
+    return Snapshot(time.monotonic(), steal, processes)
+
+
+def ours(processes: dict[int, tuple[str, int, float]], root: int) -> set[int]:
+    """``root`` and its descendants among ``processes`` (by their parent pids)."""
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in processes.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def delta(before: Snapshot, after: Snapshot, root: int | None = None, top: int = 3) -> HostDelta:
+    """The host between two snapshots; the processes of ``root`` (default: this process) left out."""
+    wall = max(1e-9, after.at - before.at)
+    mine = ours(after.processes, os.getpid() if root is None else root) | ours(before.processes, root or os.getpid())
+    spent = []
+    for pid, (comm, _, cpu) in after.processes.items():
+        if pid in mine:
+            continue
+        earlier = before.processes.get(pid)
+        used = cpu - earlier[2] if earlier is not None and earlier[0] == comm else cpu
+        if used > 0:
+            spent.append((comm, pid, used / wall))
+    spent.sort(key=lambda item: -item[2])
+    return HostDelta(wall, sum(cores for _, _, cores in spent), max(0.0, after.steal_s - before.steal_s) / wall,
+                     tuple(spent[:top]), os.getloadavg()[0])
