@@ -68,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -746,6 +746,40 @@ async def floor_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, coun
     return [rabbit_result, result]
 
 
+#: ``--control``'s scenario: RabbitMQ alone again, right after the round's first, the same phases (an A/A pair)
+CONTROL = "rabbitmq-again"
+
+#: a scenario's phase (name, messages, msgs/s, 0: flat out) -> its results (``--floor``'s: two, or none paced)
+Step = Callable[[str, int, float], Awaitable[list[Result]]]
+
+
+def is_alone(scenario: str) -> bool:
+    """RabbitMQ alone as the reference: the round's first (``rabbitmq``) or ``--bracket``'s after a step
+    (``rabbitmq-2``, ``rabbitmq-3``, ...); the A/A control (CONTROL) is measured against them, as the bridge."""
+    return scenario == "rabbitmq" or (scenario.startswith("rabbitmq-") and scenario[9:].isdigit())
+
+
+async def run_round(results: list[Result], phases: list[tuple[str, int, float]], alone: Callable[[str], Step],
+                    steps: list[Step], bracket: bool) -> None:
+    """One round into ``results``: RabbitMQ alone, then each step (the control, the floor, the import, the
+    export) in turn, each one's flat-out phase then its paced ones. With ``bracket``: the flat-out phases
+    first, RabbitMQ alone again after each step's (``rabbitmq-2``, ...: every step's flat-out phase between
+    two of RabbitMQ alone's), then every scenario's paced phases in the same order."""
+    everyone = [alone("rabbitmq"), *steps]
+    if not bracket:
+        for step in everyone:
+            for phase in phases:
+                results += await step(*phase)
+        return
+    results += await everyone[0](*phases[0])
+    for number, step in enumerate(steps, 2):
+        results += await step(*phases[0])
+        results += await alone(f"rabbitmq-{number}")(*phases[0])
+    for step in everyone:
+        for phase in phases[1:]:
+            results += await step(*phase)
+
+
 async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
                        pids: tuple[int, int], workdir: Path) -> list[Result]:
     target, source = await actor_setup(pki, ii)
@@ -807,23 +841,40 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 while not amqp.engine.send(sender, message.encode()):
                     await asyncio.sleep(0.001)
                 amqp.flush()
-        for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
-            first = len(results)
-            for name, count, rate in phases:
-                result = await asyncio.to_thread(rabbit_phase, endpoint, args, name, count, rate, pids, kind, pubs)
-                results.append(result)
-            if plain is not None:
+        def alone(scenario: str) -> Step:
+            async def step(name: str, count: int, rate: float) -> list[Result]:
+                return [await asyncio.to_thread(rabbit_phase, endpoint, args, name, count, rate, pids, kind, pubs,
+                                                None, scenario)]
+            return step
+
+        async def import_step(name: str, count: int, rate: float) -> list[Result]:
+            return [await import_phase(endpoint, args, name, count, rate, importer, pids, pubs)]
+
+        async def export_step(name: str, count: int, rate: float) -> list[Result]:
+            if not rate and c_actor is not None and args.export_messages:
+                count = args.export_messages  # (the BI's buffer: see --export-messages)
+            return [await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor)]
+
+        def beside_plain(first: int, round_: int) -> Step:
+            async def step(name: str, count: int, rate: float) -> list[Result]:
+                if rate or plain is None:
+                    return []  # (flat out only)
                 pace = results[first].rate if args.floor_rate == "alone" else float(args.floor_rate)
                 print(f"# round {round_} floor: the plain BI path paced at {pace:,.0f} msgs/s", flush=True)
-                results += await floor_phase(endpoint, args, args.messages, pids, kind, pubs, plain, pace)
-            for name, count, rate in phases if "import" in args.directions else ():
-                results.append(await import_phase(endpoint, args, name, count, rate, importer, pids, pubs))
-            for name, count, rate in phases if "export" in args.directions else ():
-                if not rate and c_actor is not None and args.export_messages:
-                    count = args.export_messages  # (the BI's buffer: see --export-messages)
-                results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor))
+                return await floor_phase(endpoint, args, args.messages, pids, kind, pubs, plain, pace)
+            return step
+
+        for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
+            first = len(results)
+            steps = [*((alone(CONTROL),) if args.control else ()),
+                     *((beside_plain(first, round_),) if plain is not None else ()),
+                     *((import_step,) if "import" in args.directions else ()),
+                     *((export_step,) if "export" in args.directions else ())]
+            await run_round(results, phases, alone, steps, args.bracket)
             for result in results[first:]:
                 result.round = round_
+        for slot, result in enumerate(results, 1):
+            result.slot = slot
     finally:
         await amqp.close()
     return results
@@ -853,8 +904,8 @@ def summary(results: list[Result]) -> None:
         peer = base.get((r.round, r.phase))
         if peer is None:
             continue
-        if r.scenario == "bi plain":
-            continue  # (floor_report)
+        if r.scenario == "bi plain" or (is_alone(r.scenario) and r.scenario != "rabbitmq"):
+            continue  # (floor_report; bracketed)
         if r.scenario == "rabbitmq":
             if r.phase in FLAT_OUT and r.gen_cpu_us:
                 print(f"# round {r.round}: the generator alone ({r.gen_cpu_us:.0f} µs per message, both ends) "
@@ -875,7 +926,7 @@ def over_the_rounds(results: list[Result], goal: float = 0.8) -> None:
     alone = {r.round: r.rate for r in results if r.scenario == "rabbitmq" and r.phase in FLAT_OUT}
     if len(alone) < 2:
         return
-    for name in ("rabbitmq+bi", "if2->croads", "croads->if2"):
+    for name in (CONTROL, "rabbitmq+bi", "if2->croads", "croads->if2"):
         ratios = sorted(r.rate / alone[r.round] for r in results if r.scenario == name
                         and r.phase in FLAT_OUT and alone.get(r.round))
         if ratios:
@@ -939,11 +990,129 @@ def cpu_breakdown(results: list[Result]) -> None:
               f"{r.others_cpu_us:.1f} µs, steal {r.steal_us:.1f} µs per message")
         peer = base.get(r.round)
         if peer is not None and peer is not r:
-            if r.scenario == "bi plain":
-                continue  # (a path without RabbitMQ: floor_report)
+            if r.scenario == "bi plain" or is_alone(r.scenario):
+                continue  # (a path without RabbitMQ: floor_report; RabbitMQ alone again: bracketed)
             extra = [v - w for v, w in zip(values, (peer.pub_cpu_us, peer.cons_cpu_us, peer.rabbit_cpu_us, 0.0))]
             print(f"#   {r.scenario} over RabbitMQ alone, µs per message: "
                   + ", ".join(f"{p} {e:+.1f}" for p, e in zip(parts, extra)) + f"; total {sum(extra):+.1f}")
+
+
+def host_report(results: list[Result]) -> None:
+    """Each phase's host (host_cpu): the other processes' CPU (the largest by process) and steal, in cores,
+    and the load at its end; a phase where they reached host_cpu.DISTURBED_CORES is marked DISTURBED."""
+    rows = [r for r in results if r.wall_s]
+    if not rows:
+        return
+    print(f"# the rest of the host by phase (other processes and steal in cores; DISTURBED: "
+          f">= {host_cpu.DISTURBED_CORES} together):")
+    for r in rows:
+        print(f"#   round {r.round} {r.scenario} {r.phase} ({r.wall_s:.1f} s): others {r.others_cores:.2f} "
+              f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, load {r.load1:.2f}"
+              + (" DISTURBED" if r.disturbed else ""))
+
+
+#: the flat-out phases measured against RabbitMQ alone (the A/A control first)
+COMPARED = (CONTROL, "rabbitmq+bi", "if2->croads", "croads->if2")
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One flat-out phase against RabbitMQ alone in its round: ``per_round`` against the round's first
+    RabbitMQ alone (the ratio of every run before --bracket), ``bracketed`` against the mean of RabbitMQ
+    alone just before and just after it (--bracket; None without), ``drift`` that after over that before;
+    ``disturbed``: the phase or a RabbitMQ alone it is measured against was (host_cpu)."""
+    result: Result
+    per_round: float
+    bracketed: float | None
+    drift: float | None
+    disturbed: bool
+
+
+def ratios(results: list[Result]) -> list[Ratio]:
+    """Every COMPARED flat-out phase's Ratio, and ``--bracket``'s RabbitMQ alone again (``rabbitmq-2``...)
+    against the round's first (per_round only: an A/A ratio at the distance of the phase before it)."""
+    flat = [r for r in results if r.phase in FLAT_OUT and r.scenario != "bi plain"]
+    out = []
+    for round_ in sorted({r.round for r in flat}):
+        row = sorted((r for r in flat if r.round == round_), key=lambda r: r.slot)
+        first = next((r for r in row if r.scenario == "rabbitmq"), None)
+        if first is None or not first.rate:
+            continue
+        for i, r in enumerate(row):
+            if r.scenario not in COMPARED and not (is_alone(r.scenario) and r is not first):
+                continue
+            before, after = row[i - 1] if i else None, row[i + 1] if i + 1 < len(row) else None
+            bracketed = drift = None
+            if (r.scenario in COMPARED and before is not None and after is not None and is_alone(before.scenario)
+                    and is_alone(after.scenario) and before.rate and after.rate):
+                bracketed, drift = r.rate / ((before.rate + after.rate) / 2), after.rate / before.rate
+                refs = [before, after]
+            else:
+                refs = [first]
+            out.append(Ratio(r, r.rate / first.rate, bracketed, drift, any(x.disturbed for x in (r, *refs))))
+    return out
+
+
+def spread(values: list[float]) -> str:
+    """min, median, max of ``values`` as ``median M (min-max), n``."""
+    ordered = sorted(values)
+    return f"median {statistics.median(ordered):.2f}x ({ordered[0]:.2f}-{ordered[-1]:.2f}x, {len(ordered)})"
+
+
+def bracketed(results: list[Result], goal: float = 0.8) -> None:
+    """``--bracket``: each compared flat-out phase against the mean of RabbitMQ alone just before and after
+    (its drift: after / before) beside its ratio to the round's first RabbitMQ alone; then over the rounds,
+    per path, both ratios' spread and how many reach ``goal``, and the A/A ratios (nothing changed): the
+    control's, RabbitMQ alone again against the round's first, and the drifts."""
+    every = [x for x in ratios(results) if x.bracketed is not None]
+    if not every:
+        return
+    for x in every:
+        assert x.drift is not None and x.bracketed is not None
+        r = x.result
+        print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {x.bracketed:.2f}x RabbitMQ alone "
+              f"bracketed (the mean of just before and just after; drift after/before {x.drift:.2f}x); "
+              f"{x.per_round:.2f}x the round's first" + (" [host DISTURBED]" if x.disturbed else ""))
+    for name in COMPARED:
+        mine = [x for x in every if x.result.scenario == name]
+        if mine:
+            brackets = [x.bracketed for x in mine if x.bracketed is not None]
+            print(f"# over {len(mine)} rounds, {name} flat out / RabbitMQ alone: bracketed {spread(brackets)}, "
+                  f"{sum(b >= goal for b in brackets)} at {goal}x or more; per round "
+                  f"{spread([x.per_round for x in mine])}, {sum(x.per_round >= goal for x in mine)} at {goal}x or more")
+    again = [x.per_round for x in ratios(results) if is_alone(x.result.scenario)]
+    drifts = [x.drift for x in every if x.drift is not None]
+    print("# A/A (RabbitMQ alone against itself): " + (f"RabbitMQ alone again after each step / the round's first "
+          f"{spread(again)}; " if again else "") + f"the brackets' drift (after / before) {spread(drifts)}")
+
+
+def verdict(results: list[Result], goal: float = 0.8) -> None:
+    """``--control``: each bridge path's flat-out ratio below ``goal`` set against the control's spread in this
+    run, ratio by ratio of the same kind (per round; bracketed with --bracket): a bridge phase's dip below its
+    path's median (its ratio / that median) no deeper than the control's lowest ratio is inside what the host
+    does with nothing changed; deeper, it is the bridge's (or the host's beyond what this run's control saw)."""
+    every = ratios(results)
+    control = [x for x in every if x.result.scenario == CONTROL]
+    if not control:
+        return
+    kinds: list[tuple[str, Callable[[Ratio], float | None]]] = [("per round", lambda x: x.per_round),
+                                                                  ("bracketed", lambda x: x.bracketed)]
+    for kind, value in kinds:
+        aa = [v for v in map(value, control) if v is not None]
+        if not aa:
+            continue
+        print(f"# A/A control ({CONTROL} / RabbitMQ alone, {kind}): {spread(aa)}")
+        for name in COMPARED[1:]:
+            mine = [(x, v) for x in every if x.result.scenario == name and (v := value(x)) is not None]
+            if not mine:
+                continue
+            middle = statistics.median(v for _, v in mine)
+            for x, v in mine:
+                if v < goal:
+                    inside = v / middle >= min(aa)
+                    print(f"#   round {x.result.round} {name} {kind} {v:.2f}x < {goal}x: {v / middle:.2f} of its "
+                          f"median {middle:.2f}x, {'inside' if inside else 'OUTSIDE'} the control's spread (lowest "
+                          f"{min(aa):.2f}x)" + (" [host DISTURBED]" if x.disturbed else ""))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -1017,6 +1186,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --floor: the plain BI path's publisher's pace, msgs/s (0: flat out), or 'alone' "
                         "(the default): RabbitMQ alone's flat-out rate of the same round, so that the node's share "
                         "is spread over the phase as an import's BI deliveries are")
+    parser.add_argument("--control", action="store_true",
+                        help="with --processes: each round also runs RabbitMQ alone again right after its first "
+                        "(rabbitmq-again: the same phases and counts), measured against RabbitMQ alone as the bridge "
+                        "is: the ratios' spread with nothing changed (an A/A control), beside the bridge's")
+    parser.add_argument("--bracket", action=argparse.BooleanOptionalAction, default=False,
+                        help="with --processes: the round's flat-out phases first, RabbitMQ alone again after each "
+                        "(rabbitmq-2, ...), so that each flat-out phase is between two of RabbitMQ alone's and its "
+                        "ratio is taken against their mean (their own ratio printed as the drift); the paced phases "
+                        "after them. The ratio against the round's first RabbitMQ alone stays printed")
     parser.add_argument("--json", type=Path, help="write the results here")
     return parser
 
@@ -1026,6 +1204,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.floor_rate != "alone" and not args.floor_rate.replace(".", "", 1).isdigit():
         parser.error(f"--floor-rate is msgs/s or 'alone', not {args.floor_rate!r}")
+    if (args.control or args.bracket) and not args.processes:
+        parser.error("--control and --bracket need --processes (the C clients' phases)")
     if args.rabbit_ack_every < 0:
         parser.error(f"--rabbit-ack-every must be 0 (auto-ack) or more, not {args.rabbit_ack_every}")
     rabbitmq.ensure_installed()
@@ -1065,6 +1245,9 @@ def main(argv: list[str] | None = None) -> int:
     over_the_rounds(results)
     cpu_breakdown(results)
     floor_report(results)
+    host_report(results)
+    bracketed(results)
+    verdict(results)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
     return 0

@@ -23,7 +23,8 @@ DISTURBED_CORES = 0.1
 class Snapshot:
     at: float  #: time.monotonic()
     steal_s: float  #: the machine's steal since boot, CPU seconds
-    processes: dict[int, tuple[str, int, float]] = field(default_factory=dict)  #: pid -> (comm, ppid, CPU s)
+    #: pid -> (comm, ppid, CPU s, start time in clock ticks after boot: a pid used again is another process)
+    processes: dict[int, tuple[str, int, float, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,16 @@ class HostDelta:
                 + (f" -- DISTURBED (others + steal >= {DISTURBED_CORES} cores)" if self.disturbed else ""))
 
 
-def _stat(pid: str) -> tuple[str, int, float] | None:
-    """(comm, ppid, utime + stime in seconds) of one process, or None if it ended."""
+def _stat(pid: str) -> tuple[str, int, float, int] | None:
+    """(comm, ppid, utime + stime in seconds, start time) of one process, or None if it ended."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     head, tail = text.rsplit(")", 1)
     fields = tail.split()
-    return head.split("(", 1)[1], int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (head.split("(", 1)[1], int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+            int(fields[19]))
 
 
 def snapshot() -> Snapshot:
@@ -65,10 +67,10 @@ def snapshot() -> Snapshot:
     return Snapshot(time.monotonic(), steal, processes)
 
 
-def ours(processes: dict[int, tuple[str, int, float]], root: int) -> set[int]:
+def ours(processes: dict[int, tuple[str, int, float, int]], root: int) -> set[int]:
     """``root`` and its descendants among ``processes`` (by their parent pids)."""
     children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in processes.items():
+    for pid, (_, ppid, _, _) in processes.items():
         children.setdefault(ppid, []).append(pid)
     found, todo = set(), [root]
     while todo:
@@ -81,13 +83,14 @@ def ours(processes: dict[int, tuple[str, int, float]], root: int) -> set[int]:
 def delta(before: Snapshot, after: Snapshot, root: int | None = None, top: int = 3) -> HostDelta:
     """The host between two snapshots; the processes of ``root`` (default: this process) left out."""
     wall = max(1e-9, after.at - before.at)
-    mine = ours(after.processes, os.getpid() if root is None else root) | ours(before.processes, root or os.getpid())
+    root = os.getpid() if root is None else root
+    mine = ours(after.processes, root) | ours(before.processes, root)
     spent = []
-    for pid, (comm, _, cpu) in after.processes.items():
+    for pid, (comm, _, cpu, started) in after.processes.items():
         if pid in mine:
             continue
         earlier = before.processes.get(pid)
-        used = cpu - earlier[2] if earlier is not None and earlier[0] == comm else cpu
+        used = cpu - earlier[2] if earlier is not None and earlier[3] == started else cpu
         if used > 0:
             spent.append((comm, pid, used / wall))
     spent.sort(key=lambda item: -item[2])

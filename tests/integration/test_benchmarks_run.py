@@ -12,9 +12,13 @@ starts (``baseline_broker.py``) run through them. A new script without an entry 
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -158,9 +162,27 @@ def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
     (the C load generator publishing, the import's C consumer): both sides receive every message once,
     each row carries its own side's CPU (the RabbitMQ side's clients and beam.smp; the BI side's clients
     and the node), and the round's floor line compares them with RabbitMQ alone and the import; over two
-    rounds, each path's median ratio to RabbitMQ alone of its round."""
+    rounds, each path's median ratio to RabbitMQ alone of its round. With ``--control --bracket``: RabbitMQ
+    alone again right after the first (the A/A control, every message once) and after each step's flat-out
+    phase, so each is between two of RabbitMQ alone's; the bracketed ratios, the A/A spreads and each
+    phase's host are printed."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
-                 "--paced-s", "0.5", "--directions", "import", "--floor", "--rounds", "2")
+                 "--paced-s", "0.5", "--directions", "import", "--floor", "--rounds", "2", "--control", "--bracket")
+    assert_prints("bench_if2.py", output, ("# round 1 rabbitmq-again flat out: ", "# round 2 if2->croads flat out: ",
+                                           "x RabbitMQ alone bracketed (the mean of just before and just after; "
+                                           "drift after/before ",
+                                           "# over 2 rounds, if2->croads flat out / RabbitMQ alone: bracketed median ",
+                                           "# A/A (RabbitMQ alone against itself): RabbitMQ alone again after each "
+                                           "step / the round's first median ",
+                                           "# A/A control (rabbitmq-again / RabbitMQ alone, per round): median ",
+                                           "# A/A control (rabbitmq-again / RabbitMQ alone, bracketed): median ",
+                                           "# the rest of the host by phase (other processes and steal in cores",
+                                           "#   round 2 if2->croads flat out (", "#   round 1 rabbitmq-again 100/s ("))
+    order = [line.split()[1] for line in output.splitlines() if line.startswith(" 1 ") and " flat out " in line]
+    assert order == ["rabbitmq", "rabbitmq-again", "rabbitmq-2", "rabbitmq+bi", "bi", "rabbitmq-3", "if2->croads",
+                     "rabbitmq-4"], order  # ("bi plain": two words)
+    again = next(line.split() for line in output.splitlines() if line.startswith(" 1 rabbitmq-again flat out"))
+    assert again[-10] == "200" and again[-4:-2] == ["0", "0"] and again[-1] == "0", again  # every one, once
     assert_prints("bench_if2.py", output, ("# --floor: the plain BI path's messages are ",
                                            "# round 1 floor: the plain BI path paced at ",
                                            "# round 1 floor: RabbitMQ beside the node's plain BI path ",
@@ -194,6 +216,30 @@ def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
     for phase, sent in (("flat out", "200"), ("100/s", "50")):
         row = next(line.split() for line in lines if line.startswith(f" 1 {'rabbitmq':<14} {phase}"))
         assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
+
+
+def test_host_cpu_counts_a_process_of_the_rest_of_the_host_and_not_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_cpu: a spinning process that is not this process's descendant (its parent shell exited) shows
+    with about a core; this process's own spinning child does not count."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    host_cpu = importlib.import_module("host_cpu")
+    spin = [sys.executable, "-c", "import time\nend = time.monotonic() + 3\nwhile time.monotonic() < end: pass"]
+    own = subprocess.Popen(spin)
+    stranger = int(subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", *spin], capture_output=True,
+                                  text=True, check=True).stdout)
+    try:
+        before = host_cpu.snapshot()
+        time.sleep(1.0)
+        delta = host_cpu.delta(before, host_cpu.snapshot(), top=100)
+    finally:
+        own.kill()
+        own.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stranger, signal.SIGKILL)
+    by_pid = {pid: cores for _, pid, cores in delta.top}
+    assert by_pid.get(stranger, 0.0) > 0.3, delta  # (a core, less what the rest of the host took from it)
+    assert own.pid not in by_pid, delta
+    assert delta.others_cores >= by_pid[stranger] and delta.disturbed and 0.9 < delta.wall_s < 2.0, delta
 
 
 def test_if2_benchmark_refuses_a_negative_ack_interval_before_it_starts() -> None:
