@@ -134,6 +134,8 @@ class Result:
     wall_s: float = 0.0  # the phase's wall time as host_cpu measured it (from its CPU readings to its result)
     others_cores: float = 0.0  # the rest of the host over the phase (host_cpu): other processes' CPU, cores
     steal_cores: float = 0.0  # steal over the phase, cores
+    idle_cores: float = 0.0  # the machine's idle over the phase, cores (a phase bound by the CPUs leaves ~0)
+    irq_cores: float = 0.0  # the machine's irq and softirq over the phase, cores
     others_top: str = ""  # the largest other processes (comm pid cores)
     load1: float = 0.0  # the 1-minute load average at the phase's end
     disturbed: bool = False  # others + steal >= host_cpu.DISTURBED_CORES
@@ -407,6 +409,7 @@ def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
                   pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal,
                   wall_s=host.wall_s, others_cores=host.others_cores, steal_cores=host.steal_cores,
+                  idle_cores=host.idle_cores, irq_cores=host.irq_cores,
                   others_top=", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in host.top),
                   load1=host.load1, disturbed=host.disturbed)
 
@@ -1004,10 +1007,11 @@ def host_report(results: list[Result]) -> None:
     if not rows:
         return
     print(f"# the rest of the host by phase (other processes and steal in cores; DISTURBED: "
-          f">= {host_cpu.DISTURBED_CORES} together):")
+          f">= {host_cpu.DISTURBED_CORES} together; the machine's idle and irq + softirq cores beside):")
     for r in rows:
         print(f"#   round {r.round} {r.scenario} {r.phase} ({r.wall_s:.1f} s): others {r.others_cores:.2f} "
-              f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, load {r.load1:.2f}"
+              f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, idle {r.idle_cores:.2f}, irq "
+              f"{r.irq_cores:.2f}, load {r.load1:.2f}"
               + (" DISTURBED" if r.disturbed else ""))
 
 
@@ -1072,7 +1076,8 @@ def bracketed(results: list[Result], goal: float = 0.8) -> None:
         r = x.result
         print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {x.bracketed:.2f}x RabbitMQ alone "
               f"bracketed (the mean of just before and just after; drift after/before {x.drift:.2f}x); "
-              f"{x.per_round:.2f}x the round's first" + (" [host DISTURBED]" if x.disturbed else ""))
+              f"{x.per_round:.2f}x the round's first; machine idle {r.idle_cores:.2f} cores"
+              + (" [host DISTURBED]" if x.disturbed else ""))
     for name in COMPARED:
         mine = [x for x in every if x.result.scenario == name]
         if mine:

@@ -1,6 +1,8 @@
 """What the rest of the host did over a benchmark phase (Linux ``/proc``): the CPU of every process that is not
 this process or one of its descendants (the benchmark's own node, RabbitMQ and clients are), by process, and the
-steal of this virtual machine's CPUs (``/proc/stat``: runnable, but the hypervisor ran something else).
+steal of this virtual machine's CPUs (``/proc/stat``: runnable, but the hypervisor ran something else); and,
+from ``/proc/stat`` too, the machine's idle time (a phase that left a core idle was not bound by the host's CPUs)
+and its interrupt time (irq and softirq: loopback TCP's receive work, charged to no process).
 
 :func:`snapshot` reads the host at one instant; :func:`delta` tells, between two snapshots, the wall time, the
 other processes' CPU (in all and the largest by process, each named by its ``comm`` and pid) and the steal, in
@@ -23,6 +25,8 @@ DISTURBED_CORES = 0.1
 class Snapshot:
     at: float  #: time.monotonic()
     steal_s: float  #: the machine's steal since boot, CPU seconds
+    idle_s: float  #: idle and iowait since boot, CPU seconds
+    irq_s: float  #: irq and softirq since boot, CPU seconds
     #: pid -> (comm, ppid, CPU s, start time in clock ticks after boot: a pid used again is another process)
     processes: dict[int, tuple[str, int, float, int]] = field(default_factory=dict)
 
@@ -32,6 +36,8 @@ class HostDelta:
     wall_s: float
     others_cores: float  #: other processes' CPU seconds per wall second
     steal_cores: float  #: steal seconds per wall second
+    idle_cores: float  #: the machine's idle (and iowait) seconds per wall second
+    irq_cores: float  #: the machine's irq and softirq seconds per wall second
     top: tuple[tuple[str, int, float], ...]  #: the largest other processes: (comm, pid, cores), largest first
     load1: float
 
@@ -42,7 +48,8 @@ class HostDelta:
     def describe(self) -> str:
         top = ", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in self.top) or "none"
         return (f"{self.wall_s:.1f} s: other processes {self.others_cores:.2f} cores (largest: {top}), steal "
-                f"{self.steal_cores:.2f} cores, load {self.load1:.2f}"
+                f"{self.steal_cores:.2f} cores, idle {self.idle_cores:.2f}, irq {self.irq_cores:.2f}, load "
+                f"{self.load1:.2f}"
                 + (f" -- DISTURBED (others + steal >= {DISTURBED_CORES} cores)" if self.disturbed else ""))
 
 
@@ -59,12 +66,14 @@ def _stat(pid: str) -> tuple[str, int, float, int] | None:
 
 
 def snapshot() -> Snapshot:
-    steal = int(Path("/proc/stat").read_text().split("\n", 1)[0].split()[8]) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    _user, _nice, _system, idle, iowait, irq, softirq, steal = (
+        int(v) / tick for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9])
     processes = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (stat := _stat(entry)) is not None:
             processes[int(entry)] = stat
-    return Snapshot(time.monotonic(), steal, processes)
+    return Snapshot(time.monotonic(), steal, idle + iowait, irq + softirq, processes)
 
 
 def ours(processes: dict[int, tuple[str, int, float, int]], root: int) -> set[int]:
@@ -95,4 +104,5 @@ def delta(before: Snapshot, after: Snapshot, root: int | None = None, top: int =
             spent.append((comm, pid, used / wall))
     spent.sort(key=lambda item: -item[2])
     return HostDelta(wall, sum(cores for _, _, cores in spent), max(0.0, after.steal_s - before.steal_s) / wall,
-                     tuple(spent[:top]), os.getloadavg()[0])
+                     (after.idle_s - before.idle_s) / wall, (after.irq_s - before.irq_s) / wall, tuple(spent[:top]),
+                     os.getloadavg()[0])
