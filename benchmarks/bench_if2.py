@@ -134,7 +134,9 @@ class Result:
     wall_s: float = 0.0  # the phase's wall time as host_cpu measured it (from its CPU readings to its result)
     others_cores: float = 0.0  # the rest of the host over the phase (host_cpu): other processes' CPU, cores
     steal_cores: float = 0.0  # steal over the phase, cores
-    idle_cores: float = 0.0  # the machine's idle over the phase, cores (a phase bound by the CPUs leaves ~0)
+    idle_cores: float = -1.0  # the machine's idle while the messages flowed (first send to last receive), cores:
+    # a phase bound by the CPUs leaves ~0 (host_cpu.Sampler; -1: not known, a span under 40 ms)
+    traffic_steal_cores: float = -1.0  # the machine's steal while the messages flowed, cores
     irq_cores: float = 0.0  # the machine's irq and softirq over the phase, cores
     others_top: str = ""  # the largest other processes (comm pid cores)
     load1: float = 0.0  # the 1-minute load average at the phase's end
@@ -397,6 +399,7 @@ def stamp3(index: int, at_ns: int | None = None) -> bytes:
 def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple[int, int],
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
     host = host_cpu.delta(start.host, host_cpu.snapshot())
+    traffic = host_cpu.sampler().over(run.first_sent_ns, run.last_received_ns)
     cpu0 = start.values
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     woken = (wakeups(pids[0]) - cpu0[2]) / max(1, run.received) if len(cpu0) > 2 else 0.0
@@ -409,9 +412,10 @@ def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
                   pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal,
                   wall_s=host.wall_s, others_cores=host.others_cores, steal_cores=host.steal_cores,
-                  idle_cores=host.idle_cores, irq_cores=host.irq_cores,
+                  irq_cores=host.irq_cores,
                   others_top=", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in host.top),
-                  load1=host.load1, disturbed=host.disturbed)
+                  load1=host.load1, disturbed=host.disturbed, idle_cores=traffic[0] if traffic else -1.0,
+                  traffic_steal_cores=traffic[1] if traffic else -1.0)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
@@ -785,6 +789,7 @@ async def run_round(results: list[Result], phases: list[tuple[str, int, float]],
 
 async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
                        pids: tuple[int, int], workdir: Path) -> list[Result]:
+    host_cpu.sampler()  # (from now on: each phase's idle while its messages flow)
     target, source = await actor_setup(pki, ii)
     endpoint = loadgen.Endpoint("127.0.0.1", broker.port, str(pki.directory), BACKOFFICE, RABBIT)
     for exchange, queue in (("IVI", "bench-ivi"), ("SPAT", "bench-spat"), ("DENM", None)):
@@ -1006,12 +1011,13 @@ def host_report(results: list[Result]) -> None:
     rows = [r for r in results if r.wall_s]
     if not rows:
         return
-    print(f"# the rest of the host by phase (other processes and steal in cores; DISTURBED: "
-          f">= {host_cpu.DISTURBED_CORES} together; the machine's idle and irq + softirq cores beside):")
+    print(f"# the rest of the host by phase (other processes and steal in cores over the phase; DISTURBED: "
+          f">= {host_cpu.DISTURBED_CORES} together; irq + softirq beside; then while its messages flowed, first send "
+          f"to last receive, the machine's idle and steal):")
     for r in rows:
         print(f"#   round {r.round} {r.scenario} {r.phase} ({r.wall_s:.1f} s): others {r.others_cores:.2f} "
-              f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, idle {r.idle_cores:.2f}, irq "
-              f"{r.irq_cores:.2f}, load {r.load1:.2f}"
+              f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, irq {r.irq_cores:.2f}, load {r.load1:.2f}; "
+              f"flowing: idle {r.idle_cores:.2f}, steal {r.traffic_steal_cores:.2f}"
               + (" DISTURBED" if r.disturbed else ""))
 
 
@@ -1076,7 +1082,7 @@ def bracketed(results: list[Result], goal: float = 0.8) -> None:
         r = x.result
         print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {x.bracketed:.2f}x RabbitMQ alone "
               f"bracketed (the mean of just before and just after; drift after/before {x.drift:.2f}x); "
-              f"{x.per_round:.2f}x the round's first; machine idle {r.idle_cores:.2f} cores"
+              f"{x.per_round:.2f}x the round's first; the machine idle {r.idle_cores:.2f} cores while it flowed"
               + (" [host DISTURBED]" if x.disturbed else ""))
     for name in COMPARED:
         mine = [x for x in every if x.result.scenario == name]

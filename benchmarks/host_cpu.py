@@ -4,6 +4,11 @@ steal of this virtual machine's CPUs (``/proc/stat``: runnable, but the hypervis
 from ``/proc/stat`` too, the machine's idle time (a phase that left a core idle was not bound by the host's CPUs)
 and its interrupt time (irq and softirq: loopback TCP's receive work, charged to no process).
 
+A phase's window (from its first reading to its result) holds its clients' start-up and the consumers' wait for
+stragglers too; :class:`Sampler` reads ``/proc/stat`` every 20 ms in a thread, so that the machine's idle and steal
+over the traffic alone (first send to last receive) are known: a phase that left a core idle while its messages
+flowed was not bound by the host's CPUs.
+
 :func:`snapshot` reads the host at one instant; :func:`delta` tells, between two snapshots, the wall time, the
 other processes' CPU (in all and the largest by process, each named by its ``comm`` and pid) and the steal, in
 cores (CPU seconds over wall seconds), with the 1-minute load average at the end. A process that started meanwhile
@@ -12,7 +17,9 @@ that a phase whose host was disturbed shows as such beside its rate."""
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,3 +113,44 @@ def delta(before: Snapshot, after: Snapshot, root: int | None = None, top: int =
     return HostDelta(wall, sum(cores for _, _, cores in spent), max(0.0, after.steal_s - before.steal_s) / wall,
                      (after.idle_s - before.idle_s) / wall, (after.irq_s - before.irq_s) / wall, tuple(spent[:top]),
                      os.getloadavg()[0])
+
+
+def _machine() -> tuple[int, float, float]:
+    """(time.time_ns(), idle + iowait seconds, steal seconds) of the machine since boot."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return time.time_ns(), (fields[3] + fields[4]) / tick, fields[7] / tick
+
+
+class Sampler:
+    """``/proc/stat`` every ``period`` seconds in a daemon thread (the last ``keep`` readings): the machine's idle
+    and steal between two wall-clock instants (``time.time_ns``, as the benchmarks' message stamps)."""
+
+    def __init__(self, period: float = 0.02, keep: int = 60_000) -> None:
+        self.period, self.readings = period, deque[tuple[int, float, float]](maxlen=keep)
+        threading.Thread(target=self._run, name="host-sampler", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            self.readings.append(_machine())
+            time.sleep(self.period)
+
+    def over(self, start_ns: int, end_ns: int) -> tuple[float, float] | None:
+        """(idle cores, steal cores) from the first reading at or after ``start_ns`` to the last at or before
+        ``end_ns``; None when fewer than two readings fall between (a span under two periods)."""
+        inside = [reading for reading in list(self.readings) if start_ns <= reading[0] <= end_ns]
+        if len(inside) < 2:
+            return None
+        (t0, idle0, steal0), (t1, idle1, steal1) = inside[0], inside[-1]
+        wall = (t1 - t0) / 1e9
+        return (idle1 - idle0) / wall, max(0.0, steal1 - steal0) / wall
+
+
+_SAMPLER: list[Sampler] = []
+
+
+def sampler() -> Sampler:
+    """This process's one Sampler, started on the first call."""
+    if not _SAMPLER:
+        _SAMPLER.append(Sampler())
+    return _SAMPLER[0]

@@ -177,7 +177,8 @@ def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
                                            "# A/A control (rabbitmq-again / RabbitMQ alone, per round): median ",
                                            "# A/A control (rabbitmq-again / RabbitMQ alone, bracketed): median ",
                                            "# the rest of the host by phase (other processes and steal in cores",
-                                           "#   round 2 if2->croads flat out (", "#   round 1 rabbitmq-again 100/s ("))
+                                           "#   round 2 if2->croads flat out (", "#   round 1 rabbitmq-again 100/s (",
+                                           "; flowing: idle "))
     order = [line.split()[1] for line in output.splitlines() if line.startswith(" 1 ") and " flat out " in line]
     assert order == ["rabbitmq", "rabbitmq-again", "rabbitmq-2", "rabbitmq+bi", "bi", "rabbitmq-3", "if2->croads",
                      "rabbitmq-4"], order  # ("bi plain": two words)
@@ -220,13 +221,15 @@ def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
 
 def test_host_cpu_counts_a_process_of_the_rest_of_the_host_and_not_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """host_cpu: a spinning process that is not this process's descendant (its parent shell exited) shows
-    with about a core; this process's own spinning child does not count."""
+    with about a core; this process's own spinning child does not count; the sampler tells the machine's idle
+    and steal over a span of its readings, and nothing over a span shorter than two."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     host_cpu = importlib.import_module("host_cpu")
     spin = [sys.executable, "-c", "import time\nend = time.monotonic() + 3\nwhile time.monotonic() < end: pass"]
     own = subprocess.Popen(spin)
     stranger = int(subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", *spin], capture_output=True,
                                   text=True, check=True).stdout)
+    host_cpu.sampler()
     try:
         before = host_cpu.snapshot()
         time.sleep(1.0)
@@ -236,6 +239,9 @@ def test_host_cpu_counts_a_process_of_the_rest_of_the_host_and_not_its_own(monke
         own.wait()
         with contextlib.suppress(ProcessLookupError):
             os.kill(stranger, signal.SIGKILL)
+    span = host_cpu.sampler().over(time.time_ns() - int(0.8e9), time.time_ns())
+    assert span is not None and 0.0 <= span[0] <= (os.cpu_count() or 1) + 0.05 and span[1] >= 0.0, span
+    assert host_cpu.sampler().over(time.time_ns() - 1000, time.time_ns()) is None  # (under two readings)
     by_pid = {pid: cores for _, pid, cores in delta.top}
     assert by_pid.get(stranger, 0.0) > 0.3, delta  # (a core, less what the rest of the host took from it)
     assert own.pid not in by_pid, delta
