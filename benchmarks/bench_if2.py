@@ -755,6 +755,9 @@ async def floor_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, coun
 
 #: ``--control``'s scenario: RabbitMQ alone again, right after the round's first, the same phases (an A/A pair)
 CONTROL = "rabbitmq-again"
+#: ``--control`` with the export's flat-out phase shorter (``--export-messages``): RabbitMQ alone flat out again with
+#: that many messages, the export's A/A (a shorter phase's rate moves more, and its pipeline's fill weighs more)
+CONTROL_SHORT = "rabbitmq-short"
 
 #: a scenario's phase (name, messages, msgs/s, 0: flat out) -> its results (``--floor``'s: two, or none paced)
 Step = Callable[[str, int, float], Awaitable[list[Result]]]
@@ -858,10 +861,14 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
         async def import_step(name: str, count: int, rate: float) -> list[Result]:
             return [await import_phase(endpoint, args, name, count, rate, importer, pids, pubs)]
 
+        export_count = args.export_messages if c_actor is not None and args.export_messages else args.messages
+
         async def export_step(name: str, count: int, rate: float) -> list[Result]:
-            if not rate and c_actor is not None and args.export_messages:
-                count = args.export_messages  # (the BI's buffer: see --export-messages)
+            count = count if rate else export_count  # (the BI's buffer: see --export-messages)
             return [await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor)]
+
+        async def control_short(name: str, count: int, rate: float) -> list[Result]:
+            return [] if rate else await alone(CONTROL_SHORT)(name, export_count, rate)
 
         def beside_plain(first: int, round_: int) -> Step:
             async def step(name: str, count: int, rate: float) -> list[Result]:
@@ -875,6 +882,8 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
         for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
             first = len(results)
             steps = [*((alone(CONTROL),) if args.control else ()),
+                     *((control_short,) if args.control and "export" in args.directions
+                       and export_count != args.messages else ()),
                      *((beside_plain(first, round_),) if plain is not None else ()),
                      *((import_step,) if "import" in args.directions else ()),
                      *((export_step,) if "export" in args.directions else ())]
@@ -934,7 +943,7 @@ def over_the_rounds(results: list[Result], goal: float = 0.8) -> None:
     alone = {r.round: r.rate for r in results if r.scenario == "rabbitmq" and r.phase in FLAT_OUT}
     if len(alone) < 2:
         return
-    for name in (CONTROL, "rabbitmq+bi", "if2->croads", "croads->if2"):
+    for name in COMPARED:
         ratios = sorted(r.rate / alone[r.round] for r in results if r.scenario == name
                         and r.phase in FLAT_OUT and alone.get(r.round))
         if ratios:
@@ -1021,8 +1030,8 @@ def host_report(results: list[Result]) -> None:
               + (" DISTURBED" if r.disturbed else ""))
 
 
-#: the flat-out phases measured against RabbitMQ alone (the A/A control first)
-COMPARED = (CONTROL, "rabbitmq+bi", "if2->croads", "croads->if2")
+#: the flat-out phases measured against RabbitMQ alone (the A/A controls first)
+COMPARED = (CONTROL, CONTROL_SHORT, "rabbitmq+bi", "if2->croads", "croads->if2")
 
 
 @dataclass(frozen=True)
@@ -1098,24 +1107,24 @@ def bracketed(results: list[Result], goal: float = 0.8) -> None:
 
 
 def verdict(results: list[Result], goal: float = 0.8) -> None:
-    """``--control``: each bridge path's flat-out ratio below ``goal`` set against the control's spread in this
-    run, ratio by ratio of the same kind (per round; bracketed with --bracket): a bridge phase's dip below its
+    """``--control``: each bridge path's flat-out ratio below ``goal`` set against its control's spread in this
+    run (the export's: CONTROL_SHORT, of its own length, where there is one), ratio by ratio of the same kind
+    (per round; bracketed with --bracket): a bridge phase's dip below its
     path's median (its ratio / that median) no deeper than the control's lowest ratio is inside what the host
     does with nothing changed; deeper, it is the bridge's (or the host's beyond what this run's control saw)."""
     every = ratios(results)
-    control = [x for x in every if x.result.scenario == CONTROL]
-    if not control:
-        return
     kinds: list[tuple[str, Callable[[Ratio], float | None]]] = [("per round", lambda x: x.per_round),
                                                                   ("bracketed", lambda x: x.bracketed)]
     for kind, value in kinds:
-        aa = [v for v in map(value, control) if v is not None]
-        if not aa:
-            continue
-        print(f"# A/A control ({CONTROL} / RabbitMQ alone, {kind}): {spread(aa)}")
-        for name in COMPARED[1:]:
+        controls = {name: [v for x in every if x.result.scenario == name and (v := value(x)) is not None]
+                    for name in (CONTROL, CONTROL_SHORT)}
+        for name, aa in controls.items():
+            if aa:
+                print(f"# A/A control ({name} / RabbitMQ alone, {kind}): {spread(aa)}")
+        for name in COMPARED[2:]:
+            aa = controls[CONTROL_SHORT] if name == "croads->if2" and controls[CONTROL_SHORT] else controls[CONTROL]
             mine = [(x, v) for x in every if x.result.scenario == name and (v := value(x)) is not None]
-            if not mine:
+            if not mine or not aa:
                 continue
             middle = statistics.median(v for _, v in mine)
             for x, v in mine:
@@ -1200,7 +1209,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--control", action="store_true",
                         help="with --processes: each round also runs RabbitMQ alone again right after its first "
                         "(rabbitmq-again: the same phases and counts), measured against RabbitMQ alone as the bridge "
-                        "is: the ratios' spread with nothing changed (an A/A control), beside the bridge's")
+                        "is: the ratios' spread with nothing changed (an A/A control), beside the bridge's; with the "
+                        "export's flat-out phase shorter (--export-messages), RabbitMQ alone flat out with that many "
+                        "too (rabbitmq-short: the export's A/A)")
     parser.add_argument("--bracket", action=argparse.BooleanOptionalAction, default=False,
                         help="with --processes: the round's flat-out phases first, RabbitMQ alone again after each "
                         "(rabbitmq-2, ...), so that each flat-out phase is between two of RabbitMQ alone's and its "

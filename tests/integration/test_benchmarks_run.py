@@ -164,10 +164,11 @@ def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
     and the node), and the round's floor line compares them with RabbitMQ alone and the import; over two
     rounds, each path's median ratio to RabbitMQ alone of its round. With ``--control --bracket``: RabbitMQ
     alone again right after the first (the A/A control, every message once) and after each step's flat-out
-    phase, so each is between two of RabbitMQ alone's; the bracketed ratios, the A/A spreads and each
-    phase's host are printed."""
+    phase, so each is between two of RabbitMQ alone's, and with the export's flat-out phase shorter RabbitMQ
+    alone with as many messages (its A/A); the bracketed ratios, the A/A spreads and each phase's host are
+    printed."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
-                 "--paced-s", "0.5", "--directions", "import", "--floor", "--rounds", "2", "--control", "--bracket")
+                 "--paced-s", "0.5", "--floor", "--rounds", "2", "--control", "--bracket", "--export-messages", "100")
     assert_prints("bench_if2.py", output, ("# round 1 rabbitmq-again flat out: ", "# round 2 if2->croads flat out: ",
                                            "x RabbitMQ alone bracketed (the mean of just before and just after; "
                                            "drift after/before ",
@@ -176,14 +177,16 @@ def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
                                            "step / the round's first median ",
                                            "# A/A control (rabbitmq-again / RabbitMQ alone, per round): median ",
                                            "# A/A control (rabbitmq-again / RabbitMQ alone, bracketed): median ",
+                                           "# A/A control (rabbitmq-short / RabbitMQ alone, bracketed): median ",
                                            "# the rest of the host by phase (other processes and steal in cores",
                                            "#   round 2 if2->croads flat out (", "#   round 1 rabbitmq-again 100/s (",
                                            "; flowing: idle "))
     order = [line.split()[1] for line in output.splitlines() if line.startswith(" 1 ") and " flat out " in line]
-    assert order == ["rabbitmq", "rabbitmq-again", "rabbitmq-2", "rabbitmq+bi", "bi", "rabbitmq-3", "if2->croads",
-                     "rabbitmq-4"], order  # ("bi plain": two words)
-    again = next(line.split() for line in output.splitlines() if line.startswith(" 1 rabbitmq-again flat out"))
-    assert again[-10] == "200" and again[-4:-2] == ["0", "0"] and again[-1] == "0", again  # every one, once
+    assert order == ["rabbitmq", "rabbitmq-again", "rabbitmq-2", "rabbitmq-short", "rabbitmq-3", "rabbitmq+bi", "bi",
+                     "rabbitmq-4", "if2->croads", "rabbitmq-5", "croads->if2", "rabbitmq-6"], order  # ("bi plain")
+    for scenario, sent in (("rabbitmq-again", "200"), ("rabbitmq-short", "100")):
+        row = next(line.split() for line in output.splitlines() if line.startswith(f" 1 {scenario:<14} flat out"))
+        assert row[-10] == sent and row[-4:-2] == ["0", "0"] and row[-1] == "0", row  # every one, once
     assert_prints("bench_if2.py", output, ("# --floor: the plain BI path's messages are ",
                                            "# round 1 floor: the plain BI path paced at ",
                                            "# round 1 floor: RabbitMQ beside the node's plain BI path ",
