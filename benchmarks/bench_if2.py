@@ -130,6 +130,9 @@ class Result:
     others_cpu_us: float = 0.0  # the machine's busy CPU per message outside the node, RabbitMQ and the clients
     steal_us: float = 0.0  # the machine's steal per message (the host ran something else on its CPUs)
     node_wakeups: float = 0.0  # the node's event-loop thread: times it slept and was woken, per message
+    bench_us: float = 0.0  # this process's CPU per message (the benchmark's own: its threads, the Python clients)
+    reaped_us: float = 0.0  # CPU per message of the client processes that ended in the phase, all of it (start-up,
+    # connecting and waiting included: their own reports, pub_cpu_us and cons_cpu_us, count less)
     slot: int = 0  # the phase's place in the run (1, 2, ...: --bracket's neighbours)
     wall_s: float = 0.0  # the phase's wall time as host_cpu measured it (from its CPU readings to its result)
     others_cores: float = 0.0  # the rest of the host over the phase (host_cpu): other processes' CPU, cores
@@ -171,13 +174,22 @@ def machine_cpu() -> tuple[float, float]:
 class Usage:
     """One reading at a phase's start: ``values`` the CPU seconds of the node and of RabbitMQ, the node's
     wake-ups (:func:`wakeups`), the machine's busy and steal seconds (:func:`machine_cpu`); ``host`` every
-    process's CPU (host_cpu: the rest of the host over the phase)."""
+    process's CPU (host_cpu: the rest of the host over the phase); ``own`` this process's CPU seconds and
+    those of its children that ended and were waited for (``os.times``)."""
     values: list[float]
     host: host_cpu.Snapshot
+    own: tuple[float, float] = (0.0, 0.0)
+
+
+def own_cpu() -> tuple[float, float]:
+    """This process's CPU seconds (user + system), and its ended, waited-for children's."""
+    times = os.times()
+    return times.user + times.system, times.children_user + times.children_system
 
 
 def usage(pids: tuple[int, int]) -> Usage:
-    return Usage([*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()], host_cpu.snapshot())
+    return Usage([*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()], host_cpu.snapshot(),
+                 own_cpu())
 
 
 def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
@@ -400,6 +412,7 @@ def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
     host = host_cpu.delta(start.host, host_cpu.snapshot())
     traffic = host_cpu.sampler().over(run.first_sent_ns, run.last_received_ns)
+    mine, reaped = ((now - then) / max(1, run.received) * 1e6 for now, then in zip(own_cpu(), start.own))
     cpu0 = start.values
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     woken = (wakeups(pids[0]) - cpu0[2]) / max(1, run.received) if len(cpu0) > 2 else 0.0
@@ -411,6 +424,7 @@ def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
                   pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal,
+                  bench_us=mine, reaped_us=reaped,
                   wall_s=host.wall_s, others_cores=host.others_cores, steal_cores=host.steal_cores,
                   irq_cores=host.irq_cores,
                   others_top=", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in host.top),
@@ -1003,7 +1017,8 @@ def cpu_breakdown(results: list[Result]) -> None:
         cells = [f"{v:7.1f} ({v * r.messages / 1e6:6.2f} s)" for v in (*values, sum(values))]
         print(f"# round {r.round:<2} {r.scenario:<12} " + " ".join(f"{c:>17}" for c in cells)
               + (f"; node wake-ups {r.node_wakeups:.3f} per message" if r.node_wakeups else "")
-              + f"; {sum(values) * r.rate / 1e6:.2f} cores at its rate; the machine's other processes "
+              + f"; {sum(values) * r.rate / 1e6:.2f} cores at its rate; this process {r.bench_us:.1f} µs, its "
+              f"ended clients {r.reaped_us:.1f} µs in all; the machine's other processes "
               f"{r.others_cpu_us:.1f} µs, steal {r.steal_us:.1f} µs per message")
         peer = base.get(r.round)
         if peer is not None and peer is not r:
