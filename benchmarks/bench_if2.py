@@ -1227,11 +1227,14 @@ def _parser() -> argparse.ArgumentParser:
                         "is: the ratios' spread with nothing changed (an A/A control), beside the bridge's; with the "
                         "export's flat-out phase shorter (--export-messages), RabbitMQ alone flat out with that many "
                         "too (rabbitmq-short: the export's A/A)")
-    parser.add_argument("--bracket", action=argparse.BooleanOptionalAction, default=False,
-                        help="with --processes: the round's flat-out phases first, RabbitMQ alone again after each "
-                        "(rabbitmq-2, ...), so that each flat-out phase is between two of RabbitMQ alone's and its "
-                        "ratio is taken against their mean (their own ratio printed as the drift); the paced phases "
-                        "after them. The ratio against the round's first RabbitMQ alone stays printed")
+    parser.add_argument("--bracket", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --processes (and the default there): the round's flat-out phases first, RabbitMQ "
+                        "alone again after each (rabbitmq-2, ...), so that each flat-out phase is between two of "
+                        "RabbitMQ alone's and its ratio is taken against their mean (their own ratio printed as the "
+                        "drift; with nothing changed this ratio spreads less than the one against the round's first); "
+                        "the paced phases after them. The ratio against the round's first RabbitMQ alone stays "
+                        "printed; --no-bracket: the order of the runs before (each scenario's flat-out and paced "
+                        "phases together, RabbitMQ alone once a round)")
     parser.add_argument("--json", type=Path, help="write the results here")
     return parser
 
@@ -1243,6 +1246,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--floor-rate is msgs/s or 'alone', not {args.floor_rate!r}")
     if (args.control or args.bracket) and not args.processes:
         parser.error("--control and --bracket need --processes (the C clients' phases)")
+    args.bracket = bool(args.processes) if args.bracket is None else args.bracket
     if args.rabbit_ack_every < 0:
         parser.error(f"--rabbit-ack-every must be 0 (auto-ack) or more, not {args.rabbit_ack_every}")
     rabbitmq.ensure_installed()

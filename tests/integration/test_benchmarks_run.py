@@ -134,7 +134,8 @@ def test_if2_benchmark_with_generator_processes() -> None:
     import's C-Roads consumer): every message published by two publisher processes arrives once
     (none lost or duplicated, the publishers' own count: none unconfirmed), and both C ends' CPU
     shows in each flat-out phase's CPU by process, with the node's event-loop wake-ups; RabbitMQ
-    runs without scheduler busy waiting by default."""
+    runs without scheduler busy waiting by default; the flat-out phases are bracketed by default (RabbitMQ
+    alone again after the import's)."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import")
     assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
@@ -152,6 +153,7 @@ def test_if2_benchmark_with_generator_processes() -> None:
             row = next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} {phase}"))
             assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
             assert row[-1] == "0", row  # RabbitMQ confirmed every publish (none nacked, returned or unanswered)
+    assert any(line.startswith(" 1 rabbitmq-2       flat out") for line in lines), output[-3000:]
     cpu = next(line for line in lines if line.startswith("# round 1  rabbitmq "))
     publishers_us, consumers_us = (float(cell.split("(")[0].split()[-1]) for cell in cpu.split(")")[:2])
     assert publishers_us > 0 and consumers_us > 0, cpu  # the C publishers' and consumers' own CPU, per message
@@ -209,10 +211,12 @@ def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
     """``--rabbit-ack-every``: RabbitMQ alone's C consumer acknowledges (multiple) instead of auto-ack,
     within the bridge's prefetch: with a prefetch of 20 and 200 messages it receives every one only
     because it acks (one that did not would get 20). (Here RabbitMQ's schedulers busy-wait, the
-    VM's own thresholds, as ``--rabbitmq-busy-wait erlang-default`` asks.)"""
+    VM's own thresholds, as ``--rabbitmq-busy-wait erlang-default`` asks; ``--no-bracket``: the order of
+    the runs before, RabbitMQ alone once a round.)"""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "1", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import", "--prefetch", "20", "--rabbit-ack-every", "7",
-                 "--rabbitmq-busy-wait", "erlang-default")
+                 "--rabbitmq-busy-wait", "erlang-default", "--no-bracket")
+    assert "rabbitmq-2" not in output and " bracketed " not in output, output[-3000:]
     assert_prints("bench_if2.py", output, ("C (if2_consume, rabbitmq-c, acks every 7, prefetch 20) x 1",
                                            "# RabbitMQ's scheduler busy waiting: erlang-default "
                                            "(+sbwt medium, +sbwtdcpu short, +sbwtdio short)"))
@@ -256,6 +260,9 @@ def test_if2_benchmark_refuses_a_negative_ack_interval_before_it_starts() -> Non
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--rabbit-ack-every must be 0 (auto-ack) or more, not -1" in done.stderr
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_if2.py"), "--control"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--control and --bracket need --processes" in done.stderr, done.stderr[-2000:]
 
 
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
