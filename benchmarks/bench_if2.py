@@ -716,6 +716,7 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     processes."""
     consumers = await asyncio.to_thread(kind.start, endpoint, "bench-spat", args.consumers)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "export", pids[0])
+    probe0 = cpu_probe() if not rate else ""
     if c_actor is not None:
         report, cpu0 = await asyncio.to_thread(c_actor.run, count, rate, pids)
         own = float(report["cpu_s"])
@@ -728,6 +729,8 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
     run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
     result = mp_result("croads->if2", phase, run, cpu0, pids, own / max(1, count) * 1e6, run.consumer_cpu_us)
+    if not rate:  # (as the import's and RabbitMQ alone's: the CPUs' speed just before and after)
+        print(f"# croads->if2 {phase}: CPU probe before: {probe0}; after: {cpu_probe()}", flush=True)
     profile.stop(result)
     return result
 
