@@ -1032,6 +1032,11 @@ def cpu_breakdown(results: list[Result]) -> None:
                   + ", ".join(f"{p} {e:+.1f}" for p, e in zip(parts, extra)) + f"; total {sum(extra):+.1f}")
 
 
+def cores(value: float) -> str:
+    """A Sampler figure (cores), or n/a when it was not known (-1: the messages flowed under two readings)."""
+    return "n/a" if value < 0 else f"{value:.2f}"
+
+
 def host_report(results: list[Result]) -> None:
     """Each phase's host (host_cpu): the other processes' CPU (the largest by process) and steal, in cores,
     and the load at its end; a phase where they reached host_cpu.DISTURBED_CORES is marked DISTURBED."""
@@ -1044,7 +1049,7 @@ def host_report(results: list[Result]) -> None:
     for r in rows:
         print(f"#   round {r.round} {r.scenario} {r.phase} ({r.wall_s:.1f} s): others {r.others_cores:.2f} "
               f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, irq {r.irq_cores:.2f}, load {r.load1:.2f}; "
-              f"flowing: idle {r.idle_cores:.2f}, steal {r.traffic_steal_cores:.2f}"
+              f"flowing: idle {cores(r.idle_cores)}, steal {cores(r.traffic_steal_cores)}"
               + (" DISTURBED" if r.disturbed else ""))
 
 
@@ -1109,7 +1114,7 @@ def bracketed(results: list[Result], goal: float = 0.8) -> None:
         r = x.result
         print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {x.bracketed:.2f}x RabbitMQ alone "
               f"bracketed (the mean of just before and just after; drift after/before {x.drift:.2f}x); "
-              f"{x.per_round:.2f}x the round's first; the machine idle {r.idle_cores:.2f} cores while it flowed"
+              f"{x.per_round:.2f}x the round's first; the machine idle {cores(r.idle_cores)} cores while it flowed"
               + (" [host DISTURBED]" if x.disturbed else ""))
     for name in COMPARED:
         mine = [x for x in every if x.result.scenario == name]

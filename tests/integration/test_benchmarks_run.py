@@ -153,7 +153,7 @@ def test_if2_benchmark_with_generator_processes() -> None:
             row = next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} {phase}"))
             assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
             assert row[-1] == "0", row  # RabbitMQ confirmed every publish (none nacked, returned or unanswered)
-    assert any(line.startswith(" 1 rabbitmq-2       flat out") for line in lines), output[-3000:]
+    assert any(line.startswith(f" 1 {'rabbitmq-2':<14} flat out") for line in lines), output[-3000:]
     cpu = next(line for line in lines if line.startswith("# round 1  rabbitmq "))
     publishers_us, consumers_us = (float(cell.split("(")[0].split()[-1]) for cell in cpu.split(")")[:2])
     assert publishers_us > 0 and consumers_us > 0, cpu  # the C publishers' and consumers' own CPU, per message
