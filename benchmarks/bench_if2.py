@@ -50,6 +50,13 @@ at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher 
 ``none`` (the default: RabbitMQ's own start-up default, and its runtime guide's advice where the
 CPUs are shared, as here) or ``erlang-default`` (the VM's own thresholds, idle schedulers spin); the
 run prints the thresholds its ``beam.smp`` was started with.
+Whether a round's ratio is the bridge's or the host's: ``--control`` adds RabbitMQ alone again right after the
+round's first (``rabbitmq-again``; and ``rabbitmq-short`` with the export's flat-out count), measured as the bridge
+is, an A/A ratio beside the bridge's; ``--bracket`` (the default with ``--processes``; ``--no-bracket``: the order
+before) runs the flat-out phases first with RabbitMQ alone after each, and takes each ratio against the mean of
+its two neighbours too; every phase reports the rest of the host (``host_cpu.py``: other processes by process,
+steal, and the machine's idle while its messages flowed), a phase with others and steal at 0.1 cores or more
+marked DISTURBED (benchmarks/README.md, "IF2: the bridge or the host?").
 """
 from __future__ import annotations
 
