@@ -50,6 +50,13 @@ at 1,000,000 here: IF2's default of 10,000 would drop what a flat-out publisher 
 ``none`` (the default: RabbitMQ's own start-up default, and its runtime guide's advice where the
 CPUs are shared, as here) or ``erlang-default`` (the VM's own thresholds, idle schedulers spin); the
 run prints the thresholds its ``beam.smp`` was started with.
+Whether a round's ratio is the bridge's or the host's: ``--control`` adds RabbitMQ alone again right after the
+round's first (``rabbitmq-again``; and ``rabbitmq-short`` with the export's flat-out count), measured as the bridge
+is, an A/A ratio beside the bridge's; ``--bracket`` (the default with ``--processes``; ``--no-bracket``: the order
+before) runs the flat-out phases first with RabbitMQ alone after each, and takes each ratio against the mean of
+its two neighbours too; every phase reports the rest of the host (``host_cpu.py``: other processes by process,
+steal, and the machine's idle while its messages flowed), a phase with others and steal at 0.1 cores or more
+marked DISTURBED (benchmarks/README.md, "IF2: the bridge or the host?").
 """
 from __future__ import annotations
 
@@ -68,7 +75,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +88,7 @@ from certs.tls import TlsFiles, client_context
 from interchange.broker.client import ClientConnection
 from interchange.testing import rabbitmq
 from interchange.testing.harness import body_bytes
+import host_cpu  # (this script's folder)
 import if2_loadgen as loadgen  # (this script's folder)
 import profile_categories as categories  # (this script's folder)
 import node_process  # (this script's folder)
@@ -129,6 +137,20 @@ class Result:
     others_cpu_us: float = 0.0  # the machine's busy CPU per message outside the node, RabbitMQ and the clients
     steal_us: float = 0.0  # the machine's steal per message (the host ran something else on its CPUs)
     node_wakeups: float = 0.0  # the node's event-loop thread: times it slept and was woken, per message
+    bench_us: float = 0.0  # this process's CPU per message (the benchmark's own: its threads, the Python clients)
+    reaped_us: float = 0.0  # CPU per message of the client processes that ended in the phase, all of it (start-up,
+    # connecting and waiting included: their own reports, pub_cpu_us and cons_cpu_us, count less)
+    slot: int = 0  # the phase's place in the run (1, 2, ...: --bracket's neighbours)
+    wall_s: float = 0.0  # the phase's wall time as host_cpu measured it (from its CPU readings to its result)
+    others_cores: float = 0.0  # the rest of the host over the phase (host_cpu): other processes' CPU, cores
+    steal_cores: float = 0.0  # steal over the phase, cores
+    idle_cores: float = -1.0  # the machine's idle while the messages flowed (first send to last receive), cores:
+    # a phase bound by the CPUs leaves ~0 (host_cpu.Sampler; -1: not known, a span under 40 ms)
+    traffic_steal_cores: float = -1.0  # the machine's steal while the messages flowed, cores
+    irq_cores: float = 0.0  # the machine's irq and softirq over the phase, cores
+    others_top: str = ""  # the largest other processes (comm pid cores)
+    load1: float = 0.0  # the 1-minute load average at the phase's end
+    disturbed: bool = False  # others + steal >= host_cpu.DISTURBED_CORES
 
 
 def cpu_s(pid: int) -> float:
@@ -155,10 +177,26 @@ def machine_cpu() -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
-def usage(pids: tuple[int, int]) -> list[float]:
-    """The CPU seconds of the node and of RabbitMQ (``pids``), the node's wake-ups (:func:`wakeups`), then
-    the machine's busy and steal seconds (:func:`machine_cpu`)."""
-    return [*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()]
+@dataclass(frozen=True)
+class Usage:
+    """One reading at a phase's start: ``values`` the CPU seconds of the node and of RabbitMQ, the node's
+    wake-ups (:func:`wakeups`), the machine's busy and steal seconds (:func:`machine_cpu`); ``host`` every
+    process's CPU (host_cpu: the rest of the host over the phase); ``own`` this process's CPU seconds and
+    those of its children that ended and were waited for (``os.times``)."""
+    values: list[float]
+    host: host_cpu.Snapshot
+    own: tuple[float, float] = (0.0, 0.0)
+
+
+def own_cpu() -> tuple[float, float]:
+    """This process's CPU seconds (user + system), and its ended, waited-for children's."""
+    times = os.times()
+    return times.user + times.system, times.children_user + times.children_system
+
+
+def usage(pids: tuple[int, int]) -> Usage:
+    return Usage([*(cpu_s(pid) for pid in pids), float(wakeups(pids[0])), *machine_cpu()], host_cpu.snapshot(),
+                 own_cpu())
 
 
 def stats(scenario: str, phase: str, sends: list[int], receives: list[int]) -> Result:
@@ -377,8 +415,12 @@ def stamp3(index: int, at_ns: int | None = None) -> bytes:
     return b"%d:0:%d:" % (at_ns or time.time_ns(), index) + loadgen.PADDING
 
 
-def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: tuple[int, int],
+def mp_result(name: str, phase: str, run: loadgen.Run, start: Usage, pids: tuple[int, int],
               pub_cpu_us: float, cons_cpu_us: float) -> Result:
+    host = host_cpu.delta(start.host, host_cpu.snapshot())
+    traffic = host_cpu.sampler().over(run.first_sent_ns, run.last_received_ns)
+    mine, reaped = ((now - then) / max(1, run.received) * 1e6 for now, then in zip(own_cpu(), start.own))
+    cpu0 = start.values
     node, rabbit = ((cpu_s(pid) - c) / max(1, run.received) * 1e6 for pid, c in zip(pids, cpu0))
     woken = (wakeups(pids[0]) - cpu0[2]) / max(1, run.received) if len(cpu0) > 2 else 0.0
     others = steal = 0.0
@@ -388,7 +430,13 @@ def mp_result(name: str, phase: str, run: loadgen.Run, cpu0: list[float], pids: 
         others = (busy - cpu0[3]) / max(1, run.received) * 1e6 - (node + rabbit + pub_cpu_us + cons_cpu_us)
     return Result(name, phase, run.received, run.rate, run.p50_ms, run.p99_ms, node, rabbit, run.lost,
                   run.duplicated, pub_cpu_us + cons_cpu_us, pub_cpu_us=pub_cpu_us, cons_cpu_us=cons_cpu_us,
-                  pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal)
+                  pub_failed=run.publish_failed, node_wakeups=woken, others_cpu_us=others, steal_us=steal,
+                  bench_us=mine, reaped_us=reaped,
+                  wall_s=host.wall_s, others_cores=host.others_cores, steal_cores=host.steal_cores,
+                  irq_cores=host.irq_cores,
+                  others_top=", ".join(f"{comm} {pid} {cores:.2f}" for comm, pid, cores in host.top),
+                  load1=host.load1, disturbed=host.disturbed, idle_cores=traffic[0] if traffic else -1.0,
+                  traffic_steal_cores=traffic[1] if traffic else -1.0)
 
 
 def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int, rate: float,
@@ -404,10 +452,11 @@ def rabbit_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: st
     cons = consumers.collect(per * args.processes, timeout=120 + count / 500)
     threads = beam_threads(pids[1])
     run = loadgen.summarize(per, args.processes, [p for r in cons for p in r.pairs], pubs + cons)
-    if not rate:
+    result = mp_result(scenario, phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
+    if not rate:  # (the probe after the phase's readings: its CPU is not the rest of the host's)
         print(f"# {scenario} {phase}: " + threads_line(threads0, threads, run.received)
               + f"; CPU probe before: {probe0}; after: {cpu_probe()}", flush=True)
-    return mp_result(scenario, phase, run, cpu0, pids, run.publisher_cpu_us, run.consumer_cpu_us)
+    return result
 
 
 def cpu_probe(steps: int = 300_000) -> str:
@@ -637,14 +686,14 @@ class CActor:
                 "--timeout", str(120 + count / 500)]
 
     def run(self, count: int, rate: float, pids: tuple[int, int],
-            before_go: Callable[[], object] | None = None) -> tuple[dict[str, Any], list[float]]:
+            before_go: Callable[[], object] | None = None) -> tuple[dict[str, Any], Usage]:
         """Publish ``count`` messages: the generator's JSON report (its own CPU over publishing in
         ``cpu_s``) and the node's and RabbitMQ's CPU once its link was attached (READY; ``before_go``
         called then, before it starts)."""
         proc = subprocess.Popen(self.command(count, rate), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, bufsize=1)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        cpu0: list[float] = []
+        cpu0: Usage | None = None
         try:
             for line in proc.stderr:
                 if line.strip() == "READY":
@@ -664,7 +713,7 @@ class CActor:
         report: dict[str, Any] = json.loads(out)
         if report["accepted"] != count or report["timed_out"] or report["aborted"]:
             print(f"# C actor: {report['accepted']} of {count} accepted ({report.get('errors')})", file=sys.stderr)
-        return report, cpu0 or usage(pids)
+        return report, cpu0 if cpu0 is not None else usage(pids)
 
 
 async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, phase: str, count: int,
@@ -674,6 +723,7 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     processes."""
     consumers = await asyncio.to_thread(kind.start, endpoint, "bench-spat", args.consumers)
     profile = Profile(args if not rate else argparse.Namespace(profile=None), "export", pids[0])
+    probe0 = cpu_probe() if not rate else ""
     if c_actor is not None:
         report, cpu0 = await asyncio.to_thread(c_actor.run, count, rate, pids)
         own = float(report["cpu_s"])
@@ -686,6 +736,8 @@ async def export_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, pha
     cons = await asyncio.to_thread(consumers.collect, count, 120 + count / 500)
     run = loadgen.summarize(count, 1, [p for r in cons for p in r.pairs], cons)
     result = mp_result("croads->if2", phase, run, cpu0, pids, own / max(1, count) * 1e6, run.consumer_cpu_us)
+    if not rate:  # (as the import's and RabbitMQ alone's: the CPUs' speed just before and after)
+        print(f"# croads->if2 {phase}: CPU probe before: {probe0}; after: {cpu_probe()}", flush=True)
     profile.stop(result)
     return result
 
@@ -725,8 +777,46 @@ async def floor_phase(endpoint: loadgen.Endpoint, args: argparse.Namespace, coun
     return [rabbit_result, result]
 
 
+#: ``--control``'s scenario: RabbitMQ alone again, right after the round's first, the same phases (an A/A pair)
+CONTROL = "rabbitmq-again"
+#: ``--control`` with the export's flat-out phase shorter (``--export-messages``): RabbitMQ alone flat out again with
+#: that many messages, the export's A/A (a shorter phase's rate moves more, and its pipeline's fill weighs more)
+CONTROL_SHORT = "rabbitmq-short"
+
+#: a scenario's phase (name, messages, msgs/s, 0: flat out) -> its results (``--floor``'s: two, or none paced)
+Step = Callable[[str, int, float], Awaitable[list[Result]]]
+
+
+def is_alone(scenario: str) -> bool:
+    """RabbitMQ alone as the reference: the round's first (``rabbitmq``) or ``--bracket``'s after a step
+    (``rabbitmq-2``, ``rabbitmq-3``, ...); the A/A control (CONTROL) is measured against them, as the bridge."""
+    return scenario == "rabbitmq" or (scenario.startswith("rabbitmq-") and scenario[9:].isdigit())
+
+
+async def run_round(results: list[Result], phases: list[tuple[str, int, float]], alone: Callable[[str], Step],
+                    steps: list[Step], bracket: bool) -> None:
+    """One round into ``results``: RabbitMQ alone, then each step (the control, the floor, the import, the
+    export) in turn, each one's flat-out phase then its paced ones. With ``bracket``: the flat-out phases
+    first, RabbitMQ alone again after each step's (``rabbitmq-2``, ...: every step's flat-out phase between
+    two of RabbitMQ alone's), then every scenario's paced phases in the same order."""
+    everyone = [alone("rabbitmq"), *steps]
+    if not bracket:
+        for step in everyone:
+            for phase in phases:
+                results += await step(*phase)
+        return
+    results += await everyone[0](*phases[0])
+    for number, step in enumerate(steps, 2):
+        results += await step(*phases[0])
+        results += await alone(f"rabbitmq-{number}")(*phases[0])
+    for step in everyone:
+        for phase in phases[1:]:
+            results += await step(*phase)
+
+
 async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: int, args: argparse.Namespace,
                        pids: tuple[int, int], workdir: Path) -> list[Result]:
+    host_cpu.sampler()  # (from now on: each phase's idle while its messages flow)
     target, source = await actor_setup(pki, ii)
     endpoint = loadgen.Endpoint("127.0.0.1", broker.port, str(pki.directory), BACKOFFICE, RABBIT)
     for exchange, queue in (("IVI", "bench-ivi"), ("SPAT", "bench-spat"), ("DENM", None)):
@@ -786,23 +876,46 @@ async def scenarios_mp(pki: TestPki, broker: rabbitmq.RabbitMQ, amqps: int, ii: 
                 while not amqp.engine.send(sender, message.encode()):
                     await asyncio.sleep(0.001)
                 amqp.flush()
-        for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
-            first = len(results)
-            for name, count, rate in phases:
-                result = await asyncio.to_thread(rabbit_phase, endpoint, args, name, count, rate, pids, kind, pubs)
-                results.append(result)
-            if plain is not None:
+        def alone(scenario: str) -> Step:
+            async def step(name: str, count: int, rate: float) -> list[Result]:
+                return [await asyncio.to_thread(rabbit_phase, endpoint, args, name, count, rate, pids, kind, pubs,
+                                                None, scenario)]
+            return step
+
+        async def import_step(name: str, count: int, rate: float) -> list[Result]:
+            return [await import_phase(endpoint, args, name, count, rate, importer, pids, pubs)]
+
+        export_count = args.export_messages if c_actor is not None and args.export_messages else args.messages
+
+        async def export_step(name: str, count: int, rate: float) -> list[Result]:
+            count = count if rate else export_count  # (the BI's buffer: see --export-messages)
+            return [await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor)]
+
+        async def control_short(name: str, count: int, rate: float) -> list[Result]:
+            return [] if rate else await alone(CONTROL_SHORT)(name, export_count, rate)
+
+        def beside_plain(first: int, round_: int) -> Step:
+            async def step(name: str, count: int, rate: float) -> list[Result]:
+                if rate or plain is None:
+                    return []  # (flat out only)
                 pace = results[first].rate if args.floor_rate == "alone" else float(args.floor_rate)
                 print(f"# round {round_} floor: the plain BI path paced at {pace:,.0f} msgs/s", flush=True)
-                results += await floor_phase(endpoint, args, args.messages, pids, kind, pubs, plain, pace)
-            for name, count, rate in phases if "import" in args.directions else ():
-                results.append(await import_phase(endpoint, args, name, count, rate, importer, pids, pubs))
-            for name, count, rate in phases if "export" in args.directions else ():
-                if not rate and c_actor is not None and args.export_messages:
-                    count = args.export_messages  # (the BI's buffer: see --export-messages)
-                results.append(await export_phase(endpoint, args, name, count, rate, send_spatem, pids, kind, c_actor))
+                return await floor_phase(endpoint, args, args.messages, pids, kind, pubs, plain, pace)
+            return step
+
+        for round_ in range(1, args.rounds + 1):  # RabbitMQ alone, import, export; again: alternated
+            first = len(results)
+            steps = [*((alone(CONTROL),) if args.control else ()),
+                     *((control_short,) if args.control and "export" in args.directions
+                       and export_count != args.messages else ()),
+                     *((beside_plain(first, round_),) if plain is not None else ()),
+                     *((import_step,) if "import" in args.directions else ()),
+                     *((export_step,) if "export" in args.directions else ())]
+            await run_round(results, phases, alone, steps, args.bracket)
             for result in results[first:]:
                 result.round = round_
+        for slot, result in enumerate(results, 1):
+            result.slot = slot
     finally:
         await amqp.close()
     return results
@@ -832,8 +945,8 @@ def summary(results: list[Result]) -> None:
         peer = base.get((r.round, r.phase))
         if peer is None:
             continue
-        if r.scenario == "bi plain":
-            continue  # (floor_report)
+        if r.scenario == "bi plain" or (is_alone(r.scenario) and r.scenario != "rabbitmq"):
+            continue  # (floor_report; bracketed)
         if r.scenario == "rabbitmq":
             if r.phase in FLAT_OUT and r.gen_cpu_us:
                 print(f"# round {r.round}: the generator alone ({r.gen_cpu_us:.0f} µs per message, both ends) "
@@ -854,7 +967,7 @@ def over_the_rounds(results: list[Result], goal: float = 0.8) -> None:
     alone = {r.round: r.rate for r in results if r.scenario == "rabbitmq" and r.phase in FLAT_OUT}
     if len(alone) < 2:
         return
-    for name in ("rabbitmq+bi", "if2->croads", "croads->if2"):
+    for name in COMPARED:
         ratios = sorted(r.rate / alone[r.round] for r in results if r.scenario == name
                         and r.phase in FLAT_OUT and alone.get(r.round))
         if ratios:
@@ -914,15 +1027,142 @@ def cpu_breakdown(results: list[Result]) -> None:
         cells = [f"{v:7.1f} ({v * r.messages / 1e6:6.2f} s)" for v in (*values, sum(values))]
         print(f"# round {r.round:<2} {r.scenario:<12} " + " ".join(f"{c:>17}" for c in cells)
               + (f"; node wake-ups {r.node_wakeups:.3f} per message" if r.node_wakeups else "")
-              + f"; {sum(values) * r.rate / 1e6:.2f} cores at its rate; the machine's other processes "
+              + f"; {sum(values) * r.rate / 1e6:.2f} cores at its rate; this process {r.bench_us:.1f} µs, its "
+              f"ended clients {r.reaped_us:.1f} µs in all; the machine's other processes "
               f"{r.others_cpu_us:.1f} µs, steal {r.steal_us:.1f} µs per message")
         peer = base.get(r.round)
         if peer is not None and peer is not r:
-            if r.scenario == "bi plain":
-                continue  # (a path without RabbitMQ: floor_report)
+            if r.scenario == "bi plain" or is_alone(r.scenario):
+                continue  # (a path without RabbitMQ: floor_report; RabbitMQ alone again: bracketed)
             extra = [v - w for v, w in zip(values, (peer.pub_cpu_us, peer.cons_cpu_us, peer.rabbit_cpu_us, 0.0))]
             print(f"#   {r.scenario} over RabbitMQ alone, µs per message: "
                   + ", ".join(f"{p} {e:+.1f}" for p, e in zip(parts, extra)) + f"; total {sum(extra):+.1f}")
+
+
+def cores(value: float) -> str:
+    """A Sampler figure (cores), or n/a when it was not known (-1: the messages flowed under two readings)."""
+    return "n/a" if value < 0 else f"{value:.2f}"
+
+
+def host_report(results: list[Result]) -> None:
+    """Each phase's host (host_cpu): the other processes' CPU (the largest by process) and steal, in cores,
+    and the load at its end; a phase where they reached host_cpu.DISTURBED_CORES is marked DISTURBED."""
+    rows = [r for r in results if r.wall_s]
+    if not rows:
+        return
+    print(f"# the rest of the host by phase (other processes and steal in cores over the phase; DISTURBED: "
+          f">= {host_cpu.DISTURBED_CORES} together; irq + softirq beside; then while its messages flowed, first send "
+          f"to last receive, the machine's idle and steal):")
+    for r in rows:
+        print(f"#   round {r.round} {r.scenario} {r.phase} ({r.wall_s:.1f} s): others {r.others_cores:.2f} "
+              f"({r.others_top or 'none'}), steal {r.steal_cores:.2f}, irq {r.irq_cores:.2f}, load {r.load1:.2f}; "
+              f"flowing: idle {cores(r.idle_cores)}, steal {cores(r.traffic_steal_cores)}"
+              + (" DISTURBED" if r.disturbed else ""))
+
+
+#: the flat-out phases measured against RabbitMQ alone (the A/A controls first)
+COMPARED = (CONTROL, CONTROL_SHORT, "rabbitmq+bi", "if2->croads", "croads->if2")
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One flat-out phase against RabbitMQ alone in its round: ``per_round`` against the round's first
+    RabbitMQ alone (the ratio of every run before --bracket), ``bracketed`` against the mean of RabbitMQ
+    alone just before and just after it (--bracket; None without), ``drift`` that after over that before;
+    ``disturbed``: the phase or a RabbitMQ alone it is measured against was (host_cpu)."""
+    result: Result
+    per_round: float
+    bracketed: float | None
+    drift: float | None
+    disturbed: bool
+
+
+def ratios(results: list[Result]) -> list[Ratio]:
+    """Every COMPARED flat-out phase's Ratio, and ``--bracket``'s RabbitMQ alone again (``rabbitmq-2``...)
+    against the round's first (per_round only: an A/A ratio at the distance of the phase before it)."""
+    flat = [r for r in results if r.phase in FLAT_OUT and r.scenario != "bi plain"]
+    out = []
+    for round_ in sorted({r.round for r in flat}):
+        row = sorted((r for r in flat if r.round == round_), key=lambda r: r.slot)
+        first = next((r for r in row if r.scenario == "rabbitmq"), None)
+        if first is None or not first.rate:
+            continue
+        for i, r in enumerate(row):
+            if r.scenario not in COMPARED and not (is_alone(r.scenario) and r is not first):
+                continue
+            before, after = row[i - 1] if i else None, row[i + 1] if i + 1 < len(row) else None
+            bracketed = drift = None
+            if (r.scenario in COMPARED and before is not None and after is not None and is_alone(before.scenario)
+                    and is_alone(after.scenario) and before.rate and after.rate):
+                bracketed, drift = r.rate / ((before.rate + after.rate) / 2), after.rate / before.rate
+                refs = [before, after]
+            else:
+                refs = [first]
+            out.append(Ratio(r, r.rate / first.rate, bracketed, drift, any(x.disturbed for x in (r, *refs))))
+    return out
+
+
+def spread(values: list[float]) -> str:
+    """min, median, max of ``values`` as ``median M (min-max), n``."""
+    ordered = sorted(values)
+    return f"median {statistics.median(ordered):.2f}x ({ordered[0]:.2f}-{ordered[-1]:.2f}x, {len(ordered)})"
+
+
+def bracketed(results: list[Result], goal: float = 0.8) -> None:
+    """``--bracket``: each compared flat-out phase against the mean of RabbitMQ alone just before and after
+    (its drift: after / before) beside its ratio to the round's first RabbitMQ alone; then over the rounds,
+    per path, both ratios' spread and how many reach ``goal``, and the A/A ratios (nothing changed): the
+    control's, RabbitMQ alone again against the round's first, and the drifts."""
+    every = [x for x in ratios(results) if x.bracketed is not None]
+    if not every:
+        return
+    for x in every:
+        assert x.drift is not None and x.bracketed is not None
+        r = x.result
+        print(f"# round {r.round} {r.scenario} flat out: {r.rate:,.0f} msgs/s = {x.bracketed:.2f}x RabbitMQ alone "
+              f"bracketed (the mean of just before and just after; drift after/before {x.drift:.2f}x); "
+              f"{x.per_round:.2f}x the round's first; the machine idle {cores(r.idle_cores)} cores while it flowed"
+              + (" [host DISTURBED]" if x.disturbed else ""))
+    for name in COMPARED:
+        mine = [x for x in every if x.result.scenario == name]
+        if mine:
+            brackets = [x.bracketed for x in mine if x.bracketed is not None]
+            print(f"# over {len(mine)} rounds, {name} flat out / RabbitMQ alone: bracketed {spread(brackets)}, "
+                  f"{sum(b >= goal for b in brackets)} at {goal}x or more; per round "
+                  f"{spread([x.per_round for x in mine])}, {sum(x.per_round >= goal for x in mine)} at {goal}x or more")
+    again = [x.per_round for x in ratios(results) if is_alone(x.result.scenario)]
+    drifts = [x.drift for x in every if x.drift is not None]
+    print("# A/A (RabbitMQ alone against itself): " + (f"RabbitMQ alone again after each step / the round's first "
+          f"{spread(again)}; " if again else "") + f"the brackets' drift (after / before) {spread(drifts)}")
+
+
+def verdict(results: list[Result], goal: float = 0.8) -> None:
+    """``--control``: each bridge path's flat-out ratio below ``goal`` set against its control's spread in this
+    run (the export's: CONTROL_SHORT, of its own length, where there is one), ratio by ratio of the same kind
+    (per round; bracketed with --bracket): a bridge phase's dip below its
+    path's median (its ratio / that median) no deeper than the control's lowest ratio is inside what the host
+    does with nothing changed; deeper, it is the bridge's (or the host's beyond what this run's control saw)."""
+    every = ratios(results)
+    kinds: list[tuple[str, Callable[[Ratio], float | None]]] = [("per round", lambda x: x.per_round),
+                                                                  ("bracketed", lambda x: x.bracketed)]
+    for kind, value in kinds:
+        controls = {name: [v for x in every if x.result.scenario == name and (v := value(x)) is not None]
+                    for name in (CONTROL, CONTROL_SHORT)}
+        for name, aa in controls.items():
+            if aa:
+                print(f"# A/A control ({name} / RabbitMQ alone, {kind}): {spread(aa)}")
+        for name in COMPARED[2:]:
+            aa = controls[CONTROL_SHORT] if name == "croads->if2" and controls[CONTROL_SHORT] else controls[CONTROL]
+            mine = [(x, v) for x in every if x.result.scenario == name and (v := value(x)) is not None]
+            if not mine or not aa:
+                continue
+            middle = statistics.median(v for _, v in mine)
+            for x, v in mine:
+                if v < goal:
+                    inside = v / middle >= min(aa)
+                    print(f"#   round {x.result.round} {name} {kind} {v:.2f}x < {goal}x: {v / middle:.2f} of its "
+                          f"median {middle:.2f}x, {'inside' if inside else 'OUTSIDE'} the control's spread (lowest "
+                          f"{min(aa):.2f}x)" + (" [host DISTURBED]" if x.disturbed else ""))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -996,6 +1236,20 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --floor: the plain BI path's publisher's pace, msgs/s (0: flat out), or 'alone' "
                         "(the default): RabbitMQ alone's flat-out rate of the same round, so that the node's share "
                         "is spread over the phase as an import's BI deliveries are")
+    parser.add_argument("--control", action="store_true",
+                        help="with --processes: each round also runs RabbitMQ alone again right after its first "
+                        "(rabbitmq-again: the same phases and counts), measured against RabbitMQ alone as the bridge "
+                        "is: the ratios' spread with nothing changed (an A/A control), beside the bridge's; with the "
+                        "export's flat-out phase shorter (--export-messages), RabbitMQ alone flat out with that many "
+                        "too (rabbitmq-short: the export's A/A)")
+    parser.add_argument("--bracket", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --processes (and the default there): the round's flat-out phases first, RabbitMQ "
+                        "alone again after each (rabbitmq-2, ...), so that each flat-out phase is between two of "
+                        "RabbitMQ alone's and its ratio is taken against their mean (their own ratio printed as the "
+                        "drift; with nothing changed this ratio spreads less than the one against the round's first); "
+                        "the paced phases after them. The ratio against the round's first RabbitMQ alone stays "
+                        "printed; --no-bracket: the order of the runs before (each scenario's flat-out and paced "
+                        "phases together, RabbitMQ alone once a round)")
     parser.add_argument("--json", type=Path, help="write the results here")
     return parser
 
@@ -1005,6 +1259,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.floor_rate != "alone" and not args.floor_rate.replace(".", "", 1).isdigit():
         parser.error(f"--floor-rate is msgs/s or 'alone', not {args.floor_rate!r}")
+    if (args.control or args.bracket) and not args.processes:
+        parser.error("--control and --bracket need --processes (the C clients' phases)")
+    args.bracket = bool(args.processes) if args.bracket is None else args.bracket
     if args.rabbit_ack_every < 0:
         parser.error(f"--rabbit-ack-every must be 0 (auto-ack) or more, not {args.rabbit_ack_every}")
     rabbitmq.ensure_installed()
@@ -1044,6 +1301,9 @@ def main(argv: list[str] | None = None) -> int:
     over_the_rounds(results)
     cpu_breakdown(results)
     floor_report(results)
+    host_report(results)
+    bracketed(results)
+    verdict(results)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2))
     return 0

@@ -139,6 +139,8 @@ class Run:
     publisher_cpu_us: float  # per message, all publisher processes
     consumer_cpu_us: float  # per message, all consumer processes (0 when the sink is not ours)
     publish_failed: int = 0  # publishes RabbitMQ did not confirm (C publishers; pika's do not ask)
+    first_sent_ns: int = 0  # the traffic's span: the first send's stamp (time.time_ns) ...
+    last_received_ns: int = 0  # ... to the last receive's
 
 
 def summarize(sent_per_publisher: int, publishers: int, pairs: list[tuple[int, int, int, int]],
@@ -152,7 +154,8 @@ def summarize(sent_per_publisher: int, publishers: int, pairs: list[tuple[int, i
     return Run(sent, len(pairs), sent - unique, len(pairs) - unique, len(pairs) / span if span > 0 else 0.0,
                statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))],
                cpu["publisher"] / max(1, sent) * 1e6, cpu["consumer"] / max(1, len(pairs)) * 1e6,
-               sum(r.failed for r in reports if r.role == "publisher"))
+               sum(r.failed for r in reports if r.role == "publisher"),
+               min(s for s, _, _, _ in pairs) if pairs else 0, max(r for _, r, _, _ in pairs) if pairs else 0)
 
 
 class Consumers:

@@ -12,9 +12,13 @@ starts (``baseline_broker.py``) run through them. A new script without an entry 
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,7 +100,7 @@ SPARK_SCRIPTS = ("bench_spark.py", "bench_ingest_profile.py", "bench_ingest.py",
 #: Imported by the scripts, or started by one (the baseline peer), not run on their own here.
 #: tlex_loadgen.py is bench_tlex_scale.py's generator; profile_categories.py reads its --profile (py-spy).
 HELPERS = ("node_process.py", "plain_audit.py", "baseline_broker.py", "tlex_loadgen.py", "profile_categories.py",
-           "jvm_cpu.py")
+           "jvm_cpu.py", "host_cpu.py")
 
 
 def run(script: str, *args: str, timeout: float = 300) -> str:
@@ -130,7 +134,8 @@ def test_if2_benchmark_with_generator_processes() -> None:
     import's C-Roads consumer): every message published by two publisher processes arrives once
     (none lost or duplicated, the publishers' own count: none unconfirmed), and both C ends' CPU
     shows in each flat-out phase's CPU by process, with the node's event-loop wake-ups; RabbitMQ
-    runs without scheduler busy waiting by default."""
+    runs without scheduler busy waiting by default; the flat-out phases are bracketed by default (RabbitMQ
+    alone again after the import's)."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import")
     assert_prints("bench_if2.py", output, ("if2->croads    flat out", "CPU per flat-out message by process",
@@ -148,6 +153,7 @@ def test_if2_benchmark_with_generator_processes() -> None:
             row = next(line.split() for line in lines if line.startswith(f" 1 {scenario:<14} {phase}"))
             assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
             assert row[-1] == "0", row  # RabbitMQ confirmed every publish (none nacked, returned or unanswered)
+    assert any(line.startswith(f" 1 {'rabbitmq-2':<14} flat out") for line in lines), output[-3000:]
     cpu = next(line for line in lines if line.startswith("# round 1  rabbitmq "))
     publishers_us, consumers_us = (float(cell.split("(")[0].split()[-1]) for cell in cpu.split(")")[:2])
     assert publishers_us > 0 and consumers_us > 0, cpu  # the C publishers' and consumers' own CPU, per message
@@ -158,9 +164,31 @@ def test_if2_benchmark_floor_beside_the_plain_bi_path() -> None:
     (the C load generator publishing, the import's C consumer): both sides receive every message once,
     each row carries its own side's CPU (the RabbitMQ side's clients and beam.smp; the BI side's clients
     and the node), and the round's floor line compares them with RabbitMQ alone and the import; over two
-    rounds, each path's median ratio to RabbitMQ alone of its round."""
+    rounds, each path's median ratio to RabbitMQ alone of its round. With ``--control --bracket``: RabbitMQ
+    alone again right after the first (the A/A control, every message once) and after each step's flat-out
+    phase, so each is between two of RabbitMQ alone's, and with the export's flat-out phase shorter RabbitMQ
+    alone with as many messages (its A/A); the bracketed ratios, the A/A spreads and each phase's host are
+    printed."""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "2", "--messages", "200", "--rates", "100",
-                 "--paced-s", "0.5", "--directions", "import", "--floor", "--rounds", "2")
+                 "--paced-s", "0.5", "--floor", "--rounds", "2", "--control", "--bracket", "--export-messages", "100")
+    assert_prints("bench_if2.py", output, ("# round 1 rabbitmq-again flat out: ", "# round 2 if2->croads flat out: ",
+                                           "x RabbitMQ alone bracketed (the mean of just before and just after; "
+                                           "drift after/before ",
+                                           "# over 2 rounds, if2->croads flat out / RabbitMQ alone: bracketed median ",
+                                           "# A/A (RabbitMQ alone against itself): RabbitMQ alone again after each "
+                                           "step / the round's first median ",
+                                           "# A/A control (rabbitmq-again / RabbitMQ alone, per round): median ",
+                                           "# A/A control (rabbitmq-again / RabbitMQ alone, bracketed): median ",
+                                           "# A/A control (rabbitmq-short / RabbitMQ alone, bracketed): median ",
+                                           "# the rest of the host by phase (other processes and steal in cores",
+                                           "#   round 2 if2->croads flat out (", "#   round 1 rabbitmq-again 100/s (",
+                                           "; flowing: idle "))
+    order = [line.split()[1] for line in output.splitlines() if line.startswith(" 1 ") and " flat out " in line]
+    assert order == ["rabbitmq", "rabbitmq-again", "rabbitmq-2", "rabbitmq-short", "rabbitmq-3", "rabbitmq+bi", "bi",
+                     "rabbitmq-4", "if2->croads", "rabbitmq-5", "croads->if2", "rabbitmq-6"], order  # ("bi plain")
+    for scenario, sent in (("rabbitmq-again", "200"), ("rabbitmq-short", "100")):
+        row = next(line.split() for line in output.splitlines() if line.startswith(f" 1 {scenario:<14} flat out"))
+        assert row[-10] == sent and row[-4:-2] == ["0", "0"] and row[-1] == "0", row  # every one, once
     assert_prints("bench_if2.py", output, ("# --floor: the plain BI path's messages are ",
                                            "# round 1 floor: the plain BI path paced at ",
                                            "# round 1 floor: RabbitMQ beside the node's plain BI path ",
@@ -183,10 +211,12 @@ def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
     """``--rabbit-ack-every``: RabbitMQ alone's C consumer acknowledges (multiple) instead of auto-ack,
     within the bridge's prefetch: with a prefetch of 20 and 200 messages it receives every one only
     because it acks (one that did not would get 20). (Here RabbitMQ's schedulers busy-wait, the
-    VM's own thresholds, as ``--rabbitmq-busy-wait erlang-default`` asks.)"""
+    VM's own thresholds, as ``--rabbitmq-busy-wait erlang-default`` asks; ``--no-bracket``: the order of
+    the runs before, RabbitMQ alone once a round.)"""
     output = run("bench_if2.py", "--processes", "2", "--consumers", "1", "--messages", "200", "--rates", "100",
                  "--paced-s", "0.5", "--directions", "import", "--prefetch", "20", "--rabbit-ack-every", "7",
-                 "--rabbitmq-busy-wait", "erlang-default")
+                 "--rabbitmq-busy-wait", "erlang-default", "--no-bracket")
+    assert "rabbitmq-2" not in output and " bracketed " not in output, output[-3000:]
     assert_prints("bench_if2.py", output, ("C (if2_consume, rabbitmq-c, acks every 7, prefetch 20) x 1",
                                            "# RabbitMQ's scheduler busy waiting: erlang-default "
                                            "(+sbwt medium, +sbwtdcpu short, +sbwtdio short)"))
@@ -196,11 +226,43 @@ def test_if2_benchmark_rabbitmq_alone_with_the_bridges_acks() -> None:
         assert row[-10] == sent and row[-4:-2] == ["0", "0"], row  # every message, none lost or duplicated
 
 
+def test_host_cpu_counts_a_process_of_the_rest_of_the_host_and_not_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_cpu: a spinning process that is not this process's descendant (its parent shell exited) shows
+    with its CPU; this process's own spinning child does not count; the sampler tells the machine's idle
+    and steal over a span of its readings, and nothing over a span shorter than two."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    host_cpu = importlib.import_module("host_cpu")
+    spin = [sys.executable, "-c", "import time\nend = time.monotonic() + 3\nwhile time.monotonic() < end: pass"]
+    own = subprocess.Popen(spin)
+    stranger = int(subprocess.run(["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", *spin], capture_output=True,
+                                  text=True, check=True).stdout)
+    host_cpu.sampler()
+    try:
+        before = host_cpu.snapshot()
+        time.sleep(1.0)
+        delta = host_cpu.delta(before, host_cpu.snapshot(), top=100)
+    finally:
+        own.kill()
+        own.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stranger, signal.SIGKILL)
+    span = host_cpu.sampler().over(time.time_ns() - int(0.8e9), time.time_ns())
+    assert span is not None and 0.0 <= span[0] <= (os.cpu_count() or 1) + 0.05 and span[1] >= 0.0, span
+    assert host_cpu.sampler().over(time.time_ns() - 1000, time.time_ns()) is None  # (under two readings)
+    by_pid = {pid: cores for _, pid, cores in delta.top}
+    assert by_pid.get(stranger, 0.0) > 0.05, delta  # (it spun: up to a core, less what the rest of the host took)
+    assert own.pid not in by_pid, delta
+    assert delta.others_cores >= by_pid[stranger] and delta.disturbed and 0.9 < delta.wall_s < 2.0, delta
+
+
 def test_if2_benchmark_refuses_a_negative_ack_interval_before_it_starts() -> None:
     done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_if2.py"), "--rabbit-ack-every", "-1"],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--rabbit-ack-every must be 0 (auto-ack) or more, not -1" in done.stderr
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_if2.py"), "--control"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--control and --bracket need --processes" in done.stderr, done.stderr[-2000:]
 
 
 def run_in_session(script: str, capsys: pytest.CaptureFixture[str], *args: str) -> str:
