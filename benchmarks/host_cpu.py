@@ -16,6 +16,7 @@ counts in full, one that ended meanwhile is lost (its CPU is not in ``/proc`` an
 that a phase whose host was disturbed shows as such beside its rate."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -72,10 +73,14 @@ def _stat(pid: str) -> tuple[str, int, float, int] | None:
             int(fields[19]))
 
 
-def snapshot() -> Snapshot:
+def _machine_seconds() -> list[float]:
+    """The machine's user, nice, system, idle, iowait, irq, softirq and steal since boot, CPU seconds."""
     tick = os.sysconf("SC_CLK_TCK")
-    _user, _nice, _system, idle, iowait, irq, softirq, steal = (
-        int(v) / tick for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9])
+    return [int(v) / tick for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
+def snapshot() -> Snapshot:
+    _user, _nice, _system, idle, iowait, irq, softirq, steal = _machine_seconds()
     processes = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (stat := _stat(entry)) is not None:
@@ -117,9 +122,8 @@ def delta(before: Snapshot, after: Snapshot, root: int | None = None, top: int =
 
 def _machine() -> tuple[int, float, float]:
     """(time.time_ns(), idle + iowait seconds, steal seconds) of the machine since boot."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    tick = os.sysconf("SC_CLK_TCK")
-    return time.time_ns(), (fields[3] + fields[4]) / tick, fields[7] / tick
+    seconds = _machine_seconds()
+    return time.time_ns(), seconds[3] + seconds[4], seconds[7]
 
 
 class Sampler:
@@ -146,11 +150,7 @@ class Sampler:
         return (idle1 - idle0) / wall, max(0.0, steal1 - steal0) / wall
 
 
-_SAMPLER: list[Sampler] = []
-
-
+@functools.cache
 def sampler() -> Sampler:
-    """This process's one Sampler, started on the first call."""
-    if not _SAMPLER:
-        _SAMPLER.append(Sampler())
-    return _SAMPLER[0]
+    """This process's one Sampler (one thread reading ``/proc/stat``, whoever asks), started on the first call."""
+    return Sampler()
