@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from interchange.ground.errors import CliError
+
 #: HotSpot options of the driver (in local mode it runs the tasks too) and of the executors:
 #: - compile generated methods over 8,000 bytes of bytecode (a stage of many column expressions has
 #:   some): by default HotSpot runs them interpreted, several times slower;
@@ -48,6 +50,10 @@ RUNTIME_ENV = "CROADS_AUDIT_JAVA"
 ARCHIVE_ENV = "CROADS_AUDIT_ARCHIVE"
 
 
+class JavaChoiceError(CliError, ValueError):
+    """:data:`RUNTIME_ENV` names no Java: the audit commands print it as their one-line error (exit 2)."""
+
+
 @dataclass(frozen=True)
 class Runtime:
     """The audit JVM's Java (``java_home``: None for the inherited one) and the archive options it maps."""
@@ -71,7 +77,7 @@ def select_runtime(environ: Mapping[str, str] = os.environ, jdk25_home: str = JD
         archive = class_archive if archives and os.path.isfile(class_archive) else None
         return Runtime(None, _archive_options(archive) if archive else "")
     if not os.path.isfile(os.path.join(choice, "bin", "java")):
-        raise ValueError(f"{RUNTIME_ENV}={choice}: no bin/java there (a JAVA_HOME, 'auto' or 'system')")
+        raise JavaChoiceError(f"{RUNTIME_ENV}={choice}: no bin/java there (a JAVA_HOME, 'auto' or 'system')")
     if archives and os.path.realpath(choice) == os.path.realpath(jdk25_home) and os.path.isfile(aot_cache):
         return Runtime(choice, aot_options(aot_cache))
     return Runtime(choice)

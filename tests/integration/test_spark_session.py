@@ -105,3 +105,18 @@ def test_a_whole_stage_is_compiled_once_in_local_mode(spark: SparkSession) -> No
             spark.conf.set(key, value)
     assert sorted(row.x for row in rows) == [unique + i for i in range(10)]
     assert compiled == 1  # one class: the stage's, compiled by the driver, run by both tasks
+
+
+def test_audit_command_refuses_a_java_that_is_not_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A CROADS_AUDIT_JAVA naming no Java is the audit command's one-line error (exit 2), before any JVM starts."""
+    from interchange.app import cli
+
+    monkeypatch.setenv(RUNTIME_ENV, str(tmp_path / "no-jdk"))
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "node.jsonl").write_text("{}\n")
+    status = cli.main(["audit", "ingest", "--input", str(tmp_path / "logs"), "--output", str(tmp_path / "out")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert f"interchange audit: error: {RUNTIME_ENV}={tmp_path / 'no-jdk'}: no bin/java there" in err
+    assert "Traceback" not in err

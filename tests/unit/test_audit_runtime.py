@@ -97,3 +97,4 @@ def test_java_home_is_set_within_the_block_and_put_back(monkeypatch: pytest.Monk
     assert "JAVA_HOME" not in os.environ
     with java_home(None):  # the inherited Java: nothing set
         assert "JAVA_HOME" not in os.environ
+
