@@ -652,7 +652,7 @@ def once(found: DataFrame) -> DataFrame:
 
 
 #: The frames whose checks one Java walk runs (``croads.validate.CrossWalk``) over one shuffle of their rows.
-WALKED: tuple[Frame, ...] = (records, shard_links, shard_sequences, publications, spatems)
+WALKED: tuple[Frame, ...] = (records, records_logged_twice, shard_links, shard_sequences, publications, spatems)
 #: The walk's class (spark/jvm/src/croads/validate/CrossWalk.java).
 WALK_CLASS = "croads.validate.CrossWalk"
 
@@ -687,7 +687,7 @@ def walk_rows(m: DataFrame, frames_walked: Sequence[Frame]) -> DataFrame:
     pub = received_publication() if publications in frames_walked else F.lit(False)
     seq = sequenced_arrival() if shard_sequences in frames_walked else F.lit(False)
     link = sequenced_delivery() if shard_links in frames_walked else F.lit(False)
-    alone = records in frames_walked or spatems in frames_walked
+    alone = records in frames_walked or spatems in frames_walked or records_logged_twice in frames_walked
     first = F.when(pub, _PUB).when(seq, _SEQ).when(link, _LINK).otherwise(0)
     kinds = F.when(pub & seq, F.array(F.lit(_PUB), F.lit(_SEQ))).otherwise(F.array(first))
     columns = [*IDENTITY, "source", "shardKey", "shardSeq", "arrivalMs", "departureMs", "bodySha256"]
@@ -722,6 +722,7 @@ def walk_spec(checks: Sequence[str], record_checks: Sequence[str],
             if check in checks]
     return json.dumps({"gaps": gaps, "repeatedTypes": list(REPEATED_TYPES), "order": "shard_order" in checks,
                        "shardGap": "shard_gap" in checks, "duplicates": "duplicate" in checks,
+                       "loggedTwice": "record_logged_twice" in checks,
                        "records": list(record_checks), "spatems": mapems is not None, "mapems": mapems or {},
                        "payloadLimit": PAYLOAD_LIMIT, "latencyLimitMs": LATENCY_LIMIT_MS})
 

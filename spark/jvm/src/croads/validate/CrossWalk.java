@@ -31,8 +31,8 @@ import org.apache.spark.util.LongAccumulator;
 /**
  * The rules comparing records of a shard or a publication, in one walk over rows Spark sorted (spark/rules.py,
  * {@code walk_rows}): IP_128 (shard order per link), the AUDIT shard gaps, IP_048/IP_124/IP_136 (gaps between a
- * publication's arrivals) and re-published copies, with the per-record rules ({@link RecordChecks}) and IP_104 on
- * the way. Each record comes once per role it has ({@link #KIND}: of a publication, of a shard's sequence, of a
+ * publication's arrivals) and re-published copies, with the per-record rules ({@link RecordChecks}), IP_104 and the
+ * records logged twice ({@link LoggedTwice}) on the way. Each record comes once per role it has ({@link #KIND}: of a publication, of a shard's sequence, of a
  * link, or alone; {@link #REC}: the row its per-record rules run on); the rows of a role's window partition (node
  * and the key columns {@link #K1}..{@link #K4}) share a hash and come in the window's order, so the walk keeps only
  * the previous row's state per partition ({@link Group}) and holds no partition's rows, however long a publication
@@ -49,7 +49,7 @@ public final class CrossWalk implements Serializable {
     static final int NODE = 0, PROCESS = 1, EVENT = 2, TIMESTAMP = 3, MESSAGE_ID = 4, PUBLICATION = 5, TYPE = 6,
             PUBLISHER = 7, CONSUMER = 8, FILE = 9, SOURCE = 10, SHARD_KEY = 11, SHARD_SEQ = 12, ARRIVAL = 13,
             DEPARTURE = 14, BODY = 15, KIND = 16, HASH = 17, ATTEMPT = 18, OUTCOME = 19, SIZE = 20, EXPIRY = 21,
-            REASON = 22, PROPERTIES = 23, INTERSECTIONS = 24, REC = 25, K1 = 26, K2 = 27, K3 = 28, K4 = 29;
+            REASON = 22, PROPERTIES = 23, INTERSECTIONS = 24, REC = 25, K1 = 26, K2 = 27, K3 = 28, K4 = 29, O1 = 30;
     /** A row's role ({@link #KIND}): of a publication, of a shard's sequence, of a link; 0: a record alone. */
     static final int PUB = 1, SEQ = 2, LINK = 4;
 
@@ -58,6 +58,8 @@ public final class CrossWalk implements Serializable {
     private final boolean order;
     private final boolean shardGap;
     private final boolean duplicates;
+    /** Whether records logged twice are found ({@link LoggedTwice}). */
+    private final boolean loggedTwice;
     private final Map<String, LongAccumulator> checked = new LinkedHashMap<>();
     /** The per-record checks that run (the walk counts every one's checked records anyway). */
     private final Set<String> recordChecks = new HashSet<>();
@@ -97,6 +99,7 @@ public final class CrossWalk implements Serializable {
         order = spec.get("order").asBoolean();
         shardGap = spec.get("shardGap").asBoolean();
         duplicates = spec.get("duplicates").asBoolean();
+        loggedTwice = spec.get("loggedTwice").asBoolean();
         spec.get("records").forEach(c -> recordChecks.add(c.asText()));
         limits = new RecordChecks.Limits(spec.get("payloadLimit").asLong(), spec.get("latencyLimitMs").asLong());
         if (spec.get("spatems").asBoolean()) {
@@ -111,7 +114,8 @@ public final class CrossWalk implements Serializable {
         } else {
             mapems = null;
         }
-        List<String> names = new ArrayList<>(List.of("shard_order", "shard_gap", "duplicate"));
+        List<String> names = new ArrayList<>(List.of("shard_order", "shard_gap", "duplicate",
+                "record_logged_twice"));
         gaps.forEach(g -> names.add(g.check));
         for (String name : RecordChecks.COUNTED) {
             names.add("records:" + name);
@@ -121,7 +125,7 @@ public final class CrossWalk implements Serializable {
         }
     }
 
-    /** A walk of the checks {@code spec} (JSON: gaps, repeatedTypes, order, shardGap, duplicates) names. */
+    /** A walk of the checks {@code spec} (JSON: gaps, repeatedTypes, order, shardGap, duplicates, loggedTwice, ...) names. */
     public static CrossWalk create(org.apache.spark.sql.classic.SparkSession spark, String spec) {
         try {
             return new CrossWalk(spark, new ObjectMapper().readTree(spec));
@@ -324,14 +328,22 @@ public final class CrossWalk implements Serializable {
         Counts counts = new Counts();
         int gapCount = gaps.size();
         Runs<Group> runs = new Runs<>(GROUP, key -> new Group(key, gapCount));
+        LoggedTwice twice = loggedTwice ? new LoggedTwice() : null;
         return new Lazily(rows) {
             @Override
             void step(InternalRow row) {
+                if (twice != null && row.getBoolean(REC) && !row.isNullAt(MESSAGE_ID)) {
+                    twice.add(row, out);
+                }
                 CrossWalk.this.step(row, runs, counts, out);
             }
 
             @Override
             void finish() {
+                if (twice != null) {
+                    twice.finish(out);
+                    counts.add("record_logged_twice", twice.found);
+                }
                 counts.add(checked);
             }
         };
