@@ -12,16 +12,18 @@ the failing rows (a cheap boolean test first: most records are valid) and builds
 alone. Rules that share a frame (repetition, CAM and CPM rates, duplicates) share its sort.
 
 A validate (:func:`all_violations` with ``walked=True``) runs the frames of :data:`WALKED` (the per-record rules,
-shard order, shard gaps, a publication's gaps and copies, IP_104) not as Spark frames but as one Java walk
+records logged twice, shard order, shard gaps, a publication's gaps and copies, IP_104) not as Spark frames but as one Java walk
 (``spark/jvm/src/croads/validate/CrossWalk.java``, ``RecordChecks.java``): every record is read once and
 shuffled once, as one row per role it has (of its publication, of its shard, of its link; a record with
 none as a row of its own), each by the hash of its role's window partition, and Spark's sort (which spills)
 gives each partition's rows in its window's order: the walk keeps only the previous row's state of each
 partition, never a partition's rows, however long a publication is. Re-published copies need a second order
 (by body): the publication's walk hands its kept arrivals with a body on, sorted again within the same
-partition. The findings are the frames' own, text for text (tests hold the two together on records the broker
-never logs together, on a publication longer than the tests' sorts hold, and with every partition under one
-hash); the checked rows are counted in the walk. The frames here stay the reference, and the stream's
+partition. Records logged twice are counted as the walk passes each record's own row: the copies of a record
+(equal in every column but the file and what no rule compares) have one role and one place in its order, so they
+come in one short run of the sort (``LoggedTwice.java``). The findings are the frames' own, text for text (tests
+hold the two together on records the broker never logs together, on a publication longer than the tests' sorts
+hold, and with every partition under one hash); the checked rows are counted in the walk. The frames here stay the reference, and the stream's
 per-record pass (which carries an event time) runs them.
 
 - tables 1-7 (IP_022/026/029/037/038/100/103/122/123/128/130/131/135): :mod:`spark.property_rules`
@@ -344,6 +346,7 @@ def records_logged_twice(m: DataFrame) -> DataFrame:
     Exact: records of two keys that share a hash are grouped apart there, each then once. Only
     records logged twice are rows here: the checked records are counted by the pass over all
     records (``records_scope``); a rule set without that pass counts the keys logged twice.
+    A validate counts them in its walk instead (:data:`WALKED`); this frame stays the reference.
     """
     keyed = m.where(_keyed()).withColumn("_key", F.xxhash64(*RECORD_KEY))
     repeated = keyed.groupBy("_key").count().where(F.col("count") > 1).select("_key")

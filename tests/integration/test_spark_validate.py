@@ -359,6 +359,13 @@ def _hostile_log() -> list[tuple[dict[str, object], str]]:
     spatem["publicationId"] = None
     other = received(Message("ixc-b", 38, T0 + 100, properties("MAPEM", local_id="m9", id=",9,"), body=b"m9"))
     pairs += [(r, "a.jsonl") for r in (timeless, bodiless, broken, spatem, other)]
+    # records of one message and no role, each logged again after the other (not next to each other in file
+    # order), one of them three times in two files; its arrival logged again at another time (another record)
+    thrice = Message(NODE, 39, T0 + 1400, properties("DENM", local_id="39"), body=b"t39")
+    redelivered, expired = sent(thrice, T0 + 1450, attempt=2), lost("expired_message", thrice, T0 + 1460)
+    later = {**received(thrice), "timestamp": logformat.iso_ms(T0 + 1401), "timestampMs": T0 + 1401}
+    pairs += [(received(thrice), "a.jsonl"), (redelivered, "a.jsonl"), (expired, "a.jsonl"), (expired, "a.jsonl"),
+              (redelivered, "b.jsonl"), (expired, "b.jsonl"), (later, "b.jsonl")]
     return pairs
 
 
@@ -375,6 +382,8 @@ def test_the_walk_finds_what_the_window_frames_find(spark: SparkSession) -> None
     checks = Counter(row[11] for row in framed)
     assert {"shard_gap", "shard_order", "duplicate", "record_logged_twice", "spatem_after_mapem", "cam_rate",
             "cpm_rate", "repetition", "latency"} <= set(checks)
+    twice = Counter(row[14] for row in framed if row[11] == "record_logged_twice")
+    assert twice["logged 3 times in 2 file(s)"] == 1 and twice["logged 2 times in 2 file(s)"] >= 13, twice
     m.unpersist()
 
 
