@@ -23,8 +23,8 @@ partition. Records logged twice are counted as the walk passes each record's own
 (equal in every column but the file and what no rule compares) have one role and one place in its order, so they
 come in one short run of the sort (``LoggedTwice.java``). The findings are the frames' own, text for text (tests
 hold the two together on records the broker never logs together, on a publication longer than the tests' sorts
-hold, and with every partition under one hash); the checked rows are counted in the walk. The frames here stay the reference, and the stream's
-per-record pass (which carries an event time) runs them.
+hold, and with every partition under one hash); the checked rows are counted in the walk. The frames here stay
+the reference, and the stream's per-record pass (which carries an event time) runs them.
 
 - tables 1-7 (IP_022/026/029/037/038/100/103/122/123/128/130/131/135): :mod:`spark.property_rules`
 - IP_012: departure - arrival of a first delivery of a message under 500 KB is under 30 ms ("in
