@@ -124,8 +124,9 @@ def validate(spark: SparkSession, messages: DataFrame, output: str, input_name: 
     One Spark job: each frame of rows (the table checks' received messages, the busy seconds) is computed once
     and all its checks run in that pass; observations count the checked rows as they stream by
     (:func:`spark.rules.counts`); the other frames' rules run in one Java walk over one shuffle of every record
-    (:data:`spark.rules.WALKED`), which counts its checked rows itself. The findings per (rule, check) are counted in what was written (a small job over this run's violations:
-    an observation of the findings cost ~2 s at 2M lines).
+    (:data:`spark.rules.WALKED`), which counts its checked rows itself. The findings per (rule, check) are
+    counted in what was written (a small job over this run's violations: an observation of the findings cost
+    ~2 s at 2M lines).
     Over Parquet every frame reads only its columns (no cache: cheaper than caching the rule
     columns, maps included, once); ``cache_input`` keeps parsed JSON lines for the frames instead
     of parsing them once per frame.
