@@ -346,7 +346,10 @@ def records_logged_twice(m: DataFrame) -> DataFrame:
     Exact: records of two keys that share a hash are grouped apart there, each then once. Only
     records logged twice are rows here: the checked records are counted by the pass over all
     records (``records_scope``); a rule set without that pass counts the keys logged twice.
-    A validate counts them in its walk instead (:data:`WALKED`); this frame stays the reference.
+    A validate counts them in its walk instead (:data:`WALKED`); this frame stays the reference. The walk finds the
+    copies of a record where its row is (its role's partition and order): copies that differ in a column placing it
+    there (publicationId, shardKey, shardSeq, arrivalMs, departureMs), which no log line written twice does, are
+    two records to the walk and one to this frame.
     """
     keyed = m.where(_keyed()).withColumn("_key", F.xxhash64(*RECORD_KEY))
     repeated = keyed.groupBy("_key").count().where(F.col("count") > 1).select("_key")
