@@ -64,7 +64,8 @@ def _sent(r: dict[str, Any], metrics: Metrics, state: dict[str, Any]) -> None:
 
 def _record(r: dict[str, Any], metrics: Metrics, state: dict[str, Any]) -> None:
     if r.get("messageId") is not None:  # records logged twice: the same record key
-        key = tuple(r.get(c) for c in ("node", "messageId", "event", "source", "consumer", "attempt", "timestampMs"))
+        key = tuple(r.get(c) for c in ("node", "messageId", "event", "source", "consumer", "attempt", "timestampMs",
+                                       "publicationId", "shardKey", "shardSeq", "arrivalMs", "departureMs"))
         state["keys"][key] = state["keys"].get(key, 0) + 1
     match r.get("event"):
         case "received_message":

@@ -87,8 +87,11 @@ IDENTITY = ("node", "process", "event", "timestampMs", "messageId", "publication
 INPUT_COLUMNS = (*IDENTITY, "source", "address", "publisherId", "shardKey", "shardSeq", "arrivalMs", "departureMs",
                  "settledMs", "attempt", "outcome", "size", "bodySha256", "expiryMs", "reason",
                  *property_rules.COLUMNS)
-#: The columns that make one record (a record logged twice has the same values in all of them).
-RECORD_KEY = ("node", "messageId", "event", "source", "consumer", "attempt", "timestampMs")
+#: The columns that make one record (a record logged twice has the same values in all of them): what the broker
+#: writes once per record, and what places a record's rows in the walk (publicationId, shardKey, shardSeq,
+#: arrivalMs, departureMs), so that the walk and this frame find the same copies whatever a line holds.
+RECORD_KEY = ("node", "messageId", "event", "source", "consumer", "attempt", "timestampMs", "publicationId",
+              "shardKey", "shardSeq", "arrivalMs", "departureMs")
 
 #: The types whose publications repeat a message while it is valid (IP_048): their re-published copies are expected.
 REPEATED_TYPES: tuple[str, ...] = tuple(t.value for t in profile.REPEATED_WHILE_VALID)
@@ -347,9 +350,8 @@ def records_logged_twice(m: DataFrame) -> DataFrame:
     records logged twice are rows here: the checked records are counted by the pass over all
     records (``records_scope``); a rule set without that pass counts the keys logged twice.
     A validate counts them in its walk instead (:data:`WALKED`); this frame stays the reference. The walk finds the
-    copies of a record where its row is (its role's partition and order): copies that differ in a column placing it
-    there (publicationId, shardKey, shardSeq, arrivalMs, departureMs), which no log line written twice does, are
-    two records to the walk and one to this frame.
+    copies of a record where its row is (its role's partition and order): the key holds every column that places
+    a row there, so equal keys meet in one run of the walk's sort and the two find the same copies.
     """
     keyed = m.where(_keyed()).withColumn("_key", F.xxhash64(*RECORD_KEY))
     repeated = keyed.groupBy("_key").count().where(F.col("count") > 1).select("_key")

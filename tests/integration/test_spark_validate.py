@@ -360,12 +360,14 @@ def _hostile_log() -> list[tuple[dict[str, object], str]]:
     other = received(Message("ixc-b", 38, T0 + 100, properties("MAPEM", local_id="m9", id=",9,"), body=b"m9"))
     pairs += [(r, "a.jsonl") for r in (timeless, bodiless, broken, spatem, other)]
     # records of one message and no role, each logged again after the other (not next to each other in file
-    # order), one of them three times in two files; its arrival logged again at another time (another record)
+    # order), one of them three times in two files; its arrival logged again at another time (another record),
+    # and again with another arrivalMs only (another record too: its rows are placed elsewhere in the walk)
     thrice = Message(NODE, 39, T0 + 1400, properties("DENM", local_id="39"), body=b"t39")
     redelivered, expired = sent(thrice, T0 + 1450, attempt=2), lost("expired_message", thrice, T0 + 1460)
     later = {**received(thrice), "timestamp": logformat.iso_ms(T0 + 1401), "timestampMs": T0 + 1401}
+    moved = {**received(thrice), "arrivalMs": T0 + 1405}
     pairs += [(received(thrice), "a.jsonl"), (redelivered, "a.jsonl"), (expired, "a.jsonl"), (expired, "a.jsonl"),
-              (redelivered, "b.jsonl"), (expired, "b.jsonl"), (later, "b.jsonl")]
+              (redelivered, "b.jsonl"), (expired, "b.jsonl"), (later, "b.jsonl"), (moved, "b.jsonl")]
     return pairs
 
 

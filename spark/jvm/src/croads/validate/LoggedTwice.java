@@ -8,7 +8,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Records logged twice (spark/rules.py {@code records_logged_twice}: the records of one {@code RECORD_KEY}, node,
- * messageId, event, source, consumer, attempt, timestampMs, more than once in the log), counted as {@link CrossWalk}
+ * messageId, event, source, consumer, attempt, timestampMs and the columns that place a row in the walk,
+ * publicationId, shardKey, shardSeq, arrivalMs, departureMs, more than once in the log), counted as {@link CrossWalk}
  * passes each record's own row ({@link CrossWalk#REC}; a record without messageId is not compared). The copies of a
  * record have the same columns but the file (and what no rule compares, such as the body), so their rows have one
  * role, one hash and one place in the role's order: in the walk's sort (hash, role, order, messageId, file, ...) they
@@ -101,11 +102,17 @@ final class LoggedTwice {
         run.clear();
     }
 
-    /** The record key's columns that are not the run's (node, event, source, consumer, attempt, timestampMs). */
+    /**
+     * The record key's columns that are not the run's: node, event, source, consumer, attempt, timestampMs, and the
+     * ones that place a row (publicationId, shardKey, shardSeq, arrivalMs, departureMs): a run may hold rows of two
+     * partitions that share a hash.
+     */
     private static boolean sameRecord(InternalRow a, InternalRow b) {
         return same(a, b, CrossWalk.NODE) && same(a, b, CrossWalk.EVENT) && same(a, b, CrossWalk.SOURCE)
                 && same(a, b, CrossWalk.CONSUMER) && sameNumber(a, b, CrossWalk.ATTEMPT, false)
-                && sameNumber(a, b, CrossWalk.TIMESTAMP, true);
+                && sameNumber(a, b, CrossWalk.TIMESTAMP, true) && same(a, b, CrossWalk.PUBLICATION)
+                && same(a, b, CrossWalk.SHARD_KEY) && sameNumber(a, b, CrossWalk.SHARD_SEQ, true)
+                && sameNumber(a, b, CrossWalk.ARRIVAL, true) && sameNumber(a, b, CrossWalk.DEPARTURE, true);
     }
 
     private static boolean same(InternalRow a, InternalRow b, int i) {
