@@ -12,7 +12,9 @@ if [ -f "$stamp" ] && [ -f "$target/croads-ingest.jar" ]; then
   exit 0
 fi
 echo "setup: building spark/jvm (javac) into $target/croads-ingest.jar"
-rm -rf "$target"
+# the jar and what was trained on it (the archives and their stamps) go; the JDK 25 home beside them stays
+rm -rf "$target/classes" "$target/croads-ingest.jar" "$target"/.built-* "$target"/.archive-* "$target"/audit.aot \
+  "$target"/audit-classes.jsa
 mkdir -p "$target/classes"
 find spark/jvm/src -name '*.java' -print0 | xargs -0 javac -nowarn --release 17 -encoding UTF-8 \
   -cp "$jars/*" -d "$target/classes"
