@@ -32,11 +32,11 @@ import org.apache.spark.util.LongAccumulator;
  * The rules comparing records of a shard or a publication, in one walk over rows Spark sorted (spark/rules.py,
  * {@code walk_rows}): IP_128 (shard order per link), the AUDIT shard gaps, IP_048/IP_124/IP_136 (gaps between a
  * publication's arrivals) and re-published copies, with the per-record rules ({@link RecordChecks}), IP_104 and the
- * records logged twice ({@link LoggedTwice}) on the way. Each record comes once per role it has ({@link #KIND}: of a publication, of a shard's sequence, of a
- * link, or alone; {@link #REC}: the row its per-record rules run on); the rows of a role's window partition (node
- * and the key columns {@link #K1}..{@link #K4}) share a hash and come in the window's order, so the walk keeps only
- * the previous row's state per partition ({@link Group}) and holds no partition's rows, however long a publication
- * is (Spark's sort spills). Rows of two partitions with one hash interleave; {@link Runs} tells them apart.
+ * records logged twice ({@link LoggedTwice}) on the way. Each record comes once per role it has ({@link #KIND}: of a
+ * publication, of a shard's sequence, of a link, or alone; {@link #REC}: the row its per-record rules run on); the
+ * rows of a role's window partition (node and the key columns {@link #K1}..{@link #K4}) share a hash and come in the
+ * window's order, so the walk keeps only the previous row's state per partition ({@link Group}) and holds no
+ * partition's rows, however long a publication is (Spark's sort spills). Rows of two partitions with one hash interleave; {@link Runs} tells them apart.
  * Re-published copies need a second order (by body): the publication walk hands each kept arrival with a body on
  * ({@link #MID}), Spark sorts them within the same partition, and {@link #copies} walks them. Findings are yielded
  * as they are found (a few per row at a time). They are the frames' findings, text for text (Spark's null
@@ -125,7 +125,8 @@ public final class CrossWalk implements Serializable {
         }
     }
 
-    /** A walk of the checks {@code spec} (JSON: gaps, repeatedTypes, order, shardGap, duplicates, loggedTwice, ...) names. */
+    /** A walk of the checks {@code spec} (JSON: gaps, repeatedTypes, order, shardGap, duplicates, loggedTwice, ...)
+     * names. */
     public static CrossWalk create(org.apache.spark.sql.classic.SparkSession spark, String spec) {
         try {
             return new CrossWalk(spark, new ObjectMapper().readTree(spec));
