@@ -1,8 +1,10 @@
 package croads.validate;
 
 import java.util.ArrayDeque;
-import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -52,7 +54,9 @@ final class LoggedTwice {
         }
     }
 
-    private final List<Record> run = new ArrayList<>(4);
+    /** The run's records by their key's columns that are not the run's (a hash map: a message dropped or expired in
+     * many sources has that many records alone in one run). */
+    private final Map<List<Object>, Record> run = new LinkedHashMap<>();
     private long hash;
     private int kind;
     private boolean orderNull;
@@ -76,21 +80,20 @@ final class LoggedTwice {
             orderNull = rowOrderNull;
             order = rowOrder;
         } else {
-            for (Record record : run) {
-                if (sameRecord(record.first, row)) {
-                    record.again(CrossWalk.text(row, CrossWalk.FILE));
-                    return;
-                }
+            Record record = run.get(key(row));
+            if (record != null) {
+                record.again(CrossWalk.text(row, CrossWalk.FILE));
+                return;
             }
         }
         Record record = new Record(row);
         messageId = record.first.getUTF8String(CrossWalk.MESSAGE_ID);
-        run.add(record);
+        run.put(key(record.first), record);
     }
 
     /** The run's findings (its records seen more than once); the run is then empty. */
     void finish(ArrayDeque<InternalRow> out) {
-        for (Record record : run) {
+        for (Record record : run.values()) {
             if (record.copies > 1) {
                 found++;
                 InternalRow finding = CrossWalk.finding(record.first, AUDIT, CHECK, WARNING, UTF8String.fromString(
@@ -105,26 +108,18 @@ final class LoggedTwice {
     /**
      * The record key's columns that are not the run's: node, event, source, consumer, attempt, timestampMs, and the
      * ones that place a row (publicationId, shardKey, shardSeq, arrivalMs, departureMs): a run may hold rows of two
-     * partitions that share a hash.
+     * partitions that share a hash. Spark's UTF-8 strings compare and hash by their bytes.
      */
-    private static boolean sameRecord(InternalRow a, InternalRow b) {
-        return same(a, b, CrossWalk.NODE) && same(a, b, CrossWalk.EVENT) && same(a, b, CrossWalk.SOURCE)
-                && same(a, b, CrossWalk.CONSUMER) && sameNumber(a, b, CrossWalk.ATTEMPT, false)
-                && sameNumber(a, b, CrossWalk.TIMESTAMP, true) && same(a, b, CrossWalk.PUBLICATION)
-                && same(a, b, CrossWalk.SHARD_KEY) && sameNumber(a, b, CrossWalk.SHARD_SEQ, true)
-                && sameNumber(a, b, CrossWalk.ARRIVAL, true) && sameNumber(a, b, CrossWalk.DEPARTURE, true);
+    private static List<Object> key(InternalRow row) {
+        return Arrays.asList(CrossWalk.text(row, CrossWalk.NODE), CrossWalk.text(row, CrossWalk.EVENT),
+                CrossWalk.text(row, CrossWalk.SOURCE), CrossWalk.text(row, CrossWalk.CONSUMER),
+                row.isNullAt(CrossWalk.ATTEMPT) ? null : row.getInt(CrossWalk.ATTEMPT),
+                number(row, CrossWalk.TIMESTAMP), CrossWalk.text(row, CrossWalk.PUBLICATION),
+                CrossWalk.text(row, CrossWalk.SHARD_KEY), number(row, CrossWalk.SHARD_SEQ),
+                number(row, CrossWalk.ARRIVAL), number(row, CrossWalk.DEPARTURE));
     }
 
-    private static boolean same(InternalRow a, InternalRow b, int i) {
-        UTF8String x = CrossWalk.text(a, i);
-        UTF8String y = CrossWalk.text(b, i);
-        return x == null ? y == null : x.equals(y);
-    }
-
-    private static boolean sameNumber(InternalRow a, InternalRow b, int i, boolean wide) {
-        if (a.isNullAt(i) || b.isNullAt(i)) {
-            return a.isNullAt(i) && b.isNullAt(i);
-        }
-        return wide ? a.getLong(i) == b.getLong(i) : a.getInt(i) == b.getInt(i);
+    private static Long number(InternalRow row, int i) {
+        return row.isNullAt(i) ? null : row.getLong(i);
     }
 }
