@@ -54,8 +54,10 @@ final class LoggedTwice {
         }
     }
 
-    /** The run's records by their key's columns that are not the run's (a hash map: a message dropped or expired in
-     * many sources has that many records alone in one run). */
+    /** The run's first record, and while it is the only one, the run. */
+    private Record single;
+    /** A run of two records or more by their key's columns that are not the run's (a hash map: a message dropped or
+     * expired in many sources has that many records alone in one run). */
     private final Map<List<Object>, Record> run = new LinkedHashMap<>();
     private long hash;
     private int kind;
@@ -72,28 +74,35 @@ final class LoggedTwice {
         boolean rowOrderNull = row.isNullAt(CrossWalk.O1);
         long rowOrder = rowOrderNull ? 0 : row.getLong(CrossWalk.O1);
         UTF8String id = row.getUTF8String(CrossWalk.MESSAGE_ID);
-        if (run.isEmpty() || rowHash != hash || rowKind != kind || rowOrderNull != orderNull || rowOrder != order
+        if (single == null || rowHash != hash || rowKind != kind || rowOrderNull != orderNull || rowOrder != order
                 || !id.equals(messageId)) {
             finish(out);
             hash = rowHash;
             kind = rowKind;
             orderNull = rowOrderNull;
             order = rowOrder;
-        } else {
-            Record record = run.get(key(row));
-            if (record != null) {
-                record.again(CrossWalk.text(row, CrossWalk.FILE));
-                return;
-            }
+            single = new Record(row);
+            messageId = single.first.getUTF8String(CrossWalk.MESSAGE_ID);
+            return;
         }
-        Record record = new Record(row);
-        messageId = record.first.getUTF8String(CrossWalk.MESSAGE_ID);
+        if (run.isEmpty()) {  // most runs are one record: keyed only when a second row comes
+            run.put(key(single.first), single);
+        }
+        Record record = run.get(key(row));
+        if (record != null) {
+            record.again(CrossWalk.text(row, CrossWalk.FILE));
+            return;
+        }
+        record = new Record(row);
         run.put(key(record.first), record);
     }
 
     /** The run's findings (its records seen more than once); the run is then empty. */
     void finish(ArrayDeque<InternalRow> out) {
-        for (Record record : run.values()) {
+        if (single == null) {
+            return;
+        }
+        for (Record record : run.isEmpty() ? List.of(single) : run.values()) {
             if (record.copies > 1) {
                 found++;
                 InternalRow finding = CrossWalk.finding(record.first, AUDIT, CHECK, WARNING, UTF8String.fromString(
@@ -103,6 +112,7 @@ final class LoggedTwice {
             }
         }
         run.clear();
+        single = null;
     }
 
     /**
